@@ -1,0 +1,79 @@
+# spk: build, test and set-up. `make help` lists the targets.
+CUDA_HOME ?= /usr/local/cuda
+LUA_INC   ?= /usr/include/lua5.4
+LUA_LIB   ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
+BUILD     ?= build
+
+CC      ?= gcc
+OPT     ?= -O2
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
+           -Isrc -I$(CUDA_HOME)/include -I$(LUA_INC) \
+           -DSPK_SOURCE_LUA_DIR='"$(CURDIR)/lua"' -DSPK_SOURCE_KERNEL_DIR='"$(CURDIR)/kernels"' $(SANITIZE)
+# The CUDA runtime is linked statically: it loads the driver itself, so the
+# program starts (and says "no CUDA device") on a machine without one.
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lnvrtc -lcublas \
+            -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl -lrt
+LDLIBS  += $(CUDA_LIBS) -lm -pthread
+
+CORE_SRC = $(wildcard src/core/*.c)
+CUDA_SRC = $(wildcard src/cuda/*.c)
+LSTM_SRC = $(wildcard src/lstm/*.c)
+LUA_SRC  = $(wildcard src/lua/*.c)
+CLI_SRC  = $(wildcard src/cli/*.c)
+LIB_SRC  = $(CORE_SRC) $(CUDA_SRC) $(LSTM_SRC)
+CTEST_SRC = $(wildcard tests/c/test_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIB_OBJ  = $(call obj,$(LIB_SRC))
+LUA_OBJ  = $(call obj,$(LUA_SRC))
+CLI_OBJ  = $(call obj,$(CLI_SRC))
+CTESTS   = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(CTEST_SRC))
+
+.PHONY: all setup test test-c test-lua gpu-test check-asan clean help
+all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libspk.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# -Wl,-E exports the Lua API from the program, so Lua C modules it loads
+# (busted's helpers, for example) bind to the same interpreter.
+$(BUILD)/spk: $(CLI_OBJ) $(LUA_OBJ) $(BUILD)/libspk.a
+	$(CC) $(CFLAGS) -Wl,-E -o $@ $(CLI_OBJ) $(LUA_OBJ) $(BUILD)/libspk.a $(LUA_LIB) -lreadline $(LDLIBS)
+
+$(BUILD)/spk.so: $(LUA_OBJ) $(BUILD)/libspk.a
+	$(CC) $(CFLAGS) -shared -o $@ $(LUA_OBJ) $(BUILD)/libspk.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(BUILD)/libspk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/c -o $@ $< $(BUILD)/libspk.a $(LDLIBS)
+
+setup:
+	@scripts/setup.sh
+
+test: all
+	@BUILD=$(BUILD) scripts/test.sh
+
+gpu-test: all
+	@BUILD=$(BUILD) scripts/gpu-test.sh
+
+check-asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	  SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined' all
+	@BUILD=build-asan SPK_ASAN=1 scripts/test.sh
+
+clean:
+	rm -rf build build-asan
+
+help:
+	@echo "make setup       install what this machine lacks (apt-get) and check CUDA"
+	@echo "make             build build/spk, build/spk.so and the C tests"
+	@echo "make test        run every suite (C, Lua specs, program); last line N passed, N failed"
+	@echo "make gpu-test    the GPU suite and benchmark, on a machine with a GPU"
+	@echo "make check-asan  the C and Lua suites under AddressSanitizer and UBSan"
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,2 @@
+-- Placeholder: the cuda area installs nothing yet.
+return function(spk, core) end

@@ -1,0 +1,2 @@
+-- Placeholder: the tensor area installs nothing yet.
+return function(spk, core) end

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every suite (C unit tests, busted specs, which include the program's
+# tests) and prints, as its last line, "N passed, N failed[, N skipped]".
+# Usage: scripts/test.sh [busted args...]   (BUILD selects the build folder)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+passed=0 failed=0 skipped=0
+
+# C unit tests: each binary ends with "c/<name>: N passed, N failed".
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  out=$("$t" 2>&1); rc=$?
+  printf '%s\n' "$out" | grep -v '^ok - '
+  line=$(printf '%s\n' "$out" | grep -E '^c/.*: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "$t: crashed or printed no summary (exit $rc)"; failed=$((failed + 1)); continue
+  fi
+  p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\1/' <<<"$line")
+  f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\2/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { echo "$t: exit $rc"; failed=$((failed + 1)); }
+done
+
+# busted specs, read through TAP: "ok N - ...", "not ok N - ...", "ok N - # SKIP ...".
+if [ -n "${SPK_ASAN:-}" ]; then
+  # Under the sanitizers the specs run inside the instrumented program, which
+  # carries the same bindings as spk.so.
+  runner=("$BUILD/spk" run scripts/busted.lua)
+else
+  runner=(lua5.4 scripts/busted.lua)
+fi
+tap=$(mktemp)
+"${runner[@]}" -o TAP "$@" >"$tap" 2>&1; brc=$?
+grep -vE '^ok [0-9]+ ' "$tap"
+bp=$(grep -cE '^ok [0-9]+ ' "$tap" || true)
+bs=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap" || true)
+bf=$(grep -cE '^not ok [0-9]+ ' "$tap" || true)
+if ! grep -qE '^1\.\.[0-9]+' "$tap"; then
+  echo "busted did not finish (exit $brc)"; bf=$((bf + 1))
+fi
+rm -f "$tap"
+passed=$((passed + bp - bs)); skipped=$((skipped + bs)); failed=$((failed + bf))
+
+if [ "$skipped" -gt 0 ]; then
+  echo "$passed passed, $failed failed, $skipped skipped"
+else
+  echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

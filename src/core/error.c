@@ -1,0 +1,53 @@
+#include "core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[SPK_ERROR_MAX];
+
+static void set_message(const char *fmt, va_list ap)
+{
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+}
+
+int spk_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void *spk_fail_null(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+void spk_error_prefix(const char *fmt, ...)
+{
+    char old[SPK_ERROR_MAX];
+    memcpy(old, last_error, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof last_error - 2)
+        return;
+    snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", old);
+}
+
+const char *spk_last_error(void)
+{
+    return last_error;
+}
+
+void spk_clear_error(void)
+{
+    last_error[0] = '\0';
+}
