@@ -11,7 +11,7 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
            -DSPK_SOURCE_LUA_DIR='"$(CURDIR)/lua"' -DSPK_SOURCE_KERNEL_DIR='"$(CURDIR)/kernels"' $(SANITIZE)
 # The CUDA runtime is linked statically: it loads the driver itself, so the
 # program starts (and says "no CUDA device") on a machine without one.
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lnvrtc -lcublas \
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lnvrtc -lcublas -lcudnn \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl -lrt
 LDLIBS  += $(CUDA_LIBS) -lm -pthread
 
