@@ -1,0 +1,135 @@
+/* Lua bindings of the seeded generator (core/rng.h documents the algorithm).
+ *
+ * spk.rand / spk.randn take {seed = n}; without one the seed is 0, so a
+ * script always draws the same numbers. To draw a sequence, make a generator:
+ * spk.generator(seed) is a "spk.generator" userdata whose :uniform, :normal
+ * and :next_u64 continue from where the previous call stopped. */
+#include "core/rng.h"
+#include "lua/tensor_area.h"
+
+#define GENERATOR_MT "spk.generator"
+
+static const char *const rand_options[] = {"seed", "dtype", "low", "high", NULL};
+static const char *const randn_options[] = {"seed", "dtype", "mean", "std", NULL};
+static const char *const uniform_options[] = {"dtype", "low", "high", NULL};
+static const char *const normal_options[] = {"dtype", "mean", "std", NULL};
+
+/* Seeds are 64-bit: a negative Lua integer stands for its two's complement. */
+static uint64_t check_seed(lua_State *L, int arg)
+{
+    int isint = 0;
+    lua_Integer seed = lua_tointegerx(L, arg, &isint);
+    if (!isint)
+        luaL_typeerror(L, arg, "integer seed");
+    return (uint64_t)seed;
+}
+
+static uint64_t opt_seed_field(lua_State *L, int arg)
+{
+    if (lua_type(L, arg) != LUA_TTABLE)
+        return 0;
+    lua_getfield(L, arg, "seed");
+    uint64_t seed = 0;
+    if (!lua_isnil(L, -1)) {
+        int isint = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (!isint)
+            luaL_argerror(L, arg, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
+                                                  luaL_tolstring(L, -1, NULL)));
+        seed = (uint64_t)v;
+    }
+    lua_pop(L, 1);
+    return seed;
+}
+
+/* Reads (shape..., opts) from `arg` on, creates the tensor and fills it. */
+static int draw(lua_State *L, spk_rng *rng, int arg, bool normal, const char *const *known, const char *what)
+{
+    int ndim;
+    int64_t shape[SPK_MAX_DIMS];
+    int opts = spk_lua_checkshape(L, arg, &ndim, shape, false);
+    spk_lua_checkoptions(L, opts, known);
+    spk_dtype dtype = spk_lua_optfield_dtype(L, opts, SPK_F32);
+    if (dtype != SPK_F32 && dtype != SPK_F64)
+        luaL_argerror(L, opts, lua_pushfstring(L, "%s makes f32 or f64 tensors, not %s", what,
+                                               spk_dtype_name(dtype)));
+    double a = spk_lua_optfield_number(L, opts, normal ? "mean" : "low", 0.0);
+    double b = spk_lua_optfield_number(L, opts, normal ? "std" : "high", 1.0);
+    spk_rng fresh;
+    if (!rng) {
+        spk_rng_seed(&fresh, opt_seed_field(L, opts));
+        rng = &fresh;
+    }
+    spk_lua_pushtensor(L, spk_tensor_new(dtype, ndim, shape));
+    spk_tensor *t = spk_lua_checktensor(L, -1);
+    if ((normal ? spk_rng_fill_normal(rng, t, a, b) : spk_rng_fill_uniform(rng, t, a, b)) != 0)
+        return spk_lua_fail(L);
+    return 1;
+}
+
+/* spk.rand(shape, {seed = 0, dtype = "f32", low = 0, high = 1}) */
+static int module_rand(lua_State *L) { return draw(L, NULL, 1, false, rand_options, "rand"); }
+/* spk.randn(shape, {seed = 0, dtype = "f32", mean = 0, std = 1}) */
+static int module_randn(lua_State *L) { return draw(L, NULL, 1, true, randn_options, "randn"); }
+
+static int module_generator(lua_State *L)
+{
+    uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1);
+    spk_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
+    spk_rng_seed(rng, seed);
+    luaL_setmetatable(L, GENERATOR_MT);
+    return 1;
+}
+
+static int generator_uniform(lua_State *L)
+{
+    return draw(L, luaL_checkudata(L, 1, GENERATOR_MT), 2, false, uniform_options, "uniform");
+}
+
+static int generator_normal(lua_State *L)
+{
+    return draw(L, luaL_checkudata(L, 1, GENERATOR_MT), 2, true, normal_options, "normal");
+}
+
+/* The next raw 64-bit output; values above 2^63 read as negative Lua
+ * integers (compare them with math.ult). */
+static int generator_next_u64(lua_State *L)
+{
+    spk_rng *rng = luaL_checkudata(L, 1, GENERATOR_MT);
+    lua_pushinteger(L, (lua_Integer)spk_rng_next(rng));
+    return 1;
+}
+
+static int generator_tostring(lua_State *L)
+{
+    lua_pushfstring(L, "generator (%p)", luaL_checkudata(L, 1, GENERATOR_MT));
+    return 1;
+}
+
+static const luaL_Reg generator_methods[] = {
+    {"uniform", generator_uniform},
+    {"normal", generator_normal},
+    {"next_u64", generator_next_u64},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_functions[] = {
+    {"rand", module_rand},
+    {"randn", module_randn},
+    {"generator", module_generator},
+    {NULL, NULL},
+};
+
+void spk_open_random(lua_State *L, int module)
+{
+    luaL_newmetatable(L, GENERATOR_MT);
+    lua_pushcfunction(L, generator_tostring);
+    lua_setfield(L, -2, "__tostring");
+    luaL_newlib(L, generator_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    lua_pushvalue(L, module);
+    luaL_setfuncs(L, module_functions, 0);
+    lua_pop(L, 1);
+}
