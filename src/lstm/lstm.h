@@ -1,0 +1,169 @@
+/* The LSTM stack on the CPU: layer validation, gate packing, the reference
+ * forward pass, and the tile schedules of the persistent kernel.
+ *
+ * Weights are in ONNX LSTM layout (DESIGN.md §2), per layer and both
+ * directions stacked: W [2, 4H, in], R [2, 4H, H], B [2, 8H] (the 4H input
+ * biases Wb, then the 4H recurrent biases Rb). Gate row blocks are in ONNX
+ * order i, o, f, c: row g*H + u is gate g of hidden unit u.
+ *
+ * Conventions as in core/tensor.h: 0-based indices, -1/NULL on failure with the
+ * message in spk_last_error(). Messages name layers from 1 (as Lua scripts
+ * count them), e.g. "layer 2: R has shape [2, 512, 64], expected [2, 512, 128]". */
+#ifndef SPK_LSTM_H
+#define SPK_LSTM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* ---- Layers ------------------------------------------------------------- */
+
+/* One layer's weights, borrowed (not owned). f32 or f64. */
+typedef struct spk_lstm_layer {
+    const spk_tensor *W; /* [2, 4H, in] */
+    const spk_tensor *R; /* [2, 4H, H] */
+    const spk_tensor *B; /* [2, 8H] */
+} spk_lstm_layer;
+
+typedef struct spk_lstm_dims {
+    int layers;
+    int64_t hidden; /* H */
+    int64_t input;  /* in of layer 1; every later layer takes 2H */
+} spk_lstm_dims;
+
+/* Checks the shapes and dtypes of a stack of `count` layers (count >= 1) and
+ * derives H from layer 1's R and `in` from its W. */
+int spk_lstm_validate(const spk_lstm_layer *layers, int count, spk_lstm_dims *out);
+
+/* Owned tensors of one layer (spk_lstm_weights_free releases them). */
+typedef struct spk_lstm_weights {
+    spk_tensor *W, *R, *B;
+} spk_lstm_weights;
+void spk_lstm_weights_free(spk_lstm_weights *w);
+
+/* Reproducible initialisation like PyTorch's nn.LSTM default: every value
+ * uniform in [-scale/sqrt(H), scale/sqrt(H)) from one generator seeded with
+ * `seed` (core/rng.h). Draw order: layer 1's W (direction 0 then 1, row-major),
+ * its R, its B, then layer 2's W, R, B, and so on. `out` receives `count` layers. */
+int spk_lstm_random(int count, int64_t input, int64_t hidden, uint64_t seed, double scale,
+                    spk_dtype dtype, spk_lstm_weights *out);
+
+/* ---- Gate orders and packing ------------------------------------------- */
+
+/* A gate order is a 4-letter permutation of "iofc" (i input, o output, f forget,
+ * c cell candidate). ONNX is "iofc", PyTorch and cuDNN "ifco", the persistent
+ * kernel's packed order "ifco". Returns 0 if `order` is one. */
+int spk_lstm_gate_order_check(const char *order);
+
+/* Packs W [2, 4H, K] (rows in gate order `from`, H = rows / 4) so each hidden
+ * unit's four gates are adjacent: row g*H + u goes to row u*4 + p, where p is
+ * the position in `to` of the gate at position g in `from`. Returns a new
+ * contiguous tensor of W's dtype. */
+spk_tensor *spk_lstm_pack_directions(const spk_tensor *W, const char *from, const char *to);
+/* The inverse: packed rows u*4 + p (gate order `to`) back to g*H + u (order `from`). */
+spk_tensor *spk_lstm_unpack_directions(const spk_tensor *packed, const char *from, const char *to);
+/* B [2, 8H] (Wb then Rb, gate order `from`) to [2, 4H] packed as above, each
+ * entry Wb + Rb of the same row, summed in B's dtype. */
+spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char *to);
+
+/* Reorders the four gate blocks along dimension `dim` (size 4H): block g of
+ * order `from` goes to the position of that gate in `to`. For PyTorch
+ * ("ifco", its g is our c) to ONNX ("iofc") and back. */
+spk_tensor *spk_lstm_reorder_gates(const spk_tensor *t, int dim, const char *from, const char *to);
+
+/* PyTorch nn.LSTM state-dict tensors of one layer: weight_ih [4H, in],
+ * weight_hh [4H, H], bias_ih [4H], bias_hh [4H], forward then reverse
+ * (index 0 and 1), gates i, f, g, o. */
+typedef struct spk_lstm_torch_layer {
+    const spk_tensor *weight_ih[2], *weight_hh[2], *bias_ih[2], *bias_hh[2];
+} spk_lstm_torch_layer;
+
+/* To ONNX layout: W = stack(weight_ih, weight_ih_reverse), R likewise, B per
+ * direction [bias_ih, bias_hh], gates reordered to i, o, f, c. `layer` (0-based)
+ * only names the layer in messages. */
+int spk_lstm_from_torch(const spk_lstm_torch_layer *torch, int layer, spk_lstm_weights *out);
+/* From ONNX layout; the eight tensors are new and owned by the caller, in the
+ * order weight_ih, weight_hh, bias_ih, bias_hh (forward), then the same reverse. */
+int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
+
+/* ---- The reference forward pass ---------------------------------------- */
+
+/* Numerics (DESIGN.md §2, ONNX Runtime's CPU order), in the chosen precision:
+ *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), every dot product summed in index order
+ *   from its first term, no fused multiply-add;
+ *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c),
+ *   σ(v) = 1 / (1 + exp(-v)) with libm exp/tanh (f64) or expf/tanhf (f32);
+ *   c = f*c + i*c~, h = o*tanh(c); zero initial h and c.
+ * The forward direction runs t = 0..T-1 and writes features 0..H-1, the
+ * reverse runs t = T-1..0 and writes features H..2H-1 at the same t.
+ * Work is split over (batch row, direction) items; every item is computed by
+ * the same code whatever the thread count, so results are bitwise independent
+ * of `threads`. */
+typedef struct spk_lstm_reference_options {
+    spk_dtype precision; /* SPK_F64 (x and weights promoted) or SPK_F32 */
+    int threads;         /* <= 0: the number of online CPUs */
+    bool layers_out;     /* keep every layer's output in the result */
+    /* Trace h and c of one layer and direction at chosen time positions
+     * (the t at which h is written, whatever the direction). */
+    int trace_layer;            /* 0-based; ignored when trace_count == 0 */
+    int trace_direction;        /* 0 forward, 1 reverse */
+    int trace_count;            /* 0: no trace */
+    const int64_t *trace_steps; /* trace_count time positions, 0-based */
+} spk_lstm_reference_options;
+
+typedef struct spk_lstm_reference_result {
+    spk_tensor *y;        /* [B, T, 2H] in the precision's dtype */
+    int layer_count;      /* layers in `layer_outputs` (0 unless layers_out) */
+    spk_tensor **layer_outputs; /* each [B, T, 2H]; y is a copy of the last */
+    spk_tensor *trace_h;  /* [trace_count, B, H], NULL without a trace */
+    spk_tensor *trace_c;
+} spk_lstm_reference_result;
+
+/* Default options: f64, all CPUs, no layer outputs, no trace. */
+spk_lstm_reference_options spk_lstm_reference_defaults(void);
+/* x [B, T, in] f32 or f64 (any strides). On success `out` owns new tensors. */
+int spk_lstm_reference(const spk_lstm_layer *layers, int count, const spk_tensor *x,
+                       const spk_lstm_reference_options *options, spk_lstm_reference_result *out);
+void spk_lstm_reference_result_free(spk_lstm_reference_result *result);
+
+/* ---- Tile schedules of the persistent kernel (DESIGN.md §3) ------------ */
+
+/* A batch is cut into `tiles` tiles of `tile_rows` rows; each tile is run by
+ * `groups` co-resident blocks. Launches cover tiles_per_launch tiles each, in
+ * order; the launch ranges use 0-based tile indices. */
+typedef struct spk_schedule {
+    int64_t batch;
+    int64_t groups;
+    int64_t tile_rows;
+    int64_t tiles;
+    int64_t tiles_per_launch;
+    bool concurrent; /* both directions at once (reverse on a side stream) */
+} spk_schedule;
+
+#define SPK_SCHEDULE_UNKNOWN (-1) /* concurrent capacity not known */
+#define SPK_SCHEDULE_MAX_HEIGHTS 16
+
+/* The seed's rule: for each height in `heights` (in order), the first with
+ * tiles * 2 * groups <= min(capacity, concurrent_capacity) runs both directions
+ * concurrently in one launch each. Otherwise the largest height, sequential
+ * directions, tiles_per_launch = capacity / groups. An unknown concurrent
+ * capacity (SPK_SCHEDULE_UNKNOWN) selects the sequential form. Fewer than
+ * `groups` co-resident blocks (capacity < groups) is an error naming both. */
+int spk_schedule_new(spk_schedule *out, int64_t batch, int64_t capacity, int64_t concurrent_capacity,
+                     int64_t groups, const int64_t *heights, int height_count);
+
+/* Number of launches per direction: ceil(tiles / tiles_per_launch). */
+int64_t spk_schedule_launch_count(const spk_schedule *s);
+/* Launch `index` (0-based): its first tile (0-based) and tile count. */
+int spk_schedule_launch(const spk_schedule *s, int64_t index, int64_t *first, int64_t *count);
+
+/* Validates a schedule made elsewhere (a script) against `batch`: positive
+ * sizes, tiles * tile_rows covers the batch without an empty tile, and the
+ * `launch_count` ranges (first, count) cover tiles 0..tiles-1 in order without
+ * overlap or gap, each count in 1..tiles_per_launch. Messages count launches
+ * from 1 and name tiles by their 0-based index. */
+int spk_schedule_check(const spk_schedule *s, int64_t batch, const int64_t *firsts,
+                       const int64_t *counts, int64_t launch_count);
+
+#endif
