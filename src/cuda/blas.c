@@ -1,0 +1,179 @@
+/* cuBLAS sgemm for row-major tensors.
+ *
+ * cuBLAS is column-major. A row-major matrix X (r x c, row stride ld) is the
+ * column-major matrix X^T with leading dimension ld, so row-major
+ * C = op(A) op(B) is computed as column-major C^T = op(B)^T op(A)^T: call
+ * gemm with the operands swapped and m and n exchanged. A transposed view
+ * (column stride ld, element stride 1 down a column) is the same memory read
+ * the other way, so it is handled by flipping its op instead of copying.
+ *
+ * Precision: the handle stays in CUBLAS_DEFAULT_MATH and each call names its
+ * compute type in cublasGemmEx: CUBLAS_COMPUTE_32F (FP32 inputs, products and
+ * sums, no TF32; the default), CUBLAS_COMPUTE_32F_FAST_TF32 (math = "tf32")
+ * or CUBLAS_COMPUTE_32F_PEDANTIC (math = "pedantic"). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+#include "cuda/internal.h"
+#include "cuda/runtime.h"
+
+int spk_math_mode_from_name(const char *name, spk_math_mode *out)
+{
+    if (strcmp(name, "fp32") == 0)
+        *out = SPK_MATH_FP32;
+    else if (strcmp(name, "tf32") == 0)
+        *out = SPK_MATH_TF32;
+    else if (strcmp(name, "pedantic") == 0)
+        *out = SPK_MATH_PEDANTIC;
+    else
+        return spk_fail("gemm: math \"%s\" is not \"fp32\", \"tf32\" or \"pedantic\"", name);
+    return 0;
+}
+
+/* How a 2-D tensor reads as a row-major matrix: its rows x cols (after the
+ * requested transpose) and whether cuBLAS must transpose it. */
+typedef struct operand {
+    int64_t rows, cols; /* of op(X) */
+    int64_t ld;
+    bool row_major; /* stride[1] == 1 */
+} operand;
+
+static int describe(const spk_tensor *t, const char *name, bool trans, bool output, operand *out)
+{
+    if (!t)
+        return spk_fail("gemm: %s is missing", name);
+    if (t->dtype != SPK_F32)
+        return spk_fail("gemm: %s is %s, gemm needs f32", name, spk_dtype_name(t->dtype));
+    if (t->ndim != 2)
+        return spk_fail("gemm: %s has %d dimension%s, gemm needs 2", name, t->ndim, t->ndim == 1 ? "" : "s");
+    if (!spk_tensor_is_device(t))
+        return spk_fail("gemm: %s is a host tensor; move it to the GPU with :cuda()", name);
+    int64_t r = t->shape[0], c = t->shape[1];
+    if (t->strides[1] == 1 && t->strides[0] >= (c > 1 ? c : 1)) {
+        out->row_major = true;
+        out->ld = t->strides[0] > 0 ? t->strides[0] : 1;
+    } else if (!output && t->strides[0] == 1 && t->strides[1] >= (r > 1 ? r : 1)) {
+        out->row_major = false;
+        out->ld = t->strides[1];
+    } else {
+        return spk_fail("gemm: %s must have contiguous rows%s (strides %lld, %lld)", name,
+                        output ? "" : " or be a transpose of such", (long long)t->strides[0],
+                        (long long)t->strides[1]);
+    }
+    out->rows = trans ? c : r;
+    out->cols = trans ? r : c;
+    return 0;
+}
+
+int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
+{
+    operand a, b, c;
+    if (describe(g->a, "a", g->transa, false, &a) || describe(g->b, "b", g->transb, false, &b) ||
+        describe(g->c, "c", false, true, &c))
+        return -1;
+    if (a.cols != b.rows)
+        return spk_fail("gemm: op(a) is %lld x %lld and op(b) is %lld x %lld: inner sizes differ",
+                        (long long)a.rows, (long long)a.cols, (long long)b.rows, (long long)b.cols);
+    if (c.rows != a.rows || c.cols != b.cols)
+        return spk_fail("gemm: c is %lld x %lld, op(a) op(b) is %lld x %lld", (long long)c.rows,
+                        (long long)c.cols, (long long)a.rows, (long long)b.cols);
+    if (g->a->storage->device != g->c->storage->device || g->b->storage->device != g->c->storage->device)
+        return spk_fail("gemm: a, b and c must be on the same device");
+    const int64_t limit = 2147483647;
+    if (a.rows > limit || b.cols > limit || a.cols > limit || a.ld > limit || b.ld > limit || c.ld > limit)
+        return spk_fail("gemm: a size or stride exceeds cuBLAS's 32-bit limit");
+    *m = a.rows;
+    *n = b.cols;
+    *k = a.cols;
+    return 0;
+}
+
+#define MAX_DEVICES 64
+static cublasHandle_t handles[MAX_DEVICES];
+static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *cublas_status_name(cublasStatus_t st)
+{
+    const char *name = cublasGetStatusName(st);
+    return name ? name : "unknown cuBLAS status";
+}
+
+/* One handle per device, with a fixed workspace, so gemm needs no allocation
+ * at call time and can be captured into a graph. */
+static int handle_for(int device, cublasHandle_t *out)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return spk_fail("gemm: device %d is out of range", device);
+    pthread_mutex_lock(&handle_lock);
+    int rc = 0;
+    if (!handles[device]) {
+        cublasHandle_t h;
+        cublasStatus_t st = cublasCreate(&h);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            rc = spk_fail("gemm: cublasCreate: %s", cublas_status_name(st));
+        } else {
+            const size_t workspace_bytes = 32u << 20; /* cuBLAS's recommendation for Hopper */
+            void *workspace = NULL;
+            if (cudaMalloc(&workspace, workspace_bytes) == cudaSuccess)
+                cublasSetWorkspace(h, workspace, workspace_bytes);
+            cudaGetLastError();
+            cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+            handles[device] = h;
+        }
+    }
+    *out = handles[device];
+    pthread_mutex_unlock(&handle_lock);
+    return rc;
+}
+
+int spk_gemm(const spk_gemm_args *g)
+{
+    int64_t m, n, k;
+    if (spk_gemm_check(g, &m, &n, &k))
+        return -1;
+    if (spk_cuda_require())
+        return -1;
+    spk_stream *s = spk_stream_or_default(g->stream);
+    if (!s)
+        return -1;
+    int device = g->c->storage->device;
+    cublasHandle_t h = NULL;
+    if (handle_for(device, &h))
+        return -1;
+    operand a, b, c;
+    describe(g->a, "a", g->transa, false, &a);
+    describe(g->b, "b", g->transb, false, &b);
+    describe(g->c, "c", false, true, &c);
+    /* A row-major operand is its column-major transpose; op() flips again. */
+    cublasOperation_t op_a = (g->transa == a.row_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = (g->transb == b.row_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasComputeType_t compute = g->math == SPK_MATH_TF32       ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                  : g->math == SPK_MATH_PEDANTIC ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                                                 : CUBLAS_COMPUTE_32F;
+    if (m == 0 || n == 0)
+        return 0;
+    /* Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m). */
+    cublasSetStream(h, (cudaStream_t)spk_stream_handle(s));
+    float alpha = g->alpha, beta = g->beta;
+    int prev_device = 0;
+    cudaGetDevice(&prev_device);
+    if (prev_device != device)
+        cudaSetDevice(device);
+    cublasStatus_t st = cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, spk_tensor_data(g->b),
+                                     CUDA_R_32F, (int)b.ld, spk_tensor_data(g->a), CUDA_R_32F, (int)a.ld, &beta,
+                                     spk_tensor_data(g->c), CUDA_R_32F, (int)c.ld, compute, CUBLAS_GEMM_DEFAULT);
+    if (prev_device != device)
+        cudaSetDevice(prev_device);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return spk_fail("gemm: cublasGemmEx (%lld x %lld x %lld): %s", (long long)m, (long long)n, (long long)k,
+                        cublas_status_name(st));
+    spk_storage_use(g->a->storage, s);
+    spk_storage_use(g->b->storage, s);
+    spk_storage_use(g->c->storage, s);
+    return 0;
+}
