@@ -1,0 +1,407 @@
+-- Host tensors from Lua: construction, views sharing storage, dtypes,
+-- 1-based element access, arithmetic, reductions, printing and lifetime.
+local spk = require "spk"
+
+-- The error message of fn(...), which must fail.
+local function error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+-- The f32 rounding of a Lua number.
+local function f32(x)
+  return (string.unpack("<f", string.pack("<f", x)))
+end
+
+describe("spk.tensor construction", function()
+  it("builds from nested tables with f32 by default", function()
+    local t = spk.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+    assert.are.same({ 2, 3 }, t:shape())
+    assert.are.equal("f32", t:dtype())
+    assert.are.same({ { 1, 2, 3 }, { 4, 5, 6 } }, t:tolist())
+    assert.are.equal(6, t:get(2, 3))
+    assert.are.equal(f32(0.1), spk.tensor({ 0.1 }):get(1))
+  end)
+
+  it("takes a dtype and keeps integers exact", function()
+    local t = spk.tensor({ { -7, 2147483647 } }, "i32")
+    assert.are.equal("i32", t:dtype())
+    assert.are.equal(2147483647, t:get(1, 2))
+    assert.are.equal("integer", math.type(t:get(1, 1)))
+    local u = spk.tensor({ math.maxinteger, 3 }, "u64")
+    assert.are.equal(math.maxinteger, u:get(1))
+    assert.are.equal(0.1, spk.tensor({ 0.1 }, "f64"):get(1))
+  end)
+
+  it("makes a 0-d tensor from a number and an empty 1-d tensor from {}", function()
+    local s = spk.tensor(2.5)
+    assert.are.equal(0, s:dim())
+    assert.are.equal(1, s:numel())
+    assert.are.equal(2.5, s:get())
+    assert.are.equal(2.5, s:tolist())
+    local e = spk.tensor {}
+    assert.are.same({ 0 }, e:shape())
+    assert.are.equal(0, #e)
+  end)
+
+  it("refuses ragged tables, naming the entry", function()
+    assert.matches("bad argument #1 to 'tensor' %(ragged nested table: entry %[2%] has length 3, expected 2%)",
+      error_of(function() return spk.tensor({ { 1, 2 }, { 3, 4, 5 } }) end))
+    assert.matches("ragged nested table: entry %[2%] is a number, expected a table",
+      error_of(function() return spk.tensor({ { 1, 2 }, 3 }) end))
+    assert.matches("entry %[1%]%[2%] is a table", error_of(function() return spk.tensor({ { 1, { 2 } }, { 3, 4 } }) end))
+    assert.matches("entry %[2%]: expected a number, got string", error_of(function() return spk.tensor({ 1, "x" }) end))
+    assert.matches("i32 needs an integer", error_of(function() return spk.tensor({ 1.5 }, "i32") end))
+    assert.matches("does not fit in i32", error_of(function() return spk.tensor({ 2 ^ 31 | 0 }, "i32") end))
+  end)
+
+  it("zeros, ones and full take a shape table or integers, and a dtype", function()
+    assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 } }, spk.zeros({ 2, 3 }):tolist())
+    assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 } }, spk.zeros(2, 3):tolist())
+    local o = spk.ones(2, 2, "f64")
+    assert.are.equal("f64", o:dtype())
+    assert.are.same({ { 1, 1 }, { 1, 1 } }, o:tolist())
+    assert.are.same({ { 7, 7 } }, spk.full({ 1, 2 }, 7, "i32"):tolist())
+    assert.are.same({ { 2.5, 2.5 } }, spk.full(1, 2, 2.5):tolist())
+    assert.are.equal("i32", spk.full(3, 1, "i32"):dtype())
+    assert.are.same({ 3 }, spk.full(3, 1, "i32"):shape())
+    assert.are.equal(0, spk.zeros({}):dim())
+  end)
+
+  it("names bad shape and dtype arguments", function()
+    assert.matches("bad argument #2 to 'zeros' %(unknown dtype 'f16'", error_of(function() return spk.zeros({ 2 }, "f16") end))
+    assert.matches("bad argument #1 to 'zeros' %(shape entry 2 is negative %(%-3%)%)", error_of(function() return spk.zeros({ 2, -3 }) end))
+    assert.matches("bad argument #2 to 'ones' %(shape entry 2 must be an integer", error_of(function() return spk.ones(2, 1.5) end))
+    assert.matches("at most 8", error_of(function() return spk.zeros({ 1, 1, 1, 1, 1, 1, 1, 1, 1 }) end))
+    assert.matches("list of integers", error_of(function() return spk.zeros({ 2, seed = 3 }) end))
+  end)
+
+  it("arange is [start, stop) by step, as in NumPy", function()
+    assert.are.same({ 0, 1, 2, 3, 4 }, spk.arange(0, 5):tolist())
+    assert.are.same({ 0, 1, 2 }, spk.arange(3):tolist())
+    assert.are.same({ 1, 1.25, 1.5, 1.75 }, spk.arange(1, 2, 0.25):tolist())
+    assert.are.same({ 0, 3, 6, 9 }, spk.arange(0, 10, 3, "i32"):tolist())
+    assert.are.same({ 5, 4, 3 }, spk.arange(5, 2, -1, "f64"):tolist())
+    assert.are.equal("i32", spk.arange(0, 10, 3, "i32"):dtype())
+    assert.are.equal("f32", spk.arange(2):dtype())
+    assert.matches("step must not be zero", error_of(function() return spk.arange(0, 1, 0) end))
+  end)
+
+  it("lists its dtypes", function()
+    assert.are.same({ "f32", "f64", "i32", "u64" }, spk.dtypes)
+  end)
+end)
+
+describe("tensor properties", function()
+  it("shape, size, dim, strides, offset, numel, #t, device", function()
+    local t = spk.zeros(2, 3, 4)
+    local shape = t:shape()
+    shape[1] = 99 -- a fresh table each call
+    assert.are.same({ 2, 3, 4 }, t:shape())
+    assert.are.equal(3, t:size(2))
+    assert.are.equal(4, t:size(-1))
+    assert.are.equal(3, t:dim())
+    assert.are.same({ 12, 4, 1 }, t:strides())
+    assert.are.equal(0, t:offset())
+    assert.are.equal(24, t:numel())
+    assert.are.equal(2, #t)
+    assert.are.equal("cpu", t.device)
+    assert.are.equal("function", type(t.dtype)) -- dtype is a method
+    assert.is_true(t:is_contiguous())
+    assert.is_nil(t.no_such_field)
+    assert.matches("bad argument #1 to 'size' %(dim 4 out of range 1..3%)", error_of(function() return t:size(4) end))
+    assert.matches("0%-d tensor has no length", error_of(function() return #spk.tensor(1) end))
+  end)
+
+  it("data_ptr is the address of the first element of the view", function()
+    local t = spk.zeros(4, "f64")
+    local p = t:data_ptr()
+    assert.are.equal("integer", math.type(p))
+    assert.are_not.equal(0, p)
+    assert.are.equal(p + 2 * 8, t:narrow(1, 3, 2):data_ptr())
+  end)
+
+  it("is recognised by spk.is_tensor and has the spk.tensor type name", function()
+    assert.is_true(spk.is_tensor(spk.zeros(1)))
+    assert.is_false(spk.is_tensor({}))
+    assert.is_false(spk.is_tensor(io.stdout))
+    assert.are.equal("spk.tensor", getmetatable(spk.zeros(1)).__name)
+  end)
+end)
+
+describe("views", function()
+  it("narrow shares storage and checks its range", function()
+    local base = spk.arange(0, 12):view(3, 4)
+    local v = base:narrow(2, 2, 2)
+    assert.are.same({ 3, 2 }, v:shape())
+    assert.are.same({ 4, 1 }, v:strides())
+    assert.are.equal(1, v:offset())
+    assert.are.same({ { 1, 2 }, { 5, 6 }, { 9, 10 } }, v:tolist())
+    v:set(3, 1, -1)
+    assert.are.equal(-1, base:get(3, 2))
+    local row = spk.zeros(4)
+    assert.matches(":%d+: bad argument #2 to 'narrow' %(start 5 out of range 1..4 for dim 1 of size 4%)$",
+      error_of(function() return row:narrow(1, 5, 1) end))
+    assert.matches("bad argument #3 to 'narrow' %(length 3 out of range 0..2", error_of(function()
+      return row:narrow(1, 3, 3)
+    end))
+    assert.matches("bad argument #1 to 'narrow' %(dim 2 out of range 1..1%)",
+      error_of(function() return row:narrow(2, 1, 1) end))
+    assert.are.equal(0, row:narrow(1, 5, 0):numel())
+  end)
+
+  it("select drops the dim and shares storage", function()
+    local base = spk.arange(0, 6):view(2, 3)
+    local col = base:select(2, 3)
+    assert.are.same({ 2 }, col:shape())
+    assert.are.same({ 2, 5 }, col:tolist())
+    col:set(2, 50)
+    assert.are.equal(50, base:get(2, 3))
+    assert.matches("index 3 out of range 1..2 for dim 1 of size 2", error_of(function() return base:select(1, 3) end))
+  end)
+
+  it("slice takes inclusive 1-based bounds, negative ones from the end, and a step", function()
+    local base = spk.arange(0, 10) -- values 0..9 at positions 1..10
+    local s = base:slice(1, 2, 9, 3)
+    assert.are.same({ 1, 4, 7 }, s:tolist())
+    assert.are.same({ 3 }, s:strides())
+    assert.are.equal(1, s:offset())
+    assert.are.same({ 7, 8, 9 }, base:slice(1, -3):tolist())
+    assert.are.same({ 2, 3 }, base:slice(1, 3, 4):tolist())
+    assert.are.same({ 9, 8, 7, 6, 5, 4, 3, 2, 1, 0 }, base:slice(1, -1, 1, -1):tolist())
+    assert.are.same({ 8, 5, 2 }, base:slice(1, 9, 2, -3):tolist())
+    assert.are.same({ -1 }, base:slice(1, -1, 1, -1):strides())
+    assert.are.equal(0, base:slice(1, 5, 4):numel())
+    s:set(2, 40)
+    assert.are.equal(40, base:get(5))
+    assert.matches("bad argument #2 to 'slice' %(first 11 out of range 1..10", error_of(function()
+      return base:slice(1, 11)
+    end))
+    assert.matches("bad argument #4 to 'slice' %(step must not be zero%)",
+      error_of(function() return base:slice(1, 1, 2, 0) end))
+  end)
+
+  it("transpose swaps shape and strides; contiguous makes row-major copies", function()
+    local base = spk.arange(0, 6):view(2, 3)
+    local t = base:transpose(1, 2)
+    assert.are.same({ 3, 2 }, t:shape())
+    assert.are.same({ 1, 3 }, t:strides())
+    assert.is_false(t:is_contiguous())
+    assert.are.same({ { 0, 3 }, { 1, 4 }, { 2, 5 } }, t:tolist())
+    t:set(3, 1, 20)
+    assert.are.equal(20, base:get(1, 3))
+    local c = t:contiguous()
+    assert.is_true(c:is_contiguous())
+    assert.are.same({ 2, 1 }, c:strides())
+    assert.are.same({ { 0, 3 }, { 1, 4 }, { 20, 5 } }, c:tolist())
+    c:set(1, 1, 100)
+    assert.are.equal(0, base:get(1, 1)) -- a copy
+    assert.are.equal(base:data_ptr(), base:contiguous():data_ptr()) -- already contiguous: shared
+    assert.are.same({ 3, 2 }, base:transpose():shape()) -- 2-d default
+  end)
+
+  it("view reshapes contiguous data in place; reshape copies when it must", function()
+    local base = spk.arange(0, 6)
+    local v = base:view(2, -1)
+    assert.are.same({ 2, 3 }, v:shape())
+    assert.are.same({ 2, 3 }, base:view({ 2, 3 }):shape())
+    v:set(2, 1, 30)
+    assert.are.equal(30, base:get(4))
+    local t = v:transpose(1, 2)
+    assert.matches("not contiguous", error_of(function() return t:view(6) end))
+    local r = t:reshape(6)
+    assert.are.same({ 0, 30, 1, 4, 2, 5 }, r:tolist())
+    assert.are.same({ 3, 2 }, v:reshape(3, 2):shape())
+    assert.are.equal(base:data_ptr(), v:reshape(3, 2):data_ptr())
+    assert.matches("elements", error_of(function() return base:view(4, 2) end))
+  end)
+
+  it("clone is a fresh copy", function()
+    local a = spk.tensor { 1, 2 }
+    local b = a:clone()
+    b:set(1, 9)
+    assert.are.equal(1, a:get(1))
+    assert.are_not.equal(a:data_ptr(), b:data_ptr())
+  end)
+end)
+
+describe("dtypes", function()
+  it("to(dtype) converts", function()
+    local a = spk.tensor { 1.75, -2.5, 3 }
+    local d = a:to("f64")
+    assert.are.equal("f64", d:dtype())
+    assert.are.same({ 1.75, -2.5, 3 }, d:tolist())
+    local i = a:to("i32")
+    assert.are.equal("i32", i:dtype())
+    assert.are.same({ 1, -2, 3 }, i:tolist()) -- truncation toward zero
+    assert.are.same({ 3, 4 }, spk.tensor({ 3, 4 }, "i32"):to("u64"):tolist())
+    assert.are.same({ 1.75, -2.5, 3 }, d:to("f32"):tolist())
+  end)
+
+  it("to(x) hands non-dtype names to methods.to_device, else refuses", function()
+    local t = spk.zeros(2)
+    local methods = select(2, debug.getupvalue(getmetatable(t).__index, 1))
+    local saved = methods.to_device
+    methods.to_device = nil
+    local err = error_of(function() return t:to("bogus") end)
+    methods.to_device = function(self, where) return "moved to " .. where .. " " .. self:numel() end
+    local moved = t:to("cuda:0")
+    methods.to_device = saved
+    assert.matches("to: unknown dtype or device 'bogus'", err)
+    assert.are.equal("moved to cuda:0 2", moved)
+  end)
+
+  it("u64 values above 2^63 read back as wrapped Lua integers", function()
+    local u = spk.zeros(1, "u64")
+    u:set(1, -1)
+    assert.are.equal(-1, u:get(1)) -- 2^64 - 1
+    assert.is_true(math.ult(math.maxinteger, u:get(1)))
+  end)
+end)
+
+describe("element access", function()
+  it("get and set are 1-based and bounds-checked", function()
+    local t = spk.zeros(2, 3)
+    assert.are.equal(t, t:set(2, 3, 5)) -- returns t
+    assert.are.equal(5, t:get(2, 3))
+    assert.are.equal("float", math.type(t:get(2, 3)))
+    assert.are.same({ 0, 0, 5 }, t:select(1, 2):tolist())
+    assert.matches("bad argument #1 to 'get' %(index 0 out of range 1..2 for dim 1 of size 2%)",
+      error_of(function() return t:get(0, 1) end))
+    assert.matches("bad argument #2 to 'get' %(index 4 out of range 1..3 for dim 2 of size 3%)",
+      error_of(function() return t:get(1, 4) end))
+    assert.matches("expected 2 indices for a 2%-d tensor, got 1", error_of(function() return t:get(1) end))
+    assert.matches("expected a number, got string", error_of(function() return t:set(1, 1, "x") end))
+    assert.matches("i32 needs an integer", error_of(function() return spk.zeros(1, "i32"):set(1, 0.5) end))
+  end)
+
+  it("fill returns the tensor and fills a view only", function()
+    local base = spk.zeros(2, 2)
+    assert.are.equal(base, base:fill(1))
+    base:select(1, 2):fill(3)
+    assert.are.same({ { 1, 1 }, { 3, 3 } }, base:tolist())
+  end)
+end)
+
+describe("arithmetic", function()
+  local a, b
+  before_each(function()
+    a = spk.tensor { 1, 2, 3 }
+    b = spk.tensor { 4, -5, 6 }
+  end)
+
+  it("methods and metamethods", function()
+    assert.are.same({ 5, -3, 9 }, a:add(b):tolist())
+    assert.are.same({ 5, -3, 9 }, (a + b):tolist())
+    assert.are.same({ -3, 7, -3 }, (a - b):tolist())
+    assert.are.same({ -3, 7, -3 }, a:sub(b):tolist())
+    assert.are.same({ 4, -10, 18 }, (a * b):tolist())
+    assert.are.same({ 4, -10, 18 }, a:mul(b):tolist())
+    assert.are.same({ 2, 4, 6 }, (a * 2):tolist())
+    assert.are.same({ 2, 4, 6 }, (2 * a):tolist())
+    assert.are.same({ 0.5, 1, 1.5 }, (a / 2):tolist())
+    assert.are.same({ 0.5, 1, 1.5 }, a:scale(0.5):tolist())
+    assert.are.same({ -1, -2, -3 }, (-a):tolist())
+    assert.are.same({ 4, 5, 6 }, b:abs():tolist())
+  end)
+
+  it("result dtype is f64 if either side is", function()
+    assert.are.equal("f64", (a + b:to("f64")):dtype())
+    assert.are.equal("f32", (a + b):dtype())
+  end)
+
+  it("refuses mismatched shapes and tensor + number", function()
+    assert.matches("shape", error_of(function() return a + spk.zeros(2) end))
+    assert.matches("both operands must be tensors", error_of(function() return a + 1 end))
+    assert.matches("only tensor / number", error_of(function() return 1 / a end))
+  end)
+
+  it("== is identity (compare values with spk.allclose)", function()
+    local c = a
+    assert.is_true(a == c)
+    assert.is_false(a == a:clone())
+  end)
+end)
+
+describe("reductions", function()
+  it("sum, mean, min, max, norm by hand", function()
+    local t = spk.tensor { { 1, -2 }, { 3, 4 } }
+    assert.are.equal(6, t:sum())
+    assert.are.equal(1.5, t:mean())
+    assert.are.equal(-2, t:min())
+    assert.are.equal(4, t:max())
+    assert.are.equal(math.sqrt(30), t:norm())
+  end)
+
+  it("follow the strides of a view", function()
+    local t = spk.arange(0, 12):view(3, 4):transpose(1, 2):slice(1, 2, 4, 2) -- columns 2 and 4
+    assert.are.same({ { 1, 5, 9 }, { 3, 7, 11 } }, t:tolist())
+    assert.are.equal(36, t:sum())
+    assert.are.equal(1, t:min())
+    assert.are.equal(11, t:max())
+  end)
+
+  it("refuse empty tensors", function()
+    assert.has_error(function() spk.zeros(0):min() end)
+  end)
+end)
+
+describe("tostring", function()
+  it("prints the header and every value of a small tensor", function()
+    local s = tostring(spk.tensor { { 1, 2 }, { 3, 4 } })
+    assert.matches("^tensor%(f32, %[2, 2%]%)", s)
+    assert.matches("1, 2", s)
+    assert.matches("3, 4", s)
+    assert.is_nil(s:find("...", 1, true))
+  end)
+
+  it("summarises with ... past 1000 elements", function()
+    assert.is_nil(tostring(spk.arange(1000)):find("...", 1, true))
+    local s = tostring(spk.arange(1001))
+    assert.truthy(s:find("...", 1, true))
+    assert.matches("998, 999, 1000", s)
+    assert.is_nil(s:find("500", 1, true))
+    local big = tostring(spk.zeros(100, 100, "f64"))
+    assert.matches("^tensor%(f64, %[100, 100%]%)", big)
+    assert.truthy(#big < 1000)
+  end)
+end)
+
+describe("lifetime", function()
+  it("<close> frees the tensor; later use is a clear error", function()
+    local kept
+    do
+      local t <close> = spk.zeros(3)
+      kept = t
+    end
+    assert.is_true(kept:is_closed())
+    assert.matches("tensor is closed", error_of(function() return kept:numel() end))
+    assert.matches("tensor is closed", error_of(function() return kept + kept end))
+    assert.matches("tensor is closed", error_of(function() return spk.zeros(1):add(kept) end))
+    assert.matches("tensor is closed", error_of(function() return kept.device end))
+    assert.are.equal("tensor (closed)", tostring(kept))
+  end)
+
+  it("close is idempotent and the collector copes with closed tensors", function()
+    local t = spk.zeros(2)
+    t:close()
+    t:close()
+    t = nil
+    collectgarbage()
+  end)
+
+  it("a view outlives its closed or collected base", function()
+    local base = spk.arange(0, 10)
+    local v = base:narrow(1, 3, 2)
+    base:close()
+    base = nil
+    local other = spk.arange(0, 10, 1, "f64"):slice(1, -2)
+    collectgarbage()
+    collectgarbage()
+    assert.are.same({ 2, 3 }, v:tolist())
+    assert.are.same({ 8, 9 }, other:tolist())
+    v:set(1, 7)
+    assert.are.equal(7, v:get(1))
+  end)
+end)
