@@ -1,0 +1,71 @@
+-- versions of spk, Lua and CUDA, and the GPU devices this machine has
+--
+-- spk info: prints what spk was built with and what the machine offers. A
+-- machine without a GPU or driver is a normal answer ("no CUDA device"), not
+-- an error. The optional second argument lets tests supply the facts:
+-- {program = ..., cuda = ..., write = function(text)}.
+
+-- 13000 -> "13.0", 12080 -> "12.8" (CUDA's 1000 * major + 10 * minor).
+local function cuda_version(number)
+  if type(number) ~= "number" or number <= 0 then return nil end
+  return string.format("%d.%d", number // 1000, number % 1000 // 10)
+end
+
+local function gib(bytes)
+  return string.format("%.1f GiB", bytes / 2 ^ 30)
+end
+
+local function program_facts()
+  local ok, program = pcall(require, "spk.program")
+  if ok and type(program) == "table" then return program end
+  return {}
+end
+
+local function cuda_area()
+  local ok, spk = pcall(require, "spk")
+  if ok and type(spk) == "table" then return spk.cuda end
+  return nil
+end
+
+local function gpu_lines(cuda, say)
+  if type(cuda) ~= "table" or type(cuda.info) ~= "function" then
+    say("GPU runtime: not built in")
+    return
+  end
+  local ok, info = pcall(cuda.info)
+  if not ok then
+    -- The runtime exists but could not answer: say why, still no crash.
+    say("GPU: no CUDA device (" .. tostring(info) .. ")")
+    return
+  end
+  say("CUDA runtime: " .. (cuda_version(info.runtime_version) or "unknown"))
+  say("CUDA driver: " .. (cuda_version(info.driver_version) or "none"))
+  say("NVRTC: " .. tostring(info.nvrtc_version or "unknown"))
+  local devices = info.devices or {}
+  if #devices == 0 then
+    say("GPU: " .. tostring(info.error or "no CUDA device"))
+    return
+  end
+  for _, d in ipairs(devices) do
+    say(string.format("GPU %d: %s (compute capability %s, %d SMs, %s)",
+      d.index, d.name, d.cc, d.sms, gib(d.memory_bytes)))
+  end
+end
+
+return function(args, context)
+  context = context or {}
+  local write = context.write or io.write
+  local function say(line) write(line, "\n") end
+  if args and #args > 0 then
+    io.stderr:write("spk info: takes no arguments\n")
+    return 2
+  end
+  local program = context.program or program_facts()
+  say("spk " .. (program.version or "(version unknown: not run by the spk program)"))
+  say(program.lua_release or _VERSION)
+  say("CUDA toolkit (built with): " .. (cuda_version(program.cuda_toolkit_version) or "unknown"))
+  local cuda = context.cuda
+  if cuda == nil then cuda = cuda_area() end
+  gpu_lines(cuda, say)
+  return 0
+end

@@ -1,0 +1,24 @@
+/* The spk program: pieces shared by the command line (main.c) and the
+ * interactive session (repl.c). */
+#ifndef SPK_CLI_H
+#define SPK_CLI_H
+
+#include <lua.h>
+
+/* Exit statuses of the program. */
+enum { SPK_EXIT_OK = 0, SPK_EXIT_ERROR = 1, SPK_EXIT_USAGE = 2 };
+
+/* Calls the function below its narg arguments in protected mode, with
+ * Ctrl-C interrupting it. With traceback set, the error message carries a
+ * stack traceback (scripts); without, only the message (the REPL). */
+int spk_cli_docall(lua_State *L, int narg, int nres, int traceback);
+
+/* If status is an error, prints the message on top of the stack to stderr
+ * prefixed with "spk: " and pops it. Returns status. */
+int spk_cli_report(lua_State *L, int status);
+
+/* Runs the interactive session on L until end of input. Sets the global
+ * `spk` first. Returns an exit status. */
+int spk_repl(lua_State *L);
+
+#endif

@@ -1,0 +1,404 @@
+-- The spk program, driven from outside as a user runs it: arguments, exit
+-- statuses, error output, commands, and the REPL through standard input.
+local SPK = (os.getenv("BUILD") or "build") .. "/spk"
+
+local function quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function temp_file(text)
+  local path = os.tmpname()
+  if text then write_file(path, text) end
+  return path
+end
+
+-- Runs the program with the argument list `args`; opts.stdin is written to
+-- its standard input (empty otherwise), opts.env adds variables. Returns
+-- stdout, stderr and the exit status.
+local function spk(args, opts)
+  opts = opts or {}
+  local input = temp_file(opts.stdin or "")
+  local out, err = temp_file(), temp_file()
+  local words = {}
+  for name, value in pairs(opts.env or {}) do
+    words[#words + 1] = name .. "=" .. quote(value)
+  end
+  words[#words + 1] = quote(SPK)
+  for _, a in ipairs(args) do words[#words + 1] = quote(a) end
+  local command = "env " .. table.concat(words, " ")
+    .. " <" .. quote(input) .. " >" .. quote(out) .. " 2>" .. quote(err)
+  local _, how, code = os.execute(command)
+  local stdout, stderr = read_file(out), read_file(err)
+  os.remove(input); os.remove(out); os.remove(err)
+  assert.are.equal("exit", how, "spk was killed by a signal: " .. command .. "\n" .. stderr)
+  return stdout, stderr, code
+end
+
+local function script(text)
+  return temp_file(text)
+end
+
+-- The REPL fed with `lines`, history off unless opts.env names a file.
+local function repl(lines, opts)
+  opts = opts or {}
+  opts.stdin = table.concat(lines, "\n") .. "\n"
+  return spk({ "repl" }, opts)
+end
+
+local function source_version()
+  local header = read_file("src/core/version.h")
+  return header:match('#define SPK_VERSION "([^"]+)"')
+end
+
+describe("spk program", function()
+  local files = {}
+  local function tracked(path) files[#files + 1] = path; return path end
+  after_each(function()
+    for _, path in ipairs(files) do os.remove(path) end
+    files = {}
+  end)
+
+  local ARGS_SCRIPT = [[
+print(arg[0], arg[1], arg[2], #arg, select("#", ...), ...)
+print("before", arg[-1], arg[-2])
+]]
+
+  describe("run", function()
+    it("passes arguments as arg and as ...", function()
+      local path = tracked(script(ARGS_SCRIPT))
+      local out, err, code = spk({ "run", path, "one", "two words" })
+      assert.are.equal(0, code, err)
+      assert.are.equal(path .. "\tone\ttwo words\t2\t2\tone\ttwo words\n"
+        .. "before\trun\t" .. SPK .. "\n", out)
+    end)
+
+    it("runs a script named directly, as lua does", function()
+      local path = tracked(script(ARGS_SCRIPT))
+      local out, _, code = spk({ path, "x" })
+      assert.are.equal(0, code)
+      assert.are.equal(path .. "\tx\tnil\t1\t1\tx\nbefore\t" .. SPK .. "\tnil\n", out)
+    end)
+
+    it("gives the script a working require 'spk' but no global spk", function()
+      local path = tracked(script('print(type(spk), type(require("spk")))'))
+      local out, _, code = spk({ "run", path })
+      assert.are.equal(0, code)
+      assert.are.equal("nil\ttable\n", out)
+    end)
+
+    it("exits with the status os.exit gives", function()
+      local path = tracked(script("os.exit(3)"))
+      local _, _, code = spk({ "run", path })
+      assert.are.equal(3, code)
+    end)
+
+    it("reports an error with its message and a traceback and exits 1", function()
+      local path = tracked(script("local function inner() error('boom here') end\ninner()\n"))
+      local out, err, code = spk({ "run", path })
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+      assert.matches("^spk: " .. path:gsub("%p", "%%%0") .. ":1: boom here\n", err)
+      assert.matches("stack traceback:", err, 1, true)
+      assert.matches("in local 'inner'", err, 1, true)
+    end)
+
+    it("reports a syntax error and exits 1", function()
+      local path = tracked(script("x = = 1"))
+      local _, err, code = spk({ "run", path })
+      assert.are.equal(1, code)
+      assert.matches("unexpected symbol near '='", err, 1, true)
+    end)
+
+    it("reports a missing script and exits 1", function()
+      local _, err, code = spk({ "run", "/nonexistent/dir/x.lua" })
+      assert.are.equal(1, code)
+      assert.matches("cannot open /nonexistent/dir/x.lua", err, 1, true)
+    end)
+
+    it("reads the script from standard input with -", function()
+      local out, _, code = spk({ "-", "a", "b" }, { stdin = "print(select('#', ...), ...)\n" })
+      assert.are.equal(0, code)
+      assert.are.equal("2\ta\tb\n", out)
+    end)
+  end)
+
+  describe("options", function()
+    it("-e executes a statement", function()
+      local out, _, code = spk({ "-e", "print(6 * 7)" })
+      assert.are.equal(0, code)
+      assert.are.equal("42\n", out)
+    end)
+
+    it("-e statements run in order before the script", function()
+      local path = tracked(script("print(x, ...)"))
+      local out, _, code = spk({ "-e", "x = 1", "-e", "x = x * 10", path, "arg1" })
+      assert.are.equal(0, code)
+      assert.are.equal("10\targ1\n", out)
+    end)
+
+    it("-e with an error exits 1 and does not run the script", function()
+      local path = tracked(script("print('script ran')"))
+      local out, err, code = spk({ "-e", "error('from -e')", path })
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+      assert.matches("from -e", err, 1, true)
+    end)
+
+    it("-i runs the script, then the REPL on standard input", function()
+      local path = tracked(script("answer = 41 + 1"))
+      local out, err, code = spk({ "-i", path }, { stdin = "answer\nanswer * 2\n" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("42\n84\n", out)
+    end)
+
+    it("--help lists every command and exits 0", function()
+      local out, _, code = spk({ "--help" })
+      assert.are.equal(0, code)
+      assert.matches("usage: spk", out, 1, true)
+      for _, command in ipairs { "run", "repl", "info", "help" } do
+        assert.matches("\n  " .. command .. " ", out, 1, true)
+      end
+      local again = spk({ "help" })
+      assert.are.equal(out, again)
+    end)
+
+    it("--version prints the spk and Lua versions", function()
+      local out, _, code = spk({ "--version" })
+      assert.are.equal(0, code)
+      assert.are.equal("spk " .. source_version() .. " (Lua 5.4.", out:sub(1, #source_version() + 14))
+      assert.matches("^spk %d+%.%d+%.%d+ %(Lua 5%.4%.%d+%)\n$", out)
+    end)
+
+    it("an unknown command is a usage error (exit 2)", function()
+      local out, err, code = spk({ "frobnicate" })
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("unknown command 'frobnicate'", err, 1, true)
+      assert.matches("usage: spk", err, 1, true)
+    end)
+
+    it("an unknown option is a usage error (exit 2)", function()
+      local _, err, code = spk({ "--frobnicate" })
+      assert.are.equal(2, code)
+      assert.matches("unrecognized option '--frobnicate'", err, 1, true)
+      assert.matches("usage: spk", err, 1, true)
+    end)
+
+    it("run without a script and -e without a statement are usage errors", function()
+      local _, err, code = spk({ "run" })
+      assert.are.equal(2, code)
+      assert.matches("run needs a script", err, 1, true)
+      _, err, code = spk({ "-e" })
+      assert.are.equal(2, code)
+      assert.matches("'-e' needs an argument", err, 1, true)
+      _, err, code = spk({ "repl", "extra" })
+      assert.are.equal(2, code)
+      assert.matches("repl takes no arguments", err, 1, true)
+    end)
+  end)
+
+  describe("info", function()
+    it("answers on a machine without a GPU and exits 0", function()
+      local out, err, code = spk({ "info" })
+      assert.are.equal(0, code, err)
+      assert.matches("spk " .. source_version():gsub("%p", "%%%0") .. "\n", out)
+      assert.matches("Lua 5%.4%.%d+\n", out)
+      assert.matches("CUDA toolkit %(built with%): %d+%.%d+\n", out)
+      local says_no_device = out:find("no CUDA device", 1, true) ~= nil
+      local says_not_built = out:find("GPU runtime: not built in", 1, true) ~= nil
+      local lists_gpu = out:find("\nGPU 0: ", 1, true) ~= nil
+      assert.is_true(says_no_device or says_not_built or lists_gpu, out)
+    end)
+
+    it("rejects arguments", function()
+      local _, err, code = spk({ "info", "extra" })
+      assert.are.equal(2, code)
+      assert.matches("takes no arguments", err, 1, true)
+    end)
+  end)
+
+  describe("repl through standard input", function()
+    it("prints the values of expressions without return, tab separated", function()
+      local out, err, code = repl { "1 + 1", "x = 5", "x, x * 2, 'text'", "=x" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      assert.are.equal("2\n5\t10\ttext\n5\n", out)
+    end)
+
+    it("continues an incomplete chunk on the next lines", function()
+      local out, err = repl { "function triple(a)", "  local b = a * 3", "  return b", "end", "triple(4)" }
+      assert.are.equal("", err)
+      assert.are.equal("12\n", out)
+    end)
+
+    it("shows an error and keeps going", function()
+      local out, err, code = repl { "error('first problem')", "nothing.here = 1", "'still here'" }
+      assert.are.equal(0, code)
+      assert.are.equal("still here\n", out)
+      assert.matches("spk: stdin:1: first problem\n", err, 1, true)
+      assert.matches("attempt to index a nil value (global 'nothing')", err, 1, true)
+      assert.is_nil(err:find("traceback", 1, true))
+    end)
+
+    it("reports a chunk left unfinished at end of input", function()
+      local out, err, code = repl { "'before'", "for i = 1, 2 do" }
+      assert.are.equal(0, code)
+      assert.are.equal("before\n", out)
+      assert.matches("near <eof>", err, 1, true)
+    end)
+
+    it("prints tables on one line, nested tables one level deep", function()
+      local out = repl { "{1, 2, name = 'n', inner = {a = {b = 1}}}" }
+      assert.are.equal('{1, 2, inner = {a = {...}}, name = "n"}\n', out)
+    end)
+
+    it("has the global spk", function()
+      local out, err = repl { "type(spk), spk == require('spk')" }
+      assert.are.equal("", err)
+      assert.are.equal("table\ttrue\n", out)
+    end)
+
+    it("pretty-prints tensors", function()
+      local spk_module = require "spk"
+      if spk_module.zeros == nil then
+        pending("tensor bindings are not built in yet")
+        return
+      end
+      local expected = tostring(spk_module.zeros({ 2, 3 }))
+      local out, err = repl { "spk.zeros({2, 3})" }
+      assert.are.equal("", err)
+      assert.are.equal(expected .. "\n", out)
+      assert.matches("f32", out, 1, true)
+    end)
+
+    it("saves history to $SPK_HISTORY and reads it back next time", function()
+      local history = tracked(os.tmpname())
+      os.remove(history)
+      repl({ "first = 1", "function f()", "return 2", "end" }, { env = { SPK_HISTORY = history } })
+      assert.are.equal("first = 1\nfunction f()\nreturn 2\nend\n", read_file(history))
+      repl({ "second = 2" }, { env = { SPK_HISTORY = history } })
+      assert.are.equal("first = 1\nfunction f()\nreturn 2\nend\nsecond = 2\n", read_file(history))
+    end)
+
+    it("keeps the history file bounded", function()
+      local history = tracked(os.tmpname())
+      os.remove(history)
+      local lines = {}
+      for i = 1, 1010 do lines[i] = "v = " .. i end
+      repl(lines, { env = { SPK_HISTORY = history } })
+      local text = read_file(history)
+      local count = select(2, text:gsub("\n", "\n"))
+      assert.are.equal(1000, count)
+      assert.matches("^v = 11\n", text)
+      assert.matches("\nv = 1010\n$", text)
+    end)
+
+    it("keeps no history for piped input unless $SPK_HISTORY is set", function()
+      local home = spec_tmpdir()
+      repl({ "1" }, { env = { HOME = home } })
+      local left = read_file(home .. "/.spk_history")
+      os.execute("rm -rf " .. quote(home))
+      assert.is_nil(left)
+    end)
+
+    it("is what spk runs with -i alone, after -e", function()
+      local out, err, code = spk({ "-e", "y = 7", "-i" }, { stdin = "y * 6\n" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("42\n", out)
+    end)
+  end)
+end)
+
+describe("spk.repl.format", function()
+  local format = require("spk.repl").format
+
+  it("leaves strings and numbers as tostring shows them", function()
+    assert.are.equal("a\tb", format("a\tb"))
+    assert.are.equal("1.5", format(1.5))
+    assert.are.equal("nil", format(nil))
+  end)
+
+  it("renders arrays, then other keys sorted, quoting strings", function()
+    assert.are.equal('{10, "x", [0] = false, key = "v\\n", ["two words"] = 2}',
+      format({ 10, "x", key = "v\n", ["two words"] = 2, [0] = false }))
+    assert.are.equal("{}", format({}))
+  end)
+
+  it("cuts long tables short", function()
+    local t = {}
+    for i = 1, 40 do t[i] = i end
+    local text = format(t)
+    assert.matches("^{1, 2, 3, .*, 16, %.%.%.}$", text)
+  end)
+
+  it("uses __tostring where a table has one", function()
+    local t = setmetatable({}, { __tostring = function() return "custom" end })
+    assert.are.equal("custom", format(t))
+    assert.are.equal("{custom}", format({ t }))
+  end)
+end)
+
+describe("spk info (the command module)", function()
+  local info = require "spk.cli.info"
+  local program = { version = "9.8.7", lua_release = "Lua 5.4.9", cuda_toolkit_version = 12080 }
+
+  local function run(cuda)
+    local lines = {}
+    local code = info({}, {
+      program = program,
+      cuda = cuda,
+      write = function(...) lines[#lines + 1] = table.concat { ... } end,
+    })
+    return table.concat(lines), code
+  end
+
+  it("says the GPU runtime is not built in when spk.cuda has no info", function()
+    local text, code = run(false)
+    assert.are.equal(0, code)
+    assert.are.equal("spk 9.8.7\nLua 5.4.9\nCUDA toolkit (built with): 12.8\nGPU runtime: not built in\n", text)
+    assert.are.equal(text, (run({})))
+  end)
+
+  it("reports no device as a normal answer", function()
+    local text, code = run({ info = function()
+      return { runtime_version = 13000, driver_version = 0, nvrtc_version = "13.0", devices = {},
+        error = "no CUDA device (driver not found)" }
+    end })
+    assert.are.equal(0, code)
+    assert.are.equal("spk 9.8.7\nLua 5.4.9\nCUDA toolkit (built with): 12.8\nCUDA runtime: 13.0\n"
+      .. "CUDA driver: none\nNVRTC: 13.0\nGPU: no CUDA device (driver not found)\n", text)
+  end)
+
+  it("lists devices", function()
+    local text = run({ info = function()
+      return { runtime_version = 13000, driver_version = 13010, nvrtc_version = "13.0", devices = {
+        { index = 0, name = "NVIDIA H200", cc = "9.0", sms = 132, memory_bytes = 150 * 2 ^ 30 },
+        { index = 1, name = "Other", cc = "8.0", sms = 108, memory_bytes = 40 * 2 ^ 30 },
+      } }
+    end })
+    assert.matches("CUDA driver: 13.1\n", text, 1, true)
+    assert.matches("GPU 0: NVIDIA H200 (compute capability 9.0, 132 SMs, 150.0 GiB)\n"
+      .. "GPU 1: Other (compute capability 8.0, 108 SMs, 40.0 GiB)\n", text, 1, true)
+  end)
+
+  it("turns a failing spk.cuda.info into a no-device answer", function()
+    local text, code = run({ info = function() error("cudaErrorInsufficientDriver") end })
+    assert.are.equal(0, code)
+    assert.matches("GPU: no CUDA device (", text, 1, true)
+    assert.matches("cudaErrorInsufficientDriver", text, 1, true)
+  end)
+end)
