@@ -51,8 +51,6 @@ static int describe(const spk_tensor *t, const char *name, bool trans, bool outp
         return spk_fail("gemm: %s is %s, gemm needs f32", name, spk_dtype_name(t->dtype));
     if (t->ndim != 2)
         return spk_fail("gemm: %s has %d dimension%s, gemm needs 2", name, t->ndim, t->ndim == 1 ? "" : "s");
-    if (!spk_tensor_is_device(t))
-        return spk_fail("gemm: %s is a host tensor; move it to the GPU with :cuda()", name);
     int64_t r = t->shape[0], c = t->shape[1];
     if (t->strides[1] == 1 && t->strides[0] >= (c > 1 ? c : 1)) {
         out->row_major = true;
@@ -82,6 +80,12 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
     if (c.rows != a.rows || c.cols != b.cols)
         return spk_fail("gemm: c is %lld x %lld, op(a) op(b) is %lld x %lld", (long long)c.rows,
                         (long long)c.cols, (long long)a.rows, (long long)b.cols);
+    /* Shapes first, so that mistakes show the same way with or without a GPU. */
+    const spk_tensor *all[3] = {g->a, g->b, g->c};
+    const char *names[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++)
+        if (!spk_tensor_is_device(all[i]))
+            return spk_fail("gemm: %s is a host tensor; move it to the GPU with :cuda()", names[i]);
     if (g->a->storage->device != g->c->storage->device || g->b->storage->device != g->c->storage->device)
         return spk_fail("gemm: a, b and c must be on the same device");
     const int64_t limit = 2147483647;
