@@ -1,0 +1,169 @@
+/* Lua bindings of tensor files: .npy (one tensor) and .safetensors (a table
+ * name -> tensor). spk.load / spk.save choose the format from the extension;
+ * the core's messages name the file and the problem. */
+#include <string.h>
+#include <strings.h>
+
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "lua/tensor_area.h"
+
+typedef enum { FILE_UNKNOWN, FILE_NPY, FILE_SAFETENSORS } file_kind;
+
+static bool has_suffix(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), m = strlen(suffix);
+    return n >= m && strcasecmp(path + n - m, suffix) == 0;
+}
+
+static file_kind kind_of(const char *path)
+{
+    if (has_suffix(path, ".npy"))
+        return FILE_NPY;
+    if (has_suffix(path, ".safetensors"))
+        return FILE_SAFETENSORS;
+    return FILE_UNKNOWN;
+}
+
+/* Pushes a table name -> tensor, and a list of the names in file order. */
+static int push_safetensors(lua_State *L, const char *path)
+{
+    spk_tensor_list list = {0};
+    if (spk_safetensors_load(path, &list) != 0)
+        return spk_lua_fail(L);
+    lua_createtable(L, 0, (int)list.count);
+    lua_createtable(L, (int)list.count, 0);
+    for (size_t i = 0; i < list.count; i++) {
+        lua_pushstring(L, list.items[i].name);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+        lua_pushstring(L, list.items[i].name);
+        spk_lua_pushtensor(L, list.items[i].tensor);
+        list.items[i].tensor = NULL; /* now owned by the userdata */
+        lua_rawset(L, -4);
+    }
+    spk_tensor_list_free(&list);
+    return 2;
+}
+
+static int save_npy(lua_State *L, const char *path, int arg)
+{
+    spk_tensor *t = spk_lua_checktensor(L, arg);
+    if (spk_npy_save(path, t) != 0)
+        return spk_lua_fail(L);
+    return 0;
+}
+
+/* Writes the table at `arg` (name -> tensor). The list borrows the names
+ * and tensors, which the table keeps alive; its storage is a userdata, so an
+ * argument error cannot leak it. */
+static int save_safetensors(lua_State *L, const char *path, int arg)
+{
+    luaL_checktype(L, arg, LUA_TTABLE);
+    size_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, arg)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    spk_named_tensor *items = lua_newuserdatauv(L, (count ? count : 1) * sizeof *items, 0);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, arg)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_argerror(L, arg, lua_pushfstring(L, "tensor names must be strings, got a %s key",
+                                                  luaL_typename(L, -2)));
+        spk_lua_tensor *u = luaL_testudata(L, -1, SPK_TENSOR_MT);
+        if (!u || !u->t)
+            luaL_argerror(L, arg, lua_pushfstring(L, "entry '%s' is %s, expected an open tensor",
+                                                  lua_tostring(L, -2), u ? "a closed tensor" : luaL_typename(L, -1)));
+        items[n].name = (char *)lua_tostring(L, -2);
+        items[n].tensor = u->t;
+        n++;
+        lua_pop(L, 1);
+    }
+    spk_tensor_list list = {.count = n, .items = items};
+    if (spk_safetensors_save(path, &list) != 0)
+        return spk_lua_fail(L);
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int unknown_kind(lua_State *L, const char *what, const char *path)
+{
+    return luaL_error(L, "%s: '%s': unknown file type (expected a .npy or .safetensors extension)", what, path);
+}
+
+/* spk.load(path): a tensor for .npy, a table name -> tensor (and the names in
+ * file order) for .safetensors. */
+static int module_load(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    switch (kind_of(path)) {
+    case FILE_NPY:
+        spk_lua_pushtensor(L, spk_npy_load(path));
+        return 1;
+    case FILE_SAFETENSORS:
+        return push_safetensors(L, path);
+    default:
+        return unknown_kind(L, "load", path);
+    }
+}
+
+/* spk.save(path, tensor) for .npy, spk.save(path, {name = tensor}) for
+ * .safetensors. */
+static int module_save(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    switch (kind_of(path)) {
+    case FILE_NPY:
+        if (lua_type(L, 2) == LUA_TTABLE)
+            luaL_argerror(L, 2, "a .npy file holds one tensor; save a table to .safetensors");
+        return save_npy(L, path, 2);
+    case FILE_SAFETENSORS:
+        if (luaL_testudata(L, 2, SPK_TENSOR_MT))
+            luaL_argerror(L, 2, "a .safetensors file holds named tensors; pass a table {name = tensor}");
+        return save_safetensors(L, path, 2);
+    default:
+        return unknown_kind(L, "save", path);
+    }
+}
+
+static int module_load_safetensors(lua_State *L)
+{
+    return push_safetensors(L, luaL_checkstring(L, 1));
+}
+
+static int module_save_safetensors(lua_State *L)
+{
+    return save_safetensors(L, luaL_checkstring(L, 1), 2);
+}
+
+/* t:save(path): .npy only. */
+static int tensor_save(lua_State *L)
+{
+    spk_lua_checktensor(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    if (kind_of(path) != FILE_NPY)
+        luaL_argerror(L, 2, lua_pushfstring(L, "'%s': t:save writes .npy files; use spk.save_safetensors(path, "
+                                               "{name = t}) for .safetensors", path));
+    return save_npy(L, path, 1);
+}
+
+static const luaL_Reg module_functions[] = {
+    {"load", module_load},
+    {"save", module_save},
+    {"load_safetensors", module_load_safetensors},
+    {"save_safetensors", module_save_safetensors},
+    {NULL, NULL},
+};
+
+void spk_open_files(lua_State *L, int module)
+{
+    lua_pushvalue(L, module);
+    luaL_setfuncs(L, module_functions, 0);
+    lua_pop(L, 1);
+    spk_lua_push_tensor_methods(L);
+    lua_pushcfunction(L, tensor_save);
+    lua_setfield(L, -2, "save");
+    lua_pop(L, 1);
+}
