@@ -1,0 +1,565 @@
+/* The GPU LSTM stack on the persistent recurrence kernel: see persistent.h and
+ * the long comment at the top of kernels/lstm_recurrence.cu. */
+#include "lstm/persistent.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+#define STATUS_TIMEOUT 1u
+#define STATUS_BAD_GEOMETRY 2u
+
+/* ---- variants ------------------------------------------------------------ */
+
+spk_lstm_variant spk_lstm_variant_default(void)
+{
+    spk_lstm_variant v = {.hidden = 128, .units = 4, .threads = 128, .max_tile_rows = 32, .acq_rel = false};
+    return v;
+}
+
+int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
+{
+    if (v->hidden < 1)
+        return spk_fail("kernel.hidden must be positive, got %d", v->hidden);
+    if (v->units != 4 && v->units != 8)
+        return spk_fail("kernel.units must be 4 or 8, got %d", v->units);
+    if (v->hidden % v->units != 0)
+        return spk_fail("kernel.hidden %d must be a multiple of kernel.units %d", v->hidden, v->units);
+    int gate_rows = 4 * v->units;
+    int chunks = v->threads / gate_rows;
+    if (v->threads < 1 || v->threads % gate_rows != 0 || (chunks != 2 && chunks != 4 && chunks != 8) ||
+        v->threads % 32 != 0)
+        return spk_fail("kernel.threads %d must be units * 4 * chunks with chunks 2, 4 or 8 (units %d: %d, %d or %d)",
+                        v->threads, v->units, gate_rows * 2 < 32 ? gate_rows * 8 : gate_rows * 2,
+                        gate_rows * 4, gate_rows * 8);
+    if (v->hidden % (4 * chunks) != 0)
+        return spk_fail("kernel.hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
+                        4 * chunks, v->threads);
+    if (v->max_tile_rows < 1 || v->max_tile_rows > 4 * chunks)
+        return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads and %d units, "
+                        "got %d", 4 * chunks, v->threads, v->units, v->max_tile_rows);
+    size_t smem = 2u * (size_t)v->max_tile_rows * (size_t)v->hidden * sizeof(float);
+    if (smem > 48u * 1024u)
+        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 49152 "
+                        "(use tile_rows <= %d)", v->hidden, v->max_tile_rows, smem, 6144 / v->hidden);
+    if (out) {
+        out->groups = v->hidden / v->units;
+        out->gate_rows = gate_rows;
+        out->chunks = chunks;
+        out->state_tile = 2 * (int64_t)v->max_tile_rows * v->hidden;
+        out->smem_bytes = smem;
+    }
+    return 0;
+}
+
+void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_defines *out)
+{
+    static const char *names[SPK_LSTM_VARIANT_DEFINES] = {"HIDDEN", "UNITS", "THREADS", "MAX_TILE_ROWS",
+                                                          "SPK_ACQ_REL"};
+    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden, v->units, v->threads, v->max_tile_rows, v->acq_rel ? 1 : 0};
+    for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
+        snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
+        out->defines[i].name = names[i];
+        out->defines[i].value = out->text[i];
+    }
+}
+
+spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch)
+{
+    if (spk_lstm_variant_check(v, NULL) != 0)
+        return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
+    spk_lstm_variant_defines d;
+    spk_lstm_variant_defines_fill(v, &d);
+    spk_compile_options opts = {0};
+    opts.file = path;
+    opts.defines = d.defines;
+    opts.ndefines = SPK_LSTM_VARIANT_DEFINES;
+    opts.arch = arch;
+    return spk_compile(&opts);
+}
+
+int spk_lstm_variant_heights(const spk_lstm_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
+{
+    static const int64_t seed[] = {8, 16, 32};
+    int n = 0;
+    for (size_t i = 0; i < sizeof seed / sizeof *seed; i++)
+        if (seed[i] <= v->max_tile_rows)
+            heights[n++] = seed[i];
+    if (n == 0 || heights[n - 1] != v->max_tile_rows)
+        heights[n++] = v->max_tile_rows;
+    return n;
+}
+
+int spk_lstm_schedule_fits(const spk_schedule *s, const spk_lstm_variant *v, int64_t capacity,
+                           int64_t concurrent_capacity)
+{
+    spk_lstm_geometry g;
+    if (spk_lstm_variant_check(v, &g) != 0)
+        return -1;
+    if (s->groups != g.groups)
+        return spk_fail("schedule: groups %lld, the kernel variant has %d (hidden %d / units %d)",
+                        (long long)s->groups, g.groups, v->hidden, v->units);
+    if (s->tile_rows > v->max_tile_rows)
+        return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.tile_rows)",
+                        (long long)s->tile_rows, v->max_tile_rows);
+    int64_t blocks = s->tiles_per_launch * s->groups;
+    if (blocks > capacity)
+        return spk_fail("schedule: a launch of %lld tiles needs %lld co-resident blocks, the device holds %lld",
+                        (long long)s->tiles_per_launch, (long long)blocks, (long long)capacity);
+    if (s->concurrent) {
+        if (concurrent_capacity == SPK_SCHEDULE_UNKNOWN)
+            return spk_fail("schedule: concurrent directions need a known concurrent capacity");
+        int64_t room = capacity < concurrent_capacity ? capacity : concurrent_capacity;
+        if (2 * blocks > room)
+            return spk_fail("schedule: concurrent directions need %lld co-resident blocks, the device holds %lld",
+                            (long long)(2 * blocks), (long long)room);
+    }
+    return 0;
+}
+
+/* ---- plans --------------------------------------------------------------- */
+
+typedef struct packed_layer {
+    int64_t input;
+    spk_tensor *w;    /* [2, 4H, input] packed */
+    spk_tensor *r;    /* [2, 4H, H] packed */
+    spk_tensor *bias; /* [2, 4H] packed, Wb + Rb */
+} packed_layer;
+
+struct spk_lstm_plan {
+    spk_lstm_plan_info info;
+    spk_module *module;
+    spk_kernel *recurrence, *clear;
+    packed_layer *layers;
+    int count;
+    spk_tensor *gates;  /* [2, B*T, 4H] */
+    spk_tensor *state;  /* u64 [2 * tiles * STATE_TILE + 1]: both directions, then the status word */
+    spk_tensor *output; /* [B, T, 2H] */
+    spk_stream *stream, *side;
+    spk_event *fork, *join;
+    uint64_t timeout_ns;
+};
+
+static int check_finite(const spk_tensor *t, int layer, const char *name)
+{
+    int64_t n = spk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = spk_tensor_flat_get(t, i);
+        if (!isfinite(v))
+            return spk_fail("layer %d: %s has a non-finite value (%g) at flat index %lld", layer + 1, name, v,
+                            (long long)i);
+    }
+    return 0;
+}
+
+/* A packed host tensor (f32) uploaded to the device. */
+static spk_tensor *upload_f32(spk_tensor *host, spk_stream *s)
+{
+    if (!host)
+        return NULL;
+    spk_tensor *f = spk_tensor_to_dtype(host, SPK_F32);
+    spk_tensor_free(host);
+    if (!f)
+        return NULL;
+    spk_tensor *d = spk_tensor_to_device(f, s);
+    spk_tensor_free(f);
+    return d;
+}
+
+void spk_lstm_plan_free(spk_lstm_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; p->layers && i < p->count; i++) {
+        spk_tensor_free(p->layers[i].w);
+        spk_tensor_free(p->layers[i].r);
+        spk_tensor_free(p->layers[i].bias);
+    }
+    free(p->layers);
+    spk_tensor_free(p->gates);
+    spk_tensor_free(p->state);
+    spk_tensor_free(p->output);
+    if (p->recurrence)
+        spk_kernel_free(p->recurrence);
+    if (p->clear)
+        spk_kernel_free(p->clear);
+    if (p->module)
+        spk_module_release(p->module);
+    if (p->fork)
+        spk_event_free(p->fork);
+    if (p->join)
+        spk_event_free(p->join);
+    if (p->side)
+        spk_stream_release(p->side);
+    if (p->stream)
+        spk_stream_release(p->stream);
+    free(p);
+}
+
+const spk_lstm_plan_info *spk_lstm_plan_get_info(const spk_lstm_plan *plan) { return &plan->info; }
+
+int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x)
+{
+    if (!x)
+        return spk_fail("lstm stack forward: x is missing");
+    if (x->dtype != SPK_F32)
+        return spk_fail("lstm stack forward: x has dtype %s, expected f32", spk_dtype_name(x->dtype));
+    char got[128];
+    if (x->ndim != 3 || x->shape[0] != info->batch || x->shape[1] != info->steps || x->shape[2] != info->input)
+        return spk_fail("lstm stack forward: x has shape %s, expected [%lld, %lld, %lld]",
+                        spk_shape_string(x, got, sizeof got), (long long)info->batch, (long long)info->steps,
+                        (long long)info->input);
+    return 0;
+}
+
+spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
+{
+    spk_lstm_dims dims;
+    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
+        return NULL;
+    if (o->batch < 1 || o->steps < 1)
+        return spk_fail_null("lstm stack: batch and steps must be at least 1, got batch %lld, steps %lld",
+                             (long long)o->batch, (long long)o->steps);
+    if (dims.hidden != o->variant.hidden)
+        return spk_fail_null("lstm stack: the layers have hidden size %lld, the kernel variant %d (kernel.hidden)",
+                             (long long)dims.hidden, o->variant.hidden);
+    spk_lstm_geometry geometry;
+    if (spk_lstm_variant_check(&o->variant, &geometry) != 0)
+        return NULL;
+    /* Flags: layer l step s carries l*steps + s + 1, which must fit 32 bits. */
+    if ((int64_t)o->count * o->steps >= (int64_t)UINT32_MAX)
+        return spk_fail_null("lstm stack: %d layers x %lld steps overflow the 32-bit step flags", o->count,
+                             (long long)o->steps);
+    if (o->batch * o->steps > INT32_MAX)
+        return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
+                             (long long)o->batch, (long long)o->steps);
+    for (int l = 0; l < o->count; l++) {
+        if (check_finite(o->layers[l].W, l, "W") || check_finite(o->layers[l].R, l, "R") ||
+            check_finite(o->layers[l].B, l, "B"))
+            return NULL;
+    }
+    if (spk_cuda_require() != 0)
+        return NULL;
+
+    spk_lstm_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return spk_fail_null("lstm stack: out of memory");
+    p->count = o->count;
+    p->timeout_ns = o->timeout_ns;
+    spk_lstm_plan_info *info = &p->info;
+    info->variant = o->variant;
+    info->geometry = geometry;
+    info->layers = o->count;
+    info->hidden = dims.hidden;
+    info->input = dims.input;
+    info->batch = o->batch;
+    info->steps = o->steps;
+
+    if (!(p->module = spk_lstm_variant_compile(&o->variant, NULL)))
+        goto fail;
+    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(p->module));
+    if (!(p->recurrence = spk_module_kernel(p->module, SPK_LSTM_RECURRENCE_KERNEL)) ||
+        !(p->clear = spk_module_kernel(p->module, SPK_LSTM_CLEAR_KERNEL)))
+        goto fail;
+    if (spk_kernel_attributes(p->recurrence, &info->attrs) != 0 ||
+        spk_kernel_occupancy(p->recurrence, o->variant.threads, 0, &info->blocks_per_sm) != 0)
+        goto fail;
+    int device_capacity;
+    if (spk_kernel_cooperative_capacity(p->recurrence, o->variant.threads, 0, &device_capacity) != 0)
+        goto fail;
+    info->device_capacity = device_capacity;
+    if (o->capacity > device_capacity) {
+        spk_fail("lstm stack: capacity %lld exceeds the %d blocks the device holds for this kernel",
+                 (long long)o->capacity, device_capacity);
+        goto fail;
+    }
+    info->capacity = o->capacity > 0 ? o->capacity : device_capacity;
+    /* Both directions' launches are the same kernel drawing on the same block
+     * slots, so together they fit when their sum is within the capacity: the
+     * seed's rule 2 * tiles * groups <= min(capacity, concurrent) with the
+     * concurrent capacity equal to the capacity. */
+    info->concurrent_capacity = info->capacity;
+
+    if (o->schedule) {
+        info->schedule = *o->schedule;
+        int64_t launches = spk_schedule_launch_count(&info->schedule);
+        if (launches < 1) {
+            spk_fail("lstm stack: the schedule has no launches");
+            goto fail;
+        }
+        int64_t *firsts = calloc((size_t)launches, sizeof *firsts), *counts = calloc((size_t)launches, sizeof *counts);
+        int rc = (!firsts || !counts) ? spk_fail("lstm stack: out of memory") : 0;
+        for (int64_t i = 0; rc == 0 && i < launches; i++)
+            rc = spk_schedule_launch(&info->schedule, i, &firsts[i], &counts[i]);
+        if (rc == 0)
+            rc = spk_schedule_check(&info->schedule, o->batch, firsts, counts, launches);
+        free(firsts);
+        free(counts);
+        if (rc != 0)
+            goto fail;
+    } else {
+        int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
+        int n = spk_lstm_variant_heights(&o->variant, heights);
+        if (spk_schedule_new(&info->schedule, o->batch, info->capacity, info->concurrent_capacity, geometry.groups,
+                             heights, n) != 0)
+            goto fail;
+    }
+    if (spk_lstm_schedule_fits(&info->schedule, &o->variant, info->capacity, info->concurrent_capacity) != 0)
+        goto fail;
+
+    if (!(p->stream = spk_stream_new()) || !(p->side = spk_stream_new()) || !(p->fork = spk_event_new(false)) ||
+        !(p->join = spk_event_new(false)))
+        goto fail;
+
+    if (!(p->layers = calloc((size_t)o->count, sizeof *p->layers))) {
+        spk_fail("lstm stack: out of memory");
+        goto fail;
+    }
+    for (int l = 0; l < o->count; l++) {
+        packed_layer *pl = &p->layers[l];
+        pl->input = o->layers[l].W->shape[2];
+        if (!(pl->w = upload_f32(spk_lstm_pack_directions(o->layers[l].W, "iofc", "ifco"), p->stream)) ||
+            !(pl->r = upload_f32(spk_lstm_pack_directions(o->layers[l].R, "iofc", "ifco"), p->stream)) ||
+            !(pl->bias = upload_f32(spk_lstm_pack_bias(o->layers[l].B, "iofc", "ifco"), p->stream))) {
+            spk_error_prefix("layer %d", l + 1);
+            goto fail;
+        }
+    }
+    int64_t H = dims.hidden, B = o->batch, T = o->steps;
+    int64_t gshape[3] = {2, B * T, 4 * H};
+    int64_t sshape[1] = {2 * info->schedule.tiles * geometry.state_tile + 1};
+    int64_t yshape[3] = {B, T, 2 * H};
+    if (!(p->gates = spk_device_tensor_new(SPK_F32, 3, gshape, p->stream)) ||
+        !(p->state = spk_device_tensor_new(SPK_U64, 1, sshape, p->stream)) ||
+        !(p->output = spk_device_tensor_new(SPK_F32, 3, yshape, p->stream)))
+        goto fail;
+    if (spk_stream_synchronize(p->stream) != 0)
+        goto fail;
+    return p;
+fail:
+    spk_error_prefix("lstm stack");
+    spk_lstm_plan_free(p);
+    return NULL;
+}
+
+static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
+{
+    const spk_lstm_plan_info *info = &p->info;
+    const spk_schedule *sch = &info->schedule;
+    int64_t H = info->hidden, B = info->batch, T = info->steps;
+    packed_layer *pl = &p->layers[layer];
+    float *gates = (float *)spk_tensor_data(p->gates) + (size_t)d * B * T * 4 * H;
+    float *r = (float *)spk_tensor_data(pl->r) + (size_t)d * 4 * H * H;
+    float *bias = (float *)spk_tensor_data(pl->bias) + (size_t)d * 4 * H;
+    /* This direction's first output column, computed here (not in the kernel). */
+    float *out = (float *)spk_tensor_data(p->output) + (size_t)d * H;
+    uint64_t *state_all = spk_tensor_data(p->state);
+    uint64_t *state = state_all + (size_t)d * sch->tiles * info->geometry.state_tile;
+    unsigned *status = (unsigned *)(state_all + (size_t)2 * sch->tiles * info->geometry.state_tile);
+    spk_storage *uses[5] = {p->gates->storage, pl->r->storage, pl->bias->storage, p->output->storage,
+                            p->state->storage};
+    int64_t launches = spk_schedule_launch_count(sch);
+    for (int64_t i = 0; i < launches; i++) {
+        int64_t first, tiles;
+        if (spk_schedule_launch(sch, i, &first, &tiles) != 0)
+            return -1;
+        spk_launch_config cfg = {0};
+        cfg.grid[0] = (unsigned)info->geometry.groups;
+        cfg.grid[1] = (unsigned)tiles;
+        cfg.grid[2] = 1;
+        cfg.block[0] = (unsigned)info->variant.threads;
+        cfg.block[1] = cfg.block[2] = 1;
+        cfg.stream = s;
+        cfg.cooperative = true;
+        cfg.uses = uses;
+        cfg.nuses = 5;
+        spk_arg args[13] = {
+            {SPK_ARG_PTR, {.ptr = gates}},
+            {SPK_ARG_PTR, {.ptr = r}},
+            {SPK_ARG_PTR, {.ptr = bias}},
+            {SPK_ARG_PTR, {.ptr = out}},
+            {SPK_ARG_PTR, {.ptr = state}},
+            {SPK_ARG_PTR, {.ptr = status}},
+            {SPK_ARG_I32, {.i32 = (int32_t)B}},
+            {SPK_ARG_I32, {.i32 = (int32_t)T}},
+            {SPK_ARG_I32, {.i32 = d}},
+            {SPK_ARG_I32, {.i32 = (int32_t)first}},
+            {SPK_ARG_I32, {.i32 = (int32_t)sch->tile_rows}},
+            {SPK_ARG_U32, {.u32 = (uint32_t)((int64_t)layer * T)}},
+            {SPK_ARG_U64, {.u64 = p->timeout_ns}},
+        };
+        if (spk_kernel_launch(p->recurrence, &cfg, args, 13) != 0) {
+            spk_error_prefix("layer %d %s recurrence", layer + 1, d ? "reverse" : "forward");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
+{
+    const spk_lstm_plan_info *info = &p->info;
+    if (spk_lstm_plan_check_input(info, x) != 0)
+        return -1;
+    if (!spk_tensor_is_device(x) || !spk_tensor_is_contiguous(x))
+        return spk_fail("lstm stack: enqueue needs a contiguous device x");
+    int64_t B = info->batch, T = info->steps;
+    spk_stream *s = p->stream;
+
+    /* Zero the exchange state and the status word once per pass. */
+    {
+        spk_launch_config cfg = {0};
+        int64_t words = spk_tensor_numel(p->state);
+        cfg.grid[0] = (unsigned)((words + 255) / 256 < 1024 ? (words + 255) / 256 : 1024);
+        cfg.block[0] = 256;
+        cfg.stream = s;
+        spk_storage *uses[1] = {p->state->storage};
+        cfg.uses = uses;
+        cfg.nuses = 1;
+        spk_arg args[2] = {{SPK_ARG_PTR, {.ptr = spk_tensor_data(p->state)}}, {SPK_ARG_U64, {.u64 = (uint64_t)words}}};
+        if (spk_kernel_launch(p->clear, &cfg, args, 2) != 0)
+            return -1;
+    }
+
+    int rc = 0;
+    for (int l = 0; l < p->count && rc == 0; l++) {
+        int64_t in = p->layers[l].input;
+        int64_t a_shape[2] = {B * T, in};
+        spk_tensor *a = spk_tensor_view(l == 0 ? x : p->output, 2, a_shape);
+        if (!a)
+            return -1;
+        /* Both projections read the whole previous output before this layer's
+         * recurrence (enqueued after them on the same stream) overwrites it. */
+        for (int d = 0; d < 2 && rc == 0; d++) {
+            spk_tensor *w = spk_tensor_select(p->layers[l].w, 0, d);
+            spk_tensor *g = spk_tensor_select(p->gates, 0, d);
+            if (!w || !g) {
+                rc = -1;
+            } else {
+                spk_gemm_args ga = {.a = a, .b = w, .c = g, .transa = false, .transb = true, .alpha = 1.0f,
+                                    .beta = 0.0f, .math = SPK_MATH_FP32, .stream = s};
+                rc = spk_gemm(&ga);
+                if (rc)
+                    spk_error_prefix("layer %d projection", l + 1);
+            }
+            spk_tensor_free(w);
+            spk_tensor_free(g);
+        }
+        spk_tensor_free(a);
+        if (rc)
+            break;
+        if (info->schedule.concurrent) {
+            rc = spk_event_record(p->fork, s) || spk_stream_wait_event(p->side, p->fork) ||
+                 launch_direction(p, l, 0, s) || launch_direction(p, l, 1, p->side) ||
+                 spk_event_record(p->join, p->side) || spk_stream_wait_event(s, p->join);
+        } else {
+            rc = launch_direction(p, l, 0, s) || launch_direction(p, l, 1, s);
+        }
+        rc = rc ? -1 : 0;
+    }
+    return rc;
+}
+
+int spk_lstm_plan_finish(spk_lstm_plan *p)
+{
+    if (spk_stream_synchronize(p->stream) != 0 || spk_stream_synchronize(p->side) != 0)
+        return -1;
+    const spk_lstm_geometry *g = &p->info.geometry;
+    uint64_t status = 0;
+    const uint64_t *state = spk_tensor_data(p->state);
+    if (spk_memcpy_d2h(&status, state + 2 * p->info.schedule.tiles * g->state_tile, sizeof status, p->stream) != 0)
+        return -1;
+    unsigned code = (unsigned)(status & 0xffffffffu);
+    if (code == STATUS_TIMEOUT)
+        return spk_fail("lstm stack: a recurrence block waited longer than the timeout for a step flag "
+                        "(a block of its tile was not running); the output is not valid");
+    if (code == STATUS_BAD_GEOMETRY)
+        return spk_fail("lstm stack: the recurrence kernel refused its tile geometry; the output is not valid");
+    if (code != 0)
+        return spk_fail("lstm stack: the recurrence kernel reported status %u", code);
+    return 0;
+}
+
+spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *p, const spk_tensor *x)
+{
+    if (spk_lstm_plan_check_input(&p->info, x) != 0)
+        return NULL;
+    bool host = !spk_tensor_is_device(x);
+    spk_tensor *dx = NULL;
+    if (host) {
+        dx = spk_tensor_to_device(x, p->stream);
+    } else if (spk_tensor_is_contiguous(x)) {
+        dx = spk_tensor_view(x, x->ndim, x->shape);
+    } else {
+        dx = spk_device_tensor_new(SPK_F32, x->ndim, x->shape, p->stream);
+        if (dx && spk_tensor_copy_device(dx, x, p->stream) != 0) {
+            spk_tensor_free(dx);
+            dx = NULL;
+        }
+    }
+    if (!dx)
+        return NULL;
+    int rc = spk_lstm_plan_enqueue(p, dx);
+    spk_tensor_free(dx);
+    if (rc != 0 || spk_lstm_plan_finish(p) != 0)
+        return NULL;
+    if (host)
+        return spk_tensor_to_host(p->output, p->stream);
+    spk_tensor *y = spk_device_tensor_new(SPK_F32, p->output->ndim, p->output->shape, p->stream);
+    if (y && (spk_tensor_copy_device(y, p->output, p->stream) != 0 || spk_stream_synchronize(p->stream) != 0)) {
+        spk_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+int spk_lstm_plan_time(spk_lstm_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
+{
+    if (rounds < 1 || warmup < 0)
+        return spk_fail("lstm stack time: rounds must be >= 1 and warmup >= 0, got %d and %d", rounds, warmup);
+    if (spk_lstm_plan_check_input(&p->info, x) != 0)
+        return -1;
+    spk_tensor *dx = spk_tensor_is_device(x) && spk_tensor_is_contiguous(x) ? spk_tensor_view(x, x->ndim, x->shape)
+                                                                            : NULL;
+    if (!dx && !spk_tensor_is_device(x))
+        dx = spk_tensor_to_device(x, p->stream);
+    if (!dx)
+        return spk_fail("lstm stack time: x must be a host tensor or a contiguous device tensor");
+    int rc = -1;
+    spk_graph *graph = NULL;
+    spk_event *start = spk_event_new(true), *end = spk_event_new(true);
+    if (!start || !end || spk_stream_synchronize(p->stream) != 0)
+        goto done;
+    if (spk_graph_capture_begin(p->stream) != 0)
+        goto done;
+    if (spk_lstm_plan_enqueue(p, dx) != 0) {
+        spk_graph_capture_abort(p->stream);
+        goto done;
+    }
+    if (!(graph = spk_graph_capture_end(p->stream)))
+        goto done;
+    for (int i = 0; i < warmup; i++)
+        if (spk_graph_replay(graph, p->stream) != 0)
+            goto done;
+    if (spk_lstm_plan_finish(p) != 0)
+        goto done;
+    for (int i = 0; i < rounds; i++) {
+        float t;
+        if (spk_event_record(start, p->stream) || spk_graph_replay(graph, p->stream) ||
+            spk_event_record(end, p->stream) || spk_event_synchronize(end) || spk_event_elapsed_ms(start, end, &t))
+            goto done;
+        ms[i] = t;
+    }
+    rc = spk_lstm_plan_finish(p);
+done:
+    spk_graph_free(graph);
+    spk_event_free(start);
+    spk_event_free(end);
+    spk_tensor_free(dx);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* NVRTC compiles every variant of kernels/lstm_recurrence.cu for sm_80 and
+ * sm_90 (no GPU needed), the kernel's static_asserts reject what the C checks
+ * reject, and the C side's derived geometry and schedule checks. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/error.h"
+#include "cuda/runtime.h"
+#include "lstm/persistent.h"
+
+static const spk_lstm_variant variants[] = {
+    {128, 4, 128, 32, false}, {128, 8, 256, 32, false}, {128, 4, 64, 16, false}, {128, 4, 128, 8, false},
+    {64, 4, 128, 32, false},  {64, 8, 256, 32, false},  {256, 4, 128, 16, false}, {256, 8, 256, 16, false},
+    {128, 4, 128, 32, true},
+};
+#define NVARIANTS (int)(sizeof variants / sizeof *variants)
+
+static void use_fresh_cache(void)
+{
+    static char dir[] = "/tmp/spk-kernel-compile-XXXXXX";
+    if (mkdtemp(dir))
+        setenv("SPK_CACHE_DIR", dir, 1);
+    spk_cache_reset();
+}
+
+TEST(every_variant_compiles_for_sm80_and_sm90)
+{
+    const char *arches[] = {"sm_80", "sm_90", "compute_90"};
+    for (int i = 0; i < NVARIANTS; i++) {
+        CHECK(spk_lstm_variant_check(&variants[i], NULL) == 0);
+        for (int a = 0; a < 3; a++) {
+            spk_module *m = spk_lstm_variant_compile(&variants[i], arches[a]);
+            if (!m) {
+                fprintf(stderr, "  variant %d (hidden %d units %d threads %d rows %d acq_rel %d) %s: %s\n", i,
+                        variants[i].hidden, variants[i].units, variants[i].threads, variants[i].max_tile_rows,
+                        variants[i].acq_rel, arches[a], spk_last_error());
+                CHECK(m != NULL);
+                continue;
+            }
+            size_t bytes = 0;
+            const char *code = spk_module_code(m, &bytes);
+            CHECK(code != NULL && bytes > 0);
+            CHECK(strcmp(spk_module_arch(m), arches[a]) == 0);
+            if (spk_module_is_ptx(m)) {
+                /* Both entries are extern "C", the exchange uses the 64-bit relaxed or
+                 * release/acquire accesses, and ex2.approx is the exponential. */
+                CHECK(memmem(code, bytes, ".entry spk_lstm_recurrence", 26) != NULL);
+                CHECK(memmem(code, bytes, ".entry spk_lstm_clear", 21) != NULL);
+                CHECK(memmem(code, bytes, "ex2.approx.ftz.f32", 18) != NULL);
+                const char *st = variants[i].acq_rel ? "st.release.gpu.global.u64" : "st.relaxed.gpu.global.u64";
+                const char *ld = variants[i].acq_rel ? "ld.acquire.gpu.global.u64" : "ld.relaxed.gpu.global.u64";
+                CHECK(memmem(code, bytes, st, strlen(st)) != NULL);
+                CHECK(memmem(code, bytes, ld, strlen(ld)) != NULL);
+            } else {
+                CHECK(bytes > 4 && memcmp(code, "\x7f" "ELF", 4) == 0);
+                CHECK(memmem(code, bytes, "spk_lstm_recurrence", 19) != NULL);
+            }
+            spk_module_release(m);
+        }
+    }
+}
+
+/* The kernel's own static_asserts catch a geometry the C check would refuse,
+ * so the two stay tied together. */
+TEST(kernel_static_asserts_reject_bad_geometry)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
+    struct {
+        const char *hidden, *units, *threads, *rows, *message;
+    } bad[] = {
+        {"128", "4", "96", "32", "THREADS"},       /* chunks 6 */
+        {"128", "5", "160", "32", "UNITS"},        /* units not 4 or 8 */
+        {"128", "4", "128", "33", "MAX_TILE_ROWS"}, /* more rows than a unit's lanes */
+        {"256", "4", "128", "32", "shared memory"}, /* two h buffers over 48 KiB */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        spk_define d[4] = {{"HIDDEN", bad[i].hidden}, {"UNITS", bad[i].units}, {"THREADS", bad[i].threads},
+                           {"MAX_TILE_ROWS", bad[i].rows}};
+        spk_compile_options o = {0};
+        o.file = path;
+        o.defines = d;
+        o.ndefines = 4;
+        o.arch = "sm_90";
+        spk_module *m = spk_compile(&o);
+        CHECK(m == NULL);
+        CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
+        spk_module_release(m);
+        spk_lstm_variant v = {atoi(bad[i].hidden), atoi(bad[i].units), atoi(bad[i].threads), atoi(bad[i].rows),
+                              false};
+        CHECK(spk_lstm_variant_check(&v, NULL) != 0);
+    }
+}
+
+TEST(geometry_is_derived_from_the_variant)
+{
+    spk_lstm_geometry g;
+    spk_lstm_variant v = spk_lstm_variant_default();
+    CHECK(spk_lstm_variant_check(&v, &g) == 0);
+    CHECK(g.groups == 32 && g.gate_rows == 16 && g.chunks == 8);
+    CHECK(g.state_tile == 2 * 32 * 128); /* the seed's STATE_TILE */
+    CHECK(g.smem_bytes == 2 * 32 * 128 * 4);
+    spk_lstm_variant v8 = {128, 8, 256, 32, false};
+    CHECK(spk_lstm_variant_check(&v8, &g) == 0);
+    CHECK(g.groups == 16 && g.gate_rows == 32 && g.chunks == 8);
+    spk_lstm_variant v64 = {128, 4, 64, 16, false};
+    CHECK(spk_lstm_variant_check(&v64, &g) == 0);
+    CHECK(g.chunks == 4 && g.state_tile == 2 * 16 * 128);
+    spk_lstm_variant bad = {128, 4, 64, 32, false};
+    CHECK(spk_lstm_variant_check(&bad, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
+    spk_lstm_variant bad_units = {128, 3, 96, 8, false};
+    CHECK(spk_lstm_variant_check(&bad_units, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
+}
+
+TEST(defines_name_every_macro)
+{
+    spk_lstm_variant v = {256, 8, 256, 16, true};
+    spk_lstm_variant_defines d;
+    spk_lstm_variant_defines_fill(&v, &d);
+    CHECK(strcmp(d.defines[0].name, "HIDDEN") == 0 && strcmp(d.defines[0].value, "256") == 0);
+    CHECK(strcmp(d.defines[1].name, "UNITS") == 0 && strcmp(d.defines[1].value, "8") == 0);
+    CHECK(strcmp(d.defines[2].name, "THREADS") == 0 && strcmp(d.defines[2].value, "256") == 0);
+    CHECK(strcmp(d.defines[3].name, "MAX_TILE_ROWS") == 0 && strcmp(d.defines[3].value, "16") == 0);
+    CHECK(strcmp(d.defines[4].name, "SPK_ACQ_REL") == 0 && strcmp(d.defines[4].value, "1") == 0);
+}
+
+TEST(heights_follow_the_seed_within_the_variant)
+{
+    int64_t h[SPK_SCHEDULE_MAX_HEIGHTS];
+    spk_lstm_variant v = spk_lstm_variant_default();
+    CHECK(spk_lstm_variant_heights(&v, h) == 3 && h[0] == 8 && h[1] == 16 && h[2] == 32);
+    v.max_tile_rows = 16;
+    CHECK(spk_lstm_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 16);
+    v.max_tile_rows = 12;
+    CHECK(spk_lstm_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 12);
+    v.max_tile_rows = 4;
+    CHECK(spk_lstm_variant_heights(&v, h) == 1 && h[0] == 4);
+}
+
+TEST(schedule_fits_capacity_and_variant)
+{
+    spk_lstm_variant v = spk_lstm_variant_default();
+    int64_t h[SPK_SCHEDULE_MAX_HEIGHTS];
+    int n = spk_lstm_variant_heights(&v, h);
+    spk_schedule s;
+    /* The seed's vectors: batch 32, capacity 350 -> tile 8, 4 tiles, concurrent. */
+    CHECK(spk_schedule_new(&s, 32, 350, 350, 32, h, n) == 0);
+    CHECK(s.tile_rows == 8 && s.tiles == 4 && s.concurrent);
+    CHECK(spk_lstm_schedule_fits(&s, &v, 350, 350) == 0);
+    /* The same schedule on a device that holds fewer blocks is refused before launch. */
+    CHECK(spk_lstm_schedule_fits(&s, &v, 200, 200) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "co-resident blocks");
+    /* Batch 65, capacity 65: sequential, tile 32, two launches. */
+    CHECK(spk_schedule_new(&s, 65, 65, 65, 32, h, n) == 0);
+    CHECK(!s.concurrent && s.tile_rows == 32 && s.tiles_per_launch == 2);
+    CHECK(spk_lstm_schedule_fits(&s, &v, 65, 65) == 0);
+    /* A tile taller than the variant carries. */
+    spk_lstm_variant small = {128, 4, 128, 16, false};
+    CHECK(spk_lstm_schedule_fits(&s, &small, 65, 65) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "tile_rows");
+    /* Groups of another variant. */
+    spk_lstm_variant v8 = {128, 8, 256, 32, false};
+    CHECK(spk_lstm_schedule_fits(&s, &v8, 65, 65) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "groups");
+    /* Concurrent needs a known concurrent capacity. */
+    CHECK(spk_schedule_new(&s, 32, 350, 350, 32, h, n) == 0);
+    CHECK(spk_lstm_schedule_fits(&s, &v, 350, SPK_SCHEDULE_UNKNOWN) != 0);
+}
+
+int main(void)
+{
+    use_fresh_cache();
+    RUN(every_variant_compiles_for_sm80_and_sm90);
+    RUN(kernel_static_asserts_reject_bad_geometry);
+    RUN(geometry_is_derived_from_the_variant);
+    RUN(defines_name_every_macro);
+    RUN(heights_follow_the_seed_within_the_variant);
+    RUN(schedule_fits_capacity_and_variant);
+    return CHECK_SUMMARY();
+}
