@@ -1,8 +1,425 @@
-/* Placeholder until the lstm bindings land. */
-#include "lua/bind.h"
+/* Lua bindings of src/lstm: core.lstm.* (layers, packing, the reference) and
+ * core.schedule.* (tile schedules). Thin: check arguments, call C, raise
+ * spk_last_error(). lua/spk/lstm.lua builds spk.lstm and spk.schedule on top.
+ * Layers are counted from 1 here as in every Lua-facing message; trace steps
+ * are 1-based in Lua; schedule tile indices stay 0-based (as the kernel sees
+ * them). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "lstm/lstm.h"
+#include "lua/tensor_area.h"
+
+#define MAX_LAYERS 64
+
+/* Field `key` of the table at `idx` as a tensor, NULL if absent; a non-tensor
+ * value is an error naming the layer. */
+static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const char *key)
+{
+    lua_getfield(L, idx, key);
+    const spk_tensor *t = NULL;
+    if (!lua_isnil(L, -1)) {
+        t = spk_lua_totensor(L, -1);
+        if (!t)
+            luaL_error(L, "layer %d: %s is not a tensor (got %s)", layer, key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1); /* the layers table keeps the tensor alive */
+    return t;
+}
+
+/* Reads the array of {W =, R =, B =} tables at `arg` into `out`. */
+static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
+{
+    luaL_checktype(L, arg, LUA_TTABLE);
+    int count = (int)luaL_len(L, arg);
+    if (count < 1)
+        luaL_argerror(L, arg, "a stack needs at least one layer {W =, R =, B =}");
+    if (count > MAX_LAYERS)
+        luaL_argerror(L, arg, lua_pushfstring(L, "at most %d layers, got %d", MAX_LAYERS, count));
+    for (int k = 1; k <= count; k++) {
+        if (lua_geti(L, arg, k) != LUA_TTABLE)
+            luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
+        int idx = lua_gettop(L);
+        out[k - 1].W = layer_field(L, idx, k, "W");
+        out[k - 1].R = layer_field(L, idx, k, "R");
+        out[k - 1].B = layer_field(L, idx, k, "B");
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+static int l_validate(lua_State *L)
+{
+    spk_lstm_layer layers[MAX_LAYERS];
+    int count = check_layers(L, 1, layers);
+    spk_lstm_dims dims;
+    if (spk_lstm_validate(layers, count, &dims))
+        return spk_lua_fail(L);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, dims.layers);
+    lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, dims.hidden);
+    lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, dims.input);
+    lua_setfield(L, -2, "input");
+    return 1;
+}
+
+static int l_pack_directions(lua_State *L)
+{
+    spk_lua_pushtensor(L, spk_lstm_pack_directions(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
+                                                   luaL_checkstring(L, 3)));
+    return 1;
+}
+
+static int l_unpack_directions(lua_State *L)
+{
+    spk_lua_pushtensor(L, spk_lstm_unpack_directions(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
+                                                     luaL_checkstring(L, 3)));
+    return 1;
+}
+
+static int l_pack_bias(lua_State *L)
+{
+    spk_lua_pushtensor(L, spk_lstm_pack_bias(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
+                                             luaL_checkstring(L, 3)));
+    return 1;
+}
+
+/* reorder_gates(t, dim (1-based), from, to) */
+static int l_reorder_gates(lua_State *L)
+{
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    lua_Integer dim = luaL_checkinteger(L, 2);
+    spk_lua_pushtensor(L, spk_lstm_reorder_gates(t, (int)dim - 1, luaL_checkstring(L, 3), luaL_checkstring(L, 4)));
+    return 1;
+}
+
+static void push_layer(lua_State *L, spk_lstm_weights *w)
+{
+    lua_createtable(L, 0, 3);
+    spk_tensor *parts[3] = {w->W, w->R, w->B};
+    const char *names[3] = {"W", "R", "B"};
+    w->W = w->R = w->B = NULL; /* Lua owns them from here */
+    for (int i = 0; i < 3; i++) {
+        spk_lua_pushtensor(L, parts[i]);
+        lua_setfield(L, -2, names[i]);
+    }
+}
+
+static const char *const torch_names[8] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                           "weight_ih_reverse", "weight_hh_reverse", "bias_ih_reverse",
+                                           "bias_hh_reverse"};
+
+/* from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer (1-based)) -> {W, R, B} */
+static int l_from_torch(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int layer = (int)luaL_checkinteger(L, 2);
+    const spk_tensor *t[8];
+    for (int i = 0; i < 8; i++)
+        t[i] = layer_field(L, 1, layer, torch_names[i]);
+    spk_lstm_torch_layer torch = {
+        .weight_ih = {t[0], t[4]}, .weight_hh = {t[1], t[5]}, .bias_ih = {t[2], t[6]}, .bias_hh = {t[3], t[7]},
+    };
+    spk_lstm_weights w;
+    if (spk_lstm_from_torch(&torch, layer - 1, &w))
+        return spk_lua_fail(L);
+    push_layer(L, &w);
+    return 1;
+}
+
+/* to_torch({W, R, B}) -> {weight_ih =, ..., bias_hh_reverse =} (names without the _l<k> part) */
+static int l_to_torch(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lstm_layer layer = {layer_field(L, 1, 1, "W"), layer_field(L, 1, 1, "R"), layer_field(L, 1, 1, "B")};
+    spk_tensor *out[8];
+    if (spk_lstm_to_torch(&layer, out))
+        return spk_lua_fail(L);
+    lua_createtable(L, 0, 8);
+    for (int i = 0; i < 8; i++) {
+        spk_lua_pushtensor(L, out[i]);
+        lua_setfield(L, -2, torch_names[i]);
+    }
+    return 1;
+}
+
+/* random(layers, input, hidden, seed, scale, dtype) -> array of {W, R, B} */
+static int l_random(lua_State *L)
+{
+    lua_Integer count = luaL_checkinteger(L, 1);
+    lua_Integer input = luaL_checkinteger(L, 2), hidden = luaL_checkinteger(L, 3);
+    lua_Integer seed = luaL_checkinteger(L, 4);
+    double scale = luaL_checknumber(L, 5);
+    spk_dtype dtype = spk_lua_optdtype(L, 6, SPK_F32);
+    if (count < 1 || count > MAX_LAYERS)
+        luaL_argerror(L, 1, lua_pushfstring(L, "layers must be in 1..%d", MAX_LAYERS));
+    spk_lstm_weights w[MAX_LAYERS];
+    if (spk_lstm_random((int)count, input, hidden, (uint64_t)seed, scale, dtype, w))
+        return spk_lua_fail(L);
+    lua_createtable(L, (int)count, 0);
+    for (int k = 0; k < count; k++) {
+        push_layer(L, &w[k]);
+        lua_seti(L, -2, k + 1);
+    }
+    return 1;
+}
+
+static const char *const reference_options[] = {"precision", "threads", "layers_out", "trace", NULL};
+static const char *const trace_options[] = {"layer", "direction", "steps", NULL};
+
+/* reference(layers, x, options) -> y, info (see lua/spk/lstm.lua) */
+static int l_reference(lua_State *L)
+{
+    spk_lstm_layer layers[MAX_LAYERS];
+    int count = check_layers(L, 1, layers);
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    spk_lstm_reference_options opt = spk_lstm_reference_defaults();
+    int64_t steps[1024];
+    if (spk_lua_checkoptions(L, 3, reference_options)) {
+        lua_getfield(L, 3, "precision");
+        if (!lua_isnil(L, -1)) {
+            const char *p = lua_tostring(L, -1);
+            if (lua_type(L, -1) != LUA_TSTRING || (strcmp(p, "f64") != 0 && strcmp(p, "f32") != 0))
+                luaL_argerror(L, 3, "option 'precision' must be \"f64\" or \"f32\"");
+            opt.precision = strcmp(p, "f64") == 0 ? SPK_F64 : SPK_F32;
+        }
+        lua_pop(L, 1);
+        lua_getfield(L, 3, "threads");
+        if (!lua_isnil(L, -1)) {
+            int isint = 0;
+            lua_Integer n = lua_tointegerx(L, -1, &isint);
+            if (!isint || n < 1)
+                luaL_argerror(L, 3, "option 'threads' must be a positive integer");
+            opt.threads = n > 4096 ? 4096 : (int)n;
+        }
+        lua_pop(L, 1);
+        lua_getfield(L, 3, "layers_out");
+        opt.layers_out = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (lua_getfield(L, 3, "trace") != LUA_TNIL) {
+            int tr = lua_gettop(L);
+            spk_lua_checkoptions(L, tr, trace_options);
+            lua_getfield(L, tr, "layer");
+            int isint = 0;
+            lua_Integer layer = lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                luaL_argerror(L, 3, "option 'trace.layer' must be a layer number (from 1)");
+            opt.trace_layer = (int)(layer - 1);
+            lua_getfield(L, tr, "direction");
+            const char *dir = lua_isnil(L, -1) ? "forward" : lua_tostring(L, -1);
+            if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
+                luaL_argerror(L, 3, "option 'trace.direction' must be \"forward\" or \"reverse\"");
+            opt.trace_direction = strcmp(dir, "reverse") == 0;
+            if (lua_getfield(L, tr, "steps") != LUA_TTABLE)
+                luaL_argerror(L, 3, "option 'trace.steps' must be a list of steps (from 1)");
+            lua_Integer n = luaL_len(L, -1);
+            if (n < 1 || n > (lua_Integer)(sizeof steps / sizeof *steps))
+                luaL_argerror(L, 3, "option 'trace.steps' must list 1 to 1024 steps");
+            for (lua_Integer i = 1; i <= n; i++) {
+                lua_geti(L, -1, i);
+                lua_Integer s = lua_tointegerx(L, -1, &isint);
+                if (!isint)
+                    luaL_argerror(L, 3, "option 'trace.steps' must hold integers");
+                steps[i - 1] = s - 1;
+                lua_pop(L, 1);
+            }
+            opt.trace_count = (int)n;
+            opt.trace_steps = steps;
+            lua_settop(L, tr);
+        }
+        lua_pop(L, 1);
+    }
+    spk_lstm_reference_result res;
+    if (spk_lstm_reference(layers, count, x, &opt, &res))
+        return spk_lua_fail(L);
+    /* hand every tensor to Lua at once, so an error below cannot leak them */
+    spk_lua_pushtensor(L, res.y);
+    lua_createtable(L, 0, 2);
+    if (res.layer_count > 0) {
+        lua_createtable(L, res.layer_count, 0);
+        for (int k = 0; k < res.layer_count; k++) {
+            spk_lua_pushtensor(L, res.layer_outputs[k]);
+            lua_seti(L, -2, k + 1);
+        }
+        lua_setfield(L, -2, "layers");
+    }
+    if (res.trace_h) {
+        lua_createtable(L, 0, 5);
+        spk_lua_pushtensor(L, res.trace_h);
+        lua_setfield(L, -2, "h");
+        spk_lua_pushtensor(L, res.trace_c);
+        lua_setfield(L, -2, "c");
+        lua_pushinteger(L, opt.trace_layer + 1);
+        lua_setfield(L, -2, "layer");
+        lua_pushstring(L, opt.trace_direction ? "reverse" : "forward");
+        lua_setfield(L, -2, "direction");
+        lua_createtable(L, opt.trace_count, 0);
+        for (int i = 0; i < opt.trace_count; i++) {
+            lua_pushinteger(L, steps[i] + 1);
+            lua_seti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "steps");
+        lua_setfield(L, -2, "trace");
+    }
+    free(res.layer_outputs);
+    return 2;
+}
+
+/* make_directory(path): creates one directory; an existing one is fine. */
+static int l_make_directory(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return luaL_error(L, "%s: cannot create directory: %s", path, strerror(errno));
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return luaL_error(L, "%s: exists and is not a directory", path);
+    return 0;
+}
+
+/* is_directory(path) -> boolean */
+static int l_is_directory(lua_State *L)
+{
+    struct stat st;
+    lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+    return 1;
+}
+
+/* ---- schedules ---- */
+
+static void push_schedule(lua_State *L, const spk_schedule *s)
+{
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, s->batch);
+    lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, s->tile_rows);
+    lua_setfield(L, -2, "tile_rows");
+    lua_pushinteger(L, s->tiles);
+    lua_setfield(L, -2, "tiles");
+    lua_pushinteger(L, s->tiles_per_launch);
+    lua_setfield(L, -2, "tiles_per_launch");
+    lua_pushboolean(L, s->concurrent);
+    lua_setfield(L, -2, "concurrent");
+    lua_pushinteger(L, s->groups);
+    lua_setfield(L, -2, "groups");
+}
+
+/* new(batch, capacity, concurrent_capacity or nil, groups, heights) -> fields */
+static int l_schedule_new(lua_State *L)
+{
+    lua_Integer batch = luaL_checkinteger(L, 1), capacity = luaL_checkinteger(L, 2);
+    lua_Integer concurrent = lua_isnoneornil(L, 3) ? SPK_SCHEDULE_UNKNOWN : luaL_checkinteger(L, 3);
+    lua_Integer groups = luaL_checkinteger(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    int n = (int)luaL_len(L, 5);
+    if (n < 1 || n > SPK_SCHEDULE_MAX_HEIGHTS)
+        luaL_argerror(L, 5, lua_pushfstring(L, "between 1 and %d heights needed", SPK_SCHEDULE_MAX_HEIGHTS));
+    int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
+    for (int i = 1; i <= n; i++) {
+        lua_geti(L, 5, i);
+        int isint = 0;
+        heights[i - 1] = lua_tointegerx(L, -1, &isint);
+        if (!isint)
+            luaL_argerror(L, 5, "heights must be integers");
+        lua_pop(L, 1);
+    }
+    spk_schedule s;
+    if (spk_schedule_new(&s, batch, capacity, concurrent, groups, heights, n))
+        return spk_lua_fail(L);
+    push_schedule(L, &s);
+    return 1;
+}
+
+/* Reads an integer field of a schedule table, an error naming it otherwise. */
+static int64_t schedule_field(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint)
+        luaL_error(L, "schedule check: field '%s' must be an integer, got %s", key, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return v;
+}
+
+/* launches(tiles, tiles_per_launch) -> { {first = 0, count = n}, ... } */
+static int l_schedule_launches(lua_State *L)
+{
+    spk_schedule s = {.tiles = luaL_checkinteger(L, 1), .tiles_per_launch = luaL_checkinteger(L, 2)};
+    int64_t n = spk_schedule_launch_count(&s);
+    lua_createtable(L, (int)n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t first, count;
+        spk_schedule_launch(&s, i, &first, &count);
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, first);
+        lua_setfield(L, -2, "first");
+        lua_pushinteger(L, count);
+        lua_setfield(L, -2, "count");
+        lua_seti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* check(schedule fields, batch, launches list) -> true, or an error */
+static int l_schedule_check(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer batch = luaL_checkinteger(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    spk_schedule s = {
+        .batch = batch,
+        .tile_rows = schedule_field(L, 1, "tile_rows"),
+        .tiles = schedule_field(L, 1, "tiles"),
+        .tiles_per_launch = schedule_field(L, 1, "tiles_per_launch"),
+        .groups = schedule_field(L, 1, "groups"),
+    };
+    lua_Integer n = luaL_len(L, 3);
+    int64_t *firsts = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);
+    int64_t *counts = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_geti(L, 3, i) != LUA_TTABLE)
+            return luaL_error(L, "schedule check: launch %d is not a table {first =, count =}", (int)i);
+        int at = lua_gettop(L);
+        firsts[i - 1] = schedule_field(L, at, "first");
+        counts[i - 1] = schedule_field(L, at, "count");
+        lua_pop(L, 1);
+    }
+    if (spk_schedule_check(&s, batch, firsts, counts, n))
+        return spk_lua_fail(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
 
 void spk_open_lstm(lua_State *L, int module)
 {
-    (void)L;
-    (void)module;
+    static const luaL_Reg lstm[] = {
+        {"validate", l_validate},
+        {"pack_directions", l_pack_directions},
+        {"unpack_directions", l_unpack_directions},
+        {"pack_bias", l_pack_bias},
+        {"reorder_gates", l_reorder_gates},
+        {"from_torch", l_from_torch},
+        {"to_torch", l_to_torch},
+        {"random", l_random},
+        {"reference", l_reference},
+        {"make_directory", l_make_directory},
+        {"is_directory", l_is_directory},
+        {NULL, NULL},
+    };
+    static const luaL_Reg schedule[] = {
+        {"new", l_schedule_new},
+        {"launches", l_schedule_launches},
+        {"check", l_schedule_check},
+        {NULL, NULL},
+    };
+    luaL_newlib(L, lstm);
+    lua_setfield(L, module, "lstm");
+    luaL_newlib(L, schedule);
+    lua_setfield(L, module, "schedule");
 }
