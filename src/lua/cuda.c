@@ -1,8 +1,1162 @@
-/* Placeholder until the cuda bindings land. */
+/* Lua bindings of the GPU runtime (src/cuda/runtime.h): spk.core.cuda and
+ * spk.core.blas, the userdata types stream, event, graph, module, kernel and
+ * scalar, and the tensor methods :cuda(), :cpu() and :to("cuda"|"cpu").
+ * lua/spk/cuda.lua builds the friendly API (spk.cuda, spk.blas, spk.u32 ...)
+ * on top. Device ordinals are 0-based, as in t.device == "cuda:0". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "cuda/runtime.h"
 #include "lua/bind.h"
+
+#define STREAM_MT "spk.cuda.stream"
+#define EVENT_MT "spk.cuda.event"
+#define GRAPH_MT "spk.cuda.graph"
+#define MODULE_MT "spk.cuda.module"
+#define KERNEL_MT "spk.cuda.kernel"
+#define SCALAR_MT "spk.cuda.scalar"
+
+typedef struct { spk_stream *s; } lua_stream;
+typedef struct { spk_event *e; } lua_event;
+typedef struct { spk_graph *g; } lua_graph;
+typedef struct { spk_module *m; } lua_module;
+typedef struct { spk_kernel *k; } lua_kernel;
+
+/* ---- userdata plumbing ------------------------------------------------- */
+
+static void *check_open(lua_State *L, int idx, const char *mt, const char *what)
+{
+    void **u = luaL_checkudata(L, idx, mt);
+    if (!*u)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s is closed", what));
+    return *u;
+}
+
+static spk_stream *opt_stream(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx))
+        return NULL;
+    return check_open(L, idx, STREAM_MT, "stream");
+}
+
+/* The stream in field `stream` of the table at idx (nil: default). */
+static spk_stream *field_stream(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    spk_stream *s = NULL;
+    if (!lua_isnil(L, -1)) {
+        lua_stream *u = luaL_testudata(L, -1, STREAM_MT);
+        if (!u || !u->s)
+            luaL_error(L, "%s must be an open spk.cuda stream, got %s", key, luaL_typename(L, -1));
+        s = u->s;
+    }
+    lua_pop(L, 1);
+    return s;
+}
+
+#define CHECK_OK(L, call)                                                        \
+    do {                                                                         \
+        if ((call) != 0)                                                         \
+            return spk_lua_fail(L);                                              \
+    } while (0)
+
+/* ---- availability and devices ------------------------------------------ */
+
+static int l_available(lua_State *L)
+{
+    lua_pushboolean(L, spk_cuda_available());
+    return 1;
+}
+
+static int l_require(lua_State *L)
+{
+    CHECK_OK(L, spk_cuda_require());
+    return 0;
+}
+
+static void push_props(lua_State *L, const spk_device_props *p)
+{
+    lua_createtable(L, 0, 24);
+#define SETI(key, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, key))
+    SETI("index", p->ordinal);
+    lua_pushstring(L, p->name);
+    lua_setfield(L, -2, "name");
+    lua_pushfstring(L, "%d.%d", p->cc_major, p->cc_minor);
+    lua_setfield(L, -2, "cc");
+    SETI("cc_major", p->cc_major);
+    SETI("cc_minor", p->cc_minor);
+    SETI("sms", p->sms);
+    SETI("warp_size", p->warp_size);
+    SETI("threads_per_sm", p->max_threads_per_sm);
+    SETI("threads_per_block", p->max_threads_per_block);
+    SETI("blocks_per_sm", p->max_blocks_per_sm);
+    SETI("regs_per_sm", p->regs_per_sm);
+    SETI("regs_per_block", p->regs_per_block);
+    SETI("smem_per_sm", p->smem_per_sm);
+    SETI("smem_per_block", p->smem_per_block);
+    SETI("smem_per_block_optin", p->smem_per_block_optin);
+    SETI("l2_bytes", p->l2_bytes);
+    SETI("memory_bytes", p->global_mem_bytes);
+    SETI("clock_khz", p->clock_khz);
+    SETI("memory_clock_khz", p->memory_clock_khz);
+    SETI("memory_bus_bits", p->memory_bus_bits);
+#undef SETI
+    lua_pushboolean(L, p->cooperative_launch);
+    lua_setfield(L, -2, "cooperative");
+    lua_pushboolean(L, p->cluster_launch);
+    lua_setfield(L, -2, "cluster");
+}
+
+static int l_device(lua_State *L)
+{
+    int ordinal;
+    if (lua_isnoneornil(L, 1))
+        CHECK_OK(L, spk_device_current(&ordinal));
+    else
+        ordinal = (int)luaL_checkinteger(L, 1);
+    spk_device_props p;
+    CHECK_OK(L, spk_device_props_get(ordinal, &p));
+    push_props(L, &p);
+    return 1;
+}
+
+static int l_devices(lua_State *L)
+{
+    int n;
+    CHECK_OK(L, spk_device_count(&n));
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        spk_device_props p;
+        CHECK_OK(L, spk_device_props_get(i, &p));
+        push_props(L, &p);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_set_device(lua_State *L)
+{
+    CHECK_OK(L, spk_device_set((int)luaL_checkinteger(L, 1)));
+    return 0;
+}
+
+static int l_current_device(lua_State *L)
+{
+    int d;
+    CHECK_OK(L, spk_device_current(&d));
+    lua_pushinteger(L, d);
+    return 1;
+}
+
+static int l_synchronize(lua_State *L)
+{
+    CHECK_OK(L, spk_device_synchronize());
+    return 0;
+}
+
+static int l_info(lua_State *L)
+{
+    spk_cuda_info info;
+    spk_cuda_get_info(&info);
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, info.runtime_version);
+    lua_setfield(L, -2, "runtime_version");
+    lua_pushinteger(L, info.driver_version);
+    lua_setfield(L, -2, "driver_version");
+    lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
+    lua_setfield(L, -2, "nvrtc_version");
+    lua_pushboolean(L, info.device_count > 0);
+    lua_setfield(L, -2, "available");
+    lua_createtable(L, info.device_count, 0);
+    for (int i = 0; i < info.device_count; i++) {
+        spk_device_props p;
+        if (spk_device_props_get(i, &p) == 0) {
+            push_props(L, &p);
+            lua_rawseti(L, -2, i + 1);
+        }
+    }
+    lua_setfield(L, -2, "devices");
+    if (info.error[0]) {
+        lua_pushstring(L, info.error);
+        lua_setfield(L, -2, "error");
+    }
+    return 1;
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+static void push_stream(lua_State *L, spk_stream *s)
+{
+    lua_stream *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->s = s;
+    luaL_setmetatable(L, STREAM_MT);
+}
+
+static int l_stream(lua_State *L)
+{
+    spk_stream *s = spk_stream_new();
+    if (!s)
+        return spk_lua_fail(L);
+    push_stream(L, s);
+    return 1;
+}
+
+static int l_default_stream(lua_State *L)
+{
+    spk_stream *s = spk_stream_default();
+    if (!s)
+        return spk_lua_fail(L);
+    push_stream(L, s); /* release is a no-op on the default stream */
+    return 1;
+}
+
+static int stream_close(lua_State *L)
+{
+    lua_stream *u = luaL_checkudata(L, 1, STREAM_MT);
+    if (u->s) {
+        spk_stream_release(u->s);
+        u->s = NULL;
+    }
+    return 0;
+}
+
+static int stream_synchronize(lua_State *L)
+{
+    CHECK_OK(L, spk_stream_synchronize(check_open(L, 1, STREAM_MT, "stream")));
+    return 0;
+}
+
+static int stream_query(lua_State *L)
+{
+    bool done;
+    CHECK_OK(L, spk_stream_query(check_open(L, 1, STREAM_MT, "stream"), &done));
+    lua_pushboolean(L, done);
+    return 1;
+}
+
+static int stream_wait(lua_State *L)
+{
+    spk_stream *s = check_open(L, 1, STREAM_MT, "stream");
+    CHECK_OK(L, spk_stream_wait_event(s, check_open(L, 2, EVENT_MT, "event")));
+    return 0;
+}
+
+static int stream_tostring(lua_State *L)
+{
+    lua_stream *u = luaL_checkudata(L, 1, STREAM_MT);
+    if (!u->s)
+        lua_pushstring(L, "spk.cuda.stream (closed)");
+    else
+        lua_pushfstring(L, "spk.cuda.stream (cuda:%d, %p)", spk_stream_device(u->s), spk_stream_handle(u->s));
+    return 1;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static int l_event(lua_State *L)
+{
+    bool timing = lua_isnoneornil(L, 1) ? true : lua_toboolean(L, 1);
+    spk_event *e = spk_event_new(timing);
+    if (!e)
+        return spk_lua_fail(L);
+    lua_event *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->e = e;
+    luaL_setmetatable(L, EVENT_MT);
+    return 1;
+}
+
+static int event_close(lua_State *L)
+{
+    lua_event *u = luaL_checkudata(L, 1, EVENT_MT);
+    spk_event_free(u->e);
+    u->e = NULL;
+    return 0;
+}
+
+static int event_record(lua_State *L)
+{
+    spk_event *e = check_open(L, 1, EVENT_MT, "event");
+    CHECK_OK(L, spk_event_record(e, opt_stream(L, 2)));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int event_synchronize(lua_State *L)
+{
+    CHECK_OK(L, spk_event_synchronize(check_open(L, 1, EVENT_MT, "event")));
+    return 0;
+}
+
+static int event_query(lua_State *L)
+{
+    bool done;
+    CHECK_OK(L, spk_event_query(check_open(L, 1, EVENT_MT, "event"), &done));
+    lua_pushboolean(L, done);
+    return 1;
+}
+
+/* start:elapsed(stop) -> milliseconds from start to stop. */
+static int event_elapsed(lua_State *L)
+{
+    float ms;
+    CHECK_OK(L, spk_event_elapsed_ms(check_open(L, 1, EVENT_MT, "event"), check_open(L, 2, EVENT_MT, "event"), &ms));
+    lua_pushnumber(L, ms);
+    return 1;
+}
+
+/* ---- graphs ------------------------------------------------------------ */
+
+static int l_capture_begin(lua_State *L)
+{
+    CHECK_OK(L, spk_graph_capture_begin(opt_stream(L, 1)));
+    return 0;
+}
+
+static int l_capture_abort(lua_State *L)
+{
+    spk_graph_capture_abort(opt_stream(L, 1));
+    return 0;
+}
+
+static int l_capture_end(lua_State *L)
+{
+    spk_graph *g = spk_graph_capture_end(opt_stream(L, 1));
+    if (!g)
+        return spk_lua_fail(L);
+    lua_graph *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->g = g;
+    luaL_setmetatable(L, GRAPH_MT);
+    return 1;
+}
+
+static int graph_close(lua_State *L)
+{
+    lua_graph *u = luaL_checkudata(L, 1, GRAPH_MT);
+    spk_graph_free(u->g);
+    u->g = NULL;
+    return 0;
+}
+
+static int graph_replay(lua_State *L)
+{
+    CHECK_OK(L, spk_graph_replay(check_open(L, 1, GRAPH_MT, "graph"), opt_stream(L, 2)));
+    return 0;
+}
+
+static int graph_nodes(lua_State *L)
+{
+    size_t n;
+    CHECK_OK(L, spk_graph_node_count(check_open(L, 1, GRAPH_MT, "graph"), &n));
+    lua_pushinteger(L, (lua_Integer)n);
+    return 1;
+}
+
+/* ---- tensors ----------------------------------------------------------- */
+
+/* t:cuda([stream]) */
+static int tensor_cuda(lua_State *L)
+{
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_stream *s = opt_stream(L, 2);
+    if (spk_tensor_is_device(t)) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    spk_lua_pushtensor(L, spk_tensor_to_device(t, s));
+    return 1;
+}
+
+/* t:cpu([stream]) */
+static int tensor_cpu(lua_State *L)
+{
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_stream *s = opt_stream(L, 2);
+    if (!spk_tensor_is_device(t)) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    spk_lua_pushtensor(L, spk_tensor_to_host(t, s));
+    return 1;
+}
+
+/* t:to("cuda" | "cuda:N" | "cpu", [stream]), reached through t:to(). */
+static int tensor_to_device(lua_State *L)
+{
+    spk_lua_checktensor(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    lua_settop(L, 3);
+    lua_remove(L, 2); /* t, stream */
+    if (strcmp(name, "cpu") == 0 || strcmp(name, "host") == 0)
+        return tensor_cpu(L);
+    if (strcmp(name, "cuda") == 0)
+        return tensor_cuda(L);
+    if (strncmp(name, "cuda:", 5) == 0) {
+        int current;
+        CHECK_OK(L, spk_device_current(&current));
+        int want = atoi(name + 5);
+        if (want != current)
+            return luaL_error(L, "to: %s is not the current device cuda:%d (use spk.cuda.set_device(%d))", name,
+                              current, want);
+        return tensor_cuda(L);
+    }
+    return luaL_error(L, "to: unknown dtype or device '%s' (devices: \"cuda\", \"cuda:N\", \"cpu\")", name);
+}
+
+/* spk.cuda.empty / zeros(shape table, dtype[, stream]): a zero-filled device tensor. */
+static int l_zeros(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int ndim = (int)luaL_len(L, 1);
+    if (ndim > SPK_MAX_DIMS)
+        return luaL_argerror(L, 1, "too many dimensions");
+    int64_t shape[SPK_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) {
+        lua_geti(L, 1, i + 1);
+        shape[i] = (int64_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+    }
+    spk_dtype dtype = SPK_F32;
+    if (!lua_isnoneornil(L, 2) && spk_dtype_from_name(luaL_checkstring(L, 2), &dtype))
+        return spk_lua_fail(L);
+    spk_lua_pushtensor(L, spk_device_tensor_new(dtype, ndim, shape, opt_stream(L, 3)));
+    return 1;
+}
+
+/* ---- compile ----------------------------------------------------------- */
+
+static const char *opt_string_field(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    const char *v = NULL;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "compile: %s must be a string, got %s", key, luaL_typename(L, -1));
+        v = lua_tostring(L, -1); /* anchored in the options table */
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(((const spk_define *)a)->name, ((const spk_define *)b)->name);
+}
+
+static int l_compile(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    static const char *const known[] = {"source", "file", "defines", "options", "arch", "cache", NULL};
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        bool ok = false;
+        if (lua_type(L, -2) == LUA_TSTRING)
+            for (int i = 0; known[i]; i++)
+                ok = ok || strcmp(lua_tostring(L, -2), known[i]) == 0;
+        if (!ok)
+            return luaL_error(L, "compile: unknown option '%s' (expected source, file, defines, options, arch, cache)",
+                              lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
+        lua_pop(L, 1);
+    }
+    spk_compile_options o = {0};
+    o.source = opt_string_field(L, 1, "source");
+    o.file = opt_string_field(L, 1, "file");
+    o.arch = opt_string_field(L, 1, "arch");
+    if (!o.source == !o.file)
+        return luaL_error(L, "compile: give exactly one of source = and file =");
+    lua_getfield(L, 1, "cache");
+    o.no_cache = !lua_isnil(L, -1) && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+
+    /* Strings converted here are kept alive in a holder table at index 2. */
+    lua_settop(L, 1);
+    lua_newtable(L);
+    int holder = 2, held = 0;
+    lua_getfield(L, 1, "defines");
+    int nd = 0;
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            nd++;
+            lua_pop(L, 1);
+        }
+    }
+    spk_define *defs = lua_newuserdatauv(L, (size_t)(nd ? nd : 1) * sizeof *defs, 0);
+    lua_rawseti(L, holder, ++held);
+    int i = 0;
+    if (nd) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                return luaL_error(L, "compile: defines must map names to values");
+            defs[i].name = lua_tostring(L, -2);
+            if (lua_type(L, -1) == LUA_TBOOLEAN) {
+                if (!lua_toboolean(L, -1)) { /* NAME = false: not defined */
+                    lua_pop(L, 1);
+                    continue;
+                }
+                defs[i].value = NULL;
+            } else if (lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING) {
+                lua_pushvalue(L, -1);
+                defs[i].value = lua_tostring(L, -1); /* numbers become text */
+                lua_rawseti(L, holder, ++held);
+            } else {
+                return luaL_error(L, "compile: define %s must be a string, number or boolean", defs[i].name);
+            }
+            i++;
+            lua_pop(L, 1);
+        }
+        qsort(defs, (size_t)i, sizeof *defs, compare_names); /* same key whatever the table order */
+    }
+    o.defines = defs;
+    o.ndefines = i;
+    lua_pop(L, 1);
+
+    lua_getfield(L, 1, "options");
+    int no = lua_isnil(L, -1) ? 0 : (luaL_checktype(L, -1, LUA_TTABLE), (int)luaL_len(L, -1));
+    const char **opts = lua_newuserdatauv(L, (size_t)(no ? no : 1) * sizeof *opts, 0);
+    lua_rawseti(L, holder, ++held);
+    for (int j = 0; j < no; j++) {
+        lua_geti(L, -1, j + 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "compile: options[%d] must be a string", j + 1);
+        opts[j] = lua_tostring(L, -1);
+        lua_rawseti(L, holder, ++held);
+    }
+    o.options = opts;
+    o.noptions = no;
+
+    spk_module *m = spk_compile(&o);
+    if (!m)
+        return spk_lua_fail(L);
+    lua_module *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->m = m;
+    luaL_setmetatable(L, MODULE_MT);
+    return 1;
+}
+
+static int module_close(lua_State *L)
+{
+    lua_module *u = luaL_checkudata(L, 1, MODULE_MT);
+    spk_module_release(u->m);
+    u->m = NULL;
+    return 0;
+}
+
+static int module_code(lua_State *L)
+{
+    spk_module *m = check_open(L, 1, MODULE_MT, "module");
+    size_t bytes;
+    const char *code = spk_module_code(m, &bytes);
+    /* PTX carries its terminating NUL; Lua strings need not. */
+    if (spk_module_is_ptx(m) && bytes && code[bytes - 1] == '\0')
+        bytes--;
+    lua_pushlstring(L, code, bytes);
+    lua_pushinteger(L, (lua_Integer)bytes);
+    return 2;
+}
+
+static int module_kernel(lua_State *L)
+{
+    spk_module *m = check_open(L, 1, MODULE_MT, "module");
+    spk_kernel *k = spk_module_kernel(m, luaL_checkstring(L, 2));
+    if (!k)
+        return spk_lua_fail(L);
+    lua_kernel *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->k = k;
+    luaL_setmetatable(L, KERNEL_MT);
+    return 1;
+}
+
+static int module_index(lua_State *L)
+{
+    spk_module *m = check_open(L, 1, MODULE_MT, "module");
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "ptx") == 0) {
+        if (!spk_module_is_ptx(m))
+            return 0;
+        lua_settop(L, 1);
+        module_code(L);
+        lua_pop(L, 1);
+        return 1;
+    }
+    if (strcmp(key, "arch") == 0)
+        lua_pushstring(L, spk_module_arch(m));
+    else if (strcmp(key, "key") == 0)
+        lua_pushstring(L, spk_module_key(m));
+    else if (strcmp(key, "log") == 0)
+        lua_pushstring(L, spk_module_log(m));
+    else if (strcmp(key, "cached") == 0)
+        lua_pushboolean(L, spk_module_from_cache(m));
+    else if (strcmp(key, "size") == 0) {
+        size_t bytes;
+        spk_module_code(m, &bytes);
+        lua_pushinteger(L, (lua_Integer)bytes);
+    } else if (strcmp(key, "format") == 0)
+        lua_pushstring(L, spk_module_is_ptx(m) ? "ptx" : "cubin");
+    else {
+        luaL_getmetatable(L, MODULE_MT);
+        lua_getfield(L, -1, "methods");
+        lua_getfield(L, -1, key);
+    }
+    return 1;
+}
+
+static int module_tostring(lua_State *L)
+{
+    lua_module *u = luaL_checkudata(L, 1, MODULE_MT);
+    if (!u->m) {
+        lua_pushstring(L, "spk.cuda.module (closed)");
+        return 1;
+    }
+    size_t bytes;
+    spk_module_code(u->m, &bytes);
+    lua_pushfstring(L, "spk.cuda.module (%s, %s, %d bytes%s)", spk_module_arch(u->m),
+                    spk_module_is_ptx(u->m) ? "ptx" : "cubin", (int)bytes, spk_module_from_cache(u->m) ? ", cached" : "");
+    return 1;
+}
+
+static int l_cache_info(lua_State *L)
+{
+    spk_cache_info info;
+    CHECK_OK(L, spk_cache_get_info(&info));
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, info.dir);
+    lua_setfield(L, -2, "dir");
+    lua_pushboolean(L, info.writable);
+    lua_setfield(L, -2, "writable");
+    lua_pushinteger(L, info.entries);
+    lua_setfield(L, -2, "entries");
+    lua_pushinteger(L, (lua_Integer)info.bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushinteger(L, info.hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, info.misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, info.rejected);
+    lua_setfield(L, -2, "rejected");
+    return 1;
+}
+
+static int l_cache_clear(lua_State *L)
+{
+    CHECK_OK(L, spk_cache_clear());
+    return 0;
+}
+
+/* Re-reads SPK_CACHE_DIR & co. (tests set it with os.setenv-less tricks). */
+static int l_cache_reset(lua_State *L)
+{
+    (void)L;
+    spk_cache_reset();
+    return 0;
+}
+
+static int l_set_kernel_dir(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    struct stat st;
+    bool ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if (ok)
+        spk_set_kernel_dir(dir);
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+static int l_kernel_dir(lua_State *L)
+{
+    lua_pushstring(L, spk_kernel_dir());
+    return 1;
+}
+
+/* ---- scalars and arguments --------------------------------------------- */
+
+static int make_scalar(lua_State *L, spk_arg_kind kind)
+{
+    spk_arg a = {.kind = kind};
+    switch (kind) {
+    case SPK_ARG_F32:
+        a.v.f32 = (float)luaL_checknumber(L, 1);
+        break;
+    case SPK_ARG_F64:
+        a.v.f64 = luaL_checknumber(L, 1);
+        break;
+    default: {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        if (kind == SPK_ARG_U32 && (n < 0 || n > 0xffffffffLL))
+            return luaL_argerror(L, 1, "u32 out of range [0, 4294967295]");
+        if (kind == SPK_ARG_I32 && (n < -2147483648LL || n > 2147483647LL))
+            return luaL_argerror(L, 1, "i32 out of range");
+        if (kind == SPK_ARG_U64 && n < 0)
+            return luaL_argerror(L, 1, "u64 must not be negative");
+        if (kind == SPK_ARG_U32)
+            a.v.u32 = (uint32_t)n;
+        else if (kind == SPK_ARG_I32)
+            a.v.i32 = (int32_t)n;
+        else if (kind == SPK_ARG_U64)
+            a.v.u64 = (uint64_t)n;
+        else
+            a.v.i64 = (int64_t)n;
+    }
+    }
+    spk_arg *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = a;
+    luaL_setmetatable(L, SCALAR_MT);
+    return 1;
+}
+
+static int l_u32(lua_State *L) { return make_scalar(L, SPK_ARG_U32); }
+static int l_i32(lua_State *L) { return make_scalar(L, SPK_ARG_I32); }
+static int l_u64(lua_State *L) { return make_scalar(L, SPK_ARG_U64); }
+static int l_i64(lua_State *L) { return make_scalar(L, SPK_ARG_I64); }
+static int l_f32(lua_State *L) { return make_scalar(L, SPK_ARG_F32); }
+static int l_f64(lua_State *L) { return make_scalar(L, SPK_ARG_F64); }
+
+static int scalar_tostring(lua_State *L)
+{
+    spk_arg *a = luaL_checkudata(L, 1, SCALAR_MT);
+    switch (a->kind) {
+    case SPK_ARG_U32: lua_pushfstring(L, "spk.u32(%I)", (lua_Integer)a->v.u32); break;
+    case SPK_ARG_I32: lua_pushfstring(L, "spk.i32(%I)", (lua_Integer)a->v.i32); break;
+    case SPK_ARG_U64: lua_pushfstring(L, "spk.u64(%I)", (lua_Integer)a->v.u64); break;
+    case SPK_ARG_I64: lua_pushfstring(L, "spk.i64(%I)", (lua_Integer)a->v.i64); break;
+    case SPK_ARG_F32: lua_pushfstring(L, "spk.f32(%f)", (lua_Number)a->v.f32); break;
+    case SPK_ARG_F64: lua_pushfstring(L, "spk.f64(%f)", (lua_Number)a->v.f64); break;
+    default: lua_pushstring(L, "spk.cuda.scalar"); break;
+    }
+    return 1;
+}
+
+static int scalar_index(lua_State *L)
+{
+    spk_arg *a = luaL_checkudata(L, 1, SCALAR_MT);
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "kind") == 0)
+        lua_pushstring(L, spk_arg_kind_name(a->kind));
+    else if (strcmp(key, "size") == 0)
+        lua_pushinteger(L, (lua_Integer)spk_arg_size(a->kind));
+    else if (strcmp(key, "value") == 0) {
+        switch (a->kind) {
+        case SPK_ARG_U32: lua_pushinteger(L, a->v.u32); break;
+        case SPK_ARG_I32: lua_pushinteger(L, a->v.i32); break;
+        case SPK_ARG_U64: lua_pushinteger(L, (lua_Integer)a->v.u64); break;
+        case SPK_ARG_I64: lua_pushinteger(L, a->v.i64); break;
+        case SPK_ARG_F32: lua_pushnumber(L, a->v.f32); break;
+        case SPK_ARG_F64: lua_pushnumber(L, a->v.f64); break;
+        default: lua_pushnil(L);
+        }
+    } else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* Converts the array at idx into args (and the device storages they use).
+ * Returns the count; errors name the argument. */
+static int read_args(lua_State *L, int idx, const char *kernel, spk_arg *args, spk_storage **uses)
+{
+    if (lua_isnil(L, idx))
+        return 0;
+    if (!lua_istable(L, idx))
+        return luaL_error(L, "kernel %s: args must be a table", kernel);
+    int n = (int)luaL_len(L, idx);
+    if (n > SPK_MAX_KERNEL_ARGS)
+        return luaL_error(L, "kernel %s: %d arguments is more than the %d supported", kernel, n, SPK_MAX_KERNEL_ARGS);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, idx, i + 1);
+        spk_arg *scalar = luaL_testudata(L, -1, SCALAR_MT);
+        spk_tensor *t = scalar ? NULL : spk_lua_totensor(L, -1);
+        uses[i] = NULL;
+        if (scalar) {
+            args[i] = *scalar;
+        } else if (t) {
+            if (!spk_tensor_is_device(t))
+                return luaL_error(L, "kernel %s: argument %d is a host tensor; move it to the GPU with :cuda()",
+                                  kernel, i + 1);
+            args[i].kind = SPK_ARG_PTR;
+            args[i].v.ptr = spk_tensor_data(t);
+            uses[i] = t->storage;
+        } else if (lua_type(L, -1) == LUA_TNUMBER) {
+            return luaL_error(L, "kernel %s: argument %d is a plain number; give its type: spk.u32(n), spk.i32(n), "
+                              "spk.u64(n), spk.f32(x) or spk.f64(x)", kernel, i + 1);
+        } else {
+            return luaL_error(L, "kernel %s: argument %d is a %s; expected a device tensor or a typed scalar",
+                              kernel, i + 1, luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+/* spk.cuda.pack_args(param_sizes, args) -> {{kind=, size=}, ...}: the check a
+ * launch makes, without a GPU (so it can be tested anywhere). */
+static int l_pack_args(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int np = (int)luaL_len(L, 1);
+    if (np > SPK_MAX_KERNEL_ARGS)
+        return luaL_argerror(L, 1, "too many parameters");
+    size_t sizes[SPK_MAX_KERNEL_ARGS];
+    for (int i = 0; i < np; i++) {
+        lua_geti(L, 1, i + 1);
+        sizes[i] = (size_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+    }
+    spk_arg args[SPK_MAX_KERNEL_ARGS];
+    spk_storage *uses[SPK_MAX_KERNEL_ARGS];
+    const char *name = luaL_optstring(L, 3, "?");
+    int n = read_args(L, 2, name, args, uses);
+    void *packed[SPK_MAX_KERNEL_ARGS];
+    CHECK_OK(L, spk_pack_args(name, args, n, sizes, np, packed));
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, spk_arg_kind_name(args[i].kind));
+        lua_setfield(L, -2, "kind");
+        lua_pushinteger(L, (lua_Integer)spk_arg_size(args[i].kind));
+        lua_setfield(L, -2, "size");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* ---- kernels ----------------------------------------------------------- */
+
+static int kernel_close(lua_State *L)
+{
+    lua_kernel *u = luaL_checkudata(L, 1, KERNEL_MT);
+    spk_kernel_free(u->k);
+    u->k = NULL;
+    return 0;
+}
+
+/* A dim3 from a number or {x, y, z}. */
+static void read_dim3(lua_State *L, int idx, const char *key, unsigned out[3], unsigned fallback)
+{
+    lua_getfield(L, idx, key);
+    out[0] = out[1] = out[2] = 1;
+    if (lua_isnil(L, -1)) {
+        out[0] = fallback;
+        if (!fallback)
+            out[1] = out[2] = 0;
+    } else if (lua_isinteger(L, -1)) {
+        lua_Integer v = lua_tointeger(L, -1);
+        if (v <= 0 || v > 0x7fffffff)
+            luaL_error(L, "%s must be positive, got %I", key, (lua_Integer)v);
+        out[0] = (unsigned)v;
+    } else if (lua_istable(L, -1)) {
+        int n = (int)luaL_len(L, -1);
+        if (n < 1 || n > 3)
+            luaL_error(L, "%s must have 1 to 3 entries", key);
+        for (int i = 0; i < n; i++) {
+            lua_geti(L, -1, i + 1);
+            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
+                luaL_error(L, "%s[%d] must be a positive integer", key, i + 1);
+            out[i] = (unsigned)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+    } else {
+        luaL_error(L, "%s must be an integer or {x, y, z}, got %s", key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+}
+
+static size_t opt_size_field(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+    if (v < 0)
+        luaL_error(L, "%s must not be negative", key);
+    lua_pop(L, 1);
+    return (size_t)v;
+}
+
+static int kernel_launch(lua_State *L)
+{
+    spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    spk_launch_config cfg = {0};
+    read_dim3(L, 2, "grid", cfg.grid, 0);
+    read_dim3(L, 2, "block", cfg.block, 0);
+    if (!cfg.grid[0] || !cfg.block[0])
+        return luaL_error(L, "kernel %s: launch needs grid = and block =", spk_kernel_name(k));
+    read_dim3(L, 2, "cluster", cfg.cluster, 0);
+    cfg.smem = opt_size_field(L, 2, "smem");
+    cfg.stream = field_stream(L, 2, "stream");
+    lua_getfield(L, 2, "cooperative");
+    cfg.cooperative = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    spk_arg args[SPK_MAX_KERNEL_ARGS];
+    spk_storage *uses[SPK_MAX_KERNEL_ARGS], *compact[SPK_MAX_KERNEL_ARGS];
+    lua_getfield(L, 2, "args");
+    int n = read_args(L, lua_gettop(L), spk_kernel_name(k), args, uses);
+    lua_pop(L, 1);
+    int nuses = 0;
+    for (int i = 0; i < n; i++)
+        if (uses[i])
+            compact[nuses++] = uses[i];
+    cfg.uses = compact;
+    cfg.nuses = nuses;
+    CHECK_OK(L, spk_kernel_launch(k, &cfg, args, n));
+    return 0;
+}
+
+static int kernel_attributes(lua_State *L)
+{
+    spk_kernel_attrs a;
+    CHECK_OK(L, spk_kernel_attributes(check_open(L, 1, KERNEL_MT, "kernel"), &a));
+    lua_createtable(L, 0, 8);
+#define SETI(key, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, key))
+    SETI("registers", a.registers);
+    SETI("local_bytes", a.local_bytes);
+    SETI("static_smem", a.static_smem);
+    SETI("const_bytes", a.const_bytes);
+    SETI("max_threads", a.max_threads);
+    SETI("max_dynamic_smem", a.max_dynamic_smem);
+    SETI("ptx_version", a.ptx_version);
+    SETI("binary_version", a.binary_version);
+#undef SETI
+    return 1;
+}
+
+static void read_block_smem(lua_State *L, int *block, size_t *smem)
+{
+    luaL_checktype(L, 2, LUA_TTABLE);
+    unsigned dims[3];
+    read_dim3(L, 2, "block", dims, 0);
+    if (!dims[0])
+        luaL_error(L, "block = is required");
+    *block = (int)(dims[0] * dims[1] * dims[2]);
+    *smem = opt_size_field(L, 2, "smem");
+}
+
+static int kernel_occupancy(lua_State *L)
+{
+    spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
+    int block, blocks;
+    size_t smem;
+    read_block_smem(L, &block, &smem);
+    CHECK_OK(L, spk_kernel_occupancy(k, block, smem, &blocks));
+    lua_pushinteger(L, blocks);
+    return 1;
+}
+
+static int kernel_capacity(lua_State *L)
+{
+    spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
+    int block, blocks;
+    size_t smem;
+    read_block_smem(L, &block, &smem);
+    CHECK_OK(L, spk_kernel_cooperative_capacity(k, block, smem, &blocks));
+    lua_pushinteger(L, blocks);
+    return 1;
+}
+
+static int kernel_params(lua_State *L)
+{
+    spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
+    int n;
+    size_t sizes[SPK_MAX_KERNEL_ARGS];
+    CHECK_OK(L, spk_kernel_params(k, &n, sizes, SPK_MAX_KERNEL_ARGS));
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)sizes[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int kernel_set_max_smem(lua_State *L)
+{
+    CHECK_OK(L, spk_kernel_set_max_dynamic_smem(check_open(L, 1, KERNEL_MT, "kernel"),
+                                                (size_t)luaL_checkinteger(L, 2)));
+    return 0;
+}
+
+static int kernel_index(lua_State *L)
+{
+    spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "name") == 0) {
+        lua_pushstring(L, spk_kernel_name(k));
+        return 1;
+    }
+    luaL_getmetatable(L, KERNEL_MT);
+    lua_getfield(L, -1, "methods");
+    lua_getfield(L, -1, key);
+    return 1;
+}
+
+static int kernel_tostring(lua_State *L)
+{
+    lua_kernel *u = luaL_checkudata(L, 1, KERNEL_MT);
+    lua_pushfstring(L, "spk.cuda.kernel (%s)", u->k ? spk_kernel_name(u->k) : "closed");
+    return 1;
+}
+
+/* ---- cuBLAS ------------------------------------------------------------ */
+
+static spk_tensor *field_tensor(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    spk_tensor *t = spk_lua_totensor(L, -1);
+    if (!t)
+        luaL_error(L, "gemm: %s must be a tensor, got %s", key, luaL_typename(L, -1));
+    lua_pop(L, 1); /* still referenced by the options table */
+    return t;
+}
+
+static double opt_number_field(lua_State *L, int idx, const char *key, double fallback)
+{
+    lua_getfield(L, idx, key);
+    double v = lua_isnil(L, -1) ? fallback : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_gemm(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_gemm_args g = {0};
+    g.a = field_tensor(L, 1, "a");
+    g.b = field_tensor(L, 1, "b");
+    g.c = field_tensor(L, 1, "c");
+    lua_getfield(L, 1, "transa");
+    g.transa = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "transb");
+    g.transb = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    g.alpha = (float)opt_number_field(L, 1, "alpha", 1.0);
+    g.beta = (float)opt_number_field(L, 1, "beta", 0.0);
+    const char *math = opt_string_field(L, 1, "math");
+    g.math = SPK_MATH_FP32;
+    if (math && spk_math_mode_from_name(math, &g.math))
+        return spk_lua_fail(L);
+    g.stream = field_stream(L, 1, "stream");
+    CHECK_OK(L, spk_gemm(&g));
+    return 0;
+}
+
+/* spk.blas.gemm_check{...} -> m, n, k: the shape checks alone (no GPU). */
+static int l_gemm_check(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_gemm_args g = {0};
+    g.a = field_tensor(L, 1, "a");
+    g.b = field_tensor(L, 1, "b");
+    g.c = field_tensor(L, 1, "c");
+    lua_getfield(L, 1, "transa");
+    g.transa = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "transb");
+    g.transb = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    int64_t m, n, k;
+    CHECK_OK(L, spk_gemm_check(&g, &m, &n, &k));
+    lua_pushinteger(L, m);
+    lua_pushinteger(L, n);
+    lua_pushinteger(L, k);
+    return 3;
+}
+
+/* ---- registration ------------------------------------------------------ */
+
+static void new_type(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction close,
+                     lua_CFunction tostring, lua_CFunction index)
+{
+    luaL_newmetatable(L, mt);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    if (close) {
+        lua_pushcfunction(L, close);
+        lua_setfield(L, -2, "close");
+    }
+    if (index) {
+        lua_setfield(L, -2, "methods");
+        lua_pushcfunction(L, index);
+    }
+    lua_setfield(L, -2, "__index");
+    if (close) {
+        lua_pushcfunction(L, close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, close);
+        lua_setfield(L, -2, "__close");
+    }
+    if (tostring) {
+        lua_pushcfunction(L, tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+}
 
 void spk_open_cuda(lua_State *L, int module)
 {
-    (void)L;
-    (void)module;
+    static const luaL_Reg stream_methods[] = {
+        {"synchronize", stream_synchronize}, {"query", stream_query}, {"wait", stream_wait}, {NULL, NULL}};
+    static const luaL_Reg event_methods[] = {{"record", event_record},   {"synchronize", event_synchronize},
+                                             {"query", event_query},     {"elapsed", event_elapsed},
+                                             {NULL, NULL}};
+    static const luaL_Reg graph_methods[] = {{"replay", graph_replay}, {"nodes", graph_nodes}, {NULL, NULL}};
+    static const luaL_Reg module_methods[] = {{"kernel", module_kernel}, {"code", module_code}, {NULL, NULL}};
+    static const luaL_Reg kernel_methods[] = {{"launch", kernel_launch},
+                                              {"attributes", kernel_attributes},
+                                              {"occupancy", kernel_occupancy},
+                                              {"cooperative_capacity", kernel_capacity},
+                                              {"params", kernel_params},
+                                              {"set_max_dynamic_smem", kernel_set_max_smem},
+                                              {NULL, NULL}};
+    static const luaL_Reg no_methods[] = {{NULL, NULL}};
+    new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL);
+    new_type(L, EVENT_MT, event_methods, event_close, NULL, NULL);
+    new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL);
+    new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index);
+    new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index);
+    new_type(L, SCALAR_MT, no_methods, NULL, scalar_tostring, scalar_index);
+
+    static const luaL_Reg cuda_functions[] = {
+        {"available", l_available},
+        {"require", l_require},
+        {"info", l_info},
+        {"device", l_device},
+        {"devices", l_devices},
+        {"set_device", l_set_device},
+        {"current_device", l_current_device},
+        {"synchronize", l_synchronize},
+        {"stream", l_stream},
+        {"default_stream", l_default_stream},
+        {"event", l_event},
+        {"capture_begin", l_capture_begin},
+        {"capture_end", l_capture_end},
+        {"capture_abort", l_capture_abort},
+        {"zeros", l_zeros},
+        {"compile", l_compile},
+        {"cache_info", l_cache_info},
+        {"cache_clear", l_cache_clear},
+        {"cache_reset", l_cache_reset},
+        {"set_kernel_dir", l_set_kernel_dir},
+        {"kernel_dir", l_kernel_dir},
+        {"pack_args", l_pack_args},
+        {"u32", l_u32},
+        {"i32", l_i32},
+        {"u64", l_u64},
+        {"i64", l_i64},
+        {"f32", l_f32},
+        {"f64", l_f64},
+        {NULL, NULL},
+    };
+    lua_newtable(L);
+    luaL_setfuncs(L, cuda_functions, 0);
+    lua_setfield(L, module, "cuda");
+
+    static const luaL_Reg blas_functions[] = {{"gemm", l_gemm}, {"gemm_check", l_gemm_check}, {NULL, NULL}};
+    lua_newtable(L);
+    luaL_setfuncs(L, blas_functions, 0);
+    lua_setfield(L, module, "blas");
+
+    static const luaL_Reg tensor_methods[] = {
+        {"cuda", tensor_cuda}, {"cpu", tensor_cpu}, {"to_device", tensor_to_device}, {NULL, NULL}};
+    spk_lua_push_tensor_methods(L);
+    luaL_setfuncs(L, tensor_methods, 0);
+    lua_pop(L, 1);
 }
