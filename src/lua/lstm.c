@@ -341,7 +341,7 @@ static int64_t schedule_field(lua_State *L, int idx, const char *key)
     lua_getfield(L, idx, key);
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (!isint)
+    if (!isint || lua_type(L, -1) != LUA_TNUMBER) /* no strings such as "3" */
         luaL_error(L, "schedule check: field '%s' must be an integer, got %s", key, luaL_typename(L, -1));
     lua_pop(L, 1);
     return v;
