@@ -39,7 +39,16 @@ void spk_error_prefix(const char *fmt, ...)
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof last_error - 2)
         return;
-    snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", old);
+    /* Append ": <old message>", truncated to the buffer. */
+    size_t at = (size_t)n, room = sizeof last_error - at - 1;
+    size_t old_len = strlen(old);
+    last_error[at++] = ':';
+    last_error[at++] = ' ';
+    room -= 2;
+    if (old_len > room)
+        old_len = room;
+    memcpy(last_error + at, old, old_len);
+    last_error[at + old_len] = '\0';
 }
 
 const char *spk_last_error(void)

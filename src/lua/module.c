@@ -2,7 +2,6 @@
  * lua/spk/init.lua, which builds the friendly API on top of it. The same
  * entry points serve build/spk.so (loaded by lua5.4 and busted) and the spk
  * program (which preloads them). */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,7 +23,7 @@ int luaopen_spk(lua_State *L);
 
 static int has_init(const char *dir)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/spk/init.lua", dir);
     return access(path, R_OK) == 0;
 }
@@ -52,7 +51,7 @@ static int find_lua_dir(char *out, size_t size)
         *slash = '\0';
         const char *candidates[] = {"%s/../lua", "%s/lua", "%s/../share/spk/lua"};
         for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-            char dir[PATH_MAX];
+            char dir[PATH_MAX + 32];
             snprintf(dir, sizeof dir, candidates[i], self);
             char real[PATH_MAX];
             if (realpath(dir, real) && has_init(real)) {
@@ -76,6 +75,7 @@ int luaopen_spk_core(lua_State *L)
     spk_open_cuda(L, module);
     spk_open_lstm(L, module);
     spk_open_stack(L, module);
+    spk_open_cudnn(L, module);
     char dir[PATH_MAX];
     if (find_lua_dir(dir, sizeof dir)) {
         lua_pushstring(L, dir);
@@ -109,7 +109,7 @@ int luaopen_spk(lua_State *L)
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
 
-    char init[PATH_MAX];
+    char init[PATH_MAX + 16];
     snprintf(init, sizeof init, "%s/spk/init.lua", dir);
     if (luaL_loadfile(L, init) != LUA_OK)
         return lua_error(L);
