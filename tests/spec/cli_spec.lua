@@ -129,6 +129,14 @@ print("before", arg[-1], arg[-2])
       assert.matches("cannot open /nonexistent/dir/x.lua", err, 1, true)
     end)
 
+    it("runs the README's quick start", function()
+      local out, err, code = spk({ "run", "experiments/quickstart.lua", "7" })
+      assert.are.equal(0, code, err)
+      assert.matches("^tensor%(f64, %[3, 4%]%)\n", out)
+      assert.matches("round trip through .*/x%.npy: f64 3x4, max_abs 0\n", out)
+      assert.matches("\nok\n$", out)
+    end)
+
     it("reads the script from standard input with -", function()
       local out, _, code = spk({ "-", "a", "b" }, { stdin = "print(select('#', ...), ...)\n" })
       assert.are.equal(0, code)
@@ -313,6 +321,29 @@ print("before", arg[-1], arg[-2])
       local left = read_file(home .. "/.spk_history")
       os.execute("rm -rf " .. quote(home))
       assert.is_nil(left)
+    end)
+
+    it("on a terminal: prompts, multi-line input and ~/.spk_history", function()
+      -- script(1) gives the program a terminal; input is typed with pauses.
+      if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then
+        pending("script(1) cannot make a terminal here")
+        return
+      end
+      local home = spec_tmpdir()
+      local log = tracked(temp_file())
+      local typing = "(sleep 0.5; printf '1 + 2\\r'; sleep 0.3; printf 'function f()\\r'; sleep 0.3;"
+        .. " printf 'return 7 end\\r'; sleep 0.3; printf 'f()\\r'; sleep 0.3; printf '\\004'; sleep 0.5)"
+      local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. quote(home)
+        .. " script -qfec " .. quote(SPK .. " repl") .. " /dev/null >" .. quote(log) .. " 2>&1")
+      -- without carriage returns and terminal controls (bracketed paste)
+      local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
+      local history = read_file(home .. "/.spk_history")
+      os.execute("rm -rf " .. quote(home))
+      assert.is_true(ok == true, out)
+      assert.matches("> 1 + 2\n3\n", out, 1, true)
+      assert.matches(">> return 7 end\n", out, 1, true)
+      assert.matches("> f()\n7\n", out, 1, true)
+      assert.are.equal("1 + 2\nfunction f()\nreturn 7 end\nf()\n", history)
     end)
 
     it("is what spk runs with -i alone, after -e", function()
