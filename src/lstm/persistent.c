@@ -243,8 +243,10 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
             check_finite(o->layers[l].B, l, "B"))
             return NULL;
     }
-    if (spk_cuda_require() != 0)
+    if (spk_cuda_require() != 0) {
+        spk_error_prefix("lstm stack (backend persistent)");
         return NULL;
+    }
 
     spk_lstm_plan *p = calloc(1, sizeof *p);
     if (!p)

@@ -1,8 +1,310 @@
-/* Placeholder until the stack bindings land. */
+/* Bindings of the persistent GPU stack (lstm/persistent.h):
+ *   core.stack_new{layers =, batch =, steps =, kernel = {...}, schedule = {...},
+ *                  capacity =, timeout_ms =}        -> plan userdata
+ *   plan:forward(x) -> tensor on x's device
+ *   plan:time(rounds, warmup) -> {ms, ...}
+ *   plan:info() -> table (kernel attributes, schedule, capacities)
+ *   plan:close()
+ *   core.stack_variant_check(kernel_table) -> table of the variant and geometry
+ * Layers are a list of tables {W =, R =, B =} of host tensors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "lstm/persistent.h"
 #include "lua/bind.h"
+
+#define PLAN_MT "spk.lstm.stack"
+
+typedef struct lua_plan {
+    spk_lstm_plan *plan;
+} lua_plan;
+
+static int opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where)
+{
+    int type = lua_getfield(L, t, name);
+    lua_Integer v = def;
+    if (type != LUA_TNIL) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return (int)v;
+}
+
+static int64_t opt_i64_field(lua_State *L, int t, const char *name, int64_t def, const char *where)
+{
+    int type = lua_getfield(L, t, name);
+    int64_t v = def;
+    if (type != LUA_TNIL) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static void read_variant(lua_State *L, int idx, spk_lstm_variant *v)
+{
+    *v = spk_lstm_variant_default();
+    if (lua_isnoneornil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    int t = lua_absindex(L, idx);
+    v->hidden = opt_int_field(L, t, "hidden", v->hidden, "kernel");
+    v->units = opt_int_field(L, t, "units", v->units, "kernel");
+    /* threads follows units unless given: 32 lanes per unit (8 chunks). */
+    v->threads = opt_int_field(L, t, "threads", v->units * 32, "kernel");
+    v->max_tile_rows = opt_int_field(L, t, "tile_rows", v->max_tile_rows, "kernel");
+    lua_getfield(L, t, "acq_rel");
+    v->acq_rel = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+}
+
+static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm_geometry *g)
+{
+    lua_createtable(L, 0, 12);
+    lua_pushinteger(L, v->hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, v->units), lua_setfield(L, -2, "units");
+    lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
+    lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "tile_rows");
+    lua_pushboolean(L, v->acq_rel), lua_setfield(L, -2, "acq_rel");
+    lua_pushinteger(L, g->groups), lua_setfield(L, -2, "groups");
+    lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
+    lua_pushinteger(L, g->state_tile), lua_setfield(L, -2, "state_tile");
+    lua_pushinteger(L, (lua_Integer)g->smem_bytes), lua_setfield(L, -2, "smem_bytes");
+    spk_lstm_variant_defines d;
+    spk_lstm_variant_defines_fill(v, &d);
+    lua_createtable(L, 0, SPK_LSTM_VARIANT_DEFINES);
+    for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
+        lua_pushstring(L, d.defines[i].value);
+        lua_setfield(L, -2, d.defines[i].name);
+    }
+    lua_setfield(L, -2, "defines");
+}
+
+static int l_variant_check(lua_State *L)
+{
+    spk_lstm_variant v;
+    read_variant(L, 1, &v);
+    spk_lstm_geometry g;
+    if (spk_lstm_variant_check(&v, &g) != 0)
+        return spk_lua_fail(L);
+    push_variant(L, &v, &g);
+    return 1;
+}
+
+static void read_schedule(lua_State *L, int idx, spk_schedule *s)
+{
+    luaL_checktype(L, idx, LUA_TTABLE);
+    int t = lua_absindex(L, idx);
+    memset(s, 0, sizeof *s);
+    s->batch = opt_i64_field(L, t, "batch", 0, "schedule");
+    s->groups = opt_i64_field(L, t, "groups", 0, "schedule");
+    s->tile_rows = opt_i64_field(L, t, "tile_rows", 0, "schedule");
+    s->tiles = opt_i64_field(L, t, "tiles", 0, "schedule");
+    s->tiles_per_launch = opt_i64_field(L, t, "tiles_per_launch", s->tiles, "schedule");
+    lua_getfield(L, t, "concurrent");
+    s->concurrent = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+}
+
+static void push_schedule(lua_State *L, const spk_schedule *s)
+{
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, s->batch), lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, s->groups), lua_setfield(L, -2, "groups");
+    lua_pushinteger(L, s->tile_rows), lua_setfield(L, -2, "tile_rows");
+    lua_pushinteger(L, s->tiles), lua_setfield(L, -2, "tiles");
+    lua_pushinteger(L, s->tiles_per_launch), lua_setfield(L, -2, "tiles_per_launch");
+    lua_pushboolean(L, s->concurrent), lua_setfield(L, -2, "concurrent");
+    int64_t n = spk_schedule_launch_count(s);
+    lua_createtable(L, (int)(n > 0 ? n : 0), 0);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t first, count;
+        if (spk_schedule_launch(s, i, &first, &count) != 0)
+            break;
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, first), lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, count), lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "launches");
+}
+
+/* Layers from a Lua list of {W =, R =, B =}; the tensors stay referenced by the
+ * list (on the Lua stack) for the duration of the call. */
+static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
+{
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "lstm stack: layers must be a list of {W =, R =, B =}, got %s", luaL_typename(L, idx));
+    int n = (int)luaL_len(L, idx);
+    if (n < 1)
+        luaL_error(L, "lstm stack: layers is empty");
+    spk_lstm_layer *layers = lua_newuserdatauv(L, sizeof *layers * (size_t)n, 0); /* freed by the GC */
+    for (int i = 0; i < n; i++) {
+        if (lua_geti(L, idx, i + 1) != LUA_TTABLE)
+            luaL_error(L, "lstm stack: layer %d must be a table {W =, R =, B =}", i + 1);
+        const char *names[3] = {"W", "R", "B"};
+        const spk_tensor **slots[3] = {&layers[i].W, &layers[i].R, &layers[i].B};
+        for (int k = 0; k < 3; k++) {
+            lua_getfield(L, -1, names[k]);
+            spk_tensor *t = spk_lua_totensor(L, -1);
+            if (!t)
+                luaL_error(L, "lstm stack: layer %d: %s must be a tensor, got %s", i + 1, names[k],
+                           luaL_typename(L, -1));
+            *slots[k] = t;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    *count = n;
+    return layers;
+}
+
+static int l_stack_new(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lstm_plan_options o;
+    memset(&o, 0, sizeof o);
+    lua_getfield(L, 1, "layers");
+    int layers_idx = lua_gettop(L);
+    o.layers = read_layers(L, layers_idx, &o.count);
+    o.batch = opt_i64_field(L, 1, "batch", 0, "stack");
+    o.steps = opt_i64_field(L, 1, "steps", 0, "stack");
+    lua_getfield(L, 1, "kernel");
+    read_variant(L, -1, &o.variant);
+    lua_pop(L, 1);
+    spk_schedule schedule;
+    if (lua_getfield(L, 1, "schedule") != LUA_TNIL) {
+        read_schedule(L, -1, &schedule);
+        o.schedule = &schedule;
+    }
+    lua_pop(L, 1);
+    o.capacity = opt_i64_field(L, 1, "capacity", 0, "stack");
+    int64_t timeout_ms = opt_i64_field(L, 1, "timeout_ms", 10000, "stack");
+    if (timeout_ms < 0)
+        return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
+    o.timeout_ns = (uint64_t)timeout_ms * 1000000u;
+    lua_plan *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->plan = NULL;
+    luaL_setmetatable(L, PLAN_MT);
+    u->plan = spk_lstm_plan_new(&o);
+    if (!u->plan)
+        return spk_lua_fail(L);
+    return 1;
+}
+
+static spk_lstm_plan *check_plan(lua_State *L)
+{
+    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
+    if (!u->plan)
+        luaL_error(L, "lstm stack: the plan is closed");
+    return u->plan;
+}
+
+static int l_forward(lua_State *L)
+{
+    spk_lstm_plan *p = check_plan(L);
+    spk_tensor *x = spk_lua_checktensor(L, 2);
+    spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+    return 1;
+}
+
+static int l_time(lua_State *L)
+{
+    spk_lstm_plan *p = check_plan(L);
+    spk_tensor *x = spk_lua_checktensor(L, 2);
+    lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
+    if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
+        return luaL_error(L, "lstm stack time: rounds must be 1..100000 and warmup 0..100000");
+    double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
+    if (spk_lstm_plan_time(p, x, (int)rounds, (int)warmup, ms) != 0)
+        return spk_lua_fail(L);
+    lua_createtable(L, (int)rounds, 0);
+    for (lua_Integer i = 0; i < rounds; i++) {
+        lua_pushnumber(L, ms[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_info(lua_State *L)
+{
+    const spk_lstm_plan_info *info = spk_lstm_plan_get_info(check_plan(L));
+    lua_createtable(L, 0, 16);
+    push_variant(L, &info->variant, &info->geometry);
+    lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
+    lua_pushinteger(L, (lua_Integer)info->attrs.local_bytes), lua_setfield(L, -2, "spills");
+    lua_pushinteger(L, (lua_Integer)info->attrs.static_smem), lua_setfield(L, -2, "static_smem");
+    lua_pushinteger(L, info->blocks_per_sm), lua_setfield(L, -2, "occupancy");
+    lua_pushinteger(L, info->device_capacity), lua_setfield(L, -2, "device_capacity");
+    lua_pushinteger(L, info->capacity), lua_setfield(L, -2, "capacity");
+    lua_pushinteger(L, info->concurrent_capacity), lua_setfield(L, -2, "concurrent_capacity");
+    lua_pushstring(L, info->arch), lua_setfield(L, -2, "arch");
+    lua_setfield(L, -2, "kernel");
+    push_schedule(L, &info->schedule);
+    lua_setfield(L, -2, "schedule");
+    lua_pushinteger(L, info->layers), lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, info->hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, info->input), lua_setfield(L, -2, "input");
+    lua_pushinteger(L, info->batch), lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, info->steps), lua_setfield(L, -2, "steps");
+    return 1;
+}
+
+/* Idempotent release shared by __gc and __close. */
+static int l_close(lua_State *L)
+{
+    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
+    spk_lstm_plan_free(u->plan);
+    u->plan = NULL;
+    return 0;
+}
+
+static int l_tostring(lua_State *L)
+{
+    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
+    if (!u->plan) {
+        lua_pushstring(L, "lstm stack (closed)");
+        return 1;
+    }
+    const spk_lstm_plan_info *i = spk_lstm_plan_get_info(u->plan);
+    lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s)", (int)i->layers,
+                    (int)i->batch, (int)i->steps, (int)i->schedule.tile_rows,
+                    i->schedule.concurrent ? "concurrent" : "sequential");
+    return 1;
+}
+
+static int l_schedule_fits(lua_State *L)
+{
+    spk_schedule s;
+    read_schedule(L, 1, &s);
+    spk_lstm_variant v;
+    read_variant(L, 2, &v);
+    lua_Integer cap = luaL_checkinteger(L, 3), conc = luaL_optinteger(L, 4, cap);
+    if (spk_lstm_schedule_fits(&s, &v, cap, conc) != 0)
+        return spk_lua_fail(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
 
 void spk_open_stack(lua_State *L, int module)
 {
-    (void)L;
-    (void)module;
+    static const luaL_Reg methods[] = {
+        {"forward", l_forward}, {"time", l_time}, {"info", l_info}, {"close", l_close}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
+    if (luaL_newmetatable(L, PLAN_MT)) {
+        luaL_setfuncs(L, meta, 0);
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "stack_new");
+    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "stack_variant_check");
+    lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "stack_schedule_fits");
 }
