@@ -470,7 +470,7 @@ static int tensor_narrow(lua_State *L)
     if (start < 1 || start > size + (length == 0 ? 1 : 0))
         luaL_argerror(L, 3, lua_pushfstring(L, "start %I out of range 1..%I for dim %d of size %I", start, size,
                                             dim + 1, size));
-    if (length < 0 || start - 1 + length > size)
+    if (length < 0 || length > size - (start - 1))
         luaL_argerror(L, 4, lua_pushfstring(L, "length %I out of range 0..%I for start %I in dim %d of size %I",
                                             length, size - start + 1, start, dim + 1, size));
     spk_lua_pushtensor(L, spk_tensor_narrow(t, dim, start - 1, length));
