@@ -1,0 +1,130 @@
+/* Lua bindings of the comparison metrics: spk.compare(a, b) -> a table of
+ * metrics that prints readably, spk.allclose(a, b, {rtol, atol}) -> boolean.
+ * b is the truth (relative errors are taken against it). */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/compare.h"
+#include "lua/tensor_area.h"
+
+#define COMPARISON_MT "spk.comparison"
+
+static double number_field(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    double v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* "max_abs 1.19e-07  max_rel ...  worst [2, 3]: a 1.0000001 b 1" */
+static int comparison_tostring(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char text[512];
+    snprintf(text, sizeof text, "max_abs %.6g  max_rel %.6g  rel_l2 %.6g  max_ulp %.6g", number_field(L, 1, "max_abs"),
+             number_field(L, 1, "max_rel"), number_field(L, 1, "rel_l2"), number_field(L, 1, "max_ulp"));
+    luaL_addstring(&b, text);
+    lua_getfield(L, 1, "worst");
+    if (lua_type(L, -1) == LUA_TTABLE && luaL_len(L, -1) > 0) {
+        luaL_addstring(&b, "  worst [");
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, -1, i);
+            snprintf(text, sizeof text, "%s%lld", i > 1 ? ", " : "", (long long)lua_tointeger(L, -1));
+            lua_pop(L, 1);
+            luaL_addstring(&b, text);
+        }
+        snprintf(text, sizeof text, "]: a %.9g b %.9g", number_field(L, 1, "a_worst"), number_field(L, 1, "b_worst"));
+        luaL_addstring(&b, text);
+    }
+    lua_pop(L, 1);
+    snprintf(text, sizeof text, "  nan_mismatch %.0f  inf_mismatch %.0f  count %.0f", number_field(L, 1, "nan_mismatch"),
+             number_field(L, 1, "inf_mismatch"), number_field(L, 1, "count"));
+    luaL_addstring(&b, text);
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static void set_number(lua_State *L, const char *key, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+static void set_integer(lua_State *L, const char *key, int64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, key);
+}
+
+/* spk.compare(a, b): {max_abs, max_rel, rel_l2, max_ulp, worst = {1-based
+ * index of the max_abs element}, a_worst, b_worst, nan_mismatch,
+ * inf_mismatch, count}. worst is empty (and a_worst, b_worst nil) when no
+ * finite pair exists. */
+static int module_compare(lua_State *L)
+{
+    spk_tensor *a = spk_lua_checktensor(L, 1);
+    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_comparison c;
+    if (spk_compare(a, b, &c) != 0)
+        return spk_lua_fail(L);
+    lua_createtable(L, 0, 10);
+    set_number(L, "max_abs", c.max_abs);
+    set_number(L, "max_rel", c.max_rel);
+    set_number(L, "rel_l2", c.rel_l2);
+    set_number(L, "max_ulp", c.max_ulp);
+    int n = c.worst_flat >= 0 ? a->ndim : 0;
+    lua_createtable(L, n, 0);
+    for (int d = 0; d < n; d++) {
+        lua_pushinteger(L, (lua_Integer)c.worst[d] + 1);
+        lua_rawseti(L, -2, d + 1);
+    }
+    lua_setfield(L, -2, "worst");
+    if (c.worst_flat >= 0) {
+        set_number(L, "a_worst", c.a_worst);
+        set_number(L, "b_worst", c.b_worst);
+    }
+    set_integer(L, "nan_mismatch", c.nan_mismatch);
+    set_integer(L, "inf_mismatch", c.inf_mismatch);
+    set_integer(L, "count", c.count);
+    luaL_setmetatable(L, COMPARISON_MT);
+    return 1;
+}
+
+static const char *const allclose_options[] = {"rtol", "atol", NULL};
+
+/* spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]), NumPy's defaults. */
+static int module_allclose(lua_State *L)
+{
+    spk_tensor *a = spk_lua_checktensor(L, 1);
+    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_lua_checkoptions(L, 3, allclose_options);
+    double rtol = spk_lua_optfield_number(L, 3, "rtol", 1e-5);
+    double atol = spk_lua_optfield_number(L, 3, "atol", 1e-8);
+    bool close;
+    if (spk_allclose(a, b, rtol, atol, &close) != 0)
+        return spk_lua_fail(L);
+    lua_pushboolean(L, close);
+    return 1;
+}
+
+static const luaL_Reg module_functions[] = {
+    {"compare", module_compare},
+    {"allclose", module_allclose},
+    {NULL, NULL},
+};
+
+void spk_open_compare(lua_State *L, int module)
+{
+    luaL_newmetatable(L, COMPARISON_MT);
+    lua_pushcfunction(L, comparison_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    lua_pushvalue(L, module);
+    luaL_setfuncs(L, module_functions, 0);
+    lua_pop(L, 1);
+}
