@@ -11,6 +11,6 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   line=$("${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -cubin -arch="$arch" -Xptxas -v $v -o "$tmp/k.cubin" \
-    kernels/lstm_recurrence.cu 2>&1 | grep -A2 "entry function 'spk_lstm_recurrence'" | tr -s ' ' | tr '\n' ' ')
+    kernels/lstm_recurrence.cu 2>&1 | grep -A3 "entry function 'spk_lstm_recurrence'" | tr -s ' ' | tr '\n' ' ')
   printf '%-40s %s\n' "${v:-default}" "$(sed -E 's/.*(([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads).*Used ([0-9]+) registers.*, ([0-9]+) bytes smem.*/regs \4, spill stores \2 B, spill loads \3 B, smem \5 B/' <<<"$line")"
 done
