@@ -1,0 +1,81 @@
+-- The cuDNN backend of the LSTM stack (src/lstm/cudnn_stack.h), as scripts see it:
+--
+--   local plan = spk.lstm.cudnn_stack{layers = layers, batch = 8, steps = 589,
+--                                     algo = "persist_static_small_h",  -- | "standard" | "persist_static"
+--                                                                       -- | "persist_dynamic"
+--                                     layout = "batch_major",           -- | "seq_major"
+--                                     math = "fp32",                    -- | "tf32"
+--                                     stream = s}                       -- optional
+--   plan:forward(x[, stream])        -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
+--   plan:forward_into(x, y[, stream])-- device x and y, enqueued only (what a CUDA graph captures)
+--   plan.algo, .layout, .math, .batch, .steps, .layers, .hidden, .input, .device,
+--   .weight_bytes, .workspace_bytes, .reserve_bytes
+--   plan:time{rounds = 10, warmup = 3, iters = 1, graph = true, x = tensor, stream = s}
+--                                    -- spk.bench over forward_into: {median_ms, min_ms, max_ms, spread, samples}
+--   plan:close()                     -- also <close> and the garbage collector
+--
+--   spk.lstm.cudnn_algorithms{batch =, steps = 589, layers = stack | count (4), hidden = 128, input = 60,
+--                             layout =, math =}
+--                                    -- {{algo =, ok =, reason =}, ...}: which algorithms cuDNN accepts
+--                                    -- for that shape on this device (each tried by building its plan)
+--
+-- When spk.lstm has a backend registry (spk.lstm.backends), the plan is also
+-- registered there as "cudnn".
+return function(spk, core)
+  local cudnn = core.cudnn
+  local methods = cudnn.methods
+  spk.lstm = spk.lstm or {}
+
+  local function bench_function()
+    local b = spk.bench
+    if b ~= nil then return b end
+    return require("spk.bench").run
+  end
+
+  local time_options = { rounds = true, warmup = true, iters = true, graph = true, x = true, stream = true }
+
+  -- Times forward_into on buffers made once (x: opts.x, copied to the device if on the host, else zeros).
+  function methods:time(opts)
+    opts = opts or {}
+    for key in pairs(opts) do
+      if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
+    end
+    local x, y = self:device_buffers(opts.x, opts.stream)
+    local plan = self
+    return bench_function()(function(stream) plan:forward_into(x, y, stream) end,
+      { rounds = opts.rounds, warmup = opts.warmup, iters = opts.iters, graph = opts.graph ~= false,
+        stream = opts.stream })
+  end
+
+  -- spk.lstm.stack's option names are accepted, `backend` (which must say
+  -- "cudnn") dropped, so a registry can hand its options over unchanged.
+  function spk.lstm.cudnn_stack(opts)
+    if type(opts) ~= "table" then
+      error("spk.lstm.cudnn_stack: expects a table {layers =, batch =, steps =, algo =, layout =, math =}", 2)
+    end
+    local o = {}
+    for key, value in pairs(opts) do
+      if key == "backend" then
+        if value ~= "cudnn" then
+          error(("spk.lstm.cudnn_stack: backend must be \"cudnn\", got %s"):format(tostring(value)), 2)
+        end
+      else
+        o[key] = value
+      end
+    end
+    return cudnn.stack(o)
+  end
+
+  function spk.lstm.cudnn_algorithms(opts)
+    if type(opts) ~= "table" then
+      error("spk.lstm.cudnn_algorithms: expects a table {batch =, steps =, ...}", 2)
+    end
+    return cudnn.algorithms(opts)
+  end
+
+  spk.lstm.cudnn_algorithm_names = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
+
+  if type(spk.lstm.backends) == "table" then
+    spk.lstm.backends.cudnn = spk.lstm.cudnn_stack
+  end
+end

@@ -1,0 +1,365 @@
+/* Lua bindings of the cuDNN backend: core.cudnn.stack{...} (a plan userdata)
+ * and core.cudnn.algorithms{...}. Thin: every argument is checked here or in
+ * the C checks before any CUDA call; failures raise spk_last_error().
+ * lua/spk/cudnn.lua builds spk.lstm's cuDNN entry points on top. */
+#include <string.h>
+
+#include "core/error.h"
+#include "cuda/cudnn_rnn.h"
+#include "lstm/cudnn_stack.h"
+#include "lua/tensor_area.h"
+
+#define PLAN_MT "spk.cudnn.stack"
+/* The cuda area's stream userdata (src/lua/cuda.c): a `spk_stream *` first field. */
+#define STREAM_MT "spk.cuda.stream"
+#define MAX_LAYERS 64
+
+typedef struct lua_plan {
+    spk_cudnn_stack *plan; /* NULL once closed */
+} lua_plan;
+
+/* nil -> NULL (the plan's or default stream), else an open spk.cuda stream. */
+static spk_stream *opt_stream(lua_State *L, int idx, const char *what)
+{
+    if (lua_isnoneornil(L, idx))
+        return NULL;
+    void *ud = luaL_testudata(L, idx, STREAM_MT);
+    if (!ud)
+        luaL_error(L, "%s: stream must be a spk.cuda stream (got %s)", what, luaL_typename(L, idx));
+    spk_stream *s = *(spk_stream **)ud;
+    if (!s)
+        luaL_error(L, "%s: the stream is closed", what);
+    return s;
+}
+
+/* The array of {W =, R =, B =} tables at `arg`; the table keeps the tensors alive. */
+static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
+{
+    if (lua_type(L, arg) != LUA_TTABLE)
+        luaL_error(L, "cudnn stack: layers must be an array of {W =, R =, B =} (got %s)", luaL_typename(L, arg));
+    int count = (int)luaL_len(L, arg);
+    if (count < 1 || count > MAX_LAYERS)
+        luaL_error(L, "cudnn stack: layers must hold 1..%d layers, got %d", MAX_LAYERS, count);
+    for (int k = 1; k <= count; k++) {
+        if (lua_geti(L, arg, k) != LUA_TTABLE)
+            luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
+        const char *keys[3] = {"W", "R", "B"};
+        const spk_tensor **slots[3] = {&out[k - 1].W, &out[k - 1].R, &out[k - 1].B};
+        for (int i = 0; i < 3; i++) {
+            lua_getfield(L, -1, keys[i]);
+            *slots[i] = NULL;
+            if (!lua_isnil(L, -1) && !(*slots[i] = spk_lua_totensor(L, -1)))
+                luaL_error(L, "layer %d: %s is not a tensor (got %s)", k, keys[i], luaL_typename(L, -1));
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+/* Integer field `key` of the table at `arg`; `fallback` when absent, an error when required and absent. */
+static int64_t int_field(lua_State *L, int arg, const char *key, bool required, int64_t fallback)
+{
+    int t = lua_getfield(L, arg, key);
+    int64_t v = fallback;
+    if (t == LUA_TNIL) {
+        if (required)
+            luaL_error(L, "cudnn stack: %s is required", key);
+    } else {
+        int ok = 0;
+        v = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "cudnn stack: %s must be an integer (got %s)", key,
+                       t == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static const char *string_field(lua_State *L, int arg, const char *key, const char *fallback)
+{
+    int t = lua_getfield(L, arg, key);
+    const char *s = fallback;
+    if (t == LUA_TSTRING)
+        s = lua_tostring(L, -1); /* stays valid: the options table holds it */
+    else if (t != LUA_TNIL)
+        luaL_error(L, "cudnn stack: %s must be a string (got %s)", key, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return s;
+}
+
+/* Reads batch, steps, algo, layout, math and stream from the options at `arg`. */
+static void read_options(lua_State *L, int arg, spk_cudnn_stack_options *o)
+{
+    *o = spk_cudnn_stack_defaults();
+    o->batch = int_field(L, arg, "batch", true, 0);
+    o->steps = int_field(L, arg, "steps", false, 589);
+    if (spk_cudnn_algo_from_name(string_field(L, arg, "algo", "standard"), &o->algo) ||
+        spk_cudnn_layout_from_name(string_field(L, arg, "layout", "batch_major"), &o->layout) ||
+        spk_cudnn_math_from_name(string_field(L, arg, "math", "fp32"), &o->math))
+        spk_lua_fail(L);
+    lua_getfield(L, arg, "stream");
+    o->stream = opt_stream(L, -1, "cudnn stack");
+    lua_pop(L, 1); /* the caller's options table keeps the stream object alive */
+}
+
+static const char *const stack_options[] = {"layers", "batch", "steps", "algo", "layout", "math", "stream", NULL};
+
+/* stack{layers =, batch =, steps = 589, algo = "standard", layout = "batch_major", math = "fp32", stream =} */
+static int l_stack(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkoptions(L, 1, stack_options);
+    spk_cudnn_stack_options o;
+    read_options(L, 1, &o);
+    spk_lstm_layer layers[MAX_LAYERS];
+    lua_getfield(L, 1, "layers");
+    int count = check_layers(L, lua_gettop(L), layers);
+    lua_plan *ud = lua_newuserdatauv(L, sizeof *ud, 0);
+    ud->plan = NULL;
+    luaL_setmetatable(L, PLAN_MT);
+    if (!(ud->plan = spk_cudnn_stack_new(layers, count, &o)))
+        return spk_lua_fail(L);
+    return 1;
+}
+
+static const char *const algorithms_options[] = {"layers", "batch", "steps", "layout", "math", "stream",
+                                                 "hidden", "input", NULL};
+
+/* algorithms{batch =, steps = 589, layers = stack | count (4), hidden = 128, input = 60, layout =, math =}
+ * -> {{algo =, ok =, reason =}, ...}; a random stack of the given sizes when layers is a count or absent. */
+static int l_algorithms(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkoptions(L, 1, algorithms_options);
+    spk_cudnn_stack_options o;
+    read_options(L, 1, &o);
+    spk_lstm_layer layers[MAX_LAYERS];
+    spk_lstm_weights random[MAX_LAYERS];
+    int count = 0, owned = 0;
+    int t = lua_getfield(L, 1, "layers");
+    if (t == LUA_TTABLE) {
+        if (lua_getfield(L, 1, "hidden") != LUA_TNIL || lua_getfield(L, 1, "input") != LUA_TNIL)
+            return luaL_error(L, "cudnn algorithms: hidden and input are for a random stack; the layers given fix them");
+        lua_pop(L, 2);
+        count = check_layers(L, lua_gettop(L), layers);
+    } else {
+        int64_t n = t == LUA_TNIL ? 4 : int_field(L, 1, "layers", false, 4);
+        int64_t hidden = int_field(L, 1, "hidden", false, 128), input = int_field(L, 1, "input", false, 60);
+        if (n < 1 || n > MAX_LAYERS)
+            return luaL_error(L, "cudnn algorithms: layers must be a stack or a count in 1..%d, got %d", MAX_LAYERS,
+                              (int)n);
+        if (hidden < 1 || input < 1)
+            return luaL_error(L, "cudnn algorithms: hidden and input must be at least 1");
+        if (spk_lstm_random((int)n, input, hidden, 1, 1.0, SPK_F32, random))
+            return spk_lua_fail(L);
+        count = owned = (int)n;
+        for (int k = 0; k < count; k++)
+            layers[k] = (spk_lstm_layer){random[k].W, random[k].R, random[k].B};
+    }
+    spk_cudnn_algo_result results[SPK_CUDNN_ALGO_COUNT];
+    int rc = spk_cudnn_algorithms(layers, count, &o, results);
+    for (int k = 0; k < owned; k++)
+        spk_lstm_weights_free(&random[k]);
+    if (rc)
+        return spk_lua_fail(L);
+    lua_createtable(L, SPK_CUDNN_ALGO_COUNT, 0);
+    for (int a = 0; a < SPK_CUDNN_ALGO_COUNT; a++) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, spk_cudnn_algo_name(results[a].algo));
+        lua_setfield(L, -2, "algo");
+        lua_pushboolean(L, results[a].ok);
+        lua_setfield(L, -2, "ok");
+        lua_pushstring(L, results[a].reason);
+        lua_setfield(L, -2, "reason");
+        lua_seti(L, -2, a + 1);
+    }
+    return 1;
+}
+
+/* ---- the plan userdata ------------------------------------------------------- */
+
+static spk_cudnn_stack *check_plan(lua_State *L, int idx)
+{
+    lua_plan *ud = luaL_checkudata(L, idx, PLAN_MT);
+    if (!ud->plan)
+        luaL_error(L, "cudnn stack is closed");
+    return ud->plan;
+}
+
+/* plan:forward(x[, stream]) -> y on x's side */
+static int plan_forward(lua_State *L)
+{
+    spk_cudnn_stack *p = check_plan(L, 1);
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    spk_stream *s = opt_stream(L, 3, "forward");
+    spk_lua_pushtensor(L, spk_cudnn_stack_forward(p, x, s));
+    return 1;
+}
+
+/* plan:forward_into(x, y[, stream]) -> y: device tensors, only enqueued (capturable). */
+static int plan_forward_into(lua_State *L)
+{
+    spk_cudnn_stack *p = check_plan(L, 1);
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    spk_tensor *y = spk_lua_checktensor(L, 3);
+    spk_stream *s = opt_stream(L, 4, "forward_into");
+    if (spk_cudnn_stack_forward_into(p, x, y, s))
+        return spk_lua_fail(L);
+    lua_settop(L, 3);
+    return 1;
+}
+
+/* plan:device_buffers([x[, stream]]) -> x, y: an input and an output on the
+ * plan's device, for forward_into and timing. x: zeros when absent, a device
+ * copy of a host x, or a device x itself. */
+static int plan_device_buffers(lua_State *L)
+{
+    spk_cudnn_stack *p = check_plan(L, 1);
+    const spk_tensor *given = lua_isnoneornil(L, 2) ? NULL : spk_lua_checktensor(L, 2);
+    spk_stream *s = opt_stream(L, 3, "device_buffers");
+    spk_cudnn_stack_info info;
+    spk_cudnn_stack_get_info(p, &info);
+    if (given && spk_cudnn_stack_check_io(p, given, NULL))
+        return spk_lua_fail(L);
+    if (spk_device_set(info.device))
+        return spk_lua_fail(L);
+    const int64_t xs[3] = {info.batch, info.steps, info.dims.input};
+    const int64_t ys[3] = {info.batch, info.steps, 2 * info.dims.hidden};
+    if (!given)
+        spk_lua_pushtensor(L, spk_device_tensor_new(SPK_F32, 3, xs, s));
+    else if (spk_tensor_is_host(given))
+        spk_lua_pushtensor(L, spk_tensor_to_device(given, s));
+    else
+        lua_pushvalue(L, 2);
+    spk_lua_pushtensor(L, spk_device_tensor_new(SPK_F32, 3, ys, s));
+    return 2;
+}
+
+static int plan_release(lua_State *L)
+{
+    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
+    spk_cudnn_stack_free(ud->plan);
+    ud->plan = NULL;
+    return 0;
+}
+
+static int plan_is_closed(lua_State *L)
+{
+    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
+    lua_pushboolean(L, ud->plan == NULL);
+    return 1;
+}
+
+/* Pushes field `key` of the plan's description; returns false for an unknown key. */
+static bool push_field(lua_State *L, const spk_cudnn_stack_info *in, const char *key)
+{
+    if (!strcmp(key, "algo"))
+        lua_pushstring(L, spk_cudnn_algo_name(in->algo));
+    else if (!strcmp(key, "layout"))
+        lua_pushstring(L, spk_cudnn_layout_name(in->layout));
+    else if (!strcmp(key, "math"))
+        lua_pushstring(L, spk_cudnn_math_name(in->math));
+    else if (!strcmp(key, "backend"))
+        lua_pushliteral(L, "cudnn");
+    else if (!strcmp(key, "batch"))
+        lua_pushinteger(L, in->batch);
+    else if (!strcmp(key, "steps"))
+        lua_pushinteger(L, in->steps);
+    else if (!strcmp(key, "layers"))
+        lua_pushinteger(L, in->dims.layers);
+    else if (!strcmp(key, "hidden"))
+        lua_pushinteger(L, in->dims.hidden);
+    else if (!strcmp(key, "input"))
+        lua_pushinteger(L, in->dims.input);
+    else if (!strcmp(key, "device"))
+        lua_pushinteger(L, in->device);
+    else if (!strcmp(key, "weight_bytes"))
+        lua_pushinteger(L, (lua_Integer)in->weight_bytes);
+    else if (!strcmp(key, "workspace_bytes"))
+        lua_pushinteger(L, (lua_Integer)in->workspace_bytes);
+    else if (!strcmp(key, "reserve_bytes"))
+        lua_pushinteger(L, (lua_Integer)in->reserve_bytes);
+    else
+        return false;
+    return true;
+}
+
+/* __index: the methods table (upvalue 1, which lua/spk/cudnn.lua extends), then the fields. */
+static int plan_index(lua_State *L)
+{
+    lua_pushvalue(L, 2);
+    if (lua_gettable(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
+    const char *key = lua_tostring(L, 2);
+    if (!key || !ud->plan) {
+        lua_pushnil(L);
+        return 1;
+    }
+    spk_cudnn_stack_info info;
+    spk_cudnn_stack_get_info(ud->plan, &info);
+    if (!push_field(L, &info, key))
+        lua_pushnil(L);
+    return 1;
+}
+
+static int plan_tostring(lua_State *L)
+{
+    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
+    if (!ud->plan) {
+        lua_pushliteral(L, "cudnn stack (closed)");
+        return 1;
+    }
+    spk_cudnn_stack_info in;
+    spk_cudnn_stack_get_info(ud->plan, &in);
+    lua_pushfstring(L, "cudnn stack (%s, %s, %s; batch %I, steps %I, %d layers, input %I, hidden %I)",
+                    spk_cudnn_algo_name(in.algo), spk_cudnn_layout_name(in.layout), spk_cudnn_math_name(in.math),
+                    (lua_Integer)in.batch, (lua_Integer)in.steps, in.dims.layers, (lua_Integer)in.dims.input,
+                    (lua_Integer)in.dims.hidden);
+    return 1;
+}
+
+static int l_version(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)spk_cudnn_version());
+    lua_pushinteger(L, (lua_Integer)spk_cudnn_header_version());
+    return 2;
+}
+
+static const luaL_Reg plan_methods[] = {
+    {"forward", plan_forward},
+    {"forward_into", plan_forward_into},
+    {"device_buffers", plan_device_buffers},
+    {"close", plan_release},
+    {"is_closed", plan_is_closed},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_functions[] = {
+    {"stack", l_stack},
+    {"algorithms", l_algorithms},
+    {"version", l_version},
+    {NULL, NULL},
+};
+
+void spk_open_cudnn(lua_State *L, int module)
+{
+    lua_newtable(L); /* core.cudnn */
+    luaL_setfuncs(L, module_functions, 0);
+    luaL_newlib(L, plan_methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "methods"); /* lua/spk/cudnn.lua adds :time() here */
+    luaL_newmetatable(L, PLAN_MT);
+    lua_pushvalue(L, -2);
+    lua_pushcclosure(L, plan_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, plan_release);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, plan_release);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, plan_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 2); /* metatable, methods */
+    lua_setfield(L, module, "cudnn");
+}
