@@ -339,6 +339,7 @@ static struct {
     char dir[PATH_MAX];
     long hits, misses, rejected;
 } cache;
+static char cache_dir_override[PATH_MAX];
 
 #define ENTRY_MAGIC "SPKCACHE"
 #define ENTRY_HEADER 56
@@ -379,7 +380,9 @@ static void resolve_cache(void)
     const char *env = getenv("SPK_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    if (env && *env)
+    if (cache_dir_override[0])
+        snprintf(cache.dir, sizeof cache.dir, "%s", cache_dir_override);
+    else if (env && *env)
         snprintf(cache.dir, sizeof cache.dir, "%s", env);
     else if (xdg && *xdg)
         snprintf(cache.dir, sizeof cache.dir, "%s/spk", xdg);
@@ -388,6 +391,14 @@ static void resolve_cache(void)
     cache.writable = mkdirs(cache.dir) == 0 && access(cache.dir, W_OK | X_OK) == 0;
     if (!cache.writable)
         warn_unwritable(strerror(errno));
+}
+
+void spk_cache_set_dir(const char *dir)
+{
+    pthread_mutex_lock(&cache_lock);
+    snprintf(cache_dir_override, sizeof cache_dir_override, "%s", dir ? dir : "");
+    memset(&cache, 0, sizeof cache);
+    pthread_mutex_unlock(&cache_lock);
 }
 
 void spk_cache_reset(void)

@@ -209,6 +209,9 @@ typedef struct spk_cache_info {
 int spk_cache_get_info(spk_cache_info *out);
 int spk_cache_clear(void); /* removes every entry; counters stay */
 void spk_cache_reset(void);
+/* Uses `dir` instead of the environment's choice (NULL: back to it); resets
+ * the counters and the unwritable warning. */
+void spk_cache_set_dir(const char *dir);
 
 /* SHA-256 (used for cache keys and entry checksums). */
 void spk_sha256(const void *data, size_t bytes, uint8_t digest[32]);

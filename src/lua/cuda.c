@@ -647,11 +647,11 @@ static int l_cache_clear(lua_State *L)
     return 0;
 }
 
-/* Re-reads SPK_CACHE_DIR & co. (tests set it with os.setenv-less tricks). */
-static int l_cache_reset(lua_State *L)
+/* spk.cuda.set_cache_dir(dir | nil): a folder for this session's cache
+ * (nil: back to $SPK_CACHE_DIR or the per-user default). Resets counters. */
+static int l_set_cache_dir(lua_State *L)
 {
-    (void)L;
-    spk_cache_reset();
+    spk_cache_set_dir(luaL_optstring(L, 1, NULL));
     return 0;
 }
 
@@ -1133,7 +1133,7 @@ void spk_open_cuda(lua_State *L, int module)
         {"compile", l_compile},
         {"cache_info", l_cache_info},
         {"cache_clear", l_cache_clear},
-        {"cache_reset", l_cache_reset},
+        {"set_cache_dir", l_set_cache_dir},
         {"set_kernel_dir", l_set_kernel_dir},
         {"kernel_dir", l_kernel_dir},
         {"pack_args", l_pack_args},
