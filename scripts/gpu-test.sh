@@ -36,6 +36,8 @@ export PATH="$root/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$root/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LUA_PATH="$root/usr/share/lua/5.4/?.lua;$root/usr/share/lua/5.4/?/init.lua;./?.lua;./?/init.lua"
 export LUA_CPATH="$root/usr/lib/$multiarch/lua/5.4/?.so;./?.so"
+# The tree may sit elsewhere than where it was built: find kernels/ here.
+export SPK_KERNEL_DIR="$PWD/kernels"
 unset LUA_PATH_5_4 LUA_CPATH_5_4 LUA_INIT LUA_INIT_5_4
 
 if [ "$build" = 1 ] || [ ! -e "$BUILD/spk.so" ]; then

@@ -130,7 +130,8 @@ const char *spk_kernel_dir(void)
         return env;
     if (kernel_dir_override[0])
         return kernel_dir_override;
-    return SPK_SOURCE_KERNEL_DIR;
+    /* The build's source tree, or (a tree copied elsewhere) ./kernels. */
+    return is_dir(SPK_SOURCE_KERNEL_DIR) || !is_dir("kernels") ? SPK_SOURCE_KERNEL_DIR : "kernels";
 }
 
 static const char *cuda_home(void)

@@ -192,8 +192,9 @@ const char *spk_module_key(const spk_module *m);   /* cache key, 64 hex digits *
  * arch and the NVRTC version. Needs no device; `arch` NULL fails here. */
 int spk_compile_key(const spk_compile_options *opts, char key_hex[65]);
 
-/* Folder searched for #include "x.cuh": set by spk_set_kernel_dir, else
- * $SPK_KERNEL_DIR, else the source tree's kernels/ (SPK_SOURCE_KERNEL_DIR). */
+/* Folder searched for #include "x.cuh": $SPK_KERNEL_DIR, else the folder
+ * given to spk_set_kernel_dir (the Lua module gives <lua dir>/../kernels),
+ * else the source tree's kernels/ (SPK_SOURCE_KERNEL_DIR), else ./kernels. */
 const char *spk_kernel_dir(void);
 void spk_set_kernel_dir(const char *dir);
 

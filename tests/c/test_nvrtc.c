@@ -13,10 +13,6 @@
 #include "core/error.h"
 #include "cuda/runtime.h"
 
-#ifndef SPK_SOURCE_KERNEL_DIR
-#define SPK_SOURCE_KERNEL_DIR "kernels"
-#endif
-
 static const char *SAXPY =
     "extern \"C\" __global__ void saxpy(unsigned n, float a, const float *x, float *y)\n"
     "{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = SCALE * a * x[i] + y[i]; }\n";
@@ -81,7 +77,8 @@ TEST(every_kernel_compiles_for_sm80_and_sm90)
 {
     char dir[512];
     use_cache_dir("every-kernel", dir, sizeof dir);
-    DIR *d = opendir(SPK_SOURCE_KERNEL_DIR);
+    const char *kdir = spk_kernel_dir();
+    DIR *d = opendir(kdir);
     CHECK(d != NULL);
     if (!d)
         return;
@@ -92,7 +89,7 @@ TEST(every_kernel_compiles_for_sm80_and_sm90)
         if (len < 4 || strcmp(e->d_name + len - 3, ".cu") != 0)
             continue;
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", SPK_SOURCE_KERNEL_DIR, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", kdir, e->d_name);
         const char *arches[] = {"sm_80", "sm_90"};
         for (int a = 0; a < 2; a++) {
             spk_compile_options o = {.file = path, .arch = arches[a], .no_cache = true};
