@@ -39,6 +39,15 @@ export LUA_CPATH="$root/usr/lib/$multiarch/lua/5.4/?.so;./?.so"
 # The tree may sit elsewhere than where it was built: find kernels/ here.
 export SPK_KERNEL_DIR="$PWD/kernels"
 unset LUA_PATH_5_4 LUA_CPATH_5_4 LUA_INIT LUA_INIT_5_4
+# NumPy cross-checks: the first Python here that has numpy.
+if [ -z "${SPK_PYTHON:-}" ]; then
+  for py in /usr/bin/python3 "$(command -v python3 || true)"; do
+    if [ -n "$py" ] && "$py" -c 'import numpy' >/dev/null 2>&1; then
+      export SPK_PYTHON="$py"
+      break
+    fi
+  done
+fi
 
 if [ "$build" = 1 ] || [ ! -e "$BUILD/spk.so" ]; then
   echo "gpu-test: building $BUILD"

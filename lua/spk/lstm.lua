@@ -241,8 +241,15 @@ return function(spk, core)
     if type(s) ~= "table" then error("schedule.check: expected a schedule table, got " .. type(s), 2) end
     local launches = s.launches
     if type(launches) == "function" then launches = s:launches() end
+    if launches == nil and math.type(s.tiles) == "integer" and math.type(s.tiles_per_launch) == "integer"
+        and s.tiles_per_launch > 0 then
+      -- A script-made schedule without a list: consecutive launches of
+      -- tiles_per_launch tiles, as spk.schedule.new makes them.
+      launches = cschedule.launches(s.tiles, s.tiles_per_launch)
+    end
     if type(launches) ~= "table" then
-      error("schedule.check: no launches (give a launches method or a list { {first =, count =}, ... })", 2)
+      error("schedule.check: no launches (give tiles and tiles_per_launch, a launches method or a list "
+            .. "{ {first =, count =}, ... })", 2)
     end
     local fields = { tile_rows = s.tile_rows, tiles = s.tiles, tiles_per_launch = s.tiles_per_launch,
                      groups = s.groups or 32 }

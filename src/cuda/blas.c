@@ -135,6 +135,12 @@ static int handle_for(int device, cublasHandle_t *out)
     return rc;
 }
 
+int spk_blas_prepare(int device)
+{
+    cublasHandle_t h;
+    return handle_for(device, &h);
+}
+
 int spk_gemm(const spk_gemm_args *g)
 {
     int64_t m, n, k;

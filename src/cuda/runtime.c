@@ -754,6 +754,9 @@ int spk_graph_capture_begin(spk_stream *s)
         return -1;
     if (is_capturing(s))
         return spk_fail("spk.cuda: the stream is already capturing a graph");
+    /* A gemm captured below must find its handle made: making it allocates. */
+    if (spk_blas_prepare(spk_stream_device(s)))
+        return -1;
     if (spk_cuda_check(cudaStreamBeginCapture(s->handle, cudaStreamCaptureModeThreadLocal),
                        "cudaStreamBeginCapture"))
         return -1;

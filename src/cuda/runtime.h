@@ -316,6 +316,11 @@ typedef struct spk_gemm_args {
 /* Row-major C = alpha op(A) op(B) + beta C, with op(X) = X or X^T: checks
  * dtypes, ranks, layouts and shapes only (no device needed); m, n, k out. */
 int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k);
+/* Creates the device's cuBLAS handle and workspace now. Creating them
+ * allocates memory, which a stream capture forbids, so capture begin calls
+ * this before any gemm can be captured. */
+int spk_blas_prepare(int device);
+
 /* spk_gemm_check, then cublasGemmEx on the stream. */
 int spk_gemm(const spk_gemm_args *g);
 

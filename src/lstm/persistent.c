@@ -20,6 +20,25 @@ spk_lstm_variant spk_lstm_variant_default(void)
     return v;
 }
 
+void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given)
+{
+    /* The most chunks per gate row (so the most threads) that still divide
+     * the hidden size and give whole warps; tile rows follow, as each of a
+     * unit's 4 * chunks lanes owns one row. */
+    int gate_rows = 4 * v->units;
+    if (!threads_given) {
+        int chunks = 8;
+        while (chunks > 2 && (v->hidden % (4 * chunks) != 0 || (gate_rows * chunks) % 32 != 0))
+            chunks /= 2;
+        v->threads = gate_rows * chunks;
+    }
+    if (!tile_rows_given && v->threads % gate_rows == 0) {
+        int most = 4 * (v->threads / gate_rows);
+        if (v->max_tile_rows > most)
+            v->max_tile_rows = most;
+    }
+}
+
 int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
 {
     if (v->hidden < 1)

@@ -39,6 +39,9 @@ spk_lstm_variant spk_lstm_variant_default(void);
 /* Checks a variant against the kernel's static_asserts and derives its geometry
  * (out may be NULL). Messages name the field, e.g. "kernel.threads 96 must be
  * units * 4 * chunks with chunks 2, 4 or 8". */
+/* Fills what a script left out: threads (the widest split that divides the
+ * hidden size) and tile rows (capped by what that split can carry). */
+void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given);
 int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out);
 
 #define SPK_LSTM_VARIANT_DEFINES 5

@@ -51,15 +51,20 @@ static int64_t opt_i64_field(lua_State *L, int t, const char *name, int64_t def,
 static void read_variant(lua_State *L, int idx, spk_lstm_variant *v)
 {
     *v = spk_lstm_variant_default();
-    if (lua_isnoneornil(L, idx))
+    if (lua_isnoneornil(L, idx)) {
+        spk_lstm_variant_fit(v, false, false);
         return;
+    }
     luaL_checktype(L, idx, LUA_TTABLE);
     int t = lua_absindex(L, idx);
     v->hidden = opt_int_field(L, t, "hidden", v->hidden, "kernel");
     v->units = opt_int_field(L, t, "units", v->units, "kernel");
-    /* threads follows units unless given: 32 lanes per unit (8 chunks). */
-    v->threads = opt_int_field(L, t, "threads", v->units * 32, "kernel");
+    bool threads_given = lua_getfield(L, t, "threads") != LUA_TNIL;
+    bool rows_given = lua_getfield(L, t, "tile_rows") != LUA_TNIL;
+    lua_pop(L, 2);
+    v->threads = opt_int_field(L, t, "threads", v->threads, "kernel");
     v->max_tile_rows = opt_int_field(L, t, "tile_rows", v->max_tile_rows, "kernel");
+    spk_lstm_variant_fit(v, threads_given, rows_given);
     lua_getfield(L, t, "acq_rel");
     v->acq_rel = lua_toboolean(L, -1);
     lua_pop(L, 1);

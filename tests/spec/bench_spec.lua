@@ -2,14 +2,6 @@
 local spk = require "spk"
 local bench = require "spk.bench"
 
-local function gpu_it(name, fn)
-  if spk.cuda.available() then
-    it(name, fn)
-  else
-    pending(name .. " [GPU: no CUDA device]")
-  end
-end
-
 describe("spk.bench", function()
   it("summarises samples: median, extremes and relative spread", function()
     local r = bench.summarize { 4, 1, 3, 2, 10 }

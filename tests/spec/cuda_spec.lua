@@ -10,16 +10,6 @@ local function error_of(fn, ...)
   return tostring(err)
 end
 
--- helper.lua's gpu_it calls a global `pending` that busted only gives the
--- spec environment; this local one uses the spec's own it/pending.
-local function gpu_it(name, fn)
-  if cuda.available() then
-    it(name, fn)
-  else
-    pending(name .. " [GPU: no CUDA device]")
-  end
-end
-
 -- Specs about the machine without a GPU: skipped (visibly) where there is one.
 local function nogpu_it(name, fn)
   if cuda.available() then
@@ -237,12 +227,12 @@ describe("the kernel cache", function()
     assert.is_true(cuda.compile(o).cached)
   end)
 
-  -- Runs a Lua snippet in a fresh process with this build's spk module.
+  -- Runs a Lua snippet in a fresh spk process of this build (the program
+  -- carries the module, so this works in the sanitizer build too).
   local function child(code, env)
     local script = dir .. "/child.lua"
-    write_file(script, ("package.cpath = %q .. ';' .. package.cpath\n"):format(BUILD .. "/?.so") ..
-      ("package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n") .. code)
-    return ("env %s lua5.4 '%s'"):format(env or "", script)
+    write_file(script, code)
+    return ("env %s '%s/spk' run '%s'"):format(env or "", BUILD, script)
   end
 
   it("survives two processes compiling the same kernel at once", function()

@@ -9,16 +9,6 @@ local function has_gpu()
   return spk.cuda ~= nil and spk.cuda.available ~= nil and spk.cuda.available()
 end
 
--- helper.lua's gpu_it calls a global `pending` that busted gives only the spec's
--- environment; this one uses the spec's own it/pending.
-local function gpu_it(name, fn)
-  if has_gpu() then
-    it(name, fn)
-  else
-    pending(name .. " [GPU: no CUDA device]")
-  end
-end
-
 local function message(fn, ...)
   local ok, err = pcall(fn, ...)
   assert.is_false(ok, "expected an error")

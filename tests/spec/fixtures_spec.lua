@@ -8,20 +8,7 @@ local spk = require "spk"
 local root = "tests/fixtures"
 
 local function cases()
-  local found = {}
-  local p = io.popen("ls -1 '" .. root .. "' 2>/dev/null")
-  if p then
-    for name in p:lines() do
-      local f = io.open(("%s/%s/x.npy"):format(root, name), "rb")
-      if f then
-        f:close()
-        found[#found + 1] = name
-      end
-    end
-    p:close()
-  end
-  table.sort(found)
-  return found
+  return fixture_cases(root)
 end
 
 describe("LSTM fixtures from torch.nn.LSTM", function()

@@ -8,11 +8,14 @@ local function has_gpu()
   return spk.cuda ~= nil and spk.cuda.available ~= nil and spk.cuda.available()
 end
 
+-- busted's own it/pending (the helper does not run in the spec environment).
+local busted = require "busted"
+
 function _G.gpu_it(name, fn)
   if has_gpu() then
-    it(name, fn)
+    busted.it(name, fn)
   else
-    pending(name .. " [GPU: no CUDA device]")
+    busted.pending(name .. " [GPU: no CUDA device]")
   end
 end
 
@@ -44,12 +47,36 @@ function _G.spec_tmpdir()
   return path
 end
 
--- Whether /usr/bin/python3 can import numpy (for cross-checks; specs that need
--- it report a visible skip otherwise).
+-- The Python used for NumPy cross-checks: $SPK_PYTHON, else /usr/bin/python3
+-- (Debian's python3-numpy serves it; `make setup` installs it).
+_G.PYTHON = os.getenv("SPK_PYTHON") or "/usr/bin/python3"
+
+-- Whether that Python can import numpy (specs that need it report a visible
+-- skip otherwise).
 local numpy_ok
 function _G.has_numpy()
   if numpy_ok == nil then
-    numpy_ok = os.execute("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == true
+    numpy_ok = os.execute(PYTHON .. " -c 'import numpy' >/dev/null 2>&1") == true
   end
   return numpy_ok
+end
+
+-- The committed fixture cases: names of the folders under tests/fixtures
+-- that hold an x.npy (see tests/fixtures/README.md), sorted.
+function _G.fixture_cases(root)
+  root = root or "tests/fixtures"
+  local found = {}
+  local p = io.popen("ls -1 '" .. root .. "' 2>/dev/null")
+  if p then
+    for name in p:lines() do
+      local f = io.open(("%s/%s/x.npy"):format(root, name), "rb")
+      if f then
+        f:close()
+        found[#found + 1] = name
+      end
+    end
+    p:close()
+  end
+  table.sort(found)
+  return found
 end

@@ -4,16 +4,6 @@
 local spk = require "spk"
 local core = require "spk.core"
 
--- helper.lua's gpu_it calls a global `pending` that busted only gives the spec
--- environment; this local one uses the spec's own it/pending.
-local function gpu_it(name, fn)
-  if spk.cuda and spk.cuda.available and spk.cuda.available() then
-    it(name, fn)
-  else
-    pending(name .. " [GPU: no CUDA device]")
-  end
-end
-
 -- Same values, bit for bit (0 ulp everywhere, NaN at the same places).
 local function same_bits(a, b)
   local c = spk.compare(a, b)
@@ -136,15 +126,18 @@ local function check_against(y, y64, ycudnn)
 end
 
 describe("spk.lstm.stack persistent (GPU)", function()
-  gpu_it("matches the committed fixtures within cuDNN FP32's error", function()
-    local layers = spk.lstm.load(fixtures)
-    local x = spk.load(fixtures .. "/x.npy")
-    local s = x:shape()
-    local plan = spk.lstm.stack { layers = layers, batch = s[1], steps = s[2] }
-    local y = plan:forward(x)
-    check_against(y, spk.load(fixtures .. "/y_f64.npy"), spk.load(fixtures .. "/y_cudnn_f32.npy"))
-    assert.is_true(plan.kernel.spills == 0)
-  end)
+  for _, case in ipairs(fixture_cases(fixtures)) do
+    gpu_it("matches fixture " .. case .. " within cuDNN FP32's error", function()
+      local dir = fixtures .. "/" .. case
+      local layers = spk.lstm.load(dir)
+      local x = spk.load(dir .. "/x.npy")
+      local s = x:shape()
+      local plan = spk.lstm.stack { layers = layers, batch = s[1], steps = s[2] }
+      local y = plan:forward(x)
+      check_against(y, spk.load(dir .. "/y_f64.npy"), spk.load(dir .. "/y_cudnn_f32.npy"))
+      assert.is_true(plan.kernel.spills == 0)
+    end)
+  end
 
   local cases = {}
   for _, b in ipairs { 1, 3, 7, 8, 32, 33, 64, 256 } do

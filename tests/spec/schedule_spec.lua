@@ -93,7 +93,12 @@ describe("spk.schedule", function()
       fails(65, { { first = 0, count = 2 }, { first = 2, count = 2 } }, "beyond the last tile 2")
       fails(65, { { first = 0 } }, "field 'count' must be an integer")
       fails(65, s.launches, "field 'tiles' must be an integer", { tiles = "3" })
-      local ok, err = pcall(spk.schedule.check, { tile_rows = 32, tiles = 3, tiles_per_launch = 2 }, 65)
+      -- without a list, launches of tiles_per_launch consecutive tiles
+      local plain = { tile_rows = 32, tiles = 3, tiles_per_launch = 2 }
+      assert.equal(plain, spk.schedule.check(plain, 65))
+      fails(100, nil, "3 tiles of 32 rows cover 96 rows, the batch has 100")
+      local ok, err = pcall(spk.schedule.check, { tile_rows = 32, tiles = 3 }, 65)
+      assert.is_false(ok)
       assert.matches("no launches", err)
     end)
   end)
