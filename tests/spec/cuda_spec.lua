@@ -500,6 +500,10 @@ describe("spk.cuda on a GPU", function()
   gpu_it("keeps a dropped tensor alive until its stream passes", function()
     local k = selftest_module():kernel("delayed_copy")
     local fill = selftest_module():kernel("fill")
+    -- Collect earlier specs' garbage first: unloading a module (cudaLibraryUnload)
+    -- waits for the whole device, which would finish the stream below.
+    collectgarbage()
+    collectgarbage()
     local s, other = cuda.stream(), cuda.stream()
     local n = 1 << 20
     local dx = spk.full({ n }, 7):cuda(s)
