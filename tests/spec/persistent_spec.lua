@@ -135,7 +135,8 @@ describe("spk.lstm.stack persistent (GPU)", function()
       local plan = spk.lstm.stack { layers = layers, batch = s[1], steps = s[2] }
       local y = plan:forward(x)
       check_against(y, spk.load(dir .. "/y_f64.npy"), spk.load(dir .. "/y_cudnn_f32.npy"))
-      assert.is_true(plan.kernel.spills == 0)
+      assert.are.equal(0, plan.kernel.spills, ("local memory per thread (hidden %d, %d threads)"):format(
+        plan.kernel.hidden or -1, plan.kernel.threads or -1))
     end)
   end
 
