@@ -1,6 +1,7 @@
--- spk.lstm.stack: the LSTM stack as a plan, on the persistent GPU kernel
--- (backend "persistent", src/lstm/persistent.c) or on the CPU reference
--- (backend "cpu", so scripts run where there is no GPU).
+-- spk.lstm.stack: the LSTM stack as a plan, on one of the registered
+-- backends (spk.lstm.backends): the persistent GPU kernel ("persistent",
+-- src/lstm/persistent.c), cuDNN ("cudnn", lua/spk/cudnn.lua) or the CPU
+-- reference ("cpu", so scripts run where there is no GPU).
 --
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589,
 --                               backend = "persistent",
@@ -9,64 +10,108 @@
 --                               schedule = s,        -- optional, spk.schedule.new or by hand
 --                               capacity = n,        -- optional: pretend the device holds n blocks
 --                               timeout_ms = 10000}  -- a poll waiting longer fails the forward
---   plan:forward(x)      -- x host or device f32 [batch, steps, in]; result on x's device
+--   spk.lstm.stack{..., backend = "cudnn", algo =, layout =, math =}  -- see lua/spk/cudnn.lua
+--   spk.lstm.stack{..., backend = "cpu", threads = n}                  -- f32 reference, n CPU threads
+--   plan:forward(x)      -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
+--   plan.variant         -- what runs, in words ("units 8, 256 threads, tile 8 concurrent", "standard")
 --   plan.schedule        -- the tile schedule in use (persistent), with :launches()
 --   plan.kernel          -- compiled variant: registers, spills, occupancy, capacity, defines, ...
---   plan:time{rounds = 7, warmup = 2, x = tensor} -- ms per forward over CUDA graph replays:
---                        -- {median =, min =, max =, spread =, samples = {...}}
+--   plan:time{rounds = 7, warmup = 2, x = tensor}
+--                        -- ms per forward, warm-up rounds discarded, with spk.bench's keys
+--                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}:
+--                        -- CUDA graph replays timed by events on the GPU backends, the
+--                        -- monotonic wall clock (spk.clock_ms) on the cpu backend
 --   plan:close()
+--
+-- Backend registry. spk.lstm.backends maps a name to a constructor
+-- function(opts) -> plan; spk.lstm.stack(opts) checks opts.backend (default
+-- "persistent") against it and returns backends[name](opts) — opts unchanged,
+-- `backend` included, so a constructor checks its own options. An unknown name
+-- is an error listing the registered ones. To add one (a new kernel, "auto"):
+--
+--   spk.lstm.backends.cluster = function(opts) ... return plan end
+--
+-- from the area file that installs it (lua/spk/<area>.lua, loaded after
+-- "stack" in lua/spk/init.lua). The plan must offer :forward(x) as above,
+-- :time{rounds =, warmup =, x =} with the keys above, :close(), and the
+-- fields batch, steps, input, hidden and variant; spk bench
+-- (lua/spk/benchmark.lua) then times and checks it with no further change.
 return function(spk, core)
   local Stack = {}
   Stack.__index = Stack
 
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true,
                   schedule = true, capacity = true, timeout_ms = true }
+  local known_cpu = { layers = true, batch = true, steps = true, backend = true, threads = true }
 
-  local function positive_integer(value, name)
+  local function positive_integer(value, name, level)
     if math.type(value) ~= "integer" or value < 1 then
-      error(("spk.lstm.stack: %s must be a positive integer, got %s"):format(name, tostring(value)), 3)
+      error(("spk.lstm.stack: %s must be a positive integer, got %s"):format(name, tostring(value)), level)
     end
   end
 
-  local function stats(samples)
-    local sorted = {}
-    for i, v in ipairs(samples) do sorted[i] = v end
-    table.sort(sorted)
-    local n = #sorted
-    local median = n % 2 == 1 and sorted[(n + 1) // 2] or (sorted[n // 2] + sorted[n // 2 + 1]) / 2
-    return { median = median, min = sorted[1], max = sorted[n], spread = sorted[n] - sorted[1],
-             samples = samples }
+  local function summarize(samples)
+    return require("spk.bench").summarize(samples)
+  end
+
+  local backends = {}
+  spk.lstm.backends = backends
+
+  local function registered()
+    local names = {}
+    for name in pairs(backends) do names[#names + 1] = name end
+    table.sort(names)
+    return table.concat(names, ", ")
   end
 
   function spk.lstm.stack(opts)
     if type(opts) ~= "table" then
-      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, ...}", 2)
+      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
     end
+    local name = opts.backend or "persistent"
+    local make = type(name) == "string" and backends[name] or nil
+    if type(make) ~= "function" then
+      error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
+        type(name) == "string" and ("'" .. name .. "'") or tostring(name), registered()), 2)
+    end
+    return make(opts)
+  end
+
+  -- Checks shared by the cpu and persistent constructors. spk.lstm.stack
+  -- tail-calls the constructor, so level 3 here is the script's call.
+  local function common(opts, allowed, backend)
     for key in pairs(opts) do
-      if not known[key] then error(("spk.lstm.stack: unknown option '%s'"):format(tostring(key)), 2) end
-    end
-    local backend = opts.backend or "persistent"
-    if backend ~= "persistent" and backend ~= "cpu" then
-      error(("spk.lstm.stack: backend must be \"persistent\" or \"cpu\", got %s"):format(tostring(backend)), 2)
+      if not allowed[key] then
+        error(("spk.lstm.stack: unknown option '%s' for backend %s"):format(tostring(key), backend), 3)
+      end
     end
     if type(opts.layers) ~= "table" or #opts.layers == 0 then
-      error("spk.lstm.stack: layers must be a non-empty list of {W =, R =, B =}", 2)
+      error("spk.lstm.stack: layers must be a non-empty list of {W =, R =, B =}", 3)
     end
-    positive_integer(opts.batch, "batch")
-    positive_integer(opts.steps, "steps")
+    positive_integer(opts.batch, "batch", 4)
+    positive_integer(opts.steps, "steps", 4)
     local dims = spk.lstm.validate(opts.layers)
-    local self = setmetatable({ backend = backend, layers = opts.layers, batch = opts.batch,
-                                steps = opts.steps, input = dims.input, hidden = dims.hidden }, Stack)
-    if backend == "cpu" then
-      return self
-    end
+    return setmetatable({ backend = backend, layers = opts.layers, batch = opts.batch,
+                          steps = opts.steps, input = dims.input, hidden = dims.hidden }, Stack)
+  end
+
+  function backends.cpu(opts)
+    local self = common(opts, known_cpu, "cpu")
+    if opts.threads ~= nil then positive_integer(opts.threads, "threads", 3) end
+    self.threads = opts.threads
+    self.variant = "f32 reference" .. (opts.threads and (", %d threads"):format(opts.threads) or "")
+    return self
+  end
+
+  function backends.persistent(opts)
+    local self = common(opts, known, "persistent")
     if opts.schedule ~= nil then
       spk.schedule.check(opts.schedule, opts.batch)
     end
     local kernel = opts.kernel or {}
     if type(kernel) ~= "table" then error("spk.lstm.stack: kernel must be a table", 2) end
     -- hidden defaults to the layers' own; the C side refuses a mismatch
-    kernel = { hidden = kernel.hidden or dims.hidden, units = kernel.units, threads = kernel.threads,
+    kernel = { hidden = kernel.hidden or self.hidden, units = kernel.units, threads = kernel.threads,
                tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel }
     self.plan = core.stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                  kernel = kernel, schedule = opts.schedule, capacity = opts.capacity,
@@ -80,6 +125,8 @@ return function(spk, core)
       for i, l in ipairs(launches) do out[i] = { first = l[1], count = l[2] } end
       return out
     end
+    self.variant = ("units %d, %d threads, tile %d %s"):format(self.kernel.units, self.kernel.threads,
+      self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential")
     return self
   end
 
@@ -96,16 +143,43 @@ return function(spk, core)
   function Stack:forward(x)
     if self.backend == "cpu" then
       check_x(self, x)
-      return (spk.lstm.reference(self.layers, x, { precision = "f32" }))
+      return (spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads }))
     end
     return self.plan:forward(x)
   end
 
+  local time_options = { rounds = true, warmup = true, x = true }
+
+  local function count(opts, key, default, least)
+    local v = opts[key]
+    if v == nil then return default end
+    if math.type(v) ~= "integer" or v < least then
+      error(("time: %s must be an integer >= %d, got %s"):format(key, least, tostring(v)), 3)
+    end
+    return v
+  end
+
   function Stack:time(opts)
     opts = opts or {}
-    if self.backend == "cpu" then error("time: the cpu backend is not timed", 2) end
+    for key in pairs(opts) do
+      if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
+    end
+    local rounds, warmup = count(opts, "rounds", 7, 1), count(opts, "warmup", 2, 0)
     local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
-    return stats(self.plan:time(x, opts.rounds or 7, opts.warmup or 2))
+    if self.backend ~= "cpu" then
+      return summarize(self.plan:time(x, rounds, warmup))
+    end
+    -- The CPU reference: wall-clock time of whole forward calls.
+    check_x(self, x)
+    local samples = {}
+    for round = 1, warmup + rounds do
+      local start = spk.clock_ms()
+      local y = spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads })
+      local ms = spk.clock_ms() - start
+      y:close()
+      if round > warmup then samples[#samples + 1] = ms end
+    end
+    return summarize(samples)
   end
 
   function Stack:close()
@@ -117,6 +191,4 @@ return function(spk, core)
     return ("lstm stack (cpu reference, %d layers, batch %d, steps %d)"):format(#self.layers, self.batch,
       self.steps)
   end
-
-  spk.lstm.stack_stats = stats
 end

@@ -120,7 +120,9 @@ static int check_ndim(int ndim)
 }
 
 /* Number of elements of a shape, refusing negative sizes and totals whose
- * byte size would not fit in memory addressing. */
+ * byte size would not fit in memory addressing. The non-zero sizes must
+ * multiply within that limit too, even when another size is 0: strides and
+ * element counts of views are products of them. */
 static int shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t *out)
 {
     if (check_ndim(ndim))
@@ -130,21 +132,20 @@ static int shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t
         if (shape[d] < 0)
             return spk_fail("size %" PRId64 " of dim %d is negative", shape[d], d);
     }
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 0) {
-            *out = 0;
-            return 0;
-        }
-    }
     uint64_t limit = (uint64_t)INT64_MAX / (elem_size ? elem_size : 1);
     if (limit > SIZE_MAX / (elem_size ? elem_size : 1))
         limit = SIZE_MAX / (elem_size ? elem_size : 1);
+    bool empty = false;
     for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            empty = true;
+            continue;
+        }
         if ((uint64_t)shape[d] > limit / n)
             return spk_fail("tensor shape is too large (element count overflows)");
         n *= (uint64_t)shape[d];
     }
-    *out = (int64_t)n;
+    *out = empty ? 0 : (int64_t)n;
     return 0;
 }
 

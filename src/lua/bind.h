@@ -36,5 +36,6 @@ void spk_open_cuda(lua_State *L, int module);
 void spk_open_lstm(lua_State *L, int module);
 void spk_open_stack(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
+void spk_open_clock(lua_State *L, int module);
 
 #endif
