@@ -5,7 +5,7 @@
 # CUDA_HOME (default /usr/local/cuda) selects the toolkit.
 set -euo pipefail
 
-packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make)
+packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang)
 
 missing=()
 for package in "${packages[@]}"; do
