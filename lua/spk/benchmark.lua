@@ -1,0 +1,337 @@
+-- spk.benchmark: every LSTM stack backend side by side, timed and checked in
+-- one run. `spk bench` (lua/spk/cli/bench.lua) is a thin front end over it, so
+-- a script gets the same rows:
+--
+--   local benchmark = require "spk.benchmark"
+--   local rows, info = benchmark.run{batches = {1, 8, 32}, backends = {"persistent", "cudnn"}}
+--
+-- Method
+-- ------
+-- * Model and inputs. One stack of weights for the whole run (default
+--   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 1}: PyTorch's
+--   default initialisation) and, at each batch size B, one input
+--   x = spk.randn({B, steps, input}, {seed = seed}) (f32, standard normal).
+--   Every backend and variant at that batch runs on these same weights and
+--   this same x.
+-- * Timing. Each backend builds a plan for the shape (weights placed, buffers
+--   and workspace allocated once), and the plan's :time{rounds =, warmup =,
+--   x = x} captures one forward pass (x already on the device) into a CUDA
+--   graph and replays it: `warmup` replays are discarded (module loading,
+--   allocator growth, clock ramp-up), then each of `rounds` replays is timed
+--   with a pair of CUDA events recorded around it on the plan's stream, so the
+--   figure is device time per forward pass with launch overhead hidden by the
+--   graph. Reported: the median over the rounds (median_ms), min_ms, max_ms
+--   and spread = (max - min) / median. The speed-up of a row is the median of
+--   the fastest cuDNN algorithm at that batch divided by the row's median
+--   (> 1: faster than the best cuDNN algorithm). The cpu backend (the f32 C
+--   reference, for machines without a GPU) is timed on the monotonic wall
+--   clock instead.
+-- * Correctness. At each batch the f64 CPU reference (spk.lstm.reference,
+--   precision f64, multithreaded, bitwise independent of the thread count) is
+--   computed once from the same weights and x; each backend's output y
+--   [B, steps, 2H] (an untimed forward of the same plan) is compared with it:
+--   rel_l2 = ||y - ref||_2 / ||ref||_2 over all elements, max_abs =
+--   max |y - ref|. Bounds: cuDNN (every algorithm) rel_l2 <= 1e-4; the
+--   persistent kernel rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
+--   standard FP32 algorithm at the same batch (when that row exists); the cpu
+--   f32 reference rel_l2 <= 1e-4. A row beyond its bound has bound_ok = false
+--   and is flagged in the table.
+-- * Failures. A backend or algorithm that fails (cuDNN refusing an algorithm
+--   for a shape, too little device capacity, ...) becomes a row carrying the
+--   error message; the run goes on.
+--
+-- API
+-- ---
+-- benchmark.run(opts) -> rows, info
+--   opts (all optional):
+--     batches  = {1, 8, 32, 64, 256}, steps = 589,
+--     backends = {"persistent", "cudnn"}     names in spk.lstm.backends
+--     algos    = the four cuDNN algorithms   (cudnn variants, in this order)
+--     variants = {backend = {opts, ...}}     per-backend option tables, one row
+--                                            each (default: cudnn one per algo,
+--                                            every other backend {{}}, its defaults);
+--                                            an entry may carry `label` for the row
+--     rounds = 7, warmup = 2, seed = 1, check = true,
+--     layers = a stack (default above),
+--     bounds = {backend = number | function(row, batch_rows) -> rel_l2 bound, max_abs bound | nil}
+--              (merged over benchmark.bounds),
+--     progress = function(message) end       called before each step
+--   rows: one per batch x backend x variant, in run order:
+--     {batch, steps, backend, variant, median_ms, min_ms, max_ms, spread,
+--      samples, rel_l2, max_abs, bound, bound_max_abs, bound_ok, speedup, error}
+--     timing fields nil on error; check fields nil with check = false;
+--     bound/bound_ok nil where no bound applies.
+--   info: {steps, layers, input, hidden, seed, rounds, warmup, batches, backends}
+-- benchmark.speedups(rows) -> speedups, fastest
+--   Pure: speedups[i] = fastest cuDNN median at rows[i].batch / rows[i].median_ms
+--   (nil where either is missing); fastest[batch] = {median_ms =, variant =}.
+-- benchmark.judge(rows[, bounds]) -> verdicts
+--   Pure: verdicts[i] = {bound =, bound_max_abs =, bound_ok =} per row (see Bounds).
+-- benchmark.environment() -> {device, driver, runtime, cudnn, date}: what the
+--   table header shows (strings; "none" where there is no GPU).
+-- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds.
+local M = {}
+
+M.cudnn_algorithms = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
+
+M.defaults = {
+  batches = { 1, 8, 32, 64, 256 },
+  steps = 589,
+  backends = { "persistent", "cudnn" },
+  rounds = 7,
+  warmup = 2,
+  seed = 1,
+  check = true,
+  model = { layers = 4, input = 60, hidden = 128, seed = 1 },
+}
+
+-- The cuDNN standard FP32 row at the same batch, if it ran and was checked.
+local function standard_row(batch_rows)
+  for _, r in ipairs(batch_rows) do
+    if r.backend == "cudnn" and r.algo == "standard" and (r.math or "fp32") == "fp32" and not r.error
+        and r.rel_l2 ~= nil then
+      return r
+    end
+  end
+  return nil
+end
+
+-- Bounds: backend -> a rel_l2 bound, or function(row, batch_rows) -> rel_l2 bound, max_abs bound (or nil).
+M.bounds = {
+  cudnn = 1e-4, -- issue 6: every cuDNN algorithm within 1e-4 relative L2 of the f64 reference
+  cpu = 1e-4,
+  persistent = function(_, batch_rows) -- issue 5: no worse than 1.1x / 2x cuDNN FP32's error
+    local std = standard_row(batch_rows)
+    if not std then return nil end
+    return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
+  end,
+}
+
+local function list_of(value, what)
+  if type(value) ~= "table" or #value == 0 then
+    error(("benchmark: %s must be a non-empty list"):format(what), 3)
+  end
+  return value
+end
+
+local function integer_at_least(value, least, what)
+  if math.type(value) ~= "integer" or value < least then
+    error(("benchmark: %s must be an integer >= %d, got %s"):format(what, least, tostring(value)), 3)
+  end
+  return value
+end
+
+local known = { batches = true, steps = true, backends = true, algos = true, variants = true, rounds = true,
+                warmup = true, seed = true, check = true, layers = true, bounds = true, progress = true }
+
+function M.speedups(rows)
+  local fastest = {}
+  for _, r in ipairs(rows) do
+    if r.backend == "cudnn" and not r.error and type(r.median_ms) == "number" and r.median_ms > 0 then
+      local f = fastest[r.batch]
+      if not f or r.median_ms < f.median_ms then
+        fastest[r.batch] = { median_ms = r.median_ms, variant = r.variant }
+      end
+    end
+  end
+  local out = {}
+  for i, r in ipairs(rows) do
+    local f = fastest[r.batch]
+    if f and not r.error and type(r.median_ms) == "number" and r.median_ms > 0 then
+      out[i] = f.median_ms / r.median_ms
+    end
+  end
+  return out, fastest
+end
+
+function M.judge(rows, bounds)
+  bounds = bounds or M.bounds
+  local by_batch = {}
+  for _, r in ipairs(rows) do
+    by_batch[r.batch] = by_batch[r.batch] or {}
+    table.insert(by_batch[r.batch], r)
+  end
+  local out = {}
+  for i, r in ipairs(rows) do
+    local verdict = {}
+    local rule = bounds[r.backend]
+    if rule == nil then rule = M.bounds[r.backend] end
+    if not r.error and r.rel_l2 ~= nil and rule ~= nil then
+      local rel, abs
+      if type(rule) == "function" then
+        rel, abs = rule(r, by_batch[r.batch])
+      else
+        rel = rule
+      end
+      if rel ~= nil then
+        verdict.bound, verdict.bound_max_abs = rel, abs
+        -- NaN compares false: a NaN output fails its bound
+        verdict.bound_ok = r.rel_l2 <= rel and (abs == nil or (r.max_abs ~= nil and r.max_abs <= abs))
+      end
+    end
+    out[i] = verdict
+  end
+  return out
+end
+
+local function cuda_version(number)
+  if type(number) ~= "number" or number <= 0 then return nil end
+  return ("%d.%d"):format(number // 1000, number % 1000 // 10)
+end
+
+local function cudnn_version(number)
+  if type(number) ~= "number" or number <= 0 then return nil end
+  if number >= 90000 then -- cuDNN 9: major * 10000 + minor * 100 + patch
+    return ("%d.%d.%d"):format(number // 10000, number // 100 % 100, number % 100)
+  end
+  return ("%d.%d.%d"):format(number // 1000, number // 100 % 10, number % 100)
+end
+
+function M.environment()
+  local spk = require "spk"
+  local env = { device = "none", driver = "none", runtime = "none", cudnn = "none",
+                date = os.date("!%Y-%m-%d %H:%M UTC") }
+  local ok, info = pcall(function() return spk.cuda.info() end)
+  if ok and type(info) == "table" then
+    env.runtime = cuda_version(info.runtime_version) or env.runtime
+    env.driver = cuda_version(info.driver_version) or env.driver
+    local d = info.devices and info.devices[1]
+    if d then env.device = ("%s (compute capability %s, %d SMs)"):format(d.name, tostring(d.cc), d.sms or 0) end
+  end
+  local core_ok, core = pcall(require, "spk.core")
+  if core_ok and core.cudnn and core.cudnn.version then
+    local vok, v = pcall(core.cudnn.version)
+    if vok then env.cudnn = cudnn_version(v) or env.cudnn end
+  end
+  return env
+end
+
+local function close(value)
+  if value ~= nil and (type(value) == "table" or type(value) == "userdata") then
+    pcall(function() value:close() end)
+  end
+end
+
+-- The variants of one backend: a list of option tables merged into spk.lstm.stack's.
+local function variants_of(backend, opts)
+  if opts.variants and opts.variants[backend] then return list_of(opts.variants[backend], "variants." .. backend) end
+  if backend == "cudnn" then
+    local out = {}
+    for i, a in ipairs(opts.algos) do out[i] = { algo = a } end
+    return out
+  end
+  return { {} }
+end
+
+-- The message's first line, without the "file.lua:12: " a Lua error adds.
+local function first_line(message)
+  local text = tostring(message):gsub("\n.*", "")
+  return (text:gsub("^[^:]*%.lua:%d+: ", ""))
+end
+
+-- One backend variant at one batch: the row (never raises).
+local function measure(spk, o, backend, variant, batch, x, reference)
+  local row = { batch = batch, steps = o.steps, backend = backend, algo = variant.algo, math = variant.math,
+                variant = variant.label or variant.algo or backend }
+  local stack_opts = { layers = o.layers, batch = batch, steps = o.steps, backend = backend }
+  for k, v in pairs(variant) do
+    if k ~= "label" then stack_opts[k] = v end
+  end
+  local plan
+  local ok, err = pcall(function()
+    plan = spk.lstm.stack(stack_opts)
+    if not variant.label and plan.variant and backend ~= "cudnn" then row.variant = plan.variant end
+    if reference then
+      local y = plan:forward(x)
+      local host = y:cpu() -- y itself when already on the host
+      local c = spk.compare(host, reference)
+      row.rel_l2, row.max_abs = c.rel_l2, c.max_abs
+      if c.nan_mismatch and c.nan_mismatch > 0 then row.rel_l2, row.max_abs = 0 / 0, 0 / 0 end
+      if host ~= y then close(host) end
+      close(y)
+    end
+    local t = plan:time { rounds = o.rounds, warmup = o.warmup, x = x }
+    row.median_ms, row.min_ms, row.max_ms, row.spread, row.samples = t.median_ms, t.min_ms, t.max_ms, t.spread,
+      t.samples
+  end)
+  if plan then close(plan) end
+  if not ok then
+    row.error = first_line(err)
+    row.median_ms, row.min_ms, row.max_ms, row.spread, row.samples = nil, nil, nil, nil, nil
+    row.rel_l2, row.max_abs = nil, nil
+  end
+  return row
+end
+
+function M.run(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("benchmark: options must be a table", 2) end
+  for k in pairs(opts) do
+    if not known[k] then error(("benchmark: unknown option '%s'"):format(tostring(k)), 2) end
+  end
+  local spk = require "spk"
+  local d = M.defaults
+  local o = {
+    batches = list_of(opts.batches or d.batches, "batches"),
+    steps = integer_at_least(opts.steps or d.steps, 1, "steps"),
+    backends = list_of(opts.backends or d.backends, "backends"),
+    algos = list_of(opts.algos or M.cudnn_algorithms, "algos"),
+    variants = opts.variants,
+    rounds = integer_at_least(opts.rounds or d.rounds, 1, "rounds"),
+    warmup = integer_at_least(opts.warmup or d.warmup, 0, "warmup"),
+    seed = integer_at_least(opts.seed or d.seed, 0, "seed"),
+    check = opts.check ~= false,
+    progress = opts.progress or function() end,
+  }
+  for _, b in ipairs(o.batches) do integer_at_least(b, 1, "every batch") end
+  for _, name in ipairs(o.backends) do
+    if type(spk.lstm.backends[name]) ~= "function" then
+      local names = {}
+      for n in pairs(spk.lstm.backends) do names[#names + 1] = n end
+      table.sort(names)
+      error(("benchmark: unknown backend '%s' (registered: %s)"):format(tostring(name), table.concat(names, ", ")), 2)
+    end
+  end
+  o.layers = opts.layers or spk.lstm.random(d.model)
+  local dims = spk.lstm.validate(o.layers)
+  local bounds = {}
+  for k, v in pairs(M.bounds) do bounds[k] = v end
+  for k, v in pairs(opts.bounds or {}) do bounds[k] = v end
+
+  local plan_list = {}
+  for _, backend in ipairs(o.backends) do
+    for _, v in ipairs(variants_of(backend, o)) do plan_list[#plan_list + 1] = { backend = backend, variant = v } end
+  end
+
+  local rows = {}
+  for _, batch in ipairs(o.batches) do
+    local x = spk.randn({ batch, o.steps, dims.input }, { seed = o.seed })
+    local reference
+    if o.check then
+      o.progress(("batch %d: f64 reference ..."):format(batch))
+      reference = spk.lstm.reference(o.layers, x, { precision = "f64" })
+    end
+    for i, p in ipairs(plan_list) do
+      local label = p.variant.label or p.variant.algo
+      o.progress(("batch %d: %s%s (%d/%d) ..."):format(batch, p.backend, label and " " .. label or "", i,
+        #plan_list))
+      rows[#rows + 1] = measure(spk, o, p.backend, p.variant, batch, x, reference)
+    end
+    close(reference)
+    close(x)
+    collectgarbage()
+  end
+
+  local verdicts = M.judge(rows, bounds)
+  local speedups = M.speedups(rows)
+  for i, r in ipairs(rows) do
+    r.bound, r.bound_max_abs, r.bound_ok = verdicts[i].bound, verdicts[i].bound_max_abs, verdicts[i].bound_ok
+    r.speedup = speedups[i]
+  end
+  local info = { steps = o.steps, layers = #o.layers, input = dims.input, hidden = dims.hidden, seed = o.seed,
+                 rounds = o.rounds, warmup = o.warmup, batches = o.batches, backends = o.backends,
+                 check = o.check }
+  return rows, info
+end
+
+return M
