@@ -1,79 +1,139 @@
--- spk bench: ms per forward of the LSTM stack (4 layers, hidden 128, input 60)
--- per batch and backend, median and spread over CUDA graph replays, beside
--- cuDNN's figures. Progress goes to stderr, the table to stdout.
+-- spk bench: every LSTM stack backend and cuDNN algorithm side by side, timed
+-- and checked in one run (lua/spk/benchmark.lua holds the method and the
+-- machinery; this file reads the arguments and prints). Progress goes to
+-- stderr, the table to stdout; --json and --csv write the rows.
 --
--- The cuDNN column holds the H200 figures of DESIGN.md §4 (CUDA 13.0, FP32,
--- best cuDNN algorithm per batch) until measured cuDNN rows exist; rows are
--- plain tables {label, batch, median, spread, source}, so more backends (a
--- measured cuDNN row, say) add rows without touching the table code.
+-- Exit status: 0 after a run (rows beyond their bound are flagged in the
+-- table and counted below it), 1 when the run cannot start (no GPU for a GPU
+-- backend, a file that cannot be written), 2 for bad arguments.
 
 local USAGE = [[
-usage: spk bench [--batches 1,8,32,64,256] [--steps 589] [--backends persistent]
-                 [--rounds 7] [--warmup 2] [--quick] [--help]
+usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
+                 [--backends persistent,cudnn] [--algos standard,persist_static,...]
+                 [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
+                 [--layers 4] [--hidden 128] [--input 60]
+                 [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
 
-Times one forward pass of the 4-layer bidirectional LSTM stack (hidden 128,
-input 60, random PyTorch-style weights) per batch with CUDA graphs and prints
-the median ms and the spread (max - min) beside cuDNN's best algorithm.
---quick: batches 1,8, 3 rounds, 1 warm-up.]]
+Times one forward pass of the bidirectional LSTM stack (random PyTorch-style
+weights, seed 1) on every backend, and every cuDNN algorithm, at each batch
+size, on one set of inputs per batch: CUDA graph replays timed with CUDA
+events, warm-up excluded, median and spread over the rounds. Each output is
+checked against the f64 CPU reference (relative L2 and max abs); a row beyond
+its bound is marked FAIL. speed-up = the fastest cuDNN algorithm's median at
+that batch / the row's median (> 1: faster than cuDNN's best).
 
--- DESIGN.md §4: H200, CUDA 13.0, FP32, 589 steps, best cuDNN algorithm.
-local CUDNN_BEST = {
-  source = "DESIGN.md §4 (H200, CUDA 13.0, FP32, 589 steps, best cuDNN algorithm)",
-  [1] = { 3.69, "PERSIST_STATIC" }, [8] = { 9.3, "PERSIST_STATIC_SMALL_H" },
-  [32] = { 10.2, "PERSIST_STATIC_SMALL_H" }, [64] = { 10.7, "PERSIST_STATIC_SMALL_H" },
-  [256] = { 22.1, "PERSIST_STATIC_SMALL_H" },
-}
+  --batches LIST   batch sizes (default 1,8,32,64,256)
+  --steps N        sequence length (default 589)
+  --backends LIST  backends of spk.lstm.stack (default persistent,cudnn);
+                   cpu (the f32 CPU reference) runs without a GPU
+  --algos LIST     cuDNN algorithms (default: standard, persist_static,
+                   persist_static_small_h, persist_dynamic)
+  --units LIST     persistent kernel variants, one row each (4 and/or 8;
+                   default: the kernel's own choice)
+  --rounds N       timed rounds (default 7); --warmup N untimed (default 2)
+  --seed N         seed of the inputs (default 1)
+  --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
+  --json FILE      write {environment, settings, rows} as JSON
+  --csv FILE       write the rows as CSV
+  --quick          batches 1,8, 3 rounds, 1 warm-up (later options override)
+  --no-check       skip the f64 reference check (faster at large batches)]]
 
-local function parse_list(text, what)
-  local out = {}
-  for item in tostring(text):gmatch("[^,]+") do
-    local n = math.tointeger(tonumber(item))
-    if not n or n < 1 then error(("--%s: '%s' is not a positive integer"):format(what, item), 0) end
-    out[#out + 1] = n
+local function fail(message)
+  error({ usage_error = message }, 0)
+end
+
+local function positive(text, what, least)
+  least = least or 1
+  local n = math.tointeger(tonumber(text))
+  if not n or n < least then
+    fail(("--%s: '%s' is not an integer >= %d"):format(what, tostring(text), least))
   end
-  if #out == 0 then error(("--%s needs a value"):format(what), 0) end
+  return n
+end
+
+local function list(text, what)
+  local out = {}
+  for item in tostring(text):gmatch("[^,]+") do out[#out + 1] = item end
+  if #out == 0 then fail(("--%s needs a value"):format(what)) end
   return out
 end
 
 local function parse(args)
-  local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, backends = { "persistent" }, rounds = 7, warmup = 2 }
+  local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, backends = { "persistent", "cudnn" }, rounds = 7,
+              warmup = 2, seed = 1, layers = 4, hidden = 128, input = 60, check = true }
   local i = 1
   local function value(name)
     i = i + 1
-    if args[i] == nil then error(("--%s needs a value"):format(name), 0) end
+    if args[i] == nil then fail(("--%s needs a value"):format(name)) end
     return args[i]
   end
+  local numbers = { steps = 1, rounds = 1, warmup = 0, seed = 0, layers = 1, hidden = 1, input = 1 }
   while i <= #args do
     local a = args[i]
+    local name = a:match("^%-%-([%w-]+)$")
     if a == "--help" or a == "-h" then o.help = true
     elseif a == "--quick" then o.batches, o.rounds, o.warmup = { 1, 8 }, 3, 1
-    elseif a == "--batches" then o.batches = parse_list(value("batches"), "batches")
-    elseif a == "--steps" then o.steps = parse_list(value("steps"), "steps")[1]
-    elseif a == "--rounds" then o.rounds = parse_list(value("rounds"), "rounds")[1]
-    elseif a == "--warmup" then o.warmup = math.tointeger(tonumber(value("warmup"))) or error("--warmup: not an integer", 0)
-    elseif a == "--backends" then
-      o.backends = {}
-      for b in value("backends"):gmatch("[^,]+") do
-        if b ~= "persistent" then error(("--backends: unknown backend '%s' (known: persistent)"):format(b), 0) end
-        o.backends[#o.backends + 1] = b
-      end
-    else error(("unknown argument '%s' (see spk bench --help)"):format(a), 0) end
+    elseif a == "--no-check" then o.check = false
+    elseif name and numbers[name] then o[name] = positive(value(name), name, numbers[name])
+    elseif a == "--batches" then
+      o.batches = {}
+      for _, b in ipairs(list(value("batches"), "batches")) do o.batches[#o.batches + 1] = positive(b, "batches") end
+    elseif a == "--units" then
+      o.units = {}
+      for _, u in ipairs(list(value("units"), "units")) do o.units[#o.units + 1] = positive(u, "units") end
+    elseif a == "--backends" then o.backends = list(value("backends"), "backends")
+    elseif a == "--algos" then o.algos = list(value("algos"), "algos")
+    elseif a == "--json" then o.json = value("json")
+    elseif a == "--csv" then o.csv = value("csv")
+    else fail(("unknown argument '%s' (see spk bench --help)"):format(a)) end
     i = i + 1
   end
   return o
 end
 
--- rows: {label=, batch=, median=, spread=} ; columns fixed, one line per row.
-local function format_table(rows, write)
-  write(("%-34s %6s %10s %9s %12s %8s\n"):format("backend", "batch", "median ms", "spread", "cuDNN best", "ratio"))
-  for _, r in ipairs(rows) do
-    local ref = CUDNN_BEST[r.batch]
-    local cudnn = ref and ("%.2f"):format(ref[1]) or "-"
-    local ratio = (ref and r.median) and ("%.2fx"):format(ref[1] / r.median) or "-"
-    write(("%-34s %6d %10s %9s %12s %8s\n"):format(r.label, r.batch,
-      r.median and ("%.3f"):format(r.median) or "-", r.spread and ("%.3f"):format(r.spread) or "-", cudnn, ratio))
+-- Names checked against what is registered (needs the spk module).
+local function check_names(o, spk, benchmark)
+  local names = {}
+  for n in pairs(spk.lstm.backends) do names[#names + 1] = n end
+  table.sort(names)
+  for _, b in ipairs(o.backends) do
+    if type(spk.lstm.backends[b]) ~= "function" then
+      fail(("--backends: unknown backend '%s' (registered: %s)"):format(b, table.concat(names, ", ")))
+    end
   end
-  write(("cuDNN best: %s; ratio = cuDNN ms / ours (> 1: faster than cuDNN)\n"):format(CUDNN_BEST.source))
+  local known = {}
+  for _, a in ipairs(benchmark.cudnn_algorithms) do known[a] = true end
+  for _, a in ipairs(o.algos or {}) do
+    if not known[a] then
+      fail(("--algos: unknown algorithm '%s' (known: %s)"):format(a, table.concat(benchmark.cudnn_algorithms, ", ")))
+    end
+  end
+end
+
+local CSV_COLUMNS = { "batch", "steps", "backend", "variant", "median_ms", "min_ms", "max_ms", "spread", "speedup",
+                      "rel_l2", "max_abs", "bound", "bound_max_abs", "bound_ok", "error" }
+
+local function table_columns(report)
+  local function verdict(_, row)
+    if row.error then return "error" end
+    if row.bound_ok == true then return "ok" end
+    if row.bound_ok == false then return "FAIL" end
+    return nil
+  end
+  return {
+    "batch",
+    "backend",
+    "variant",
+    { key = "median_ms", title = "median ms", format = report.fmt_ms },
+    { key = "min_ms", title = "min ms", format = report.fmt_ms },
+    { key = "spread", title = "spread", format = report.fmt_pct, align = "right" },
+    { key = "speedup", title = "vs cuDNN best", format = report.fmt_ratio, align = "right" },
+    { key = "rel_l2", title = "rel L2", format = report.fmt_sci, align = "right" },
+    { key = "max_abs", title = "max abs", format = report.fmt_sci, align = "right" },
+    { key = "bound", title = "bound", format = report.fmt_sci, align = "right" },
+    { key = "bound_ok", title = "check", format = verdict },
+    { key = "error", title = "note", empty = "" },
+  }
 end
 
 return function(args, io_override)
@@ -81,7 +141,7 @@ return function(args, io_override)
                                progress = function(s) io.stderr:write(s) end }
   local ok, o = pcall(parse, args or {})
   if not ok then
-    io.stderr:write("spk bench: ", tostring(o), "\n")
+    io.stderr:write("spk bench: ", type(o) == "table" and o.usage_error or tostring(o), "\n")
     return 2
   end
   if o.help then
@@ -89,24 +149,70 @@ return function(args, io_override)
     return 0
   end
   local spk = require "spk"
-  if not (spk.cuda and spk.cuda.available and spk.cuda.available()) then
-    io.stderr:write("spk bench: no CUDA device; the benchmark needs a GPU\n")
+  local benchmark = require "spk.benchmark"
+  local report = require "spk.report"
+  local named, err = pcall(check_names, o, spk, benchmark)
+  if not named then
+    io.stderr:write("spk bench: ", type(err) == "table" and err.usage_error or tostring(err), "\n")
+    return 2
+  end
+
+  local gpu_backends = {}
+  for _, b in ipairs(o.backends) do
+    if b ~= "cpu" then gpu_backends[#gpu_backends + 1] = b end
+  end
+  if #gpu_backends > 0 and not (spk.cuda and spk.cuda.available and spk.cuda.available()) then
+    io.stderr:write(("spk bench: no CUDA device: backend%s %s need%s a GPU (--backends cpu times the CPU "
+      .. "reference alone)\n"):format(#gpu_backends > 1 and "s" or "", table.concat(gpu_backends, ", "),
+      #gpu_backends > 1 and "" or "s"))
     return 1
   end
-  local rows = {}
-  for _, backend in ipairs(o.backends) do
-    for _, batch in ipairs(o.batches) do
-      out.progress(("bench: %s batch %d steps %d ...\n"):format(backend, batch, o.steps))
-      local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
-      local plan = spk.lstm.stack { layers = layers, batch = batch, steps = o.steps, backend = backend }
-      local t = plan:time { rounds = o.rounds, warmup = o.warmup }
-      local s = plan.schedule
-      rows[#rows + 1] = { label = ("%s (tile %d, %s)"):format(backend, s.tile_rows,
-                            s.concurrent and "concurrent" or "sequential"),
-                          batch = batch, median = t.median, spread = t.spread }
-      plan:close()
-    end
+
+  local variants
+  if o.units then
+    variants = { persistent = {} }
+    for i, u in ipairs(o.units) do variants.persistent[i] = { kernel = { units = u } } end
   end
-  format_table(rows, out.write)
+  local env = benchmark.environment()
+  local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
+  local started = spk.clock_ms()
+  local rows, info = benchmark.run {
+    batches = o.batches, steps = o.steps, backends = o.backends, algos = o.algos, variants = variants,
+    rounds = o.rounds, warmup = o.warmup, seed = o.seed, check = o.check, layers = layers,
+    progress = function(message) out.progress(message .. "\n") end,
+  }
+  local seconds = (spk.clock_ms() - started) / 1000
+
+  local failed, errors = 0, 0
+  for _, r in ipairs(rows) do
+    if r.bound_ok == false then failed = failed + 1 end
+    if r.error then errors = errors + 1 end
+  end
+  local header = {
+    ("spk bench: %d-layer bidirectional LSTM, hidden %d, input %d, %d steps, f32; %s"):format(info.layers,
+      info.hidden, info.input, info.steps, env.date),
+    ("device: %s; driver %s; CUDA runtime %s; cuDNN %s"):format(env.device, env.driver, env.runtime, env.cudnn),
+    ("ms per forward: median of %d CUDA graph replays after %d warm-up (cpu: wall clock); "
+      .. "checked against the f64 reference%s"):format(info.rounds, info.warmup, o.check and "" or " (skipped)"),
+  }
+  local footer = {
+    "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
+    "bound (rel L2): cuDNN and cpu 1e-4; persistent 1.1x (and max abs 2x) cuDNN standard FP32's at that batch.",
+  }
+  if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
+  if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end
+  footer[#footer + 1] = ("%.1f s in all."):format(seconds)
+  out.write(report.table(rows, table_columns(report), { title = table.concat(header, "\n"), footer = footer }))
+
+  local written, werr = pcall(function()
+    if o.json then
+      report.json(o.json, { environment = env, settings = info, rows = rows }, { indent = 2 })
+    end
+    if o.csv then report.csv(o.csv, rows, CSV_COLUMNS) end
+  end)
+  if not written then
+    io.stderr:write("spk bench: ", tostring(werr), "\n")
+    return 1
+  end
   return 0
 end
