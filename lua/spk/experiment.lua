@@ -64,7 +64,7 @@ local function usage(spec)
     local quick = o.quick ~= nil and ("; quick " .. (type(o.quick) == "table" and table.concat(o.quick, ",")
       or tostring(o.quick))) or ""
     lines[#lines + 1] = ("  --%-18s %s (default %s%s)"):format(o[1] .. " " .. (type(o[2]) == "table" and "LIST"
-      or "N"), o.help or "", default, quick)
+      or type(o[2]) == "number" and "N" or "VALUE"), o.help or "", default, quick)
   end
   lines[#lines + 1] = "  --help               this text"
   lines[#lines + 1] = spec.gpu == "required" and "Needs a CUDA GPU: without one it says so and exits 3."
