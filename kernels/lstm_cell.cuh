@@ -1,0 +1,67 @@
+// The LSTM cell of the recurrence kernels: activation functions and the
+// update of one (row, unit) from its four gate pre-activations. Included by
+// kernels/lstm_recurrence.cu and kernels/lstm_cluster.cu, so both GPU
+// recurrences compute a cell with the same instructions and can be compared
+// bit for bit.
+#ifndef SPK_LSTM_CELL_CUH
+#define SPK_LSTM_CELL_CUH
+
+// ---- activations -----------------------------------------------------------
+// The same forms, operation for operation, as the plain-C emulations in
+// src/lstm/activations.h (exp2f stands in there for ex2.approx); products and
+// sums are rounded separately (__fmul_rn/__fadd_rn) so nothing is contracted
+// into an FMA the emulation does not have:
+//   exp(v)     = ex2.approx.ftz(clamp(v, -87, 87) * log2(e))
+//   sigmoid(v) = 1 / (1 + exp(-v))                   (IEEE division)
+//   tanh(v)    = Cephes' odd polynomial v + v^3 P(v^2) for |v| < 0.625,
+//                sign(v) * (1 - 2 / (exp(2|v|) + 1)) above.
+// One deliberate difference: the clamp here lets NaN through (fminf/fmaxf
+// would turn a NaN into the clamp limit), so a NaN pre-activation gives a NaN
+// gate instead of a saturated one. For every other value both clamps agree.
+
+#define EXP_LIMIT 87.0f
+
+__device__ __forceinline__ float spk_exp(float v)
+{
+    v = v < -EXP_LIMIT ? -EXP_LIMIT : v;
+    v = v > EXP_LIMIT ? EXP_LIMIT : v;
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(v, 1.44269504088896341f)));
+    return y;
+}
+
+__device__ __forceinline__ float spk_sigmoid(float v)
+{
+    return __fdiv_rn(1.0f, __fadd_rn(1.0f, spk_exp(-v)));
+}
+
+__device__ __forceinline__ float spk_tanh(float v)
+{
+    const float a = fabsf(v);
+    if (a < 0.625f) {
+        const float z = __fmul_rn(v, v);
+        float p = -5.70498872745e-3f;
+        p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
+        p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
+        p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
+        p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
+        return __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
+    }
+    const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f)));
+    return v < 0.0f ? -t : t;
+}
+
+// pre = (gates_x + dot(h, R_row)) + bias for the packed gates [i, f, c, o];
+// c = f*c + i*c~ (one FMA over the rounded product i*c~); returns h = o*tanh(c).
+__device__ __forceinline__ float spk_lstm_cell(float4 gx, float pi, float pf, float pc, float po, float4 b4,
+                                               float &c)
+{
+    const float gi = spk_sigmoid((gx.x + pi) + b4.x);
+    const float gf = spk_sigmoid((gx.y + pf) + b4.y);
+    const float gc = spk_tanh((gx.z + pc) + b4.z);
+    const float go = spk_sigmoid((gx.w + po) + b4.w);
+    c = fmaf(gf, c, gi * gc);
+    return go * spk_tanh(c);
+}
+
+#endif

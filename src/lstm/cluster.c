@@ -1,0 +1,420 @@
+/* The GPU LSTM stack on the cluster recurrence: see cluster.h and the long
+ * comment at the top of kernels/lstm_cluster.cu. */
+#include "lstm/cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "cuda/cluster.h"
+#include "lstm/device_layers.h"
+
+#define STATUS_BAD_GEOMETRY 2u
+
+/* ---- variants ------------------------------------------------------------ */
+
+static bool valid_threads(int hidden, int cluster, int chunks, int limit)
+{
+    if (cluster < 1 || hidden % cluster != 0)
+        return false;
+    int threads = 4 * (hidden / cluster) * chunks;
+    return hidden % (4 * chunks) == 0 && threads % 32 == 0 && threads <= limit;
+}
+
+/* The most chunks (8, 4, 2) giving a valid block of at most `limit` threads; 0 if none. */
+static int best_chunks(int hidden, int cluster, int limit)
+{
+    for (int chunks = 8; chunks >= 2; chunks /= 2)
+        if (valid_threads(hidden, cluster, chunks, limit))
+            return chunks;
+    return 0;
+}
+
+void spk_cluster_variant_fit(spk_cluster_variant *v)
+{
+    if (v->hidden < 1)
+        return; /* the check names it */
+    if (v->cluster == 0) {
+        static const int sizes[] = {8, 4, 2, 1};
+        v->cluster = 8;
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            if (best_chunks(v->hidden, sizes[i], 1024) != 0) {
+                v->cluster = sizes[i];
+                break;
+            }
+    }
+    if (v->threads == 0 && v->cluster > 0 && v->hidden % v->cluster == 0) {
+        int chunks = best_chunks(v->hidden, v->cluster, 512);
+        if (chunks == 0)
+            chunks = best_chunks(v->hidden, v->cluster, 1024);
+        if (chunks != 0)
+            v->threads = 4 * (v->hidden / v->cluster) * chunks;
+    }
+    int gate_rows = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) : 0;
+    int chunks = gate_rows > 0 && v->threads % gate_rows == 0 ? v->threads / gate_rows : 0;
+    if (v->row_group == 0)
+        v->row_group = chunks > 0 ? chunks : 1;
+    if (v->max_tile_rows == 0)
+        v->max_tile_rows = 32;
+    if (v->min_blocks == 0)
+        v->min_blocks = chunks > 0 && v->hidden / chunks <= 16 && 2 * v->threads <= 2048 && !v->weights_shared ? 2 : 1;
+}
+
+size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
+{
+    size_t units = (size_t)(v->hidden / v->cluster), gate_rows = 4 * units;
+    size_t weights = v->weights_shared ? gate_rows * (size_t)v->hidden : 0;
+    return 4 * (weights + 2 * (size_t)tile_rows * (size_t)v->hidden + (size_t)tile_rows * (gate_rows + 4));
+}
+
+int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry *out)
+{
+    if (v->hidden < 1)
+        return spk_fail("kernel.hidden must be positive, got %d", v->hidden);
+    if (v->cluster != 1 && v->cluster != 2 && v->cluster != 4 && v->cluster != 8 && v->cluster != 16)
+        return spk_fail("kernel.cluster %d must be 1, 2, 4, 8 or 16", v->cluster);
+    if (v->hidden % v->cluster != 0)
+        return spk_fail("kernel: hidden %d is not divisible by kernel.cluster %d", v->hidden, v->cluster);
+    int gate_rows = 4 * (v->hidden / v->cluster);
+    int chunks = v->threads / gate_rows;
+    if (v->threads < 1 || v->threads % gate_rows != 0 || (chunks != 2 && chunks != 4 && chunks != 8))
+        return spk_fail("kernel.threads %d must be %d * chunks with chunks 2, 4 or 8 (hidden %d, cluster %d: "
+                        "%d gate rows per block)", v->threads, gate_rows, v->hidden, v->cluster, gate_rows);
+    if (v->threads % 32 != 0 || v->threads > 1024)
+        return spk_fail("kernel.threads %d must be whole warps and at most 1024", v->threads);
+    if (v->hidden % (4 * chunks) != 0)
+        return spk_fail("kernel: hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
+                        4 * chunks, v->threads);
+    if (v->max_tile_rows < 1 || v->max_tile_rows > 32)
+        return spk_fail("kernel.tile_rows must be 1 .. 32, got %d", v->max_tile_rows);
+    if ((v->row_group != 1 && v->row_group != 2 && v->row_group != 4 && v->row_group != 8) || v->row_group > chunks)
+        return spk_fail("kernel.row_group %d must be 1, 2, 4 or 8 and at most the %d chunks", v->row_group, chunks);
+    if (v->min_blocks < 1 || v->min_blocks * v->threads > 2048)
+        return spk_fail("kernel.min_blocks %d must be 1 .. %d for %d threads", v->min_blocks, 2048 / v->threads,
+                        v->threads);
+    size_t smem = spk_cluster_smem_bytes(v, v->max_tile_rows);
+    if (smem > 227u * 1024u)
+        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 232448",
+                        v->hidden, v->max_tile_rows, smem);
+    if (out) {
+        out->units = v->hidden / v->cluster;
+        out->gate_rows = gate_rows;
+        out->chunks = chunks;
+        out->cells = (v->max_tile_rows * out->units + v->threads - 1) / v->threads;
+        out->weight_bytes = v->weights_shared ? 4u * (size_t)gate_rows * (size_t)v->hidden : 0;
+    }
+    return 0;
+}
+
+void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_variant_defines *out)
+{
+    static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {"HIDDEN",    "CLUSTER",    "THREADS",       "TILE_ROWS",
+                                                             "ROW_GROUP", "MIN_BLOCKS", "WEIGHTS_SHARED"};
+    int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,    v->cluster,    v->threads,
+                                               v->max_tile_rows, v->row_group, v->min_blocks,
+                                               v->weights_shared ? 1 : 0};
+    for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
+        snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
+        out->defines[i].name = names[i];
+        out->defines[i].value = out->text[i];
+    }
+}
+
+spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch)
+{
+    if (spk_cluster_variant_check(v, NULL) != 0)
+        return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_cluster_variant_defines d;
+    spk_cluster_variant_defines_fill(v, &d);
+    spk_compile_options opts = {0};
+    opts.file = path;
+    opts.defines = d.defines;
+    opts.ndefines = SPK_CLUSTER_VARIANT_DEFINES;
+    opts.arch = arch;
+    return spk_compile(&opts);
+}
+
+/* ---- schedules ----------------------------------------------------------- */
+
+int spk_cluster_heights(int max_tile_rows, int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1])
+{
+    int n = 0;
+    for (int64_t h = 1; h <= 32 && h <= max_tile_rows; h *= 2)
+        heights[n++] = h;
+    if (n == 0 || heights[n - 1] != max_tile_rows)
+        heights[n++] = max_tile_rows;
+    return n;
+}
+
+int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const int64_t *heights,
+                              const int64_t *max_active, int count, int64_t forced)
+{
+    if (batch < 1)
+        return spk_fail("cluster schedule: batch must be at least 1, got %lld", (long long)batch);
+    if (count < 1)
+        return spk_fail("cluster schedule: no tile heights to choose from");
+    int pick = -1;
+    if (forced > 0) {
+        for (int i = 0; i < count; i++)
+            if (heights[i] == forced)
+                pick = i;
+        if (pick < 0)
+            return spk_fail("cluster schedule: tile_rows %lld is not one of the kernel's heights (1 .. %lld)",
+                            (long long)forced, (long long)heights[count - 1]);
+    } else {
+        for (int i = 0; i < count && pick < 0; i++) {
+            int64_t tiles = (batch + heights[i] - 1) / heights[i];
+            if (max_active[i] > 0 && 2 * tiles <= max_active[i])
+                pick = i;
+        }
+        if (pick < 0)
+            pick = count - 1;
+    }
+    memset(out, 0, sizeof *out);
+    out->batch = batch;
+    out->tile_rows = heights[pick];
+    out->tiles = (batch + out->tile_rows - 1) / out->tile_rows;
+    out->clusters = 2 * out->tiles;
+    out->max_active = max_active[pick];
+    if (out->max_active < 1)
+        return spk_fail("cluster schedule: not one cluster of tile height %lld fits the device (shared memory "
+                        "or registers)", (long long)out->tile_rows);
+    out->waves = (out->clusters + out->max_active - 1) / out->max_active;
+    return 0;
+}
+
+/* ---- plans --------------------------------------------------------------- */
+
+struct spk_cluster_plan {
+    spk_cluster_plan_info info;
+    spk_module *module;
+    spk_kernel *kernel;
+    spk_lstm_device_layer *layers;
+    int count;
+    spk_tensor *gates;  /* [2, B*T, 4H] */
+    spk_tensor *status; /* i32 [1]: the kernel's unsigned status word */
+    spk_tensor *output; /* [B, T, 2H] */
+    spk_stream *stream;
+};
+
+void spk_cluster_plan_free(spk_cluster_plan *p)
+{
+    if (!p)
+        return;
+    spk_lstm_device_layers_free(p->layers, p->count);
+    spk_tensor_free(p->gates);
+    spk_tensor_free(p->status);
+    spk_tensor_free(p->output);
+    if (p->kernel)
+        spk_kernel_free(p->kernel);
+    if (p->module)
+        spk_module_release(p->module);
+    if (p->stream)
+        spk_stream_release(p->stream);
+    free(p);
+}
+
+const spk_cluster_plan_info *spk_cluster_plan_get_info(const spk_cluster_plan *p) { return &p->info; }
+
+static spk_launch_config launch_config(const spk_cluster_plan *p, int64_t tiles, int64_t tile_rows)
+{
+    spk_launch_config cfg = {0};
+    cfg.grid[0] = (unsigned)p->info.variant.cluster;
+    cfg.grid[1] = (unsigned)tiles;
+    cfg.grid[2] = 2;
+    cfg.block[0] = (unsigned)p->info.variant.threads;
+    cfg.block[1] = cfg.block[2] = 1;
+    cfg.cluster[0] = (unsigned)p->info.variant.cluster;
+    cfg.cluster[1] = cfg.cluster[2] = 1;
+    cfg.smem = spk_cluster_smem_bytes(&p->info.variant, (int)tile_rows);
+    cfg.stream = p->stream;
+    return cfg;
+}
+
+spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
+{
+    spk_lstm_dims dims;
+    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
+        return NULL;
+    if (o->batch < 1 || o->steps < 1)
+        return spk_fail_null("lstm stack: batch and steps must be at least 1, got batch %lld, steps %lld",
+                             (long long)o->batch, (long long)o->steps);
+    if (dims.hidden != o->variant.hidden)
+        return spk_fail_null("lstm stack: the layers have hidden size %lld, the kernel variant %d (kernel.hidden)",
+                             (long long)dims.hidden, o->variant.hidden);
+    spk_cluster_geometry geometry;
+    if (spk_cluster_variant_check(&o->variant, &geometry) != 0)
+        return NULL;
+    if (o->tile_rows < 0 || o->tile_rows > o->variant.max_tile_rows)
+        return spk_fail_null("lstm stack: tile_rows %lld must be 1 .. %d", (long long)o->tile_rows,
+                             o->variant.max_tile_rows);
+    if (o->batch * o->steps > INT32_MAX / 4)
+        return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
+                             (long long)o->batch, (long long)o->steps);
+    if (spk_lstm_check_finite(o->layers, o->count) != 0)
+        return NULL;
+    int device;
+    spk_device_props props;
+    if (spk_cuda_require() != 0 || spk_device_current(&device) != 0 || spk_device_props_get(device, &props) != 0) {
+        spk_error_prefix("lstm stack (backend cluster)");
+        return NULL;
+    }
+    if (props.cc_major < 9)
+        return spk_fail_null("lstm stack: the cluster backend needs compute capability 9.0 (this device: %d.%d)",
+                             props.cc_major, props.cc_minor);
+
+    spk_cluster_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return spk_fail_null("lstm stack: out of memory");
+    p->count = o->count;
+    spk_cluster_plan_info *info = &p->info;
+    info->variant = o->variant;
+    info->geometry = geometry;
+    info->layers = o->count;
+    info->hidden = dims.hidden;
+    info->input = dims.input;
+    info->batch = o->batch;
+    info->steps = o->steps;
+    info->sms = props.sms;
+
+    if (!(p->stream = spk_stream_new()))
+        goto fail;
+    if (!(p->module = spk_cluster_variant_compile(&o->variant, NULL)))
+        goto fail;
+    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(p->module));
+    if (!(p->kernel = spk_module_kernel(p->module, SPK_LSTM_CLUSTER_KERNEL)) ||
+        spk_kernel_attributes(p->kernel, &info->attrs) != 0)
+        goto fail;
+    if (o->variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(p->kernel, true) != 0)
+        goto fail;
+
+    {
+        int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
+        int n = spk_cluster_heights(o->variant.max_tile_rows, heights);
+        for (int i = 0; i < n; i++) {
+            spk_launch_config cfg = launch_config(p, (o->batch + heights[i] - 1) / heights[i], heights[i]);
+            int clusters;
+            if (spk_kernel_max_active_clusters(p->kernel, &cfg, &clusters) != 0)
+                goto fail;
+            active[i] = clusters;
+        }
+        if (spk_cluster_schedule_pick(&info->schedule, o->batch, heights, active, n, o->tile_rows) != 0)
+            goto fail;
+        info->smem_bytes = spk_cluster_smem_bytes(&o->variant, (int)info->schedule.tile_rows);
+    }
+
+    if (!(p->layers = spk_lstm_device_layers_new(o->layers, o->count, p->stream)))
+        goto fail;
+    int64_t H = dims.hidden, B = o->batch, T = o->steps;
+    int64_t gshape[3] = {2, B * T, 4 * H};
+    int64_t sshape[1] = {1};
+    int64_t yshape[3] = {B, T, 2 * H};
+    if (!(p->gates = spk_device_tensor_new(SPK_F32, 3, gshape, p->stream)) ||
+        !(p->status = spk_device_tensor_new(SPK_I32, 1, sshape, p->stream)) ||
+        !(p->output = spk_device_tensor_new(SPK_F32, 3, yshape, p->stream)))
+        goto fail;
+    if (spk_stream_synchronize(p->stream) != 0)
+        goto fail;
+    return p;
+fail:
+    spk_error_prefix("lstm stack");
+    spk_cluster_plan_free(p);
+    return NULL;
+}
+
+static int launch_layer(spk_cluster_plan *p, int layer)
+{
+    const spk_cluster_plan_info *info = &p->info;
+    const spk_cluster_schedule *s = &info->schedule;
+    spk_lstm_device_layer *pl = &p->layers[layer];
+    spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
+    spk_storage *uses[5] = {p->gates->storage, pl->r->storage, pl->bias->storage, p->output->storage,
+                            p->status->storage};
+    cfg.uses = uses;
+    cfg.nuses = 5;
+    spk_arg args[8] = {
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->gates)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->r)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->bias)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->output)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->status)}},
+        {SPK_ARG_I32, {.i32 = (int32_t)info->batch}},
+        {SPK_ARG_I32, {.i32 = (int32_t)info->steps}},
+        {SPK_ARG_I32, {.i32 = (int32_t)s->tile_rows}},
+    };
+    if (spk_kernel_launch(p->kernel, &cfg, args, 8) != 0) {
+        spk_error_prefix("layer %d cluster recurrence", layer + 1);
+        return -1;
+    }
+    return 0;
+}
+
+int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x)
+{
+    const spk_cluster_plan_info *info = &p->info;
+    if (spk_lstm_check_x(info->batch, info->steps, info->input, x) != 0)
+        return -1;
+    if (!spk_tensor_is_device(x) || !spk_tensor_is_contiguous(x))
+        return spk_fail("lstm stack: enqueue needs a contiguous device x");
+    if (spk_tensor_zero_device(p->status, p->stream) != 0)
+        return -1;
+    int64_t B = info->batch, T = info->steps;
+    for (int l = 0; l < p->count; l++) {
+        int64_t a_shape[2] = {B * T, p->layers[l].input};
+        spk_tensor *a = spk_tensor_view(l == 0 ? x : p->output, 2, a_shape);
+        if (!a)
+            return -1;
+        /* Both projections read the whole previous output before this layer's
+         * recurrence (after them on the same stream) overwrites it. */
+        int rc = spk_lstm_project(&p->layers[l], a, p->gates, p->stream);
+        spk_tensor_free(a);
+        if (rc) {
+            spk_error_prefix("layer %d projection", l + 1);
+            return -1;
+        }
+        if (launch_layer(p, l) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int spk_cluster_plan_finish(spk_cluster_plan *p)
+{
+    if (spk_stream_synchronize(p->stream) != 0)
+        return -1;
+    uint32_t status = 0;
+    if (spk_memcpy_d2h(&status, spk_tensor_data(p->status), sizeof status, p->stream) != 0)
+        return -1;
+    if (status == STATUS_BAD_GEOMETRY)
+        return spk_fail("lstm stack: the cluster kernel refused its launch geometry (cluster shape, block size, "
+                        "tile rows or shared memory); the output is not valid");
+    if (status != 0)
+        return spk_fail("lstm stack: the cluster kernel reported status %u", status);
+    return 0;
+}
+
+static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_cluster_plan_enqueue(plan, x); }
+static int finish_runner(void *plan) { return spk_cluster_plan_finish(plan); }
+
+static spk_lstm_gpu_runner runner(spk_cluster_plan *p)
+{
+    spk_lstm_gpu_runner r = {.plan = p, .batch = p->info.batch, .steps = p->info.steps, .input = p->info.input,
+                             .stream = p->stream, .output = p->output, .enqueue = enqueue_runner,
+                             .finish = finish_runner};
+    return r;
+}
+
+spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)
+{
+    spk_lstm_gpu_runner r = runner(p);
+    return spk_lstm_gpu_forward(&r, x);
+}
+
+int spk_cluster_plan_time(spk_cluster_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
+{
+    spk_lstm_gpu_runner r = runner(p);
+    return spk_lstm_gpu_time(&r, x, rounds, warmup, ms);
+}

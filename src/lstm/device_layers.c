@@ -1,0 +1,184 @@
+/* Shared pieces of the GPU stack plans: see device_layers.h. */
+#include "lstm/device_layers.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+
+static int check_finite(const spk_tensor *t, int layer, const char *name)
+{
+    int64_t n = spk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = spk_tensor_flat_get(t, i);
+        if (!isfinite(v))
+            return spk_fail("layer %d: %s has a non-finite value (%g) at flat index %lld", layer + 1, name, v,
+                            (long long)i);
+    }
+    return 0;
+}
+
+int spk_lstm_check_finite(const spk_lstm_layer *layers, int count)
+{
+    for (int l = 0; l < count; l++)
+        if (check_finite(layers[l].W, l, "W") || check_finite(layers[l].R, l, "R") ||
+            check_finite(layers[l].B, l, "B"))
+            return -1;
+    return 0;
+}
+
+/* A packed host tensor (f32) uploaded to the device; takes `host`. */
+static spk_tensor *upload_f32(spk_tensor *host, spk_stream *s)
+{
+    if (!host)
+        return NULL;
+    spk_tensor *f = spk_tensor_to_dtype(host, SPK_F32);
+    spk_tensor_free(host);
+    if (!f)
+        return NULL;
+    spk_tensor *d = spk_tensor_to_device(f, s);
+    spk_tensor_free(f);
+    return d;
+}
+
+void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count)
+{
+    for (int i = 0; layers && i < count; i++) {
+        spk_tensor_free(layers[i].w);
+        spk_tensor_free(layers[i].r);
+        spk_tensor_free(layers[i].bias);
+    }
+    free(layers);
+}
+
+spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count, spk_stream *s)
+{
+    spk_lstm_device_layer *out = calloc((size_t)count, sizeof *out);
+    if (!out)
+        return spk_fail_null("lstm stack: out of memory");
+    for (int l = 0; l < count; l++) {
+        spk_lstm_device_layer *pl = &out[l];
+        pl->input = layers[l].W->shape[2];
+        if (!(pl->w = upload_f32(spk_lstm_pack_directions(layers[l].W, "iofc", "ifco"), s)) ||
+            !(pl->r = upload_f32(spk_lstm_pack_directions(layers[l].R, "iofc", "ifco"), s)) ||
+            !(pl->bias = upload_f32(spk_lstm_pack_bias(layers[l].B, "iofc", "ifco"), s))) {
+            spk_error_prefix("layer %d", l + 1);
+            spk_lstm_device_layers_free(out, count);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_stream *s)
+{
+    int rc = 0;
+    for (int d = 0; d < 2 && rc == 0; d++) {
+        spk_tensor *w = spk_tensor_select(layer->w, 0, d);
+        spk_tensor *g = spk_tensor_select(gates, 0, d);
+        if (!w || !g) {
+            rc = -1;
+        } else {
+            spk_gemm_args ga = {.a = a, .b = w, .c = g, .transa = false, .transb = true, .alpha = 1.0f,
+                                .beta = 0.0f, .math = SPK_MATH_FP32, .stream = s};
+            rc = spk_gemm(&ga);
+        }
+        spk_tensor_free(w);
+        spk_tensor_free(g);
+    }
+    return rc;
+}
+
+int spk_lstm_check_x(int64_t batch, int64_t steps, int64_t input, const spk_tensor *x)
+{
+    if (!x)
+        return spk_fail("lstm stack forward: x is missing");
+    if (x->dtype != SPK_F32)
+        return spk_fail("lstm stack forward: x has dtype %s, expected f32", spk_dtype_name(x->dtype));
+    char got[128];
+    if (x->ndim != 3 || x->shape[0] != batch || x->shape[1] != steps || x->shape[2] != input)
+        return spk_fail("lstm stack forward: x has shape %s, expected [%lld, %lld, %lld]",
+                        spk_shape_string(x, got, sizeof got), (long long)batch, (long long)steps,
+                        (long long)input);
+    return 0;
+}
+
+spk_tensor *spk_lstm_gpu_forward(const spk_lstm_gpu_runner *p, const spk_tensor *x)
+{
+    if (spk_lstm_check_x(p->batch, p->steps, p->input, x) != 0)
+        return NULL;
+    bool host = !spk_tensor_is_device(x);
+    spk_tensor *dx = NULL;
+    if (host) {
+        dx = spk_tensor_to_device(x, p->stream);
+    } else if (spk_tensor_is_contiguous(x)) {
+        dx = spk_tensor_view(x, x->ndim, x->shape);
+    } else {
+        dx = spk_device_tensor_new(SPK_F32, x->ndim, x->shape, p->stream);
+        if (dx && spk_tensor_copy_device(dx, x, p->stream) != 0) {
+            spk_tensor_free(dx);
+            dx = NULL;
+        }
+    }
+    if (!dx)
+        return NULL;
+    int rc = p->enqueue(p->plan, dx);
+    spk_tensor_free(dx);
+    if (rc != 0 || p->finish(p->plan) != 0)
+        return NULL;
+    if (host)
+        return spk_tensor_to_host(p->output, p->stream);
+    spk_tensor *y = spk_device_tensor_new(SPK_F32, p->output->ndim, p->output->shape, p->stream);
+    if (y && (spk_tensor_copy_device(y, p->output, p->stream) != 0 || spk_stream_synchronize(p->stream) != 0)) {
+        spk_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+int spk_lstm_gpu_time(const spk_lstm_gpu_runner *p, const spk_tensor *x, int rounds, int warmup, double *ms)
+{
+    if (rounds < 1 || warmup < 0)
+        return spk_fail("lstm stack time: rounds must be >= 1 and warmup >= 0, got %d and %d", rounds, warmup);
+    if (spk_lstm_check_x(p->batch, p->steps, p->input, x) != 0)
+        return -1;
+    spk_tensor *dx = spk_tensor_is_device(x) && spk_tensor_is_contiguous(x) ? spk_tensor_view(x, x->ndim, x->shape)
+                                                                            : NULL;
+    if (!dx && !spk_tensor_is_device(x))
+        dx = spk_tensor_to_device(x, p->stream);
+    if (!dx)
+        return spk_fail("lstm stack time: x must be a host tensor or a contiguous device tensor");
+    int rc = -1;
+    spk_graph *graph = NULL;
+    spk_event *start = spk_event_new(true), *end = spk_event_new(true);
+    if (!start || !end || spk_stream_synchronize(p->stream) != 0)
+        goto done;
+    if (spk_graph_capture_begin(p->stream) != 0)
+        goto done;
+    if (p->enqueue(p->plan, dx) != 0) {
+        spk_graph_capture_abort(p->stream);
+        goto done;
+    }
+    if (!(graph = spk_graph_capture_end(p->stream)))
+        goto done;
+    for (int i = 0; i < warmup; i++)
+        if (spk_graph_replay(graph, p->stream) != 0)
+            goto done;
+    if (p->finish(p->plan) != 0)
+        goto done;
+    for (int i = 0; i < rounds; i++) {
+        float t;
+        if (spk_event_record(start, p->stream) || spk_graph_replay(graph, p->stream) ||
+            spk_event_record(end, p->stream) || spk_event_synchronize(end) || spk_event_elapsed_ms(start, end, &t))
+            goto done;
+        ms[i] = t;
+    }
+    rc = p->finish(p->plan);
+done:
+    spk_graph_free(graph);
+    spk_event_free(start);
+    spk_event_free(end);
+    spk_tensor_free(dx);
+    return rc;
+}
