@@ -1,0 +1,114 @@
+-- The experiments through the built program on this machine: a GPU-only
+-- experiment says so and exits 3 without writing anything; gate_order and
+-- error_growth run their CPU part and write parseable CSV and well-formed SVG.
+local spk = require "spk"
+local report = require "spk.report"
+local xml = require "xml_check"
+
+local program = (os.getenv("BUILD") or "build") .. "/spk"
+
+local function run(args)
+  local p = io.popen(program .. " run " .. args .. " 2>&1; echo \"exit=$?\"")
+  local out = p:read("a")
+  p:close()
+  local code = tonumber(out:match("exit=(%d+)%s*$"))
+  return code, out
+end
+
+local function read(path)
+  local f = assert(io.open(path), path)
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- Minimal CSV parsing of the files report.csv writes: header and rows.
+local function csv_rows(text)
+  local lines = {}
+  for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  local header = {}
+  for f in lines[1]:gmatch("[^,]+") do header[#header + 1] = f end
+  local rows = {}
+  for i = 2, #lines do
+    local row, k = {}, 0
+    for f in (lines[i] .. ","):gmatch("([^,]*),") do
+      k = k + 1
+      row[header[k]] = f
+    end
+    assert.are.equal(#header, k, "field count of line " .. i)
+    rows[#rows + 1] = row
+  end
+  return header, rows
+end
+
+local gpu = spk.cuda.available()
+
+describe("experiments", function()
+  local dir
+  before_each(function() dir = spec_tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  for _, name in ipairs { "tile_sweep", "batch_sweep" } do
+    it(name .. " without a GPU says so, exits 3 and writes nothing", function()
+      if gpu then pending("a GPU is present") return end
+      local code, out = run(("experiments/%s.lua --quick --out '%s/out'"):format(name, dir))
+      assert.are.equal(3, code)
+      assert.matches(name .. ": needs a CUDA GPU", out)
+      assert.matches("Nothing was run", out)
+      assert.is_false(os.execute("test -e '" .. dir .. "/out'") == true)
+    end)
+  end
+
+  for _, name in ipairs { "tile_sweep", "batch_sweep", "gate_order", "error_growth" } do
+    it(name .. " --help prints its options and exits 0; a bad option exits 2", function()
+      local code, out = run("experiments/" .. name .. ".lua --help")
+      assert.are.equal(0, code)
+      assert.matches("%-%-quick", out)
+      assert.matches("%-%-batches", out)
+      assert.matches("%-%-out", out)
+      code, out = run("experiments/" .. name .. ".lua --no-such-option")
+      assert.are.equal(2, code)
+      assert.matches("unknown option", out)
+    end)
+  end
+
+  it("gate_order --quick checks all 24 orders and writes CSV, JSON and SVG", function()
+    local code, out = run(("experiments/gate_order.lua --quick --rounds 1 --steps 3 --out '%s'"):format(dir))
+    assert.are.equal(0, code, out)
+    local header, rows = csv_rows(read(dir .. "/gate_order.csv"))
+    assert.are.equal("order", header[1])
+    assert.are.equal(24, #rows)
+    local seen = {}
+    for _, r in ipairs(rows) do
+      assert.are.equal(4, #r.order)
+      seen[r.order] = true
+      assert.are.equal("true", r.ok)
+      assert.truthy(tonumber(r.interleaved_ms) >= 0)
+    end
+    assert.truthy(seen.iofc and seen.ifco and seen.cfoi)
+    local json = report.json_decode(read(dir .. "/gate_order.json"))
+    assert.are.equal(24, #json.rows)
+    assert.is_true(xml.check(read(dir .. "/pack_ms.svg")))
+  end)
+
+  it("error_growth --quick runs the cpu backend over every layer and step", function()
+    local code, out = run(("experiments/error_growth.lua --quick --steps 12 --out '%s'"):format(dir))
+    assert.are.equal(0, code, out)
+    if not gpu then assert.matches("no GPU: backend persistent left out", out) end
+    local header, rows = csv_rows(read(dir .. "/error_growth.csv"))
+    assert.are.equal("backend", header[1])
+    local cpu = {}
+    for _, r in ipairs(rows) do if r.backend == "cpu" then cpu[#cpu + 1] = r end end
+    assert.are.equal(4 * 12, #cpu)
+    assert.are.equal("48", cpu[48].step)
+    assert.are.equal("1", cpu[37].t_forward)
+    assert.are.equal("12", cpu[37].t_reverse)
+    for _, r in ipairs(cpu) do
+      local e = tonumber(r.max_abs)
+      assert.truthy(e >= 0 and e < 1e-5, "f32 against f64 error " .. r.max_abs)
+    end
+    local svg = read(dir .. "/error_growth.svg")
+    assert.is_true(xml.check(svg))
+    assert.truthy(svg:find('data-name="cpu"', 1, true))
+  end)
+end)
