@@ -241,10 +241,10 @@ return function(spk)
       local label = bkt.lo == bkt.hi and ("%d"):format(bkt.lo) or ("%d-%d"):format(bkt.lo, bkt.hi)
       if bkt.hi == math.huge then label = (">=%d"):format(bkt.lo) end
       local bar = top > 0 and string.rep("#", math.ceil(bkt.count / top * 40)) or ""
-      lines[#lines + 1] = ("%12s ulp %10d %6.2f%%  %s"):format(label, bkt.count,
+      lines[#lines + 1] = ("%21s ulp %10d %6.2f%%  %s"):format(label, bkt.count,
         self.count > 0 and 100 * bkt.count / self.count or 0, bar)
     end
-    if self.nan > 0 then lines[#lines + 1] = ("%12s     %10d"):format("NaN", self.nan) end
+    if self.nan > 0 then lines[#lines + 1] = ("%21s     %10d"):format("NaN", self.nan) end
     return table.concat(lines, "\n")
   end
 
