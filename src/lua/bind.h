@@ -35,6 +35,7 @@ void spk_open_tensor(lua_State *L, int module);
 void spk_open_cuda(lua_State *L, int module);
 void spk_open_lstm(lua_State *L, int module);
 void spk_open_stack(lua_State *L, int module);
+void spk_open_cluster(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
 void spk_open_clock(lua_State *L, int module);
 

@@ -1,0 +1,152 @@
+-- The cluster backend of the LSTM stack (src/lstm/cluster.h,
+-- kernels/lstm_cluster.cu): Hopper thread-block clusters, h exchanged through
+-- distributed shared memory, one cluster barrier per step, both directions in
+-- one launch per layer. Needs compute capability 9.0.
+--
+--   local plan = spk.lstm.stack{backend = "cluster", layers = layers, batch = 8, steps = 589,
+--                               kernel = {cluster = 8,          -- 1, 2, 4, 8 or 16 blocks per cluster
+--                                         tile_rows = 8,        -- force this tile height (default: picked)
+--                                         threads = 512,        -- 4 * hidden / cluster * chunks (2, 4, 8)
+--                                         weights = "registers",-- | "shared"
+--                                         math = "fp32",        -- strict FP32 (the only one so far)
+--                                         row_group = 8, min_blocks = 2}}  -- tuning, same bits
+--   plan:forward(x)          -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
+--   plan.kernel              -- registers, spills, smem, cluster, threads, chunks, max_active_clusters, defines
+--   plan.schedule            -- tile_rows, tiles, clusters, max_active_clusters, waves, launches (per layer)
+--   plan.variant             -- in words
+--   plan:time{rounds = 7, warmup = 2, x = tensor}  -- {median_ms, min_ms, max_ms, spread, samples}
+--   plan:close(), plan:is_closed()
+--
+-- Also spk.lstm.cluster_stack(opts) (the same constructor, `backend` optional)
+-- and spk.lstm.cluster_variant(kernel) (the fitted variant, no device needed).
+return function(spk, core)
+  spk.lstm = spk.lstm or {}
+
+  local Plan = {}
+  Plan.__index = Plan
+
+  local known = { layers = true, batch = true, steps = true, backend = true, kernel = true }
+  local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
+                         row_group = true, min_blocks = true, hidden = true }
+
+  local function fail(message, level) error("spk.lstm.stack (cluster): " .. message, level + 1) end
+
+  local function positive_integer(value, name, level)
+    if math.type(value) ~= "integer" or value < 1 then
+      fail(("%s must be a positive integer, got %s"):format(name, tostring(value)), level + 1)
+    end
+  end
+
+  -- The kernel table as the C side reads it; errors name the option.
+  local function kernel_options(kernel, hidden, level)
+    if kernel == nil then kernel = {} end
+    if type(kernel) ~= "table" then fail("kernel must be a table", level + 1) end
+    for key in pairs(kernel) do
+      if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
+    end
+    for _, key in ipairs { "cluster", "tile_rows", "threads", "row_group", "min_blocks", "hidden" } do
+      if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
+    end
+    local weights = kernel.weights or "registers"
+    if weights ~= "registers" and weights ~= "shared" then
+      fail(("kernel.weights must be \"registers\" or \"shared\", got %s"):format(tostring(weights)), level + 1)
+    end
+    local math_mode = kernel.math or "fp32"
+    if math_mode == "tf32" then
+      fail("kernel.math \"tf32\" (tensor-core MMA) is not implemented yet; use \"fp32\"", level + 1)
+    elseif math_mode ~= "fp32" then
+      fail(("kernel.math must be \"fp32\", got %s"):format(tostring(math_mode)), level + 1)
+    end
+    if kernel.tile_rows ~= nil and kernel.tile_rows > 32 then
+      fail(("kernel.tile_rows must be 1 .. 32, got %d"):format(kernel.tile_rows), level + 1)
+    end
+    return { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
+             tile_rows = kernel.tile_rows, row_group = kernel.row_group, min_blocks = kernel.min_blocks,
+             weights_shared = weights == "shared" }, math_mode
+  end
+
+  -- The fitted variant of a kernel table (hidden 128 unless given): no device needed.
+  function spk.lstm.cluster_variant(kernel)
+    local k = kernel_options(kernel, 128, 2)
+    return core.cluster_variant_check(k)
+  end
+
+  local function construct(opts, level)
+    if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =, kernel =}", level + 1) end
+    for key in pairs(opts) do
+      if not known[key] then fail(("unknown option '%s'"):format(tostring(key)), level + 1) end
+    end
+    if opts.backend ~= nil and opts.backend ~= "cluster" then
+      fail(("backend must be \"cluster\", got %s"):format(tostring(opts.backend)), level + 1)
+    end
+    if type(opts.layers) ~= "table" or #opts.layers == 0 then
+      fail("layers must be a non-empty list of {W =, R =, B =}", level + 1)
+    end
+    positive_integer(opts.batch, "batch", level + 1)
+    positive_integer(opts.steps, "steps", level + 1)
+    local dims = spk.lstm.validate(opts.layers)
+    local kernel, math_mode = kernel_options(opts.kernel, dims.hidden, level + 1)
+    -- the variant is checked here too, so a bad geometry fails before any device work
+    local ok, err = pcall(core.cluster_variant_check, kernel)
+    if not ok then fail(tostring(err), level + 1) end
+    local c = {}
+    for k, v in pairs(kernel) do c[k] = v end
+    c.tile_rows = nil -- kernel.tile_rows forces the tile height; the kernel carries up to 32 rows
+    local handle = core.cluster_stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
+                                            kernel = c, tile_rows = kernel.tile_rows }
+    local info = handle:info()
+    local self = setmetatable({ backend = "cluster", layers = opts.layers, batch = opts.batch, steps = opts.steps,
+                                input = dims.input, hidden = dims.hidden, plan = handle, kernel = info.kernel,
+                                schedule = info.schedule, math = math_mode }, Plan)
+    self.kernel.math = math_mode
+    self.kernel.max_active_clusters = info.schedule.max_active_clusters
+    self.variant = ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s"):format(info.kernel.cluster,
+      info.kernel.threads, info.schedule.tile_rows, info.schedule.clusters, info.schedule.waves,
+      info.schedule.waves == 1 and "" or "s")
+    return self
+  end
+
+  function spk.lstm.cluster_stack(opts) return construct(opts, 2) end
+
+  local function open(self, level)
+    if not self.plan then error("lstm stack (cluster): the plan is closed", level + 1) end
+    return self.plan
+  end
+
+  function Plan:forward(x)
+    if not spk.is_tensor(x) then error("forward: x must be a tensor", 2) end
+    return open(self, 2):forward(x)
+  end
+
+  local time_options = { rounds = true, warmup = true, x = true }
+
+  function Plan:time(opts)
+    opts = opts or {}
+    for key in pairs(opts) do
+      if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
+    end
+    local plan = open(self, 2)
+    local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
+    return require("spk.bench").summarize(plan:time(x, opts.rounds or 7, opts.warmup or 2))
+  end
+
+  function Plan:close()
+    if self.plan then
+      self.plan:close()
+      self.plan = nil
+    end
+  end
+
+  function Plan:is_closed() return self.plan == nil end
+
+  function Plan:__tostring()
+    if self.plan then return tostring(self.plan) end
+    return "lstm stack (cluster, closed)"
+  end
+
+  Plan.__close = Plan.close
+
+  if type(spk.lstm.backends) == "table" then
+    spk.lstm.backends.cluster = spk.lstm.cluster_stack
+  end
+end

@@ -1,0 +1,280 @@
+/* Bindings of the cluster GPU stack (lstm/cluster.h):
+ *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =,
+ *                          kernel = {hidden =, cluster =, threads =, tile_rows =, row_group =,
+ *                                    min_blocks =, weights_shared =}}   -> plan userdata
+ *   plan:forward(x) -> tensor on x's device
+ *   plan:time(rounds, warmup) -> {ms, ...}
+ *   plan:info() -> table (kernel attributes, schedule)
+ *   plan:close()
+ *   core.cluster_variant_check(kernel_table) -> the fitted variant, its geometry and defines
+ *   core.cluster_schedule_pick(batch, {heights}, {max_active}, forced) -> schedule table
+ * Layers are a list of tables {W =, R =, B =} of host tensors. */
+#include <string.h>
+
+#include "core/error.h"
+#include "lstm/cluster.h"
+#include "lua/bind.h"
+
+#define CLUSTER_PLAN_MT "spk.lstm.cluster_stack"
+
+typedef struct lua_cluster_plan {
+    spk_cluster_plan *plan;
+} lua_cluster_plan;
+
+static lua_Integer int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where)
+{
+    lua_Integer v = def;
+    if (lua_getfield(L, t, name) != LUA_TNIL) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
+{
+    memset(v, 0, sizeof *v);
+    if (!lua_isnoneornil(L, idx)) {
+        luaL_checktype(L, idx, LUA_TTABLE);
+        int t = lua_absindex(L, idx);
+        v->hidden = (int)int_field(L, t, "hidden", 128, "kernel");
+        v->cluster = (int)int_field(L, t, "cluster", 0, "kernel");
+        v->threads = (int)int_field(L, t, "threads", 0, "kernel");
+        v->max_tile_rows = (int)int_field(L, t, "tile_rows", 0, "kernel");
+        v->row_group = (int)int_field(L, t, "row_group", 0, "kernel");
+        v->min_blocks = (int)int_field(L, t, "min_blocks", 0, "kernel");
+        lua_getfield(L, t, "weights_shared");
+        v->weights_shared = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    } else {
+        v->hidden = 128;
+    }
+    spk_cluster_variant_fit(v);
+}
+
+static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_cluster_geometry *g)
+{
+    lua_createtable(L, 0, 16);
+    lua_pushinteger(L, v->hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, v->cluster), lua_setfield(L, -2, "cluster");
+    lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
+    lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "max_tile_rows");
+    lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
+    lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");
+    lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
+    lua_pushinteger(L, g->units), lua_setfield(L, -2, "units");
+    lua_pushinteger(L, g->gate_rows), lua_setfield(L, -2, "gate_rows");
+    lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
+    lua_pushinteger(L, g->cells), lua_setfield(L, -2, "cells");
+    spk_cluster_variant_defines d;
+    spk_cluster_variant_defines_fill(v, &d);
+    lua_createtable(L, 0, SPK_CLUSTER_VARIANT_DEFINES);
+    for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
+        lua_pushstring(L, d.defines[i].value);
+        lua_setfield(L, -2, d.defines[i].name);
+    }
+    lua_setfield(L, -2, "defines");
+}
+
+static int l_variant_check(lua_State *L)
+{
+    spk_cluster_variant v;
+    read_variant(L, 1, &v);
+    spk_cluster_geometry g;
+    if (spk_cluster_variant_check(&v, &g) != 0)
+        return spk_lua_fail(L);
+    push_variant(L, &v, &g);
+    lua_pushinteger(L, (lua_Integer)spk_cluster_smem_bytes(&v, v.max_tile_rows));
+    lua_setfield(L, -2, "smem_bytes");
+    return 1;
+}
+
+static void push_schedule(lua_State *L, const spk_cluster_schedule *s)
+{
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, s->batch), lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, s->tile_rows), lua_setfield(L, -2, "tile_rows");
+    lua_pushinteger(L, s->tiles), lua_setfield(L, -2, "tiles");
+    lua_pushinteger(L, s->clusters), lua_setfield(L, -2, "clusters");
+    lua_pushinteger(L, s->max_active), lua_setfield(L, -2, "max_active_clusters");
+    lua_pushinteger(L, s->waves), lua_setfield(L, -2, "waves");
+    lua_pushinteger(L, 1), lua_setfield(L, -2, "launches"); /* per layer: both directions, every tile */
+}
+
+static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *what)
+{
+    luaL_checktype(L, idx, LUA_TTABLE);
+    int n = (int)luaL_len(L, idx);
+    if (n < 1 || n > max)
+        return luaL_error(L, "%s must list 1 .. %d integers", what, max);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, idx, i + 1);
+        int ok;
+        out[i] = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            return luaL_error(L, "%s[%d] must be an integer", what, i + 1);
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+static int l_schedule_pick(lua_State *L)
+{
+    lua_Integer batch = luaL_checkinteger(L, 1);
+    int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
+    int n = read_list(L, 2, heights, SPK_CLUSTER_MAX_HEIGHTS + 1, "heights");
+    if (read_list(L, 3, active, SPK_CLUSTER_MAX_HEIGHTS + 1, "max_active") != n)
+        return luaL_error(L, "max_active must have one entry per height");
+    spk_cluster_schedule s;
+    if (spk_cluster_schedule_pick(&s, batch, heights, active, n, luaL_optinteger(L, 4, 0)) != 0)
+        return spk_lua_fail(L);
+    push_schedule(L, &s);
+    return 1;
+}
+
+static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
+{
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "lstm stack: layers must be a list of {W =, R =, B =}, got %s", luaL_typename(L, idx));
+    int n = (int)luaL_len(L, idx);
+    if (n < 1)
+        luaL_error(L, "lstm stack: layers is empty");
+    spk_lstm_layer *layers = lua_newuserdatauv(L, sizeof *layers * (size_t)n, 0); /* freed by the GC */
+    static const char *names[3] = {"W", "R", "B"};
+    for (int i = 0; i < n; i++) {
+        if (lua_geti(L, idx, i + 1) != LUA_TTABLE)
+            luaL_error(L, "lstm stack: layer %d must be a table {W =, R =, B =}", i + 1);
+        const spk_tensor **slots[3] = {&layers[i].W, &layers[i].R, &layers[i].B};
+        for (int k = 0; k < 3; k++) {
+            lua_getfield(L, -1, names[k]);
+            spk_tensor *t = spk_lua_totensor(L, -1);
+            if (!t)
+                luaL_error(L, "lstm stack: layer %d: %s must be a tensor, got %s", i + 1, names[k],
+                           luaL_typename(L, -1));
+            *slots[k] = t;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    *count = n;
+    return layers;
+}
+
+static int l_stack_new(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_cluster_plan_options o;
+    memset(&o, 0, sizeof o);
+    lua_getfield(L, 1, "layers");
+    o.layers = read_layers(L, lua_gettop(L), &o.count);
+    o.batch = int_field(L, 1, "batch", 0, "stack");
+    o.steps = int_field(L, 1, "steps", 0, "stack");
+    o.tile_rows = int_field(L, 1, "tile_rows", 0, "stack");
+    lua_getfield(L, 1, "kernel");
+    read_variant(L, -1, &o.variant);
+    lua_pop(L, 1);
+    lua_cluster_plan *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->plan = NULL;
+    luaL_setmetatable(L, CLUSTER_PLAN_MT);
+    if (!(u->plan = spk_cluster_plan_new(&o)))
+        return spk_lua_fail(L);
+    return 1;
+}
+
+static spk_cluster_plan *check_plan(lua_State *L)
+{
+    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
+    if (!u->plan)
+        luaL_error(L, "lstm stack: the plan is closed");
+    return u->plan;
+}
+
+static int l_forward(lua_State *L)
+{
+    spk_cluster_plan *p = check_plan(L);
+    spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
+    return 1;
+}
+
+static int l_time(lua_State *L)
+{
+    spk_cluster_plan *p = check_plan(L);
+    spk_tensor *x = spk_lua_checktensor(L, 2);
+    lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
+    if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
+        return luaL_error(L, "lstm stack time: rounds must be 1..100000 and warmup 0..100000");
+    double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
+    if (spk_cluster_plan_time(p, x, (int)rounds, (int)warmup, ms) != 0)
+        return spk_lua_fail(L);
+    lua_createtable(L, (int)rounds, 0);
+    for (lua_Integer i = 0; i < rounds; i++) {
+        lua_pushnumber(L, ms[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_info(lua_State *L)
+{
+    const spk_cluster_plan_info *info = spk_cluster_plan_get_info(check_plan(L));
+    lua_createtable(L, 0, 8);
+    push_variant(L, &info->variant, &info->geometry);
+    lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
+    lua_pushinteger(L, (lua_Integer)info->attrs.local_bytes), lua_setfield(L, -2, "spills");
+    lua_pushinteger(L, (lua_Integer)info->smem_bytes), lua_setfield(L, -2, "smem");
+    lua_pushinteger(L, (lua_Integer)info->attrs.static_smem), lua_setfield(L, -2, "static_smem");
+    lua_pushinteger(L, info->schedule.max_active), lua_setfield(L, -2, "max_active_clusters");
+    lua_pushinteger(L, info->sms), lua_setfield(L, -2, "sms");
+    lua_pushstring(L, info->arch), lua_setfield(L, -2, "arch");
+    lua_setfield(L, -2, "kernel");
+    push_schedule(L, &info->schedule);
+    lua_setfield(L, -2, "schedule");
+    lua_pushinteger(L, info->layers), lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, info->hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, info->input), lua_setfield(L, -2, "input");
+    lua_pushinteger(L, info->batch), lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, info->steps), lua_setfield(L, -2, "steps");
+    return 1;
+}
+
+/* Idempotent release shared by __gc and __close. */
+static int l_close(lua_State *L)
+{
+    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
+    spk_cluster_plan_free(u->plan);
+    u->plan = NULL;
+    return 0;
+}
+
+static int l_tostring(lua_State *L)
+{
+    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
+    if (!u->plan) {
+        lua_pushstring(L, "lstm stack (cluster, closed)");
+        return 1;
+    }
+    const spk_cluster_plan_info *i = spk_cluster_plan_get_info(u->plan);
+    lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters)",
+                    i->variant.cluster, (int)i->layers, (int)i->batch, (int)i->steps, (int)i->schedule.tile_rows,
+                    (int)i->schedule.clusters);
+    return 1;
+}
+
+void spk_open_cluster(lua_State *L, int module)
+{
+    static const luaL_Reg methods[] = {
+        {"forward", l_forward}, {"time", l_time}, {"info", l_info}, {"close", l_close}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
+    if (luaL_newmetatable(L, CLUSTER_PLAN_MT)) {
+        luaL_setfuncs(L, meta, 0);
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
+    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "cluster_variant_check");
+    lua_pushcfunction(L, l_schedule_pick), lua_setfield(L, module, "cluster_schedule_pick");
+}

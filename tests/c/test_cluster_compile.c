@@ -1,0 +1,249 @@
+/* NVRTC compiles every variant of kernels/lstm_cluster.cu for sm_90 (no GPU
+ * needed) and reports ptxas' registers and spills; the kernel's static_asserts
+ * reject what the C check rejects; the fitted defaults, shared memory sizes
+ * and the tile-height choice of the cluster plan. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/error.h"
+#include "cuda/runtime.h"
+#include "lstm/cluster.h"
+
+static void use_fresh_cache(void)
+{
+    static char dir[] = "/tmp/spk-cluster-compile-XXXXXX";
+    if (mkdtemp(dir))
+        setenv("SPK_CACHE_DIR", dir, 1);
+    spk_cache_reset();
+}
+
+static spk_cluster_variant variant(int hidden, int cluster, int threads, int rows, bool shared)
+{
+    spk_cluster_variant v = {.hidden = hidden, .cluster = cluster, .threads = threads, .max_tile_rows = rows,
+                             .weights_shared = shared};
+    spk_cluster_variant_fit(&v);
+    return v;
+}
+
+/* ptxas' "Used N registers" and "N bytes spill stores" from an NVRTC log. */
+static void ptxas_figures(const char *log, int *registers, int *spill_stores)
+{
+    *registers = -1;
+    *spill_stores = -1;
+    const char *r = strstr(log, "Used ");
+    if (r)
+        *registers = atoi(r + 5);
+    const char *s = strstr(log, "bytes spill stores");
+    if (s) {
+        while (s > log && s[-1] == ' ')
+            s--;
+        while (s > log && s[-1] >= '0' && s[-1] <= '9')
+            s--;
+        *spill_stores = atoi(s);
+    }
+}
+
+static spk_module *compile_verbose(const spk_cluster_variant *v)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_cluster_variant_defines d;
+    spk_cluster_variant_defines_fill(v, &d);
+    const char *options[] = {"--ptxas-options=-v"};
+    spk_compile_options o = {0};
+    o.file = path;
+    o.defines = d.defines;
+    o.ndefines = SPK_CLUSTER_VARIANT_DEFINES;
+    o.options = options;
+    o.noptions = 1;
+    o.arch = "sm_90";
+    o.no_cache = true;
+    return spk_compile(&o);
+}
+
+TEST(every_variant_compiles_for_sm90_without_spills)
+{
+    struct {
+        int hidden, cluster, threads, rows;
+        bool shared;
+        bool may_spill; /* 128 floats of R per thread: no room in 64 registers is expected */
+    } cases[] = {
+        {128, 8, 0, 32, false, false},  {128, 8, 0, 16, false, false},  {128, 8, 0, 8, false, false},
+        {128, 8, 0, 1, false, false},   {128, 16, 0, 32, false, false}, {128, 16, 0, 1, false, false},
+        {128, 8, 256, 32, false, false}, {128, 8, 0, 32, true, false},   {128, 16, 0, 16, true, false},
+        {64, 8, 0, 32, false, false},   {64, 16, 0, 8, false, false},   {256, 8, 0, 32, false, false},
+        {256, 16, 0, 32, false, false}, {256, 8, 0, 16, true, true},    {32, 8, 0, 32, false, false},
+        {16, 8, 0, 32, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        spk_cluster_variant v = variant(cases[i].hidden, cases[i].cluster, cases[i].threads, cases[i].rows,
+                                        cases[i].shared);
+        CHECK(spk_cluster_variant_check(&v, NULL) == 0);
+        spk_module *m = compile_verbose(&v);
+        if (!m) {
+            fprintf(stderr, "  hidden %d cluster %d threads %d rows %d: %s\n", v.hidden, v.cluster, v.threads,
+                    v.max_tile_rows, spk_last_error());
+            CHECK(m != NULL);
+            continue;
+        }
+        size_t bytes = 0;
+        const char *code = spk_module_code(m, &bytes);
+        CHECK(bytes > 4 && memcmp(code, "\x7f" "ELF", 4) == 0);
+        CHECK(memmem(code, bytes, "spk_lstm_cluster", 16) != NULL);
+        int registers, spills;
+        ptxas_figures(spk_module_log(m), &registers, &spills);
+        fprintf(stderr, "  hidden %3d cluster %2d threads %4d tile_rows %2d weights %-9s row_group %d min_blocks %d:"
+                        " %3d registers, %3d bytes spill stores, smem %zu bytes at %d rows\n",
+                v.hidden, v.cluster, v.threads, v.max_tile_rows, v.weights_shared ? "shared" : "registers",
+                v.row_group, v.min_blocks, registers, spills, spk_cluster_smem_bytes(&v, v.max_tile_rows),
+                v.max_tile_rows);
+        CHECK(registers > 0);
+        CHECK(spills >= 0);
+        if (!cases[i].may_spill)
+            CHECK(spills == 0);
+        spk_module_release(m);
+    }
+}
+
+/* The PTX of the default variant uses the cluster instructions the design
+ * rests on: DSMEM stores through mapa, the split release/acquire barrier. */
+TEST(ptx_uses_dsmem_stores_and_the_split_cluster_barrier)
+{
+    spk_cluster_variant v = variant(128, 8, 0, 32, false);
+    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    size_t bytes;
+    const char *code = spk_module_code(m, &bytes);
+    const char *needles[] = {".entry spk_lstm_cluster", "mapa.shared::cluster.u32", "st.shared::cluster.f32",
+                             "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire",
+                             "ex2.approx.ftz.f32", "%cluster_ctarank"};
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
+        if (!memmem(code, bytes, needles[i], strlen(needles[i])))
+            fprintf(stderr, "  missing in PTX: %s\n", needles[i]);
+        CHECK(memmem(code, bytes, needles[i], strlen(needles[i])) != NULL);
+    }
+    spk_module_release(m);
+}
+
+TEST(static_asserts_reject_what_the_check_rejects)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    struct {
+        const char *hidden, *cluster, *threads, *rows, *message;
+    } bad[] = {
+        {"128", "3", "512", "32", "CLUSTER must be"},
+        {"128", "8", "384", "32", "THREADS must be GATE_ROWS * CHUNKS"},
+        {"128", "8", "512", "33", "TILE_ROWS must be"},
+        {"100", "8", "512", "8", "HIDDEN must be a multiple of CLUSTER"},
+        {"16", "16", "32", "8", "HIDDEN must split into float4 groups"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        spk_define d[4] = {{"HIDDEN", bad[i].hidden}, {"CLUSTER", bad[i].cluster}, {"THREADS", bad[i].threads},
+                           {"TILE_ROWS", bad[i].rows}};
+        spk_compile_options o = {0};
+        o.file = path;
+        o.defines = d;
+        o.ndefines = 4;
+        o.arch = "sm_90";
+        spk_module *m = spk_compile(&o);
+        CHECK(m == NULL);
+        CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
+        spk_module_release(m);
+        spk_cluster_variant v = {.hidden = atoi(bad[i].hidden), .cluster = atoi(bad[i].cluster),
+                                 .threads = atoi(bad[i].threads), .max_tile_rows = atoi(bad[i].rows),
+                                 .row_group = 1, .min_blocks = 1};
+        CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    }
+}
+
+TEST(defaults_fit_the_hidden_size)
+{
+    spk_cluster_geometry g;
+    spk_cluster_variant v = variant(128, 0, 0, 0, false);
+    CHECK(v.cluster == 8 && v.threads == 512 && v.max_tile_rows == 32 && v.row_group == 8 && v.min_blocks == 2);
+    CHECK(spk_cluster_variant_check(&v, &g) == 0);
+    CHECK(g.units == 16 && g.gate_rows == 64 && g.chunks == 8 && g.cells == 1);
+    v = variant(128, 16, 0, 0, false);
+    CHECK(v.threads == 256 && spk_cluster_variant_check(&v, &g) == 0 && g.units == 8 && g.chunks == 8);
+    v = variant(256, 8, 0, 0, false); /* 1024 threads would cap registers at 64: chunks 4 */
+    CHECK(v.threads == 512 && v.min_blocks == 1 && spk_cluster_variant_check(&v, &g) == 0 && g.chunks == 4);
+    v = variant(16, 0, 0, 0, false);
+    CHECK(v.cluster == 8 && v.threads == 32 && spk_cluster_variant_check(&v, &g) == 0 && g.chunks == 4);
+    v = variant(128, 3, 0, 0, false);
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.cluster 3 must be 1, 2, 4, 8 or 16");
+    v = variant(100, 8, 0, 0, false);
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "not divisible by kernel.cluster 8");
+    v = variant(128, 8, 512, 0, false);
+    v.row_group = 16;
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.row_group");
+}
+
+TEST(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations)
+{
+    spk_cluster_variant v = variant(128, 8, 0, 32, false);
+    CHECK(spk_cluster_smem_bytes(&v, 32) == 4u * (2 * 32 * 128 + 32 * (64 + 4)));
+    CHECK(spk_cluster_smem_bytes(&v, 1) == 4u * (2 * 128 + 68));
+    v.weights_shared = true;
+    CHECK(spk_cluster_smem_bytes(&v, 8) == 4u * (64 * 128 + 2 * 8 * 128 + 8 * 68));
+}
+
+TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
+{
+    int64_t h[SPK_CLUSTER_MAX_HEIGHTS + 1];
+    int n = spk_cluster_heights(32, h);
+    CHECK(n == 6 && h[0] == 1 && h[5] == 32);
+    CHECK(spk_cluster_heights(12, h) == 5 && h[3] == 8 && h[4] == 12);
+    int64_t active16[6] = {16, 16, 16, 16, 16, 16};
+    spk_cluster_schedule s;
+    /* batch 1: one row per tile, 2 clusters */
+    CHECK(spk_cluster_schedule_pick(&s, 1, h, active16, 6, 0) == 0);
+    CHECK(s.tile_rows == 1 && s.tiles == 1 && s.clusters == 2 && s.waves == 1);
+    /* batch 32 with 16 clusters at once: 8 tiles of 4 rows */
+    CHECK(spk_cluster_schedule_pick(&s, 32, h, active16, 6, 0) == 0);
+    CHECK(s.tile_rows == 4 && s.tiles == 8 && s.clusters == 16 && s.waves == 1);
+    /* batch 256: 16 clusters hold only tiles of 32 rows */
+    CHECK(spk_cluster_schedule_pick(&s, 256, h, active16, 6, 0) == 0);
+    CHECK(s.tile_rows == 32 && s.tiles == 8 && s.clusters == 16 && s.waves == 1);
+    /* batch 1000: nothing fits at once; the largest height, in waves */
+    CHECK(spk_cluster_schedule_pick(&s, 1000, h, active16, 6, 0) == 0);
+    CHECK(s.tile_rows == 32 && s.tiles == 32 && s.clusters == 64 && s.waves == 4);
+    /* a forced height, even past what fits */
+    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 8) == 0);
+    CHECK(s.tile_rows == 8 && s.tiles == 5 && s.clusters == 10);
+    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 3) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "tile_rows 3");
+    /* occupancy that shrinks with the tile's shared memory */
+    int64_t shrinking[6] = {33, 33, 33, 16, 16, 0};
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 0) == 0);
+    CHECK(s.tile_rows == 4 && s.clusters == 32);
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 32) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "not one cluster");
+}
+
+TEST(plans_refuse_bad_input_before_the_device)
+{
+    spk_cluster_plan_options o = {0};
+    o.variant = variant(128, 8, 0, 32, false);
+    CHECK(spk_cluster_plan_new(&o) == NULL); /* no layers */
+}
+
+int main(void)
+{
+    use_fresh_cache();
+    RUN(every_variant_compiles_for_sm90_without_spills);
+    RUN(ptx_uses_dsmem_stores_and_the_split_cluster_barrier);
+    RUN(static_asserts_reject_what_the_check_rejects);
+    RUN(defaults_fit_the_hidden_size);
+    RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
+    RUN(tile_height_is_the_smallest_whose_clusters_all_run_at_once);
+    RUN(plans_refuse_bad_input_before_the_device);
+    return CHECK_SUMMARY();
+}
