@@ -21,7 +21,7 @@
 --                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}:
 --                        -- CUDA graph replays timed by events on the GPU backends, the
 --                        -- monotonic wall clock (spk.clock_ms) on the cpu backend
---   plan:close()
+--   plan:close(), plan:is_closed() -- forward and time on a closed plan are errors
 --
 -- Backend registry. spk.lstm.backends maps a name to a constructor
 -- function(opts) -> plan; spk.lstm.stack(opts) checks opts.backend (default
@@ -140,7 +140,12 @@ return function(spk, core)
     end
   end
 
+  local function check_open(self, what)
+    if self.closed then error(("%s: the lstm stack plan is closed"):format(what), 3) end
+  end
+
   function Stack:forward(x)
+    check_open(self, "forward")
     if self.backend == "cpu" then
       check_x(self, x)
       return (spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads }))
@@ -160,6 +165,7 @@ return function(spk, core)
   end
 
   function Stack:time(opts)
+    check_open(self, "time")
     opts = opts or {}
     for key in pairs(opts) do
       if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
@@ -184,9 +190,15 @@ return function(spk, core)
 
   function Stack:close()
     if self.plan then self.plan:close() end
+    self.closed = true
+  end
+
+  function Stack:is_closed()
+    return self.closed == true
   end
 
   function Stack:__tostring()
+    if self.closed then return "lstm stack (closed)" end
     if self.plan then return tostring(self.plan) end
     return ("lstm stack (cpu reference, %d layers, batch %d, steps %d)"):format(#self.layers, self.batch,
       self.steps)
