@@ -233,6 +233,9 @@ end
 local function measure(spk, o, backend, variant, batch, x, reference)
   local row = { batch = batch, steps = o.steps, backend = backend, algo = variant.algo, math = variant.math,
                 variant = variant.label or variant.algo or backend }
+  if not variant.label and variant.math and variant.math ~= "fp32" then
+    row.variant = row.variant .. " " .. variant.math
+  end
   local stack_opts = { layers = o.layers, batch = batch, steps = o.steps, backend = backend }
   for k, v in pairs(variant) do
     if k ~= "label" then stack_opts[k] = v end
