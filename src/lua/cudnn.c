@@ -49,7 +49,8 @@ static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
             lua_getfield(L, -1, keys[i]);
             *slots[i] = NULL;
             if (!lua_isnil(L, -1) && !(*slots[i] = spk_lua_totensor(L, -1)))
-                luaL_error(L, "layer %d: %s is not a tensor (got %s)", k, keys[i], luaL_typename(L, -1));
+                luaL_error(L, "layer %d: %s is not a tensor (got %s)", k, keys[i],
+                           luaL_testudata(L, -1, SPK_TENSOR_MT) ? "a closed tensor" : luaL_typename(L, -1));
             lua_pop(L, 1);
         }
         lua_pop(L, 1);

@@ -24,7 +24,8 @@ static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const cha
     if (!lua_isnil(L, -1)) {
         t = spk_lua_totensor(L, -1);
         if (!t)
-            luaL_error(L, "layer %d: %s is not a tensor (got %s)", layer, key, luaL_typename(L, -1));
+            luaL_error(L, "layer %d: %s is not a tensor (got %s)", layer, key,
+                       luaL_testudata(L, -1, SPK_TENSOR_MT) ? "a closed tensor" : luaL_typename(L, -1));
     }
     lua_pop(L, 1); /* the layers table keeps the tensor alive */
     return t;
