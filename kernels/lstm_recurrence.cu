@@ -2,11 +2,14 @@
 // exchange state. Compiled by NVRTC; every size is a macro so scripts compile
 // variants side by side:
 //   HIDDEN         hidden units H (64, 128, 256)
-//   UNITS          hidden units per block (4 or 8); GROUPS = HIDDEN / UNITS blocks cover a tile
+//   UNITS          hidden units per block (4, 8 or 16); GROUPS = HIDDEN / UNITS blocks cover a tile
 //   THREADS        threads per block = UNITS * 4 * CHUNKS (CHUNKS = k-chunks per gate row: 2, 4 or 8)
 //   MAX_TILE_ROWS  most batch rows a block carries (<= 4 * CHUNKS: one row per lane of a unit's lanes)
 //   SPK_ACQ_REL    1: publish with st.release / poll with ld.acquire (conservative ordering, for A/B runs)
-//   DEBUG_TRACE    reserved: a later trace hook goes where SPK_TRACE_STEP is expanded
+//   GATHER         1: the seed's gather (each thread polls one word at a time, waiting on each in turn)
+//                  2: paired gather (two words per 16-byte load, every stale pair re-polled at once)
+//   SPK_DEBUG_TRACE 1: the trace build: three extra kernel parameters, and h and c of chosen time
+//                  positions written to a trace buffer (SPK_TRACE_STEP); 0/undefined: no trace code
 //
 // Work split. Block (g, y) owns the units g*UNITS .. g*UNITS+UNITS-1 of every
 // row of tile first_tile + y. Thread t holds packed gate row j = t / CHUNKS of
@@ -46,6 +49,19 @@
 // polling, never accept a wrong value; SPK_ACQ_REL=1 turns the data dependency
 // into a formal release/acquire edge for anyone who wants to measure the cost.
 //
+// The paired gather (GATHER 2). The PTX memory model treats a vector access as
+// the accesses of its elements, in an unspecified order; it promises nothing
+// about the vector as a whole. So ld.relaxed.gpu.v2.u64 is two single-copy-
+// atomic 64-bit loads, and each element carries its own flag as before: a
+// pair is accepted only when BOTH flags match, so nothing changes in what a
+// reader may accept. (Packing more floats behind one flag, e.g. flag + 3
+// floats in 16 bytes, would rest on a 128-bit atomicity the model does not
+// give, so it is not done.) What changes is the waiting: the seed waits on its
+// words one after another, so a thread whose words are still stale pays one
+// L2 round trip per stale word; here every stale pair of the thread is
+// re-polled in the same round, so a wait costs one round trip per round
+// however many words are late, and half as many load instructions are issued.
+//
 // Never waiting forever. The host only launches grids whose blocks are all
 // co-resident (cooperative launch within the occupancy capacity). Beyond that,
 // a poll that has not seen its flag for timeout_ns (globaltimer) writes a code
@@ -57,7 +73,8 @@
 // in a fixed order (per thread: 4 FMA chains over its float4 groups, combined
 // (a0 + a1) + (a2 + a3); across chunks: an xor tree, masks 1, 2, 4). Every row
 // of every tile goes through the same instructions, so results are bitwise
-// identical across runs, tile heights and launch splits. Activations below.
+// identical across runs, tile heights and launch splits. Activations and the
+// cell update: kernels/lstm_cell.cuh (shared with the cluster kernel).
 
 #ifndef HIDDEN
 #define HIDDEN 128
@@ -74,6 +91,12 @@
 #ifndef SPK_ACQ_REL
 #define SPK_ACQ_REL 0
 #endif
+#ifndef GATHER
+#define GATHER 2
+#endif
+#ifndef SPK_DEBUG_TRACE
+#define SPK_DEBUG_TRACE 0
+#endif
 
 #define GATE_ROWS (4 * UNITS)
 #define CHUNKS (THREADS / GATE_ROWS)
@@ -82,21 +105,37 @@
 #define FLOAT4_PER_CHUNK (HIDDEN / (4 * CHUNKS))
 #define STATE_TILE (2 * MAX_TILE_ROWS * HIDDEN)
 #define POLL_BATCH 8
+// Paired gather: 16-byte pairs a thread keeps in flight per round (at most 8: 32 registers).
+#define GATHER_PAIRS_ALL ((MAX_TILE_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
+#define GATHER_PAIRS (GATHER_PAIRS_ALL < 8 ? GATHER_PAIRS_ALL : 8)
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
 
-static_assert(UNITS == 4 || UNITS == 8, "UNITS must be 4 or 8");
+static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16, "UNITS must be 4, 8 or 16");
+static_assert(GATHER == 1 || GATHER == 2, "GATHER must be 1 (per-word waits) or 2 (paired loads)");
+static_assert(HIDDEN % 2 == 0, "HIDDEN must be even (paired gather)");
 static_assert(HIDDEN % UNITS == 0, "HIDDEN must be a multiple of UNITS");
 static_assert(THREADS == UNITS * 4 * CHUNKS, "THREADS must be UNITS * 4 * CHUNKS");
 static_assert(CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8, "CHUNKS (THREADS / (4 * UNITS)) must be 2, 4 or 8");
-static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be whole warps, at most 1024");
 static_assert(HIDDEN % (4 * CHUNKS) == 0, "HIDDEN must split into float4 groups per chunk");
 static_assert(MAX_TILE_ROWS >= 1 && MAX_TILE_ROWS <= UNIT_LANES, "MAX_TILE_ROWS must be 1 .. 4 * CHUNKS");
 static_assert(2 * MAX_TILE_ROWS * HIDDEN * 4 <= 48 * 1024, "the two h buffers must fit 48 KiB of static shared memory");
 
-#ifndef DEBUG_TRACE
-// Hook for a later step trace (h, c of chosen steps); empty in normal builds.
+#if SPK_DEBUG_TRACE
+// The trace build: the owner of (row, unit) writes h and c of every traced time
+// position t into trace [2][trace_slots][batch][HIDDEN] (h first, then c) at
+// slot trace_slot[t] (a [steps] table, -1 where t is not traced). trace is
+// NULL in every launch but the traced layer's traced direction.
+#define SPK_TRACE_STEP(step, t, row, unit, c, h) trace_record(trace, trace_slot, trace_slots, batch, t, row, unit, c, h)
+#define SPK_TRACE_PARAMS , float *trace, const int *trace_slot, int trace_slots
+// The few extra registers must not spill: let ptxas use what one block per SM allows.
+#define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
+#else
+// Normal builds: no trace parameters, no trace code.
 #define SPK_TRACE_STEP(step, t, row, unit, c, h) ((void)0)
+#define SPK_TRACE_PARAMS
+#define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS)
 #endif
 
 typedef unsigned long long u64;
@@ -164,50 +203,53 @@ __device__ __forceinline__ u64 wait_word(const u64 *address, u64 word, unsigned 
     return word;
 }
 
-// ---- activations -----------------------------------------------------------
-// The same forms, operation for operation, as the plain-C emulations in
-// src/lstm/activations.h (exp2f stands in there for ex2.approx); products and
-// sums are rounded separately (__fmul_rn/__fadd_rn) so nothing is contracted
-// into an FMA the emulation does not have:
-//   exp(v)     = ex2.approx.ftz(clamp(v, -87, 87) * log2(e))
-//   sigmoid(v) = 1 / (1 + exp(-v))                   (IEEE division)
-//   tanh(v)    = Cephes' odd polynomial v + v^3 P(v^2) for |v| < 0.625,
-//                sign(v) * (1 - 2 / (exp(2|v|) + 1)) above.
-// One deliberate difference: the clamp here lets NaN through (fminf/fmaxf
-// would turn a NaN into the clamp limit), so a NaN pre-activation gives a NaN
-// gate instead of a saturated one. For every other value both clamps agree.
+#include "lstm_cell.cuh"
 
-#define EXP_LIMIT 87.0f
-
-__device__ __forceinline__ float spk_exp(float v)
+__device__ __forceinline__ ulonglong2 poll_pair(const ulonglong2 *address)
 {
-    v = v < -EXP_LIMIT ? -EXP_LIMIT : v;
-    v = v > EXP_LIMIT ? EXP_LIMIT : v;
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(v, 1.44269504088896341f)));
-    return y;
+    ulonglong2 pair;
+#if SPK_ACQ_REL
+    asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(pair.x), "=l"(pair.y) : "l"(address) : "memory");
+#else
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(pair.x), "=l"(pair.y) : "l"(address) : "memory");
+#endif
+    return pair;
 }
 
-__device__ __forceinline__ float spk_sigmoid(float v)
+__device__ __forceinline__ bool pair_ready(ulonglong2 pair, unsigned flag)
 {
-    return __fdiv_rn(1.0f, __fadd_rn(1.0f, spk_exp(-v)));
+    return ((unsigned)(pair.x >> 32) == flag) & ((unsigned)(pair.y >> 32) == flag);
 }
 
-__device__ __forceinline__ float spk_tanh(float v)
+// The rare path of a long wait: gives up when the grid has, or when this wait
+// has lasted more than timeout_ns (then tells the grid).
+__device__ __forceinline__ void check_give_up(u64 &start, unsigned *status, u64 timeout_ns, bool &given_up)
 {
-    const float a = fabsf(v);
-    if (a < 0.625f) {
-        const float z = __fmul_rn(v, v);
-        float p = -5.70498872745e-3f;
-        p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
-        p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
-        return __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
+    u64 now = global_ns();
+    if (start == 0)
+        start = now;
+    if (poll_status(status) != 0) {
+        given_up = true;
+    } else if (timeout_ns != 0 && now - start > timeout_ns) {
+        atomicCAS(status, 0u, STATUS_TIMEOUT);
+        given_up = true;
     }
-    const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f)));
-    return v < 0.0f ? -t : t;
 }
+
+#if SPK_DEBUG_TRACE
+// trace_slot[t]: the slot of time position t in the trace buffer, or -1.
+__device__ __forceinline__ void trace_record(float *trace, const int *trace_slot, int slots, int batch, int t,
+                                             int row, int unit, float c, float h)
+{
+    if (trace == nullptr)
+        return;
+    const int e = trace_slot[t];
+    if (e >= 0) {
+        trace[((size_t)e * batch + row) * HIDDEN + unit] = h;
+        trace[((size_t)(slots + e) * batch + row) * HIDDEN + unit] = c;
+    }
+}
+#endif
 
 // ---- the recurrence ----------------------------------------------------------
 
@@ -237,7 +279,7 @@ __device__ __forceinline__ float chunk_sum(float v)
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void SPK_LAUNCH_BOUNDS
 spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·Wᵀ of this direction, row b*steps + t
                     const float *__restrict__ r,     // [4H, H] packed
                     const float *__restrict__ bias,  // [4H] packed, Wb + Rb
@@ -245,7 +287,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                     u64 *state,                      // this direction's [tiles, 2, MAX_TILE_ROWS, H] words
                     unsigned *status,                // 0, or why the launch gave up
                     int batch, int steps, int direction, int first_tile, int tile_rows, unsigned flag_base,
-                    u64 timeout_ns)
+                    u64 timeout_ns SPK_TRACE_PARAMS)
 {
     __shared__ __align__(16) float h_buffers[2][MAX_TILE_ROWS * HIDDEN];
 
@@ -305,6 +347,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
             // Gather h of step - 1 (flag flag_base + step) from the other slot.
             const u64 *slot = tile_state + ((step - 1) & 1) * (MAX_TILE_ROWS * HIDDEN);
             const unsigned flag = flag_base + (unsigned)step;
+#if GATHER == 1
             for (int base = tid; base < words; base += THREADS * POLL_BATCH) {
                 u64 w[POLL_BATCH];
 #pragma unroll
@@ -323,6 +366,49 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                     }
                 }
             }
+#else
+            // Paired gather: word i = b * HIDDEN + u, pairs (2i', 2i'+1) never straddle rows (HIDDEN even).
+            const ulonglong2 *slot2 = reinterpret_cast<const ulonglong2 *>(slot);
+            float2 *h_prev2 = reinterpret_cast<float2 *>(h_prev);
+            const int pairs = words / 2;
+            for (int base = tid; base < pairs; base += THREADS * GATHER_PAIRS) {
+                ulonglong2 w[GATHER_PAIRS];
+#pragma unroll
+                for (int k = 0; k < GATHER_PAIRS; k++) {
+                    int i = base + k * THREADS;
+                    if (i < pairs)
+                        w[k] = poll_pair(slot2 + i);
+                }
+                u64 start = 0;
+                unsigned rounds = 0;
+                for (;;) {
+                    bool ready = true;
+#pragma unroll
+                    for (int k = 0; k < GATHER_PAIRS; k++) {
+                        int i = base + k * THREADS;
+                        if (i < pairs && !pair_ready(w[k], flag))
+                            ready = false;
+                    }
+                    if (ready || given_up)
+                        break;
+                    if ((++rounds & 15u) == 0)
+                        check_give_up(start, status, timeout_ns, given_up);
+                    // Every stale pair again, all in flight together: one round trip per round.
+#pragma unroll
+                    for (int k = 0; k < GATHER_PAIRS; k++) {
+                        int i = base + k * THREADS;
+                        if (i < pairs && !pair_ready(w[k], flag))
+                            w[k] = poll_pair(slot2 + i);
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < GATHER_PAIRS; k++) {
+                    int i = base + k * THREADS;
+                    if (i < pairs)
+                        h_prev2[i] = make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
+                }
+            }
+#endif
         }
         __syncthreads();
 
@@ -348,12 +434,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
         }
 
         if (owner) {
-            const float gi = spk_sigmoid((gx.x + pi) + b4.x);
-            const float gf = spk_sigmoid((gx.y + pf) + b4.y);
-            const float gc = spk_tanh((gx.z + pc) + b4.z);
-            const float go = spk_sigmoid((gx.w + po) + b4.w);
-            c = fmaf(gf, c, gi * gc);
-            const float h = go * spk_tanh(c);
+            const float h = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
             const int b = unit_lane;
             output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
             const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);

@@ -6,13 +6,17 @@
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589,
 --                               backend = "persistent",
 --                               kernel = {units = 4, threads = 128, tile_rows = 32, hidden = 128,
---                                         acq_rel = false},
+--                                         acq_rel = false, gather = 2},  -- left out: the batch's default
+--                                                                        -- (persistent.c's per-batch table)
 --                               schedule = s,        -- optional, spk.schedule.new or by hand
 --                               capacity = n,        -- optional: pretend the device holds n blocks
 --                               timeout_ms = 10000}  -- a poll waiting longer fails the forward
 --   spk.lstm.stack{..., backend = "cudnn", algo =, layout =, math =}  -- see lua/spk/cudnn.lua
 --   spk.lstm.stack{..., backend = "cpu", threads = n}                  -- f32 reference, n CPU threads
 --   plan:forward(x)      -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
+--   plan:forward(x, {trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}})
+--                        -- -> y, info: info.trace = {h, c = [#steps, B, H], layer, direction, steps}
+--                        -- as spk.lstm.reference's trace (persistent: the kernel's trace build; cpu: the reference)
 --   plan.variant         -- what runs, in words ("units 8, 256 threads, tile 8 concurrent", "standard")
 --   plan.schedule        -- the tile schedule in use (persistent), with :launches()
 --   plan.kernel          -- compiled variant: registers, spills, occupancy, capacity, defines, ...
@@ -112,7 +116,7 @@ return function(spk, core)
     if type(kernel) ~= "table" then error("spk.lstm.stack: kernel must be a table", 2) end
     -- hidden defaults to the layers' own; the C side refuses a mismatch
     kernel = { hidden = kernel.hidden or self.hidden, units = kernel.units, threads = kernel.threads,
-               tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel }
+               tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel, gather = kernel.gather }
     self.plan = core.stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                  kernel = kernel, schedule = opts.schedule, capacity = opts.capacity,
                                  timeout_ms = opts.timeout_ms }
@@ -144,13 +148,18 @@ return function(spk, core)
     if self.closed then error(("%s: the lstm stack plan is closed"):format(what), 3) end
   end
 
-  function Stack:forward(x)
+  function Stack:forward(x, opts)
     check_open(self, "forward")
+    local trace = opts ~= nil and opts.trace or nil
     if self.backend == "cpu" then
       check_x(self, x)
-      return (spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads }))
+      if trace == nil then
+        return (spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads }))
+      end
+      return spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads, trace = trace })
     end
-    return self.plan:forward(x)
+    if opts == nil then return self.plan:forward(x) end
+    return self.plan:forward(x, opts)
   end
 
   local time_options = { rounds = true, warmup = true, x = true }

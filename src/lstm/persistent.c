@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lstm/device_layers.h"
 
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
@@ -16,7 +17,37 @@
 
 spk_lstm_variant spk_lstm_variant_default(void)
 {
-    spk_lstm_variant v = {.hidden = 128, .units = 4, .threads = 128, .max_tile_rows = 32, .acq_rel = false};
+    spk_lstm_variant v = {.hidden = 128, .units = 4, .threads = 128, .max_tile_rows = 32, .acq_rel = false,
+                          .gather = 2};
+    return v;
+}
+
+/* The default variant per batch: the first row whose max_batch covers the
+ * batch. Measured on the H200 (H = 128, 4 layers, 589 steps, ms per forward,
+ * the seed's gather): u4 3.18 / 18.34 / 21.50 / 24.01 / 57.34 and u8 3.41 /
+ * 10.23 / 11.36 / 13.81 / 47.26 at batch 1 / 8 / 32 / 64 / 256. One block per
+ * 4 units gathers the least per block at batch 1 (latency-bound); from batch 8
+ * on, half as many blocks polling the same rows wins. tools/persistent_sweep.lua
+ * prints the figures this table should follow; threads and tile rows come from
+ * spk_lstm_variant_fit. */
+static const struct {
+    int64_t max_batch;
+    int units, gather;
+} batch_table[] = {
+    {1, 4, 2},
+    {INT64_MAX, 8, 2},
+};
+
+spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
+{
+    spk_lstm_variant v = spk_lstm_variant_default();
+    v.hidden = hidden;
+    size_t n = sizeof batch_table / sizeof *batch_table, i = 0;
+    while (i + 1 < n && batch > batch_table[i].max_batch)
+        i++;
+    v.units = batch_table[i].units;
+    v.gather = batch_table[i].gather;
+    spk_lstm_variant_fit(&v, false, false);
     return v;
 }
 
@@ -34,6 +65,9 @@ void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_row
     }
     if (!tile_rows_given && v->threads % gate_rows == 0) {
         int most = 4 * (v->threads / gate_rows);
+        /* and the two h buffers within 48 KiB of shared memory */
+        if (v->hidden > 0 && most > 6144 / v->hidden)
+            most = 6144 / v->hidden;
         if (v->max_tile_rows > most)
             v->max_tile_rows = most;
     }
@@ -43,14 +77,19 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
 {
     if (v->hidden < 1)
         return spk_fail("kernel.hidden must be positive, got %d", v->hidden);
-    if (v->units != 4 && v->units != 8)
-        return spk_fail("kernel.units must be 4 or 8, got %d", v->units);
+    if (v->units != 4 && v->units != 8 && v->units != 16)
+        return spk_fail("kernel.units must be 4, 8 or 16, got %d", v->units);
+    if (v->gather != 1 && v->gather != 2)
+        return spk_fail("kernel.gather must be 1 (the seed's per-word waits) or 2 (paired polls), got %d",
+                        v->gather);
+    if (v->hidden % 2 != 0)
+        return spk_fail("kernel.hidden %d must be even", v->hidden);
     if (v->hidden % v->units != 0)
         return spk_fail("kernel.hidden %d must be a multiple of kernel.units %d", v->hidden, v->units);
     int gate_rows = 4 * v->units;
     int chunks = v->threads / gate_rows;
     if (v->threads < 1 || v->threads % gate_rows != 0 || (chunks != 2 && chunks != 4 && chunks != 8) ||
-        v->threads % 32 != 0)
+        v->threads % 32 != 0 || v->threads > 1024)
         return spk_fail("kernel.threads %d must be units * 4 * chunks with chunks 2, 4 or 8 (units %d: %d, %d or %d)",
                         v->threads, v->units, gate_rows * 2 < 32 ? gate_rows * 8 : gate_rows * 2,
                         gate_rows * 4, gate_rows * 8);
@@ -77,8 +116,9 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
 void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_defines *out)
 {
     static const char *names[SPK_LSTM_VARIANT_DEFINES] = {"HIDDEN", "UNITS", "THREADS", "MAX_TILE_ROWS",
-                                                          "SPK_ACQ_REL"};
-    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden, v->units, v->threads, v->max_tile_rows, v->acq_rel ? 1 : 0};
+                                                          "SPK_ACQ_REL", "GATHER"};
+    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden,        v->units,          v->threads,
+                                            v->max_tile_rows, v->acq_rel ? 1 : 0, v->gather};
     for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];
@@ -86,7 +126,7 @@ void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_d
     }
 }
 
-spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch)
+static spk_module *compile_variant(const spk_lstm_variant *v, const char *arch, bool trace)
 {
     if (spk_lstm_variant_check(v, NULL) != 0)
         return NULL;
@@ -94,12 +134,41 @@ spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch
     snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
     spk_lstm_variant_defines d;
     spk_lstm_variant_defines_fill(v, &d);
+    spk_define defines[SPK_LSTM_VARIANT_DEFINES + 1];
+    memcpy(defines, d.defines, sizeof d.defines);
+    defines[SPK_LSTM_VARIANT_DEFINES].name = "SPK_DEBUG_TRACE";
+    defines[SPK_LSTM_VARIANT_DEFINES].value = "1";
     spk_compile_options opts = {0};
     opts.file = path;
-    opts.defines = d.defines;
-    opts.ndefines = SPK_LSTM_VARIANT_DEFINES;
+    opts.defines = defines;
+    opts.ndefines = SPK_LSTM_VARIANT_DEFINES + (trace ? 1 : 0);
     opts.arch = arch;
     return spk_compile(&opts);
+}
+
+spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch)
+{
+    return compile_variant(v, arch, false);
+}
+
+spk_module *spk_lstm_variant_compile_trace(const spk_lstm_variant *v, const char *arch)
+{
+    return compile_variant(v, arch, true);
+}
+
+int spk_lstm_trace_check(const spk_lstm_trace *t, int64_t layers, int64_t steps)
+{
+    if (t->layer < 0 || t->layer >= layers)
+        return spk_fail("trace: layer %d is outside 1..%lld", t->layer + 1, (long long)layers);
+    if (t->direction != 0 && t->direction != 1)
+        return spk_fail("trace: direction must be forward or reverse");
+    if (t->count < 1 || t->count > SPK_LSTM_TRACE_MAX_STEPS || !t->steps)
+        return spk_fail("trace: steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS,
+                        t->count);
+    for (int e = 0; e < t->count; e++)
+        if (t->steps[e] < 0 || t->steps[e] >= steps)
+            return spk_fail("trace: step %lld is outside 1..%lld", (long long)t->steps[e] + 1, (long long)steps);
+    return 0;
 }
 
 int spk_lstm_variant_heights(const spk_lstm_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
@@ -143,18 +212,11 @@ int spk_lstm_schedule_fits(const spk_schedule *s, const spk_lstm_variant *v, int
 
 /* ---- plans --------------------------------------------------------------- */
 
-typedef struct packed_layer {
-    int64_t input;
-    spk_tensor *w;    /* [2, 4H, input] packed */
-    spk_tensor *r;    /* [2, 4H, H] packed */
-    spk_tensor *bias; /* [2, 4H] packed, Wb + Rb */
-} packed_layer;
-
 struct spk_lstm_plan {
     spk_lstm_plan_info info;
     spk_module *module;
     spk_kernel *recurrence, *clear;
-    packed_layer *layers;
+    spk_lstm_device_layer *layers;
     int count;
     spk_tensor *gates;  /* [2, B*T, 4H] */
     spk_tensor *state;  /* u64 [2 * tiles * STATE_TILE + 1]: both directions, then the status word */
@@ -162,49 +224,32 @@ struct spk_lstm_plan {
     spk_stream *stream, *side;
     spk_event *fork, *join;
     uint64_t timeout_ns;
+    /* The trace build, compiled on the first traced forward. */
+    spk_module *trace_module;
+    spk_kernel *trace_recurrence;
+    /* During a traced forward: the trace buffer [2, slots, B, H] and the slot
+     * of each time position (device i32 [T], -1: not traced), for the
+     * launches of the traced layer and direction. */
+    const spk_lstm_trace *trace;
+    int trace_slots;
+    float *trace_buffer;
+    const int *trace_slot;
 };
-
-static int check_finite(const spk_tensor *t, int layer, const char *name)
-{
-    int64_t n = spk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        double v = spk_tensor_flat_get(t, i);
-        if (!isfinite(v))
-            return spk_fail("layer %d: %s has a non-finite value (%g) at flat index %lld", layer + 1, name, v,
-                            (long long)i);
-    }
-    return 0;
-}
-
-/* A packed host tensor (f32) uploaded to the device. */
-static spk_tensor *upload_f32(spk_tensor *host, spk_stream *s)
-{
-    if (!host)
-        return NULL;
-    spk_tensor *f = spk_tensor_to_dtype(host, SPK_F32);
-    spk_tensor_free(host);
-    if (!f)
-        return NULL;
-    spk_tensor *d = spk_tensor_to_device(f, s);
-    spk_tensor_free(f);
-    return d;
-}
 
 void spk_lstm_plan_free(spk_lstm_plan *p)
 {
     if (!p)
         return;
-    for (int i = 0; p->layers && i < p->count; i++) {
-        spk_tensor_free(p->layers[i].w);
-        spk_tensor_free(p->layers[i].r);
-        spk_tensor_free(p->layers[i].bias);
-    }
-    free(p->layers);
+    spk_lstm_device_layers_free(p->layers, p->count);
     spk_tensor_free(p->gates);
     spk_tensor_free(p->state);
     spk_tensor_free(p->output);
     if (p->recurrence)
         spk_kernel_free(p->recurrence);
+    if (p->trace_recurrence)
+        spk_kernel_free(p->trace_recurrence);
+    if (p->trace_module)
+        spk_module_release(p->trace_module);
     if (p->clear)
         spk_kernel_free(p->clear);
     if (p->module)
@@ -224,16 +269,7 @@ const spk_lstm_plan_info *spk_lstm_plan_get_info(const spk_lstm_plan *plan) { re
 
 int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x)
 {
-    if (!x)
-        return spk_fail("lstm stack forward: x is missing");
-    if (x->dtype != SPK_F32)
-        return spk_fail("lstm stack forward: x has dtype %s, expected f32", spk_dtype_name(x->dtype));
-    char got[128];
-    if (x->ndim != 3 || x->shape[0] != info->batch || x->shape[1] != info->steps || x->shape[2] != info->input)
-        return spk_fail("lstm stack forward: x has shape %s, expected [%lld, %lld, %lld]",
-                        spk_shape_string(x, got, sizeof got), (long long)info->batch, (long long)info->steps,
-                        (long long)info->input);
-    return 0;
+    return spk_lstm_check_x(info->batch, info->steps, info->input, x);
 }
 
 spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
@@ -257,11 +293,8 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     if (o->batch * o->steps > INT32_MAX)
         return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
                              (long long)o->batch, (long long)o->steps);
-    for (int l = 0; l < o->count; l++) {
-        if (check_finite(o->layers[l].W, l, "W") || check_finite(o->layers[l].R, l, "R") ||
-            check_finite(o->layers[l].B, l, "B"))
-            return NULL;
-    }
+    if (spk_lstm_check_finite(o->layers, o->count) != 0)
+        return NULL;
     if (spk_cuda_require() != 0) {
         spk_error_prefix("lstm stack (backend persistent)");
         return NULL;
@@ -337,20 +370,8 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
         !(p->join = spk_event_new(false)))
         goto fail;
 
-    if (!(p->layers = calloc((size_t)o->count, sizeof *p->layers))) {
-        spk_fail("lstm stack: out of memory");
+    if (!(p->layers = spk_lstm_device_layers_new(o->layers, o->count, p->stream)))
         goto fail;
-    }
-    for (int l = 0; l < o->count; l++) {
-        packed_layer *pl = &p->layers[l];
-        pl->input = o->layers[l].W->shape[2];
-        if (!(pl->w = upload_f32(spk_lstm_pack_directions(o->layers[l].W, "iofc", "ifco"), p->stream)) ||
-            !(pl->r = upload_f32(spk_lstm_pack_directions(o->layers[l].R, "iofc", "ifco"), p->stream)) ||
-            !(pl->bias = upload_f32(spk_lstm_pack_bias(o->layers[l].B, "iofc", "ifco"), p->stream))) {
-            spk_error_prefix("layer %d", l + 1);
-            goto fail;
-        }
-    }
     int64_t H = dims.hidden, B = o->batch, T = o->steps;
     int64_t gshape[3] = {2, B * T, 4 * H};
     int64_t sshape[1] = {2 * info->schedule.tiles * geometry.state_tile + 1};
@@ -373,7 +394,7 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
     const spk_lstm_plan_info *info = &p->info;
     const spk_schedule *sch = &info->schedule;
     int64_t H = info->hidden, B = info->batch, T = info->steps;
-    packed_layer *pl = &p->layers[layer];
+    spk_lstm_device_layer *pl = &p->layers[layer];
     float *gates = (float *)spk_tensor_data(p->gates) + (size_t)d * B * T * 4 * H;
     float *r = (float *)spk_tensor_data(pl->r) + (size_t)d * 4 * H * H;
     float *bias = (float *)spk_tensor_data(pl->bias) + (size_t)d * 4 * H;
@@ -384,6 +405,7 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
     unsigned *status = (unsigned *)(state_all + (size_t)2 * sch->tiles * info->geometry.state_tile);
     spk_storage *uses[5] = {p->gates->storage, pl->r->storage, pl->bias->storage, p->output->storage,
                             p->state->storage};
+    bool traced = p->trace && p->trace->layer == layer && p->trace->direction == d;
     int64_t launches = spk_schedule_launch_count(sch);
     for (int64_t i = 0; i < launches; i++) {
         int64_t first, tiles;
@@ -399,7 +421,7 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
         cfg.cooperative = true;
         cfg.uses = uses;
         cfg.nuses = 5;
-        spk_arg args[13] = {
+        spk_arg args[16] = {
             {SPK_ARG_PTR, {.ptr = gates}},
             {SPK_ARG_PTR, {.ptr = r}},
             {SPK_ARG_PTR, {.ptr = bias}},
@@ -413,8 +435,13 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
             {SPK_ARG_I32, {.i32 = (int32_t)sch->tile_rows}},
             {SPK_ARG_U32, {.u32 = (uint32_t)((int64_t)layer * T)}},
             {SPK_ARG_U64, {.u64 = p->timeout_ns}},
+            /* the trace build's parameters: the buffer only for the traced layer and direction */
+            {SPK_ARG_PTR, {.ptr = traced ? p->trace_buffer : NULL}},
+            {SPK_ARG_PTR, {.ptr = (void *)p->trace_slot}},
+            {SPK_ARG_I32, {.i32 = p->trace_slots}},
         };
-        if (spk_kernel_launch(p->recurrence, &cfg, args, 13) != 0) {
+        spk_kernel *kernel = p->trace ? p->trace_recurrence : p->recurrence;
+        if (spk_kernel_launch(kernel, &cfg, args, p->trace ? 16 : 13) != 0) {
             spk_error_prefix("layer %d %s recurrence", layer + 1, d ? "reverse" : "forward");
             return -1;
         }
@@ -456,21 +483,9 @@ int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
             return -1;
         /* Both projections read the whole previous output before this layer's
          * recurrence (enqueued after them on the same stream) overwrites it. */
-        for (int d = 0; d < 2 && rc == 0; d++) {
-            spk_tensor *w = spk_tensor_select(p->layers[l].w, 0, d);
-            spk_tensor *g = spk_tensor_select(p->gates, 0, d);
-            if (!w || !g) {
-                rc = -1;
-            } else {
-                spk_gemm_args ga = {.a = a, .b = w, .c = g, .transa = false, .transb = true, .alpha = 1.0f,
-                                    .beta = 0.0f, .math = SPK_MATH_FP32, .stream = s};
-                rc = spk_gemm(&ga);
-                if (rc)
-                    spk_error_prefix("layer %d projection", l + 1);
-            }
-            spk_tensor_free(w);
-            spk_tensor_free(g);
-        }
+        rc = spk_lstm_project(&p->layers[l], a, p->gates, s);
+        if (rc)
+            spk_error_prefix("layer %d projection", l + 1);
         spk_tensor_free(a);
         if (rc)
             break;
@@ -506,81 +521,118 @@ int spk_lstm_plan_finish(spk_lstm_plan *p)
     return 0;
 }
 
+static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_lstm_plan_enqueue(plan, x); }
+static int finish_runner(void *plan) { return spk_lstm_plan_finish(plan); }
+
+static spk_lstm_gpu_runner runner(spk_lstm_plan *p)
+{
+    spk_lstm_gpu_runner r = {.plan = p, .batch = p->info.batch, .steps = p->info.steps, .input = p->info.input,
+                             .stream = p->stream, .output = p->output, .enqueue = enqueue_runner,
+                             .finish = finish_runner};
+    return r;
+}
+
 spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *p, const spk_tensor *x)
 {
-    if (spk_lstm_plan_check_input(&p->info, x) != 0)
-        return NULL;
-    bool host = !spk_tensor_is_device(x);
-    spk_tensor *dx = NULL;
-    if (host) {
-        dx = spk_tensor_to_device(x, p->stream);
-    } else if (spk_tensor_is_contiguous(x)) {
-        dx = spk_tensor_view(x, x->ndim, x->shape);
-    } else {
-        dx = spk_device_tensor_new(SPK_F32, x->ndim, x->shape, p->stream);
-        if (dx && spk_tensor_copy_device(dx, x, p->stream) != 0) {
-            spk_tensor_free(dx);
-            dx = NULL;
-        }
-    }
-    if (!dx)
-        return NULL;
-    int rc = spk_lstm_plan_enqueue(p, dx);
-    spk_tensor_free(dx);
-    if (rc != 0 || spk_lstm_plan_finish(p) != 0)
-        return NULL;
-    if (host)
-        return spk_tensor_to_host(p->output, p->stream);
-    spk_tensor *y = spk_device_tensor_new(SPK_F32, p->output->ndim, p->output->shape, p->stream);
-    if (y && (spk_tensor_copy_device(y, p->output, p->stream) != 0 || spk_stream_synchronize(p->stream) != 0)) {
-        spk_tensor_free(y);
-        return NULL;
-    }
-    return y;
+    spk_lstm_gpu_runner r = runner(p);
+    return spk_lstm_gpu_forward(&r, x);
 }
 
 int spk_lstm_plan_time(spk_lstm_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    if (rounds < 1 || warmup < 0)
-        return spk_fail("lstm stack time: rounds must be >= 1 and warmup >= 0, got %d and %d", rounds, warmup);
-    if (spk_lstm_plan_check_input(&p->info, x) != 0)
+    spk_lstm_gpu_runner r = runner(p);
+    return spk_lstm_gpu_time(&r, x, rounds, warmup, ms);
+}
+
+/* Compiles the trace build once; its occupancy can be lower (more registers),
+ * so the plan's schedule must also fit its capacity before any launch. */
+static int prepare_trace_kernel(spk_lstm_plan *p)
+{
+    if (p->trace_recurrence)
+        return 0;
+    const spk_lstm_plan_info *info = &p->info;
+    spk_module *m = spk_lstm_variant_compile_trace(&info->variant, NULL);
+    if (!m)
         return -1;
-    spk_tensor *dx = spk_tensor_is_device(x) && spk_tensor_is_contiguous(x) ? spk_tensor_view(x, x->ndim, x->shape)
-                                                                            : NULL;
-    if (!dx && !spk_tensor_is_device(x))
-        dx = spk_tensor_to_device(x, p->stream);
-    if (!dx)
-        return spk_fail("lstm stack time: x must be a host tensor or a contiguous device tensor");
-    int rc = -1;
-    spk_graph *graph = NULL;
-    spk_event *start = spk_event_new(true), *end = spk_event_new(true);
-    if (!start || !end || spk_stream_synchronize(p->stream) != 0)
+    spk_kernel *k = spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL);
+    int capacity = 0;
+    if (!k || spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0)
+        goto fail;
+    int64_t room = info->capacity < capacity ? info->capacity : capacity;
+    if (spk_lstm_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
+        spk_error_prefix("lstm stack: the trace build of the kernel holds %d co-resident blocks", capacity);
+        goto fail;
+    }
+    p->trace_module = m;
+    p->trace_recurrence = k;
+    return 0;
+fail:
+    if (k)
+        spk_kernel_free(k);
+    spk_module_release(m);
+    return -1;
+}
+
+spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *p, const spk_tensor *x, const spk_lstm_trace *trace,
+                                        spk_tensor **trace_h, spk_tensor **trace_c)
+{
+    *trace_h = *trace_c = NULL;
+    const spk_lstm_plan_info *info = &p->info;
+    if (spk_lstm_trace_check(trace, info->layers, info->steps) != 0 || spk_lstm_plan_check_input(info, x) != 0 ||
+        prepare_trace_kernel(p) != 0)
+        return NULL;
+    /* The kernel records each distinct time position once, in slot
+     * slot_of[t]; repeats in the request are copies made here. */
+    int64_t T = info->steps, B = info->batch, H = info->hidden, slots = 0;
+    spk_tensor *host_slots = spk_tensor_new(SPK_I32, 1, &T);
+    spk_tensor *steps = NULL, *buffer = NULL, *y = NULL, *host = NULL, *zeros = NULL;
+    if (!host_slots)
+        return NULL;
+    int32_t *slot_of = spk_tensor_data(host_slots);
+    for (int64_t t = 0; t < T; t++)
+        slot_of[t] = -1;
+    for (int e = 0; e < trace->count; e++)
+        if (slot_of[trace->steps[e]] < 0)
+            slot_of[trace->steps[e]] = (int32_t)slots++;
+    int64_t buffer_shape[4] = {2, slots, B, H};
+    if (!(zeros = spk_tensor_new(SPK_F32, 4, buffer_shape)) ||
+        !(steps = spk_tensor_to_device(host_slots, p->stream)) || !(buffer = spk_tensor_to_device(zeros, p->stream)))
         goto done;
-    if (spk_graph_capture_begin(p->stream) != 0)
+    p->trace = trace;
+    p->trace_slots = (int)slots;
+    p->trace_buffer = spk_tensor_data(buffer);
+    p->trace_slot = spk_tensor_data(steps);
+    spk_lstm_gpu_runner r = runner(p);
+    y = spk_lstm_gpu_forward(&r, x);
+    p->trace = NULL;
+    p->trace_buffer = NULL;
+    p->trace_slot = NULL;
+    if (!y || !(host = spk_tensor_to_host(buffer, p->stream)))
         goto done;
-    if (spk_lstm_plan_enqueue(p, dx) != 0) {
-        spk_graph_capture_abort(p->stream);
+    int64_t out_shape[3] = {trace->count, B, H};
+    *trace_h = spk_tensor_new(SPK_F32, 3, out_shape);
+    *trace_c = spk_tensor_new(SPK_F32, 3, out_shape);
+    if (!*trace_h || !*trace_c) {
+        spk_tensor_free(*trace_h);
+        spk_tensor_free(*trace_c);
+        *trace_h = *trace_c = NULL;
+        spk_tensor_free(y);
+        y = NULL;
         goto done;
     }
-    if (!(graph = spk_graph_capture_end(p->stream)))
-        goto done;
-    for (int i = 0; i < warmup; i++)
-        if (spk_graph_replay(graph, p->stream) != 0)
-            goto done;
-    if (spk_lstm_plan_finish(p) != 0)
-        goto done;
-    for (int i = 0; i < rounds; i++) {
-        float t;
-        if (spk_event_record(start, p->stream) || spk_graph_replay(graph, p->stream) ||
-            spk_event_record(end, p->stream) || spk_event_synchronize(end) || spk_event_elapsed_ms(start, end, &t))
-            goto done;
-        ms[i] = t;
+    const float *recorded = spk_tensor_data(host);
+    size_t plane = (size_t)B * H;
+    for (int e = 0; e < trace->count; e++) {
+        size_t slot = (size_t)slot_of[trace->steps[e]];
+        memcpy((float *)spk_tensor_data(*trace_h) + e * plane, recorded + slot * plane, plane * sizeof(float));
+        memcpy((float *)spk_tensor_data(*trace_c) + e * plane, recorded + ((size_t)slots + slot) * plane,
+               plane * sizeof(float));
     }
-    rc = spk_lstm_plan_finish(p);
 done:
-    spk_graph_free(graph);
-    spk_event_free(start);
-    spk_event_free(end);
-    spk_tensor_free(dx);
-    return rc;
+    spk_tensor_free(host_slots);
+    spk_tensor_free(zeros);
+    spk_tensor_free(steps);
+    spk_tensor_free(buffer);
+    spk_tensor_free(host);
+    return y;
 }

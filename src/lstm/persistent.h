@@ -19,10 +19,11 @@
 
 typedef struct spk_lstm_variant {
     int hidden;        /* HIDDEN: 64, 128 or 256 */
-    int units;         /* UNITS: hidden units per block, 4 or 8 */
+    int units;         /* UNITS: hidden units per block, 4, 8 or 16 */
     int threads;       /* THREADS = units * 4 * chunks, chunks 2, 4 or 8 */
     int max_tile_rows; /* MAX_TILE_ROWS: 1 .. 4 * chunks, two h buffers within 48 KiB */
     bool acq_rel;      /* SPK_ACQ_REL: release/acquire exchange instead of relaxed */
+    int gather;        /* GATHER: 1 the seed's per-word waits, 2 paired 16-byte polls (default) */
 } spk_lstm_variant;
 
 /* Launch geometry derived from a variant, as the kernel derives it. */
@@ -34,8 +35,11 @@ typedef struct spk_lstm_geometry {
     size_t smem_bytes;  /* the kernel's static shared memory: 2 h buffers */
 } spk_lstm_geometry;
 
-/* hidden 128, units 4, threads 128, max_tile_rows 32, relaxed exchange. */
+/* hidden 128, units 4, threads 128, max_tile_rows 32, relaxed exchange, gather 2. */
 spk_lstm_variant spk_lstm_variant_default(void);
+/* The fastest variant known for a batch (a table in persistent.c, from
+ * tools/persistent_sweep.lua on the H200), fitted to `hidden`. */
+spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch);
 /* Checks a variant against the kernel's static_asserts and derives its geometry
  * (out may be NULL). Messages name the field, e.g. "kernel.threads 96 must be
  * units * 4 * chunks with chunks 2, 4 or 8". */
@@ -44,7 +48,7 @@ spk_lstm_variant spk_lstm_variant_default(void);
 void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given);
 int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out);
 
-#define SPK_LSTM_VARIANT_DEFINES 5
+#define SPK_LSTM_VARIANT_DEFINES 6
 /* The NVRTC defines of a variant; `text` holds their values. */
 typedef struct spk_lstm_variant_defines {
     spk_define defines[SPK_LSTM_VARIANT_DEFINES];
@@ -55,6 +59,9 @@ void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_d
 /* Compiles the recurrence source (kernels/lstm_recurrence.cu in spk_kernel_dir())
  * for `arch` ("sm_90", "compute_80", or NULL for the current device). */
 spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch);
+/* The same variant's trace build (SPK_DEBUG_TRACE=1: three more kernel
+ * parameters, h and c of chosen steps written to a trace buffer). */
+spk_module *spk_lstm_variant_compile_trace(const spk_lstm_variant *v, const char *arch);
 
 #define SPK_LSTM_RECURRENCE_KERNEL "spk_lstm_recurrence"
 #define SPK_LSTM_CLEAR_KERNEL "spk_lstm_clear"
@@ -121,6 +128,28 @@ spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *plan, const spk_tensor *x);
 /* Captures one forward on x into a CUDA graph, replays it `warmup` times,
  * then `rounds` times, each timed with events: ms[rounds]. */
 int spk_lstm_plan_time(spk_lstm_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
+
+/* ---- Traces (the kernel's SPK_DEBUG_TRACE build) ------------------------ */
+
+#define SPK_LSTM_TRACE_MAX_STEPS 1024
+/* h and c of one layer and direction at chosen time positions, as the CPU
+ * reference traces them (lstm.h: spk_lstm_reference_options). */
+typedef struct spk_lstm_trace {
+    int layer;            /* 0-based */
+    int direction;        /* 0 forward, 1 reverse */
+    int count;            /* 1 .. SPK_LSTM_TRACE_MAX_STEPS */
+    const int64_t *steps; /* `count` time positions t, 0-based (repeats allowed) */
+} spk_lstm_trace;
+
+/* Checks a trace against a stack of `layers` layers and `steps` steps; the
+ * messages count layers and steps from 1 (needs no device). */
+int spk_lstm_trace_check(const spk_lstm_trace *trace, int64_t layers, int64_t steps);
+
+/* As spk_lstm_plan_forward, through the variant's trace build (compiled on
+ * first use; its capacity is checked against the plan's schedule), and also
+ * *trace_h, *trace_c: new host f32 [count, batch, H] tensors. */
+spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *plan, const spk_tensor *x, const spk_lstm_trace *trace,
+                                        spk_tensor **trace_h, spk_tensor **trace_c);
 
 /* Shape checks of forward's input (needs no device). */
 int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x);

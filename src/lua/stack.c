@@ -1,11 +1,15 @@
 /* Bindings of the persistent GPU stack (lstm/persistent.h):
  *   core.stack_new{layers =, batch =, steps =, kernel = {...}, schedule = {...},
  *                  capacity =, timeout_ms =}        -> plan userdata
- *   plan:forward(x) -> tensor on x's device
+ *   plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> tensor on x's device
+ *                   (with a trace: y, {trace = {h =, c =, layer =, direction =, steps =}})
  *   plan:time(rounds, warmup) -> {ms, ...}
  *   plan:info() -> table (kernel attributes, schedule, capacities)
  *   plan:close()
- *   core.stack_variant_check(kernel_table) -> table of the variant and geometry
+ *   core.stack_variant_check(kernel_table[, batch]) -> table of the variant and geometry (what a
+ *                   plan of that batch compiles: fields left out come from the per-batch table)
+ *   core.stack_variant_for_batch(batch[, hidden]) -> the default variant of that batch
+ *   core.stack_trace_check(trace_table, layers, steps) -> true, or the error a traced forward gives
  * Layers are a list of tables {W =, R =, B =} of host tensors. */
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +52,20 @@ static int64_t opt_i64_field(lua_State *L, int t, const char *name, int64_t def,
     return v;
 }
 
-static void read_variant(lua_State *L, int idx, spk_lstm_variant *v)
+/* Fields left out come from the batch's default (spk_lstm_variant_for_batch). */
+static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant *v)
 {
     *v = spk_lstm_variant_default();
     if (lua_isnoneornil(L, idx)) {
-        spk_lstm_variant_fit(v, false, false);
+        *v = spk_lstm_variant_for_batch(v->hidden, batch);
         return;
     }
     luaL_checktype(L, idx, LUA_TTABLE);
     int t = lua_absindex(L, idx);
     v->hidden = opt_int_field(L, t, "hidden", v->hidden, "kernel");
-    v->units = opt_int_field(L, t, "units", v->units, "kernel");
+    spk_lstm_variant pick = spk_lstm_variant_for_batch(v->hidden, batch);
+    v->units = opt_int_field(L, t, "units", pick.units, "kernel");
+    v->gather = opt_int_field(L, t, "gather", pick.gather, "kernel");
     bool threads_given = lua_getfield(L, t, "threads") != LUA_TNIL;
     bool rows_given = lua_getfield(L, t, "tile_rows") != LUA_TNIL;
     lua_pop(L, 2);
@@ -78,6 +85,7 @@ static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm
     lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
     lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "tile_rows");
     lua_pushboolean(L, v->acq_rel), lua_setfield(L, -2, "acq_rel");
+    lua_pushinteger(L, v->gather), lua_setfield(L, -2, "gather");
     lua_pushinteger(L, g->groups), lua_setfield(L, -2, "groups");
     lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
     lua_pushinteger(L, g->state_tile), lua_setfield(L, -2, "state_tile");
@@ -95,7 +103,7 @@ static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm
 static int l_variant_check(lua_State *L)
 {
     spk_lstm_variant v;
-    read_variant(L, 1, &v);
+    read_variant(L, 1, luaL_optinteger(L, 2, 1), &v);
     spk_lstm_geometry g;
     if (spk_lstm_variant_check(&v, &g) != 0)
         return spk_lua_fail(L);
@@ -182,7 +190,7 @@ static int l_stack_new(lua_State *L)
     o.batch = opt_i64_field(L, 1, "batch", 0, "stack");
     o.steps = opt_i64_field(L, 1, "steps", 0, "stack");
     lua_getfield(L, 1, "kernel");
-    read_variant(L, -1, &o.variant);
+    read_variant(L, -1, o.batch, &o.variant);
     lua_pop(L, 1);
     spk_schedule schedule;
     if (lua_getfield(L, 1, "schedule") != LUA_TNIL) {
@@ -212,11 +220,114 @@ static spk_lstm_plan *check_plan(lua_State *L)
     return u->plan;
 }
 
+/* A trace table {layer = k (from 1), direction = "forward" | "reverse",
+ * steps = {t, ...} (from 1)} as spk.lstm.reference takes it; `steps` receives
+ * the 0-based positions. Range checks are spk_lstm_trace_check's. */
+static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *steps)
+{
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "trace must be a table {layer =, direction =, steps =}, got %s", luaL_typename(L, idx));
+    int t = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (!key || (strcmp(key, "layer") != 0 && strcmp(key, "direction") != 0 && strcmp(key, "steps") != 0))
+            luaL_error(L, "trace: unknown option '%s' (layer, direction, steps)", key ? key : "?");
+        lua_pop(L, 1);
+    }
+    int isint = 0;
+    lua_getfield(L, t, "layer");
+    lua_Integer layer = lua_tointegerx(L, -1, &isint);
+    if (!isint)
+        luaL_error(L, "trace.layer must be a layer number (from 1), got %s", luaL_typename(L, -1));
+    lua_getfield(L, t, "direction");
+    const char *dir = lua_isnil(L, -1) ? "forward" : lua_tostring(L, -1);
+    if (lua_type(L, -1) == LUA_TNUMBER || !dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
+        luaL_error(L, "trace.direction must be \"forward\" or \"reverse\"");
+    if (lua_getfield(L, t, "steps") != LUA_TTABLE)
+        luaL_error(L, "trace.steps must be a list of time positions (from 1)");
+    lua_Integer n = luaL_len(L, -1);
+    if (n < 1 || n > SPK_LSTM_TRACE_MAX_STEPS)
+        luaL_error(L, "trace.steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS, (int)n);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, -1, i);
+        lua_Integer step = lua_tointegerx(L, -1, &isint);
+        if (!isint)
+            luaL_error(L, "trace.steps[%d] must be an integer, got %s", (int)i, luaL_typename(L, -1));
+        steps[i - 1] = (int64_t)step - 1;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 3);
+    trace->layer = layer < INT32_MIN + 1 || layer > INT32_MAX ? -1 : (int)(layer - 1);
+    trace->direction = strcmp(dir, "reverse") == 0;
+    trace->count = (int)n;
+    trace->steps = steps;
+}
+
 static int l_forward(lua_State *L)
 {
     spk_lstm_plan *p = check_plan(L);
     spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+    if (lua_isnoneornil(L, 3)) {
+        spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+        return 1;
+    }
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+        if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "trace") != 0)
+            return luaL_error(L, "forward: unknown option '%s' (trace)",
+                              lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, 3, "trace");
+    if (lua_isnil(L, -1)) {
+        spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+        return 1;
+    }
+    int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
+    spk_lstm_trace trace;
+    read_trace(L, -2, &trace, steps);
+    spk_tensor *h = NULL, *c = NULL;
+    spk_tensor *y = spk_lstm_plan_forward_trace(p, x, &trace, &h, &c);
+    if (!y)
+        return spk_lua_fail(L);
+    spk_lua_pushtensor(L, y);
+    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 5);
+    spk_lua_pushtensor(L, h), lua_setfield(L, -2, "h");
+    spk_lua_pushtensor(L, c), lua_setfield(L, -2, "c");
+    lua_pushinteger(L, trace.layer + 1), lua_setfield(L, -2, "layer");
+    lua_pushstring(L, trace.direction ? "reverse" : "forward"), lua_setfield(L, -2, "direction");
+    lua_createtable(L, trace.count, 0);
+    for (int e = 0; e < trace.count; e++) {
+        lua_pushinteger(L, steps[e] + 1);
+        lua_rawseti(L, -2, e + 1);
+    }
+    lua_setfield(L, -2, "steps");
+    lua_setfield(L, -2, "trace");
+    return 2;
+}
+
+static int l_trace_check(lua_State *L)
+{
+    int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
+    spk_lstm_trace trace;
+    read_trace(L, 1, &trace, steps);
+    if (spk_lstm_trace_check(&trace, luaL_checkinteger(L, 2), luaL_checkinteger(L, 3)) != 0)
+        return spk_lua_fail(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_variant_for_batch(lua_State *L)
+{
+    lua_Integer batch = luaL_checkinteger(L, 1), hidden = luaL_optinteger(L, 2, 128);
+    spk_lstm_variant v = spk_lstm_variant_for_batch((int)hidden, batch);
+    spk_lstm_geometry g;
+    if (spk_lstm_variant_check(&v, &g) != 0)
+        return spk_lua_fail(L);
+    push_variant(L, &v, &g);
     return 1;
 }
 
@@ -290,7 +401,7 @@ static int l_schedule_fits(lua_State *L)
     spk_schedule s;
     read_schedule(L, 1, &s);
     spk_lstm_variant v;
-    read_variant(L, 2, &v);
+    read_variant(L, 2, s.batch, &v);
     lua_Integer cap = luaL_checkinteger(L, 3), conc = luaL_optinteger(L, 4, cap);
     if (spk_lstm_schedule_fits(&s, &v, cap, conc) != 0)
         return spk_lua_fail(L);
@@ -312,4 +423,6 @@ void spk_open_stack(lua_State *L, int module)
     lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "stack_new");
     lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "stack_variant_check");
     lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "stack_schedule_fits");
+    lua_pushcfunction(L, l_trace_check), lua_setfield(L, module, "stack_trace_check");
+    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "stack_variant_for_batch");
 }

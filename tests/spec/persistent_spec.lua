@@ -58,7 +58,7 @@ describe("spk.lstm.stack arguments", function()
   it("refuses kernel variants the kernel cannot compile", function()
     local ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, kernel = { units = 5 } })
     assert.is_false(ok)
-    assert.matches("kernel.units must be 4 or 8", tostring(err))
+    assert.matches("kernel.units must be 4, 8 or 16", tostring(err))
     ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, kernel = { threads = 96 } })
     assert.is_false(ok)
     assert.matches("kernel.threads 96", tostring(err))
@@ -75,10 +75,64 @@ describe("spk.lstm.stack arguments", function()
     assert.are.equal("8", v.defines.UNITS)
   end)
 
+  it("takes the default variant of a batch from the per-batch table, script fields first", function()
+    assert.are.equal(4, core.stack_variant_for_batch(1).units)
+    assert.are.equal(8, core.stack_variant_for_batch(8).units)
+    assert.are.equal(8, core.stack_variant_for_batch(256).units)
+    assert.are.equal(4, core.stack_variant_check({}, 1).units)
+    assert.are.equal(8, core.stack_variant_check({}, 64).units)
+    assert.are.equal(4, core.stack_variant_check({ units = 4 }, 64).units)
+    assert.are.equal(2, core.stack_variant_check({}, 64).gather)
+    assert.are.equal(1, core.stack_variant_check({ gather = 1 }, 64).gather)
+    assert.are.equal("1", core.stack_variant_check({ gather = 1 }).defines.GATHER)
+    local v16 = core.stack_variant_check({ units = 16 }, 256)
+    assert.are.equal(512, v16.threads)
+    assert.are.equal(8, v16.groups)
+    local ok, err = pcall(core.stack_variant_check, { gather = 3 })
+    assert.is_false(ok)
+    assert.matches("kernel.gather must be 1", tostring(err))
+    ok, err = pcall(core.stack_variant_check, { units = 32 })
+    assert.is_false(ok)
+    assert.matches("kernel.units must be 4, 8 or 16", tostring(err))
+  end)
+
+  it("checks trace requests as the reference does (layers and steps from 1)", function()
+    assert.is_true(core.stack_trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
+    local function refused(trace, pattern)
+      local ok, err = pcall(core.stack_trace_check, trace, 2, 5)
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+    end
+    refused({ layer = 1, steps = { 6 } }, "trace: step 6 is outside 1%.%.5")
+    refused({ layer = 1, steps = { 0 } }, "trace: step 0 is outside 1%.%.5")
+    refused({ layer = 3, steps = { 1 } }, "trace: layer 3 is outside 1%.%.2")
+    refused({ layer = 0, steps = { 1 } }, "trace: layer 0 is outside 1%.%.2")
+    refused({ layer = 1, steps = {} }, "trace.steps must list 1 to 1024")
+    refused({ layer = 1, steps = { 1.5 } }, "trace.steps%[1%] must be an integer")
+    refused({ layer = 1, direction = "sideways", steps = { 1 } }, "trace.direction")
+    refused({ layer = 1, steps = { 1 }, step = 2 }, "unknown option 'step'")
+    refused({ steps = { 1 } }, "trace.layer must be a layer number")
+  end)
+
+  it("backend cpu traces as the reference does", function()
+    local x = randn({ 2, 5, 6 }, 3)
+    local plan = spk.lstm.stack { layers = layers, batch = 2, steps = 5, backend = "cpu" }
+    local trace = { layer = 2, direction = "reverse", steps = { 5, 1 } }
+    local y, info = plan:forward(x, { trace = trace })
+    local yref, ref = spk.lstm.reference(layers, x, { precision = "f32", trace = trace })
+    assert.is_true(same_bits(y, yref))
+    assert.are.same({ 2, 2, 128 }, info.trace.h:shape())
+    assert.is_true(same_bits(info.trace.h, ref.trace.h))
+    assert.is_true(same_bits(info.trace.c, ref.trace.c))
+    assert.are.same({ 5, 1 }, info.trace.steps)
+    -- the reverse direction's h at time position 1 is y's features H+1..2H there
+    assert.are.equal(y:get(1, 1, 129), info.trace.h:get(2, 1, 1))
+  end)
+
   it("refuses a schedule that does not fit the capacity", function()
     local s = spk.schedule.new { batch = 32, capacity = 350, concurrent_capacity = 350 }
-    assert.is_true(core.stack_schedule_fits(s, {}, 350, 350))
-    local ok, err = pcall(core.stack_schedule_fits, s, {}, 100, 100)
+    assert.is_true(core.stack_schedule_fits(s, { units = 4 }, 350, 350))
+    local ok, err = pcall(core.stack_schedule_fits, s, { units = 4 }, 100, 100)
     assert.is_false(ok)
     assert.matches("co%-resident blocks", tostring(err))
   end)
@@ -178,11 +232,12 @@ describe("spk.lstm.stack persistent (GPU)", function()
     local x = randn({ 64, 589, 60 }, 11)
     local concurrent = spk.lstm.stack { layers = layers, batch = 64, steps = 589 }
     assert.is_true(concurrent.schedule.concurrent)
-    local sequential = spk.lstm.stack { layers = layers, batch = 64, steps = 589, capacity = 32 }
+    local sequential = spk.lstm.stack { layers = layers, batch = 64, steps = 589, capacity = 32,
+      kernel = { units = 4 } }
     assert.is_false(sequential.schedule.concurrent)
     assert.is_true(#sequential.schedule.launches() > 1)
     assert.is_true(same_bits(concurrent:forward(x), sequential:forward(x)))
-    local tile8 = spk.lstm.stack { layers = layers, batch = 64, steps = 589,
+    local tile8 = spk.lstm.stack { layers = layers, batch = 64, steps = 589, kernel = { units = 4 },
       schedule = { batch = 64, groups = 32, tile_rows = 8, tiles = 8, tiles_per_launch = 8, concurrent = false } }
     assert.is_true(same_bits(tile8:forward(x), concurrent:forward(x)))
   end)
@@ -192,7 +247,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
     local ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, capacity = 31 })
     assert.is_false(ok)
     assert.matches("co%-resident", tostring(err))
-    ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 4096, steps = 2,
+    ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 4096, steps = 2, kernel = { units = 4 },
       schedule = { batch = 4096, groups = 32, tile_rows = 32, tiles = 128, tiles_per_launch = 128 } })
     assert.is_false(ok)
     assert.matches("co%-resident blocks", tostring(err))
@@ -210,6 +265,53 @@ describe("spk.lstm.stack persistent (GPU)", function()
     assert.is_true(v ~= v)
     local clean = y:get(2, 4, 1)
     assert.is_true(clean == clean)
+  end)
+
+  gpu_it("every gather, unit count and tile height gives the same bits", function()
+    local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 9 }
+    local x = randn({ 33, 50, 60 }, 5)
+    local base = spk.lstm.stack { layers = layers, batch = 33, steps = 50, kernel = { units = 4, gather = 1 } }
+    local y = base:forward(x)
+    for _, kernel in ipairs { { units = 4, gather = 2 }, { units = 8, gather = 1 }, { units = 8, gather = 2 },
+                              { units = 16 }, { units = 8, tile_rows = 8 }, { units = 4, acq_rel = true } } do
+      local plan = spk.lstm.stack { layers = layers, batch = 33, steps = 50, kernel = kernel }
+      assert.is_true(same_bits(plan:forward(x), y), plan.variant .. " gather " .. plan.kernel.gather)
+      assert.are.equal(0, plan.kernel.spills)
+      plan:close()
+    end
+  end)
+
+  gpu_it("the trace build records h and c as the reference traces them", function()
+    local layers = spk.lstm.random { layers = 3, input = 60, hidden = 128, seed = 4 }
+    local x = randn({ 3, 9, 60 }, 8)
+    for _, kernel in ipairs { { units = 4 }, { units = 8 } } do
+      local plan = spk.lstm.stack { layers = layers, batch = 3, steps = 9, kernel = kernel }
+      local plain = plan:forward(x)
+      for _, trace in ipairs { { layer = 1, direction = "forward", steps = { 1, 2, 9 } },
+                               { layer = 2, direction = "reverse", steps = { 9, 5, 1, 5 } },
+                               { layer = 3, direction = "forward", steps = { 9 } } } do
+        local y, info = plan:forward(x, { trace = trace })
+        assert.is_true(same_bits(y, plain)) -- the trace build computes the same bits
+        local _, ref = spk.lstm.reference(layers, x, { precision = "f64", trace = trace })
+        assert.are.same(ref.trace.h:shape(), info.trace.h:shape())
+        assert.are.same(trace.steps, info.trace.steps)
+        assert.are.equal(trace.layer, info.trace.layer)
+        assert.are.equal(trace.direction, info.trace.direction)
+        for e = 1, #trace.steps do
+          local h = spk.compare(info.trace.h:select(1, e), ref.trace.h:select(1, e))
+          local c = spk.compare(info.trace.c:select(1, e), ref.trace.c:select(1, e))
+          assert.is_true(h.max_abs <= 1e-5 and c.max_abs <= 1e-5,
+            ("layer %d %s step %d: h %.3g, c %.3g"):format(trace.layer, trace.direction, trace.steps[e],
+              h.max_abs, c.max_abs))
+        end
+      end
+      -- out of range: a clear error, and the plan still works
+      local ok, err = pcall(plan.forward, plan, x, { trace = { layer = 1, steps = { 10 } } })
+      assert.is_false(ok)
+      assert.matches("trace: step 10 is outside 1%.%.9", tostring(err))
+      assert.is_true(same_bits(plan:forward(x), plain))
+      plan:close()
+    end
   end)
 
   gpu_it("reports the compiled variant and times with CUDA graphs", function()
