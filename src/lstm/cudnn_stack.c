@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "cuda/cudnn_rnn.h"
 #include "lstm/cudnn_stack.h"
+#include "lstm/device_layers.h"
 
 /* ---- Names ---------------------------------------------------------------- */
 
@@ -230,6 +231,10 @@ int spk_cudnn_stack_check(const spk_lstm_layer *layers, int count, const spk_cud
         return spk_fail("cudnn stack: steps must be at least 1, got %lld", (long long)o->steps);
     spk_lstm_dims dims;
     if (spk_lstm_validate(layers, count, &dims))
+        return -1;
+    /* As the other GPU plans: non-finite weights are refused here, once,
+     * rather than turning every output into NaN. */
+    if (spk_lstm_check_finite(layers, count))
         return -1;
     int64_t widest = dims.input > 2 * dims.hidden ? dims.input : 2 * dims.hidden;
     if (o->batch > INT32_LIMIT || o->steps > INT32_LIMIT || 2 * dims.hidden * count > INT32_LIMIT ||
