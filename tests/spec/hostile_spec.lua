@@ -362,3 +362,47 @@ describe("sizes at the edge", function()
     assert.are.equal(0, spk.zeros({ 0, 3, 4 }):numel())
   end)
 end)
+
+-- Faults of the GPU toolchain. The kernel cache's faults (truncated or
+-- corrupted entry, unwritable folder, two processes compiling at once) are
+-- in tests/spec/cuda_spec.lua and tests/c/test_nvrtc.c.
+describe("faults surface as Lua errors and the session goes on", function()
+  local cuda = spk.cuda
+  local GOOD = 'extern "C" __global__ void k(float *p) { p[threadIdx.x] = 1.0f; }'
+  local BAD = 'extern "C" __global__ void k(float *p) { p[threadIdx.x] = undefined_name; }'
+
+  it("an NVRTC error carries the compiler log; compiling works again right after", function()
+    for round = 1, 3 do
+      local ok, err = pcall(cuda.compile, { source = BAD, arch = "sm_90", cache = false })
+      assert.is_false(ok, "round " .. round)
+      err = tostring(err)
+      assert.matches("NVRTC_ERROR_COMPILATION", err)
+      assert.matches('identifier "undefined_name" is undefined', err) -- the log, with the line
+      local m = cuda.compile { source = GOOD, arch = "sm_90", cache = false }
+      assert.is_truthy(m)
+      m:close()
+    end
+    -- a bad option is refused before NVRTC runs, and the session still works
+    assert.is_false((pcall(cuda.compile, { source = GOOD, arch = "sm_1" })))
+    assert.are.same({ 2, 4 }, (spk.tensor { 1, 2 } * 2):tolist())
+  end)
+
+  it("a driver error (here: no CUDA device) is a Lua error naming the call; CPU work goes on", function()
+    if cuda.available() then
+      pending("needs a machine without a CUDA device (the GPU suite covers device errors)")
+      return
+    end
+    for _ = 1, 2 do
+      local ok, err = pcall(cuda.zeros, { 4 })
+      assert.is_false(ok)
+      assert.matches("no CUDA device %(cudaGetDeviceCount: .+%)", tostring(err))
+      local layers = spk.lstm.random { layers = 1, input = 2, hidden = 128, seed = 1 }
+      local ok2, err2 = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, backend = "persistent" })
+      assert.is_false(ok2)
+      assert.matches("no CUDA device", tostring(err2))
+      -- the CPU side is untouched
+      local y = spk.lstm.reference(layers, spk.ones { 1, 2, 2 })
+      assert.are.same({ 1, 2, 256 }, y:shape())
+    end
+  end)
+end)
