@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On a machine with a GPU: runs scripts/gpu-sanitize.lua (every stack backend
+# at batch 3, steps 5, 2 layers, hidden 128, and the self-test kernels) under
+# compute-sanitizer's memcheck, racecheck and synccheck, and prints each
+# tool's summary line ("ERROR SUMMARY: 0 errors", "RACECHECK SUMMARY: ...").
+# The exit status is 0 only if every tool ran clean and the workload passed.
+#
+# Usage (repository root, $BUILD built and carried; no Lua needed: build/spk
+# carries its interpreter):
+#   scripts/gpu-sanitize.sh [tool ...]     (default: memcheck racecheck synccheck)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+sanitizer=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
+[ -x "$sanitizer" ] || { echo "gpu-sanitize: compute-sanitizer not found (looked in PATH and $CUDA_HOME/bin)" >&2; exit 1; }
+[ -x "$BUILD/spk" ] || { echo "gpu-sanitize: $BUILD/spk is missing: build it first (make BUILD=$BUILD)" >&2; exit 1; }
+export SPK_KERNEL_DIR="$PWD/kernels"
+# Kernels compile once, outside the sanitized runs' timing.
+export SPK_CACHE_DIR=${SPK_CACHE_DIR:-$(mktemp -d)}
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck)
+"$sanitizer" --version | head -n 3
+
+status=0
+summaries=()
+for tool in "${tools[@]}"; do
+  extra=()
+  case "$tool" in
+    memcheck) extra=(--leak-check full) ;;
+    racecheck) extra=(--racecheck-report all) ;;
+  esac
+  log=$(mktemp)
+  echo "== compute-sanitizer --tool $tool"
+  "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
+    "$BUILD/spk" run scripts/gpu-sanitize.lua 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  summary=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
+  [ -n "$summary" ] || summary="(no summary printed)"
+  summaries+=("$tool: $summary (exit $rc)")
+  [ "$rc" -eq 0 ] || status=1
+  rm -f "$log"
+done
+
+echo "== summaries"
+printf '%s\n' "${summaries[@]}"
+exit "$status"
