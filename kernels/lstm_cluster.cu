@@ -111,6 +111,7 @@
 #define PRE_STRIDE (GATE_ROWS + 4)
 #define CELLS ((TILE_ROWS * UNITS + THREADS - 1) / THREADS)
 #define STATUS_BAD_GEOMETRY 2u
+#define STATUS_NEEDS_SM90 3u
 #define FULL_MASK 0xffffffffu
 
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
@@ -129,6 +130,10 @@ static_assert(4 * ((WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * TILE_ROWS * H
               "shared memory (weights, two h buffers, pre-activations) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
+
+// Below sm_90 (the file still compiles there, like every kernel in kernels/)
+// the entry only reports STATUS_NEEDS_SM90; the host never launches it there.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // ---- cluster primitives (PTX ISA 7.8, sm_90) -------------------------------
 
@@ -233,6 +238,9 @@ __device__ __forceinline__ void row_group(weight_slice w, const float *h, float 
 
 // ---- the recurrence ---------------------------------------------------------
 
+#define SPK_CLUSTER_SUPPORTED 1
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ, row b*steps + t
                  const float *__restrict__ r,     // [2, 4H, H] packed
@@ -241,6 +249,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  unsigned *status,                // 0, or why the launch refused to run
                  int batch, int steps, int tile_rows)
 {
+#ifndef SPK_CLUSTER_SUPPORTED
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+        atomicCAS(status, 0u, STATUS_NEEDS_SM90);
+#else
     extern __shared__ float4 smem4[];
     const int tid = threadIdx.x;
     const int direction = blockIdx.z;
@@ -362,4 +374,5 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         }
         cluster_wait();
     }
+#endif
 }

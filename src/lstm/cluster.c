@@ -11,6 +11,7 @@
 #include "lstm/device_layers.h"
 
 #define STATUS_BAD_GEOMETRY 2u
+#define STATUS_NEEDS_SM90 3u
 
 /* ---- variants ------------------------------------------------------------ */
 
@@ -162,7 +163,7 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
             if (heights[i] == forced)
                 pick = i;
         if (pick < 0)
-            return spk_fail("cluster schedule: tile_rows %lld is not one of the kernel's heights (1 .. %lld)",
+            return spk_fail("cluster schedule: tile_rows %lld is not one of the kernel's heights (1, 2, 4, ... up to %lld)",
                             (long long)forced, (long long)heights[count - 1]);
     } else {
         for (int i = 0; i < count && pick < 0; i++) {
@@ -391,6 +392,8 @@ int spk_cluster_plan_finish(spk_cluster_plan *p)
     if (status == STATUS_BAD_GEOMETRY)
         return spk_fail("lstm stack: the cluster kernel refused its launch geometry (cluster shape, block size, "
                         "tile rows or shared memory); the output is not valid");
+    if (status == STATUS_NEEDS_SM90)
+        return spk_fail("lstm stack: the cluster kernel was built for an architecture below sm_90 and did not run");
     if (status != 0)
         return spk_fail("lstm stack: the cluster kernel reported status %u", status);
     return 0;
