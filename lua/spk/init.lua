@@ -8,7 +8,7 @@ for name, value in pairs(core) do
   spk[name] = value
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto" } do
   require("spk." .. area)(spk, core)
 end
 

@@ -3,6 +3,7 @@
  * scalar, and the tensor methods :cuda(), :cpu() and :to("cuda"|"cpu").
  * lua/spk/cuda.lua builds the friendly API (spk.cuda, spk.blas, spk.u32 ...)
  * on top. Device ordinals are 0-based, as in t.device == "cuda:0". */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -672,6 +673,67 @@ static int l_kernel_dir(lua_State *L)
     return 1;
 }
 
+/* spk.cuda.sha256(text) -> 64 hex digits (the hash the kernel cache uses). */
+static int l_sha256(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    uint8_t digest[32];
+    spk_sha256(text, len, digest);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    lua_pushlstring(L, hex, 64);
+    return 1;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool is_kernel_source(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 3 && strcmp(name + n - 3, ".cu") == 0) || (n > 4 && strcmp(name + n - 4, ".cuh") == 0);
+}
+
+/* spk.cuda.kernel_files([dir]) -> sorted names of the *.cu and *.cuh files in
+ * dir (default: the kernel folder), so a script can hash the kernel sources. */
+static int l_kernel_files(lua_State *L)
+{
+    const char *dir = luaL_optstring(L, 1, spk_kernel_dir());
+    DIR *d = opendir(dir);
+    if (!d)
+        return luaL_error(L, "spk.cuda.kernel_files: cannot read the folder %s", dir);
+    lua_newtable(L);
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !is_kernel_source(e->d_name))
+            continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++count);
+    }
+    closedir(d);
+    const char **names = malloc(sizeof *names * (size_t)(count ? count : 1));
+    if (!names)
+        return luaL_error(L, "spk.cuda.kernel_files: out of memory");
+    for (int i = 0; i < count; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        names[i] = lua_tostring(L, -1); /* kept alive by the table until it is rewritten */
+        lua_pop(L, 1);
+    }
+    qsort(names, (size_t)count, sizeof *names, compare_strings);
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    free(names);
+    return 1;
+}
+
 /* ---- scalars and arguments --------------------------------------------- */
 
 static int make_scalar(lua_State *L, spk_arg_kind kind)
@@ -1136,6 +1198,8 @@ void spk_open_cuda(lua_State *L, int module)
         {"set_cache_dir", l_set_cache_dir},
         {"set_kernel_dir", l_set_kernel_dir},
         {"kernel_dir", l_kernel_dir},
+        {"kernel_files", l_kernel_files},
+        {"sha256", l_sha256},
         {"pack_args", l_pack_args},
         {"u32", l_u32},
         {"i32", l_i32},

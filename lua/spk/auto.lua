@@ -1,0 +1,110 @@
+-- Backend "auto" of the LSTM stack: the fastest correct variant for this
+-- device and shape, from the tuning record `spk tune` wrote (lua/spk/tuning.lua),
+-- else a documented default (docs/tuning.md).
+--
+--   local plan = spk.lstm.stack{backend = "auto", layers = layers, batch = 8, steps = 589,
+--                               tune_dir = dir}   -- optional: the record folder (default tuning.dir())
+--   plan.auto = {backend = "cluster", options = {kernel = {...}}, source = "record" | "default",
+--                record = path | nil, tuned_batch = 8 | nil, reason = "..."}
+--   -- the rest of plan is the chosen backend's plan (forward, time, close, variant, ...)
+--
+--   spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> the same table as
+--     plan.auto, building nothing (what "auto" would build)
+--
+-- Record lookup: same hidden, input, layers and steps class (the smallest power
+-- of two >= steps), then the nearest tuned batch >= the requested one, else the
+-- largest tuned batch. Where the chosen plan cannot be built (a shape the
+-- kernel does not fit, ...), the next backend of tuning.fallbacks is tried and
+-- reason says why.
+return function(spk, core)
+  local tuning = require "spk.tuning"
+  local known = { layers = true, batch = true, steps = true, backend = true, tune_dir = true }
+
+  local function fail(message, level) error("spk.lstm.stack (auto): " .. message, level + 1) end
+
+  local function shape_of(opts, level)
+    if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =}", level + 1) end
+    for key in pairs(opts) do
+      if not known[key] then fail(("unknown option '%s'"):format(tostring(key)), level + 1) end
+    end
+    if opts.backend ~= nil and opts.backend ~= "auto" then
+      fail(("backend must be \"auto\", got %s"):format(tostring(opts.backend)), level + 1)
+    end
+    if opts.tune_dir ~= nil and type(opts.tune_dir) ~= "string" then
+      fail("tune_dir must be a string", level + 1)
+    end
+    if type(opts.layers) ~= "table" or #opts.layers == 0 then
+      fail("layers must be a non-empty list of {W =, R =, B =}", level + 1)
+    end
+    for _, key in ipairs { "batch", "steps" } do
+      if math.type(opts[key]) ~= "integer" or opts[key] < 1 then
+        fail(("%s must be a positive integer, got %s"):format(key, tostring(opts[key])), level + 1)
+      end
+    end
+    local dims = spk.lstm.validate(opts.layers)
+    return { hidden = dims.hidden, input = dims.input, layers = #opts.layers, batch = opts.batch,
+             steps = opts.steps }
+  end
+
+  -- false (not nil) tells tuning.choose there is no device; why says what the runtime reported.
+  local function facts()
+    local f, why = tuning.facts()
+    return f or false, why
+  end
+
+  function spk.lstm.auto_choice(opts)
+    local shape = shape_of(opts, 2)
+    local f, why = facts()
+    return tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
+  end
+
+  -- A cuDNN plan is userdata: a table in front of it carries `auto`.
+  local function with_auto(plan, auto)
+    if type(plan) == "table" then
+      plan.auto = auto
+      return plan
+    end
+    local proxy = { auto = auto }
+    return setmetatable(proxy, {
+      __index = function(_, key)
+        local v = plan[key]
+        if type(v) ~= "function" then return v end
+        return function(self, ...)
+          if self == proxy then return v(plan, ...) end
+          return v(self, ...)
+        end
+      end,
+      __tostring = function() return tostring(plan) end,
+      __close = function() plan:close() end,
+    })
+  end
+
+  local function build(name, options, opts)
+    local o = { layers = opts.layers, batch = opts.batch, steps = opts.steps, backend = name }
+    for k, v in pairs(options or {}) do o[k] = v end
+    return spk.lstm.backends[name](o)
+  end
+
+  spk.lstm.backends.auto = function(opts)
+    local shape = shape_of(opts, 2)
+    local f, why = facts()
+    local choice = tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
+    local ok, plan = pcall(build, choice.backend, choice.options, opts)
+    if ok then return with_auto(plan, choice) end
+    -- The choice cannot be built for this shape: the defaults in order, each with the backend's own options.
+    local failures = { ("%s: %s"):format(choice.backend, tostring(plan)) }
+    for _, name in ipairs(tuning.fallbacks(f)) do
+      if name ~= choice.backend or next(choice.options or {}) ~= nil then
+        local options = {}
+        local built, p = pcall(build, name, options, opts)
+        if built then
+          return with_auto(p, { backend = name, options = options, source = "default",
+                                reason = ("fallback %s (its defaults): %s could not be built (%s)"):format(name,
+                                  choice.backend, failures[1]) })
+        end
+        failures[#failures + 1] = ("%s: %s"):format(name, tostring(p))
+      end
+    end
+    fail("no backend could be built: " .. table.concat(failures, "; "), 2)
+  end
+end
