@@ -1,0 +1,289 @@
+-- time the LSTM kernel variants on this GPU, record the fastest for backend "auto"
+--
+-- spk tune: times every candidate variant (the persistent kernel at 4, 8 and
+-- 16 units; the cluster kernel with its defaults and each tile height up to
+-- the batch) and every cuDNN algorithm with spk.benchmark at each batch,
+-- checks each against the f64 reference, and keeps as the winner the fastest
+-- FP32-strict candidate within its correctness bound. The winners go into the
+-- tuning record of this device, drivers and kernel sources (lua/spk/tuning.lua),
+-- which spk.lstm.stack{backend = "auto"} reads. Progress on stderr, the table
+-- and the record's path on stdout.
+--
+-- Exit status: 0 after a run, 1 when it cannot run (no CUDA device, the record
+-- cannot be written), 2 for bad arguments.
+
+local USAGE = [[
+usage: spk tune [--batches 1,8,32,64,256] [--steps 589] [--rounds 5] [--warmup 2]
+                [--candidates persistent,cluster] [--hidden 128] [--input 60]
+                [--layers 4] [--dir DIR] [--dry-run] [--help]
+
+Measures the candidate kernel variants of the bidirectional LSTM stack at each
+batch (random PyTorch-style weights, seed 1; one input per batch; CUDA graph
+replays timed with CUDA events, median over the rounds), checks each output
+against the f64 CPU reference, and records, per batch, the fastest FP32-strict
+candidate within its bound (the persistent kernel's: rel L2 <= 1.1x and max abs
+<= 2x cuDNN standard FP32's). cuDNN's four algorithms are always timed, as the
+baseline of the speed-up. spk.lstm.stack{backend = "auto"} then builds the
+recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
+
+  --batches LIST     batch sizes (default 1,8,32,64,256)
+  --steps N          sequence length (default 589); the record is kept per
+                     steps class, the smallest power of two >= N
+  --rounds N         timed rounds (default 5); --warmup N untimed (default 2)
+  --candidates LIST  backends that may win (default persistent,cluster; cudnn
+                     may be added): persistent runs units 4, 8, 16; cluster
+                     its defaults and tile heights 1, 2, 4, ... up to the batch
+  --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
+  --dir DIR          the record folder (default $SPK_TUNE_DIR, else
+                     $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
+  --dry-run          list the candidates and the record's path; measure and
+                     write nothing (works without a GPU)]]
+
+local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
+
+local function fail(message)
+  error({ usage_error = message }, 0)
+end
+
+local function positive(text, what, least)
+  least = least or 1
+  local n = math.tointeger(tonumber(text))
+  if not n or n < least then
+    fail(("--%s: '%s' is not an integer >= %d"):format(what, tostring(text), least))
+  end
+  return n
+end
+
+local function list(text, what)
+  local out = {}
+  for item in tostring(text):gmatch("[^,]+") do out[#out + 1] = item end
+  if #out == 0 then fail(("--%s needs a value"):format(what)) end
+  return out
+end
+
+local function parse(args)
+  local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, rounds = 5, warmup = 2,
+              candidates = { "persistent", "cluster" }, layers = 4, hidden = 128, input = 60 }
+  local numbers = { steps = 1, rounds = 1, warmup = 0, layers = 1, hidden = 1, input = 1 }
+  local i = 1
+  local function value(name)
+    i = i + 1
+    if args[i] == nil then fail(("--%s needs a value"):format(name)) end
+    return args[i]
+  end
+  while i <= #args do
+    local a = args[i]
+    local name = a:match("^%-%-([%w-]+)$")
+    if a == "--help" or a == "-h" then o.help = true
+    elseif a == "--dry-run" then o.dry_run = true
+    elseif name and numbers[name] then o[name] = positive(value(name), name, numbers[name])
+    elseif a == "--batches" then
+      o.batches = {}
+      for _, b in ipairs(list(value("batches"), "batches")) do o.batches[#o.batches + 1] = positive(b, "batches") end
+    elseif a == "--candidates" then
+      o.candidates = list(value("candidates"), "candidates")
+      for _, c in ipairs(o.candidates) do
+        if not CANDIDATES[c] then
+          fail(("--candidates: unknown candidate '%s' (known: cluster, cudnn, persistent)"):format(c))
+        end
+      end
+    elseif a == "--dir" then o.dir = value("dir")
+    else fail(("unknown argument '%s' (see spk tune --help)"):format(a)) end
+    i = i + 1
+  end
+  return o
+end
+
+-- The candidate variants of one backend at one batch: option tables merged
+-- into spk.lstm.stack's (what the record stores as the winner's options).
+local function variants(backend, batch, algos)
+  if backend == "persistent" then
+    return { { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
+  elseif backend == "cluster" then
+    local out = { {} }
+    local h = 1
+    while h <= 32 and h <= batch do
+      out[#out + 1] = { kernel = { tile_rows = h } }
+      h = h * 2
+    end
+    return out
+  end
+  local out = {}
+  for i, a in ipairs(algos) do out[i] = { algo = a } end
+  return out
+end
+
+local function describe(options)
+  if options.algo then return "algo " .. options.algo end
+  local k = options.kernel
+  if not k or next(k) == nil then return "defaults" end
+  local parts = {}
+  for _, key in ipairs { "units", "tile_rows", "cluster" } do
+    if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
+  end
+  return table.concat(parts, ", ")
+end
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return out
+end
+
+-- The winner of one batch's rows: the fastest candidate that ran, is FP32
+-- strict and passed its bound.
+local function entry_of(o, batch, rows, options_of, tuning)
+  local candidate = {}
+  for _, c in ipairs(o.candidates) do candidate[c] = true end
+  local entry = { hidden = o.hidden, input = o.input, layers = o.layers, batch = batch, steps = o.steps,
+                  steps_class = tuning.steps_class(o.steps), candidates = {} }
+  local best
+  for i, r in ipairs(rows) do
+    local fp32 = (r.math or "fp32") == "fp32"
+    local eligible = candidate[r.backend] == true and not r.error and fp32 and r.bound_ok == true
+      and type(r.median_ms) == "number"
+    local c = { backend = r.backend, options = options_of[i], variant = r.variant, median_ms = r.median_ms,
+                min_ms = r.min_ms, spread = r.spread, rel_l2 = r.rel_l2, max_abs = r.max_abs, bound = r.bound,
+                bound_ok = r.bound_ok, speedup = r.speedup, eligible = eligible, error = r.error }
+    entry.candidates[#entry.candidates + 1] = c
+    if eligible and (not best or r.median_ms < best.median_ms) then best = c end
+    if r.backend == "cudnn" and not r.error and type(r.median_ms) == "number"
+        and (not entry.cudnn_best or r.median_ms < entry.cudnn_best.median_ms) then
+      entry.cudnn_best = { variant = r.variant, median_ms = r.median_ms }
+    end
+  end
+  if best then
+    entry.winner = { backend = best.backend, options = best.options, variant = best.variant,
+                     median_ms = best.median_ms, rel_l2 = best.rel_l2, speedup = best.speedup }
+  end
+  return entry
+end
+
+return function(args, io_override)
+  local out = io_override or { write = function(s) io.stdout:write(s) end,
+                               progress = function(s) io.stderr:write(s) end }
+  local ok, o = pcall(parse, args or {})
+  if not ok then
+    io.stderr:write("spk tune: ", type(o) == "table" and o.usage_error or tostring(o), "\n")
+    return 2
+  end
+  if o.help then
+    out.write(USAGE .. "\n")
+    return 0
+  end
+  local spk = require "spk"
+  local benchmark = require "spk.benchmark"
+  local report = require "spk.report"
+  local tuning = require "spk.tuning"
+
+  -- cuDNN first: the persistent and cluster bounds need its standard row at the batch.
+  local backends = { "cudnn" }
+  for _, c in ipairs(o.candidates) do
+    if c ~= "cudnn" then backends[#backends + 1] = c end
+  end
+  local facts, why = tuning.facts()
+  local dir = o.dir or tuning.dir()
+
+  if o.dry_run then
+    out.write(("spk tune (dry run): %d-layer bidirectional LSTM, hidden %d, input %d, %d steps (class <= %d), "
+      .. "%d timed rounds\n"):format(o.layers, o.hidden, o.input, o.steps, tuning.steps_class(o.steps), o.rounds))
+    out.write(("candidates: %s (cuDNN's algorithms timed as the baseline)\n"):format(table.concat(o.candidates, ", ")))
+    for _, batch in ipairs(o.batches) do
+      local words = {}
+      for _, b in ipairs(backends) do
+        for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms)) do
+          words[#words + 1] = b .. " (" .. describe(v) .. ")"
+        end
+      end
+      out.write(("batch %d: %d variants: %s\n"):format(batch, #words, table.concat(words, "; ")))
+    end
+    if facts then
+      out.write(("record: %s\n"):format(tuning.path(tuning.key(facts), dir)))
+    else
+      out.write(("record: none (%s)\n"):format(why or "no CUDA device"))
+    end
+    return 0
+  end
+
+  if not facts then
+    io.stderr:write(("spk tune: %s: tuning measures the GPU kernels, so it needs a CUDA device "
+      .. "(backend \"auto\" uses its documented default meanwhile)\n"):format(why or "no CUDA device"))
+    return 1
+  end
+
+  local env = benchmark.environment()
+  local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
+  local started = spk.clock_ms()
+  local entries = {}
+  for _, batch in ipairs(o.batches) do
+    local per_backend, options_of = {}, {}
+    for _, b in ipairs(backends) do
+      per_backend[b] = variants(b, batch, benchmark.cudnn_algorithms)
+      for _, v in ipairs(per_backend[b]) do options_of[#options_of + 1] = copy(v) end
+    end
+    local rows = benchmark.run {
+      batches = { batch }, steps = o.steps, backends = backends, variants = per_backend, rounds = o.rounds,
+      warmup = o.warmup, layers = layers, bounds = { cluster = benchmark.bounds.persistent },
+      progress = function(message) out.progress(message .. "\n") end,
+    }
+    assert(#rows == #options_of, "one row per variant")
+    entries[#entries + 1] = entry_of(o, batch, rows, options_of, tuning)
+  end
+  local seconds = (spk.clock_ms() - started) / 1000
+
+  local lines = {}
+  for _, e in ipairs(entries) do
+    local w, c = e.winner or {}, e.cudnn_best or {}
+    local eligible = 0
+    for _, cand in ipairs(e.candidates) do
+      if cand.eligible then eligible = eligible + 1 end
+    end
+    lines[#lines + 1] = { batch = e.batch, backend = w.backend or "none", variant = w.variant,
+                          options = e.winner and describe(w.options or {}) or nil, median_ms = w.median_ms,
+                          cudnn_ms = c.median_ms, cudnn = c.variant, speedup = w.speedup, rel_l2 = w.rel_l2,
+                          eligible = ("%d of %d"):format(eligible, #e.candidates) }
+  end
+  local columns = {
+    "batch",
+    { key = "backend", title = "winner" },
+    { key = "options", title = "options", empty = "" },
+    { key = "median_ms", title = "median ms", format = report.fmt_ms },
+    { key = "cudnn_ms", title = "cuDNN best ms", format = report.fmt_ms },
+    { key = "cudnn", title = "cuDNN best", empty = "" },
+    { key = "speedup", title = "vs cuDNN best", format = report.fmt_ratio, align = "right" },
+    { key = "rel_l2", title = "rel L2", format = report.fmt_sci, align = "right" },
+    { key = "eligible", title = "eligible" },
+    { key = "variant", title = "variant", empty = "" },
+  }
+  local header = {
+    ("spk tune: %d-layer bidirectional LSTM, hidden %d, input %d, %d steps, f32; %s"):format(o.layers, o.hidden,
+      o.input, o.steps, env.date),
+    ("device: %s; driver %s; CUDA runtime %s; cuDNN %s"):format(env.device, env.driver, env.runtime, env.cudnn),
+    ("ms per forward: median of %d CUDA graph replays after %d warm-up; candidates %s"):format(o.rounds, o.warmup,
+      table.concat(o.candidates, ", ")),
+  }
+  local footer = {
+    "winner: the fastest FP32-strict candidate within its bound (eligible: rows that ran and passed, of all timed).",
+    "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the winner's (> 1: faster).",
+    ("%.1f s in all."):format(seconds),
+  }
+  out.write(report.table(lines, columns, { title = table.concat(header, "\n"), footer = footer }))
+
+  local command = "spk tune"
+  if #(args or {}) > 0 then command = command .. " " .. table.concat(args, " ") end
+  local saved, path = pcall(function()
+    local record = tuning.find(facts, dir)
+    record = record or tuning.new_record(facts, command)
+    record.command, record.date = command, os.date("!%Y-%m-%dT%H:%M:%SZ")
+    record.environment = env
+    tuning.merge(record, entries)
+    return tuning.save(record, dir)
+  end)
+  if not saved then
+    io.stderr:write("spk tune: ", tostring(path), "\n")
+    return 1
+  end
+  out.write(("record: %s\n"):format(path))
+  return 0
+end
