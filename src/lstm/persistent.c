@@ -23,19 +23,24 @@ spk_lstm_variant spk_lstm_variant_default(void)
 }
 
 /* The default variant per batch: the first row whose max_batch covers the
- * batch. Measured on the H200 (H = 128, 4 layers, 589 steps, ms per forward,
- * the seed's gather): u4 3.18 / 18.34 / 21.50 / 24.01 / 57.34 and u8 3.41 /
- * 10.23 / 11.36 / 13.81 / 47.26 at batch 1 / 8 / 32 / 64 / 256. One block per
- * 4 units gathers the least per block at batch 1 (latency-bound); from batch 8
- * on, half as many blocks polling the same rows wins. tools/persistent_sweep.lua
- * prints the figures this table should follow; threads and tile rows come from
- * spk_lstm_variant_fit. */
+ * batch. Measured on the H200 on 2026-11-30 with
+ * `build/spk run tools/persistent_sweep.lua --quick` (/work/notes/sweep.txt:
+ * H = 128, 4 layers, input 60, 589 steps, ms per forward, median of 3 CUDA
+ * graph replays), paired gather (gather 2):
+ *   batch      1      8     32     64    256
+ *   u4     2.692  4.608  6.517 10.755 33.908
+ *   u8     2.933  6.017  7.358 10.187 32.558
+ *   u16    3.150  7.563  8.770  9.799 32.434
+ * One block per 4 units gathers the least per block, which wins while the step
+ * is latency-bound (up to batch 32); from batch 64 on the compute of a step
+ * dominates and fewer, wider blocks (less polling of L2 per row) win. Threads
+ * and tile rows come from spk_lstm_variant_fit. */
 static const struct {
     int64_t max_batch;
     int units, gather;
 } batch_table[] = {
-    {1, 4, 2},
-    {INT64_MAX, 8, 2},
+    {32, 4, 2},
+    {INT64_MAX, 16, 2},
 };
 
 spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
