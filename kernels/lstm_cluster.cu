@@ -16,6 +16,23 @@
 //                   smaller, fewer shuffles when larger; the results are the
 //                   same bits for every value
 //   MIN_BLOCKS      __launch_bounds__' blocks per SM (register budget)
+//   CELL_IN_LANES   0: sums go through the `pre` buffer and a __syncthreads to
+//                   cell threads; 1: the lanes that hold a row's sums gather
+//                   the unit's four gates with three shuffles and finish the
+//                   cell themselves (no `pre`, no block barrier before the
+//                   cell); tiles are padded to whole row groups in h
+//   LATE_STORE      1: h goes to the output after the step's exchange is
+//                   under way (after the cluster arrive), so the release of the
+//                   barrier does not wait for global stores
+//   VECTOR_PUSH     0: every cell stores its h into every block (CLUSTER
+//                   scalar DSMEM stores per cell); 1: cells write h into
+//                   their own block, __syncthreads, then one 16-byte store per
+//                   (row, 4 units, peer block): 4x fewer remote stores
+//   MBARRIER_EXCHANGE  1 (needs VECTOR_PUSH): no cluster barrier per step;
+//                   pushes are st.async with complete_tx on the receiver's
+//                   mbarrier, and each block waits only for the bytes of its
+//                   next h (see "The mbarrier exchange" below)
+// None of these changes a sum or a cell: every option gives the same bits.
 //
 // Work split. Grid (CLUSTER, tiles, 2), cluster (CLUSTER, 1, 1): blockIdx.z is
 // the direction, blockIdx.y the tile, and the cluster rank g (= blockIdx.x)
@@ -82,6 +99,33 @@
 // on kernel arguments and the tile, which the whole cluster shares. No value
 // (NaN, inf) reaches control flow.
 
+//
+// The mbarrier exchange (MBARRIER_EXCHANGE 1). Each block owns two mbarriers
+// full[0], full[1] (arrival count 1); full[q] completes a phase when the peers'
+// bytes of h[q] for one step have landed: rows * (HIDDEN - UNITS) * 4 bytes,
+// armed by thread 0 with arrive.expect_tx. Step s pushes into h[(s+1)&1]
+// (st.async ... mbarrier::complete_tx, whose completion is a release at
+// cluster scope) and step s+1 waits on full[(s+1)&1] (try_wait.acquire.cluster)
+// before reading it; a block's own units reach its h through plain stores
+// and the __syncthreads before the pushes.
+//  - Arming: full[1] (step 0's pushes) and full[0] (step 1's) are armed before
+//    the initial cluster barrier; at step s >= 1 thread 0, right after its wait
+//    on full[s&1], re-arms it for step s+1's pushes. Those come from peers that
+//    received this block's step-s pushes, issued after this block's step-s
+//    __syncthreads, i.e. after the re-arm: the tx-count never runs ahead of
+//    its phase, and no phase can complete before every thread of the block
+//    has seen the previous one (the parity waits never miss a phase).
+//  - Wait parity: full[s&1] is waited on at steps s = 1, 3, 5, ... (buffer 1)
+//    and 2, 4, ... (buffer 0); the k-th wait is for phase k, k = (s-1) >> 1.
+//  - Write after read: block X pushes into Y's h[q] at step s+2 only after it
+//    waited for Y's step-s+1 bytes, which Y pushed after the __syncthreads of
+//    step s+1, after Y's reads of h[q] at step s+1.
+//  - Exit: after the last step every block takes one cluster barrier, so no
+//    block leaves while a peer may still store into its shared memory.
+//  - Never hanging: a wait gives up after about a second (globaltimer),
+//    reports STATUS_EXCHANGE_TIMEOUT and stops waiting; the output is then
+//    invalid and the host says so, but the launch ends.
+
 #ifndef HIDDEN
 #define HIDDEN 128
 #endif
@@ -100,6 +144,18 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef CELL_IN_LANES
+#define CELL_IN_LANES 0
+#endif
+#ifndef LATE_STORE
+#define LATE_STORE 0
+#endif
+#ifndef VECTOR_PUSH
+#define VECTOR_PUSH 0
+#endif
+#ifndef MBARRIER_EXCHANGE
+#define MBARRIER_EXCHANGE 0
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -110,8 +166,14 @@
 #endif
 #define PRE_STRIDE (GATE_ROWS + 4)
 #define CELLS ((TILE_ROWS * UNITS + THREADS - 1) / THREADS)
+#define GROUPS ((TILE_ROWS + ROW_GROUP - 1) / ROW_GROUP)
+#define PADDED_ROWS (CELL_IN_LANES ? GROUPS * ROW_GROUP : TILE_ROWS)
+#define SLOTS (CELL_IN_LANES ? GROUPS : CELLS) /* cells a thread may own */
+#define BARRIER_FLOATS (MBARRIER_EXCHANGE ? 4 : 0) /* two 8-byte mbarriers */
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
+#define STATUS_EXCHANGE_TIMEOUT 4u
+#define EXCHANGE_TIMEOUT_NS 1000000000ull
 #define FULL_MASK 0xffffffffu
 
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
@@ -125,8 +187,10 @@ static_assert(TILE_ROWS >= 1 && TILE_ROWS <= 32, "TILE_ROWS must be 1 .. 32");
 static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP == 8) && ROW_GROUP <= CHUNKS,
               "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS <= 2048, "MIN_BLOCKS must be 1 .. 2048 / THREADS");
-static_assert(4 * ((WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * TILE_ROWS * HIDDEN + TILE_ROWS * PRE_STRIDE) <=
-                  227 * 1024,
+static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN / CLUSTER) a multiple of 4");
+static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH");
+static_assert(4 * (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
+                   (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE)) <= 227 * 1024,
               "shared memory (weights, two h buffers, pre-activations) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
@@ -181,6 +245,71 @@ __device__ __forceinline__ void store_cluster(unsigned address, float v)
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
 }
 
+__device__ __forceinline__ void store_cluster4(unsigned address, float4 v)
+{
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address), "f"(v.x), "f"(v.y), "f"(v.z),
+                 "f"(v.w)
+                 : "memory");
+}
+
+// ---- mbarriers (PTX ISA 8.0, sm_90) ----------------------------------------
+
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// One arrival (the phase's only one) that also expects `bytes` of transactions.
+__device__ __forceinline__ void mbarrier_arm(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ bool mbarrier_try_wait(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
+__device__ __forceinline__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Waits for the phase of `parity`; false after EXCHANGE_TIMEOUT_NS.
+__device__ __forceinline__ bool mbarrier_wait(unsigned bar, unsigned parity)
+{
+    if (mbarrier_try_wait(bar, parity))
+        return true;
+    const unsigned long long start = global_ns();
+    while (!mbarrier_try_wait(bar, parity))
+        if (global_ns() - start > EXCHANGE_TIMEOUT_NS)
+            return false;
+    return true;
+}
+
+// 16 bytes into a peer's shared memory, counted on the peer's mbarrier.
+__device__ __forceinline__ void store_async4(unsigned address, float4 v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                     address),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+
 // ---- dot products --------------------------------------------------------
 
 #if WEIGHTS_SHARED
@@ -191,11 +320,26 @@ typedef const float4 (&weight_slice)[FLOAT4_PER_CHUNK];
 #define WEIGHT(k) (w[k])
 #endif
 
+// The row (0 .. G-1 within its group) whose full sum the reduce-scatter of
+// row_sums<G> leaves in chunk lane q (lanes q >= G repeat rows of lanes < G).
+template <int G>
+__device__ __forceinline__ int scatter_row(int q)
+{
+    int e = 0;
+#pragma unroll
+    for (int mask = 1, n = G; mask < CHUNKS; mask <<= 1)
+        if (n > 1) {
+            e += (q & mask) ? n / 2 : 0;
+            n /= 2;
+        }
+    return e;
+}
+
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
 // thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes.
-// Lane q < G of the gate row writes the full sum of row b0 + e(q).
+// Returns the full sum of row b0 + scatter_row<G>(q).
 template <int G>
-__device__ __forceinline__ void row_group(weight_slice w, const float *h, float *pre, int b0, int j, int q)
+__device__ __forceinline__ float row_sums(weight_slice w, const float *h, int b0, int q)
 {
     float v[G];
 #pragma unroll
@@ -213,7 +357,6 @@ __device__ __forceinline__ void row_group(weight_slice w, const float *h, float 
         }
         v[r] = (a0 + a1) + (a2 + a3);
     }
-    int e = 0;
 #pragma unroll
     for (int mask = 1, n = G; mask < CHUNKS; mask <<= 1) {
         if (n > 1) {
@@ -226,14 +369,21 @@ __device__ __forceinline__ void row_group(weight_slice w, const float *h, float 
                 const float keep = upper ? v[k + half] : v[k];
                 v[k] = keep + __shfl_xor_sync(FULL_MASK, send, mask);
             }
-            e += upper ? half : 0;
             n = half;
         } else {
             v[0] += __shfl_xor_sync(FULL_MASK, v[0], mask);
         }
     }
+    return v[0];
+}
+
+// The `pre` form: lane q < G of gate row j writes its row's sum.
+template <int G>
+__device__ __forceinline__ void row_group(weight_slice w, const float *h, float *pre, int b0, int j, int q)
+{
+    const float s = row_sums<G>(w, h, b0, q);
     if (q < G)
-        pre[(b0 + e) * PRE_STRIDE + j] = v[0];
+        pre[(b0 + scatter_row<G>(q)) * PRE_STRIDE + j] = s;
 }
 
 // ---- the recurrence ---------------------------------------------------------
@@ -260,9 +410,12 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
 
-    // Shared memory: [weights], h[2][tile_rows][H], pre[tile_rows][PRE_STRIDE].
+    // Shared memory: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]].
     const int weight_floats = WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0;
-    const unsigned need = 4u * (unsigned)(weight_floats + 2 * tile_rows * HIDDEN + tile_rows * PRE_STRIDE);
+    const int padded_rows = CELL_IN_LANES ? (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP : tile_rows;
+    const int pre_floats = CELL_IN_LANES ? 0 : tile_rows * PRE_STRIDE;
+    const unsigned need =
+        4u * (unsigned)(BARRIER_FLOATS + weight_floats + 2 * padded_rows * HIDDEN + pre_floats);
     // Uniform over the cluster (arguments, the tile, the cluster shape), so an
     // early exit never leaves a peer waiting at a barrier.
     if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 ||
@@ -271,10 +424,12 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
             atomicCAS(status, 0u, STATUS_BAD_GEOMETRY);
         return;
     }
-    float *smem = reinterpret_cast<float *>(smem4);
+    float *smem = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     float *h_buffers = smem + weight_floats;
-    float *pre = h_buffers + 2 * tile_rows * HIDDEN;
-    const int h_floats = tile_rows * HIDDEN;
+    const int h_floats = padded_rows * HIDDEN;
+#if !CELL_IN_LANES
+    float *pre = h_buffers + 2 * h_floats;
+#endif
 
     gates += (size_t)direction * batch * steps * 4 * HIDDEN;
     r += (size_t)direction * 4 * HIDDEN * HIDDEN;
@@ -287,7 +442,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 
     // This thread's slice of R, for the whole sequence.
 #if WEIGHTS_SHARED
-    float4 *w = smem4;
+    float4 *w = reinterpret_cast<float4 *>(smem);
     {
         const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j) * HIDDEN);
         for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
@@ -303,28 +458,55 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     }
 #endif
 
-    // Cells of this thread: cell i = tid + k*THREADS is (row i / UNITS, unit i % UNITS).
-    float c[CELLS];
-    float4 gx[CELLS], b4[CELLS];
-    unsigned push[CELLS]; // shared::cta address of the cell's word in h[0]
+    // The cells this thread owns, slot k = (row slot_row(k), unit slot_unit(k)):
+    //  - `pre` form: cell i = tid + k*THREADS is (row i / UNITS, unit i % UNITS);
+    //  - lanes form: the unit of this thread's gate row j/4; the lane of gate 0
+    //    with chunk q < ROW_GROUP owns row k*ROW_GROUP + scatter_row(q) of
+    //    every group k (the lanes of gates 1..3 own nothing).
+#if CELL_IN_LANES
+    const bool cell_lane = (j & 3) == 0 && q < ROW_GROUP;
+    const int lane_row = scatter_row<ROW_GROUP>(q);
+    const int lane_unit = j >> 2;
+    const int unit_lane0 = (tid & 31) & ~(4 * CHUNKS - 1); // lane of gate 0, chunk 0 of this unit
+#define SLOT_ROW(k) ((k) * ROW_GROUP + lane_row)
+#define SLOT_UNIT(k) lane_unit
+#define SLOT_OWNED(k) (cell_lane && SLOT_ROW(k) < rows)
+#else
+#define SLOT_ROW(k) ((tid + (k) * THREADS) / UNITS)
+#define SLOT_UNIT(k) ((tid + (k) * THREADS) % UNITS)
+#define SLOT_OWNED(k) (SLOT_ROW(k) < rows)
+#endif
+    float c[SLOTS], hv[SLOTS];
+    float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
 #pragma unroll
-    for (int k = 0; k < CELLS; k++) {
-        const int i = tid + k * THREADS;
-        const int b = i / UNITS, u = i % UNITS;
-        c[k] = 0.0f;
+    for (int k = 0; k < SLOTS; k++) {
+        c[k] = hv[k] = 0.0f;
         gx[k] = b4[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-        push[k] = (unsigned)__cvta_generic_to_shared(h_buffers + b * HIDDEN + first_unit + u);
-        if (b < rows) {
-            b4[k] = reinterpret_cast<const float4 *>(bias)[first_unit + u];
+        if (SLOT_OWNED(k)) {
+            b4[k] = reinterpret_cast<const float4 *>(bias)[first_unit + SLOT_UNIT(k)];
             const int t = direction ? steps - 1 : 0;
-            gx[k] = __ldg(gates4 + ((size_t)(row0 + b) * steps + t) * HIDDEN + first_unit + u);
+            gx[k] = __ldg(gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit + SLOT_UNIT(k));
         }
     }
 
     // Zero h (rows past `rows` stay zero); no push may land before this.
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
+#if MBARRIER_EXCHANGE
+    const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4); // full[q] at full0 + 8q
+    const unsigned exchange_bytes = (unsigned)(rows * (HIDDEN - UNITS) * 4);
+    bool waiting = true; // false once a wait timed out: the launch then just runs to its end
+    if (tid == 0) {
+        mbarrier_init(full0, 1);
+        mbarrier_init(full0 + 8, 1);
+        mbarrier_init_fence();
+        if (steps > 1)
+            mbarrier_arm(full0 + 8, exchange_bytes); // step 0's pushes, into h[1]
+        if (steps > 2)
+            mbarrier_arm(full0, exchange_bytes); // step 1's pushes, into h[0]
+    }
+#endif
     cluster_arrive();
     cluster_wait();
 
@@ -332,7 +514,35 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         const int t = direction ? steps - 1 - step : step;
         const int parity = step & 1;
         const float *h = h_buffers + parity * h_floats;
+        const bool last = step + 1 == steps;
 
+#if MBARRIER_EXCHANGE
+        if (step > 0) {
+            const unsigned bar = full0 + 8u * (unsigned)parity;
+            if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+                waiting = false;
+                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+            }
+            if (tid == 0 && step + 2 < steps)
+                mbarrier_arm(bar, exchange_bytes); // step+1's pushes, into this same buffer
+        }
+#endif
+
+#if CELL_IN_LANES
+        // 1+2. per row group: sums, the unit's four gates into the lane of
+        // gate 0 (same chunk lane, so the same row), the cell there.
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++) {
+            if (k * ROW_GROUP < rows) {
+                const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
+                const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
+                const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
+                const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
+                if (SLOT_OWNED(k))
+                    hv[k] = spk_lstm_cell(gx[k], s, pf, pc, po, b4[k], c[k]);
+            }
+        }
+#else
         // 1. gate sums of every row of the tile, from the local copy of h.
         int b0 = 0;
         for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
@@ -341,38 +551,85 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
             row_group<1>(w, h, pre, b0, j, q);
         __syncthreads();
 
-        // 2. cells: activations, c, h; h to the output and to every block.
-        const bool last = step + 1 == steps;
+        // 2. cells: activations, c, h.
 #pragma unroll
-        for (int k = 0; k < CELLS; k++) {
-            const int i = tid + k * THREADS;
-            const int b = i / UNITS, u = i % UNITS;
-            if (b < rows) {
-                const float4 s = *reinterpret_cast<const float4 *>(pre + b * PRE_STRIDE + u * 4);
-                const float hv = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
-                output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv;
+        for (int k = 0; k < SLOTS; k++) {
+            if (SLOT_OWNED(k)) {
+                const float4 s = *reinterpret_cast<const float4 *>(pre + SLOT_ROW(k) * PRE_STRIDE + SLOT_UNIT(k) * 4);
+                hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
+            }
+        }
+#endif
+
+        // h to the output (now, or once the exchange is under way) and, unless
+        // this is the last step, into h[parity^1] of every block.
+        const int next_offset = (parity ^ 1) * h_floats;
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++) {
+            if (SLOT_OWNED(k)) {
+                const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
+                if (!LATE_STORE || last)
+                    output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                 if (!last) {
-                    const unsigned local = push[k] + (unsigned)((parity ^ 1) * h_floats * 4);
+#if VECTOR_PUSH
+                    h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
+#else
+                    const unsigned local =
+                        (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
 #pragma unroll
                     for (unsigned g = 0; g < CLUSTER; g++)
-                        store_cluster(map_rank(local, g), hv);
+                        store_cluster(map_rank(local, g), hv[k]);
+#endif
                 }
             }
         }
         if (last)
             break;
 
-        // 3. one cluster barrier; the next inputs load while it completes.
+#if VECTOR_PUSH
+        // The block's units of every row, 16 bytes to each peer per store.
+        __syncthreads();
+        {
+            const int vectors = UNITS / 4, items = rows * vectors * (CLUSTER - 1);
+            for (int i = tid; i < items; i += THREADS) {
+                const int peer = i % (CLUSTER - 1), rv = i / (CLUSTER - 1);
+                const int b = rv / vectors, v = rv % vectors;
+                float *word = h_buffers + next_offset + b * HIDDEN + first_unit + 4 * v;
+                const float4 value = *reinterpret_cast<const float4 *>(word);
+                const unsigned target = (rank + 1u + (unsigned)peer) % CLUSTER;
+                const unsigned address = map_rank((unsigned)__cvta_generic_to_shared(word), target);
+#if MBARRIER_EXCHANGE
+                store_async4(address, value, map_rank(full0 + 8u * (unsigned)(parity ^ 1), target));
+#else
+                store_cluster4(address, value);
+#endif
+            }
+        }
+#endif
+
+        // 3. the exchange completes (one cluster barrier, or the mbarrier wait
+        // at the top of the next step) while the next inputs load.
+#if !MBARRIER_EXCHANGE
         cluster_arrive();
+#endif
         const int t_next = direction ? t - 1 : t + 1;
 #pragma unroll
-        for (int k = 0; k < CELLS; k++) {
-            const int i = tid + k * THREADS;
-            const int b = i / UNITS, u = i % UNITS;
-            if (b < rows)
+        for (int k = 0; k < SLOTS; k++) {
+            if (SLOT_OWNED(k)) {
+                const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
+                if (LATE_STORE)
+                    output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                 gx[k] = __ldg(gates4 + ((size_t)(row0 + b) * steps + t_next) * HIDDEN + first_unit + u);
+            }
         }
+#if !MBARRIER_EXCHANGE
         cluster_wait();
+#endif
     }
+#if MBARRIER_EXCHANGE
+    // Nobody leaves while a peer may still store into its shared memory.
+    cluster_arrive();
+    cluster_wait();
+#endif
 #endif
 }

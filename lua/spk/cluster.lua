@@ -9,7 +9,16 @@
 --                                         threads = 512,        -- 4 * hidden / cluster * chunks (2, 4, 8)
 --                                         weights = "registers",-- | "shared"
 --                                         math = "fp32",        -- strict FP32 (the only one so far)
---                                         row_group = 8, min_blocks = 2}}  -- tuning, same bits
+--                                         row_group = 8, min_blocks = 2,  -- tuning, same bits
+--                                         -- step-latency options, all the same bits:
+--                                         cell = "shared",      -- | "lanes": the reducing lanes finish the cell
+--                                         store = "step",       -- | "late": h to the output after the arrive
+--                                         push = "scalar",      -- | "vector": 16-byte DSMEM pushes
+--                                         exchange = "barrier"}}-- | "mbarrier": st.async + mbarrier waits
+--   Without `kernel` the plan takes the default for its batch
+--   (spk.lstm.cluster_default(batch, hidden): src/lstm/cluster.c's batch_table).
+--   With cell = "lanes" a given tile_rows is also the kernel's largest tile
+--   (tiles are padded to whole row groups).
 --   plan:forward(x)          -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
 --   plan.kernel              -- registers, spills, smem, cluster, threads, chunks, max_active_clusters, defines
 --   plan.schedule            -- tile_rows, tiles, clusters, max_active_clusters, waves, launches (per layer)
@@ -27,7 +36,15 @@ return function(spk, core)
 
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
-                         row_group = true, min_blocks = true, hidden = true }
+                         row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
+                         push = true, exchange = true }
+  -- option = {value giving false, value giving true, the C field}
+  local switches = {
+    { "cell", "shared", "lanes", "cell_in_lanes" },
+    { "store", "step", "late", "late_store" },
+    { "push", "scalar", "vector", "vector_push" },
+    { "exchange", "barrier", "mbarrier", "mbarrier_exchange" },
+  }
 
   local function fail(message, level) error("spk.lstm.stack (cluster): " .. message, level + 1) end
 
@@ -60,15 +77,42 @@ return function(spk, core)
     if kernel.tile_rows ~= nil and kernel.tile_rows > 32 then
       fail(("kernel.tile_rows must be 1 .. 32, got %d"):format(kernel.tile_rows), level + 1)
     end
-    return { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
-             tile_rows = kernel.tile_rows, row_group = kernel.row_group, min_blocks = kernel.min_blocks,
-             weights_shared = weights == "shared" }, math_mode
+    local k = { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
+                tile_rows = kernel.tile_rows, row_group = kernel.row_group, min_blocks = kernel.min_blocks,
+                weights_shared = weights == "shared" }
+    for _, sw in ipairs(switches) do
+      local name, off, on, field = sw[1], sw[2], sw[3], sw[4]
+      local value = kernel[name] or off
+      if value ~= off and value ~= on then
+        fail(("kernel.%s must be %q or %q, got %s"):format(name, off, on, tostring(value)), level + 1)
+      end
+      k[field] = value == on
+    end
+    if k.mbarrier_exchange then
+      if kernel.push == "scalar" then
+        fail("kernel.exchange \"mbarrier\" needs kernel.push \"vector\"", level + 1)
+      end
+      k.vector_push = true
+    end
+    return k, math_mode
   end
 
   -- The fitted variant of a kernel table (hidden 128 unless given): no device needed.
   function spk.lstm.cluster_variant(kernel)
     local k = kernel_options(kernel, 128, 2)
     return core.cluster_variant_check(k)
+  end
+
+  -- The plan's default kernel table for a batch (no device needed): the row
+  -- of cluster.c's batch_table, as kernel options the C side reads.
+  function spk.lstm.cluster_default(batch, hidden)
+    positive_integer(batch, "batch", 2)
+    local v = core.cluster_variant_for_batch(hidden or 128, batch)
+    return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, row_group = v.row_group,
+             min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
+             tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
+             late_store = v.store == "late", vector_push = v.push == "vector",
+             mbarrier_exchange = v.exchange == "mbarrier" }
   end
 
   local function construct(opts, level)
@@ -85,13 +129,20 @@ return function(spk, core)
     positive_integer(opts.batch, "batch", level + 1)
     positive_integer(opts.steps, "steps", level + 1)
     local dims = spk.lstm.validate(opts.layers)
-    local kernel, math_mode = kernel_options(opts.kernel, dims.hidden, level + 1)
+    local kernel, math_mode
+    if opts.kernel == nil then
+      kernel, math_mode = spk.lstm.cluster_default(opts.batch, dims.hidden), "fp32"
+    else
+      kernel, math_mode = kernel_options(opts.kernel, dims.hidden, level + 1)
+    end
     -- the variant is checked here too, so a bad geometry fails before any device work
     local ok, err = pcall(core.cluster_variant_check, kernel)
     if not ok then fail(tostring(err), level + 1) end
     local c = {}
     for k, v in pairs(kernel) do c[k] = v end
-    c.tile_rows = nil -- kernel.tile_rows forces the tile height; the kernel carries up to 32 rows
+    -- kernel.tile_rows forces the tile height; the kernel carries up to 32 rows, or
+    -- exactly that many in the lanes form (tiles padded to row groups)
+    c.tile_rows = c.cell_in_lanes and kernel.tile_rows or nil
     local handle = core.cluster_stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                             kernel = c, tile_rows = kernel.tile_rows }
     local info = handle:info()
@@ -100,9 +151,15 @@ return function(spk, core)
                                 schedule = info.schedule, math = math_mode }, Plan)
     self.kernel.math = math_mode
     self.kernel.max_active_clusters = info.schedule.max_active_clusters
-    self.variant = ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s"):format(info.kernel.cluster,
-      info.kernel.threads, info.schedule.tile_rows, info.schedule.clusters, info.schedule.waves,
-      info.schedule.waves == 1 and "" or "s")
+    local k = info.kernel
+    local options = {}
+    if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
+    if k.store == "late" then options[#options + 1] = "late store" end
+    if k.push == "vector" then options[#options + 1] = "vector push" end
+    if k.exchange == "mbarrier" then options[#options + 1] = "mbarrier exchange" end
+    self.variant = ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s%s"):format(k.cluster,
+      k.threads, info.schedule.tile_rows, info.schedule.clusters, info.schedule.waves,
+      info.schedule.waves == 1 and "" or "s", #options > 0 and (", " .. table.concat(options, ", ")) or "")
     return self
   end
 

@@ -12,6 +12,7 @@
 
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
+#define STATUS_EXCHANGE_TIMEOUT 4u
 
 /* ---- variants ------------------------------------------------------------ */
 
@@ -54,19 +55,76 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     }
     int gate_rows = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) : 0;
     int chunks = gate_rows > 0 && v->threads % gate_rows == 0 ? v->threads / gate_rows : 0;
-    if (v->row_group == 0)
-        v->row_group = chunks > 0 ? chunks : 1;
+    if (v->mbarrier_exchange)
+        v->vector_push = true;
     if (v->max_tile_rows == 0)
         v->max_tile_rows = 32;
+    if (v->row_group == 0) {
+        v->row_group = chunks > 0 ? chunks : 1;
+        /* lanes form: a tile is padded to whole groups; no padding past the tile */
+        while (v->cell_in_lanes && v->row_group > 1 && v->row_group > v->max_tile_rows)
+            v->row_group /= 2;
+    }
+    /* ptxas spills at 64 registers (2 blocks of 512 threads) with these options */
+    bool wide = (v->mbarrier_exchange && !(v->cell_in_lanes && v->max_tile_rows == 1)) ||
+                (v->max_tile_rows > 1 && v->vector_push && !v->cell_in_lanes) ||
+                (v->cell_in_lanes && v->max_tile_rows > 8);
     if (v->min_blocks == 0)
-        v->min_blocks = chunks > 0 && v->hidden / chunks <= 16 && 2 * v->threads <= 2048 && !v->weights_shared ? 2 : 1;
+        v->min_blocks =
+            chunks > 0 && v->hidden / chunks <= 16 && 2 * v->threads <= 2048 && !v->weights_shared && !wide ? 2 : 1;
+}
+
+/* The plan's default per batch: measured on the H200 with
+ * tools/cluster_sweep.lua. Until the sweep of these options is in, the rows
+ * are predictions (step latency: the cell in the reducing lanes and the late
+ * output store shorten the critical path; vector pushes cut the remote stores
+ * 4x where tiles are tall); the mbarrier exchange is left out of the default
+ * until measured. Tile heights: 1 row per cluster while 2 * batch clusters
+ * fit (batch <= 8), then the one-wave heights of cluster.txt. */
+static const struct {
+    int64_t max_batch;
+    int cluster, tile_rows; /* tile_rows 0: the schedule picks */
+    bool cell_in_lanes, late_store, vector_push, mbarrier_exchange;
+} batch_table[] = {
+    {8, 8, 1, true, true, false, false},
+    {64, 8, 8, true, true, true, false},
+    {INT64_MAX, 8, 16, false, true, false, false},
+};
+
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)
+{
+    size_t n = sizeof batch_table / sizeof *batch_table, i = 0;
+    while (i + 1 < n && batch > batch_table[i].max_batch)
+        i++;
+    spk_cluster_variant v = {.hidden = hidden,
+                             .cluster = batch_table[i].cluster,
+                             .max_tile_rows = batch_table[i].tile_rows,
+                             .cell_in_lanes = batch_table[i].cell_in_lanes,
+                             .late_store = batch_table[i].late_store,
+                             .vector_push = batch_table[i].vector_push,
+                             .mbarrier_exchange = batch_table[i].mbarrier_exchange};
+    /* a hidden size the row does not fit gets the generic fit */
+    if (hidden < 1 || hidden % v.cluster != 0 || (v.vector_push && (hidden / v.cluster) % 4 != 0)) {
+        spk_cluster_variant generic = {.hidden = hidden};
+        v = generic;
+    }
+    spk_cluster_variant_fit(&v);
+    if (tile_rows)
+        *tile_rows = batch_table[i].tile_rows > 0 && v.max_tile_rows == batch_table[i].tile_rows
+                         ? batch_table[i].tile_rows
+                         : 0;
+    return v;
 }
 
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
 {
     size_t units = (size_t)(v->hidden / v->cluster), gate_rows = 4 * units;
     size_t weights = v->weights_shared ? gate_rows * (size_t)v->hidden : 0;
-    return 4 * (weights + 2 * (size_t)tile_rows * (size_t)v->hidden + (size_t)tile_rows * (gate_rows + 4));
+    size_t group = v->row_group > 0 ? (size_t)v->row_group : 1;
+    size_t padded = v->cell_in_lanes ? ((size_t)tile_rows + group - 1) / group * group : (size_t)tile_rows;
+    size_t pre = v->cell_in_lanes ? 0 : (size_t)tile_rows * (gate_rows + 4);
+    size_t barriers = v->mbarrier_exchange ? 4 : 0; /* two 8-byte mbarriers */
+    return 4 * (barriers + weights + 2 * padded * (size_t)v->hidden + pre);
 }
 
 int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry *out)
@@ -94,6 +152,11 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
     if (v->min_blocks < 1 || v->min_blocks * v->threads > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for %d threads", v->min_blocks, 2048 / v->threads,
                         v->threads);
+    if (v->mbarrier_exchange && !v->vector_push)
+        return spk_fail("kernel: the mbarrier exchange needs vector pushes (kernel.push \"vector\")");
+    if (v->vector_push && (v->hidden / v->cluster) % 4 != 0)
+        return spk_fail("kernel: vector pushes need a multiple of 4 units per block (hidden %d / cluster %d = %d)",
+                        v->hidden, v->cluster, v->hidden / v->cluster);
     size_t smem = spk_cluster_smem_bytes(v, v->max_tile_rows);
     if (smem > 227u * 1024u)
         return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 232448",
@@ -110,11 +173,20 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 
 void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_variant_defines *out)
 {
-    static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {"HIDDEN",    "CLUSTER",    "THREADS",       "TILE_ROWS",
-                                                             "ROW_GROUP", "MIN_BLOCKS", "WEIGHTS_SHARED"};
-    int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,    v->cluster,    v->threads,
-                                               v->max_tile_rows, v->row_group, v->min_blocks,
-                                               v->weights_shared ? 1 : 0};
+    static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
+        "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",        "MIN_BLOCKS",
+        "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE"};
+    int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
+                                               v->cluster,
+                                               v->threads,
+                                               v->max_tile_rows,
+                                               v->row_group,
+                                               v->min_blocks,
+                                               v->weights_shared ? 1 : 0,
+                                               v->cell_in_lanes ? 1 : 0,
+                                               v->late_store ? 1 : 0,
+                                               v->vector_push ? 1 : 0,
+                                               v->mbarrier_exchange ? 1 : 0};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];
@@ -392,6 +464,9 @@ int spk_cluster_plan_finish(spk_cluster_plan *p)
     if (status == STATUS_BAD_GEOMETRY)
         return spk_fail("lstm stack: the cluster kernel refused its launch geometry (cluster shape, block size, "
                         "tile rows or shared memory); the output is not valid");
+    if (status == STATUS_EXCHANGE_TIMEOUT)
+        return spk_fail("lstm stack: the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
+                        "the output is not valid");
     if (status == STATUS_NEEDS_SM90)
         return spk_fail("lstm stack: the cluster kernel was built for an architecture below sm_90 and did not run");
     if (status != 0)

@@ -27,6 +27,12 @@ typedef struct spk_cluster_variant {
     int row_group;       /* ROW_GROUP: 1, 2, 4 or 8, at most chunks */
     int min_blocks;      /* MIN_BLOCKS: __launch_bounds__ blocks per SM */
     bool weights_shared; /* WEIGHTS_SHARED: R in shared memory instead of registers */
+    /* Step-latency options; each gives the same bits as the plain kernel: */
+    bool cell_in_lanes;     /* CELL_IN_LANES: the lanes holding a row's sums finish its cell (no `pre`) */
+    bool late_store;        /* LATE_STORE: h to the output after the cluster arrive */
+    bool vector_push;       /* VECTOR_PUSH: 16-byte DSMEM pushes of the block's h (units % 4 == 0) */
+    bool mbarrier_exchange; /* MBARRIER_EXCHANGE: st.async + mbarrier waits, no cluster barrier per step
+                               (implies vector_push) */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
@@ -39,9 +45,15 @@ typedef struct spk_cluster_geometry {
 
 /* What a script left out, fitted to `hidden`: cluster 8 where it divides
  * (else the largest of 4, 2, 1 that gives whole warps), threads = the most
- * chunks (8, 4, 2) within 512 threads, row_group = chunks, tile rows 32,
- * min_blocks 2 where each thread holds at most 16 weights (no spill at 64
- * registers), else 1. Fields already set (non-zero) are kept. */
+ * chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
+ * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
+ * tile is padded to whole row groups), min_blocks 2 where each thread holds
+ * at most 16 weights and none of the options ptxas spills with at 64
+ * registers is set (mbarrier_exchange, except in the lanes form with one
+ * row; vector_push without cell_in_lanes past one row; cell_in_lanes past
+ * 8 rows), else 1;
+ * mbarrier_exchange sets vector_push.
+ * Fields already set (non-zero) are kept. */
 void spk_cluster_variant_fit(spk_cluster_variant *v);
 /* Checks a variant against the kernel's static_asserts; messages name the
  * field ("kernel.cluster 3 must be 1, 2, 4, 8 or 16"). out may be NULL. */
@@ -49,7 +61,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 7
+#define SPK_CLUSTER_VARIANT_DEFINES 11
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];
@@ -59,6 +71,12 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
 spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch);
 
 #define SPK_LSTM_CLUSTER_KERNEL "spk_lstm_cluster"
+
+/* The plan's default for a batch (no kernel options given): a row of a small
+ * table (cluster.c's batch_table, from tools/cluster_sweep.lua on the H200),
+ * fitted to `hidden`; *tile_rows gets the row's tile height (0: the schedule
+ * picks). */
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows);
 
 /* ---- Schedules ------------------------------------------------------------ */
 

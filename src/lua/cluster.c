@@ -1,12 +1,14 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =,
  *                          kernel = {hidden =, cluster =, threads =, tile_rows =, row_group =,
- *                                    min_blocks =, weights_shared =}}   -> plan userdata
+ *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
+ *                                    vector_push =, mbarrier_exchange =}}   -> plan userdata
  *   plan:forward(x) -> tensor on x's device
  *   plan:time(rounds, warmup) -> {ms, ...}
  *   plan:info() -> table (kernel attributes, schedule)
  *   plan:close()
  *   core.cluster_variant_check(kernel_table) -> the fitted variant, its geometry and defines
+ *   core.cluster_variant_for_batch(hidden, batch) -> the plan's default variant for a batch
  *   core.cluster_schedule_pick(batch, {heights}, {max_active}, forced) -> schedule table
  * Layers are a list of tables {W =, R =, B =} of host tensors. */
 #include <string.h>
@@ -46,9 +48,15 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->max_tile_rows = (int)int_field(L, t, "tile_rows", 0, "kernel");
         v->row_group = (int)int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)int_field(L, t, "min_blocks", 0, "kernel");
-        lua_getfield(L, t, "weights_shared");
-        v->weights_shared = lua_toboolean(L, -1);
-        lua_pop(L, 1);
+        static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
+                                      "mbarrier_exchange"};
+        bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
+                         &v->mbarrier_exchange};
+        for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+            lua_getfield(L, t, flags[i]);
+            *slots[i] = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
     } else {
         v->hidden = 128;
     }
@@ -65,6 +73,10 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");
     lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
+    lua_pushstring(L, v->cell_in_lanes ? "lanes" : "shared"), lua_setfield(L, -2, "cell");
+    lua_pushstring(L, v->late_store ? "late" : "step"), lua_setfield(L, -2, "store");
+    lua_pushstring(L, v->vector_push ? "vector" : "scalar"), lua_setfield(L, -2, "push");
+    lua_pushstring(L, v->mbarrier_exchange ? "mbarrier" : "barrier"), lua_setfield(L, -2, "exchange");
     lua_pushinteger(L, g->units), lua_setfield(L, -2, "units");
     lua_pushinteger(L, g->gate_rows), lua_setfield(L, -2, "gate_rows");
     lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
@@ -89,6 +101,23 @@ static int l_variant_check(lua_State *L)
     push_variant(L, &v, &g);
     lua_pushinteger(L, (lua_Integer)spk_cluster_smem_bytes(&v, v.max_tile_rows));
     lua_setfield(L, -2, "smem_bytes");
+    return 1;
+}
+
+/* core.cluster_variant_for_batch(hidden, batch) -> the default variant (as
+ * cluster_variant_check returns it) with tile_rows = the row's height (0: picked). */
+static int l_variant_for_batch(lua_State *L)
+{
+    lua_Integer hidden = luaL_checkinteger(L, 1), batch = luaL_checkinteger(L, 2);
+    if (hidden < 1 || hidden > 1 << 20 || batch < 1)
+        return luaL_error(L, "cluster_variant_for_batch: hidden and batch must be positive");
+    int64_t tile_rows = 0;
+    spk_cluster_variant v = spk_cluster_variant_for_batch((int)hidden, batch, &tile_rows);
+    spk_cluster_geometry g;
+    if (spk_cluster_variant_check(&v, &g) != 0)
+        return spk_lua_fail(L);
+    push_variant(L, &v, &g);
+    lua_pushinteger(L, (lua_Integer)tile_rows), lua_setfield(L, -2, "tile_rows");
     return 1;
 }
 
@@ -276,5 +305,6 @@ void spk_open_cluster(lua_State *L, int module)
     lua_pop(L, 1);
     lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
     lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "cluster_variant_check");
+    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "cluster_variant_for_batch");
     lua_pushcfunction(L, l_schedule_pick), lua_setfield(L, module, "cluster_schedule_pick");
 }

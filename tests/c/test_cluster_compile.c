@@ -107,6 +107,92 @@ TEST(every_variant_compiles_for_sm90_without_spills)
     }
 }
 
+/* The step-latency options (and the per-batch defaults) compile for sm_90
+ * without spills, at the register budget the fit gives them. */
+TEST(latency_options_compile_without_spills)
+{
+    struct {
+        int cluster, rows;
+        bool lanes, late, vector, mbarrier;
+    } cases[] = {
+        {8, 1, true, false, false, false},  {8, 1, true, true, false, false},  {8, 1, false, true, false, false},
+        {8, 1, true, true, true, false},    {8, 1, true, true, true, true},    {8, 1, false, false, true, true},
+        {8, 8, true, true, false, false},   {8, 8, true, true, true, false},   {8, 8, true, true, true, true},
+        {8, 16, true, true, true, true},    {8, 32, true, true, true, true},   {8, 32, false, true, true, false},
+        {8, 16, false, true, true, false},  {8, 32, false, true, false, false}, {16, 1, true, true, true, true},
+        {16, 8, true, true, true, false},   {16, 16, false, false, true, true}, {4, 1, true, false, true, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        spk_cluster_variant v = {.hidden = 128, .cluster = cases[i].cluster, .max_tile_rows = cases[i].rows,
+                                 .cell_in_lanes = cases[i].lanes, .late_store = cases[i].late,
+                                 .vector_push = cases[i].vector, .mbarrier_exchange = cases[i].mbarrier};
+        spk_cluster_variant_fit(&v);
+        CHECK(spk_cluster_variant_check(&v, NULL) == 0);
+        spk_module *m = compile_verbose(&v);
+        if (!m) {
+            fprintf(stderr, "  case %zu: %s\n", i, spk_last_error());
+            CHECK(m != NULL);
+            continue;
+        }
+        int registers, spills;
+        ptxas_figures(spk_module_log(m), &registers, &spills);
+        fprintf(stderr, "  cluster %2d threads %4d tile_rows %2d row_group %d min_blocks %d cell %-6s store %-4s "
+                        "push %-6s exchange %-8s: %3d registers, %3d bytes spill stores, smem %zu\n",
+                v.cluster, v.threads, v.max_tile_rows, v.row_group, v.min_blocks, v.cell_in_lanes ? "lanes" : "shared",
+                v.late_store ? "late" : "step", v.vector_push ? "vector" : "scalar",
+                v.mbarrier_exchange ? "mbarrier" : "barrier", registers, spills,
+                spk_cluster_smem_bytes(&v, v.max_tile_rows));
+        CHECK(registers > 0 && registers <= 65536 / (v.threads * v.min_blocks));
+        CHECK(spills == 0);
+        spk_module_release(m);
+    }
+    for (int64_t batch = 1; batch <= 1024; batch *= 2) {
+        int64_t tile_rows = -1;
+        spk_cluster_variant v = spk_cluster_variant_for_batch(128, batch, &tile_rows);
+        CHECK(spk_cluster_variant_check(&v, NULL) == 0);
+        CHECK(tile_rows >= 0 && tile_rows <= v.max_tile_rows);
+        spk_module *m = compile_verbose(&v);
+        CHECK(m != NULL);
+        if (!m)
+            continue;
+        int registers, spills;
+        ptxas_figures(spk_module_log(m), &registers, &spills);
+        CHECK(spills == 0);
+        spk_module_release(m);
+    }
+}
+
+/* The PTX of the mbarrier exchange: async 16-byte pushes counted on the
+ * peer's mbarrier, cluster-scope acquire waits, one cluster barrier before
+ * the loop and one after it (none per step). */
+TEST(ptx_of_the_mbarrier_exchange)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 8, .max_tile_rows = 8, .cell_in_lanes = true,
+                             .mbarrier_exchange = true};
+    spk_cluster_variant_fit(&v);
+    CHECK(v.vector_push);
+    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    size_t bytes;
+    const char *code = spk_module_code(m, &bytes);
+    const char *needles[] = {"st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32",
+                             "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+                             "mbarrier.arrive.expect_tx", "fence.mbarrier_init.release.cluster", "%globaltimer"};
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
+        if (!memmem(code, bytes, needles[i], strlen(needles[i])))
+            fprintf(stderr, "  missing in PTX: %s\n", needles[i]);
+        CHECK(memmem(code, bytes, needles[i], strlen(needles[i])) != NULL);
+    }
+    int arrives = 0;
+    for (const char *p = code; (p = memmem(p, bytes - (size_t)(p - code), "barrier.cluster.arrive", 22)); p++)
+        arrives++;
+    CHECK(arrives == 2);
+    CHECK(memmem(code, bytes, "st.shared::cluster.f32", 22) == NULL);
+    spk_module_release(m);
+}
+
 /* The PTX of the default variant uses the cluster instructions the design
  * rests on: DSMEM stores through mapa, the split release/acquire barrier. */
 TEST(ptx_uses_dsmem_stores_and_the_split_cluster_barrier)
@@ -193,6 +279,47 @@ TEST(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations)
     CHECK(spk_cluster_smem_bytes(&v, 1) == 4u * (2 * 128 + 68));
     v.weights_shared = true;
     CHECK(spk_cluster_smem_bytes(&v, 8) == 4u * (64 * 128 + 2 * 8 * 128 + 8 * 68));
+    /* lanes form: no pre-activations, h padded to whole row groups; mbarriers: 16 bytes */
+    spk_cluster_variant lanes = {.hidden = 128, .cluster = 8, .max_tile_rows = 32, .cell_in_lanes = true};
+    spk_cluster_variant_fit(&lanes);
+    CHECK(lanes.row_group == 8);
+    CHECK(spk_cluster_smem_bytes(&lanes, 3) == 4u * (2 * 8 * 128));
+    CHECK(spk_cluster_smem_bytes(&lanes, 16) == 4u * (2 * 16 * 128));
+    lanes.mbarrier_exchange = true;
+    CHECK(spk_cluster_smem_bytes(&lanes, 16) == 16u + 4u * (2 * 16 * 128));
+    spk_cluster_variant one = {.hidden = 128, .cluster = 8, .max_tile_rows = 1, .cell_in_lanes = true};
+    spk_cluster_variant_fit(&one);
+    CHECK(one.row_group == 1 && one.min_blocks == 2);
+    CHECK(spk_cluster_smem_bytes(&one, 1) == 4u * (2 * 128));
+}
+
+TEST(option_checks_and_the_batch_table)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 8, .mbarrier_exchange = true};
+    spk_cluster_variant_fit(&v);
+    CHECK(v.vector_push && spk_cluster_variant_check(&v, NULL) == 0);
+    v.vector_push = false;
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "needs vector pushes");
+    spk_cluster_variant narrow = {.hidden = 16, .cluster = 8, .vector_push = true};
+    spk_cluster_variant_fit(&narrow);
+    CHECK(spk_cluster_variant_check(&narrow, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "multiple of 4 units");
+    /* every batch gets a valid variant; rows are monotone in tile height */
+    int64_t previous = 0;
+    for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
+        int64_t tile_rows = -1;
+        spk_cluster_variant d = spk_cluster_variant_for_batch(128, batch, &tile_rows);
+        CHECK(spk_cluster_variant_check(&d, NULL) == 0);
+        CHECK(tile_rows >= previous);
+        previous = tile_rows;
+    }
+    /* a hidden size a row does not fit falls back to the generic fit */
+    int64_t tile_rows = -1;
+    spk_cluster_variant small = spk_cluster_variant_for_batch(64, 32, &tile_rows);
+    CHECK(spk_cluster_variant_check(&small, NULL) == 0 && small.cluster == 8 && tile_rows > 0);
+    spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && !tiny.vector_push && tiny.threads == 32 && tile_rows == 0);
 }
 
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
@@ -239,10 +366,13 @@ int main(void)
 {
     use_fresh_cache();
     RUN(every_variant_compiles_for_sm90_without_spills);
+    RUN(latency_options_compile_without_spills);
+    RUN(ptx_of_the_mbarrier_exchange);
     RUN(ptx_uses_dsmem_stores_and_the_split_cluster_barrier);
     RUN(static_asserts_reject_what_the_check_rejects);
     RUN(defaults_fit_the_hidden_size);
     RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
+    RUN(option_checks_and_the_batch_table);
     RUN(tile_height_is_the_smallest_whose_clusters_all_run_at_once);
     RUN(plans_refuse_bad_input_before_the_device);
     return CHECK_SUMMARY();
