@@ -2,9 +2,16 @@
 // exchange state. Compiled by NVRTC; every size is a macro so scripts compile
 // variants side by side:
 //   HIDDEN         hidden units H (64, 128, 256)
-//   UNITS          hidden units per block (4, 8 or 16); GROUPS = HIDDEN / UNITS blocks cover a tile
-//   THREADS        threads per block = UNITS * 4 * CHUNKS (CHUNKS = k-chunks per gate row: 2, 4 or 8)
-//   MAX_TILE_ROWS  most batch rows a block carries (<= 4 * CHUNKS: one row per lane of a unit's lanes)
+//   UNITS          hidden units per block (4, 8 or 16; also 32 with GATE_BLOCK 4); GROUPS = HIDDEN / UNITS
+//                  blocks cover a tile
+//   GATE_BLOCK     gate rows a thread holds: 1 (the seed's layout) or 4 (the four gates of a unit, see
+//                  "Gate blocks" below)
+//   THREADS        threads per block = UNITS * (4 / GATE_BLOCK) * CHUNKS (CHUNKS = k-chunks per gate row:
+//                  2, 4 or 8)
+//   ROW_GROUP      batch rows reduced together over the chunk lanes (1, 2, 4, 8; at most CHUNKS): 1 is the
+//                  seed's all-reduce per row, more is the reduce-scatter of kernels/lstm_reduce.cuh
+//   MAX_TILE_ROWS  most batch rows a block carries (GATE_BLOCK 1: <= 4 * CHUNKS, one row per lane of a
+//                  unit's lanes; GATE_BLOCK 4: <= 4 * ROW_GROUP, up to 4 rows per lane)
 //   SPK_ACQ_REL    1: publish with st.release / poll with ld.acquire (conservative ordering, for A/B runs)
 //   GATHER         1: the seed's gather (each thread polls one word at a time, waiting on each in turn)
 //                  2: paired gather (two words per 16-byte load, every stale pair re-polled at once)
@@ -25,6 +32,24 @@
 // lane that owns that batch row (lane b of the unit's lanes owns row b, keeping
 // its cell state c in a register for the whole sequence). The owner lanes of all
 // rows then update c and h at once and publish h.
+//
+// Row groups (ROW_GROUP G > 1, GATE_BLOCK 1). G rows at a time: G partial dots
+// per thread, then the reduce-scatter over the CHUNKS lanes of the gate row
+// (G - 1 shuffles, plus one per mask left when G < CHUNKS) leaves lane q with
+// the sum of row spk_scatter_row(q); four shuffles bring the unit's four gates
+// of each row to the row's owner lane. 8 rows: 7 + 4 = 11 shuffles instead of
+// 8 * (3 + 4) = 56. Rows past the last whole group go one at a time, as G = 1.
+//
+// Gate blocks (GATE_BLOCK 4). Thread t holds all four gate rows of unit
+// t / CHUNKS at k-chunk q = t % CHUNKS (4 * FLOAT4_PER_CHUNK float4 registers),
+// so one float4 of h from shared memory feeds 16 FMAs instead of 4 (a quarter
+// of the shared-memory loads per FMA) and a unit's gates never leave its
+// lanes. Rows go in groups of ROW_GROUP: 4-gate partial dots of each row, the
+// reduce-scatter of the 4-gate vectors, and lane q < ROW_GROUP then holds the
+// four sums of row b0 + spk_scatter_row(q) and updates that cell at once (its
+// c in a register: up to four rows per lane, one per group). No gather
+// shuffles at all: 8 rows x 4 gates cost 16 + 8 + 4 = 28 shuffles per warp of
+// 4 units (the seed: 8 * 7 per unit).
 //
 // Exchange. The owner of (row b, unit u) stores the 64-bit word
 // (flag << 32) | float_bits(h) at state[tile][step & 1][b][u], flag =
@@ -73,7 +98,10 @@
 // in a fixed order (per thread: 4 FMA chains over its float4 groups, combined
 // (a0 + a1) + (a2 + a3); across chunks: an xor tree, masks 1, 2, 4). Every row
 // of every tile goes through the same instructions, so results are bitwise
-// identical across runs, tile heights and launch splits. Activations and the
+// identical across runs, tile heights and launch splits. Row groups and gate
+// blocks keep every one of these sums (kernels/lstm_reduce.cuh says why the
+// reduce-scatter adds the same pairs in the same order), so every variant
+// gives the same bits. Activations and the
 // cell update: kernels/lstm_cell.cuh (shared with the cluster kernel).
 
 #ifndef HIDDEN
@@ -97,11 +125,19 @@
 #ifndef SPK_DEBUG_TRACE
 #define SPK_DEBUG_TRACE 0
 #endif
+#ifndef GATE_BLOCK
+#define GATE_BLOCK 1
+#endif
+#ifndef ROW_GROUP
+#define ROW_GROUP 1
+#endif
 
 #define GATE_ROWS (4 * UNITS)
-#define CHUNKS (THREADS / GATE_ROWS)
+#define CHUNK_THREADS (GATE_ROWS / GATE_BLOCK) // threads that share one k-chunk
+#define CHUNKS (THREADS / CHUNK_THREADS)
 #define GROUPS (HIDDEN / UNITS)
-#define UNIT_LANES (4 * CHUNKS)
+#define UNIT_LANES ((4 / GATE_BLOCK) * CHUNKS)
+#define ROW_SLOTS ((MAX_TILE_ROWS + ROW_GROUP - 1) / ROW_GROUP) // rows per lane (GATE_BLOCK 4)
 #define FLOAT4_PER_CHUNK (HIDDEN / (4 * CHUNKS))
 #define STATE_TILE (2 * MAX_TILE_ROWS * HIDDEN)
 #define POLL_BATCH 8
@@ -111,15 +147,21 @@
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
 
-static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16, "UNITS must be 4, 8 or 16");
+static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16 || (UNITS == 32 && GATE_BLOCK == 4),
+              "UNITS must be 4, 8 or 16 (or 32 with GATE_BLOCK 4)");
+static_assert(GATE_BLOCK == 1 || GATE_BLOCK == 4, "GATE_BLOCK must be 1 or 4");
 static_assert(GATHER == 1 || GATHER == 2, "GATHER must be 1 (per-word waits) or 2 (paired loads)");
 static_assert(HIDDEN % 2 == 0, "HIDDEN must be even (paired gather)");
 static_assert(HIDDEN % UNITS == 0, "HIDDEN must be a multiple of UNITS");
-static_assert(THREADS == UNITS * 4 * CHUNKS, "THREADS must be UNITS * 4 * CHUNKS");
-static_assert(CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8, "CHUNKS (THREADS / (4 * UNITS)) must be 2, 4 or 8");
+static_assert(THREADS == CHUNK_THREADS * CHUNKS, "THREADS must be UNITS * (4 / GATE_BLOCK) * CHUNKS");
+static_assert(CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8,
+              "CHUNKS (THREADS / (UNITS * 4 / GATE_BLOCK)) must be 2, 4 or 8");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be whole warps, at most 1024");
 static_assert(HIDDEN % (4 * CHUNKS) == 0, "HIDDEN must split into float4 groups per chunk");
-static_assert(MAX_TILE_ROWS >= 1 && MAX_TILE_ROWS <= UNIT_LANES, "MAX_TILE_ROWS must be 1 .. 4 * CHUNKS");
+static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP == 8) && ROW_GROUP <= CHUNKS,
+              "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
+static_assert(MAX_TILE_ROWS >= 1 && MAX_TILE_ROWS <= (GATE_BLOCK == 1 ? UNIT_LANES : 4 * ROW_GROUP),
+              "MAX_TILE_ROWS must be 1 .. 4 * CHUNKS (GATE_BLOCK 4: 1 .. 4 * ROW_GROUP)");
 static_assert(2 * MAX_TILE_ROWS * HIDDEN * 4 <= 48 * 1024, "the two h buffers must fit 48 KiB of static shared memory");
 
 #if SPK_DEBUG_TRACE
@@ -204,6 +246,7 @@ __device__ __forceinline__ u64 wait_word(const u64 *address, u64 word, unsigned 
 }
 
 #include "lstm_cell.cuh"
+#include "lstm_reduce.cuh"
 
 __device__ __forceinline__ ulonglong2 poll_pair(const ulonglong2 *address)
 {
@@ -270,6 +313,31 @@ __device__ __forceinline__ float partial_dot(const float4 (&r)[FLOAT4_PER_CHUNK]
     return (a0 + a1) + (a2 + a3);
 }
 
+// The same for the four gate rows a thread holds (GATE_BLOCK 4): one float4 of
+// h feeds the FMAs of all four, each gate with its own 4 chains in the order
+// of partial_dot.
+__device__ __forceinline__ float4 partial_dot4(const float4 (&r)[4][FLOAT4_PER_CHUNK], const float *h_row, int q)
+{
+    const float4 *h4 = reinterpret_cast<const float4 *>(h_row);
+    float a[4][4];
+#pragma unroll
+    for (int p = 0; p < 4; p++)
+        a[p][0] = a[p][1] = a[p][2] = a[p][3] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < FLOAT4_PER_CHUNK; k++) {
+        float4 h = h4[k * CHUNKS + q];
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            a[p][0] = fmaf(h.x, r[p][k].x, a[p][0]);
+            a[p][1] = fmaf(h.y, r[p][k].y, a[p][1]);
+            a[p][2] = fmaf(h.z, r[p][k].z, a[p][2]);
+            a[p][3] = fmaf(h.w, r[p][k].w, a[p][3]);
+        }
+    }
+    return make_float4((a[0][0] + a[0][1]) + (a[0][2] + a[0][3]), (a[1][0] + a[1][1]) + (a[1][2] + a[1][3]),
+                       (a[2][0] + a[2][1]) + (a[2][2] + a[2][3]), (a[3][0] + a[3][1]) + (a[3][2] + a[3][3]));
+}
+
 // Sum over the CHUNKS lanes of a gate row: every one of them ends with the same bits.
 __device__ __forceinline__ float chunk_sum(float v)
 {
@@ -305,11 +373,12 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
     u64 *tile_state = state + (size_t)tile * STATE_TILE;
 
     const int q = tid % CHUNKS;                 // k-chunk
-    const int j = tid / CHUNKS;                 // gate row within the block: unit * 4 + gate
     const int unit = tid / UNIT_LANES;          // unit within the block
+    const int hidden_unit = group * UNITS + unit;
+#if GATE_BLOCK == 1
+    const int j = tid / CHUNKS;                 // gate row within the block: unit * 4 + gate
     const int unit_lane = tid % UNIT_LANES;     // = the batch row this lane owns
     const int unit_base = (tid % 32) - unit_lane; // first lane of this unit in the warp
-    const int hidden_unit = group * UNITS + unit;
     const bool owner = unit_lane < rows;
 
     // This thread's slice of R, held for the whole sequence.
@@ -320,6 +389,21 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
         for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
             weights[k] = row[k * CHUNKS + q];
     }
+#else
+    // Lane q < ROW_GROUP of a unit owns row s * ROW_GROUP + my_row of every group s.
+    const bool lead = q < ROW_GROUP;
+    const int my_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
+    // The four gate rows of this thread's unit at chunk q, for the whole sequence.
+    float4 weights[4][FLOAT4_PER_CHUNK];
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const float4 *row =
+            reinterpret_cast<const float4 *>(r + (size_t)(group * GATE_ROWS + unit * 4 + p) * HIDDEN);
+#pragma unroll
+        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+            weights[p][k] = row[k * CHUNKS + q];
+    }
+#endif
     const float4 b4 = reinterpret_cast<const float4 *>(bias)[hidden_unit];
 
     // Initial h is zero; rows past `rows` stay zero for the whole launch.
@@ -328,13 +412,24 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
 
     const int gate_stride = 4 * HIDDEN;
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
-    auto gates_at = [&](int step) -> float4 {
+    auto gates_row = [&](int step, int b) -> float4 {
         int t = direction ? steps - 1 - step : step;
-        size_t index = ((size_t)(row0 + unit_lane) * steps + t) * gate_stride + hidden_unit * 4;
+        size_t index = ((size_t)(row0 + b) * steps + t) * gate_stride + hidden_unit * 4;
         return __ldg(gates4 + index / 4);
     };
-    float4 gx = owner ? gates_at(0) : make_float4(0.f, 0.f, 0.f, 0.f);
+#if GATE_BLOCK == 1
+    float4 gx = owner ? gates_row(0, unit_lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     float c = 0.0f;
+#else
+    float4 gx[ROW_SLOTS];
+    float c[ROW_SLOTS];
+#pragma unroll
+    for (int s = 0; s < ROW_SLOTS; s++) {
+        const int b = s * ROW_GROUP + my_row;
+        gx[s] = lead && b < rows ? gates_row(0, b) : make_float4(0.f, 0.f, 0.f, 0.f);
+        c[s] = 0.0f;
+    }
+#endif
     bool given_up = false;
     __syncthreads();
 
@@ -412,14 +507,38 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
         }
         __syncthreads();
 
+#if GATE_BLOCK == 1
         // The next step's input projection, loaded while this step computes.
         float4 gx_next = gx;
         if (owner && step + 1 < steps)
-            gx_next = gates_at(step + 1);
+            gx_next = gates_row(step + 1, unit_lane);
 
         // Dot products of every row; the owner lane of row b collects its unit's four gates.
         float pi = 0.0f, pf = 0.0f, pc = 0.0f, po = 0.0f;
-        for (int b = 0; b < rows; b++) {
+        int b0 = 0;
+#if ROW_GROUP > 1
+        for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP) {
+            float v[ROW_GROUP][1];
+#pragma unroll
+            for (int e = 0; e < ROW_GROUP; e++)
+                v[e][0] = partial_dot(weights, h_prev + (b0 + e) * HIDDEN, q);
+            spk_reduce_scatter<ROW_GROUP, 1, CHUNKS>(v, q);
+            // Gate p of row b0 + e lies in lane p * CHUNKS + spk_scatter_row(e) of the unit.
+            const int e = (unit_lane - b0) & (ROW_GROUP - 1);
+            const int from = unit_base + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+            float si = __shfl_sync(0xffffffffu, v[0][0], from + 0 * CHUNKS);
+            float sf = __shfl_sync(0xffffffffu, v[0][0], from + 1 * CHUNKS);
+            float sc = __shfl_sync(0xffffffffu, v[0][0], from + 2 * CHUNKS);
+            float so = __shfl_sync(0xffffffffu, v[0][0], from + 3 * CHUNKS);
+            if ((unsigned)(unit_lane - b0) < (unsigned)ROW_GROUP) {
+                pi = si;
+                pf = sf;
+                pc = sc;
+                po = so;
+            }
+        }
+#endif
+        for (int b = b0; b < rows; b++) {
             float s = chunk_sum(partial_dot(weights, h_prev + b * HIDDEN, q));
             float si = __shfl_sync(0xffffffffu, s, unit_base + 0 * CHUNKS);
             float sf = __shfl_sync(0xffffffffu, s, unit_base + 1 * CHUNKS);
@@ -442,6 +561,50 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
             SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c, h);
         }
         gx = gx_next;
+#else
+        // The next step's input projections of this lane's rows, loaded while this step computes.
+        float4 gx_next[ROW_SLOTS];
+#pragma unroll
+        for (int s = 0; s < ROW_SLOTS; s++) {
+            const int b = s * ROW_GROUP + my_row;
+            gx_next[s] = gx[s];
+            if (lead && b < rows && step + 1 < steps)
+                gx_next[s] = gates_row(step + 1, b);
+        }
+        // Row groups: the 4-gate dots of ROW_GROUP rows, their reduce-scatter,
+        // then the owner lanes update their cells (the condition on b0 is the
+        // same for the whole block, so every lane takes the same shuffles).
+#pragma unroll
+        for (int s = 0; s < ROW_SLOTS; s++) {
+            const int b0 = s * ROW_GROUP;
+            if (b0 < rows) {
+                float v[ROW_GROUP][4];
+#pragma unroll
+                for (int e = 0; e < ROW_GROUP; e++) {
+                    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (b0 + e < rows)
+                        d = partial_dot4(weights, h_prev + (b0 + e) * HIDDEN, q);
+                    v[e][0] = d.x;
+                    v[e][1] = d.y;
+                    v[e][2] = d.z;
+                    v[e][3] = d.w;
+                }
+                spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+                const int b = b0 + my_row;
+                if (lead && b < rows) {
+                    const float h = spk_lstm_cell(gx[s], v[0][0], v[0][1], v[0][2], v[0][3], b4, c[s]);
+                    output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
+                    const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);
+                    publish_word(tile_state + (step & 1) * (MAX_TILE_ROWS * HIDDEN) + b * HIDDEN + hidden_unit,
+                                 word);
+                    SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c[s], h);
+                }
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < ROW_SLOTS; s++)
+            gx[s] = gx_next[s];
+#endif
     }
 }
 
