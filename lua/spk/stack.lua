@@ -6,7 +6,8 @@
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589,
 --                               backend = "persistent",
 --                               kernel = {units = 4, threads = 128, tile_rows = 32, hidden = 128,
---                                         acq_rel = false, gather = 2},  -- left out: the batch's default
+--                                         acq_rel = false, gather = 2, gate_block = 1, row_group = 1},
+--                                                                        -- left out: the batch's default
 --                                                                        -- (persistent.c's per-batch table)
 --                               schedule = s,        -- optional, spk.schedule.new or by hand
 --                               capacity = n,        -- optional: pretend the device holds n blocks
@@ -116,7 +117,8 @@ return function(spk, core)
     if type(kernel) ~= "table" then error("spk.lstm.stack: kernel must be a table", 2) end
     -- hidden defaults to the layers' own; the C side refuses a mismatch
     kernel = { hidden = kernel.hidden or self.hidden, units = kernel.units, threads = kernel.threads,
-               tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel, gather = kernel.gather }
+               tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel, gather = kernel.gather,
+               gate_block = kernel.gate_block, row_group = kernel.row_group }
     self.plan = core.stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                  kernel = kernel, schedule = opts.schedule, capacity = opts.capacity,
                                  timeout_ms = opts.timeout_ms }
@@ -129,7 +131,11 @@ return function(spk, core)
       for i, l in ipairs(launches) do out[i] = { first = l[1], count = l[2] } end
       return out
     end
-    self.variant = ("units %d, %d threads, tile %d %s"):format(self.kernel.units, self.kernel.threads,
+    local layout = ""
+    if (self.kernel.gate_block or 1) ~= 1 or (self.kernel.row_group or 1) ~= 1 then
+      layout = (", gate block %d, row group %d"):format(self.kernel.gate_block, self.kernel.row_group)
+    end
+    self.variant = ("units %d, %d threads%s, tile %d %s"):format(self.kernel.units, self.kernel.threads, layout,
       self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential")
     return self
   end

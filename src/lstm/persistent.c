@@ -18,7 +18,7 @@
 spk_lstm_variant spk_lstm_variant_default(void)
 {
     spk_lstm_variant v = {.hidden = 128, .units = 4, .threads = 128, .max_tile_rows = 32, .acq_rel = false,
-                          .gather = 2};
+                          .gather = 2, .gate_block = 1, .row_group = 1};
     return v;
 }
 
@@ -37,10 +37,10 @@ spk_lstm_variant spk_lstm_variant_default(void)
  * and tile rows come from spk_lstm_variant_fit. */
 static const struct {
     int64_t max_batch;
-    int units, gather;
+    int units, gather, gate_block, row_group;
 } batch_table[] = {
-    {32, 4, 2},
-    {INT64_MAX, 16, 2},
+    {32, 4, 2, 1, 1},
+    {INT64_MAX, 16, 2, 1, 1},
 };
 
 spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
@@ -52,6 +52,8 @@ spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
         i++;
     v.units = batch_table[i].units;
     v.gather = batch_table[i].gather;
+    v.gate_block = batch_table[i].gate_block;
+    v.row_group = batch_table[i].row_group;
     spk_lstm_variant_fit(&v, false, false);
     return v;
 }
@@ -61,15 +63,18 @@ void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_row
     /* The most chunks per gate row (so the most threads) that still divide
      * the hidden size and give whole warps; tile rows follow, as each of a
      * unit's 4 * chunks lanes owns one row. */
-    int gate_rows = 4 * v->units;
+    int block = v->gate_block == 4 ? 4 : 1;
+    int chunk_threads = 4 * v->units / block;
     if (!threads_given) {
         int chunks = 8;
-        while (chunks > 2 && (v->hidden % (4 * chunks) != 0 || (gate_rows * chunks) % 32 != 0))
+        while (chunks > 2 && (v->hidden % (4 * chunks) != 0 || (chunk_threads * chunks) % 32 != 0))
             chunks /= 2;
-        v->threads = gate_rows * chunks;
+        v->threads = chunk_threads * chunks;
     }
-    if (!tile_rows_given && v->threads % gate_rows == 0) {
-        int most = 4 * (v->threads / gate_rows);
+    if (v->row_group <= 0)
+        v->row_group = block == 4 && v->threads % chunk_threads == 0 ? v->threads / chunk_threads : 1;
+    if (!tile_rows_given && v->threads % chunk_threads == 0) {
+        int most = block == 4 ? 4 * v->row_group : 4 * (v->threads / chunk_threads);
         /* and the two h buffers within 48 KiB of shared memory */
         if (v->hidden > 0 && most > 6144 / v->hidden)
             most = 6144 / v->hidden;
@@ -82,8 +87,11 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
 {
     if (v->hidden < 1)
         return spk_fail("kernel.hidden must be positive, got %d", v->hidden);
-    if (v->units != 4 && v->units != 8 && v->units != 16)
-        return spk_fail("kernel.units must be 4, 8 or 16, got %d", v->units);
+    if (v->gate_block != 1 && v->gate_block != 4)
+        return spk_fail("kernel.gate_block must be 1 (one gate row per thread) or 4 (a unit's four gate rows), "
+                        "got %d", v->gate_block);
+    if (v->units != 4 && v->units != 8 && v->units != 16 && !(v->units == 32 && v->gate_block == 4))
+        return spk_fail("kernel.units must be 4, 8 or 16 (or 32 with gate_block 4), got %d", v->units);
     if (v->gather != 1 && v->gather != 2)
         return spk_fail("kernel.gather must be 1 (the seed's per-word waits) or 2 (paired polls), got %d",
                         v->gather);
@@ -92,18 +100,27 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
     if (v->hidden % v->units != 0)
         return spk_fail("kernel.hidden %d must be a multiple of kernel.units %d", v->hidden, v->units);
     int gate_rows = 4 * v->units;
-    int chunks = v->threads / gate_rows;
-    if (v->threads < 1 || v->threads % gate_rows != 0 || (chunks != 2 && chunks != 4 && chunks != 8) ||
+    int chunk_threads = gate_rows / v->gate_block;
+    int chunks = v->threads / chunk_threads;
+    if (v->threads < 1 || v->threads % chunk_threads != 0 || (chunks != 2 && chunks != 4 && chunks != 8) ||
         v->threads % 32 != 0 || v->threads > 1024)
-        return spk_fail("kernel.threads %d must be units * 4 * chunks with chunks 2, 4 or 8 (units %d: %d, %d or %d)",
-                        v->threads, v->units, gate_rows * 2 < 32 ? gate_rows * 8 : gate_rows * 2,
-                        gate_rows * 4, gate_rows * 8);
+        return spk_fail("kernel.threads %d must be units * %d * chunks with chunks 2, 4 or 8, whole warps "
+                        "(units %d, gate_block %d: %d, %d or %d)",
+                        v->threads, 4 / v->gate_block, v->units, v->gate_block, chunk_threads * 2, chunk_threads * 4,
+                        chunk_threads * 8);
+    if (v->row_group != 1 && v->row_group != 2 && v->row_group != 4 && v->row_group != 8)
+        return spk_fail("kernel.row_group must be 1, 2, 4 or 8, got %d", v->row_group);
+    if (v->row_group > chunks)
+        return spk_fail("kernel.row_group %d must be at most the %d chunks of %d threads", v->row_group, chunks,
+                        v->threads);
     if (v->hidden % (4 * chunks) != 0)
         return spk_fail("kernel.hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
                         4 * chunks, v->threads);
-    if (v->max_tile_rows < 1 || v->max_tile_rows > 4 * chunks)
-        return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads and %d units, "
-                        "got %d", 4 * chunks, v->threads, v->units, v->max_tile_rows);
+    int most_rows = v->gate_block == 4 ? 4 * v->row_group : 4 * chunks;
+    if (v->max_tile_rows < 1 || v->max_tile_rows > most_rows)
+        return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads, %d units, "
+                        "gate_block %d and row_group %d, got %d", most_rows, v->threads, v->units, v->gate_block,
+                        v->row_group, v->max_tile_rows);
     size_t smem = 2u * (size_t)v->max_tile_rows * (size_t)v->hidden * sizeof(float);
     if (smem > 48u * 1024u)
         return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 49152 "
@@ -120,10 +137,10 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
 
 void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_defines *out)
 {
-    static const char *names[SPK_LSTM_VARIANT_DEFINES] = {"HIDDEN", "UNITS", "THREADS", "MAX_TILE_ROWS",
-                                                          "SPK_ACQ_REL", "GATHER"};
-    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden,        v->units,          v->threads,
-                                            v->max_tile_rows, v->acq_rel ? 1 : 0, v->gather};
+    static const char *names[SPK_LSTM_VARIANT_DEFINES] = {"HIDDEN",      "UNITS",  "THREADS",    "MAX_TILE_ROWS",
+                                                          "SPK_ACQ_REL", "GATHER", "GATE_BLOCK", "ROW_GROUP"};
+    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden, v->units,  v->threads,    v->max_tile_rows,
+                                            v->acq_rel ? 1 : 0, v->gather, v->gate_block, v->row_group};
     for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];

@@ -19,23 +19,28 @@
 
 typedef struct spk_lstm_variant {
     int hidden;        /* HIDDEN: 64, 128 or 256 */
-    int units;         /* UNITS: hidden units per block, 4, 8 or 16 */
-    int threads;       /* THREADS = units * 4 * chunks, chunks 2, 4 or 8 */
-    int max_tile_rows; /* MAX_TILE_ROWS: 1 .. 4 * chunks, two h buffers within 48 KiB */
+    int units;         /* UNITS: hidden units per block, 4, 8 or 16 (32 with gate_block 4) */
+    int threads;       /* THREADS = units * (4 / gate_block) * chunks, chunks 2, 4 or 8 */
+    int max_tile_rows; /* MAX_TILE_ROWS: 1 .. 4 * chunks (gate_block 4: 1 .. 4 * row_group), two h
+                          buffers within 48 KiB */
     bool acq_rel;      /* SPK_ACQ_REL: release/acquire exchange instead of relaxed */
     int gather;        /* GATHER: 1 the seed's per-word waits, 2 paired 16-byte polls (default) */
+    int gate_block;    /* GATE_BLOCK: gate rows per thread, 1 (the seed's layout) or 4 (a unit's four) */
+    int row_group;     /* ROW_GROUP: rows reduced together over the chunk lanes, 1, 2, 4 or 8 (<= chunks);
+                          1 is the seed's all-reduce per row; 0 in spk_lstm_variant_fit: choose */
 } spk_lstm_variant;
 
 /* Launch geometry derived from a variant, as the kernel derives it. */
 typedef struct spk_lstm_geometry {
     int groups;         /* blocks per tile: hidden / units */
     int gate_rows;      /* 4 * units packed rows of R per block */
-    int chunks;         /* threads / gate_rows k-chunks per gate row */
+    int chunks;         /* threads / (gate_rows / gate_block) k-chunks per gate row */
     int64_t state_tile; /* 64-bit words per tile: 2 * max_tile_rows * hidden */
     size_t smem_bytes;  /* the kernel's static shared memory: 2 h buffers */
 } spk_lstm_geometry;
 
-/* hidden 128, units 4, threads 128, max_tile_rows 32, relaxed exchange, gather 2. */
+/* hidden 128, units 4, threads 128, max_tile_rows 32, relaxed exchange, gather 2, gate_block 1,
+ * row_group 1. */
 spk_lstm_variant spk_lstm_variant_default(void);
 /* The fastest variant known for a batch (a table in persistent.c, from
  * tools/persistent_sweep.lua on the H200), fitted to `hidden`. */
@@ -44,11 +49,12 @@ spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch);
  * (out may be NULL). Messages name the field, e.g. "kernel.threads 96 must be
  * units * 4 * chunks with chunks 2, 4 or 8". */
 /* Fills what a script left out: threads (the widest split that divides the
- * hidden size) and tile rows (capped by what that split can carry). */
+ * hidden size), row_group when 0 (1 for gate_block 1, chunks for gate_block 4)
+ * and tile rows (capped by what that split can carry). */
 void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given);
 int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out);
 
-#define SPK_LSTM_VARIANT_DEFINES 6
+#define SPK_LSTM_VARIANT_DEFINES 8
 /* The NVRTC defines of a variant; `text` holds their values. */
 typedef struct spk_lstm_variant_defines {
     spk_define defines[SPK_LSTM_VARIANT_DEFINES];

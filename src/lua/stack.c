@@ -66,6 +66,11 @@ static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant 
     spk_lstm_variant pick = spk_lstm_variant_for_batch(v->hidden, batch);
     v->units = opt_int_field(L, t, "units", pick.units, "kernel");
     v->gather = opt_int_field(L, t, "gather", pick.gather, "kernel");
+    v->gate_block = opt_int_field(L, t, "gate_block", pick.gate_block, "kernel");
+    /* row_group left out: the table's when its layout is the same, else chosen by spk_lstm_variant_fit */
+    v->row_group = opt_int_field(L, t, "row_group",
+                                 v->gate_block == pick.gate_block && v->units == pick.units ? pick.row_group : 0,
+                                 "kernel");
     bool threads_given = lua_getfield(L, t, "threads") != LUA_TNIL;
     bool rows_given = lua_getfield(L, t, "tile_rows") != LUA_TNIL;
     lua_pop(L, 2);
@@ -86,6 +91,8 @@ static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm
     lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "tile_rows");
     lua_pushboolean(L, v->acq_rel), lua_setfield(L, -2, "acq_rel");
     lua_pushinteger(L, v->gather), lua_setfield(L, -2, "gather");
+    lua_pushinteger(L, v->gate_block), lua_setfield(L, -2, "gate_block");
+    lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, g->groups), lua_setfield(L, -2, "groups");
     lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
     lua_pushinteger(L, g->state_tile), lua_setfield(L, -2, "state_tile");

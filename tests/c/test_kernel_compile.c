@@ -11,11 +11,20 @@
 #include "lstm/persistent.h"
 
 static const spk_lstm_variant variants[] = {
-    {128, 4, 128, 32, false, 2},  {128, 8, 256, 32, false, 2},  {128, 4, 64, 16, false, 2},
-    {128, 4, 128, 8, false, 2},   {64, 4, 128, 32, false, 2},   {64, 8, 256, 32, false, 2},
-    {256, 4, 128, 16, false, 2},  {256, 8, 256, 16, false, 2},  {128, 4, 128, 32, true, 2},
-    {128, 4, 128, 32, false, 1},  {128, 8, 256, 32, false, 1},  {128, 4, 128, 32, true, 1},
-    {128, 16, 512, 32, false, 2}, {128, 16, 256, 16, false, 2}, {256, 16, 512, 16, false, 2},
+    {128, 4, 128, 32, false, 2, 1, 1},  {128, 8, 256, 32, false, 2, 1, 1},  {128, 4, 64, 16, false, 2, 1, 1},
+    {128, 4, 128, 8, false, 2, 1, 1},   {64, 4, 128, 32, false, 2, 1, 1},   {64, 8, 256, 32, false, 2, 1, 1},
+    {256, 4, 128, 16, false, 2, 1, 1},  {256, 8, 256, 16, false, 2, 1, 1},  {128, 4, 128, 32, true, 2, 1, 1},
+    {128, 4, 128, 32, false, 1, 1, 1},  {128, 8, 256, 32, false, 1, 1, 1},  {128, 4, 128, 32, true, 1, 1, 1},
+    {128, 16, 512, 32, false, 2, 1, 1}, {128, 16, 256, 16, false, 2, 1, 1}, {256, 16, 512, 16, false, 2, 1, 1},
+    /* row groups (reduce-scatter) in the seed's layout */
+    {128, 16, 512, 32, false, 2, 1, 8}, {128, 16, 512, 32, false, 2, 1, 4}, {128, 16, 512, 16, false, 2, 1, 8},
+    {128, 8, 256, 32, false, 2, 1, 8},  {128, 4, 128, 32, false, 2, 1, 8},  {128, 4, 128, 32, false, 1, 1, 2},
+    {64, 8, 256, 32, false, 2, 1, 8},   {256, 16, 512, 16, false, 2, 1, 8},
+    /* gate blocks: a unit's four gate rows per thread */
+    {128, 16, 128, 32, false, 2, 4, 8}, {128, 16, 128, 16, false, 2, 4, 8}, {128, 32, 256, 16, false, 2, 4, 8},
+    {128, 32, 256, 32, false, 2, 4, 8}, {128, 8, 64, 32, false, 2, 4, 8},   {128, 8, 64, 16, false, 2, 4, 8},
+    {128, 4, 32, 32, false, 2, 4, 8},   {128, 16, 128, 16, false, 2, 4, 4}, {128, 16, 128, 32, true, 1, 4, 8},
+    {64, 16, 128, 32, false, 2, 4, 8},  {256, 16, 128, 16, false, 2, 4, 8}, {256, 32, 256, 16, false, 2, 4, 8},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 
@@ -204,28 +213,34 @@ TEST(kernel_static_asserts_reject_bad_geometry)
     char path[4096];
     snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
     struct {
-        const char *hidden, *units, *threads, *rows, *message;
+        const char *hidden, *units, *threads, *rows, *gate_block, *row_group, *message;
     } bad[] = {
-        {"128", "4", "96", "32", "THREADS"},       /* chunks 6 */
-        {"128", "5", "160", "32", "UNITS"},        /* units not 4 or 8 */
-        {"128", "4", "128", "33", "MAX_TILE_ROWS"}, /* more rows than a unit's lanes */
-        {"256", "4", "128", "32", "shared memory"}, /* two h buffers over 48 KiB */
-        {"128", "32", "1024", "32", "UNITS"},       /* 32 units per block: not a variant */
+        {"128", "4", "96", "32", "1", "1", "THREADS"},        /* chunks 6 */
+        {"128", "5", "160", "32", "1", "1", "UNITS"},         /* units not 4 or 8 */
+        {"128", "4", "128", "33", "1", "1", "MAX_TILE_ROWS"}, /* more rows than a unit's lanes */
+        {"256", "4", "128", "32", "1", "1", "shared memory"}, /* two h buffers over 48 KiB */
+        {"128", "32", "1024", "32", "1", "1", "UNITS"},       /* 32 units per block without gate blocks */
+        {"128", "16", "512", "32", "1", "3", "ROW_GROUP"},    /* not a power of two */
+        {"128", "4", "64", "16", "1", "8", "ROW_GROUP"},      /* more rows than the 4 chunks */
+        {"128", "16", "128", "32", "4", "4", "MAX_TILE_ROWS"}, /* 4 rows per lane at most: 16 */
+        {"128", "16", "128", "32", "2", "8", "GATE_BLOCK"},   /* 2 gate rows per thread: not a layout */
+        {"128", "16", "512", "32", "4", "8", "CHUNKS"},       /* 32 chunks */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        spk_define d[4] = {{"HIDDEN", bad[i].hidden}, {"UNITS", bad[i].units}, {"THREADS", bad[i].threads},
-                           {"MAX_TILE_ROWS", bad[i].rows}};
+        spk_define d[6] = {{"HIDDEN", bad[i].hidden},      {"UNITS", bad[i].units},
+                           {"THREADS", bad[i].threads},    {"MAX_TILE_ROWS", bad[i].rows},
+                           {"GATE_BLOCK", bad[i].gate_block}, {"ROW_GROUP", bad[i].row_group}};
         spk_compile_options o = {0};
         o.file = path;
         o.defines = d;
-        o.ndefines = 4;
+        o.ndefines = 6;
         o.arch = "sm_90";
         spk_module *m = spk_compile(&o);
         CHECK(m == NULL);
         CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
         spk_module_release(m);
-        spk_lstm_variant v = {atoi(bad[i].hidden), atoi(bad[i].units), atoi(bad[i].threads), atoi(bad[i].rows),
-                              false, 2};
+        spk_lstm_variant v = {atoi(bad[i].hidden), atoi(bad[i].units),      atoi(bad[i].threads),
+                              atoi(bad[i].rows),   false, 2, atoi(bad[i].gate_block), atoi(bad[i].row_group)};
         CHECK(spk_lstm_variant_check(&v, NULL) != 0);
     }
 }
@@ -238,23 +253,42 @@ TEST(geometry_is_derived_from_the_variant)
     CHECK(g.groups == 32 && g.gate_rows == 16 && g.chunks == 8);
     CHECK(g.state_tile == 2 * 32 * 128); /* the seed's STATE_TILE */
     CHECK(g.smem_bytes == 2 * 32 * 128 * 4);
-    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2};
+    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2, 1, 1};
     CHECK(spk_lstm_variant_check(&v8, &g) == 0);
     CHECK(g.groups == 16 && g.gate_rows == 32 && g.chunks == 8);
-    spk_lstm_variant v64 = {128, 4, 64, 16, false, 2};
+    spk_lstm_variant v64 = {128, 4, 64, 16, false, 2, 1, 1};
     CHECK(spk_lstm_variant_check(&v64, &g) == 0);
     CHECK(g.chunks == 4 && g.state_tile == 2 * 16 * 128);
-    spk_lstm_variant bad = {128, 4, 64, 32, false, 2};
+    spk_lstm_variant bad = {128, 4, 64, 32, false, 2, 1, 1};
     CHECK(spk_lstm_variant_check(&bad, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
-    spk_lstm_variant bad_units = {128, 3, 96, 8, false, 2};
+    /* gate blocks: 16 units x 8 chunks = 128 threads, up to 4 rows per lane */
+    spk_lstm_variant b16 = {128, 16, 128, 32, false, 2, 4, 8};
+    CHECK(spk_lstm_variant_check(&b16, &g) == 0);
+    CHECK(g.groups == 8 && g.gate_rows == 64 && g.chunks == 8 && g.state_tile == 2 * 32 * 128);
+    spk_lstm_variant b32 = {128, 32, 256, 16, false, 2, 4, 8};
+    CHECK(spk_lstm_variant_check(&b32, &g) == 0);
+    CHECK(g.groups == 4 && g.chunks == 8);
+    b32.gate_block = 1;
+    CHECK(spk_lstm_variant_check(&b32, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
+    spk_lstm_variant b4 = {128, 16, 128, 32, false, 2, 4, 4};
+    CHECK(spk_lstm_variant_check(&b4, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
+    spk_lstm_variant rg = {128, 4, 64, 16, false, 2, 1, 8};
+    CHECK(spk_lstm_variant_check(&rg, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.row_group 8 must be at most the 4 chunks");
+    spk_lstm_variant gb = {128, 16, 128, 32, false, 2, 2, 8};
+    CHECK(spk_lstm_variant_check(&gb, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block");
+    spk_lstm_variant bad_units = {128, 3, 96, 8, false, 2, 1, 1};
     CHECK(spk_lstm_variant_check(&bad_units, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
 }
 
 TEST(defines_name_every_macro)
 {
-    spk_lstm_variant v = {256, 8, 256, 16, true, 1};
+    spk_lstm_variant v = {256, 8, 256, 16, true, 1, 1, 1};
     spk_lstm_variant_defines d;
     spk_lstm_variant_defines_fill(&v, &d);
     CHECK(strcmp(d.defines[0].name, "HIDDEN") == 0 && strcmp(d.defines[0].value, "256") == 0);
@@ -263,9 +297,43 @@ TEST(defines_name_every_macro)
     CHECK(strcmp(d.defines[3].name, "MAX_TILE_ROWS") == 0 && strcmp(d.defines[3].value, "16") == 0);
     CHECK(strcmp(d.defines[4].name, "SPK_ACQ_REL") == 0 && strcmp(d.defines[4].value, "1") == 0);
     CHECK(strcmp(d.defines[5].name, "GATHER") == 0 && strcmp(d.defines[5].value, "1") == 0);
-    spk_lstm_variant g3 = {128, 4, 128, 32, false, 3};
+    CHECK(strcmp(d.defines[6].name, "GATE_BLOCK") == 0 && strcmp(d.defines[6].value, "1") == 0);
+    CHECK(strcmp(d.defines[7].name, "ROW_GROUP") == 0 && strcmp(d.defines[7].value, "1") == 0);
+    spk_lstm_variant g3 = {128, 4, 128, 32, false, 3, 1, 1};
     CHECK(spk_lstm_variant_check(&g3, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gather");
+}
+
+/* What a script leaves out: threads, the row group and the tile rows of a layout. */
+TEST(fit_fills_threads_row_group_and_tile_rows)
+{
+    spk_lstm_variant v = spk_lstm_variant_default();
+    v.units = 16;
+    v.gate_block = 4;
+    v.row_group = 0;
+    spk_lstm_variant_fit(&v, false, false);
+    CHECK(v.threads == 128 && v.row_group == 8 && v.max_tile_rows == 32);
+    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
+    v = spk_lstm_variant_default();
+    v.units = 4;
+    v.gate_block = 4;
+    v.row_group = 4;
+    spk_lstm_variant_fit(&v, false, false);
+    CHECK(v.threads == 32 && v.row_group == 4 && v.max_tile_rows == 16);
+    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
+    v = spk_lstm_variant_default();
+    v.units = 16;
+    v.row_group = 0;
+    spk_lstm_variant_fit(&v, false, false);
+    CHECK(v.threads == 512 && v.row_group == 1 && v.max_tile_rows == 32);
+    v = spk_lstm_variant_default();
+    v.hidden = 256;
+    v.units = 32;
+    v.gate_block = 4;
+    v.row_group = 0;
+    spk_lstm_variant_fit(&v, false, false);
+    CHECK(v.threads == 256 && v.row_group == 8 && v.max_tile_rows == 24);
+    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
 }
 
 TEST(heights_follow_the_seed_within_the_variant)
@@ -299,11 +367,11 @@ TEST(schedule_fits_capacity_and_variant)
     CHECK(!s.concurrent && s.tile_rows == 32 && s.tiles_per_launch == 2);
     CHECK(spk_lstm_schedule_fits(&s, &v, 65, 65) == 0);
     /* A tile taller than the variant carries. */
-    spk_lstm_variant small = {128, 4, 128, 16, false, 2};
+    spk_lstm_variant small = {128, 4, 128, 16, false, 2, 1, 1};
     CHECK(spk_lstm_schedule_fits(&s, &small, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "tile_rows");
     /* Groups of another variant. */
-    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2};
+    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2, 1, 1};
     CHECK(spk_lstm_schedule_fits(&s, &v8, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "groups");
     /* Concurrent needs a known concurrent capacity. */
@@ -322,6 +390,7 @@ int main(void)
     RUN(kernel_static_asserts_reject_bad_geometry);
     RUN(geometry_is_derived_from_the_variant);
     RUN(defines_name_every_macro);
+    RUN(fit_fills_threads_row_group_and_tile_rows);
     RUN(heights_follow_the_seed_within_the_variant);
     RUN(schedule_fits_capacity_and_variant);
     return CHECK_SUMMARY();
