@@ -31,6 +31,32 @@
 --               8-9 / 9-10 / 25-30; slower at batch 1 (more work per block)
 --   u8 tile 16  units 8 with at most 16 rows per block: more blocks, fewer rows
 --               each at batch 256 (sequential launches if they do not fit)
+-- Measured 2026-11-30 (/work/notes/sweep.txt), paired: u4 2.69 / 4.61 / 6.52 /
+-- 10.76 / 33.9, u8 2.93 / 6.02 / 7.36 / 10.19 / 32.6, u16 3.15 / 7.56 / 8.77 /
+-- 9.80 / 32.4; the default table now follows them (u4 to batch 32, u16 above).
+-- At batch 256 (13.8 us per step) the step is bound by the shared-memory
+-- loads and the shuffles of the dot products, hence (paired gather, same bits):
+--   rg8 u16/u8/u4  row_group 8: the 8 rows of a group reduced together over the
+--               8 chunk lanes (reduce-scatter, 7 shuffles) and 4 shuffles to the
+--               owners: 11 shuffles per 8 rows instead of 56. Predicted: b256
+--               u16 27-30 (shuffles were ~1/4 of the step's compute), b64 u16
+--               ~8.5-9, u4 b8 ~4.0-4.3 / b32 ~5.5-6.0 (tile 8: one group)
+--   rg4 u16     row_group 4: 8 + 8 shuffles per 8 rows, fewer registers: ~28-31
+--   gb4 u16     gate_block 4: a thread holds its unit's four gate rows (128
+--               threads, 8 chunks), so each float4 of h feeds 16 FMAs (a
+--               quarter of the shared loads per FMA), rows reduced 8 at a time
+--               as 4-gate vectors (28 shuffles per 8 rows per warp of 4 units,
+--               no gather shuffles), cells updated by the reducing lanes (up
+--               to 4 rows per lane). ~200-220 registers: 2 blocks per SM, so
+--               tile 16 concurrent at b256 (256 blocks): ~18-24; b64 ~7-9
+--   gb4 u16 t32 the same with the tile forced to 32 rows (128 blocks, one per
+--               SM, 4 warps each: latency-bound): ~22-28
+--   gb4 u32     32 units per block (256 threads, 4 blocks per tile): tile 16 at
+--               b256 is 128 blocks of 8 warps, half the L2 polling of u16: ~17-23
+--   gb4 u8      64-thread blocks (16 per tile): more polling, more blocks: b256
+--               ~22-28, b32/b64 maybe the best of all (~5-6 / ~7-8)
+--   gb4 u4      32-thread blocks: batch 1 (one row, 2 pairs gathered per
+--               thread) ~2.4-2.7; slow from batch 32 on (64 pairs per thread)
 local spk = require "spk"
 
 local function option(name)
@@ -68,10 +94,34 @@ local variants = {
   { name = "paired u8", kernel = { units = 8, gather = 2 } },
   { name = "paired u16", kernel = { units = 16, gather = 2 } },
   { name = "u8 tile16", kernel = { units = 8, gather = 2, tile_rows = 16 } },
+  { name = "rg8 u4", kernel = { units = 4, gather = 2, row_group = 8 } },
+  { name = "rg8 u8", kernel = { units = 8, gather = 2, row_group = 8 } },
+  { name = "rg8 u16", kernel = { units = 16, gather = 2, row_group = 8 } },
+  { name = "rg4 u16", kernel = { units = 16, gather = 2, row_group = 4 } },
+  { name = "gb4 u4", kernel = { units = 4, gather = 2, gate_block = 4 } },
+  { name = "gb4 u8", kernel = { units = 8, gather = 2, gate_block = 4 } },
+  { name = "gb4 u16", kernel = { units = 16, gather = 2, gate_block = 4 } },
+  { name = "gb4 u16 t32", kernel = { units = 16, gather = 2, gate_block = 4 }, tile = 32, min_batch = 64 },
+  { name = "gb4 u32", kernel = { units = 32, gather = 2, gate_block = 4 } },
   { name = "default", kernel = nil }, -- what a plan picks for the batch (persistent.c's batch_table)
 }
 if quick then
-  variants = { variants[1], variants[2], variants[3], variants[4], variants[5], variants[7] }
+  -- the seed rows stay as the reference of rel_l2 (0 = the same bits)
+  local keep = {}
+  for _, v in ipairs(variants) do
+    if v.name ~= "u8 tile16" then keep[#keep + 1] = v end
+  end
+  variants = keep
+end
+
+-- A schedule forcing a tile height (all tiles in one concurrent launch); the
+-- plan refuses it before any launch when the device does not hold its blocks.
+local function forced_schedule(v, batch)
+  if not v.tile then return nil end
+  local groups = 128 // v.kernel.units
+  local tiles = (batch + v.tile - 1) // v.tile
+  return { batch = batch, groups = groups, tile_rows = v.tile, tiles = tiles, tiles_per_launch = tiles,
+           concurrent = true }
 end
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
@@ -105,8 +155,10 @@ for _, batch in ipairs(batches) do
   end
   local first
   for _, v in ipairs(variants) do
+    if v.min_batch and batch < v.min_batch then goto next_variant end
     local ok, err = pcall(function()
-      local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, kernel = v.kernel }
+      local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, kernel = v.kernel,
+                                    schedule = forced_schedule(v, batch) }
       local y = plan:forward(x)
       local t = plan:time { rounds = rounds, warmup = 2, x = x }
       local ms = median_ms(t)
@@ -115,25 +167,31 @@ for _, batch in ipairs(batches) do
       local vs_f64 = y64 and ("%.2e"):format(spk.compare(y, y64).rel_l2) or "-"
       local s = plan.schedule
       local k = plan.kernel
-      say("batch %4d  %-12s %9.3f ms  x%.2f vs %s  rel_l2 %.2e vs seed u4, %s vs f64  u%d/%d thr gather %d  "
-          .. "tile %d %s %d launch(es)  regs %d spills %d", batch, v.name, ms, cudnn_best / ms, cudnn_name,
-        vs_first, vs_f64, k.units, k.threads, k.gather, s.tile_rows, s.concurrent and "conc" or "seq",
-        #s.launches(), k.registers, k.spills)
+      say("batch %4d  %-12s %9.3f ms  x%.2f vs %s  rel_l2 %.2e vs seed u4, %s vs f64  u%d/%d thr gather %d "
+          .. "gb %d rg %d  tile %d %s %d launch(es)  regs %d spills %d cap %d", batch, v.name, ms, cudnn_best / ms,
+        cudnn_name, vs_first, vs_f64, k.units, k.threads, k.gather, k.gate_block or 1, k.row_group or 1,
+        s.tile_rows, s.concurrent and "conc" or "seq", #s.launches(), k.registers, k.spills, k.capacity or -1)
       if not best[batch] or ms < best[batch].ms then
-        best[batch] = { ms = ms, name = v.name, kernel = k, cudnn = cudnn_best, cudnn_name = cudnn_name }
+        best[batch] = { ms = ms, name = v.name, kernel = k, cudnn = cudnn_best, cudnn_name = cudnn_name,
+                        forced_tile = v.tile }
       end
       plan:close()
     end)
     if not ok then say("batch %4d  %-12s failed: %s", batch, v.name, tostring(err):gsub("\n", " ")) end
     collectgarbage()
+    ::next_variant::
   end
 end
 
-say("\nfastest per batch (batch_table rows in src/lstm/persistent.c: {max_batch, units, gather}):")
+say("\nfastest per batch (batch_table rows in src/lstm/persistent.c: {max_batch, units, gather, gate_block, "
+  .. "row_group}):")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
-    say("  batch %4d  %-12s %9.3f ms  cuDNN best %s %.3f ms  speed-up x%.2f  -> {%d, %d, %d}", batch, b.name,
-      b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, b.kernel.units, b.kernel.gather)
+    say("  batch %4d  %-12s %9.3f ms  cuDNN best %s %.3f ms  speed-up x%.2f  -> {%d, %d, %d, %d, %d}%s", batch,
+      b.name, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, b.kernel.units, b.kernel.gather,
+      b.kernel.gate_block or 1, b.kernel.row_group or 1,
+      b.forced_tile and ("  (tile forced to %d: the table's plan takes the schedule's tile)"):format(b.forced_tile)
+        or "")
   end
 end

@@ -90,12 +90,35 @@ describe("spk.lstm.stack arguments", function()
     local v16 = core.stack_variant_check({ units = 16 }, 256)
     assert.are.equal(512, v16.threads)
     assert.are.equal(8, v16.groups)
-    local ok, err = pcall(core.stack_variant_check, { gather = 3 })
+    -- row groups and gate blocks: fields of their own, the layout's defaults when left out
+    local rg = core.stack_variant_check({ units = 16, row_group = 8 }, 256)
+    assert.are.equal(8, rg.row_group)
+    assert.are.equal(1, rg.gate_block)
+    assert.are.equal("8", rg.defines.ROW_GROUP)
+    local gb = core.stack_variant_check({ units = 16, gate_block = 4 }, 256)
+    assert.are.equal(128, gb.threads)
+    assert.are.equal(8, gb.row_group)
+    assert.are.equal(32, gb.tile_rows)
+    assert.are.equal("4", gb.defines.GATE_BLOCK)
+    local gb32 = core.stack_variant_check({ units = 32, gate_block = 4 }, 256)
+    assert.are.equal(256, gb32.threads)
+    assert.are.equal(4, gb32.groups)
+    assert.are.equal(1, core.stack_variant_check({}, 256).row_group)
+    local ok, err = pcall(core.stack_variant_check, { units = 16, gate_block = 2 })
+    assert.is_false(ok)
+    assert.matches("kernel.gate_block must be 1", tostring(err))
+    ok, err = pcall(core.stack_variant_check, { units = 16, row_group = 3 })
+    assert.is_false(ok)
+    assert.matches("kernel.row_group must be 1, 2, 4 or 8", tostring(err))
+    ok, err = pcall(core.stack_variant_check, { units = 16, gate_block = 4, row_group = 4, tile_rows = 32 })
+    assert.is_false(ok)
+    assert.matches("kernel.tile_rows", tostring(err))
+    ok, err = pcall(core.stack_variant_check, { gather = 3 })
     assert.is_false(ok)
     assert.matches("kernel.gather must be 1", tostring(err))
     ok, err = pcall(core.stack_variant_check, { units = 32 })
     assert.is_false(ok)
-    assert.matches("kernel.units must be 4, 8 or 16", tostring(err))
+    assert.matches("kernel.units must be 4, 8 or 16 %(or 32 with gate_block 4%)", tostring(err))
   end)
 
   it("checks trace requests as the reference does (layers and steps from 1)", function()
@@ -275,7 +298,12 @@ describe("spk.lstm.stack persistent (GPU)", function()
     local base = spk.lstm.stack { layers = layers, batch = 33, steps = 50, kernel = { units = 4, gather = 1 } }
     local y = base:forward(x)
     for _, kernel in ipairs { { units = 4, gather = 2 }, { units = 8, gather = 1 }, { units = 8, gather = 2 },
-                              { units = 16 }, { units = 8, tile_rows = 8 }, { units = 4, acq_rel = true } } do
+                              { units = 16 }, { units = 8, tile_rows = 8 }, { units = 4, acq_rel = true },
+                              { units = 4, row_group = 8 }, { units = 16, row_group = 8 }, { units = 16, row_group = 4 },
+                              { units = 8, row_group = 2, gather = 1 }, { units = 4, gate_block = 4 },
+                              { units = 8, gate_block = 4, tile_rows = 16 }, { units = 16, gate_block = 4 },
+                              { units = 16, gate_block = 4, row_group = 4 }, { units = 32, gate_block = 4 },
+                              { units = 16, gate_block = 4, acq_rel = true, gather = 1 } } do
       local plan = spk.lstm.stack { layers = layers, batch = 33, steps = 50, kernel = kernel }
       assert.is_true(same_bits(plan:forward(x), y), plan.variant .. " gather " .. plan.kernel.gather)
       assert.are.equal(0, plan.kernel.spills)
@@ -286,7 +314,8 @@ describe("spk.lstm.stack persistent (GPU)", function()
   gpu_it("the trace build records h and c as the reference traces them", function()
     local layers = spk.lstm.random { layers = 3, input = 60, hidden = 128, seed = 4 }
     local x = randn({ 3, 9, 60 }, 8)
-    for _, kernel in ipairs { { units = 4 }, { units = 8 } } do
+    for _, kernel in ipairs { { units = 4 }, { units = 8 }, { units = 8, row_group = 8 },
+                              { units = 16, gate_block = 4 } } do
       local plan = spk.lstm.stack { layers = layers, batch = 3, steps = 9, kernel = kernel }
       local plain = plan:forward(x)
       for _, trace in ipairs { { layer = 1, direction = "forward", steps = { 1, 2, 9 } },
