@@ -23,7 +23,7 @@
 -- Records
 --   tuning.new_record(fields[, command]) -> {format = 1, key, fields, date, command, entries = {}}
 --   record.entries: one per measured shape and batch:
---     {hidden, input, layers, batch, steps, steps_class,
+--     {hidden, input, layers, batch, steps, steps_class, rounds, date,
 --      winner = {backend =, options = {kernel = {...}} | {algo = ...}, variant =, median_ms =,
 --                rel_l2 =, speedup =} | nil (no candidate passed its bound),
 --      cudnn_best = {variant =, median_ms =} | nil,

@@ -437,6 +437,67 @@ describe("spk tune", function()
     os.execute("rm -rf " .. quote(dir))
   end)
 
+  it("records the fastest FP32-strict candidate within its bound (made-up measurements)", function()
+    local benchmark = require "spk.benchmark"
+    local dir = spec_tmpdir()
+    -- per variant: median ms, whether it passed its bound, math, error
+    local made_up = {
+      cudnn = { 10.0, 9.0, 12.0, 11.0 },
+      persistent = { { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
+      cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true } },
+    }
+    local seen_bounds, batches_run
+    local saved_run, saved_facts = benchmark.run, tuning.facts
+    benchmark.run = function(opts)
+      seen_bounds, batches_run = opts.bounds, (batches_run or 0) + 1
+      local rows = {}
+      for _, b in ipairs(opts.backends) do
+        for i, v in ipairs(opts.variants[b]) do
+          local m = made_up[b][i]
+          local row = { batch = opts.batches[1], steps = opts.steps, backend = b, algo = v.algo,
+                        variant = b .. " " .. i }
+          if b == "cudnn" then
+            row.median_ms, row.bound_ok, row.rel_l2 = m, true, 4e-6
+          else
+            row.median_ms, row.bound_ok, row.math, row.error, row.rel_l2 = m[1], m[2], m[3], m[4], 1e-7
+          end
+          rows[#rows + 1] = row
+        end
+      end
+      local speedups = benchmark.speedups(rows)
+      for i, r in ipairs(rows) do r.speedup = speedups[i] end
+      return rows, {}
+    end
+    tuning.facts = function() return sample_fields() end
+    local written = {}
+    local ok, code = pcall(require "spk.cli.tune", { "--batches", "2", "--rounds", "1", "--dir", dir },
+      { write = function(s) written[#written + 1] = s end, progress = function() end })
+    benchmark.run, tuning.facts = saved_run, saved_facts
+    assert(ok, code)
+    assert.are.equal(0, code)
+    assert.are.equal(1, batches_run)
+    assert.are.equal(benchmark.bounds.persistent, seen_bounds.cluster) -- cluster held to the persistent bound
+    local out = table.concat(written)
+    local path = out:match("record: (%S+)")
+    assert.are.equal(tuning.path(tuning.key(sample_fields()), dir), path)
+    assert.matches("persistent +units 4 +5%.000 +9%.000", out)
+    local record = assert(tuning.load(path, sample_fields()))
+    local e = record.entries[1]
+    assert.are.equal(2, e.batch)
+    -- 4 ms failed its bound, 3 ms is tf32, cuDNN is no candidate by default: persistent u4 at 5 ms wins
+    assert.are.equal("persistent", e.winner.backend)
+    assert.are.same({ kernel = { units = 4 } }, e.winner.options)
+    assert.are.equal(5.0, e.winner.median_ms)
+    assert.are.equal(9.0, e.cudnn_best.median_ms)
+    assert.are.equal(1.8, e.winner.speedup)
+    assert.are.equal(4 + 3 + 3, #e.candidates)
+    local eligible = 0
+    for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
+    assert.are.equal(3, eligible) -- persistent u4, cluster defaults, cluster tile 2
+    assert.are.equal("too little device capacity", e.candidates[7].error)
+    os.execute("rm -rf " .. quote(dir))
+  end)
+
   if not spk.cuda.available() then
     it("exits 1 without a GPU, saying why, and writes nothing", function()
       local dir = spec_tmpdir()

@@ -137,7 +137,8 @@ local function entry_of(o, batch, rows, options_of, tuning)
   local candidate = {}
   for _, c in ipairs(o.candidates) do candidate[c] = true end
   local entry = { hidden = o.hidden, input = o.input, layers = o.layers, batch = batch, steps = o.steps,
-                  steps_class = tuning.steps_class(o.steps), candidates = {} }
+                  steps_class = tuning.steps_class(o.steps), rounds = o.rounds,
+                  date = os.date("!%Y-%m-%dT%H:%M:%SZ"), candidates = {} }
   local best
   for i, r in ipairs(rows) do
     local fp32 = (r.math or "fp32") == "fp32"
