@@ -2,8 +2,9 @@
 -- checks, fitted variants and tile-height choice everywhere; on a GPU
 -- (gpu_it: skipped without one) the fixtures and random stacks against
 -- cuDNN's FP32 error, bitwise repeatability across runs, tile heights and
--- cluster sizes, bitwise agreement with the persistent kernel, NaN handling
--- and timing.
+-- cluster sizes, the step-latency options (cell in lanes, late store, vector
+-- pushes, mbarrier exchange) bit for bit, bitwise agreement with the
+-- persistent kernel, NaN handling and timing.
 local spk = require "spk"
 local core = require "spk.core"
 
@@ -74,6 +75,44 @@ describe("cluster backend options", function()
     assert.are.same({ 16, 256, 8, "shared", "1" }, { v.cluster, v.threads, v.units, v.weights, v.defines.WEIGHTS_SHARED })
     v = spk.lstm.cluster_variant { hidden = 256 }
     assert.are.same({ 8, 512, 4 }, { v.cluster, v.threads, v.chunks })
+  end)
+
+  it("checks the step-latency options and describes them", function()
+    local function refuses(kernel, pattern)
+      local ok, err = pcall(cluster, { layers = layers, batch = 2, steps = 3, kernel = kernel })
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+    end
+    refuses({ cell = "registers" }, 'kernel.cell must be "shared" or "lanes", got registers')
+    refuses({ store = "never" }, 'kernel.store must be "step" or "late"')
+    refuses({ push = 4 }, 'kernel.push must be "scalar" or "vector"')
+    refuses({ exchange = "flags" }, 'kernel.exchange must be "barrier" or "mbarrier"')
+    refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector"')
+    local v = spk.lstm.cluster_variant { exchange = "mbarrier", cell = "lanes", tile_rows = 8 }
+    assert.are.same({ "lanes", "step", "vector", "mbarrier", 8, "1", "1" },
+      { v.cell, v.store, v.push, v.exchange, v.row_group, v.defines.MBARRIER_EXCHANGE, v.defines.VECTOR_PUSH })
+    assert.are.equal(16 + 4 * 2 * 8 * 128, v.smem_bytes) -- mbarriers, two h buffers, no pre-activations
+    v = spk.lstm.cluster_variant { cell = "lanes", tile_rows = 3 }
+    assert.are.equal(2, v.row_group) -- groups never wider than the tile
+    local narrow = spk.lstm.random { layers = 1, input = 6, hidden = 16, seed = 1 }
+    local ok, err = pcall(cluster, { layers = narrow, batch = 1, steps = 2, kernel = { push = "vector" } })
+    assert.is_false(ok)
+    assert.matches("multiple of 4 units", tostring(err))
+  end)
+
+  it("takes a default per batch from the batch table", function()
+    for _, batch in ipairs { 1, 2, 8, 9, 32, 64, 65, 256, 1000 } do
+      local k = spk.lstm.cluster_default(batch)
+      local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
+        cell = k.cell_in_lanes and "lanes" or "shared", store = k.late_store and "late" or "step",
+        push = k.vector_push and "vector" or "scalar", exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
+      assert.are.equal(k.row_group, v.row_group, "batch " .. batch)
+      assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
+    end
+    assert.has_error(function() spk.lstm.cluster_default(0) end)
+    -- a hidden size no row fits: the generic fit
+    local k = spk.lstm.cluster_default(32, 16)
+    assert.is_false(k.vector_push)
   end)
 
   it("picks the smallest tile height whose clusters all run at once", function()
@@ -196,6 +235,64 @@ describe("cluster backend (GPU)", function()
     end
   end)
 
+  -- Every step-latency option keeps the sums and the cells: the same bits.
+  local option_sets = {
+    { store = "late" }, { cell = "lanes" }, { cell = "lanes", store = "late" },
+    { cell = "lanes", store = "late", push = "vector" }, { push = "vector" }, { store = "late", push = "vector" },
+    { exchange = "mbarrier" }, { cell = "lanes", exchange = "mbarrier" },
+    { cell = "lanes", store = "late", exchange = "mbarrier" },
+    { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier" },
+    { cluster = 16, push = "vector" },
+  }
+  for _, tile in ipairs { 1, 3, 8, 32 } do
+    gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
+      local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 22 }
+      local x = randn({ 37, 64, 60 }, 6)
+      local y = cluster { layers = layers, batch = 37, steps = 64, kernel = { tile_rows = tile } }:forward(x)
+      for _, options in ipairs(option_sets) do
+        local kernel = { tile_rows = tile }
+        for k, v in pairs(options) do kernel[k] = v end
+        local plan = cluster { layers = layers, batch = 37, steps = 64, kernel = kernel }
+        assert.are.equal(0, plan.kernel.spills, describe_plan(plan))
+        local same, c = same_bits(plan:forward(x), y)
+        assert.is_true(same, ("%s differs from the plain kernel: %s"):format(describe_plan(plan), tostring(c)))
+        plan:close()
+      end
+    end)
+  end
+
+  gpu_it("the mbarrier exchange: 1 and 2 steps, waves, NaN, repeatability", function()
+    local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
+    local kernel = { cell = "lanes", store = "late", exchange = "mbarrier" }
+    for _, steps in ipairs { 1, 2, 3 } do
+      local x = randn({ 5, steps, 60 }, steps)
+      local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
+      local plain = cluster { layers = layers, batch = 5, steps = steps, kernel = {} }
+      local same, c = same_bits(ours:forward(x), plain:forward(x))
+      assert.is_true(same, ("steps %d: %s"):format(steps, tostring(c)))
+    end
+    local xb = randn({ 1024, 16, 60 }, 10)
+    local waves = cluster { layers = layers, batch = 1024, steps = 16,
+                            kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes" } }
+    assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
+    local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
+    local same, c = same_bits(waves:forward(xb), one:forward(xb))
+    assert.is_true(same, tostring(c))
+    local x = randn({ 2, 40, 60 }, 11)
+    x:set(1, 2, 1, 0 / 0)
+    local nan = cluster { layers = layers, batch = 2, steps = 40, kernel = kernel }
+    local y = nan:forward(x)
+    local v = y:get(1, 40, 1)
+    assert.is_true(v ~= v, "row 1 after the NaN step must be NaN")
+    local clean = y:get(2, 40, 1)
+    assert.is_true(clean == clean, "row 2 never saw a NaN")
+    for i = 1, 5 do
+      local again = nan:forward(x)
+      local same2, c2 = same_bits(again, y)
+      assert.is_true(same2, ("run %d: %s"):format(i + 1, tostring(c2)))
+    end
+  end)
+
   gpu_it("the same bits as the persistent kernel with the same chunk split", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 8 }
     for _, batch in ipairs { 1, 8, 33 } do
@@ -205,7 +302,12 @@ describe("cluster backend (GPU)", function()
                                       kernel = { units = 4, threads = 128 } } -- 8 chunks per gate row
       local a, b = ours:forward(x), theirs:forward(x)
       local same, c = same_bits(a, b)
-      assert.is_true(same, ("batch %d: cluster vs persistent: %s"):format(batch, tostring(c)))
+      assert.is_true(same, ("batch %d: cluster (%s) vs persistent: %s"):format(batch, ours.variant, tostring(c)))
+      local mbar = cluster { layers = layers, batch = batch, steps = 589,
+                             kernel = { cell = "lanes", store = "late", exchange = "mbarrier",
+                                        tile_rows = batch == 1 and 1 or 8 } }
+      same, c = same_bits(mbar:forward(x), b)
+      assert.is_true(same, ("batch %d: cluster (%s) vs persistent: %s"):format(batch, mbar.variant, tostring(c)))
     end
   end)
 

@@ -1,0 +1,192 @@
+-- The cluster recurrence's variants against cuDNN's algorithms, per batch, in
+-- one run (GPU only; about 2-3 minutes on the H200, never past --budget):
+--
+--   build/spk run tools/cluster_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5]
+--                                         [--no-mbarrier] [--budget 220]
+--
+-- Stack: 4 layers, input 60, hidden 128, 589 steps, random weights (seed 1),
+-- x standard normal. Per batch, cuDNN's algorithms first (persist_static and
+-- persist_dynamic only below batch 32: they take 100-800 ms there), then one
+-- line per (variant, tile height), printed as soon as measured: median ms of
+-- plan:time{rounds, warmup = 2}, speed-up over cuDNN's best, rel_l2 against
+-- the batch's first line (every option keeps the sums and cells, so 0 is
+-- expected: the same bits), registers, spills, shared memory, max active
+-- clusters and waves. Ends with the fastest bitwise-equal variant per batch
+-- as rows for batch_table in src/lstm/cluster.c.
+--
+-- Variants (options of kernels/lstm_cluster.cu) and predicted effects, from
+-- the 2026-11-30 figures (batch 1: 1.02 us per dependent step; floors:
+-- cluster barrier ~0.19 us, DSMEM exchange + barrier 0.42-0.63 us):
+--   plain          the kernel as measured: 2.41 / 3.08 (tile 1) / 5.8 / 9.35 / 26.7 ms
+--   late           h to the output after barrier.cluster.arrive: if the
+--                  release waits for the global store (L2 round trip, ~0.3
+--                  us), batch 1 -> ~1.9 ms; nothing if it does not
+--   lanes          cell in the reducing lanes: no `pre` round trip and no
+--                  __syncthreads (~0.05-0.1 us a step): batch 1 -> ~2.2 ms
+--   lanes+late     both: batch 1 ~1.7-2.0, batch 8 ~2.3-2.6
+--   lanes+late+vec 16-byte pushes after a __syncthreads: 4x fewer remote
+--                  stores (tall tiles: 512 -> 128 per block and peer); small
+--                  tiles ~ lanes+late, batch 32/64 ~10-20% faster
+--   late+vec       the `pre` form with vector pushes: batch 256 (tile 16/32:
+--                  4096 scalar remote stores a block and step now) -> ~18-20 ms
+--   mbar           no cluster barrier per step: st.async into the peers,
+--                  each block waits on its mbarrier for its bytes only:
+--                  predicted the fastest at batch 1-8 (~1.3-1.6 ms at batch 1)
+--   lanes+mbar     the same with the cell in lanes and the late store
+--   c16 lanes+mbar cluster 16, 256 threads (8 units a block, same bits):
+--                  half the dot work per block, twice the peers
+--   default        what a plan picks without kernel options (batch_table)
+-- The mbarrier lines come last in a batch; a wait that hangs is cut after a
+-- second and reported as an error line, not a stuck run.
+local spk = require "spk"
+
+local function option(name)
+  for i = 1, #arg do
+    if arg[i] == name then return arg[i + 1] or true end
+  end
+  return nil
+end
+
+local quick = option("--quick") ~= nil
+local no_mbarrier = option("--no-mbarrier") ~= nil
+local batches = { 1, 8, 32, 64, 256 }
+local batch_list = option("--batches")
+if type(batch_list) == "string" then
+  batches = {}
+  for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
+end
+local rounds = tonumber(option("--rounds")) or 5
+local budget = tonumber(option("--budget")) or 220 -- seconds; later lines are skipped past it
+local steps = 589
+
+local function say(fmt, ...)
+  io.stdout:write(fmt:format(...), "\n")
+  io.stdout:flush()
+end
+
+local ok_gpu, available = pcall(function() return spk.cuda.available() end)
+if not ok_gpu or not available then
+  say("cluster_sweep: needs a CUDA device (%s)", ok_gpu and "none found" or tostring(available))
+  os.exit(3)
+end
+
+-- Tile heights per batch: the full run tries both, --quick the first.
+local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 8, 4 }, [64] = { 8, 16 }, [256] = { 16, 32 } }
+local function tiles_of(batch)
+  local t = tiles[batch]
+  if not t then
+    t = { math.max(1, math.min(32, (batch + 7) // 8)) }
+  end
+  return quick and { t[1] } or t
+end
+
+local variants = {
+  { name = "plain", kernel = {} },
+  { name = "late", kernel = { store = "late" } },
+  { name = "lanes", kernel = { cell = "lanes" } },
+  { name = "lanes+late", kernel = { cell = "lanes", store = "late" } },
+  { name = "lanes+late+vec", kernel = { cell = "lanes", store = "late", push = "vector" } },
+  { name = "late+vec", kernel = { store = "late", push = "vector" } },
+  { name = "mbar", kernel = { exchange = "mbarrier" }, mbarrier = true },
+  { name = "lanes+mbar", kernel = { cell = "lanes", store = "late", exchange = "mbarrier" }, mbarrier = true },
+  { name = "c16 lanes+mbar", kernel = { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier" },
+    mbarrier = true },
+}
+if quick then -- the lines that decide the table
+  variants = { variants[1], variants[2], variants[4], variants[5], variants[6], variants[8], variants[9] }
+end
+
+local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
+local wall0 = os.time()
+local function elapsed() return os.difftime(os.time(), wall0) end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local best = {}
+say("cluster_sweep: 4 layers, H 128, input 60, %d steps, median of %d rounds%s", steps, rounds,
+  quick and " (quick)" or "")
+for _, batch in ipairs(batches) do
+  local x = spk.randn({ batch, steps, 60 }, { seed = batch })
+  local cudnn_best, cudnn_name = math.huge, "-"
+  for _, algo in ipairs(spk.lstm.cudnn_algorithm_names) do
+    if batch >= 32 and (algo == "persist_static" or algo == "persist_dynamic") then
+      say("batch %4d  cudnn %-24s skipped (100-800 ms at batch >= 32)", batch, algo)
+    else
+      local ok, result = pcall(function()
+        local plan = spk.lstm.cudnn_stack { layers = layers, batch = batch, steps = steps, algo = algo }
+        local t = plan:time { rounds = rounds, warmup = 1, x = x }
+        plan:close()
+        return t.median_ms
+      end)
+      if ok then
+        say("batch %4d  cudnn %-24s %9.3f ms", batch, algo, result)
+        if result < cudnn_best then cudnn_best, cudnn_name = result, algo end
+      else
+        say("batch %4d  cudnn %-24s failed: %s", batch, algo, (tostring(result):gsub("\n", " ")))
+      end
+      collectgarbage()
+    end
+  end
+
+  local lines, late_lines = {}, {} -- the mbarrier lines last, otherwise as listed
+  for _, tile in ipairs(tiles_of(batch)) do
+    for _, v in ipairs(variants) do
+      if not (v.mbarrier and no_mbarrier) then
+        local k = copy(v.kernel)
+        k.tile_rows = math.min(tile, 32)
+        local into = v.mbarrier and late_lines or lines
+        into[#into + 1] = { name = v.name, kernel = k }
+      end
+    end
+  end
+  lines[#lines + 1] = { name = "default", kernel = nil }
+  for _, line in ipairs(late_lines) do lines[#lines + 1] = line end
+
+  local first
+  for _, line in ipairs(lines) do
+    local label = line.kernel and ("%s t%d"):format(line.name, line.kernel.tile_rows) or line.name
+    if elapsed() > budget then
+      say("batch %4d  %-22s skipped: past the %d s budget", batch, label, budget)
+    else
+      local ok, err = pcall(function()
+        local plan = spk.lstm.stack { backend = "cluster", layers = layers, batch = batch, steps = steps,
+                                      kernel = line.kernel }
+        local y = plan:forward(x)
+        local t = plan:time { rounds = rounds, warmup = 2, x = x }
+        local ms = t.median_ms
+        first = first or y
+        local rel = spk.compare(y, first).rel_l2
+        local k, s = plan.kernel, plan.schedule
+        say("batch %4d  %-22s %9.3f ms  x%.2f vs %s  rel_l2 %.2e  regs %d spills %d smem %d active %d  "
+            .. "tile %d, %d clusters, %d wave(s)  [%s]", batch, label, ms, cudnn_best / ms, cudnn_name, rel,
+          k.registers, k.spills, k.smem, k.max_active_clusters, s.tile_rows, s.clusters, s.waves, plan.variant)
+        if rel == 0 and (not best[batch] or ms < best[batch].ms) then
+          best[batch] = { ms = ms, label = label, kernel = k, tile = s.tile_rows, cudnn = cudnn_best,
+                          cudnn_name = cudnn_name }
+        end
+        plan:close()
+      end)
+      if not ok then say("batch %4d  %-22s failed: %s", batch, label, (tostring(err):gsub("\n", " "))) end
+      collectgarbage()
+    end
+  end
+  first = nil
+  collectgarbage()
+end
+
+say("\nfastest bitwise-equal variant per batch; batch_table rows for src/lstm/cluster.c:")
+say("  {max_batch, cluster, tile_rows, cell_in_lanes, late_store, vector_push, mbarrier_exchange}")
+for _, batch in ipairs(batches) do
+  local b = best[batch]
+  if b then
+    local k = b.kernel
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %s, %s, %s, %s},", batch,
+      b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile, tostring(k.cell == "lanes"),
+      tostring(k.store == "late"), tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"))
+  end
+end
+say("cluster_sweep: %d s", elapsed())
