@@ -70,14 +70,11 @@ if not ok_gpu or not available then
   os.exit(3)
 end
 
--- Tile heights per batch: the full run tries both, --quick the first.
+-- Tile heights per batch (both in either mode: variants past 64 registers
+-- run 15 clusters at once, not 30, so the one-wave height differs).
 local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 8, 4 }, [64] = { 8, 16 }, [256] = { 16, 32 } }
 local function tiles_of(batch)
-  local t = tiles[batch]
-  if not t then
-    t = { math.max(1, math.min(32, (batch + 7) // 8)) }
-  end
-  return quick and { t[1] } or t
+  return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
 
 local variants = {
