@@ -52,9 +52,9 @@
 -- Choosing a backend (what "auto" builds)
 --   tuning.default_choice(facts, batch) -> {backend, options, reason}
 --     The documented default where no record applies (see docs/tuning.md):
---     no CUDA device: "cpu"; compute capability >= 9.0: "cluster" (tile height
---     8 at batch 9..64, 16 above 64, the kernel's own pick at <= 8); below 9.0:
---     "persistent" (its per-batch variant table).
+--     no CUDA device: "cpu"; compute capability >= 9.0: "cluster" (its own
+--     per-batch default, spk.lstm.cluster_default); below 9.0: "persistent"
+--     (its per-batch variant table).
 --   tuning.fallbacks(facts) -> backend names to try, in order, when the
 --     chosen plan cannot be built.
 --   tuning.choose(shape[, {facts =, why =, dir =}]) -> {backend, options, source = "record" | "default",
@@ -351,16 +351,15 @@ end
 -- Measured on the H200 (2026-11-30, 4 layers, H 128, input 60, 589 steps):
 -- the cluster kernel is the fastest of spk's kernels at every batch (1..64:
 -- 1.3x to 3.1x cuDNN's best; 256: 26.7 ms at tile 16, persistent u16 32.4 ms,
--- cuDNN's best 26.3 ms, so neither beats cuDNN there yet).
+-- cuDNN's best 26.3 ms, so neither beats cuDNN there yet). The cluster plan's
+-- own per-batch default (spk.lstm.cluster_default: tile 1 at batch <= 8, 8 up
+-- to 64, 16 above) carries those tile heights, so the default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
     return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
   if cc >= 9.0 then
-    local options, tile = {}, nil
-    if batch > 64 then tile = 16 elseif batch > 8 then tile = 8 end
-    if tile then options.kernel = { tile_rows = tile } end
     local why
     if batch <= 64 then
       why = "measured fastest on the H200 at batch 1..64 (1.3x to 3.1x cuDNN's best)"
@@ -368,9 +367,9 @@ function M.default_choice(facts, batch)
       why = "the faster of spk's kernels measured on the H200 at batch 256 (26.7 ms vs persistent 32.4 ms), "
         .. "though not faster than cuDNN's best (26.3 ms) yet"
     end
-    return { backend = "cluster", options = options,
-             reason = ("default for compute capability %s, batch %d: cluster%s, %s"):format(facts.cc, batch,
-               tile and (" tile %d"):format(tile) or "", why) }
+    return { backend = "cluster", options = {},
+             reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, %s"):format(
+               facts.cc, batch, why) }
   end
   return { backend = "persistent", options = {},
            reason = ("default for compute capability %s (the cluster kernel needs 9.0): persistent, "

@@ -314,7 +314,7 @@ describe("spk.tuning choice", function()
     local big = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 256, steps = 589 },
       { facts = hopper, dir = dir })
     assert.are.equal("cluster", big.backend)
-    assert.are.same({ kernel = { tile_rows = 16 } }, big.options)
+    assert.are.same({}, big.options) -- the cluster plan's own per-batch default
     assert.matches("not faster than cuDNN", big.reason)
     local ampere = sample_fields()
     ampere.cc = "8.0"
@@ -429,9 +429,9 @@ describe("spk tune", function()
     local dir = spec_tmpdir()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--dir", dir }
     assert.are.equal(0, code)
-    assert.matches("batch 1: 9 variants", out)
+    assert.matches("batch 1: 10 variants", out) -- 4 cuDNN, 3 persistent, cluster default and tile 1 twice
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("batch 8: 12 variants: .*cluster %(tile_rows 8%)", out)
+    assert.matches("batch 8: 16 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, cell lanes, store late%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     os.execute("rm -rf " .. quote(dir))
@@ -444,7 +444,7 @@ describe("spk tune", function()
     local made_up = {
       cudnn = { 10.0, 9.0, 12.0, 11.0 },
       persistent = { { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
-      cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true } },
+      cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 8.0, true } },
     }
     local seen_bounds, batches_run
     local saved_run, saved_facts = benchmark.run, tuning.facts
@@ -490,10 +490,10 @@ describe("spk tune", function()
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 3 + 3, #e.candidates)
+    assert.are.equal(4 + 3 + 5, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    assert.are.equal(3, eligible) -- persistent u4, cluster defaults, cluster tile 2
+    assert.are.equal(5, eligible) -- persistent u4 and every cluster row but the tf32 one
     assert.are.equal("too little device capacity", e.candidates[7].error)
     os.execute("rm -rf " .. quote(dir))
   end)

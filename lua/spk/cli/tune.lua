@@ -1,9 +1,10 @@
 -- time the LSTM kernel variants on this GPU, record the fastest for backend "auto"
 --
 -- spk tune: times every candidate variant (the persistent kernel at 4, 8 and
--- 16 units; the cluster kernel with its defaults and each tile height up to
--- the batch) and every cuDNN algorithm with spk.benchmark at each batch,
--- checks each against the f64 reference, and keeps as the winner the fastest
+-- 16 units; the cluster kernel with its per-batch default and each tile
+-- height up to the batch, with the step-latency options cell = "lanes" and
+-- store = "late" off and on) and every cuDNN algorithm with spk.benchmark at
+-- each batch, checks each against the f64 reference, and keeps as the winner the fastest
 -- FP32-strict candidate within its correctness bound. The winners go into the
 -- tuning record of this device, drivers and kernel sources (lua/spk/tuning.lua),
 -- which spk.lstm.stack{backend = "auto"} reads. Progress on stderr, the table
@@ -32,7 +33,8 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
   --rounds N         timed rounds (default 5); --warmup N untimed (default 2)
   --candidates LIST  backends that may win (default persistent,cluster; cudnn
                      may be added): persistent runs units 4, 8, 16; cluster
-                     its defaults and tile heights 1, 2, 4, ... up to the batch
+                     its per-batch default, and tile heights 1, 2, 4, ... up
+                     to the batch, each plain and with cell=lanes store=late
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -100,10 +102,13 @@ local function variants(backend, batch, algos)
   if backend == "persistent" then
     return { { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
   elseif backend == "cluster" then
+    -- its per-batch default, then each tile height with the step-latency
+    -- options off and with the cell in the reducing lanes and the late store
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
       out[#out + 1] = { kernel = { tile_rows = h } }
+      out[#out + 1] = { kernel = { tile_rows = h, cell = "lanes", store = "late" } }
       h = h * 2
     end
     return out
@@ -118,7 +123,7 @@ local function describe(options)
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "cluster" } do
+  for _, key in ipairs { "units", "tile_rows", "cluster", "cell", "store", "push", "exchange" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
