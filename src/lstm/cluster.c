@@ -74,21 +74,29 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
             chunks > 0 && v->hidden / chunks <= 16 && 2 * v->threads <= 2048 && !v->weights_shared && !wide ? 2 : 1;
 }
 
-/* The plan's default per batch: measured on the H200 with
- * tools/cluster_sweep.lua. Until the sweep of these options is in, the rows
- * are predictions (step latency: the cell in the reducing lanes and the late
- * output store shorten the critical path; vector pushes cut the remote stores
- * 4x where tiles are tall); the mbarrier exchange is left out of the default
- * until measured. Tile heights: 1 row per cluster while 2 * batch clusters
- * fit (batch <= 8), then the one-wave heights of cluster.txt. */
+/* The plan's default per batch: the fastest variant of each batch in
+ * `build/spk run tools/cluster_sweep.lua --quick` on the H200, 2026-11-30
+ * (docs/results/2026-11-30-h200/cluster_sweep.txt; every variant gave the same
+ * bits). ms per forward (4 layers, H 128, input 60, 589 steps, median of
+ * CUDA graph replays) against cuDNN's best algorithm in the same run:
+ *   batch 1    c16 lanes+mbar t1   1.859  (persist_dynamic 3.493)
+ *   batch 8    c16 lanes+mbar t2   2.967  (persist_static_small_h 9.516)
+ *   batch 32   late t8             5.843  (persist_static_small_h 11.150)
+ *   batch 64   plain t8            9.304  (persist_static_small_h 12.027)
+ *   batch 256  plain t16          25.745  (persist_static_small_h 26.358)
+ * While the step is latency-bound (batch <= 8) the mbarrier exchange, with
+ * the cell finished in the reducing lanes, wins; from batch 32 on the plain
+ * cluster barrier with shared-memory cells does. */
 static const struct {
     int64_t max_batch;
     int cluster, tile_rows; /* tile_rows 0: the schedule picks */
     bool cell_in_lanes, late_store, vector_push, mbarrier_exchange;
 } batch_table[] = {
-    {8, 8, 1, true, true, false, false},
-    {64, 8, 8, true, true, true, false},
-    {INT64_MAX, 8, 16, false, true, false, false},
+    {1, 16, 1, true, true, true, true},
+    {8, 16, 2, true, true, true, true},
+    {32, 8, 8, false, true, false, false},
+    {64, 8, 8, false, false, false, false},
+    {INT64_MAX, 8, 16, false, false, false, false},
 };
 
 spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)

@@ -23,24 +23,29 @@ spk_lstm_variant spk_lstm_variant_default(void)
 }
 
 /* The default variant per batch: the first row whose max_batch covers the
- * batch. Measured on the H200 on 2026-11-30 with
- * `build/spk run tools/persistent_sweep.lua --quick` (/work/notes/sweep.txt:
- * H = 128, 4 layers, input 60, 589 steps, ms per forward, median of 3 CUDA
- * graph replays), paired gather (gather 2):
- *   batch      1      8     32     64    256
- *   u4     2.692  4.608  6.517 10.755 33.908
- *   u8     2.933  6.017  7.358 10.187 32.558
- *   u16    3.150  7.563  8.770  9.799 32.434
+ * batch. The fastest variant of each batch in
+ * `build/spk run tools/persistent_sweep.lua --quick` on the H200, 2026-11-30
+ * (docs/results/2026-11-30-h200/persistent_sweep_final.txt; every variant gave
+ * the same bits), ms per forward (4 layers, H 128, input 60, 589 steps,
+ * median of CUDA graph replays), against cuDNN's best in the same run:
+ *   batch 1    u4, paired gather          2.697  (persist_static 3.721)
+ *   batch 8    u4, row groups of 8        4.105  (persist_static_small_h 9.513)
+ *   batch 32   u4, row groups of 8        5.945  (persist_static_small_h 11.009)
+ *   batch 64   u16, gate blocks of 4      7.801  (persist_static_small_h 12.101)
+ *   batch 256  u8, gate blocks of 4       16.072 (persist_static_small_h 26.501)
  * One block per 4 units gathers the least per block, which wins while the step
- * is latency-bound (up to batch 32); from batch 64 on the compute of a step
- * dominates and fewer, wider blocks (less polling of L2 per row) win. Threads
- * and tile rows come from spk_lstm_variant_fit. */
+ * is latency-bound (up to batch 32); from batch 64 on the arithmetic of a step
+ * dominates, and a thread holding all four gate rows of its unit (gate blocks)
+ * loads h from shared memory a quarter as often. Threads and tile rows come
+ * from spk_lstm_variant_fit. */
 static const struct {
     int64_t max_batch;
     int units, gather, gate_block, row_group;
 } batch_table[] = {
-    {32, 4, 2, 1, 1},
-    {INT64_MAX, 16, 2, 1, 1},
+    {1, 4, 2, 1, 1},
+    {32, 4, 2, 1, 8},
+    {64, 16, 2, 4, 8},
+    {INT64_MAX, 8, 2, 4, 8},
 };
 
 spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)

@@ -318,7 +318,7 @@ TEST(option_checks_and_the_batch_table)
     int64_t tile_rows = -1;
     spk_cluster_variant small = spk_cluster_variant_for_batch(64, 32, &tile_rows);
     CHECK(spk_cluster_variant_check(&small, NULL) == 0 && small.cluster == 8 && tile_rows > 0);
-    spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 8, &tile_rows);
     CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && !tiny.vector_push && tiny.threads == 32 && tile_rows == 0);
 }
 

@@ -150,11 +150,11 @@ TEST(the_batch_table_gives_valid_variants)
     spk_lstm_variant v = spk_lstm_variant_for_batch(128, 1);
     CHECK(v.units == 4 && v.threads == 128 && v.max_tile_rows == 32);
     v = spk_lstm_variant_for_batch(128, 32);
-    CHECK(v.units == 4 && v.threads == 128);
+    CHECK(v.units == 4 && v.threads == 128 && v.row_group == 8);
     v = spk_lstm_variant_for_batch(128, 64);
-    CHECK(v.units == 16 && v.threads == 512 && v.gather == 2);
+    CHECK(v.units == 16 && v.gate_block == 4 && v.threads == 128 && v.gather == 2);
     v = spk_lstm_variant_for_batch(128, 256);
-    CHECK(v.units == 16 && v.threads == 512);
+    CHECK(v.units == 8 && v.gate_block == 4 && v.threads == 64);
     int hiddens[] = {64, 128, 256};
     int64_t batches[] = {1, 2, 8, 33, 64, 256, 4096};
     for (int h = 0; h < 3; h++)
