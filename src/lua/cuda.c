@@ -303,7 +303,9 @@ static int event_query(lua_State *L)
 static int event_elapsed(lua_State *L)
 {
     float ms;
-    CHECK_OK(L, spk_event_elapsed_ms(check_open(L, 1, EVENT_MT, "event"), check_open(L, 2, EVENT_MT, "event"), &ms));
+    spk_event *start = check_open(L, 1, EVENT_MT, "event"); /* in order: self's error first */
+    spk_event *stop = check_open(L, 2, EVENT_MT, "event");
+    CHECK_OK(L, spk_event_elapsed_ms(start, stop, &ms));
     lua_pushnumber(L, ms);
     return 1;
 }

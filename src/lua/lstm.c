@@ -71,22 +71,28 @@ static int l_validate(lua_State *L)
 
 static int l_pack_directions(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_lstm_pack_directions(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
-                                                   luaL_checkstring(L, 3)));
+    /* Arguments checked in order, so the first bad one is the one reported. */
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    spk_lua_pushtensor(L, spk_lstm_pack_directions(t, from, to));
     return 1;
 }
 
 static int l_unpack_directions(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_lstm_unpack_directions(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
-                                                     luaL_checkstring(L, 3)));
+    /* Arguments checked in order, so the first bad one is the one reported. */
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    spk_lua_pushtensor(L, spk_lstm_unpack_directions(t, from, to));
     return 1;
 }
 
 static int l_pack_bias(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_lstm_pack_bias(spk_lua_checktensor(L, 1), luaL_checkstring(L, 2),
-                                             luaL_checkstring(L, 3)));
+    /* Arguments checked in order, so the first bad one is the one reported. */
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    spk_lua_pushtensor(L, spk_lstm_pack_bias(t, from, to));
     return 1;
 }
 
@@ -95,7 +101,8 @@ static int l_reorder_gates(lua_State *L)
 {
     const spk_tensor *t = spk_lua_checktensor(L, 1);
     lua_Integer dim = luaL_checkinteger(L, 2);
-    spk_lua_pushtensor(L, spk_lstm_reorder_gates(t, (int)dim - 1, luaL_checkstring(L, 3), luaL_checkstring(L, 4)));
+    const char *from = luaL_checkstring(L, 3), *to = luaL_checkstring(L, 4);
+    spk_lua_pushtensor(L, spk_lstm_reorder_gates(t, (int)dim - 1, from, to));
     return 1;
 }
 

@@ -659,25 +659,32 @@ static int tensor_tolist(lua_State *L)
 
 static int tensor_add(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_tensor_add(spk_lua_checktensor(L, 1), spk_lua_checktensor(L, 2)));
+    spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
+    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_lua_pushtensor(L, spk_tensor_add(a, b));
     return 1;
 }
 
 static int tensor_sub(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_tensor_sub(spk_lua_checktensor(L, 1), spk_lua_checktensor(L, 2)));
+    spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
+    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_lua_pushtensor(L, spk_tensor_sub(a, b));
     return 1;
 }
 
 static int tensor_mul(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_tensor_mul(spk_lua_checktensor(L, 1), spk_lua_checktensor(L, 2)));
+    spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
+    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_lua_pushtensor(L, spk_tensor_mul(a, b));
     return 1;
 }
 
 static int tensor_scale(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_tensor_scale(spk_lua_checktensor(L, 1), luaL_checknumber(L, 2)));
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_lua_pushtensor(L, spk_tensor_scale(t, luaL_checknumber(L, 2)));
     return 1;
 }
 

@@ -251,6 +251,10 @@ function groups.closed()
             else
               errors = errors + 1
               said_closed = said_closed or tostring(err):find("closed", 1, true) ~= nil
+              if not tostring(err):find("closed", 1, true) then
+                -- whatever the other arguments, a closed self is what is wrong
+                io.write("NOT CLOSED FIRST: ", kind[1], ":", name, " said ", tostring(err), "\n")
+              end
             end
           end
           if not said_closed then
@@ -318,7 +322,7 @@ describe("hostile arguments", function()
   it("gives 'closed' errors from every method of a closed object", function()
     local output, ok, how, code = run_group("closed")
     assert(ok and how == "exit" and code == 0, output:sub(-1500))
-    assert.is_falsy(output:find("NOT CLOSED", 1, true), output)
+    assert.is_falsy(output:find("NOT CLOSED", 1, true), output) -- also "NOT CLOSED FIRST"
     assert.matches("closed tensor prints as tensor %(closed%)", output)
     assert.matches("closed cpu plan prints as lstm stack %(closed%)", output)
     assert.matches("closed cuda module prints as spk%.cuda%.module %(closed%)", output)
