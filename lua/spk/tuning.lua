@@ -359,17 +359,19 @@ function M.default_choice(facts, batch)
     return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
-  if cc >= 9.0 then
-    local why
-    if batch <= 64 then
-      why = "measured fastest on the H200 at batch 1..64 (1.3x to 3.1x cuDNN's best)"
-    else
-      why = "the faster of spk's kernels measured on the H200 at batch 256 (26.7 ms vs persistent 32.4 ms), "
-        .. "though not faster than cuDNN's best (26.3 ms) yet"
-    end
+  -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
+  -- 2026-11-30 (README's results): cluster 1.86 / 2.98 / 5.86 ms at batch
+  -- 1 / 8 / 32 against persistent 2.67 / 4.13 / 5.99; persistent 7.67 / 16.06
+  -- at 64 / 256 against cluster 9.32 / 25.80.
+  if cc >= 9.0 and batch <= 32 then
     return { backend = "cluster", options = {},
-             reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, %s"):format(
-               facts.cc, batch, why) }
+             reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "
+               .. "measured fastest on the H200 at batch 1..32 (2.0x to 3.2x cuDNN's best)"):format(facts.cc, batch) }
+  end
+  if cc >= 9.0 then
+    return { backend = "persistent", options = {},
+             reason = ("default for compute capability %s, batch %d: persistent with its per-batch variant table, "
+               .. "measured fastest on the H200 from batch 64 (1.6x cuDNN's best)"):format(facts.cc, batch) }
   end
   return { backend = "persistent", options = {},
            reason = ("default for compute capability %s (the cluster kernel needs 9.0): persistent, "
@@ -378,7 +380,7 @@ end
 
 function M.fallbacks(facts)
   if not facts then return { "cpu" } end
-  if cc_number(facts.cc) >= 9.0 then return { "cluster", "persistent", "cudnn" } end
+  if cc_number(facts.cc) >= 9.0 then return { "cluster", "persistent", "cudnn" } end -- order of trial after the choice
   return { "persistent", "cudnn" }
 end
 

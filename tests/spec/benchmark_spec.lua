@@ -168,6 +168,7 @@ describe("benchmark.judge", function()
       { batch = 1, backend = "cudnn", algo = "persist_dynamic", error = "refused" },
       { batch = 1, backend = "cudnn", algo = "standard", rel_l2 = 0 / 0, max_abs = 0 / 0 },
       { batch = 1, backend = "cluster", rel_l2 = 5e-5 },
+      { batch = 1, backend = "other", rel_l2 = 5e-5 },
     }
     local v = benchmark.judge(rows)
     assert.are.same({ bound = 1e-4, bound_ok = true }, v[1])
@@ -180,9 +181,11 @@ describe("benchmark.judge", function()
     assert.are.same({}, v[6])
     assert.are.same({}, v[7])
     assert.is_false(v[8].bound_ok) -- NaN fails
-    assert.are.same({}, v[9]) -- no rule for this backend
-    local custom = benchmark.judge(rows, { cluster = function(row) return row.rel_l2 * 2 end })
-    assert.are.same({ bound = 1e-4, bound_ok = true }, custom[9])
+    assert.is_false(v[9].bound_ok) -- cluster: the persistent kernel's bound
+    assert.are.equal(1.1 * 4e-6, v[9].bound)
+    assert.are.same({}, v[10]) -- no rule for this backend
+    local custom = benchmark.judge(rows, { other = function(row) return row.rel_l2 * 2 end })
+    assert.are.same({ bound = 1e-4, bound_ok = true }, custom[10])
     assert.is_nil(rows[1].bound_ok)
   end)
 end)

@@ -313,9 +313,9 @@ describe("spk.tuning choice", function()
     assert.matches("no tuning record", c.reason)
     local big = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 256, steps = 589 },
       { facts = hopper, dir = dir })
-    assert.are.equal("cluster", big.backend)
-    assert.are.same({}, big.options) -- the cluster plan's own per-batch default
-    assert.matches("not faster than cuDNN", big.reason)
+    assert.are.equal("persistent", big.backend)
+    assert.are.same({}, big.options) -- the persistent plan's own per-batch table
+    assert.matches("fastest on the H200 from batch 64", big.reason)
     local ampere = sample_fields()
     ampere.cc = "8.0"
     c = tuning.choose(shape, { facts = ampere, dir = dir })

@@ -197,7 +197,7 @@ return function(args, io_override)
   }
   local footer = {
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
-    "bound (rel L2): cuDNN and cpu 1e-4; persistent 1.1x (and max abs 2x) cuDNN standard FP32's at that batch.",
+    "bound (rel L2): cuDNN and cpu 1e-4; persistent and cluster 1.1x (and max abs 2x) cuDNN standard FP32's at that batch.",
   }
   if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
   if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end
