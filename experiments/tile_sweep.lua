@@ -58,7 +58,7 @@ local steps, rounds = 589, ex.opts.rounds
 -- A plan of variant v at batch b with tile height v.tile (raises with the reason).
 local function make_plan(v, batch)
   local kernel = { units = v.units, threads = v.threads, tile_rows = v.tile, acq_rel = v.acq_rel }
-  spk.stack_variant_check(kernel) -- the kernel's static checks, before any compile
+  spk.lstm.persistent_variant(kernel) -- the kernel's static checks, before any compile
   local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, backend = "persistent", kernel = kernel }
   if plan.schedule.tile_rows == v.tile then return plan end
   -- The seed's rule picked another height: force this one on the same capacity.

@@ -3,9 +3,18 @@
 -- install(spk, core) that adds that area's API to the module table.
 local core = require "spk.core"
 
-local spk = {}
+-- The plan constructors and variant helpers of the GPU backends (stack_*,
+-- cluster_*) are reached through spk.lstm (stack{backend = ...},
+-- persistent_variant, cluster_variant, ...); they stay in spk.core only.
+local function internal(name)
+  return name:match("^stack_") or name:match("^cluster_")
+end
+
+local spk = { core = core }
 for name, value in pairs(core) do
-  spk[name] = value
+  if not internal(name) then
+    spk[name] = value
+  end
 end
 
 for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto" } do

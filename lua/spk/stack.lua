@@ -62,6 +62,13 @@ return function(spk, core)
   local backends = {}
   spk.lstm.backends = backends
 
+  -- The persistent kernel variant a kernel table asks for (fitted, checked,
+  -- with its defines), at a batch's default where fields are left out; no
+  -- device needed.
+  function spk.lstm.persistent_variant(kernel, batch)
+    return core.stack_variant_check(kernel or {}, batch)
+  end
+
   local function registered()
     local names = {}
     for name in pairs(backends) do names[#names + 1] = name end
