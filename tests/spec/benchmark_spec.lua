@@ -6,33 +6,6 @@ local spk = require "spk"
 local benchmark = require "spk.benchmark"
 local report = require "spk.report"
 
-local SPK = (os.getenv("BUILD") or "build") .. "/spk"
-
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
--- Runs build/spk with args; returns stdout, stderr, exit status.
-local function run_spk(args)
-  local out, err = os.tmpname(), os.tmpname()
-  local words = { quote(SPK) }
-  for _, a in ipairs(args) do words[#words + 1] = quote(a) end
-  local _, how, code = os.execute(table.concat(words, " ") .. " </dev/null >" .. quote(out) .. " 2>" .. quote(err))
-  local stdout, stderr = read_file(out), read_file(err)
-  os.remove(out)
-  os.remove(err)
-  assert.are.equal("exit", how)
-  return stdout, stderr, code
-end
-
 -- RFC 4180 CSV into a list of rows keyed by the header (a small reader for the test).
 local function parse_csv(text)
   local records, fields, field, i, quoted = {}, {}, {}, 1, false
@@ -343,7 +316,7 @@ describe("spk bench", function()
       assert.are.equal("true", r.bound_ok)
       assert.are.equal("", r.error)
     end
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   it("exits 1 naming the cause when the JSON file cannot be written", function()
@@ -385,6 +358,6 @@ describe("spk bench", function()
     end
     assert.is_true(cudnn_ok >= 2, "at least cuDNN standard at both batches")
     assert.are.equal(2, persistent_ok)
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 end)

@@ -1,51 +1,9 @@
 -- The spk program, driven from outside as a user runs it: arguments, exit
 -- statuses, error output, commands, and the REPL through standard input.
-local SPK = (os.getenv("BUILD") or "build") .. "/spk"
-
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
 local function temp_file(text)
   local path = os.tmpname()
   if text then write_file(path, text) end
   return path
-end
-
--- Runs the program with the argument list `args`; opts.stdin is written to
--- its standard input (empty otherwise), opts.env adds variables. Returns
--- stdout, stderr and the exit status.
-local function spk(args, opts)
-  opts = opts or {}
-  local input = temp_file(opts.stdin or "")
-  local out, err = temp_file(), temp_file()
-  local words = {}
-  for name, value in pairs(opts.env or {}) do
-    words[#words + 1] = name .. "=" .. quote(value)
-  end
-  words[#words + 1] = quote(SPK)
-  for _, a in ipairs(args) do words[#words + 1] = quote(a) end
-  local command = "env " .. table.concat(words, " ")
-    .. " <" .. quote(input) .. " >" .. quote(out) .. " 2>" .. quote(err)
-  local _, how, code = os.execute(command)
-  local stdout, stderr = read_file(out), read_file(err)
-  os.remove(input); os.remove(out); os.remove(err)
-  assert.are.equal("exit", how, "spk was killed by a signal: " .. command .. "\n" .. stderr)
-  return stdout, stderr, code
 end
 
 local function script(text)
@@ -56,7 +14,7 @@ end
 local function repl(lines, opts)
   opts = opts or {}
   opts.stdin = table.concat(lines, "\n") .. "\n"
-  return spk({ "repl" }, opts)
+  return run_spk({ "repl" }, opts)
 end
 
 local function source_version()
@@ -80,7 +38,7 @@ print("before", arg[-1], arg[-2])
   describe("run", function()
     it("passes arguments as arg and as ...", function()
       local path = tracked(script(ARGS_SCRIPT))
-      local out, err, code = spk({ "run", path, "one", "two words" })
+      local out, err, code = run_spk({ "run", path, "one", "two words" })
       assert.are.equal(0, code, err)
       assert.are.equal(path .. "\tone\ttwo words\t2\t2\tone\ttwo words\n"
         .. "before\trun\t" .. SPK .. "\n", out)
@@ -88,27 +46,27 @@ print("before", arg[-1], arg[-2])
 
     it("runs a script named directly, as lua does", function()
       local path = tracked(script(ARGS_SCRIPT))
-      local out, _, code = spk({ path, "x" })
+      local out, _, code = run_spk({ path, "x" })
       assert.are.equal(0, code)
       assert.are.equal(path .. "\tx\tnil\t1\t1\tx\nbefore\t" .. SPK .. "\tnil\n", out)
     end)
 
     it("gives the script a working require 'spk' but no global spk", function()
       local path = tracked(script('print(type(spk), type(require("spk")))'))
-      local out, _, code = spk({ "run", path })
+      local out, _, code = run_spk({ "run", path })
       assert.are.equal(0, code)
       assert.are.equal("nil\ttable\n", out)
     end)
 
     it("exits with the status os.exit gives", function()
       local path = tracked(script("os.exit(3)"))
-      local _, _, code = spk({ "run", path })
+      local _, _, code = run_spk({ "run", path })
       assert.are.equal(3, code)
     end)
 
     it("reports an error with its message and a traceback and exits 1", function()
       local path = tracked(script("local function inner() error('boom here') end\ninner()\n"))
-      local out, err, code = spk({ "run", path })
+      local out, err, code = run_spk({ "run", path })
       assert.are.equal(1, code)
       assert.are.equal("", out)
       assert.matches("^spk: " .. path:gsub("%p", "%%%0") .. ":1: boom here\n", err)
@@ -118,19 +76,19 @@ print("before", arg[-1], arg[-2])
 
     it("reports a syntax error and exits 1", function()
       local path = tracked(script("x = = 1"))
-      local _, err, code = spk({ "run", path })
+      local _, err, code = run_spk({ "run", path })
       assert.are.equal(1, code)
       assert.matches("unexpected symbol near '='", err, 1, true)
     end)
 
     it("reports a missing script and exits 1", function()
-      local _, err, code = spk({ "run", "/nonexistent/dir/x.lua" })
+      local _, err, code = run_spk({ "run", "/nonexistent/dir/x.lua" })
       assert.are.equal(1, code)
       assert.matches("cannot open /nonexistent/dir/x.lua", err, 1, true)
     end)
 
     it("runs the README's quick start", function()
-      local out, err, code = spk({ "run", "experiments/quickstart.lua", "1" })
+      local out, err, code = run_spk({ "run", "experiments/quickstart.lua", "1" })
       assert.are.equal(0, code, err)
       assert.matches("^stack: 4 bidirectional layers, hidden 128, input 60; x %[1, 589, 60%]\n", out)
       assert.matches("\nbackend: %a+ %(", out)
@@ -138,13 +96,13 @@ print("before", arg[-1], arg[-2])
       assert.is_true(rel ~= nil and rel <= 1e-4, out)
       assert.matches("\n[%d.]+ ms per forward %(median of 5%)\n", out)
       assert.matches("\nok\n$", out)
-      local _, usage, bad = spk({ "run", "experiments/quickstart.lua", "zero" })
+      local _, usage, bad = run_spk({ "run", "experiments/quickstart.lua", "zero" })
       assert.are.equal(2, bad)
       assert.matches("usage: spk run experiments/quickstart.lua", usage, 1, true)
     end)
 
     it("reads the script from standard input with -", function()
-      local out, _, code = spk({ "-", "a", "b" }, { stdin = "print(select('#', ...), ...)\n" })
+      local out, _, code = run_spk({ "-", "a", "b" }, { stdin = "print(select('#', ...), ...)\n" })
       assert.are.equal(0, code)
       assert.are.equal("2\ta\tb\n", out)
     end)
@@ -152,21 +110,21 @@ print("before", arg[-1], arg[-2])
 
   describe("options", function()
     it("-e executes a statement", function()
-      local out, _, code = spk({ "-e", "print(6 * 7)" })
+      local out, _, code = run_spk({ "-e", "print(6 * 7)" })
       assert.are.equal(0, code)
       assert.are.equal("42\n", out)
     end)
 
     it("-e statements run in order before the script", function()
       local path = tracked(script("print(x, ...)"))
-      local out, _, code = spk({ "-e", "x = 1", "-e", "x = x * 10", path, "arg1" })
+      local out, _, code = run_spk({ "-e", "x = 1", "-e", "x = x * 10", path, "arg1" })
       assert.are.equal(0, code)
       assert.are.equal("10\targ1\n", out)
     end)
 
     it("-e with an error exits 1 and does not run the script", function()
       local path = tracked(script("print('script ran')"))
-      local out, err, code = spk({ "-e", "error('from -e')", path })
+      local out, err, code = run_spk({ "-e", "error('from -e')", path })
       assert.are.equal(1, code)
       assert.are.equal("", out)
       assert.matches("from -e", err, 1, true)
@@ -174,31 +132,31 @@ print("before", arg[-1], arg[-2])
 
     it("-i runs the script, then the REPL on standard input", function()
       local path = tracked(script("answer = 41 + 1"))
-      local out, err, code = spk({ "-i", path }, { stdin = "answer\nanswer * 2\n" })
+      local out, err, code = run_spk({ "-i", path }, { stdin = "answer\nanswer * 2\n" })
       assert.are.equal(0, code, err)
       assert.are.equal("42\n84\n", out)
     end)
 
     it("--help lists every command and exits 0", function()
-      local out, _, code = spk({ "--help" })
+      local out, _, code = run_spk({ "--help" })
       assert.are.equal(0, code)
       assert.matches("usage: spk", out, 1, true)
       for _, command in ipairs { "run", "repl", "info", "help" } do
         assert.matches("\n  " .. command .. " ", out, 1, true)
       end
-      local again = spk({ "help" })
+      local again = run_spk({ "help" })
       assert.are.equal(out, again)
     end)
 
     it("--version prints the spk and Lua versions", function()
-      local out, _, code = spk({ "--version" })
+      local out, _, code = run_spk({ "--version" })
       assert.are.equal(0, code)
       assert.are.equal("spk " .. source_version() .. " (Lua 5.4.", out:sub(1, #source_version() + 14))
       assert.matches("^spk %d+%.%d+%.%d+ %(Lua 5%.4%.%d+%)\n$", out)
     end)
 
     it("an unknown command is a usage error (exit 2)", function()
-      local out, err, code = spk({ "frobnicate" })
+      local out, err, code = run_spk({ "frobnicate" })
       assert.are.equal(2, code)
       assert.are.equal("", out)
       assert.matches("unknown command 'frobnicate'", err, 1, true)
@@ -206,20 +164,20 @@ print("before", arg[-1], arg[-2])
     end)
 
     it("an unknown option is a usage error (exit 2)", function()
-      local _, err, code = spk({ "--frobnicate" })
+      local _, err, code = run_spk({ "--frobnicate" })
       assert.are.equal(2, code)
       assert.matches("unrecognized option '--frobnicate'", err, 1, true)
       assert.matches("usage: spk", err, 1, true)
     end)
 
     it("run without a script and -e without a statement are usage errors", function()
-      local _, err, code = spk({ "run" })
+      local _, err, code = run_spk({ "run" })
       assert.are.equal(2, code)
       assert.matches("run needs a script", err, 1, true)
-      _, err, code = spk({ "-e" })
+      _, err, code = run_spk({ "-e" })
       assert.are.equal(2, code)
       assert.matches("'-e' needs an argument", err, 1, true)
-      _, err, code = spk({ "repl", "extra" })
+      _, err, code = run_spk({ "repl", "extra" })
       assert.are.equal(2, code)
       assert.matches("repl takes no arguments", err, 1, true)
     end)
@@ -227,7 +185,7 @@ print("before", arg[-1], arg[-2])
 
   describe("info", function()
     it("answers on a machine without a GPU and exits 0", function()
-      local out, err, code = spk({ "info" })
+      local out, err, code = run_spk({ "info" })
       assert.are.equal(0, code, err)
       assert.matches("spk " .. source_version():gsub("%p", "%%%0") .. "\n", out)
       assert.matches("Lua 5%.4%.%d+\n", out)
@@ -239,7 +197,7 @@ print("before", arg[-1], arg[-2])
     end)
 
     it("rejects arguments", function()
-      local _, err, code = spk({ "info", "extra" })
+      local _, err, code = run_spk({ "info", "extra" })
       assert.are.equal(2, code)
       assert.matches("takes no arguments", err, 1, true)
     end)
@@ -325,7 +283,7 @@ print("before", arg[-1], arg[-2])
       local home = spec_tmpdir()
       repl({ "1" }, { env = { HOME = home } })
       local left = read_file(home .. "/.spk_history")
-      os.execute("rm -rf " .. quote(home))
+      os.execute("rm -rf " .. shell_quote(home))
       assert.is_nil(left)
     end)
 
@@ -339,12 +297,12 @@ print("before", arg[-1], arg[-2])
       local log = tracked(temp_file())
       local typing = "(sleep 0.5; printf '1 + 2\\r'; sleep 0.3; printf 'function f()\\r'; sleep 0.3;"
         .. " printf 'return 7 end\\r'; sleep 0.3; printf 'f()\\r'; sleep 0.3; printf '\\004'; sleep 0.5)"
-      local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. quote(home)
-        .. " script -qfec " .. quote(SPK .. " repl") .. " /dev/null >" .. quote(log) .. " 2>&1")
+      local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home)
+        .. " script -qfec " .. shell_quote(SPK .. " repl") .. " /dev/null >" .. shell_quote(log) .. " 2>&1")
       -- without carriage returns and terminal controls (bracketed paste)
       local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
       local history = read_file(home .. "/.spk_history")
-      os.execute("rm -rf " .. quote(home))
+      os.execute("rm -rf " .. shell_quote(home))
       assert.is_true(ok == true, out)
       assert.matches("> 1 + 2\n3\n", out, 1, true)
       assert.matches(">> return 7 end\n", out, 1, true)
@@ -353,7 +311,7 @@ print("before", arg[-1], arg[-2])
     end)
 
     it("is what spk runs with -i alone, after -e", function()
-      local out, err, code = spk({ "-e", "y = 7", "-i" }, { stdin = "y * 6\n" })
+      local out, err, code = run_spk({ "-e", "y = 7", "-i" }, { stdin = "y * 6\n" })
       assert.are.equal(0, code, err)
       assert.are.equal("42\n", out)
     end)

@@ -19,19 +19,6 @@ local function nogpu_it(name, fn)
   end
 end
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
 local SAXPY = [[
 extern "C" __global__ void saxpy(unsigned n, float a, const float *x, float *y)
 { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = SCALE * a * x[i] + y[i]; }
@@ -215,7 +202,7 @@ describe("the kernel cache", function()
     local o = { source = SAXPY, defines = { SCALE = "3.0f" }, arch = "sm_90" }
     local m = cuda.compile(o)
     local path = dir .. "/" .. m.key .. ".bin"
-    local good = read_file(path)
+    local good = assert(read_file(path))
     write_file(path, good:sub(1, 56) .. "garbage" .. good:sub(64))
     local again = cuda.compile(o)
     assert.is_false(again.cached)

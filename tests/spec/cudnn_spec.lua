@@ -103,25 +103,8 @@ end)
 
 local root = "tests/fixtures"
 
-local function cases()
-  local found = {}
-  local p = io.popen("ls -1 '" .. root .. "' 2>/dev/null")
-  if p then
-    for name in p:lines() do
-      local f = io.open(("%s/%s/x.npy"):format(root, name), "rb")
-      if f then
-        f:close()
-        found[#found + 1] = name
-      end
-    end
-    p:close()
-  end
-  table.sort(found)
-  return found
-end
-
 describe("cudnn backend on the torch fixtures", function()
-  for _, name in ipairs(cases()) do
+  for _, name in ipairs(fixture_cases(root)) do
     local dir = root .. "/" .. name
     gpu_it(name .. ": every accepted algorithm within 1e-4 of f64; standard fp32 matches torch's cuDNN", function()
       local layers = spk.lstm.load(dir)

@@ -80,3 +80,99 @@ function _G.fixture_cases(root)
   table.sort(found)
   return found
 end
+
+-- Files and the shell, for specs that write inputs or read outputs.
+-- shell_quote(s): s as one word of a shell command.
+function _G.shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- read_file(path): the whole file, or nil where it cannot be opened.
+function _G.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+function _G.write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- The built program: $BUILD/spk (build/spk by default).
+_G.SPK = (os.getenv("BUILD") or "build") .. "/spk"
+
+-- run_spk(args, {stdin =, env =}): runs the program with the argument list
+-- `args`; opts.stdin is written to its standard input (empty otherwise);
+-- opts.env sets variables (a value of false unsets one). Returns stdout,
+-- stderr and the exit status; a run killed by a signal fails the spec.
+function _G.run_spk(args, opts)
+  opts = opts or {}
+  local input, out, err = os.tmpname(), os.tmpname(), os.tmpname()
+  write_file(input, opts.stdin or "")
+  local unset, set = {}, {}
+  for name, value in pairs(opts.env or {}) do
+    if value == false then
+      unset[#unset + 1] = "-u " .. name
+    else
+      set[#set + 1] = name .. "=" .. shell_quote(value)
+    end
+  end
+  table.sort(unset)
+  table.sort(set)
+  local words = { "env" }
+  table.move(unset, 1, #unset, #words + 1, words)
+  table.move(set, 1, #set, #words + 1, words)
+  words[#words + 1] = shell_quote(SPK)
+  for _, a in ipairs(args) do words[#words + 1] = shell_quote(a) end
+  local command = table.concat(words, " ") .. " <" .. shell_quote(input) .. " >" .. shell_quote(out)
+    .. " 2>" .. shell_quote(err)
+  local _, how, code = os.execute(command)
+  local stdout, stderr = read_file(out), read_file(err)
+  os.remove(input); os.remove(out); os.remove(err)
+  luassert.are.equal("exit", how, "spk was killed by a signal: " .. command .. "\n" .. tostring(stderr))
+  return stdout, stderr, code
+end
+
+-- Tensors for the LSTM specs.
+-- bit_compare(a, b): whether a and b hold the same values bit for bit (0 ulp
+-- everywhere, NaN and Inf at the same places), and spk.compare's report.
+function _G.bit_compare(a, b)
+  local c = spk.compare(a, b)
+  return c.max_ulp == 0 and c.nan_mismatch == 0 and c.inf_mismatch == 0, c
+end
+
+-- same_bits(a, b): bit_compare's verdict alone.
+function _G.same_bits(a, b)
+  return (bit_compare(a, b))
+end
+
+-- An f32 tensor of `shape` from a fixed LCG seeded with `seed`, uniform in
+-- [-1, 1): the same values on every machine.
+function _G.lcg_uniform(shape, seed)
+  local x = spk.zeros(shape, "f32")
+  local n = x:numel()
+  local flat = x:view({ n })
+  local state = seed
+  for i = 1, n do
+    state = (state * 1103515245 + 12345) % 2147483648
+    flat:set(i, 2 * state / 2147483648 - 1)
+  end
+  return x
+end
+
+-- check_against_cudnn(y, y64, ycudnn, what): y within 1.1x cuDNN FP32's
+-- rel_l2 and 2x its max abs against the f64 truth y64; `what` (optional)
+-- heads the failure message.
+function _G.check_against_cudnn(y, y64, ycudnn, what)
+  local ours = spk.compare(y, y64)
+  local theirs = spk.compare(ycudnn, y64)
+  local head = what and (what .. ": ") or ""
+  luassert.is_true(ours.rel_l2 <= 1.1 * theirs.rel_l2,
+    ("%srel_l2 %.3g vs cuDNN %.3g (worst %s)"):format(head, ours.rel_l2, theirs.rel_l2, tostring(ours)))
+  luassert.is_true(ours.max_abs <= 2 * theirs.max_abs,
+    ("%smax_abs %.3g vs cuDNN %.3g (worst %s)"):format(head, ours.max_abs, theirs.max_abs, tostring(ours)))
+end

@@ -7,46 +7,13 @@ local spk = require "spk"
 local tuning = require "spk.tuning"
 local report = require "spk.report"
 
-local SPK = (os.getenv("BUILD") or "build") .. "/spk"
-
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
 local function files_in(dir)
-  local p = io.popen("ls -A " .. quote(dir))
+  local p = io.popen("ls -A " .. shell_quote(dir))
   local names = {}
   for line in p:lines() do names[#names + 1] = line end
   p:close()
   table.sort(names)
   return names
-end
-
--- Runs build/spk with args (and an environment prefix); returns stdout, stderr, exit status.
-local function run_spk(args, env)
-  local out, err = os.tmpname(), os.tmpname()
-  local words = { env or "", quote(SPK) }
-  for _, a in ipairs(args) do words[#words + 1] = quote(a) end
-  local _, how, code = os.execute(table.concat(words, " ") .. " </dev/null >" .. quote(out) .. " 2>" .. quote(err))
-  local stdout, stderr = read_file(out), read_file(err)
-  os.remove(out)
-  os.remove(err)
-  assert.are.equal("exit", how)
-  return stdout, stderr, code
 end
 
 local function sample_fields()
@@ -120,7 +87,7 @@ describe("spk.tuning key", function()
     assert.are.same({ "a.cu", "b.cuh" }, spk.cuda.kernel_files(dir))
     local h = tuning.kernel_hashes(dir)
     -- the system's sha256sum as the independent truth
-    local p = io.popen("sha256sum " .. quote(dir .. "/a.cu"))
+    local p = io.popen("sha256sum " .. shell_quote(dir .. "/a.cu"))
     local expected = p:read("l"):match("^(%x+)")
     p:close()
     assert.are.equal(expected, h["a.cu"])
@@ -133,7 +100,7 @@ describe("spk.tuning key", function()
     assert.are_not.equal(h["a.cu"], f.kernels["a.cu"])
     assert.are.equal(h["b.cuh"], f.kernels["b.cuh"])
     assert.are_not.equal(before, tuning.key(f))
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   it("hashes the project's own kernel sources", function()
@@ -144,12 +111,12 @@ describe("spk.tuning key", function()
   end)
 
   it("finds the record folder from the environment", function()
-    local out = run_spk({ "-e", "require('spk'); print(require('spk.tuning').dir())" }, "SPK_TUNE_DIR=/tmp/tune-here")
+    local print_dir = { "-e", "require('spk'); print(require('spk.tuning').dir())" }
+    local out = run_spk(print_dir, { env = { SPK_TUNE_DIR = "/tmp/tune-here" } })
     assert.are.equal("/tmp/tune-here\n", out)
-    out = run_spk({ "-e", "require('spk'); print(require('spk.tuning').dir())" }, "env -u SPK_TUNE_DIR XDG_CACHE_HOME=/tmp/xdg")
+    out = run_spk(print_dir, { env = { SPK_TUNE_DIR = false, XDG_CACHE_HOME = "/tmp/xdg" } })
     assert.are.equal("/tmp/xdg/spk/tune\n", out)
-    out = run_spk({ "-e", "require('spk'); print(require('spk.tuning').dir())" },
-      "env -u SPK_TUNE_DIR -u XDG_CACHE_HOME HOME=/tmp/home")
+    out = run_spk(print_dir, { env = { SPK_TUNE_DIR = false, XDG_CACHE_HOME = false, HOME = "/tmp/home" } })
     assert.are.equal("/tmp/home/.cache/spk/tune\n", out)
   end)
 end)
@@ -157,7 +124,7 @@ end)
 describe("spk.tuning records", function()
   local dir
   before_each(function() dir = spec_tmpdir() end)
-  after_each(function() os.execute("rm -rf " .. quote(dir)) end)
+  after_each(function() os.execute("rm -rf " .. shell_quote(dir)) end)
 
   it("round-trips through the file named by its key, leaving no temporary file", function()
     local fields = sample_fields()
@@ -326,7 +293,7 @@ describe("spk.tuning choice", function()
     assert.are.equal("default", c.source)
     assert.matches("no CUDA device", c.reason)
     assert.matches("none here", c.reason)
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   it("takes the record's winner for its device, with the rule in the reason", function()
@@ -352,7 +319,7 @@ describe("spk.tuning choice", function()
     c = tuning.choose({ hidden = 64, input = 60, layers = 4, batch = 8, steps = 589 }, { facts = fields, dir = dir })
     assert.are.equal("default", c.source)
     assert.matches("no entry for hidden 64", c.reason)
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 end)
 
@@ -401,7 +368,7 @@ describe("backend auto", function()
     local ref = spk.lstm.reference(big, x, { precision = "f64" })
     assert.is_true(spk.compare(plan:forward(x), ref).rel_l2 < 1e-5)
     plan:close()
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 end)
 
@@ -434,7 +401,7 @@ describe("spk tune", function()
     assert.matches("batch 8: 16 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, cell lanes, store late%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   it("records the fastest FP32-strict candidate within its bound (made-up measurements)", function()
@@ -495,25 +462,25 @@ describe("spk tune", function()
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
     assert.are.equal(5, eligible) -- persistent u4 and every cluster row but the tf32 one
     assert.are.equal("too little device capacity", e.candidates[7].error)
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   if not spk.cuda.available() then
     it("exits 1 without a GPU, saying why, and writes nothing", function()
       local dir = spec_tmpdir()
-      local out, err, code = run_spk({ "tune", "--batches", "1" }, "SPK_TUNE_DIR=" .. quote(dir))
+      local out, err, code = run_spk({ "tune", "--batches", "1" }, { env = { SPK_TUNE_DIR = dir } })
       assert.are.equal(1, code)
       assert.are.equal("", out)
       assert.matches("no CUDA device", err)
       assert.matches("needs a CUDA device", err)
       assert.are.same({}, files_in(dir))
-      os.execute("rm -rf " .. quote(dir))
+      os.execute("rm -rf " .. shell_quote(dir))
     end)
   end
 
   gpu_it("--batches 1 --rounds 2 writes a record that backend auto then uses", function()
     local dir = spec_tmpdir()
-    local out, err, code = run_spk({ "tune", "--batches", "1", "--rounds", "2" }, "SPK_TUNE_DIR=" .. quote(dir))
+    local out, err, code = run_spk({ "tune", "--batches", "1", "--rounds", "2" }, { env = { SPK_TUNE_DIR = dir } })
     assert.are.equal(0, code, err)
     local path = out:match("record: (%S+)")
     assert.is_not_nil(path, out)
@@ -545,6 +512,6 @@ describe("spk tune", function()
     local ref = spk.lstm.reference(layers, x, { precision = "f64" })
     assert.is_true(spk.compare(plan:forward(x), ref).rel_l2 < 1e-5)
     plan:close()
-    os.execute("rm -rf " .. quote(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 end)
