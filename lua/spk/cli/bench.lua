@@ -38,25 +38,8 @@ that batch / the row's median (> 1: faster than cuDNN's best).
   --quick          batches 1,8, 3 rounds, 1 warm-up (later options override)
   --no-check       skip the f64 reference check (faster at large batches)]]
 
-local function fail(message)
-  error({ usage_error = message }, 0)
-end
-
-local function positive(text, what, least)
-  least = least or 1
-  local n = math.tointeger(tonumber(text))
-  if not n or n < least then
-    fail(("--%s: '%s' is not an integer >= %d"):format(what, tostring(text), least))
-  end
-  return n
-end
-
-local function list(text, what)
-  local out = {}
-  for item in tostring(text):gmatch("[^,]+") do out[#out + 1] = item end
-  if #out == 0 then fail(("--%s needs a value"):format(what)) end
-  return out
-end
+local options = require "spk.options"
+local fail, positive, list = options.fail, options.positive, options.list
 
 local function parse(args)
   local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, backends = { "persistent", "cudnn" }, rounds = 7,
@@ -76,11 +59,9 @@ local function parse(args)
     elseif a == "--no-check" then o.check = false
     elseif name and numbers[name] then o[name] = positive(value(name), name, numbers[name])
     elseif a == "--batches" then
-      o.batches = {}
-      for _, b in ipairs(list(value("batches"), "batches")) do o.batches[#o.batches + 1] = positive(b, "batches") end
+      o.batches = options.positives(value("batches"), "batches")
     elseif a == "--units" then
-      o.units = {}
-      for _, u in ipairs(list(value("units"), "units")) do o.units[#o.units + 1] = positive(u, "units") end
+      o.units = options.positives(value("units"), "units")
     elseif a == "--backends" then o.backends = list(value("backends"), "backends")
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
     elseif a == "--json" then o.json = value("json")
@@ -141,7 +122,7 @@ return function(args, io_override)
                                progress = function(s) io.stderr:write(s) end }
   local ok, o = pcall(parse, args or {})
   if not ok then
-    io.stderr:write("spk bench: ", type(o) == "table" and o.usage_error or tostring(o), "\n")
+    io.stderr:write("spk bench: ", options.message(o), "\n")
     return 2
   end
   if o.help then
@@ -153,7 +134,7 @@ return function(args, io_override)
   local report = require "spk.report"
   local named, err = pcall(check_names, o, spk, benchmark)
   if not named then
-    io.stderr:write("spk bench: ", type(err) == "table" and err.usage_error or tostring(err), "\n")
+    io.stderr:write("spk bench: ", options.message(err), "\n")
     return 2
   end
 

@@ -43,25 +43,8 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
 
 local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
 
-local function fail(message)
-  error({ usage_error = message }, 0)
-end
-
-local function positive(text, what, least)
-  least = least or 1
-  local n = math.tointeger(tonumber(text))
-  if not n or n < least then
-    fail(("--%s: '%s' is not an integer >= %d"):format(what, tostring(text), least))
-  end
-  return n
-end
-
-local function list(text, what)
-  local out = {}
-  for item in tostring(text):gmatch("[^,]+") do out[#out + 1] = item end
-  if #out == 0 then fail(("--%s needs a value"):format(what)) end
-  return out
-end
+local options = require "spk.options"
+local fail, positive, list = options.fail, options.positive, options.list
 
 local function parse(args)
   local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, rounds = 5, warmup = 2,
@@ -80,8 +63,7 @@ local function parse(args)
     elseif a == "--dry-run" then o.dry_run = true
     elseif name and numbers[name] then o[name] = positive(value(name), name, numbers[name])
     elseif a == "--batches" then
-      o.batches = {}
-      for _, b in ipairs(list(value("batches"), "batches")) do o.batches[#o.batches + 1] = positive(b, "batches") end
+      o.batches = options.positives(value("batches"), "batches")
     elseif a == "--candidates" then
       o.candidates = list(value("candidates"), "candidates")
       for _, c in ipairs(o.candidates) do
@@ -171,7 +153,7 @@ return function(args, io_override)
                                progress = function(s) io.stderr:write(s) end }
   local ok, o = pcall(parse, args or {})
   if not ok then
-    io.stderr:write("spk tune: ", type(o) == "table" and o.usage_error or tostring(o), "\n")
+    io.stderr:write("spk tune: ", options.message(o), "\n")
     return 2
   end
   if o.help then
