@@ -327,8 +327,8 @@ describe("spk bench", function()
     assert.matches("report.json: cannot write", err)
   end)
 
-  if not spk.cuda.available() then
-    it("exits 1 without a GPU unless only the cpu backend is asked for", function()
+  do
+    nogpu_it("exits 1 without a GPU unless only the cpu backend is asked for", function()
       local out, err, code = run_spk { "bench", "--batches", "1", "--steps", "2" }
       assert.are.equal(1, code)
       assert.are.equal("", out)

@@ -108,8 +108,7 @@ describe("cluster backend options", function()
     assert.are.same({ 8, 5 }, { s.tile_rows, s.tiles })
   end)
 
-  it("says there is no device where there is none", function()
-    if spk.cuda.available() then return end
+  nogpu_it("says there is no device where there is none", function()
     local ok, err = pcall(cluster, { layers = layers, batch = 1, steps = 2 })
     assert.is_false(ok)
     assert.matches("no CUDA device", tostring(err))

@@ -10,15 +10,6 @@ local function error_of(fn, ...)
   return tostring(err)
 end
 
--- Specs about the machine without a GPU: skipped (visibly) where there is one.
-local function nogpu_it(name, fn)
-  if cuda.available() then
-    pending(name .. " [needs a machine without a CUDA device]")
-  else
-    it(name, fn)
-  end
-end
-
 local SAXPY = [[
 extern "C" __global__ void saxpy(unsigned n, float a, const float *x, float *y)
 { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = SCALE * a * x[i] + y[i]; }

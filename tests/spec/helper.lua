@@ -19,6 +19,16 @@ function _G.gpu_it(name, fn)
   end
 end
 
+-- Specs about a machine without a GPU (the no-device errors): reported as
+-- skipped where there is one, never passed there without running.
+function _G.nogpu_it(name, fn)
+  if has_gpu() then
+    busted.pending(name .. " [needs a machine without a CUDA device]")
+  else
+    busted.it(name, fn)
+  end
+end
+
 -- assert.tensor_near(expected, actual, {rel_l2 = ..., max_abs = ...}): actual
 -- matches the truth `expected` within the given bounds (see spk.check_near).
 -- The failure message shows the measured rel_l2 and max_abs, the bounds, the

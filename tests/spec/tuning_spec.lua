@@ -336,8 +336,8 @@ describe("backend auto", function()
       "spk.lstm.stack (auto): layers must be a non-empty list of {W =, R =, B =}")
   end)
 
-  if not spk.cuda.available() then
-    it("picks the cpu backend without a GPU, says so, and computes what the cpu backend computes", function()
+  do
+    nogpu_it("picks the cpu backend without a GPU, says so, and computes what the cpu backend computes", function()
       local plan = spk.lstm.stack { backend = "auto", layers = layers, batch = 2, steps = 5 }
       assert.are.equal("cpu", plan.backend)
       assert.are.same("cpu", plan.auto.backend)
@@ -465,8 +465,8 @@ describe("spk tune", function()
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
-  if not spk.cuda.available() then
-    it("exits 1 without a GPU, saying why, and writes nothing", function()
+  do
+    nogpu_it("exits 1 without a GPU, saying why, and writes nothing", function()
       local dir = spec_tmpdir()
       local out, err, code = run_spk({ "tune", "--batches", "1" }, { env = { SPK_TUNE_DIR = dir } })
       assert.are.equal(1, code)
