@@ -40,4 +40,23 @@ function M.message(err)
   return type(err) == "table" and err.usage_error or tostring(err)
 end
 
+-- The start every command shares: parses `args` with parse(args) → opts, and
+-- answers a usage error (exit 2, message after the command's name on stderr)
+-- and --help (the usage text, exit 0). Returns opts, out (write and progress
+-- functions, io_override in tests), or nil, exit status.
+function M.start(command, parse, args, io_override, usage)
+  local out = io_override or { write = function(s) io.stdout:write(s) end,
+                               progress = function(s) io.stderr:write(s) end }
+  local ok, o = pcall(parse, args or {})
+  if not ok then
+    io.stderr:write("spk ", command, ": ", M.message(o), "\n")
+    return nil, 2
+  end
+  if o.help then
+    out.write(usage .. "\n")
+    return nil, 0
+  end
+  return o, out
+end
+
 return M

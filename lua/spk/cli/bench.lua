@@ -118,17 +118,8 @@ local function table_columns(report)
 end
 
 return function(args, io_override)
-  local out = io_override or { write = function(s) io.stdout:write(s) end,
-                               progress = function(s) io.stderr:write(s) end }
-  local ok, o = pcall(parse, args or {})
-  if not ok then
-    io.stderr:write("spk bench: ", options.message(o), "\n")
-    return 2
-  end
-  if o.help then
-    out.write(USAGE .. "\n")
-    return 0
-  end
+  local o, out = options.start("bench", parse, args, io_override, USAGE)
+  if not o then return out end
   local spk = require "spk"
   local benchmark = require "spk.benchmark"
   local report = require "spk.report"

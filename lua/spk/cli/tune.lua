@@ -149,17 +149,8 @@ local function entry_of(o, batch, rows, options_of, tuning)
 end
 
 return function(args, io_override)
-  local out = io_override or { write = function(s) io.stdout:write(s) end,
-                               progress = function(s) io.stderr:write(s) end }
-  local ok, o = pcall(parse, args or {})
-  if not ok then
-    io.stderr:write("spk tune: ", options.message(o), "\n")
-    return 2
-  end
-  if o.help then
-    out.write(USAGE .. "\n")
-    return 0
-  end
+  local o, out = options.start("tune", parse, args, io_override, USAGE)
+  if not o then return out end
   local spk = require "spk"
   local benchmark = require "spk.benchmark"
   local report = require "spk.report"
