@@ -2,6 +2,8 @@
 # Runs every suite (C unit tests, busted specs, which include the program's
 # tests) and prints, as its last line, "N passed, N failed[, N skipped]".
 # Usage: scripts/test.sh [busted args...]   (BUILD selects the build folder)
+# SPK_SKIP_C_TESTS=1 runs the specs alone; SPK_TAP_FILE keeps busted's TAP
+# output in that file as it is written (useful when a run may be cut short).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -10,6 +12,7 @@ passed=0 failed=0 skipped=0
 
 # C unit tests: each binary ends with "c/<name>: N passed, N failed".
 for t in "$BUILD"/tests/test_*; do
+  [ -n "${SPK_SKIP_C_TESTS:-}" ] && break
   [ -x "$t" ] || continue
   out=$("$t" 2>&1); rc=$?
   printf '%s\n' "$out" | grep -v '^ok - '
@@ -31,7 +34,7 @@ if [ -n "${SPK_ASAN:-}" ]; then
 else
   runner=(lua5.4 scripts/busted.lua)
 fi
-tap=$(mktemp)
+tap=${SPK_TAP_FILE:-$(mktemp)}
 "${runner[@]}" -o TAP "$@" >"$tap" 2>&1; brc=$?
 grep -vE '^ok [0-9]+ ' "$tap"
 bp=$(grep -cE '^ok [0-9]+ ' "$tap" || true)
@@ -40,7 +43,7 @@ bf=$(grep -cE '^not ok [0-9]+ ' "$tap" || true)
 if ! grep -qE '^1\.\.[0-9]+' "$tap"; then
   echo "busted did not finish (exit $brc)"; bf=$((bf + 1))
 fi
-rm -f "$tap"
+[ -n "${SPK_TAP_FILE:-}" ] || rm -f "$tap"
 passed=$((passed + bp - bs)); skipped=$((skipped + bs)); failed=$((failed + bf))
 
 if [ "$skipped" -gt 0 ]; then

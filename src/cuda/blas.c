@@ -99,6 +99,7 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
 
 #define MAX_DEVICES 64
 static cublasHandle_t handles[MAX_DEVICES];
+static void *workspaces[MAX_DEVICES];
 static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *cublas_status_name(cublasStatus_t st)
@@ -123,8 +124,10 @@ static int handle_for(int device, cublasHandle_t *out)
         } else {
             const size_t workspace_bytes = 32u << 20; /* cuBLAS's recommendation for Hopper */
             void *workspace = NULL;
-            if (cudaMalloc(&workspace, workspace_bytes) == cudaSuccess)
+            if (cudaMalloc(&workspace, workspace_bytes) == cudaSuccess) {
                 cublasSetWorkspace(h, workspace, workspace_bytes);
+                workspaces[device] = workspace;
+            }
             cudaGetLastError();
             cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
             handles[device] = h;
@@ -133,6 +136,23 @@ static int handle_for(int device, cublasHandle_t *out)
     *out = handles[device];
     pthread_mutex_unlock(&handle_lock);
     return rc;
+}
+
+void spk_blas_release(void)
+{
+    pthread_mutex_lock(&handle_lock);
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (handles[d]) {
+            cublasDestroy(handles[d]);
+            handles[d] = NULL;
+        }
+        if (workspaces[d]) {
+            cudaFree(workspaces[d]);
+            workspaces[d] = NULL;
+        }
+    }
+    cudaGetLastError();
+    pthread_mutex_unlock(&handle_lock);
 }
 
 int spk_blas_prepare(int device)

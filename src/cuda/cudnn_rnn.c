@@ -54,5 +54,17 @@ int spk_cudnn_handle(spk_stream *s, cudnnHandle_t *out)
     return 0;
 }
 
+void spk_cudnn_release(void)
+{
+    pthread_mutex_lock(&handles_lock);
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (handles[d]) {
+            cudnnDestroy(handles[d]);
+            handles[d] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&handles_lock);
+}
+
 size_t spk_cudnn_version(void) { return cudnnGetVersion(); }
 size_t spk_cudnn_header_version(void) { return CUDNN_VERSION; }

@@ -26,6 +26,8 @@ int spk_cudnn_check(cudnnStatus_t status, const char *what);
  * life of the process), with its stream set to s (NULL: the default stream).
  * Makes s's device current. */
 int spk_cudnn_handle(spk_stream *s, cudnnHandle_t *out);
+/* Destroys the cuDNN handles (made again on next use). */
+void spk_cudnn_release(void);
 
 /* cudnnGetVersion() of the library loaded at run time, e.g. 91400, and the
  * version these sources were compiled against (CUDNN_VERSION). */

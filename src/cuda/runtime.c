@@ -8,6 +8,7 @@
 #include <nvrtc.h>
 
 #include "core/error.h"
+#include "cuda/cudnn_rnn.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 
@@ -215,8 +216,12 @@ static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Freed device memory is kept in the pool rather than handed back to the
  * driver at each synchronisation, so timing loops do not measure remapping. */
+static uint64_t devices_used; /* bit d: a stream was made on device d */
+
 static void configure_pool(int device)
 {
+    if (device >= 0 && device < 64)
+        __atomic_fetch_or(&devices_used, (uint64_t)1 << device, __ATOMIC_RELAXED);
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
         uint64_t threshold = UINT64_MAX;
@@ -850,4 +855,46 @@ void spk_graph_free(spk_graph *g)
         spk_storage_release(g->kept[i]);
     free(g->kept);
     free(g);
+}
+
+/* ---- process teardown ---------------------------------------------------- */
+
+void spk_cuda_release_process_state(void)
+{
+    uint64_t used = __atomic_load_n(&devices_used, __ATOMIC_RELAXED);
+    if (!used)
+        return; /* no stream was ever made: nothing to wait for or free */
+    int previous = -1;
+    cudaGetDevice(&previous);
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (used & ((uint64_t)1 << d)) {
+            cudaSetDevice(d);
+            cudaDeviceSynchronize();
+        }
+    retry_deferred_frees();
+    spk_blas_release();
+    spk_cudnn_release();
+    pthread_mutex_lock(&default_lock);
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        spk_stream *s = &default_streams[d];
+        if (!s->is_default)
+            continue;
+        cudaSetDevice(d);
+        cudaStreamDestroy(s->handle);
+        for (int i = 0; i < s->ncaptured; i++)
+            spk_storage_release(s->captured[i]);
+        free(s->captured);
+        memset(s, 0, sizeof *s);
+    }
+    pthread_mutex_unlock(&default_lock);
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (used & ((uint64_t)1 << d)) {
+            cudaMemPool_t pool;
+            cudaSetDevice(d);
+            if (cudaDeviceGetDefaultMemPool(&pool, d) == cudaSuccess)
+                cudaMemPoolTrimTo(pool, 0); /* hand the pool's free memory back */
+        }
+    if (previous >= 0)
+        cudaSetDevice(previous);
+    cudaGetLastError();
 }

@@ -46,6 +46,11 @@ typedef struct spk_cuda_info {
     int device_count;    /* 0 when unavailable */
     char error[512];     /* "" when available, else the no-device message */
 } spk_cuda_info;
+/* Waits for every device, then destroys what spk keeps for the whole process
+ * (cuBLAS and cuDNN handles and workspaces, the default streams, frees
+ * deferred by a capture), so that a leak checker finds nothing left at exit.
+ * Anything used later is made again. Does nothing if no device was found. */
+void spk_cuda_release_process_state(void);
 void spk_cuda_get_info(spk_cuda_info *out); /* never fails */
 
 /* ---- devices ----------------------------------------------------------- */
@@ -320,6 +325,8 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k);
  * allocates memory, which a stream capture forbids, so capture begin calls
  * this before any gemm can be captured. */
 int spk_blas_prepare(int device);
+/* Destroys the cuBLAS handles and their workspaces (made again on next use). */
+void spk_blas_release(void);
 
 /* spk_gemm_check, then cublasGemmEx on the stream. */
 int spk_gemm(const spk_gemm_args *g);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Hardware counters of the recurrence kernel (first layer's launch) of one
+# forward, through Nsight Compute, on a machine with a GPU and ncu:
+#
+#   tools/ncu_forward.sh BACKEND BATCH [MATH] > report.txt
+#
+# Clocks are left as they are (--clock-control none). Sections: speed of
+# light, compute and memory workload, warp states, scheduler, occupancy,
+# launch. BUILD selects the build folder (default build).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+backend=${1:?usage: tools/ncu_forward.sh BACKEND BATCH [MATH]}
+batch=${2:?usage: tools/ncu_forward.sh BACKEND BATCH [MATH]}
+mathmode=${3:-fp32}
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1)
+[ -n "$ncu" ] && [ -x "$ncu" ] || { echo "ncu_forward: ncu not found" >&2; exit 1; }
+export SPK_KERNEL_DIR="$PWD/kernels"
+"$ncu" --clock-control none --target-processes all \
+  --kernel-name regex:'spk_lstm_(cluster|recurrence)' --launch-count 1 \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+  "$BUILD/spk" run tools/profile_forward.lua "$backend" "$batch" "$mathmode"
