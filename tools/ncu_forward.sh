@@ -6,7 +6,8 @@
 #
 # Clocks are left as they are (--clock-control none). Sections: speed of
 # light, compute and memory workload, warp states, scheduler, occupancy,
-# launch. BUILD selects the build folder (default build).
+# launch, and the warp stall reasons (cycles per issued instruction spent in
+# each, smsp__average_warps_issue_stalled_*). BUILD selects the build folder (default build).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,4 +21,5 @@ export SPK_KERNEL_DIR="$PWD/kernels"
   --kernel-name regex:'spk_lstm_(cluster|recurrence)' --launch-count 1 \
   --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+  --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
   "$BUILD/spk" run tools/profile_forward.lua "$backend" "$batch" "$mathmode"
