@@ -335,7 +335,7 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
     if (o->batch * o->steps > INT32_MAX / 4)
         return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
                              (long long)o->batch, (long long)o->steps);
-    if (spk_lstm_check_finite(o->layers, o->count) != 0)
+    if (spk_lstm_check_math(o->math) != 0 || spk_lstm_check_finite(o->layers, o->count) != 0)
         return NULL;
     int device;
     spk_device_props props;
@@ -360,6 +360,7 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
     info->batch = o->batch;
     info->steps = o->steps;
     info->sms = props.sms;
+    info->math = o->math;
 
     if (!(p->stream = spk_stream_new()))
         goto fail;
@@ -450,7 +451,7 @@ int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x)
             return -1;
         /* Both projections read the whole previous output before this layer's
          * recurrence (after them on the same stream) overwrites it. */
-        int rc = spk_lstm_project(&p->layers[l], a, p->gates, p->stream);
+        int rc = spk_lstm_project(&p->layers[l], a, p->gates, info->math, p->stream);
         spk_tensor_free(a);
         if (rc) {
             spk_error_prefix("layer %d projection", l + 1);

@@ -109,6 +109,10 @@ typedef struct spk_cluster_plan_options {
     int64_t batch, steps;
     spk_cluster_variant variant; /* fitted and checked */
     int64_t tile_rows;           /* > 0: this tile height; 0: spk_cluster_schedule_pick's choice */
+    /* The input projections' cuBLAS math: SPK_MATH_FP32 (0, the default) or
+     * SPK_MATH_TF32. The recurrence (R·h and the cell) is FP32 strict either way:
+     * its per-step product of a few rows has no MMA form in the kernel. */
+    spk_math_mode math;
 } spk_cluster_plan_options;
 
 typedef struct spk_cluster_plan spk_cluster_plan;
@@ -122,11 +126,12 @@ typedef struct spk_cluster_plan_info {
     int sms;
     char arch[16];
     int64_t layers, hidden, input, batch, steps;
+    spk_math_mode math; /* the input projections' math */
 } spk_cluster_plan_info;
 
 /* Refuses (before any device work, in this order) bad shapes and dtypes,
- * batch or steps < 1, a hidden size the variant does not fit, non-finite
- * weights; then needs a device of compute capability >= 9.0 ("the cluster
+ * batch or steps < 1, a hidden size the variant does not fit, a math other
+ * than FP32 or TF32, non-finite weights; then needs a device of compute capability >= 9.0 ("the cluster
  * backend needs compute capability 9.0 (this device: 8.0)"). */
 spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *options);
 void spk_cluster_plan_free(spk_cluster_plan *plan);

@@ -71,7 +71,20 @@ spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, 
     return out;
 }
 
-int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_stream *s)
+int spk_lstm_check_math(spk_math_mode math)
+{
+    if (math == SPK_MATH_PEDANTIC)
+        return spk_fail("lstm stack: math must be \"fp32\" or \"tf32\" (the input projections), got \"pedantic\"");
+    if (math != SPK_MATH_FP32 && math != SPK_MATH_TF32)
+        return spk_fail("lstm stack: math must be \"fp32\" or \"tf32\" (the input projections), got mode %d",
+                        (int)math);
+    return 0;
+}
+
+const char *spk_lstm_math_name(spk_math_mode math) { return math == SPK_MATH_TF32 ? "tf32" : "fp32"; }
+
+int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
+                     spk_stream *s)
 {
     int rc = 0;
     for (int d = 0; d < 2 && rc == 0; d++) {
@@ -81,7 +94,7 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, sp
             rc = -1;
         } else {
             spk_gemm_args ga = {.a = a, .b = w, .c = g, .transa = false, .transb = true, .alpha = 1.0f,
-                                .beta = 0.0f, .math = SPK_MATH_FP32, .stream = s};
+                                .beta = 0.0f, .math = math, .stream = s};
             rc = spk_gemm(&ga);
         }
         spk_tensor_free(w);

@@ -28,9 +28,17 @@ typedef struct spk_lstm_device_layer {
 spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count, spk_stream *s);
 void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
-/* gates[d] = a · W[d]ᵀ for both directions (FP32 cuBLAS on s): a is the
- * layer's input as a device [B*T, input] view, gates [2, B*T, 4H]. */
-int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_stream *s);
+/* gates[d] = a · W[d]ᵀ for both directions (cuBLAS on s, in `math`:
+ * SPK_MATH_FP32 strict or SPK_MATH_TF32 tensor cores): a is the layer's
+ * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
+int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
+                     spk_stream *s);
+
+/* The projection math a GPU stack plan accepts: "fp32" (default) or "tf32";
+ * fails naming both otherwise. Needs no device. */
+int spk_lstm_check_math(spk_math_mode math);
+/* "fp32" or "tf32" (the names spk_math_mode_from_name reads). */
+const char *spk_lstm_math_name(spk_math_mode math);
 
 /* Shape and dtype of a forward's x: f32 [batch, steps, input]. */
 int spk_lstm_check_x(int64_t batch, int64_t steps, int64_t input, const spk_tensor *x);

@@ -320,7 +320,7 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     if (o->batch * o->steps > INT32_MAX)
         return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
                              (long long)o->batch, (long long)o->steps);
-    if (spk_lstm_check_finite(o->layers, o->count) != 0)
+    if (spk_lstm_check_math(o->math) != 0 || spk_lstm_check_finite(o->layers, o->count) != 0)
         return NULL;
     if (spk_cuda_require() != 0) {
         spk_error_prefix("lstm stack (backend persistent)");
@@ -340,6 +340,7 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     info->input = dims.input;
     info->batch = o->batch;
     info->steps = o->steps;
+    info->math = o->math;
 
     if (!(p->module = spk_lstm_variant_compile(&o->variant, NULL)))
         goto fail;
@@ -510,7 +511,7 @@ int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
             return -1;
         /* Both projections read the whole previous output before this layer's
          * recurrence (enqueued after them on the same stream) overwrites it. */
-        rc = spk_lstm_project(&p->layers[l], a, p->gates, s);
+        rc = spk_lstm_project(&p->layers[l], a, p->gates, info->math, s);
         if (rc)
             spk_error_prefix("layer %d projection", l + 1);
         spk_tensor_free(a);

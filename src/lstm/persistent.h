@@ -99,6 +99,10 @@ typedef struct spk_lstm_plan_options {
     int64_t capacity;
     /* A poll that waits longer gives up (the forward then fails); 0: never. */
     uint64_t timeout_ns;
+    /* The input projections' cuBLAS math: SPK_MATH_FP32 (0, the default) or
+     * SPK_MATH_TF32 (tensor cores, TF32 inputs, FP32 sums). The recurrent
+     * product and the cell are FP32 strict either way. */
+    spk_math_mode math;
 } spk_lstm_plan_options;
 
 typedef struct spk_lstm_plan spk_lstm_plan;
@@ -114,6 +118,7 @@ typedef struct spk_lstm_plan_info {
     spk_kernel_attrs attrs;      /* registers, local (spill) bytes, smem, ... */
     char arch[16];
     int64_t layers, hidden, input, batch, steps;
+    spk_math_mode math; /* the input projections' math */
 } spk_lstm_plan_info;
 
 /* Validates the layers (shapes, dtypes, finite values), compiles the variant,
