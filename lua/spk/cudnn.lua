@@ -36,7 +36,9 @@ return function(spk, core)
 
   -- Times forward_into on buffers made once (x: opts.x, copied to the device if on the host, else zeros).
   function methods:time(opts)
+    if self:is_closed() then error("time: cudnn stack is closed", 2) end
     opts = opts or {}
+    if type(opts) ~= "table" then error(("time: expects an options table, got %s"):format(type(opts)), 2) end
     for key in pairs(opts) do
       if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
     end

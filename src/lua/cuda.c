@@ -299,6 +299,16 @@ static int event_query(lua_State *L)
     return 1;
 }
 
+static int event_tostring(lua_State *L)
+{
+    lua_event *u = luaL_checkudata(L, 1, EVENT_MT);
+    if (!u->e)
+        lua_pushstring(L, "spk.cuda.event (closed)");
+    else
+        lua_pushfstring(L, "spk.cuda.event (%p)", (void *)u->e);
+    return 1;
+}
+
 /* start:elapsed(stop) -> milliseconds from start to stop. */
 static int event_elapsed(lua_State *L)
 {
@@ -1203,7 +1213,7 @@ void spk_open_cuda(lua_State *L, int module)
                                               {NULL, NULL}};
     static const luaL_Reg no_methods[] = {{NULL, NULL}};
     new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL);
-    new_type(L, EVENT_MT, event_methods, event_close, NULL, NULL);
+    new_type(L, EVENT_MT, event_methods, event_close, event_tostring, NULL);
     new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL);
     new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index);
     new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index);

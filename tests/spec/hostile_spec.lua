@@ -326,6 +326,10 @@ describe("hostile arguments", function()
     assert.matches("closed tensor prints as tensor %(closed%)", output)
     assert.matches("closed cpu plan prints as lstm stack %(closed%)", output)
     assert.matches("closed cuda module prints as spk%.cuda%.module %(closed%)", output)
+    -- every closed object says so when printed (on a GPU: streams, events, device tensors, cudnn plans too)
+    for kind, shown in output:gmatch("closed ([^\n]-) prints as ([^\n]*)") do
+      assert(shown:find("(closed)", 1, true), ("closed %s prints as %s"):format(kind, shown))
+    end
     local calls = tonumber(output:match("hostile: closed: (%d+) calls"))
     assert.is_true(calls >= 30)
   end)
