@@ -3,7 +3,9 @@
 -- else a documented default (docs/tuning.md).
 --
 --   local plan = spk.lstm.stack{backend = "auto", layers = layers, batch = 8, steps = 589,
---                               tune_dir = dir}   -- optional: the record folder (default tuning.dir())
+--                               tune_dir = dir,   -- optional: the record folder (default tuning.dir())
+--                               math = "fp32"}    -- | "tf32": handed to the chosen backend (TF32 input
+--                                                 -- projections); auto never picks tf32 on its own
 --   plan.auto = {backend = "cluster", options = {kernel = {...}}, source = "record" | "default",
 --                record = path | nil, tuned_batch = 8 | nil, reason = "..."}
 --   -- the rest of plan is the chosen backend's plan (forward, time, close, variant, ...)
@@ -18,7 +20,7 @@
 -- reason says why.
 return function(spk, core)
   local tuning = require "spk.tuning"
-  local known = { layers = true, batch = true, steps = true, backend = true, tune_dir = true }
+  local known = { layers = true, batch = true, steps = true, backend = true, tune_dir = true, math = true }
 
   local function fail(message, level) error("spk.lstm.stack (auto): " .. message, level + 1) end
 
@@ -33,6 +35,8 @@ return function(spk, core)
     if opts.tune_dir ~= nil and type(opts.tune_dir) ~= "string" then
       fail("tune_dir must be a string", level + 1)
     end
+    local math_ok, why = spk.lstm.check_math(opts.math, "auto")
+    if not math_ok then fail(why, level + 1) end
     if type(opts.layers) ~= "table" or #opts.layers == 0 then
       fail("layers must be a non-empty list of {W =, R =, B =}", level + 1)
     end
@@ -79,9 +83,11 @@ return function(spk, core)
     })
   end
 
+  -- The math is the script's alone (nil: each backend's FP32 default), whatever a record's options say.
   local function build(name, options, opts)
     local o = { layers = opts.layers, batch = opts.batch, steps = opts.steps, backend = name }
     for k, v in pairs(options or {}) do o[k] = v end
+    o.math = opts.math
     return spk.lstm.backends[name](o)
   end
 

@@ -4,11 +4,14 @@
 -- one launch per layer. Needs compute capability 9.0.
 --
 --   local plan = spk.lstm.stack{backend = "cluster", layers = layers, batch = 8, steps = 589,
+--                               math = "fp32",          -- | "tf32": the input projections on tensor cores
+--                                                       -- (TF32 inputs, FP32 sums); the recurrence stays FP32
 --                               kernel = {cluster = 8,          -- 1, 2, 4, 8 or 16 blocks per cluster
 --                                         tile_rows = 8,        -- force this tile height (default: picked)
 --                                         threads = 512,        -- 4 * hidden / cluster * chunks (2, 4, 8)
 --                                         weights = "registers",-- | "shared"
---                                         math = "fp32",        -- strict FP32 (the only one so far)
+--                                         math = "fp32",        -- the recurrence: strict FP32 only (R·h has
+--                                                               -- no MMA form here; TF32 is the plan's math)
 --                                         row_group = 8, min_blocks = 2,  -- tuning, same bits
 --                                         -- step-latency options, all the same bits:
 --                                         cell = "shared",      -- | "lanes": the reducing lanes finish the cell
@@ -23,6 +26,7 @@
 --   plan.kernel              -- registers, spills, smem, cluster, threads, chunks, max_active_clusters, defines
 --   plan.schedule            -- tile_rows, tiles, clusters, max_active_clusters, waves, launches (per layer)
 --   plan.variant             -- in words
+--   plan.math                -- "fp32" or "tf32": the input projections' math
 --   plan:time{rounds = 7, warmup = 2, x = tensor}  -- {median_ms, min_ms, max_ms, spread, samples}
 --   plan:close(), plan:is_closed()
 --
@@ -34,7 +38,7 @@ return function(spk, core)
   local Plan = {}
   Plan.__index = Plan
 
-  local known = { layers = true, batch = true, steps = true, backend = true, kernel = true }
+  local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
                          row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
                          push = true, exchange = true }
@@ -70,7 +74,8 @@ return function(spk, core)
     end
     local math_mode = kernel.math or "fp32"
     if math_mode == "tf32" then
-      fail("kernel.math \"tf32\" (tensor-core MMA) is not implemented yet; use \"fp32\"", level + 1)
+      fail("kernel.math \"tf32\" is refused: the recurrent product R·h has no MMA form in the cluster kernel "
+        .. "(a few rows per step); for TF32 input projections use the plan option math = \"tf32\"", level + 1)
     elseif math_mode ~= "fp32" then
       fail(("kernel.math must be \"fp32\", got %s"):format(tostring(math_mode)), level + 1)
     end
@@ -128,6 +133,8 @@ return function(spk, core)
     end
     positive_integer(opts.batch, "batch", level + 1)
     positive_integer(opts.steps, "steps", level + 1)
+    local projections, why = spk.lstm.check_math(opts.math, "cluster")
+    if not projections then fail(why, level + 1) end
     local dims = spk.lstm.validate(opts.layers)
     local kernel, math_mode
     if opts.kernel == nil then
@@ -144,11 +151,11 @@ return function(spk, core)
     -- exactly that many in the lanes form (tiles padded to row groups)
     c.tile_rows = c.cell_in_lanes and kernel.tile_rows or nil
     local handle = core.cluster_stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
-                                            kernel = c, tile_rows = kernel.tile_rows }
+                                            kernel = c, tile_rows = kernel.tile_rows, math = projections }
     local info = handle:info()
     local self = setmetatable({ backend = "cluster", layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                 input = dims.input, hidden = dims.hidden, plan = handle, kernel = info.kernel,
-                                schedule = info.schedule, math = math_mode }, Plan)
+                                schedule = info.schedule, math = projections }, Plan)
     self.kernel.math = math_mode
     self.kernel.max_active_clusters = info.schedule.max_active_clusters
     local k = info.kernel
@@ -157,6 +164,7 @@ return function(spk, core)
     if k.store == "late" then options[#options + 1] = "late store" end
     if k.push == "vector" then options[#options + 1] = "vector push" end
     if k.exchange == "mbarrier" then options[#options + 1] = "mbarrier exchange" end
+    if projections == "tf32" then options[#options + 1] = "tf32 projections" end
     self.variant = ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s%s"):format(k.cluster,
       k.threads, info.schedule.tile_rows, info.schedule.clusters, info.schedule.waves,
       info.schedule.waves == 1 and "" or "s", #options > 0 and (", " .. table.concat(options, ", ")) or "")

@@ -11,7 +11,10 @@
 --                                                                        -- (persistent.c's per-batch table)
 --                               schedule = s,        -- optional, spk.schedule.new or by hand
 --                               capacity = n,        -- optional: pretend the device holds n blocks
---                               timeout_ms = 10000}  -- a poll waiting longer fails the forward
+--                               timeout_ms = 10000,  -- a poll waiting longer fails the forward
+--                               math = "fp32"}       -- | "tf32": the input projections x·Wᵀ on tensor
+--                                                    -- cores (TF32 inputs, FP32 sums); R·h and the cell
+--                                                    -- stay FP32 strict ("persistent", "cluster", "auto")
 --   spk.lstm.stack{..., backend = "cudnn", algo =, layout =, math =}  -- see lua/spk/cudnn.lua
 --   spk.lstm.stack{..., backend = "cpu", threads = n}                  -- f32 reference, n CPU threads
 --   plan:forward(x)      -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
@@ -19,6 +22,7 @@
 --                        -- -> y, info: info.trace = {h, c = [#steps, B, H], layer, direction, steps}
 --                        -- as spk.lstm.reference's trace (persistent: the kernel's trace build; cpu: the reference)
 --   plan.variant         -- what runs, in words ("units 8, 256 threads, tile 8 concurrent", "standard")
+--   plan.math            -- "fp32" or "tf32" (the input projections' math)
 --   plan.schedule        -- the tile schedule in use (persistent), with :launches()
 --   plan.kernel          -- compiled variant: registers, spills, occupancy, capacity, defines, ...
 --   plan:time{rounds = 7, warmup = 2, x = tensor}
@@ -46,8 +50,24 @@ return function(spk, core)
   Stack.__index = Stack
 
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true,
-                  schedule = true, capacity = true, timeout_ms = true }
-  local known_cpu = { layers = true, batch = true, steps = true, backend = true, threads = true }
+                  schedule = true, capacity = true, timeout_ms = true, math = true }
+  local known_cpu = { layers = true, batch = true, steps = true, backend = true, threads = true, math = true }
+
+  -- The input projections' math of the GPU stacks. check_math(value, backend)
+  -- -> "fp32" | "tf32", or nil and the message (the caller adds its prefix and level).
+  spk.lstm.math_modes = { "fp32", "tf32" }
+  function spk.lstm.check_math(value, backend)
+    if value == nil or value == "fp32" then return "fp32" end
+    if value == "tf32" then
+      if backend == "cpu" then
+        return nil, "backend cpu has no math \"tf32\": the reference computes in f32 or f64 only "
+          .. "(math = \"tf32\" needs backend persistent, cluster, auto or cudnn)"
+      end
+      return "tf32"
+    end
+    return nil, ("math must be \"fp32\" or \"tf32\", got %s"):format(
+      type(value) == "string" and ("\"" .. value .. "\"") or tostring(value))
+  end
 
   local function positive_integer(value, name, level)
     if math.type(value) ~= "integer" or value < 1 then
@@ -102,9 +122,11 @@ return function(spk, core)
     end
     positive_integer(opts.batch, "batch", 4)
     positive_integer(opts.steps, "steps", 4)
+    local math_mode, why = spk.lstm.check_math(opts.math, backend)
+    if not math_mode then error("spk.lstm.stack: " .. why, 3) end
     local dims = spk.lstm.validate(opts.layers)
     return setmetatable({ backend = backend, layers = opts.layers, batch = opts.batch,
-                          steps = opts.steps, input = dims.input, hidden = dims.hidden }, Stack)
+                          steps = opts.steps, input = dims.input, hidden = dims.hidden, math = math_mode }, Stack)
   end
 
   function backends.cpu(opts)
@@ -128,7 +150,7 @@ return function(spk, core)
                gate_block = kernel.gate_block, row_group = kernel.row_group }
     self.plan = core.stack_new { layers = opts.layers, batch = opts.batch, steps = opts.steps,
                                  kernel = kernel, schedule = opts.schedule, capacity = opts.capacity,
-                                 timeout_ms = opts.timeout_ms }
+                                 timeout_ms = opts.timeout_ms, math = self.math }
     local info = self.plan:info()
     self.kernel = info.kernel
     self.schedule = info.schedule
@@ -142,8 +164,9 @@ return function(spk, core)
     if (self.kernel.gate_block or 1) ~= 1 or (self.kernel.row_group or 1) ~= 1 then
       layout = (", gate block %d, row group %d"):format(self.kernel.gate_block, self.kernel.row_group)
     end
-    self.variant = ("units %d, %d threads%s, tile %d %s"):format(self.kernel.units, self.kernel.threads, layout,
-      self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential")
+    self.variant = ("units %d, %d threads%s, tile %d %s%s"):format(self.kernel.units, self.kernel.threads, layout,
+      self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential",
+      self.math == "tf32" and ", tf32 projections" or "")
     return self
   end
 

@@ -1,5 +1,5 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
- *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =,
+ *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
  *                          kernel = {hidden =, cluster =, threads =, tile_rows =, row_group =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
  *                                    vector_push =, mbarrier_exchange =}}   -> plan userdata
@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "lstm/cluster.h"
+#include "lstm/device_layers.h"
 #include "lua/bind.h"
 
 #define CLUSTER_PLAN_MT "spk.lstm.cluster_stack"
@@ -164,6 +165,21 @@ static int l_schedule_pick(lua_State *L)
     return 1;
 }
 
+/* stack.math: "fp32" (left out) or "tf32", the input projections' math. */
+static spk_math_mode read_math(lua_State *L, int t)
+{
+    spk_math_mode math = SPK_MATH_FP32;
+    if (lua_getfield(L, t, "math") != LUA_TNIL) {
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0) ||
+            spk_math_mode_from_name(name, &math) != 0)
+            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s",
+                       name ? name : luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return math;
+}
+
 static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
 {
     if (lua_type(L, idx) != LUA_TTABLE)
@@ -202,6 +218,7 @@ static int l_stack_new(lua_State *L)
     o.batch = int_field(L, 1, "batch", 0, "stack");
     o.steps = int_field(L, 1, "steps", 0, "stack");
     o.tile_rows = int_field(L, 1, "tile_rows", 0, "stack");
+    o.math = read_math(L, 1);
     lua_getfield(L, 1, "kernel");
     read_variant(L, -1, &o.variant);
     lua_pop(L, 1);
@@ -266,6 +283,7 @@ static int l_info(lua_State *L)
     lua_pushinteger(L, info->input), lua_setfield(L, -2, "input");
     lua_pushinteger(L, info->batch), lua_setfield(L, -2, "batch");
     lua_pushinteger(L, info->steps), lua_setfield(L, -2, "steps");
+    lua_pushstring(L, spk_lstm_math_name(info->math)), lua_setfield(L, -2, "math");
     return 1;
 }
 
@@ -286,9 +304,9 @@ static int l_tostring(lua_State *L)
         return 1;
     }
     const spk_cluster_plan_info *i = spk_cluster_plan_get_info(u->plan);
-    lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters)",
+    lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
                     i->variant.cluster, (int)i->layers, (int)i->batch, (int)i->steps, (int)i->schedule.tile_rows,
-                    (int)i->schedule.clusters);
+                    (int)i->schedule.clusters, i->math == SPK_MATH_TF32 ? ", tf32 projections" : "");
     return 1;
 }
 

@@ -1,6 +1,6 @@
 /* Bindings of the persistent GPU stack (lstm/persistent.h):
  *   core.stack_new{layers =, batch =, steps =, kernel = {...}, schedule = {...},
- *                  capacity =, timeout_ms =}        -> plan userdata
+ *                  capacity =, timeout_ms =, math = "fp32" | "tf32"}  -> plan userdata
  *   plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> tensor on x's device
  *                   (with a trace: y, {trace = {h =, c =, layer =, direction =, steps =}})
  *   plan:time(rounds, warmup) -> {ms, ...}
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lstm/device_layers.h"
 #include "lstm/persistent.h"
 #include "lua/bind.h"
 
@@ -156,6 +157,21 @@ static void push_schedule(lua_State *L, const spk_schedule *s)
     lua_setfield(L, -2, "launches");
 }
 
+/* stack.math: "fp32" (left out) or "tf32", the input projections' math. */
+static spk_math_mode read_math(lua_State *L, int t)
+{
+    spk_math_mode math = SPK_MATH_FP32;
+    if (lua_getfield(L, t, "math") != LUA_TNIL) {
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0) ||
+            spk_math_mode_from_name(name, &math) != 0)
+            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s",
+                       name ? name : luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return math;
+}
+
 /* Layers from a Lua list of {W =, R =, B =}; the tensors stay referenced by the
  * list (on the Lua stack) for the duration of the call. */
 static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
@@ -206,6 +222,7 @@ static int l_stack_new(lua_State *L)
     }
     lua_pop(L, 1);
     o.capacity = opt_i64_field(L, 1, "capacity", 0, "stack");
+    o.math = read_math(L, 1);
     int64_t timeout_ms = opt_i64_field(L, 1, "timeout_ms", 10000, "stack");
     if (timeout_ms < 0)
         return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
@@ -377,6 +394,7 @@ static int l_info(lua_State *L)
     lua_pushinteger(L, info->input), lua_setfield(L, -2, "input");
     lua_pushinteger(L, info->batch), lua_setfield(L, -2, "batch");
     lua_pushinteger(L, info->steps), lua_setfield(L, -2, "steps");
+    lua_pushstring(L, spk_lstm_math_name(info->math)), lua_setfield(L, -2, "math");
     return 1;
 }
 
@@ -397,9 +415,10 @@ static int l_tostring(lua_State *L)
         return 1;
     }
     const spk_lstm_plan_info *i = spk_lstm_plan_get_info(u->plan);
-    lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s)", (int)i->layers,
+    lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)", (int)i->layers,
                     (int)i->batch, (int)i->steps, (int)i->schedule.tile_rows,
-                    i->schedule.concurrent ? "concurrent" : "sequential");
+                    i->schedule.concurrent ? "concurrent" : "sequential",
+                    i->math == SPK_MATH_TF32 ? ", tf32 projections" : "");
     return 1;
 }
 
