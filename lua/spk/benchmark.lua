@@ -22,8 +22,9 @@
 --   figure is device time per forward pass with launch overhead hidden by the
 --   graph. Reported: the median over the rounds (median_ms), min_ms, max_ms
 --   and spread = (max - min) / median. The speed-up of a row is the median of
---   the fastest cuDNN algorithm at that batch divided by the row's median
---   (> 1: faster than the best cuDNN algorithm). The cpu backend (the f32 C
+--   the fastest cuDNN algorithm at that batch in the row's math (FP32 rows:
+--   the fastest cuDNN FP32 algorithm; TF32 rows: the fastest cuDNN TF32 one)
+--   divided by the row's median (> 1: faster). The cpu backend (the f32 C
 --   reference, for machines without a GPU) is timed on the monotonic wall
 --   clock instead.
 -- * Correctness. At each batch the f64 CPU reference (spk.lstm.reference,
@@ -31,11 +32,15 @@
 --   computed once from the same weights and x; each backend's output y
 --   [B, steps, 2H] (an untimed forward of the same plan) is compared with it:
 --   rel_l2 = ||y - ref||_2 / ||ref||_2 over all elements, max_abs =
---   max |y - ref|. Bounds: cuDNN (every algorithm) rel_l2 <= 1e-4; the
+--   max |y - ref|. Bounds: cuDNN (every FP32 algorithm) rel_l2 <= 1e-4; the
 --   persistent and cluster kernels rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
 --   standard FP32 algorithm at the same batch (when that row exists); the cpu
---   f32 reference rel_l2 <= 1e-4. A row beyond its bound has bound_ok = false
---   and is flagged in the table.
+--   f32 reference rel_l2 <= 1e-4. TF32 rows (maths = {..., "tf32"}): cuDNN's
+--   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the persistent and cluster
+--   kernels with TF32 input projections 1.1 x / 2 x cuDNN standard TF32's
+--   errors at the same batch, or rel_l2 <= tf32_bound where that row is
+--   missing. A row beyond its bound has bound_ok = false and is flagged in
+--   the table.
 -- * Failures. A backend or algorithm that fails (cuDNN refusing an algorithm
 --   for a shape, too little device capacity, ...) becomes a row carrying the
 --   error message; the run goes on.
@@ -47,9 +52,14 @@
 --     batches  = {1, 8, 32, 64, 256}, steps = 589,
 --     backends = {"persistent", "cudnn"}     names in spk.lstm.backends
 --     algos    = the four cuDNN algorithms   (cudnn variants, in this order)
+--     maths    = {"fp32"}                    the maths to run ("fp32", "tf32"): cudnn
+--                                            one row per algo and math, every GPU
+--                                            backend one row per math (math = "tf32"),
+--                                            cpu its f32 row alone
 --     variants = {backend = {opts, ...}}     per-backend option tables, one row
---                                            each (default: cudnn one per algo,
---                                            every other backend {{}}, its defaults);
+--                                            each (default: cudnn one per algo
+--                                            and math, every other backend {{}}
+--                                            per math, its defaults);
 --                                            an entry may carry `label` for the row
 --     rounds = 7, warmup = 2, seed = 1, check = true,
 --     layers = a stack (default above),
@@ -58,26 +68,38 @@
 --     progress = function(message) end       called before each step
 --   rows: one per batch x backend x variant, in run order:
 --     {batch, steps, backend, variant, median_ms, min_ms, max_ms, spread,
---      samples, rel_l2, max_abs, bound, bound_max_abs, bound_ok, speedup, error}
+--      samples, rel_l2, max_abs, bound, bound_max_abs, bound_ok, speedup, error,
+--      math (nil: fp32)}
 --     timing fields nil on error; check fields nil with check = false;
 --     bound/bound_ok nil where no bound applies.
---   info: {steps, layers, input, hidden, seed, rounds, warmup, batches, backends}
--- benchmark.speedups(rows) -> speedups, fastest
---   Pure: speedups[i] = fastest cuDNN median at rows[i].batch / rows[i].median_ms
---   (nil where either is missing); fastest[batch] = {median_ms =, variant =}.
+--   info: {steps, layers, input, hidden, seed, rounds, warmup, batches, backends, maths}
+-- benchmark.speedups(rows) -> speedups, fastest, fastest_by_math
+--   Pure: speedups[i] = fastest cuDNN median at rows[i].batch in rows[i]'s math
+--   / rows[i].median_ms (nil where either is missing); fastest[batch] =
+--   {median_ms =, variant =} of the FP32 algorithms, fastest_by_math[math][batch]
+--   the same for each math.
 -- benchmark.judge(rows[, bounds]) -> verdicts
 --   Pure: verdicts[i] = {bound =, bound_max_abs =, bound_ok =} per row (see Bounds).
 -- benchmark.environment() -> {device, driver, runtime, cudnn, date}: what the
 --   table header shows (strings; "none" where there is no GPU).
--- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds.
+-- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds;
+-- benchmark.tf32_bound: the fixed TF32 rel_l2 bound (1e-2); benchmark.maths: {"fp32", "tf32"}.
 local M = {}
 
 M.cudnn_algorithms = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
+M.maths = { "fp32", "tf32" }
+-- TF32 rounds each product's inputs to 10 mantissa bits (about 5e-4 relative):
+-- cuDNN's TF32 algorithms are held to this, and so are the spk kernels' TF32
+-- rows at a batch without cuDNN standard TF32 to compare with.
+M.tf32_bound = 1e-2
+
+local function math_of(row) return row.math or "fp32" end
 
 M.defaults = {
   batches = { 1, 8, 32, 64, 256 },
   steps = 589,
   backends = { "persistent", "cudnn" },
+  maths = { "fp32" },
   rounds = 7,
   warmup = 2,
   seed = 1,
@@ -85,10 +107,10 @@ M.defaults = {
   model = { layers = 4, input = 60, hidden = 128, seed = 1 },
 }
 
--- The cuDNN standard FP32 row at the same batch, if it ran and was checked.
-local function standard_row(batch_rows)
+-- The cuDNN standard row of a math ("fp32", "tf32") at the same batch, if it ran and was checked.
+local function standard_row(batch_rows, math_mode)
   for _, r in ipairs(batch_rows) do
-    if r.backend == "cudnn" and r.algo == "standard" and (r.math or "fp32") == "fp32" and not r.error
+    if r.backend == "cudnn" and r.algo == "standard" and math_of(r) == math_mode and not r.error
         and r.rel_l2 ~= nil then
       return r
     end
@@ -98,11 +120,16 @@ end
 
 -- Bounds: backend -> a rel_l2 bound, or function(row, batch_rows) -> rel_l2 bound, max_abs bound (or nil).
 M.bounds = {
-  cudnn = 1e-4, -- issue 6: every cuDNN algorithm within 1e-4 relative L2 of the f64 reference
+  -- issue 6: every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
+  cudnn = function(row) return math_of(row) == "tf32" and M.tf32_bound or 1e-4 end,
   cpu = 1e-4,
-  persistent = function(_, batch_rows) -- issue 5: no worse than 1.1x / 2x cuDNN FP32's error
-    local std = standard_row(batch_rows)
-    if not std then return nil end
+  -- issue 5: no worse than 1.1x / 2x cuDNN standard's error in the same math
+  persistent = function(row, batch_rows)
+    local std = standard_row(batch_rows, math_of(row))
+    if not std then
+      if math_of(row) == "tf32" then return M.tf32_bound end
+      return nil
+    end
     return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
   end,
 }
@@ -123,13 +150,15 @@ local function integer_at_least(value, least, what)
   return value
 end
 
-local known = { batches = true, steps = true, backends = true, algos = true, variants = true, rounds = true,
+local known = { batches = true, steps = true, backends = true, algos = true, maths = true, variants = true, rounds = true,
                 warmup = true, seed = true, check = true, layers = true, bounds = true, progress = true }
 
 function M.speedups(rows)
-  local fastest = {}
+  local by_math = {}
   for _, r in ipairs(rows) do
     if r.backend == "cudnn" and not r.error and type(r.median_ms) == "number" and r.median_ms > 0 then
+      local fastest = by_math[math_of(r)] or {}
+      by_math[math_of(r)] = fastest
       local f = fastest[r.batch]
       if not f or r.median_ms < f.median_ms then
         fastest[r.batch] = { median_ms = r.median_ms, variant = r.variant }
@@ -138,12 +167,13 @@ function M.speedups(rows)
   end
   local out = {}
   for i, r in ipairs(rows) do
-    local f = fastest[r.batch]
+    local f = by_math[math_of(r)] and by_math[math_of(r)][r.batch]
     if f and not r.error and type(r.median_ms) == "number" and r.median_ms > 0 then
       out[i] = f.median_ms / r.median_ms
     end
   end
-  return out, fastest
+  by_math.fp32 = by_math.fp32 or {}
+  return out, by_math.fp32, by_math
 end
 
 function M.judge(rows, bounds)
@@ -214,15 +244,21 @@ local function close(value)
   end
 end
 
--- The variants of one backend: a list of option tables merged into spk.lstm.stack's.
+-- The variants of one backend: a list of option tables merged into spk.lstm.stack's
+-- (math left out for FP32, so those rows are what they were before TF32 existed).
 local function variants_of(backend, opts)
   if opts.variants and opts.variants[backend] then return list_of(opts.variants[backend], "variants." .. backend) end
-  if backend == "cudnn" then
-    local out = {}
-    for i, a in ipairs(opts.algos) do out[i] = { algo = a } end
-    return out
+  if backend == "cpu" then return { {} } end
+  local out = {}
+  for _, m in ipairs(opts.maths) do
+    local math_mode = m ~= "fp32" and m or nil
+    if backend == "cudnn" then
+      for _, a in ipairs(opts.algos) do out[#out + 1] = { algo = a, math = math_mode } end
+    else
+      out[#out + 1] = { math = math_mode }
+    end
   end
-  return { {} }
+  return out
 end
 
 -- The message's first line, without the "file.lua:12: " a Lua error adds.
@@ -281,6 +317,7 @@ function M.run(opts)
     steps = integer_at_least(opts.steps or d.steps, 1, "steps"),
     backends = list_of(opts.backends or d.backends, "backends"),
     algos = list_of(opts.algos or M.cudnn_algorithms, "algos"),
+    maths = list_of(opts.maths or d.maths, "maths"),
     variants = opts.variants,
     rounds = integer_at_least(opts.rounds or d.rounds, 1, "rounds"),
     warmup = integer_at_least(opts.warmup or d.warmup, 0, "warmup"),
@@ -289,6 +326,12 @@ function M.run(opts)
     progress = opts.progress or function() end,
   }
   for _, b in ipairs(o.batches) do integer_at_least(b, 1, "every batch") end
+  for _, m in ipairs(o.maths) do
+    if m ~= "fp32" and m ~= "tf32" then
+      error(("benchmark: maths: unknown math %s (known: fp32, tf32)"):format(
+        type(m) == "string" and ("'" .. m .. "'") or tostring(m)), 2)
+    end
+  end
   for _, name in ipairs(o.backends) do
     if type(spk.lstm.backends[name]) ~= "function" then
       local names = {}
@@ -318,6 +361,7 @@ function M.run(opts)
     end
     for i, p in ipairs(plan_list) do
       local label = p.variant.label or p.variant.algo
+      if not p.variant.label and p.variant.math then label = (label and label .. " " or "") .. p.variant.math end
       o.progress(("batch %d: %s%s (%d/%d) ..."):format(batch, p.backend, label and " " .. label or "", i,
         #plan_list))
       rows[#rows + 1] = measure(spk, o, p.backend, p.variant, batch, x, reference)
@@ -335,7 +379,7 @@ function M.run(opts)
   end
   local info = { steps = o.steps, layers = #o.layers, input = dims.input, hidden = dims.hidden, seed = o.seed,
                  rounds = o.rounds, warmup = o.warmup, batches = o.batches, backends = o.backends,
-                 check = o.check }
+                 maths = o.maths, check = o.check }
   return rows, info
 end
 

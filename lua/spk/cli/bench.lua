@@ -10,7 +10,7 @@
 local USAGE = [[
 usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
                  [--backends persistent,cudnn] [--algos standard,persist_static,...]
-                 [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
+                 [--math fp32,tf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
                  [--layers 4] [--hidden 128] [--input 60]
                  [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
 
@@ -20,7 +20,8 @@ size, on one set of inputs per batch: CUDA graph replays timed with CUDA
 events, warm-up excluded, median and spread over the rounds. Each output is
 checked against the f64 CPU reference (relative L2 and max abs); a row beyond
 its bound is marked FAIL. speed-up = the fastest cuDNN algorithm's median at
-that batch / the row's median (> 1: faster than cuDNN's best).
+that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
+/ the row's median (> 1: faster than cuDNN's best).
 
   --batches LIST   batch sizes (default 1,8,32,64,256)
   --steps N        sequence length (default 589)
@@ -28,6 +29,12 @@ that batch / the row's median (> 1: faster than cuDNN's best).
                    cpu (the f32 CPU reference) runs without a GPU
   --algos LIST     cuDNN algorithms (default: standard, persist_static,
                    persist_static_small_h, persist_dynamic)
+  --math LIST      fp32 and/or tf32 (default fp32). tf32 adds rows of the
+                   persistent and cluster kernels with TF32 input projections
+                   (math = "tf32": tensor cores, FP32 sums; the recurrence
+                   stays FP32) and cuDNN's algorithms in TF32. Their bound:
+                   1.1x rel L2 and 2x max abs of cuDNN standard TF32's at the
+                   batch (rel L2 1e-2 without that row); cuDNN TF32: 1e-2
   --units LIST     persistent kernel variants, one row each (4 and/or 8;
                    default: the kernel's own choice)
   --rounds N       timed rounds (default 7); --warmup N untimed (default 2)
@@ -64,6 +71,11 @@ local function parse(args)
       o.units = options.positives(value("units"), "units")
     elseif a == "--backends" then o.backends = list(value("backends"), "backends")
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
+    elseif a == "--math" then
+      o.maths = list(value("math"), "math")
+      for _, m in ipairs(o.maths) do
+        if m ~= "fp32" and m ~= "tf32" then fail(("--math: unknown math '%s' (known: fp32, tf32)"):format(m)) end
+      end
     elseif a == "--json" then o.json = value("json")
     elseif a == "--csv" then o.csv = value("csv")
     else fail(("unknown argument '%s' (see spk bench --help)"):format(a)) end
@@ -143,13 +155,19 @@ return function(args, io_override)
   local variants
   if o.units then
     variants = { persistent = {} }
-    for i, u in ipairs(o.units) do variants.persistent[i] = { kernel = { units = u } } end
+    for _, m in ipairs(o.maths or { "fp32" }) do
+      for _, u in ipairs(o.units) do
+        local v = { kernel = { units = u }, math = m ~= "fp32" and m or nil }
+        variants.persistent[#variants.persistent + 1] = v
+      end
+    end
   end
   local env = benchmark.environment()
   local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
   local started = spk.clock_ms()
   local rows, info = benchmark.run {
-    batches = o.batches, steps = o.steps, backends = o.backends, algos = o.algos, variants = variants,
+    batches = o.batches, steps = o.steps, backends = o.backends, algos = o.algos, maths = o.maths,
+    variants = variants,
     rounds = o.rounds, warmup = o.warmup, seed = o.seed, check = o.check, layers = layers,
     progress = function(message) out.progress(message .. "\n") end,
   }
@@ -171,6 +189,15 @@ return function(args, io_override)
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
     "bound (rel L2): cuDNN and cpu 1e-4; persistent and cluster 1.1x (and max abs 2x) cuDNN standard FP32's at that batch.",
   }
+  local tf32 = false
+  for _, m in ipairs(info.maths) do tf32 = tf32 or m == "tf32" end
+  if tf32 then
+    footer[1] = "vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
+      .. "(tf32 rows: the fastest cuDNN tf32 one) / the row's (> 1: faster)."
+    footer[#footer + 1] = ("tf32 rows: cuDNN %g; persistent and cluster (TF32 input projections, FP32 recurrence) "
+      .. "1.1x (and max abs 2x) cuDNN standard tf32's at that batch, else %g."):format(benchmark.tf32_bound,
+      benchmark.tf32_bound)
+  end
   if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
   if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end
   footer[#footer + 1] = ("%.1f s in all."):format(seconds)
