@@ -163,10 +163,9 @@ static spk_math_mode read_math(lua_State *L, int t)
     spk_math_mode math = SPK_MATH_FP32;
     if (lua_getfield(L, t, "math") != LUA_TNIL) {
         const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0) ||
-            spk_math_mode_from_name(name, &math) != 0)
-            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s",
-                       name ? name : luaL_typename(L, -1));
+        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0))
+            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s", name ? name : luaL_typename(L, -1));
+        math = strcmp(name, "tf32") == 0 ? SPK_MATH_TF32 : SPK_MATH_FP32;
     }
     lua_pop(L, 1);
     return math;
