@@ -243,7 +243,7 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
             if (heights[i] == forced)
                 pick = i;
         if (pick < 0)
-            return spk_fail("cluster schedule: tile_rows %lld is not one of the kernel's heights (1, 2, 4, ... up to %lld)",
+            return spk_fail("cluster schedule: tile_rows %lld is not one of the kernel's heights (at most %lld rows)",
                             (long long)forced, (long long)heights[count - 1]);
     } else {
         for (int i = 0; i < count && pick < 0; i++) {
@@ -375,7 +375,16 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
 
     {
         int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
-        int n = spk_cluster_heights(o->variant.max_tile_rows, heights);
+        /* a forced height up to the kernel's rows is taken as it is (the
+         * kernel loops over its rows); otherwise the candidates are the
+         * powers of two up to the kernel's rows */
+        int n;
+        if (o->tile_rows > 0 && o->tile_rows <= o->variant.max_tile_rows) {
+            heights[0] = o->tile_rows;
+            n = 1;
+        } else {
+            n = spk_cluster_heights(o->variant.max_tile_rows, heights);
+        }
         for (int i = 0; i < n; i++) {
             spk_launch_config cfg = launch_config(p, (o->batch + heights[i] - 1) / heights[i], heights[i]);
             int clusters;

@@ -60,6 +60,22 @@ spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
     v.gate_block = batch_table[i].gate_block;
     v.row_group = batch_table[i].row_group;
     spk_lstm_variant_fit(&v, false, false);
+    if (spk_lstm_variant_check(&v, NULL) == 0)
+        return v;
+    /* The row was measured at hidden 128; a hidden size it does not fit
+     * (e.g. 16: fewer chunks than its row group) keeps the row's units and
+     * layout with the row group the fit picks, else the generic default. */
+    spk_clear_error();
+    v.threads = 0;
+    v.max_tile_rows = spk_lstm_variant_default().max_tile_rows;
+    v.row_group = 0;
+    spk_lstm_variant_fit(&v, false, false);
+    if (spk_lstm_variant_check(&v, NULL) == 0)
+        return v;
+    spk_clear_error();
+    v = spk_lstm_variant_default();
+    v.hidden = hidden;
+    spk_lstm_variant_fit(&v, false, false);
     return v;
 }
 

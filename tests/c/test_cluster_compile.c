@@ -157,6 +157,11 @@ TEST(latency_options_compile_without_spills)
             continue;
         int registers, spills;
         ptxas_figures(spk_module_log(m), &registers, &spills);
+        if (spills != 0)
+            fprintf(stderr, "  batch %lld default: cluster %d threads %d tile_rows %d min_blocks %d: %d registers, "
+                            "%d bytes spill stores; ptxas said:\n%s\n",
+                    (long long)batch, v.cluster, v.threads, v.max_tile_rows, v.min_blocks, registers, spills,
+                    spk_module_log(m));
         CHECK(spills == 0);
         spk_module_release(m);
     }

@@ -155,10 +155,11 @@ TEST(the_batch_table_gives_valid_variants)
     CHECK(v.units == 16 && v.gate_block == 4 && v.threads == 128 && v.gather == 2);
     v = spk_lstm_variant_for_batch(128, 256);
     CHECK(v.units == 8 && v.gate_block == 4 && v.threads == 64);
-    int hiddens[] = {64, 128, 256};
-    int64_t batches[] = {1, 2, 8, 33, 64, 256, 4096};
-    for (int h = 0; h < 3; h++)
-        for (int b = 0; b < 7; b++) {
+    /* every hidden size of the fixtures too: the rows were measured at 128 */
+    int hiddens[] = {16, 32, 64, 128, 256};
+    int64_t batches[] = {1, 2, 4, 8, 33, 64, 256, 4096};
+    for (int h = 0; h < 5; h++)
+        for (int b = 0; b < 8; b++) {
             v = spk_lstm_variant_for_batch(hiddens[h], batches[b]);
             CHECK(v.hidden == hiddens[h]);
             CHECK(spk_lstm_variant_check(&v, NULL) == 0);
