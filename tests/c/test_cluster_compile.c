@@ -51,13 +51,19 @@ static spk_module *compile_verbose(const spk_cluster_variant *v)
     snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     spk_cluster_variant_defines d;
     spk_cluster_variant_defines_fill(v, &d);
-    const char *options[] = {"--ptxas-options=-v"};
+    /* A define no other compile in the process has: an identical program
+     * compiled again may come back without ptxas' figures (seen with the
+     * H200 machine's NVRTC), and every compile here must report them. */
+    static int nonce;
+    char unique[48];
+    snprintf(unique, sizeof unique, "-DSPK_COMPILE_TEST_NONCE=%d", ++nonce);
+    const char *options[] = {"--ptxas-options=-v", unique};
     spk_compile_options o = {0};
     o.file = path;
     o.defines = d.defines;
     o.ndefines = SPK_CLUSTER_VARIANT_DEFINES;
     o.options = options;
-    o.noptions = 1;
+    o.noptions = 2;
     o.arch = "sm_90";
     o.no_cache = true;
     return spk_compile(&o);
