@@ -45,25 +45,35 @@ static void ptxas_figures(const char *log, int *registers, int *spill_stores)
     }
 }
 
+/* The spill bytes ptxas reported; where its log has no figures (the H200
+ * machine's NVRTC leaves some logs empty), the kernel's local memory per
+ * thread as the loaded module reports it, on a device of the same arch. */
+static int spills_or_local_bytes(spk_module *m, int spills)
+{
+    if (spills >= 0 || !spk_cuda_available())
+        return spills;
+    spk_kernel *k = spk_module_kernel(m, "spk_lstm_cluster");
+    spk_kernel_attrs a;
+    int local = k && spk_kernel_attributes(k, &a) == 0 ? (int)a.local_bytes : -1;
+    if (local < 0)
+        fprintf(stderr, "  no ptxas figures and no kernel attributes: %s\n", spk_last_error());
+    spk_kernel_free(k);
+    return local;
+}
+
 static spk_module *compile_verbose(const spk_cluster_variant *v)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     spk_cluster_variant_defines d;
     spk_cluster_variant_defines_fill(v, &d);
-    /* A define no other compile in the process has: an identical program
-     * compiled again may come back without ptxas' figures (seen with the
-     * H200 machine's NVRTC), and every compile here must report them. */
-    static int nonce;
-    char unique[48];
-    snprintf(unique, sizeof unique, "-DSPK_COMPILE_TEST_NONCE=%d", ++nonce);
-    const char *options[] = {"--ptxas-options=-v", unique};
+    const char *options[] = {"--ptxas-options=-v"};
     spk_compile_options o = {0};
     o.file = path;
     o.defines = d.defines;
     o.ndefines = SPK_CLUSTER_VARIANT_DEFINES;
     o.options = options;
-    o.noptions = 2;
+    o.noptions = 1;
     o.arch = "sm_90";
     o.no_cache = true;
     return spk_compile(&o);
@@ -163,6 +173,7 @@ TEST(latency_options_compile_without_spills)
             continue;
         int registers, spills;
         ptxas_figures(spk_module_log(m), &registers, &spills);
+        spills = spills_or_local_bytes(m, spills);
         if (spills != 0)
             fprintf(stderr, "  batch %lld default: cluster %d threads %d tile_rows %d min_blocks %d: %d registers, "
                             "%d bytes spill stores; ptxas said:\n%s\n",
