@@ -273,11 +273,9 @@ struct spk_cluster_plan {
     spk_cluster_plan_info info;
     spk_module *module;
     spk_kernel *kernel;
-    spk_lstm_device_layer *layers;
-    int count;
-    spk_tensor *gates;  /* [2, B*T, 4H] */
-    spk_tensor *status; /* i32 [1]: the kernel's unsigned status word */
-    spk_tensor *output; /* [B, T, 2H] */
+    spk_lstm_gpu_buffers buffers; /* layers, gates, output */
+    spk_tensor *status;           /* i32 [1]: the kernel's unsigned status word */
+    spk_lstm_gpu_runner runner;   /* forward and time on this plan */
     spk_stream *stream;
 };
 
@@ -285,10 +283,8 @@ void spk_cluster_plan_free(spk_cluster_plan *p)
 {
     if (!p)
         return;
-    spk_lstm_device_layers_free(p->layers, p->count);
-    spk_tensor_free(p->gates);
+    spk_lstm_gpu_buffers_free(&p->buffers);
     spk_tensor_free(p->status);
-    spk_tensor_free(p->output);
     if (p->kernel)
         spk_kernel_free(p->kernel);
     if (p->module)
@@ -315,17 +311,14 @@ static spk_launch_config launch_config(const spk_cluster_plan *p, int64_t tiles,
     return cfg;
 }
 
+static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_cluster_plan_enqueue(plan, x); }
+static int finish_runner(void *plan) { return spk_cluster_plan_finish(plan); }
+
 spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
 {
-    spk_lstm_dims dims;
-    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
+    spk_lstm_gpu_shape shape;
+    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, o->variant.hidden, o->math, &shape) != 0)
         return NULL;
-    if (o->batch < 1 || o->steps < 1)
-        return spk_fail_null("lstm stack: batch and steps must be at least 1, got batch %lld, steps %lld",
-                             (long long)o->batch, (long long)o->steps);
-    if (dims.hidden != o->variant.hidden)
-        return spk_fail_null("lstm stack: the layers have hidden size %lld, the kernel variant %d (kernel.hidden)",
-                             (long long)dims.hidden, o->variant.hidden);
     spk_cluster_geometry geometry;
     if (spk_cluster_variant_check(&o->variant, &geometry) != 0)
         return NULL;
@@ -350,17 +343,11 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
     spk_cluster_plan *p = calloc(1, sizeof *p);
     if (!p)
         return spk_fail_null("lstm stack: out of memory");
-    p->count = o->count;
     spk_cluster_plan_info *info = &p->info;
     info->variant = o->variant;
     info->geometry = geometry;
-    info->layers = o->count;
-    info->hidden = dims.hidden;
-    info->input = dims.input;
-    info->batch = o->batch;
-    info->steps = o->steps;
+    info->shape = shape;
     info->sms = props.sms;
-    info->math = o->math;
 
     if (!(p->stream = spk_stream_new()))
         goto fail;
@@ -397,18 +384,11 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
         info->smem_bytes = spk_cluster_smem_bytes(&o->variant, (int)info->schedule.tile_rows);
     }
 
-    if (!(p->layers = spk_lstm_device_layers_new(o->layers, o->count, p->stream)))
+    if (spk_lstm_gpu_buffers_new(&p->buffers, o->layers, &info->shape, SPK_I32, 1, &p->status, p->stream) != 0)
         goto fail;
-    int64_t H = dims.hidden, B = o->batch, T = o->steps;
-    int64_t gshape[3] = {2, B * T, 4 * H};
-    int64_t sshape[1] = {1};
-    int64_t yshape[3] = {B, T, 2 * H};
-    if (!(p->gates = spk_device_tensor_new(SPK_F32, 3, gshape, p->stream)) ||
-        !(p->status = spk_device_tensor_new(SPK_I32, 1, sshape, p->stream)) ||
-        !(p->output = spk_device_tensor_new(SPK_F32, 3, yshape, p->stream)))
-        goto fail;
-    if (spk_stream_synchronize(p->stream) != 0)
-        goto fail;
+    p->runner = (spk_lstm_gpu_runner){.plan = p, .shape = &info->shape, .stream = p->stream,
+                                      .output = p->buffers.output, .enqueue = enqueue_runner,
+                                      .finish = finish_runner};
     return p;
 fail:
     spk_error_prefix("lstm stack");
@@ -416,24 +396,26 @@ fail:
     return NULL;
 }
 
-static int launch_layer(spk_cluster_plan *p, int layer)
+/* One launch runs both directions of every tile of a layer. */
+static int launch_layer(void *plan, int layer)
 {
+    spk_cluster_plan *p = plan;
     const spk_cluster_plan_info *info = &p->info;
     const spk_cluster_schedule *s = &info->schedule;
-    spk_lstm_device_layer *pl = &p->layers[layer];
+    spk_lstm_device_layer *pl = &p->buffers.layers[layer];
     spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
-    spk_storage *uses[5] = {p->gates->storage, pl->r->storage, pl->bias->storage, p->output->storage,
-                            p->status->storage};
+    spk_storage *uses[5] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            p->buffers.output->storage, p->status->storage};
     cfg.uses = uses;
     cfg.nuses = 5;
     spk_arg args[8] = {
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->gates)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->buffers.gates)}},
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->r)}},
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->bias)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->output)}},
+        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->buffers.output)}},
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->status)}},
-        {SPK_ARG_I32, {.i32 = (int32_t)info->batch}},
-        {SPK_ARG_I32, {.i32 = (int32_t)info->steps}},
+        {SPK_ARG_I32, {.i32 = (int32_t)info->shape.batch}},
+        {SPK_ARG_I32, {.i32 = (int32_t)info->shape.steps}},
         {SPK_ARG_I32, {.i32 = (int32_t)s->tile_rows}},
     };
     if (spk_kernel_launch(p->kernel, &cfg, args, 8) != 0) {
@@ -445,31 +427,11 @@ static int launch_layer(spk_cluster_plan *p, int layer)
 
 int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x)
 {
-    const spk_cluster_plan_info *info = &p->info;
-    if (spk_lstm_check_x(info->batch, info->steps, info->input, x) != 0)
+    if (spk_lstm_gpu_check_enqueue(&p->info.shape, x) != 0)
         return -1;
-    if (!spk_tensor_is_device(x) || !spk_tensor_is_contiguous(x))
-        return spk_fail("lstm stack: enqueue needs a contiguous device x");
     if (spk_tensor_zero_device(p->status, p->stream) != 0)
         return -1;
-    int64_t B = info->batch, T = info->steps;
-    for (int l = 0; l < p->count; l++) {
-        int64_t a_shape[2] = {B * T, p->layers[l].input};
-        spk_tensor *a = spk_tensor_view(l == 0 ? x : p->output, 2, a_shape);
-        if (!a)
-            return -1;
-        /* Both projections read the whole previous output before this layer's
-         * recurrence (after them on the same stream) overwrites it. */
-        int rc = spk_lstm_project(&p->layers[l], a, p->gates, info->math, p->stream);
-        spk_tensor_free(a);
-        if (rc) {
-            spk_error_prefix("layer %d projection", l + 1);
-            return -1;
-        }
-        if (launch_layer(p, l) != 0)
-            return -1;
-    }
-    return 0;
+    return spk_lstm_gpu_enqueue_layers(&p->buffers, &p->info.shape, x, p->stream, launch_layer, p);
 }
 
 int spk_cluster_plan_finish(spk_cluster_plan *p)
@@ -492,25 +454,12 @@ int spk_cluster_plan_finish(spk_cluster_plan *p)
     return 0;
 }
 
-static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_cluster_plan_enqueue(plan, x); }
-static int finish_runner(void *plan) { return spk_cluster_plan_finish(plan); }
-
-static spk_lstm_gpu_runner runner(spk_cluster_plan *p)
-{
-    spk_lstm_gpu_runner r = {.plan = p, .batch = p->info.batch, .steps = p->info.steps, .input = p->info.input,
-                             .stream = p->stream, .output = p->output, .enqueue = enqueue_runner,
-                             .finish = finish_runner};
-    return r;
-}
-
 spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)
 {
-    spk_lstm_gpu_runner r = runner(p);
-    return spk_lstm_gpu_forward(&r, x);
+    return spk_lstm_gpu_forward(&p->runner, x);
 }
 
 int spk_cluster_plan_time(spk_cluster_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    spk_lstm_gpu_runner r = runner(p);
-    return spk_lstm_gpu_time(&r, x, rounds, warmup, ms);
+    return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
 }

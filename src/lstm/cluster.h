@@ -15,6 +15,7 @@
 
 #include "core/tensor.h"
 #include "cuda/runtime.h"
+#include "lstm/device_layers.h"
 #include "lstm/lstm.h"
 
 /* ---- Kernel variants (macros of kernels/lstm_cluster.cu) ---------------- */
@@ -125,8 +126,7 @@ typedef struct spk_cluster_plan_info {
     spk_kernel_attrs attrs;
     int sms;
     char arch[16];
-    int64_t layers, hidden, input, batch, steps;
-    spk_math_mode math; /* the input projections' math */
+    spk_lstm_gpu_shape shape; /* layers, sizes, the input projections' math */
 } spk_cluster_plan_info;
 
 /* Refuses (before any device work, in this order) bad shapes and dtypes,

@@ -117,9 +117,85 @@ int spk_lstm_check_x(int64_t batch, int64_t steps, int64_t input, const spk_tens
     return 0;
 }
 
+int spk_lstm_gpu_shape_check(const spk_lstm_layer *layers, int count, int64_t batch, int64_t steps,
+                             int variant_hidden, spk_math_mode math, spk_lstm_gpu_shape *shape)
+{
+    spk_lstm_dims dims;
+    if (spk_lstm_validate(layers, count, &dims) != 0)
+        return -1;
+    if (batch < 1 || steps < 1)
+        return spk_fail("lstm stack: batch and steps must be at least 1, got batch %lld, steps %lld",
+                        (long long)batch, (long long)steps);
+    if (dims.hidden != variant_hidden)
+        return spk_fail("lstm stack: the layers have hidden size %lld, the kernel variant %d (kernel.hidden)",
+                        (long long)dims.hidden, variant_hidden);
+    shape->layers = count;
+    shape->hidden = dims.hidden;
+    shape->input = dims.input;
+    shape->batch = batch;
+    shape->steps = steps;
+    shape->math = math;
+    return 0;
+}
+
+int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *layers, const spk_lstm_gpu_shape *shape,
+                             spk_dtype words_dtype, int64_t words_numel, spk_tensor **words, spk_stream *s)
+{
+    b->count = (int)shape->layers;
+    if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, s)))
+        return -1;
+    int64_t H = shape->hidden, B = shape->batch, T = shape->steps;
+    int64_t gshape[3] = {2, B * T, 4 * H};
+    int64_t wshape[1] = {words_numel};
+    int64_t yshape[3] = {B, T, 2 * H};
+    if (!(b->gates = spk_device_tensor_new(SPK_F32, 3, gshape, s)) ||
+        !(*words = spk_device_tensor_new(words_dtype, 1, wshape, s)) ||
+        !(b->output = spk_device_tensor_new(SPK_F32, 3, yshape, s)))
+        return -1;
+    return spk_stream_synchronize(s) != 0 ? -1 : 0;
+}
+
+void spk_lstm_gpu_buffers_free(spk_lstm_gpu_buffers *b)
+{
+    spk_lstm_device_layers_free(b->layers, b->count);
+    spk_tensor_free(b->gates);
+    spk_tensor_free(b->output);
+    b->layers = NULL;
+    b->gates = b->output = NULL;
+}
+
+int spk_lstm_gpu_check_enqueue(const spk_lstm_gpu_shape *shape, const spk_tensor *x)
+{
+    if (spk_lstm_check_x(shape->batch, shape->steps, shape->input, x) != 0)
+        return -1;
+    if (!spk_tensor_is_device(x) || !spk_tensor_is_contiguous(x))
+        return spk_fail("lstm stack: enqueue needs a contiguous device x");
+    return 0;
+}
+
+int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gpu_shape *shape, const spk_tensor *x,
+                                spk_stream *s, int (*recur)(void *plan, int layer), void *plan)
+{
+    for (int l = 0; l < b->count; l++) {
+        int64_t a_shape[2] = {shape->batch * shape->steps, b->layers[l].input};
+        spk_tensor *a = spk_tensor_view(l == 0 ? x : b->output, 2, a_shape);
+        if (!a)
+            return -1;
+        /* Both projections read the whole previous output before this layer's
+         * recurrence (enqueued after them on the same stream) overwrites it. */
+        int rc = spk_lstm_project(&b->layers[l], a, b->gates, shape->math, s);
+        if (rc)
+            spk_error_prefix("layer %d projection", l + 1);
+        spk_tensor_free(a);
+        if (rc || recur(plan, l) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 spk_tensor *spk_lstm_gpu_forward(const spk_lstm_gpu_runner *p, const spk_tensor *x)
 {
-    if (spk_lstm_check_x(p->batch, p->steps, p->input, x) != 0)
+    if (spk_lstm_check_x(p->shape->batch, p->shape->steps, p->shape->input, x) != 0)
         return NULL;
     bool host = !spk_tensor_is_device(x);
     spk_tensor *dx = NULL;
@@ -154,7 +230,7 @@ int spk_lstm_gpu_time(const spk_lstm_gpu_runner *p, const spk_tensor *x, int rou
 {
     if (rounds < 1 || warmup < 0)
         return spk_fail("lstm stack time: rounds must be >= 1 and warmup >= 0, got %d and %d", rounds, warmup);
-    if (spk_lstm_check_x(p->batch, p->steps, p->input, x) != 0)
+    if (spk_lstm_check_x(p->shape->batch, p->shape->steps, p->shape->input, x) != 0)
         return -1;
     spk_tensor *dx = spk_tensor_is_device(x) && spk_tensor_is_contiguous(x) ? spk_tensor_view(x, x->ndim, x->shape)
                                                                             : NULL;

@@ -1,6 +1,8 @@
 /* What the GPU stack plans share (persistent.c, cluster.c): the finite check
- * of host weights, the packed layers on the device, and the cuBLAS input
- * projections of a layer into the [2, B*T, 4H] gates buffer.
+ * of host weights, the packed layers on the device, the cuBLAS input
+ * projections of a layer into the [2, B*T, 4H] gates buffer, the checks a
+ * plan makes first, its buffers, the layer loop of a forward pass, and the
+ * forward and time drivers.
  *
  * Conventions as in core/tensor.h: -1/NULL on failure with spk_last_error(). */
 #ifndef SPK_LSTM_DEVICE_LAYERS_H
@@ -43,12 +45,53 @@ const char *spk_lstm_math_name(spk_math_mode math);
 /* Shape and dtype of a forward's x: f32 [batch, steps, input]. */
 int spk_lstm_check_x(int64_t batch, int64_t steps, int64_t input, const spk_tensor *x);
 
+/* The stack and forward shape a GPU stack plan reports (its info's `shape`). */
+typedef struct spk_lstm_gpu_shape {
+    int64_t layers, hidden, input, batch, steps;
+    spk_math_mode math; /* the input projections' math */
+} spk_lstm_gpu_shape;
+
+/* The checks every GPU stack plan makes first, in this order: the layers
+ * (spk_lstm_validate), batch and steps at least 1, the layers' hidden size
+ * against the kernel variant's. Fills *shape (math as given, not checked).
+ * Needs no device. */
+int spk_lstm_gpu_shape_check(const spk_lstm_layer *layers, int count, int64_t batch, int64_t steps,
+                             int variant_hidden, spk_math_mode math, spk_lstm_gpu_shape *shape);
+
+/* The device memory every GPU stack plan holds: its packed layers, the gates
+ * [2, B*T, 4H] of a layer's input projections and the output [B, T, 2H]
+ * (the next layer's input). */
+typedef struct spk_lstm_gpu_buffers {
+    spk_lstm_device_layer *layers;
+    int count;
+    spk_tensor *gates;
+    spk_tensor *output;
+} spk_lstm_gpu_buffers;
+
+/* Uploads the layers, then allocates in this order the gates, the plan's own
+ * `*words` (words_dtype [words_numel]: its kernel's status word and exchange
+ * state) and the output on s, and waits for s. On failure the caller frees
+ * what was made (spk_lstm_gpu_buffers_free and *words). */
+int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *layers, const spk_lstm_gpu_shape *shape,
+                             spk_dtype words_dtype, int64_t words_numel, spk_tensor **words, spk_stream *s);
+/* Frees the layers, the gates and the output (b itself belongs to the plan). */
+void spk_lstm_gpu_buffers_free(spk_lstm_gpu_buffers *b);
+
+/* An enqueue's x: the forward's shape and dtype, contiguous on the device. */
+int spk_lstm_gpu_check_enqueue(const spk_lstm_gpu_shape *shape, const spk_tensor *x);
+/* Enqueues the layers in order on s: a layer's input projections into the
+ * gates (from x for the first layer, else from the output), then
+ * `recur(plan, layer)`, the plan's recurrence launches, which write the
+ * output. Errors name the layer's projection; recur names its own. */
+int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gpu_shape *shape, const spk_tensor *x,
+                                spk_stream *s, int (*recur)(void *plan, int layer), void *plan);
+
 /* A plan as forward and time drive it: `enqueue` puts one forward pass of a
  * contiguous device x on `stream` (result in `output`), `finish` waits for
  * the plan's streams and reports what the kernels flagged. */
 typedef struct spk_lstm_gpu_runner {
     void *plan;
-    int64_t batch, steps, input;
+    const spk_lstm_gpu_shape *shape;
     spk_stream *stream;
     spk_tensor *output; /* [batch, steps, 2H] */
     int (*enqueue)(void *plan, const spk_tensor *x);

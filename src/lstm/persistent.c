@@ -259,11 +259,9 @@ struct spk_lstm_plan {
     spk_lstm_plan_info info;
     spk_module *module;
     spk_kernel *recurrence, *clear;
-    spk_lstm_device_layer *layers;
-    int count;
-    spk_tensor *gates;  /* [2, B*T, 4H] */
-    spk_tensor *state;  /* u64 [2 * tiles * STATE_TILE + 1]: both directions, then the status word */
-    spk_tensor *output; /* [B, T, 2H] */
+    spk_lstm_gpu_buffers buffers; /* layers, gates, output */
+    spk_tensor *state;            /* u64 [2 * tiles * STATE_TILE + 1]: both directions, then the status word */
+    spk_lstm_gpu_runner runner;   /* forward and time on this plan */
     spk_stream *stream, *side;
     spk_event *fork, *join;
     uint64_t timeout_ns;
@@ -283,10 +281,8 @@ void spk_lstm_plan_free(spk_lstm_plan *p)
 {
     if (!p)
         return;
-    spk_lstm_device_layers_free(p->layers, p->count);
-    spk_tensor_free(p->gates);
+    spk_lstm_gpu_buffers_free(&p->buffers);
     spk_tensor_free(p->state);
-    spk_tensor_free(p->output);
     if (p->recurrence)
         spk_kernel_free(p->recurrence);
     if (p->trace_recurrence)
@@ -312,20 +308,17 @@ const spk_lstm_plan_info *spk_lstm_plan_get_info(const spk_lstm_plan *plan) { re
 
 int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x)
 {
-    return spk_lstm_check_x(info->batch, info->steps, info->input, x);
+    return spk_lstm_check_x(info->shape.batch, info->shape.steps, info->shape.input, x);
 }
+
+static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_lstm_plan_enqueue(plan, x); }
+static int finish_runner(void *plan) { return spk_lstm_plan_finish(plan); }
 
 spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
 {
-    spk_lstm_dims dims;
-    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
+    spk_lstm_gpu_shape shape;
+    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, o->variant.hidden, o->math, &shape) != 0)
         return NULL;
-    if (o->batch < 1 || o->steps < 1)
-        return spk_fail_null("lstm stack: batch and steps must be at least 1, got batch %lld, steps %lld",
-                             (long long)o->batch, (long long)o->steps);
-    if (dims.hidden != o->variant.hidden)
-        return spk_fail_null("lstm stack: the layers have hidden size %lld, the kernel variant %d (kernel.hidden)",
-                             (long long)dims.hidden, o->variant.hidden);
     spk_lstm_geometry geometry;
     if (spk_lstm_variant_check(&o->variant, &geometry) != 0)
         return NULL;
@@ -346,17 +339,11 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     spk_lstm_plan *p = calloc(1, sizeof *p);
     if (!p)
         return spk_fail_null("lstm stack: out of memory");
-    p->count = o->count;
     p->timeout_ns = o->timeout_ns;
     spk_lstm_plan_info *info = &p->info;
     info->variant = o->variant;
     info->geometry = geometry;
-    info->layers = o->count;
-    info->hidden = dims.hidden;
-    info->input = dims.input;
-    info->batch = o->batch;
-    info->steps = o->steps;
-    info->math = o->math;
+    info->shape = shape;
 
     if (!(p->module = spk_lstm_variant_compile(&o->variant, NULL)))
         goto fail;
@@ -414,18 +401,12 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
         !(p->join = spk_event_new(false)))
         goto fail;
 
-    if (!(p->layers = spk_lstm_device_layers_new(o->layers, o->count, p->stream)))
+    if (spk_lstm_gpu_buffers_new(&p->buffers, o->layers, &info->shape, SPK_U64,
+                                 2 * info->schedule.tiles * geometry.state_tile + 1, &p->state, p->stream) != 0)
         goto fail;
-    int64_t H = dims.hidden, B = o->batch, T = o->steps;
-    int64_t gshape[3] = {2, B * T, 4 * H};
-    int64_t sshape[1] = {2 * info->schedule.tiles * geometry.state_tile + 1};
-    int64_t yshape[3] = {B, T, 2 * H};
-    if (!(p->gates = spk_device_tensor_new(SPK_F32, 3, gshape, p->stream)) ||
-        !(p->state = spk_device_tensor_new(SPK_U64, 1, sshape, p->stream)) ||
-        !(p->output = spk_device_tensor_new(SPK_F32, 3, yshape, p->stream)))
-        goto fail;
-    if (spk_stream_synchronize(p->stream) != 0)
-        goto fail;
+    p->runner = (spk_lstm_gpu_runner){.plan = p, .shape = &info->shape, .stream = p->stream,
+                                      .output = p->buffers.output, .enqueue = enqueue_runner,
+                                      .finish = finish_runner};
     return p;
 fail:
     spk_error_prefix("lstm stack");
@@ -437,18 +418,18 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
 {
     const spk_lstm_plan_info *info = &p->info;
     const spk_schedule *sch = &info->schedule;
-    int64_t H = info->hidden, B = info->batch, T = info->steps;
-    spk_lstm_device_layer *pl = &p->layers[layer];
-    float *gates = (float *)spk_tensor_data(p->gates) + (size_t)d * B * T * 4 * H;
+    int64_t H = info->shape.hidden, B = info->shape.batch, T = info->shape.steps;
+    spk_lstm_device_layer *pl = &p->buffers.layers[layer];
+    float *gates = (float *)spk_tensor_data(p->buffers.gates) + (size_t)d * B * T * 4 * H;
     float *r = (float *)spk_tensor_data(pl->r) + (size_t)d * 4 * H * H;
     float *bias = (float *)spk_tensor_data(pl->bias) + (size_t)d * 4 * H;
     /* This direction's first output column, computed here (not in the kernel). */
-    float *out = (float *)spk_tensor_data(p->output) + (size_t)d * H;
+    float *out = (float *)spk_tensor_data(p->buffers.output) + (size_t)d * H;
     uint64_t *state_all = spk_tensor_data(p->state);
     uint64_t *state = state_all + (size_t)d * sch->tiles * info->geometry.state_tile;
     unsigned *status = (unsigned *)(state_all + (size_t)2 * sch->tiles * info->geometry.state_tile);
-    spk_storage *uses[5] = {p->gates->storage, pl->r->storage, pl->bias->storage, p->output->storage,
-                            p->state->storage};
+    spk_storage *uses[5] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            p->buffers.output->storage, p->state->storage};
     bool traced = p->trace && p->trace->layer == layer && p->trace->direction == d;
     int64_t launches = spk_schedule_launch_count(sch);
     for (int64_t i = 0; i < launches; i++) {
@@ -493,14 +474,27 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
     return 0;
 }
 
+/* Both directions of a layer's recurrence, after its projections on the main
+ * stream: the reverse one on the side stream when the schedule is concurrent. */
+static int launch_layer(void *plan, int l)
+{
+    spk_lstm_plan *p = plan;
+    spk_stream *s = p->stream;
+    int rc;
+    if (p->info.schedule.concurrent) {
+        rc = spk_event_record(p->fork, s) || spk_stream_wait_event(p->side, p->fork) ||
+             launch_direction(p, l, 0, s) || launch_direction(p, l, 1, p->side) ||
+             spk_event_record(p->join, p->side) || spk_stream_wait_event(s, p->join);
+    } else {
+        rc = launch_direction(p, l, 0, s) || launch_direction(p, l, 1, s);
+    }
+    return rc ? -1 : 0;
+}
+
 int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
 {
-    const spk_lstm_plan_info *info = &p->info;
-    if (spk_lstm_plan_check_input(info, x) != 0)
+    if (spk_lstm_gpu_check_enqueue(&p->info.shape, x) != 0)
         return -1;
-    if (!spk_tensor_is_device(x) || !spk_tensor_is_contiguous(x))
-        return spk_fail("lstm stack: enqueue needs a contiguous device x");
-    int64_t B = info->batch, T = info->steps;
     spk_stream *s = p->stream;
 
     /* Zero the exchange state and the status word once per pass. */
@@ -517,32 +511,7 @@ int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
         if (spk_kernel_launch(p->clear, &cfg, args, 2) != 0)
             return -1;
     }
-
-    int rc = 0;
-    for (int l = 0; l < p->count && rc == 0; l++) {
-        int64_t in = p->layers[l].input;
-        int64_t a_shape[2] = {B * T, in};
-        spk_tensor *a = spk_tensor_view(l == 0 ? x : p->output, 2, a_shape);
-        if (!a)
-            return -1;
-        /* Both projections read the whole previous output before this layer's
-         * recurrence (enqueued after them on the same stream) overwrites it. */
-        rc = spk_lstm_project(&p->layers[l], a, p->gates, info->math, s);
-        if (rc)
-            spk_error_prefix("layer %d projection", l + 1);
-        spk_tensor_free(a);
-        if (rc)
-            break;
-        if (info->schedule.concurrent) {
-            rc = spk_event_record(p->fork, s) || spk_stream_wait_event(p->side, p->fork) ||
-                 launch_direction(p, l, 0, s) || launch_direction(p, l, 1, p->side) ||
-                 spk_event_record(p->join, p->side) || spk_stream_wait_event(s, p->join);
-        } else {
-            rc = launch_direction(p, l, 0, s) || launch_direction(p, l, 1, s);
-        }
-        rc = rc ? -1 : 0;
-    }
-    return rc;
+    return spk_lstm_gpu_enqueue_layers(&p->buffers, &p->info.shape, x, s, launch_layer, p);
 }
 
 int spk_lstm_plan_finish(spk_lstm_plan *p)
@@ -565,27 +534,14 @@ int spk_lstm_plan_finish(spk_lstm_plan *p)
     return 0;
 }
 
-static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_lstm_plan_enqueue(plan, x); }
-static int finish_runner(void *plan) { return spk_lstm_plan_finish(plan); }
-
-static spk_lstm_gpu_runner runner(spk_lstm_plan *p)
-{
-    spk_lstm_gpu_runner r = {.plan = p, .batch = p->info.batch, .steps = p->info.steps, .input = p->info.input,
-                             .stream = p->stream, .output = p->output, .enqueue = enqueue_runner,
-                             .finish = finish_runner};
-    return r;
-}
-
 spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *p, const spk_tensor *x)
 {
-    spk_lstm_gpu_runner r = runner(p);
-    return spk_lstm_gpu_forward(&r, x);
+    return spk_lstm_gpu_forward(&p->runner, x);
 }
 
 int spk_lstm_plan_time(spk_lstm_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    spk_lstm_gpu_runner r = runner(p);
-    return spk_lstm_gpu_time(&r, x, rounds, warmup, ms);
+    return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
 }
 
 /* Compiles the trace build once; its occupancy can be lower (more registers),
@@ -622,12 +578,13 @@ spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *p, const spk_tensor *x, c
 {
     *trace_h = *trace_c = NULL;
     const spk_lstm_plan_info *info = &p->info;
-    if (spk_lstm_trace_check(trace, info->layers, info->steps) != 0 || spk_lstm_plan_check_input(info, x) != 0 ||
+    if (spk_lstm_trace_check(trace, info->shape.layers, info->shape.steps) != 0 ||
+        spk_lstm_plan_check_input(info, x) != 0 ||
         prepare_trace_kernel(p) != 0)
         return NULL;
     /* The kernel records each distinct time position once, in slot
      * slot_of[t]; repeats in the request are copies made here. */
-    int64_t T = info->steps, B = info->batch, H = info->hidden, slots = 0;
+    int64_t T = info->shape.steps, B = info->shape.batch, H = info->shape.hidden, slots = 0;
     spk_tensor *host_slots = spk_tensor_new(SPK_I32, 1, &T);
     spk_tensor *steps = NULL, *buffer = NULL, *y = NULL, *host = NULL, *zeros = NULL;
     if (!host_slots)
@@ -646,8 +603,7 @@ spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *p, const spk_tensor *x, c
     p->trace_slots = (int)slots;
     p->trace_buffer = spk_tensor_data(buffer);
     p->trace_slot = spk_tensor_data(steps);
-    spk_lstm_gpu_runner r = runner(p);
-    y = spk_lstm_gpu_forward(&r, x);
+    y = spk_lstm_gpu_forward(&p->runner, x);
     p->trace = NULL;
     p->trace_buffer = NULL;
     p->trace_slot = NULL;

@@ -13,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "cuda/runtime.h"
+#include "lstm/device_layers.h"
 #include "lstm/lstm.h"
 
 /* ---- Kernel variants (macros of kernels/lstm_recurrence.cu) ------------ */
@@ -117,8 +118,7 @@ typedef struct spk_lstm_plan_info {
     int blocks_per_sm;
     spk_kernel_attrs attrs;      /* registers, local (spill) bytes, smem, ... */
     char arch[16];
-    int64_t layers, hidden, input, batch, steps;
-    spk_math_mode math; /* the input projections' math */
+    spk_lstm_gpu_shape shape; /* layers, sizes, the input projections' math */
 } spk_lstm_plan_info;
 
 /* Validates the layers (shapes, dtypes, finite values), compiles the variant,

@@ -277,12 +277,12 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "kernel");
     push_schedule(L, &info->schedule);
     lua_setfield(L, -2, "schedule");
-    lua_pushinteger(L, info->layers), lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, info->hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, info->input), lua_setfield(L, -2, "input");
-    lua_pushinteger(L, info->batch), lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, info->steps), lua_setfield(L, -2, "steps");
-    lua_pushstring(L, spk_lstm_math_name(info->math)), lua_setfield(L, -2, "math");
+    lua_pushinteger(L, info->shape.layers), lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, info->shape.hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, info->shape.input), lua_setfield(L, -2, "input");
+    lua_pushinteger(L, info->shape.batch), lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, info->shape.steps), lua_setfield(L, -2, "steps");
+    lua_pushstring(L, spk_lstm_math_name(info->shape.math)), lua_setfield(L, -2, "math");
     return 1;
 }
 
@@ -304,8 +304,8 @@ static int l_tostring(lua_State *L)
     }
     const spk_cluster_plan_info *i = spk_cluster_plan_get_info(u->plan);
     lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
-                    i->variant.cluster, (int)i->layers, (int)i->batch, (int)i->steps, (int)i->schedule.tile_rows,
-                    (int)i->schedule.clusters, i->math == SPK_MATH_TF32 ? ", tf32 projections" : "");
+                    i->variant.cluster, (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
+                    (int)i->schedule.clusters, i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
     return 1;
 }
 
