@@ -17,25 +17,7 @@
 #include "lstm/cluster.h"
 #include "lstm/device_layers.h"
 #include "lua/bind.h"
-
-#define CLUSTER_PLAN_MT "spk.lstm.cluster_stack"
-
-typedef struct lua_cluster_plan {
-    spk_cluster_plan *plan;
-} lua_cluster_plan;
-
-static lua_Integer int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where)
-{
-    lua_Integer v = def;
-    if (lua_getfield(L, t, name) != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-    return v;
-}
+#include "lua/gpu_plan.h"
 
 static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
 {
@@ -43,12 +25,12 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);
         int t = lua_absindex(L, idx);
-        v->hidden = (int)int_field(L, t, "hidden", 128, "kernel");
-        v->cluster = (int)int_field(L, t, "cluster", 0, "kernel");
-        v->threads = (int)int_field(L, t, "threads", 0, "kernel");
-        v->max_tile_rows = (int)int_field(L, t, "tile_rows", 0, "kernel");
-        v->row_group = (int)int_field(L, t, "row_group", 0, "kernel");
-        v->min_blocks = (int)int_field(L, t, "min_blocks", 0, "kernel");
+        v->hidden = (int)spk_lua_int_field(L, t, "hidden", 128, "kernel");
+        v->cluster = (int)spk_lua_int_field(L, t, "cluster", 0, "kernel");
+        v->threads = (int)spk_lua_int_field(L, t, "threads", 0, "kernel");
+        v->max_tile_rows = (int)spk_lua_int_field(L, t, "tile_rows", 0, "kernel");
+        v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
+        v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
         static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
                                       "mbarrier_exchange"};
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
@@ -84,12 +66,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, g->cells), lua_setfield(L, -2, "cells");
     spk_cluster_variant_defines d;
     spk_cluster_variant_defines_fill(v, &d);
-    lua_createtable(L, 0, SPK_CLUSTER_VARIANT_DEFINES);
-    for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
-        lua_pushstring(L, d.defines[i].value);
-        lua_setfield(L, -2, d.defines[i].name);
-    }
-    lua_setfield(L, -2, "defines");
+    spk_lua_set_defines(L, d.defines, SPK_CLUSTER_VARIANT_DEFINES);
 }
 
 static int l_variant_check(lua_State *L)
@@ -165,47 +142,27 @@ static int l_schedule_pick(lua_State *L)
     return 1;
 }
 
-/* stack.math: "fp32" (left out) or "tf32", the input projections' math. */
-static spk_math_mode read_math(lua_State *L, int t)
+static void plan_free(void *plan) { spk_cluster_plan_free(plan); }
+
+static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    spk_math_mode math = SPK_MATH_FP32;
-    if (lua_getfield(L, t, "math") != LUA_TNIL) {
-        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0))
-            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s", name ? name : luaL_typename(L, -1));
-        math = strcmp(name, "tf32") == 0 ? SPK_MATH_TF32 : SPK_MATH_FP32;
-    }
-    lua_pop(L, 1);
-    return math;
+    return spk_cluster_plan_time(plan, x, rounds, warmup, ms);
 }
 
-static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
+static void plan_push_name(lua_State *L, const void *plan)
 {
-    if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "lstm stack: layers must be a list of {W =, R =, B =}, got %s", luaL_typename(L, idx));
-    int n = (int)luaL_len(L, idx);
-    if (n < 1)
-        luaL_error(L, "lstm stack: layers is empty");
-    spk_lstm_layer *layers = lua_newuserdatauv(L, sizeof *layers * (size_t)n, 0); /* freed by the GC */
-    static const char *names[3] = {"W", "R", "B"};
-    for (int i = 0; i < n; i++) {
-        if (lua_geti(L, idx, i + 1) != LUA_TTABLE)
-            luaL_error(L, "lstm stack: layer %d must be a table {W =, R =, B =}", i + 1);
-        const spk_tensor **slots[3] = {&layers[i].W, &layers[i].R, &layers[i].B};
-        for (int k = 0; k < 3; k++) {
-            lua_getfield(L, -1, names[k]);
-            spk_tensor *t = spk_lua_totensor(L, -1);
-            if (!t)
-                luaL_error(L, "lstm stack: layer %d: %s must be a tensor, got %s", i + 1, names[k],
-                           luaL_typename(L, -1));
-            *slots[k] = t;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    *count = n;
-    return layers;
+    const spk_cluster_plan_info *i = spk_cluster_plan_get_info(plan);
+    lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
+                    i->variant.cluster, (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps,
+                    (int)i->schedule.tile_rows, (int)i->schedule.clusters,
+                    i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
 }
+
+static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.cluster_stack",
+                                                .closed_name = "lstm stack (cluster, closed)",
+                                                .free = plan_free,
+                                                .time = plan_time,
+                                                .push_name = plan_push_name};
 
 static int l_stack_new(lua_State *L)
 {
@@ -213,52 +170,26 @@ static int l_stack_new(lua_State *L)
     spk_cluster_plan_options o;
     memset(&o, 0, sizeof o);
     lua_getfield(L, 1, "layers");
-    o.layers = read_layers(L, lua_gettop(L), &o.count);
-    o.batch = int_field(L, 1, "batch", 0, "stack");
-    o.steps = int_field(L, 1, "steps", 0, "stack");
-    o.tile_rows = int_field(L, 1, "tile_rows", 0, "stack");
-    o.math = read_math(L, 1);
+    o.layers = spk_lua_read_layers(L, lua_gettop(L), &o.count);
+    o.batch = spk_lua_int_field(L, 1, "batch", 0, "stack");
+    o.steps = spk_lua_int_field(L, 1, "steps", 0, "stack");
+    o.tile_rows = spk_lua_int_field(L, 1, "tile_rows", 0, "stack");
+    o.math = spk_lua_read_math(L, 1);
     lua_getfield(L, 1, "kernel");
     read_variant(L, -1, &o.variant);
     lua_pop(L, 1);
-    lua_cluster_plan *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->plan = NULL;
-    luaL_setmetatable(L, CLUSTER_PLAN_MT);
-    if (!(u->plan = spk_cluster_plan_new(&o)))
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
+    if (!(*slot = spk_cluster_plan_new(&o)))
         return spk_lua_fail(L);
     return 1;
 }
 
-static spk_cluster_plan *check_plan(lua_State *L)
-{
-    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
-    if (!u->plan)
-        luaL_error(L, "lstm stack: the plan is closed");
-    return u->plan;
-}
+static spk_cluster_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
 
 static int l_forward(lua_State *L)
 {
     spk_cluster_plan *p = check_plan(L);
     spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
-    return 1;
-}
-
-static int l_time(lua_State *L)
-{
-    spk_cluster_plan *p = check_plan(L);
-    spk_tensor *x = spk_lua_checktensor(L, 2);
-    lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
-    if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
-        return luaL_error(L, "lstm stack time: rounds must be 1..100000 and warmup 0..100000");
-    double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
-    if (spk_cluster_plan_time(p, x, (int)rounds, (int)warmup, ms) != 0)
-        return spk_lua_fail(L);
-    lua_createtable(L, (int)rounds, 0);
-    for (lua_Integer i = 0; i < rounds; i++) {
-        lua_pushnumber(L, ms[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
     return 1;
 }
 
@@ -277,49 +208,13 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "kernel");
     push_schedule(L, &info->schedule);
     lua_setfield(L, -2, "schedule");
-    lua_pushinteger(L, info->shape.layers), lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, info->shape.hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, info->shape.input), lua_setfield(L, -2, "input");
-    lua_pushinteger(L, info->shape.batch), lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, info->shape.steps), lua_setfield(L, -2, "steps");
-    lua_pushstring(L, spk_lstm_math_name(info->shape.math)), lua_setfield(L, -2, "math");
-    return 1;
-}
-
-/* Idempotent release shared by __gc and __close. */
-static int l_close(lua_State *L)
-{
-    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
-    spk_cluster_plan_free(u->plan);
-    u->plan = NULL;
-    return 0;
-}
-
-static int l_tostring(lua_State *L)
-{
-    lua_cluster_plan *u = luaL_checkudata(L, 1, CLUSTER_PLAN_MT);
-    if (!u->plan) {
-        lua_pushstring(L, "lstm stack (cluster, closed)");
-        return 1;
-    }
-    const spk_cluster_plan_info *i = spk_cluster_plan_get_info(u->plan);
-    lua_pushfstring(L, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
-                    i->variant.cluster, (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
-                    (int)i->schedule.clusters, i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
+    spk_lua_set_gpu_shape(L, &info->shape);
     return 1;
 }
 
 void spk_open_cluster(lua_State *L, int module)
 {
-    static const luaL_Reg methods[] = {
-        {"forward", l_forward}, {"time", l_time}, {"info", l_info}, {"close", l_close}, {NULL, NULL}};
-    static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
-    if (luaL_newmetatable(L, CLUSTER_PLAN_MT)) {
-        luaL_setfuncs(L, meta, 0);
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
     lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
     lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "cluster_variant_check");
     lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "cluster_variant_for_batch");

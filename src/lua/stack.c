@@ -18,39 +18,11 @@
 #include "lstm/device_layers.h"
 #include "lstm/persistent.h"
 #include "lua/bind.h"
-
-#define PLAN_MT "spk.lstm.stack"
-
-typedef struct lua_plan {
-    spk_lstm_plan *plan;
-} lua_plan;
+#include "lua/gpu_plan.h"
 
 static int opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where)
 {
-    int type = lua_getfield(L, t, name);
-    lua_Integer v = def;
-    if (type != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-    return (int)v;
-}
-
-static int64_t opt_i64_field(lua_State *L, int t, const char *name, int64_t def, const char *where)
-{
-    int type = lua_getfield(L, t, name);
-    int64_t v = def;
-    if (type != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s.%s must be an integer, got %s", where, name, luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-    return v;
+    return (int)spk_lua_int_field(L, t, name, def, where);
 }
 
 /* Fields left out come from the batch's default (spk_lstm_variant_for_batch). */
@@ -100,12 +72,7 @@ static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm
     lua_pushinteger(L, (lua_Integer)g->smem_bytes), lua_setfield(L, -2, "smem_bytes");
     spk_lstm_variant_defines d;
     spk_lstm_variant_defines_fill(v, &d);
-    lua_createtable(L, 0, SPK_LSTM_VARIANT_DEFINES);
-    for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
-        lua_pushstring(L, d.defines[i].value);
-        lua_setfield(L, -2, d.defines[i].name);
-    }
-    lua_setfield(L, -2, "defines");
+    spk_lua_set_defines(L, d.defines, SPK_LSTM_VARIANT_DEFINES);
 }
 
 static int l_variant_check(lua_State *L)
@@ -124,11 +91,11 @@ static void read_schedule(lua_State *L, int idx, spk_schedule *s)
     luaL_checktype(L, idx, LUA_TTABLE);
     int t = lua_absindex(L, idx);
     memset(s, 0, sizeof *s);
-    s->batch = opt_i64_field(L, t, "batch", 0, "schedule");
-    s->groups = opt_i64_field(L, t, "groups", 0, "schedule");
-    s->tile_rows = opt_i64_field(L, t, "tile_rows", 0, "schedule");
-    s->tiles = opt_i64_field(L, t, "tiles", 0, "schedule");
-    s->tiles_per_launch = opt_i64_field(L, t, "tiles_per_launch", s->tiles, "schedule");
+    s->batch = spk_lua_int_field(L, t, "batch", 0, "schedule");
+    s->groups = spk_lua_int_field(L, t, "groups", 0, "schedule");
+    s->tile_rows = spk_lua_int_field(L, t, "tile_rows", 0, "schedule");
+    s->tiles = spk_lua_int_field(L, t, "tiles", 0, "schedule");
+    s->tiles_per_launch = spk_lua_int_field(L, t, "tiles_per_launch", s->tiles, "schedule");
     lua_getfield(L, t, "concurrent");
     s->concurrent = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -157,49 +124,27 @@ static void push_schedule(lua_State *L, const spk_schedule *s)
     lua_setfield(L, -2, "launches");
 }
 
-/* stack.math: "fp32" (left out) or "tf32", the input projections' math. */
-static spk_math_mode read_math(lua_State *L, int t)
+static void plan_free(void *plan) { spk_lstm_plan_free(plan); }
+
+static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    spk_math_mode math = SPK_MATH_FP32;
-    if (lua_getfield(L, t, "math") != LUA_TNIL) {
-        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0))
-            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s", name ? name : luaL_typename(L, -1));
-        math = strcmp(name, "tf32") == 0 ? SPK_MATH_TF32 : SPK_MATH_FP32;
-    }
-    lua_pop(L, 1);
-    return math;
+    return spk_lstm_plan_time(plan, x, rounds, warmup, ms);
 }
 
-/* Layers from a Lua list of {W =, R =, B =}; the tensors stay referenced by the
- * list (on the Lua stack) for the duration of the call. */
-static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
+static void plan_push_name(lua_State *L, const void *plan)
 {
-    if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "lstm stack: layers must be a list of {W =, R =, B =}, got %s", luaL_typename(L, idx));
-    int n = (int)luaL_len(L, idx);
-    if (n < 1)
-        luaL_error(L, "lstm stack: layers is empty");
-    spk_lstm_layer *layers = lua_newuserdatauv(L, sizeof *layers * (size_t)n, 0); /* freed by the GC */
-    for (int i = 0; i < n; i++) {
-        if (lua_geti(L, idx, i + 1) != LUA_TTABLE)
-            luaL_error(L, "lstm stack: layer %d must be a table {W =, R =, B =}", i + 1);
-        const char *names[3] = {"W", "R", "B"};
-        const spk_tensor **slots[3] = {&layers[i].W, &layers[i].R, &layers[i].B};
-        for (int k = 0; k < 3; k++) {
-            lua_getfield(L, -1, names[k]);
-            spk_tensor *t = spk_lua_totensor(L, -1);
-            if (!t)
-                luaL_error(L, "lstm stack: layer %d: %s must be a tensor, got %s", i + 1, names[k],
-                           luaL_typename(L, -1));
-            *slots[k] = t;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    *count = n;
-    return layers;
+    const spk_lstm_plan_info *i = spk_lstm_plan_get_info(plan);
+    lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)",
+                    (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
+                    i->schedule.concurrent ? "concurrent" : "sequential",
+                    i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
 }
+
+static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
+                                                .closed_name = "lstm stack (closed)",
+                                                .free = plan_free,
+                                                .time = plan_time,
+                                                .push_name = plan_push_name};
 
 static int l_stack_new(lua_State *L)
 {
@@ -208,9 +153,9 @@ static int l_stack_new(lua_State *L)
     memset(&o, 0, sizeof o);
     lua_getfield(L, 1, "layers");
     int layers_idx = lua_gettop(L);
-    o.layers = read_layers(L, layers_idx, &o.count);
-    o.batch = opt_i64_field(L, 1, "batch", 0, "stack");
-    o.steps = opt_i64_field(L, 1, "steps", 0, "stack");
+    o.layers = spk_lua_read_layers(L, layers_idx, &o.count);
+    o.batch = spk_lua_int_field(L, 1, "batch", 0, "stack");
+    o.steps = spk_lua_int_field(L, 1, "steps", 0, "stack");
     lua_getfield(L, 1, "kernel");
     read_variant(L, -1, o.batch, &o.variant);
     lua_pop(L, 1);
@@ -220,28 +165,19 @@ static int l_stack_new(lua_State *L)
         o.schedule = &schedule;
     }
     lua_pop(L, 1);
-    o.capacity = opt_i64_field(L, 1, "capacity", 0, "stack");
-    o.math = read_math(L, 1);
-    int64_t timeout_ms = opt_i64_field(L, 1, "timeout_ms", 10000, "stack");
+    o.capacity = spk_lua_int_field(L, 1, "capacity", 0, "stack");
+    o.math = spk_lua_read_math(L, 1);
+    int64_t timeout_ms = spk_lua_int_field(L, 1, "timeout_ms", 10000, "stack");
     if (timeout_ms < 0)
         return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
     o.timeout_ns = (uint64_t)timeout_ms * 1000000u;
-    lua_plan *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->plan = NULL;
-    luaL_setmetatable(L, PLAN_MT);
-    u->plan = spk_lstm_plan_new(&o);
-    if (!u->plan)
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
+    if (!(*slot = spk_lstm_plan_new(&o)))
         return spk_lua_fail(L);
     return 1;
 }
 
-static spk_lstm_plan *check_plan(lua_State *L)
-{
-    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
-    if (!u->plan)
-        luaL_error(L, "lstm stack: the plan is closed");
-    return u->plan;
-}
+static spk_lstm_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
 
 /* A trace table {layer = k (from 1), direction = "forward" | "reverse",
  * steps = {t, ...} (from 1)} as spk.lstm.reference takes it; `steps` receives
@@ -354,24 +290,6 @@ static int l_variant_for_batch(lua_State *L)
     return 1;
 }
 
-static int l_time(lua_State *L)
-{
-    spk_lstm_plan *p = check_plan(L);
-    spk_tensor *x = spk_lua_checktensor(L, 2);
-    lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
-    if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
-        return luaL_error(L, "lstm stack time: rounds must be 1..100000 and warmup 0..100000");
-    double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
-    if (spk_lstm_plan_time(p, x, (int)rounds, (int)warmup, ms) != 0)
-        return spk_lua_fail(L);
-    lua_createtable(L, (int)rounds, 0);
-    for (lua_Integer i = 0; i < rounds; i++) {
-        lua_pushnumber(L, ms[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    return 1;
-}
-
 static int l_info(lua_State *L)
 {
     const spk_lstm_plan_info *info = spk_lstm_plan_get_info(check_plan(L));
@@ -388,36 +306,7 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "kernel");
     push_schedule(L, &info->schedule);
     lua_setfield(L, -2, "schedule");
-    lua_pushinteger(L, info->shape.layers), lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, info->shape.hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, info->shape.input), lua_setfield(L, -2, "input");
-    lua_pushinteger(L, info->shape.batch), lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, info->shape.steps), lua_setfield(L, -2, "steps");
-    lua_pushstring(L, spk_lstm_math_name(info->shape.math)), lua_setfield(L, -2, "math");
-    return 1;
-}
-
-/* Idempotent release shared by __gc and __close. */
-static int l_close(lua_State *L)
-{
-    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
-    spk_lstm_plan_free(u->plan);
-    u->plan = NULL;
-    return 0;
-}
-
-static int l_tostring(lua_State *L)
-{
-    lua_plan *u = luaL_checkudata(L, 1, PLAN_MT);
-    if (!u->plan) {
-        lua_pushstring(L, "lstm stack (closed)");
-        return 1;
-    }
-    const spk_lstm_plan_info *i = spk_lstm_plan_get_info(u->plan);
-    lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)", (int)i->shape.layers,
-                    (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
-                    i->schedule.concurrent ? "concurrent" : "sequential",
-                    i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
+    spk_lua_set_gpu_shape(L, &info->shape);
     return 1;
 }
 
@@ -436,15 +325,7 @@ static int l_schedule_fits(lua_State *L)
 
 void spk_open_stack(lua_State *L, int module)
 {
-    static const luaL_Reg methods[] = {
-        {"forward", l_forward}, {"time", l_time}, {"info", l_info}, {"close", l_close}, {NULL, NULL}};
-    static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
-    if (luaL_newmetatable(L, PLAN_MT)) {
-        luaL_setfuncs(L, meta, 0);
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
     lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "stack_new");
     lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "stack_variant_check");
     lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "stack_schedule_fits");

@@ -1,0 +1,46 @@
+/* What the bindings of the GPU stack plans share (stack.c: core.stack_new,
+ * cluster.c: core.cluster_stack_new): the option readers, the info fields of
+ * every plan, and the plan userdata with its time, close and __tostring. */
+#ifndef SPK_LUA_GPU_PLAN_H
+#define SPK_LUA_GPU_PLAN_H
+
+#include "lstm/device_layers.h"
+#include "lstm/lstm.h"
+#include "lua/bind.h"
+
+/* t.name as an integer, def when nil; otherwise a Lua error
+ * "<where>.<name> must be an integer, got <type>". */
+lua_Integer spk_lua_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where);
+/* t.math: "fp32" (left out) or "tf32", the input projections' math. */
+spk_math_mode spk_lua_read_math(lua_State *L, int t);
+/* Layers from a Lua list of {W =, R =, B =}; the tensors stay referenced by
+ * the list (on the Lua stack) for the duration of the call. */
+spk_lstm_layer *spk_lua_read_layers(lua_State *L, int idx, int *count);
+
+/* Sets t.defines = {NAME = "value", ...} on the table at the top. */
+void spk_lua_set_defines(lua_State *L, const spk_define *defines, int count);
+/* Sets layers, hidden, input, batch, steps and math on the table at the top. */
+void spk_lua_set_gpu_shape(lua_State *L, const spk_lstm_gpu_shape *shape);
+
+/* A plan type as its binding describes it to the shared userdata. */
+typedef struct spk_lua_gpu_plan_type {
+    const char *metatable;
+    const char *closed_name; /* __tostring of a closed plan */
+    void (*free)(void *plan);
+    int (*time)(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
+    void (*push_name)(lua_State *L, const void *plan); /* pushes __tostring of an open plan */
+} spk_lua_gpu_plan_type;
+
+/* Registers the type's metatable (__gc and __close: an idempotent release,
+ * __tostring) with the methods forward and info (the binding's) and time and
+ * close. `type` must outlive the Lua state (a static). */
+void spk_lua_gpu_plan_register(lua_State *L, const spk_lua_gpu_plan_type *type, lua_CFunction forward,
+                               lua_CFunction info);
+/* Pushes a new userdata of the type holding no plan yet; the caller stores
+ * the plan in the returned slot (a failed constructor leaves it NULL). */
+void **spk_lua_gpu_plan_push(lua_State *L, const spk_lua_gpu_plan_type *type);
+/* The plan of the userdata at argument 1; "lstm stack: the plan is closed"
+ * once closed. */
+void *spk_lua_gpu_plan_check(lua_State *L, const spk_lua_gpu_plan_type *type);
+
+#endif
