@@ -169,10 +169,7 @@ static int l_stack_new(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_cluster_plan_options o;
     memset(&o, 0, sizeof o);
-    lua_getfield(L, 1, "layers");
-    o.layers = spk_lua_read_layers(L, lua_gettop(L), &o.count);
-    o.batch = spk_lua_int_field(L, 1, "batch", 0, "stack");
-    o.steps = spk_lua_int_field(L, 1, "steps", 0, "stack");
+    o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     o.tile_rows = spk_lua_int_field(L, 1, "tile_rows", 0, "stack");
     o.math = spk_lua_read_math(L, 1);
     lua_getfield(L, 1, "kernel");

@@ -33,7 +33,7 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t)
     return math;
 }
 
-spk_lstm_layer *spk_lua_read_layers(lua_State *L, int idx, int *count)
+static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
 {
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "lstm stack: layers must be a list of {W =, R =, B =}, got %s", luaL_typename(L, idx));
@@ -58,6 +58,15 @@ spk_lstm_layer *spk_lua_read_layers(lua_State *L, int idx, int *count)
         lua_pop(L, 1);
     }
     *count = n;
+    return layers;
+}
+
+const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps)
+{
+    lua_getfield(L, 1, "layers");
+    const spk_lstm_layer *layers = read_layers(L, lua_gettop(L), count);
+    *batch = spk_lua_int_field(L, 1, "batch", 0, "stack");
+    *steps = spk_lua_int_field(L, 1, "steps", 0, "stack");
     return layers;
 }
 

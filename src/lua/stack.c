@@ -151,11 +151,7 @@ static int l_stack_new(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lstm_plan_options o;
     memset(&o, 0, sizeof o);
-    lua_getfield(L, 1, "layers");
-    int layers_idx = lua_gettop(L);
-    o.layers = spk_lua_read_layers(L, layers_idx, &o.count);
-    o.batch = spk_lua_int_field(L, 1, "batch", 0, "stack");
-    o.steps = spk_lua_int_field(L, 1, "steps", 0, "stack");
+    o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     lua_getfield(L, 1, "kernel");
     read_variant(L, -1, o.batch, &o.variant);
     lua_pop(L, 1);
