@@ -441,17 +441,14 @@ int spk_cluster_plan_finish(spk_cluster_plan *p)
     uint32_t status = 0;
     if (spk_memcpy_d2h(&status, spk_tensor_data(p->status), sizeof status, p->stream) != 0)
         return -1;
-    if (status == STATUS_BAD_GEOMETRY)
-        return spk_fail("lstm stack: the cluster kernel refused its launch geometry (cluster shape, block size, "
-                        "tile rows or shared memory); the output is not valid");
-    if (status == STATUS_EXCHANGE_TIMEOUT)
-        return spk_fail("lstm stack: the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
-                        "the output is not valid");
-    if (status == STATUS_NEEDS_SM90)
-        return spk_fail("lstm stack: the cluster kernel was built for an architecture below sm_90 and did not run");
-    if (status != 0)
-        return spk_fail("lstm stack: the cluster kernel reported status %u", status);
-    return 0;
+    static const spk_lstm_gpu_status known[] = {
+        {STATUS_BAD_GEOMETRY, "the cluster kernel refused its launch geometry (cluster shape, block size, "
+                              "tile rows or shared memory); the output is not valid"},
+        {STATUS_EXCHANGE_TIMEOUT, "the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
+                                  "the output is not valid"},
+        {STATUS_NEEDS_SM90, "the cluster kernel was built for an architecture below sm_90 and did not run"},
+    };
+    return spk_lstm_gpu_check_status(status, known, (int)(sizeof known / sizeof *known), "cluster");
 }
 
 spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)

@@ -193,6 +193,16 @@ int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gp
     return 0;
 }
 
+int spk_lstm_gpu_check_status(unsigned code, const spk_lstm_gpu_status *known, int count, const char *kernel)
+{
+    if (code == 0)
+        return 0;
+    for (int i = 0; i < count; i++)
+        if (known[i].code == code)
+            return spk_fail("lstm stack: %s", known[i].message);
+    return spk_fail("lstm stack: the %s kernel reported status %u", kernel, code);
+}
+
 spk_tensor *spk_lstm_gpu_forward(const spk_lstm_gpu_runner *p, const spk_tensor *x)
 {
     if (spk_lstm_check_x(p->shape->batch, p->shape->steps, p->shape->input, x) != 0)

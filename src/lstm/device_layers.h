@@ -86,6 +86,15 @@ int spk_lstm_gpu_check_enqueue(const spk_lstm_gpu_shape *shape, const spk_tensor
 int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gpu_shape *shape, const spk_tensor *x,
                                 spk_stream *s, int (*recur)(void *plan, int layer), void *plan);
 
+/* A status code a plan's kernel reports and what it means. */
+typedef struct spk_lstm_gpu_status {
+    unsigned code;
+    const char *message; /* after "lstm stack: " */
+} spk_lstm_gpu_status;
+/* 0 for code 0; else fails with the message of `code` in known[count], or
+ * "lstm stack: the <kernel> kernel reported status <code>". */
+int spk_lstm_gpu_check_status(unsigned code, const spk_lstm_gpu_status *known, int count, const char *kernel);
+
 /* A plan as forward and time drive it: `enqueue` puts one forward pass of a
  * contiguous device x on `stream` (result in `output`), `finish` waits for
  * the plan's streams and reports what the kernels flagged. */

@@ -523,15 +523,13 @@ int spk_lstm_plan_finish(spk_lstm_plan *p)
     const uint64_t *state = spk_tensor_data(p->state);
     if (spk_memcpy_d2h(&status, state + 2 * p->info.schedule.tiles * g->state_tile, sizeof status, p->stream) != 0)
         return -1;
+    static const spk_lstm_gpu_status known[] = {
+        {STATUS_TIMEOUT, "a recurrence block waited longer than the timeout for a step flag "
+                         "(a block of its tile was not running); the output is not valid"},
+        {STATUS_BAD_GEOMETRY, "the recurrence kernel refused its tile geometry; the output is not valid"},
+    };
     unsigned code = (unsigned)(status & 0xffffffffu);
-    if (code == STATUS_TIMEOUT)
-        return spk_fail("lstm stack: a recurrence block waited longer than the timeout for a step flag "
-                        "(a block of its tile was not running); the output is not valid");
-    if (code == STATUS_BAD_GEOMETRY)
-        return spk_fail("lstm stack: the recurrence kernel refused its tile geometry; the output is not valid");
-    if (code != 0)
-        return spk_fail("lstm stack: the recurrence kernel reported status %u", code);
-    return 0;
+    return spk_lstm_gpu_check_status(code, known, (int)(sizeof known / sizeof *known), "recurrence");
 }
 
 spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *p, const spk_tensor *x)

@@ -63,6 +63,7 @@ static spk_lstm_layer *read_layers(lua_State *L, int idx, int *count)
 
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps)
 {
+    luaL_checktype(L, 1, LUA_TTABLE);
     lua_getfield(L, 1, "layers");
     const spk_lstm_layer *layers = read_layers(L, lua_gettop(L), count);
     *batch = spk_lua_int_field(L, 1, "batch", 0, "stack");

@@ -14,9 +14,10 @@ lua_Integer spk_lua_int_field(lua_State *L, int t, const char *name, lua_Integer
 /* t.math: "fp32" (left out) or "tf32", the input projections' math. */
 spk_math_mode spk_lua_read_math(lua_State *L, int t);
 /* The options every stack constructor reads first, in this order, from the
- * table at argument 1: layers, a list of {W =, R =, B =} (the list stays on
- * the Lua stack, so its tensors stay referenced for the call), batch and
- * steps ("stack.batch must be an integer, ..."). */
+ * table at argument 1 (which must be a table): layers, a list of
+ * {W =, R =, B =} (the list stays on the Lua stack, so its tensors stay
+ * referenced for the call), batch and steps ("stack.batch must be an
+ * integer, ..."). */
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps);
 
 /* Sets t.defines = {NAME = "value", ...} on the table at the top. */

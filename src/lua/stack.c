@@ -148,7 +148,6 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
 
 static int l_stack_new(lua_State *L)
 {
-    luaL_checktype(L, 1, LUA_TTABLE);
     spk_lstm_plan_options o;
     memset(&o, 0, sizeof o);
     o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
