@@ -396,9 +396,10 @@ describe("spk tune", function()
     local dir = spec_tmpdir()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--dir", dir }
     assert.are.equal(0, code)
-    assert.matches("batch 1: 10 variants", out) -- 4 cuDNN, 3 persistent, cluster default and tile 1 twice
+    assert.matches("batch 1: 11 variants", out) -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 twice
+    assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("batch 8: 16 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, cell lanes, store late%)", out)
+    assert.matches("batch 8: 17 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, cell lanes, store late%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     os.execute("rm -rf " .. shell_quote(dir))

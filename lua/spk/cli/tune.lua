@@ -32,9 +32,10 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      steps class, the smallest power of two >= N
   --rounds N         timed rounds (default 5); --warmup N untimed (default 2)
   --candidates LIST  backends that may win (default persistent,cluster; cudnn
-                     may be added): persistent runs units 4, 8, 16; cluster
-                     its per-batch default, and tile heights 1, 2, 4, ... up
-                     to the batch, each plain and with cell=lanes store=late
+                     may be added): persistent runs its per-batch default
+                     and units 4, 8, 16; cluster its per-batch default, and
+                     tile heights 1, 2, 4, ... up to the batch, each plain
+                     and with cell=lanes store=late
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -82,7 +83,9 @@ end
 -- into spk.lstm.stack's (what the record stores as the winner's options).
 local function variants(backend, batch, algos)
   if backend == "persistent" then
-    return { { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
+    -- its per-batch default first (gate blocks and row groups, which the
+    -- units-only variants leave off), then units 4, 8 and 16
+    return { {}, { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
   elseif backend == "cluster" then
     -- its per-batch default, then each tile height with the step-latency
     -- options off and with the cell in the reducing lanes and the late store
