@@ -411,7 +411,7 @@ describe("spk tune", function()
     -- per variant: median ms, whether it passed its bound, math, error
     local made_up = {
       cudnn = { 10.0, 9.0, 12.0, 11.0 },
-      persistent = { { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
+      persistent = { { 6.0, true }, { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
       cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 8.0, true } },
     }
     local seen_bounds, batches_run
@@ -453,16 +453,17 @@ describe("spk tune", function()
     local e = record.entries[1]
     assert.are.equal(2, e.batch)
     -- 4 ms failed its bound, 3 ms is tf32, cuDNN is no candidate by default: persistent u4 at 5 ms wins
+    -- (over the persistent default at 6 ms)
     assert.are.equal("persistent", e.winner.backend)
     assert.are.same({ kernel = { units = 4 } }, e.winner.options)
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 3 + 5, #e.candidates)
+    assert.are.equal(4 + 4 + 5, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    assert.are.equal(5, eligible) -- persistent u4 and every cluster row but the tf32 one
-    assert.are.equal("too little device capacity", e.candidates[7].error)
+    assert.are.equal(6, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
+    assert.are.equal("too little device capacity", e.candidates[8].error)
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
