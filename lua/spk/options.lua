@@ -27,6 +27,21 @@ function M.list(text, what)
   return out
 end
 
+-- The comma-separated items of `text`, each a key of the set `known`; `noun`
+-- names one item in the message ("--math: unknown math 'x' (known: fp32, tf32)").
+function M.choices(text, what, noun, known)
+  local out = M.list(text, what)
+  for _, item in ipairs(out) do
+    if not known[item] then
+      local names = {}
+      for name in pairs(known) do names[#names + 1] = name end
+      table.sort(names)
+      M.fail(("--%s: unknown %s '%s' (known: %s)"):format(what, noun, item, table.concat(names, ", ")))
+    end
+  end
+  return out
+end
+
 -- The comma-separated integers >= 1 of `text` (at least one).
 function M.positives(text, what)
   local out = {}

@@ -72,10 +72,7 @@ local function parse(args)
     elseif a == "--backends" then o.backends = list(value("backends"), "backends")
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
     elseif a == "--math" then
-      o.maths = list(value("math"), "math")
-      for _, m in ipairs(o.maths) do
-        if m ~= "fp32" and m ~= "tf32" then fail(("--math: unknown math '%s' (known: fp32, tf32)"):format(m)) end
-      end
+      o.maths = options.choices(value("math"), "math", "math", { fp32 = true, tf32 = true })
     elseif a == "--json" then o.json = value("json")
     elseif a == "--csv" then o.csv = value("csv")
     else fail(("unknown argument '%s' (see spk bench --help)"):format(a)) end

@@ -66,12 +66,7 @@ local function parse(args)
     elseif a == "--batches" then
       o.batches = options.positives(value("batches"), "batches")
     elseif a == "--candidates" then
-      o.candidates = list(value("candidates"), "candidates")
-      for _, c in ipairs(o.candidates) do
-        if not CANDIDATES[c] then
-          fail(("--candidates: unknown candidate '%s' (known: cluster, cudnn, persistent)"):format(c))
-        end
-      end
+      o.candidates = options.choices(value("candidates"), "candidates", "candidate", CANDIDATES)
     elseif a == "--dir" then o.dir = value("dir")
     else fail(("unknown argument '%s' (see spk tune --help)"):format(a)) end
     i = i + 1
