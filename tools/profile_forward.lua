@@ -16,7 +16,7 @@ local steps = 589
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 local x = spk.randn({ batch, steps, 60 }, { seed = 2 })
 local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, backend = backend,
-                              math = math_mode ~= "fp32" and math_mode or nil }
+                              math = math_mode }
 local y = plan:forward(x)
 spk.cuda.synchronize()
 print(("profile_forward: %s batch %d %s: output %s, variant %s"):format(
