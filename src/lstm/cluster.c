@@ -285,12 +285,9 @@ void spk_cluster_plan_free(spk_cluster_plan *p)
         return;
     spk_lstm_gpu_buffers_free(&p->buffers);
     spk_tensor_free(p->status);
-    if (p->kernel)
-        spk_kernel_free(p->kernel);
-    if (p->module)
-        spk_module_release(p->module);
-    if (p->stream)
-        spk_stream_release(p->stream);
+    spk_kernel_free(p->kernel);
+    spk_module_release(p->module);
+    spk_stream_release(p->stream);
     free(p);
 }
 

@@ -274,8 +274,7 @@ void spk_cudnn_stack_free(spk_cudnn_stack *p)
     for (size_t i = 0; i < sizeof storages / sizeof *storages; i++)
         if (storages[i])
             spk_storage_release(storages[i]);
-    if (p->options.stream)
-        spk_stream_release(p->options.stream);
+    spk_stream_release(p->options.stream);
     free(p);
 }
 

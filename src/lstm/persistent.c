@@ -283,24 +283,15 @@ void spk_lstm_plan_free(spk_lstm_plan *p)
         return;
     spk_lstm_gpu_buffers_free(&p->buffers);
     spk_tensor_free(p->state);
-    if (p->recurrence)
-        spk_kernel_free(p->recurrence);
-    if (p->trace_recurrence)
-        spk_kernel_free(p->trace_recurrence);
-    if (p->trace_module)
-        spk_module_release(p->trace_module);
-    if (p->clear)
-        spk_kernel_free(p->clear);
-    if (p->module)
-        spk_module_release(p->module);
-    if (p->fork)
-        spk_event_free(p->fork);
-    if (p->join)
-        spk_event_free(p->join);
-    if (p->side)
-        spk_stream_release(p->side);
-    if (p->stream)
-        spk_stream_release(p->stream);
+    spk_kernel_free(p->recurrence);
+    spk_kernel_free(p->trace_recurrence);
+    spk_module_release(p->trace_module);
+    spk_kernel_free(p->clear);
+    spk_module_release(p->module);
+    spk_event_free(p->fork);
+    spk_event_free(p->join);
+    spk_stream_release(p->side);
+    spk_stream_release(p->stream);
     free(p);
 }
 
@@ -565,8 +556,7 @@ static int prepare_trace_kernel(spk_lstm_plan *p)
     p->trace_recurrence = k;
     return 0;
 fail:
-    if (k)
-        spk_kernel_free(k);
+    spk_kernel_free(k);
     spk_module_release(m);
     return -1;
 }
