@@ -119,27 +119,6 @@ end)
 
 local fixtures = "tests/fixtures"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function cudnn_oracle(layers, x)
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p " .. dir)
-  spk.lstm.save(dir, layers)
-  spk.save(dir .. "/x.npy", x)
-  local ok = os.execute(("python3 tools/torch_lstm.py %q >/dev/null 2>&1"):format(dir))
-  local ycudnn, y64
-  if ok and exists(dir .. "/y_cudnn_f32.npy") then
-    ycudnn, y64 = spk.load(dir .. "/y_cudnn_f32.npy"), spk.load(dir .. "/y_f64.npy")
-  end
-  os.execute("rm -rf '" .. dir .. "'")
-  return ycudnn, y64
-end
-
 local function describe_plan(plan)
   return ("%s; kernel: %d registers, %d bytes local, %d bytes smem, max active clusters %d"):format(plan.variant,
     plan.kernel.registers, plan.kernel.spills, plan.kernel.smem, plan.kernel.max_active_clusters)
@@ -173,13 +152,7 @@ describe("cluster backend (GPU)", function()
       local y = plan:forward(x)
       local ycudnn, y64 = cudnn_oracle(layers, x)
       y64 = y64 or spk.lstm.reference(layers, x, { precision = "f64" })
-      if ycudnn then
-        check_against_cudnn(y, y64, ycudnn, describe_plan(plan))
-      else
-        -- no torch: the bound cuDNN's FP32 reaches on such weights (DESIGN.md §4), with headroom
-        local c = spk.compare(y, y64)
-        assert.is_true(c.rel_l2 <= 1.1 * 4e-6 * 2, ("rel_l2 %.3g (%s)"):format(c.rel_l2, describe_plan(plan)))
-      end
+      check_against_cudnn(y, y64, ycudnn, describe_plan(plan))
       local rounds = steps >= 589 and batch >= 64 and 3 or 10
       for i = 1, rounds - 1 do
         local same, c = bit_compare(plan:forward(x), y)

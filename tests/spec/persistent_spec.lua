@@ -168,21 +168,6 @@ end)
 
 local fixtures = "tests/fixtures"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function cudnn_oracle(dir, layers, x)
-  -- tools/torch_lstm.py writes y_cudnn_f32.npy and y_f64.npy beside x and the weights.
-  spk.lstm.save(dir, layers)
-  spk.save(dir .. "/x.npy", x)
-  local ok = os.execute(("python3 tools/torch_lstm.py %q >/dev/null 2>&1"):format(dir))
-  if not ok or not exists(dir .. "/y_cudnn_f32.npy") then return nil end
-  return spk.load(dir .. "/y_cudnn_f32.npy"), spk.load(dir .. "/y_f64.npy")
-end
-
 describe("spk.lstm.stack persistent (GPU)", function()
   for _, case in ipairs(fixture_cases(fixtures)) do
     gpu_it("matches fixture " .. case .. " within cuDNN FP32's error", function()
@@ -210,17 +195,9 @@ describe("spk.lstm.stack persistent (GPU)", function()
       local x = lcg_uniform({ batch, steps, 60 }, batch + steps)
       local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps }
       local y = plan:forward(x)
-      local dir = os.tmpname()
-      os.remove(dir)
-      os.execute("mkdir -p " .. dir)
-      local ycudnn, y64 = cudnn_oracle(dir, layers, x)
+      local ycudnn, y64 = cudnn_oracle(layers, x)
       y64 = y64 or spk.lstm.reference(layers, x, { precision = "f64" })
-      if ycudnn then
-        check_against_cudnn(y, y64, ycudnn)
-      else
-        -- no torch: the bound cuDNN's FP32 reaches on such weights (DESIGN.md §4), with headroom
-        assert.is_true(spk.compare(y, y64).rel_l2 <= 1.1 * 4e-6 * 2)
-      end
+      check_against_cudnn(y, y64, ycudnn)
       local rounds = steps >= 589 and batch >= 64 and 3 or 10
       for _ = 1, rounds - 1 do assert.is_true(same_bits(plan:forward(x), y)) end
       -- device input gives the output on the device, the same bits
