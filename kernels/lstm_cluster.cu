@@ -28,10 +28,17 @@
 //                   scalar DSMEM stores per cell); 1: cells write h into
 //                   their own block, __syncthreads, then one 16-byte store per
 //                   (row, 4 units, peer block): 4x fewer remote stores
-//   MBARRIER_EXCHANGE  1 (needs VECTOR_PUSH): no cluster barrier per step;
-//                   pushes are st.async with complete_tx on the receiver's
-//                   mbarrier, and each block waits only for the bytes of its
-//                   next h (see "The mbarrier exchange" below)
+//   MBARRIER_EXCHANGE  1 (needs VECTOR_PUSH or DIRECT_PUSH): no cluster
+//                   barrier per step; pushes are st.async with complete_tx on
+//                   the receiver's mbarrier, and each block waits only for the
+//                   bytes of its next h (see "The mbarrier exchange" below)
+//   DIRECT_PUSH     1 (needs MBARRIER_EXCHANGE and CELL_IN_LANES): every lane
+//                   that holds one of a row's gate sums gathers the other
+//                   three and finishes the cell (copies of the same cell, the
+//                   same bits); the copies split the blocks between them and
+//                   st.async their h straight into each block, their own
+//                   included. The step has no block barrier at all: a warp
+//                   goes from its mbarrier wait to its pushes on its own
 // None of these changes a sum or a cell: every option gives the same bits.
 //
 // Work split. Grid (CLUSTER, tiles, 2), cluster (CLUSTER, 1, 1): blockIdx.z is
@@ -120,6 +127,15 @@
 //  - Write after read: block X pushes into Y's h[q] at step s+2 only after it
 //    waited for Y's step-s+1 bytes, which Y pushed after the __syncthreads of
 //    step s+1, after Y's reads of h[q] at step s+1.
+//  - DIRECT_PUSH: a block's own units come through st.async as well (the
+//    tx-count covers all rows * HIDDEN * 4 bytes), so no __syncthreads is
+//    needed. Every warp owns units and pushes them to every block, so a
+//    warp passes its wait at step s+1 only after every warp of every block
+//    pushed step s, which each did after its own reads of step s: the write
+//    after read argument above holds warp by warp. Pushes of a phase may reach
+//    a barrier before its re-arm (the tx-count goes below zero), but never
+//    before the previous phase completed, and the phase cannot complete
+//    without the re-arm's arrival.
 //  - Exit: after the last step every block takes one cluster barrier, so no
 //    block leaves while a peer may still store into its shared memory.
 //  - Never hanging: a wait gives up after about a second (globaltimer),
@@ -156,6 +172,9 @@
 #ifndef MBARRIER_EXCHANGE
 #define MBARRIER_EXCHANGE 0
 #endif
+#ifndef DIRECT_PUSH
+#define DIRECT_PUSH 0
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -188,7 +207,9 @@ static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP =
               "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS <= 2048, "MIN_BLOCKS must be 1 .. 2048 / THREADS");
 static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN / CLUSTER) a multiple of 4");
-static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH");
+static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH || DIRECT_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH or DIRECT_PUSH");
+static_assert(!DIRECT_PUSH || (MBARRIER_EXCHANGE && CELL_IN_LANES && !VECTOR_PUSH),
+              "DIRECT_PUSH needs MBARRIER_EXCHANGE and CELL_IN_LANES, and excludes VECTOR_PUSH");
 static_assert(4 * (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
                    (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE)) <= 227 * 1024,
               "shared memory (weights, two h buffers, pre-activations) must fit 227 KiB");
@@ -307,6 +328,15 @@ __device__ __forceinline__ void store_async4(unsigned address, float4 v, unsigne
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
                      address),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+
+// 4 bytes into a block's shared memory (a peer's or this block's own), counted
+// on that block's mbarrier.
+__device__ __forceinline__ void store_async1(unsigned address, float v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address),
+                 "f"(v), "r"(bar)
                  : "memory");
 }
 
@@ -463,18 +493,32 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //  - lanes form: the unit of this thread's gate row j/4; the lane of gate 0
     //    with chunk q < ROW_GROUP owns row k*ROW_GROUP + scatter_row(q) of
     //    every group k (the lanes of gates 1..3 own nothing).
+//  - direct pushes: every lane of the unit holds a copy of the cell of its
+//    row; copy (gate p, chunk q) = p * CHUNKS / G + q / G pushes to blocks
+//    copy, copy + COPIES, ... and copy 0 (the lanes form's owner) stores
+//    the output.
 #if CELL_IN_LANES
-    const bool cell_lane = (j & 3) == 0 && q < ROW_GROUP;
     const int lane_row = scatter_row<ROW_GROUP>(q);
     const int lane_unit = j >> 2;
     const int unit_lane0 = (tid & 31) & ~(4 * CHUNKS - 1); // lane of gate 0, chunk 0 of this unit
+#if DIRECT_PUSH
+#define COPIES (4 * CHUNKS / ROW_GROUP)
+    const int copy = (j & 3) * (CHUNKS / ROW_GROUP) + q / ROW_GROUP;
+    const bool cell_lane = true;
+    const bool store_lane = copy == 0;
+#else
+    const bool cell_lane = (j & 3) == 0 && q < ROW_GROUP;
+    const bool store_lane = true;
+#endif
 #define SLOT_ROW(k) ((k) * ROW_GROUP + lane_row)
 #define SLOT_UNIT(k) lane_unit
 #define SLOT_OWNED(k) (cell_lane && SLOT_ROW(k) < rows)
+#define SLOT_STORES(k) (store_lane && SLOT_OWNED(k))
 #else
 #define SLOT_ROW(k) ((tid + (k) * THREADS) / UNITS)
 #define SLOT_UNIT(k) ((tid + (k) * THREADS) % UNITS)
 #define SLOT_OWNED(k) (SLOT_ROW(k) < rows)
+#define SLOT_STORES(k) SLOT_OWNED(k)
 #endif
     float c[SLOTS], hv[SLOTS];
     float4 gx[SLOTS], b4[SLOTS];
@@ -495,7 +539,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         h_buffers[i] = 0.0f;
 #if MBARRIER_EXCHANGE
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4); // full[q] at full0 + 8q
-    const unsigned exchange_bytes = (unsigned)(rows * (HIDDEN - UNITS) * 4);
+    // direct pushes bring this block's own units through the mbarrier too
+    const unsigned exchange_bytes = (unsigned)(rows * (DIRECT_PUSH ? HIDDEN : HIDDEN - UNITS) * 4);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
     if (tid == 0) {
         mbarrier_init(full0, 1);
@@ -535,11 +580,16 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < SLOTS; k++) {
             if (k * ROW_GROUP < rows) {
                 const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
+#if DIRECT_PUSH
+                const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
+#else
+                const float pi = s; // only the lanes of gate 0 use it
+#endif
                 const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
                 const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
                 const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
                 if (SLOT_OWNED(k))
-                    hv[k] = spk_lstm_cell(gx[k], s, pf, pc, po, b4[k], c[k]);
+                    hv[k] = spk_lstm_cell(gx[k], pi, pf, pc, po, b4[k], c[k]);
             }
         }
 #else
@@ -568,10 +618,18 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < SLOTS; k++) {
             if (SLOT_OWNED(k)) {
                 const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
-                if (!LATE_STORE || last)
+                if (SLOT_STORES(k) && (!LATE_STORE || last))
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                 if (!last) {
-#if VECTOR_PUSH
+#if DIRECT_PUSH
+                    const unsigned local =
+                        (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
+                    const unsigned bar = full0 + 8u * (unsigned)(parity ^ 1);
+                    for (int g = copy; g < CLUSTER; g += COPIES) {
+                        const unsigned target = (rank + (unsigned)g) % CLUSTER;
+                        store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
+                    }
+#elif VECTOR_PUSH
                     h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
 #else
                     const unsigned local =
@@ -617,7 +675,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < SLOTS; k++) {
             if (SLOT_OWNED(k)) {
                 const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
-                if (LATE_STORE)
+                if (LATE_STORE && SLOT_STORES(k))
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                 gx[k] = __ldg(gates4 + ((size_t)(row0 + b) * steps + t_next) * HIDDEN + first_unit + u);
             }

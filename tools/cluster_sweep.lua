@@ -35,6 +35,12 @@
 --   lanes+mbar     the same with the cell in lanes and the late store
 --   c16 lanes+mbar cluster 16, 256 threads (8 units a block, same bits):
 --                  half the dot work per block, twice the peers
+--   direct         lanes+mbar with direct pushes: every copy of a cell
+--                  st.asyncs its h into its share of the blocks, no
+--                  __syncthreads and no shared-memory round trip before the
+--                  push: a step with no block barrier at all
+--   c16 direct     the same at cluster 16; "c16 direct 128" with 128 threads
+--                  (4 chunks a gate row: 32 FMAs a thread, two shuffle levels)
 --   default        what a plan picks without kernel options (batch_table)
 -- The mbarrier lines come last in a batch; a wait that hangs is cut after a
 -- second and reported as an error line, not a stuck run.
@@ -72,7 +78,7 @@ end
 
 -- Tile heights per batch (both in either mode: variants past 64 registers
 -- run 15 clusters at once, not 30, so the one-wave height differs).
-local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 8, 4 }, [64] = { 8, 16 }, [256] = { 16, 32 } }
+local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 8, 4 }, [64] = { 8, 4 }, [256] = { 16, 32 } }
 local function tiles_of(batch)
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
@@ -88,9 +94,15 @@ local variants = {
   { name = "lanes+mbar", kernel = { cell = "lanes", store = "late", exchange = "mbarrier" }, mbarrier = true },
   { name = "c16 lanes+mbar", kernel = { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier" },
     mbarrier = true },
+  { name = "direct", kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
+    mbarrier = true },
+  { name = "c16 direct", kernel = { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier",
+                                    push = "direct" }, mbarrier = true },
+  { name = "c16 direct 128", kernel = { cluster = 16, threads = 128, cell = "lanes", store = "late",
+                                        exchange = "mbarrier", push = "direct" }, mbarrier = true },
 }
 if quick then -- the lines that decide the table
-  variants = { variants[1], variants[2], variants[4], variants[5], variants[6], variants[8], variants[9] }
+  variants = { variants[1], variants[2], variants[9], variants[10], variants[11], variants[12] }
 end
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
@@ -176,14 +188,15 @@ for _, batch in ipairs(batches) do
 end
 
 say("\nfastest bitwise-equal variant per batch; batch_table rows for src/lstm/cluster.c:")
-say("  {max_batch, cluster, tile_rows, cell_in_lanes, late_store, vector_push, mbarrier_exchange}")
+say("  {max_batch, cluster, tile_rows, cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push}")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
     local k = b.kernel
-    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %s, %s, %s, %s},", batch,
-      b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile, tostring(k.cell == "lanes"),
-      tostring(k.store == "late"), tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"))
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %s, %s, %s, %s, %s}, "
+      .. "threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile,
+      tostring(k.cell == "lanes"), tostring(k.store == "late"), tostring(k.push == "vector"),
+      tostring(k.exchange == "mbarrier"), tostring(k.push == "direct"), k.threads)
   end
 end
 say("cluster_sweep: %d s", elapsed())

@@ -17,6 +17,10 @@
 --                                         cell = "shared",      -- | "lanes": the reducing lanes finish the cell
 --                                         store = "step",       -- | "late": h to the output after the arrive
 --                                         push = "scalar",      -- | "vector": 16-byte DSMEM pushes
+--                                                               -- | "direct": each lane st.asyncs its cell's
+--                                                               -- h into its share of the blocks, no block
+--                                                               -- barrier in a step (needs cell = "lanes"
+--                                                               -- and exchange = "mbarrier")
 --                                         exchange = "barrier"}}-- | "mbarrier": st.async + mbarrier waits
 --   Without `kernel` the plan takes the default for its batch
 --   (spk.lstm.cluster_default(batch, hidden): src/lstm/cluster.c's batch_table).
@@ -46,7 +50,6 @@ return function(spk, core)
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
     { "store", "step", "late", "late_store" },
-    { "push", "scalar", "vector", "vector_push" },
     { "exchange", "barrier", "mbarrier", "mbarrier_exchange" },
   }
 
@@ -93,9 +96,17 @@ return function(spk, core)
       end
       k[field] = value == on
     end
-    if k.mbarrier_exchange then
+    local push = kernel.push or "scalar"
+    if push ~= "scalar" and push ~= "vector" and push ~= "direct" then
+      fail(("kernel.push must be \"scalar\", \"vector\" or \"direct\", got %s"):format(tostring(push)), level + 1)
+    end
+    k.vector_push, k.direct_push = push == "vector", push == "direct"
+    if k.direct_push and not (k.mbarrier_exchange and k.cell_in_lanes) then
+      fail("kernel.push \"direct\" needs kernel.exchange \"mbarrier\" and kernel.cell \"lanes\"", level + 1)
+    end
+    if k.mbarrier_exchange and not k.direct_push then
       if kernel.push == "scalar" then
-        fail("kernel.exchange \"mbarrier\" needs kernel.push \"vector\"", level + 1)
+        fail("kernel.exchange \"mbarrier\" needs kernel.push \"vector\" or \"direct\"", level + 1)
       end
       k.vector_push = true
     end
@@ -117,7 +128,7 @@ return function(spk, core)
              min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
              tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
              late_store = v.store == "late", vector_push = v.push == "vector",
-             mbarrier_exchange = v.exchange == "mbarrier" }
+             direct_push = v.push == "direct", mbarrier_exchange = v.exchange == "mbarrier" }
   end
 
   local function construct(opts, level)
@@ -162,7 +173,7 @@ return function(spk, core)
     local options = {}
     if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
     if k.store == "late" then options[#options + 1] = "late store" end
-    if k.push == "vector" then options[#options + 1] = "vector push" end
+    if k.push ~= "scalar" then options[#options + 1] = k.push .. " push" end
     if k.exchange == "mbarrier" then options[#options + 1] = "mbarrier exchange" end
     if projections == "tf32" then options[#options + 1] = "tf32 projections" end
     self.variant = ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s%s"):format(k.cluster,

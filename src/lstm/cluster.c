@@ -55,7 +55,9 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     }
     int gate_rows = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) : 0;
     int chunks = gate_rows > 0 && v->threads % gate_rows == 0 ? v->threads / gate_rows : 0;
-    if (v->mbarrier_exchange)
+    if (v->direct_push)
+        v->vector_push = false;
+    else if (v->mbarrier_exchange)
         v->vector_push = true;
     if (v->max_tile_rows == 0)
         v->max_tile_rows = 32;
@@ -160,8 +162,12 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
     if (v->min_blocks < 1 || v->min_blocks * v->threads > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for %d threads", v->min_blocks, 2048 / v->threads,
                         v->threads);
-    if (v->mbarrier_exchange && !v->vector_push)
-        return spk_fail("kernel: the mbarrier exchange needs vector pushes (kernel.push \"vector\")");
+    if (v->direct_push && (!v->mbarrier_exchange || !v->cell_in_lanes || v->vector_push))
+        return spk_fail("kernel: direct pushes (kernel.push \"direct\") need kernel.exchange \"mbarrier\" and "
+                        "kernel.cell \"lanes\"");
+    if (v->mbarrier_exchange && !v->vector_push && !v->direct_push)
+        return spk_fail("kernel: the mbarrier exchange needs vector or direct pushes (kernel.push \"vector\" or "
+                        "\"direct\")");
     if (v->vector_push && (v->hidden / v->cluster) % 4 != 0)
         return spk_fail("kernel: vector pushes need a multiple of 4 units per block (hidden %d / cluster %d = %d)",
                         v->hidden, v->cluster, v->hidden / v->cluster);
@@ -183,7 +189,7 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
 {
     static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
         "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",        "MIN_BLOCKS",
-        "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE"};
+        "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH"};
     int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
                                                v->cluster,
                                                v->threads,
@@ -194,7 +200,8 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
                                                v->cell_in_lanes ? 1 : 0,
                                                v->late_store ? 1 : 0,
                                                v->vector_push ? 1 : 0,
-                                               v->mbarrier_exchange ? 1 : 0};
+                                               v->mbarrier_exchange ? 1 : 0,
+                                               v->direct_push ? 1 : 0};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];

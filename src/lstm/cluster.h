@@ -33,7 +33,10 @@ typedef struct spk_cluster_variant {
     bool late_store;        /* LATE_STORE: h to the output after the cluster arrive */
     bool vector_push;       /* VECTOR_PUSH: 16-byte DSMEM pushes of the block's h (units % 4 == 0) */
     bool mbarrier_exchange; /* MBARRIER_EXCHANGE: st.async + mbarrier waits, no cluster barrier per step
-                               (implies vector_push) */
+                               (implies vector_push unless direct_push) */
+    bool direct_push;       /* DIRECT_PUSH: every lane holding a copy of a cell st.asyncs its h into its
+                               share of the blocks; no block barrier in a step (needs mbarrier_exchange and
+                               cell_in_lanes; replaces vector_push) */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
@@ -53,7 +56,7 @@ typedef struct spk_cluster_geometry {
  * registers is set (mbarrier_exchange, except in the lanes form with one
  * row; vector_push without cell_in_lanes past one row; cell_in_lanes past
  * 8 rows), else 1;
- * mbarrier_exchange sets vector_push.
+ * mbarrier_exchange sets vector_push unless direct_push is set (which clears it).
  * Fields already set (non-zero) are kept. */
 void spk_cluster_variant_fit(spk_cluster_variant *v);
 /* Checks a variant against the kernel's static_asserts; messages name the
@@ -62,7 +65,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 11
+#define SPK_CLUSTER_VARIANT_DEFINES 12
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];

@@ -2,7 +2,8 @@
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
  *                          kernel = {hidden =, cluster =, threads =, tile_rows =, row_group =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
- *                                    vector_push =, mbarrier_exchange =}}   -> plan userdata
+ *                                    vector_push =, mbarrier_exchange =, direct_push =}}
+ *                                    -> plan userdata
  *   plan:forward(x) -> tensor on x's device
  *   plan:time(rounds, warmup) -> {ms, ...}
  *   plan:info() -> table (kernel attributes, schedule)
@@ -32,9 +33,9 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
         static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
-                                      "mbarrier_exchange"};
+                                      "mbarrier_exchange", "direct_push"};
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
-                         &v->mbarrier_exchange};
+                         &v->mbarrier_exchange, &v->direct_push};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
             lua_getfield(L, t, flags[i]);
             *slots[i] = lua_toboolean(L, -1);
@@ -58,7 +59,8 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
     lua_pushstring(L, v->cell_in_lanes ? "lanes" : "shared"), lua_setfield(L, -2, "cell");
     lua_pushstring(L, v->late_store ? "late" : "step"), lua_setfield(L, -2, "store");
-    lua_pushstring(L, v->vector_push ? "vector" : "scalar"), lua_setfield(L, -2, "push");
+    lua_pushstring(L, v->direct_push ? "direct" : v->vector_push ? "vector" : "scalar");
+    lua_setfield(L, -2, "push");
     lua_pushstring(L, v->mbarrier_exchange ? "mbarrier" : "barrier"), lua_setfield(L, -2, "exchange");
     lua_pushinteger(L, g->units), lua_setfield(L, -2, "units");
     lua_pushinteger(L, g->gate_rows), lua_setfield(L, -2, "gate_rows");

@@ -129,19 +129,22 @@ TEST(latency_options_compile_without_spills)
 {
     struct {
         int cluster, rows;
-        bool lanes, late, vector, mbarrier;
+        bool lanes, late, vector, mbarrier, direct;
     } cases[] = {
-        {8, 1, true, false, false, false},  {8, 1, true, true, false, false},  {8, 1, false, true, false, false},
-        {8, 1, true, true, true, false},    {8, 1, true, true, true, true},    {8, 1, false, false, true, true},
-        {8, 8, true, true, false, false},   {8, 8, true, true, true, false},   {8, 8, true, true, true, true},
-        {8, 16, true, true, true, true},    {8, 32, true, true, true, true},   {8, 32, false, true, true, false},
-        {8, 16, false, true, true, false},  {8, 32, false, true, false, false}, {16, 1, true, true, true, true},
-        {16, 8, true, true, true, false},   {16, 16, false, false, true, true}, {4, 1, true, false, true, true},
+        {8, 1, true, false, false, false, false},  {8, 1, true, true, false, false, false},  {8, 1, false, true, false, false, false},
+        {8, 1, true, true, true, false, false},    {8, 1, true, true, true, true, false},    {8, 1, false, false, true, true, false},
+        {8, 8, true, true, false, false, false},   {8, 8, true, true, true, false, false},   {8, 8, true, true, true, true, false},
+        {8, 16, true, true, true, true, false},    {8, 32, true, true, true, true, false},   {8, 32, false, true, true, false, false},
+        {8, 16, false, true, true, false, false},  {8, 32, false, true, false, false, false}, {16, 1, true, true, true, true, false},
+        {16, 8, true, true, true, false, false},   {16, 16, false, false, true, true, false}, {4, 1, true, false, true, true, false},
+        {16, 1, true, true, false, true, true}, {16, 2, true, true, false, true, true},
+        {8, 8, true, true, false, true, true},  {8, 1, true, false, false, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         spk_cluster_variant v = {.hidden = 128, .cluster = cases[i].cluster, .max_tile_rows = cases[i].rows,
                                  .cell_in_lanes = cases[i].lanes, .late_store = cases[i].late,
-                                 .vector_push = cases[i].vector, .mbarrier_exchange = cases[i].mbarrier};
+                                 .vector_push = cases[i].vector, .mbarrier_exchange = cases[i].mbarrier,
+                                 .direct_push = cases[i].direct};
         spk_cluster_variant_fit(&v);
         CHECK(spk_cluster_variant_check(&v, NULL) == 0);
         spk_module *m = compile_verbose(&v);
@@ -155,7 +158,7 @@ TEST(latency_options_compile_without_spills)
         fprintf(stderr, "  cluster %2d threads %4d tile_rows %2d row_group %d min_blocks %d cell %-6s store %-4s "
                         "push %-6s exchange %-8s: %3d registers, %3d bytes spill stores, smem %zu\n",
                 v.cluster, v.threads, v.max_tile_rows, v.row_group, v.min_blocks, v.cell_in_lanes ? "lanes" : "shared",
-                v.late_store ? "late" : "step", v.vector_push ? "vector" : "scalar",
+                v.late_store ? "late" : "step", v.direct_push ? "direct" : v.vector_push ? "vector" : "scalar",
                 v.mbarrier_exchange ? "mbarrier" : "barrier", registers, spills,
                 spk_cluster_smem_bytes(&v, v.max_tile_rows));
         CHECK(registers > 0 && registers <= 65536 / (v.threads * v.min_blocks));
@@ -213,6 +216,32 @@ TEST(ptx_of_the_mbarrier_exchange)
     CHECK(arrives == 2);
     CHECK(memmem(code, bytes, "st.shared::cluster.f32", 22) == NULL);
     spk_module_release(m);
+}
+
+/* The PTX of the direct pushes: 4-byte st.async counted on the receiver's
+ * mbarrier, no 16-byte pushes, and no block barrier (bar.sync) at all: the
+ * two cluster barriers around the loop are the only ones. */
+TEST(ptx_of_the_direct_pushes)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 16, .max_tile_rows = 1, .cell_in_lanes = true,
+                             .mbarrier_exchange = true, .direct_push = true};
+    spk_cluster_variant_fit(&v);
+    CHECK(!v.vector_push && spk_cluster_variant_check(&v, NULL) == 0);
+    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    size_t bytes;
+    const char *code = spk_module_code(m, &bytes);
+    CHECK(memmem(code, bytes, "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32", 57) != NULL);
+    CHECK(memmem(code, bytes, "complete_tx::bytes.v4.f32", 25) == NULL);
+    CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
+    spk_module_release(m);
+    /* and the check refuses direct pushes without their two companions */
+    spk_cluster_variant lone = {.hidden = 128, .cluster = 16, .max_tile_rows = 1, .direct_push = true};
+    spk_cluster_variant_fit(&lone);
+    CHECK(spk_cluster_variant_check(&lone, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push \"direct\"");
 }
 
 /* The PTX of the default variant uses the cluster instructions the design
@@ -322,7 +351,7 @@ TEST(option_checks_and_the_batch_table)
     CHECK(v.vector_push && spk_cluster_variant_check(&v, NULL) == 0);
     v.vector_push = false;
     CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "needs vector pushes");
+    CHECK_STR_CONTAINS(spk_last_error(), "needs vector or direct pushes");
     spk_cluster_variant narrow = {.hidden = 16, .cluster = 8, .vector_push = true};
     spk_cluster_variant_fit(&narrow);
     CHECK(spk_cluster_variant_check(&narrow, NULL) != 0);
@@ -390,6 +419,7 @@ int main(void)
     RUN(every_variant_compiles_for_sm90_without_spills);
     RUN(latency_options_compile_without_spills);
     RUN(ptx_of_the_mbarrier_exchange);
+    RUN(ptx_of_the_direct_pushes);
     RUN(ptx_uses_dsmem_stores_and_the_split_cluster_barrier);
     RUN(static_asserts_reject_what_the_check_rejects);
     RUN(defaults_fit_the_hidden_size);

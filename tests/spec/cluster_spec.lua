@@ -68,9 +68,14 @@ describe("cluster backend options", function()
     end
     refuses({ cell = "registers" }, 'kernel.cell must be "shared" or "lanes", got registers')
     refuses({ store = "never" }, 'kernel.store must be "step" or "late"')
-    refuses({ push = 4 }, 'kernel.push must be "scalar" or "vector"')
+    refuses({ push = 4 }, 'kernel.push must be "scalar", "vector" or "direct"')
+    refuses({ push = "direct", exchange = "mbarrier" }, 'kernel.push "direct" needs kernel.exchange "mbarrier" and kernel.cell "lanes"')
+    refuses({ push = "direct", cell = "lanes" }, 'kernel.push "direct" needs')
     refuses({ exchange = "flags" }, 'kernel.exchange must be "barrier" or "mbarrier"')
-    refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector"')
+    refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector" or "direct"')
+    local d = spk.lstm.cluster_variant { exchange = "mbarrier", cell = "lanes", push = "direct", tile_rows = 2 }
+    assert.are.same({ "direct", "1", "0", "1" },
+      { d.push, d.defines.DIRECT_PUSH, d.defines.VECTOR_PUSH, d.defines.MBARRIER_EXCHANGE })
     local v = spk.lstm.cluster_variant { exchange = "mbarrier", cell = "lanes", tile_rows = 8 }
     assert.are.same({ "lanes", "step", "vector", "mbarrier", 8, "1", "1" },
       { v.cell, v.store, v.push, v.exchange, v.row_group, v.defines.MBARRIER_EXCHANGE, v.defines.VECTOR_PUSH })
@@ -88,7 +93,7 @@ describe("cluster backend options", function()
       local k = spk.lstm.cluster_default(batch)
       local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
         cell = k.cell_in_lanes and "lanes" or "shared", store = k.late_store and "late" or "step",
-        push = k.vector_push and "vector" or "scalar", exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
+        push = k.direct_push and "direct" or k.vector_push and "vector" or "scalar", exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
       assert.are.equal(k.row_group, v.row_group, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
@@ -188,6 +193,9 @@ describe("cluster backend (GPU)", function()
     { cell = "lanes", store = "late", exchange = "mbarrier" },
     { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier" },
     { cluster = 16, push = "vector" },
+    { cell = "lanes", exchange = "mbarrier", push = "direct" },
+    { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
+    { cluster = 4, cell = "lanes", exchange = "mbarrier", push = "direct", row_group = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -208,37 +216,39 @@ describe("cluster backend (GPU)", function()
     end)
   end
 
-  gpu_it("the mbarrier exchange: 1 and 2 steps, waves, NaN, repeatability", function()
-    local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
-    local kernel = { cell = "lanes", store = "late", exchange = "mbarrier" }
-    for _, steps in ipairs { 1, 2, 3 } do
-      local x = lcg_uniform({ 5, steps, 60 }, steps)
-      local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
-      local plain = cluster { layers = layers, batch = 5, steps = steps, kernel = {} }
-      local same, c = bit_compare(ours:forward(x), plain:forward(x))
-      assert.is_true(same, ("steps %d: %s"):format(steps, tostring(c)))
-    end
-    local xb = lcg_uniform({ 1024, 16, 60 }, 10)
-    local waves = cluster { layers = layers, batch = 1024, steps = 16,
-                            kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes" } }
-    assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
-    local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
-    local same, c = bit_compare(waves:forward(xb), one:forward(xb))
-    assert.is_true(same, tostring(c))
-    local x = lcg_uniform({ 2, 40, 60 }, 11)
-    x:set(1, 2, 1, 0 / 0)
-    local nan = cluster { layers = layers, batch = 2, steps = 40, kernel = kernel }
-    local y = nan:forward(x)
-    local v = y:get(1, 40, 1)
-    assert.is_true(v ~= v, "row 1 after the NaN step must be NaN")
-    local clean = y:get(2, 40, 1)
-    assert.is_true(clean == clean, "row 2 never saw a NaN")
-    for i = 1, 5 do
-      local again = nan:forward(x)
-      local same2, c2 = bit_compare(again, y)
-      assert.is_true(same2, ("run %d: %s"):format(i + 1, tostring(c2)))
-    end
-  end)
+  for _, push in ipairs { "vector", "direct" } do
+    gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(push), function()
+      local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
+      local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push }
+      for _, steps in ipairs { 1, 2, 3 } do
+        local x = lcg_uniform({ 5, steps, 60 }, steps)
+        local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
+        local plain = cluster { layers = layers, batch = 5, steps = steps, kernel = {} }
+        local same, c = bit_compare(ours:forward(x), plain:forward(x))
+        assert.is_true(same, ("steps %d: %s"):format(steps, tostring(c)))
+      end
+      local xb = lcg_uniform({ 1024, 16, 60 }, 10)
+      local waves = cluster { layers = layers, batch = 1024, steps = 16,
+                              kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push } }
+      assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
+      local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
+      local same, c = bit_compare(waves:forward(xb), one:forward(xb))
+      assert.is_true(same, tostring(c))
+      local x = lcg_uniform({ 2, 40, 60 }, 11)
+      x:set(1, 2, 1, 0 / 0)
+      local nan = cluster { layers = layers, batch = 2, steps = 40, kernel = kernel }
+      local y = nan:forward(x)
+      local v = y:get(1, 40, 1)
+      assert.is_true(v ~= v, "row 1 after the NaN step must be NaN")
+      local clean = y:get(2, 40, 1)
+      assert.is_true(clean == clean, "row 2 never saw a NaN")
+      for i = 1, 5 do
+        local again = nan:forward(x)
+        local same2, c2 = bit_compare(again, y)
+        assert.is_true(same2, ("run %d: %s"):format(i + 1, tostring(c2)))
+      end
+    end)
+  end
 
   gpu_it("the same bits as the persistent kernel with the same chunk split", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 8 }
