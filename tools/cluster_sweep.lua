@@ -40,7 +40,13 @@
 --                  __syncthreads and no shared-memory round trip before the
 --                  push: a step with no block barrier at all
 --   c16 direct     the same at cluster 16; "c16 direct 128" with 128 threads
---                  (4 chunks a gate row: 32 FMAs a thread, two shuffle levels)
+--                  (4 chunks a gate row: 32 FMAs a thread, two shuffle
+--                  levels), "c16 direct 64" with 64 (2 chunks, one level);
+--                  "c8 ... 256": cluster 8 with 4 chunks
+-- A variant with another chunk split adds the same products in another order:
+-- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
+-- fastest line within 1e-6 (each split is bit-checked against the persistent
+-- kernel with the same split in tests/spec/cluster_spec.lua).
 --   default        what a plan picks without kernel options (batch_table)
 -- The mbarrier lines come last in a batch; a wait that hangs is cut after a
 -- second and reported as an error line, not a stuck run.
@@ -78,7 +84,7 @@ end
 
 -- Tile heights per batch (both in either mode: variants past 64 registers
 -- run 15 clusters at once, not 30, so the one-wave height differs).
-local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 8, 4 }, [64] = { 8, 4 }, [256] = { 16, 32 } }
+local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 4, 8, 2 }, [64] = { 8, 4 }, [256] = { 16, 32 } }
 local function tiles_of(batch)
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
@@ -100,9 +106,18 @@ local variants = {
                                     push = "direct" }, mbarrier = true },
   { name = "c16 direct 128", kernel = { cluster = 16, threads = 128, cell = "lanes", store = "late",
                                         exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c16 direct 64", kernel = { cluster = 16, threads = 64, cell = "lanes", store = "late",
+                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c16 lanes+mbar 128", kernel = { cluster = 16, threads = 128, cell = "lanes", store = "late",
+                                            exchange = "mbarrier" }, mbarrier = true },
+  { name = "c8 direct 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
+                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c8 lanes+mbar 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
+                                           exchange = "mbarrier" }, mbarrier = true },
 }
 if quick then -- the lines that decide the table
-  variants = { variants[1], variants[2], variants[9], variants[10], variants[11], variants[12] }
+  variants = { variants[1], variants[2], variants[9], variants[12], variants[13], variants[14], variants[15],
+               variants[16] }
 end
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
@@ -173,7 +188,7 @@ for _, batch in ipairs(batches) do
         say("batch %4d  %-22s %9.3f ms  x%.2f vs %s  rel_l2 %.2e  regs %d spills %d smem %d active %d  "
             .. "tile %d, %d clusters, %d wave(s)  [%s]", batch, label, ms, cudnn_best / ms, cudnn_name, rel,
           k.registers, k.spills, k.smem, k.max_active_clusters, s.tile_rows, s.clusters, s.waves, plan.variant)
-        if rel == 0 and (not best[batch] or ms < best[batch].ms) then
+        if rel < 1e-6 and (not best[batch] or ms < best[batch].ms) then
           best[batch] = { ms = ms, label = label, kernel = k, tile = s.tile_rows, cudnn = cudnn_best,
                           cudnn_name = cudnn_name }
         end
@@ -187,7 +202,8 @@ for _, batch in ipairs(batches) do
   collectgarbage()
 end
 
-say("\nfastest bitwise-equal variant per batch; batch_table rows for src/lstm/cluster.c:")
+say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
+  .. "src/lstm/cluster.c:")
 say("  {max_batch, cluster, tile_rows, cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push}")
 for _, batch in ipairs(batches) do
   local b = best[batch]

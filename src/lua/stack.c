@@ -40,14 +40,15 @@ static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant 
     v->units = opt_int_field(L, t, "units", pick.units, "kernel");
     v->gather = opt_int_field(L, t, "gather", pick.gather, "kernel");
     v->gate_block = opt_int_field(L, t, "gate_block", pick.gate_block, "kernel");
-    /* row_group left out: the table's when its layout is the same, else chosen by spk_lstm_variant_fit */
-    v->row_group = opt_int_field(L, t, "row_group",
-                                 v->gate_block == pick.gate_block && v->units == pick.units ? pick.row_group : 0,
-                                 "kernel");
     bool threads_given = lua_getfield(L, t, "threads") != LUA_TNIL;
     bool rows_given = lua_getfield(L, t, "tile_rows") != LUA_TNIL;
     lua_pop(L, 2);
     v->threads = opt_int_field(L, t, "threads", v->threads, "kernel");
+    /* row_group left out: the table's when its layout and threads (so its
+     * chunks) are the same, else chosen by spk_lstm_variant_fit */
+    bool same_layout = v->gate_block == pick.gate_block && v->units == pick.units &&
+                       (!threads_given || v->threads == pick.threads);
+    v->row_group = opt_int_field(L, t, "row_group", same_layout ? pick.row_group : 0, "kernel");
     v->max_tile_rows = opt_int_field(L, t, "tile_rows", v->max_tile_rows, "kernel");
     spk_lstm_variant_fit(v, threads_given, rows_given);
     lua_getfield(L, t, "acq_rel");

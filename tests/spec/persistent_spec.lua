@@ -77,6 +77,10 @@ describe("spk.lstm.stack arguments", function()
     assert.are.equal(128, v16.threads)
     assert.are.equal(8, v16.groups)
     assert.are.equal(512, core.stack_variant_check({ units = 16, gate_block = 1 }, 256).threads)
+    -- threads that give fewer chunks than the row's row group: the fit picks one that fits
+    local few = core.stack_variant_check({ units = 4, threads = 64, gate_block = 1 }, 8)
+    assert.are.same({ 4, 1 }, { few.chunks, few.row_group })
+    assert.are.equal(8, core.stack_variant_check({ units = 4, threads = 128, gate_block = 1 }, 8).row_group)
     -- row groups and gate blocks: fields of their own, the layout's defaults when left out
     -- (batch 1's row: no row groups, no gate blocks)
     local rg = core.stack_variant_check({ units = 16, row_group = 8 }, 1)
