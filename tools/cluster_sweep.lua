@@ -2,6 +2,7 @@
 -- one run (GPU only; about 2-3 minutes on the H200, never past --budget):
 --
 --   build/spk run tools/cluster_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5]
+--                                         [--only "name,name"] [--tiles 2,4]
 --                                         [--no-mbarrier] [--budget 220]
 --
 -- Stack: 4 layers, input 60, hidden 128, 589 steps, random weights (seed 1),
@@ -68,6 +69,8 @@ if type(batch_list) == "string" then
   for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
 end
 local rounds = tonumber(option("--rounds")) or 5
+local only = option("--only") -- comma-separated variant names (the default line is always measured)
+local tile_list = option("--tiles")
 local budget = tonumber(option("--budget")) or 220 -- seconds; later lines are skipped past it
 local steps = 589
 
@@ -86,6 +89,11 @@ end
 -- run 15 clusters at once, not 30, so the one-wave height differs).
 local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 4, 8, 2 }, [64] = { 8, 4 }, [256] = { 16, 32 } }
 local function tiles_of(batch)
+  if type(tile_list) == "string" then
+    local list = {}
+    for h in tile_list:gmatch("%d+") do list[#list + 1] = tonumber(h) end
+    return list
+  end
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
 
@@ -114,8 +122,30 @@ local variants = {
                                        exchange = "mbarrier", push = "direct" }, mbarrier = true },
   { name = "c8 lanes+mbar 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
                                            exchange = "mbarrier" }, mbarrier = true },
+  { name = "c8 direct 128", kernel = { cluster = 8, threads = 128, cell = "lanes", store = "late",
+                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c16 direct 64 step", kernel = { cluster = 16, threads = 64, cell = "lanes", exchange = "mbarrier",
+                                            push = "direct" }, mbarrier = true },
 }
-if quick then -- the lines that decide the table
+-- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
+for _, blocks in ipairs { 4, 6, 8 } do
+  variants[#variants + 1] = { name = "c16 direct 64 mb" .. blocks, mbarrier = true,
+    kernel = { cluster = 16, threads = 64, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct",
+               min_blocks = blocks } }
+end
+if type(only) == "string" then
+  local wanted, picked = {}, {}
+  for name in only:gmatch("[^,]+") do wanted[name] = true end
+  for _, v in ipairs(variants) do
+    if wanted[v.name] then picked[#picked + 1] = v; wanted[v.name] = nil end
+  end
+  local unknown = next(wanted)
+  if unknown then
+    say("cluster_sweep: unknown variant %q (--only takes the names in this file's variant list)", unknown)
+    os.exit(2)
+  end
+  variants = picked
+elseif quick then -- the lines that decide the table
   variants = { variants[1], variants[2], variants[9], variants[12], variants[13], variants[14], variants[15],
                variants[16] }
 end

@@ -77,28 +77,29 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 }
 
 /* The plan's default per batch: the fastest variant of each batch in
- * `build/spk run tools/cluster_sweep.lua --quick` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep.txt; every variant gave the same
- * bits). ms per forward (4 layers, H 128, input 60, 589 steps, median of
- * CUDA graph replays) against cuDNN's best algorithm in the same run:
- *   batch 1    c16 lanes+mbar t1   1.859  (persist_dynamic 3.493)
- *   batch 8    c16 lanes+mbar t2   2.967  (persist_static_small_h 9.516)
- *   batch 32   late t8             5.843  (persist_static_small_h 11.150)
- *   batch 64   plain t8            9.304  (persist_static_small_h 12.027)
+ * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
+ * (docs/results/2026-11-30-h200/cluster_sweep_direct.txt). ms per forward
+ * (4 layers, H 128, input 60, 589 steps, median of CUDA graph replays)
+ * against cuDNN's best algorithm in the same run:
+ *   batch 1    c8 direct 128 t1    1.578  (persist_dynamic 3.49)
+ *   batch 8    c8 direct 128 t1    1.976  (persist_static_small_h 9.55)
+ *   batch 32   c8 direct 128 t2    4.125  (persist_static_small_h 11.06)
+ *   batch 64   c8 direct 128 t4    7.290  (persist_static_small_h 12.03)
  *   batch 256  plain t16          25.745  (persist_static_small_h 26.358)
- * While the step is latency-bound (batch <= 8) the mbarrier exchange, with
- * the cell finished in the reducing lanes, wins; from batch 32 on the plain
- * cluster barrier with shared-memory cells does. */
+ * Up to batch 64 the step is latency-bound: the direct pushes (no block
+ * barrier in a step) with 2 chunks per gate row (128 threads: one shuffle
+ * level, 4 warps to wait and wake) win, and small tiles keep every cluster
+ * in one wave. At batch 256 only the plain kernel's tall tiles fit one
+ * wave. chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
-    int cluster, tile_rows; /* tile_rows 0: the schedule picks */
-    bool cell_in_lanes, late_store, vector_push, mbarrier_exchange;
+    int cluster, tile_rows, chunks; /* tile_rows 0: the schedule picks */
+    bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push;
 } batch_table[] = {
-    {1, 16, 1, true, true, true, true},
-    {8, 16, 2, true, true, true, true},
-    {32, 8, 8, false, true, false, false},
-    {64, 8, 8, false, false, false, false},
-    {INT64_MAX, 8, 16, false, false, false, false},
+    {8, 8, 1, 2, true, true, false, true, true},
+    {32, 8, 2, 2, true, true, false, true, true},
+    {64, 8, 4, 2, true, true, false, true, true},
+    {INT64_MAX, 8, 16, 0, false, false, false, false, false},
 };
 
 spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)
@@ -112,7 +113,13 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .cell_in_lanes = batch_table[i].cell_in_lanes,
                              .late_store = batch_table[i].late_store,
                              .vector_push = batch_table[i].vector_push,
-                             .mbarrier_exchange = batch_table[i].mbarrier_exchange};
+                             .mbarrier_exchange = batch_table[i].mbarrier_exchange,
+                             .direct_push = batch_table[i].direct_push};
+    /* the row's chunks where they fit and keep a thread's weights within 64
+     * registers (as measured at hidden 128); else the fit's */
+    int chunks = batch_table[i].chunks;
+    if (chunks > 0 && hidden > 0 && hidden / chunks <= 64 && valid_threads(hidden, v.cluster, chunks, 1024))
+        v.threads = 4 * (hidden / v.cluster) * chunks;
     /* a hidden size the row does not fit gets the generic fit */
     if (hidden < 1 || hidden % v.cluster != 0 || (v.vector_push && (hidden / v.cluster) % 4 != 0)) {
         spk_cluster_variant generic = {.hidden = hidden};

@@ -369,8 +369,12 @@ TEST(option_checks_and_the_batch_table)
     int64_t tile_rows = -1;
     spk_cluster_variant small = spk_cluster_variant_for_batch(64, 32, &tile_rows);
     CHECK(spk_cluster_variant_check(&small, NULL) == 0 && small.cluster == 8 && tile_rows > 0);
+    /* hidden 16: the row's layout, with the chunks the fit gives (2 would not make a whole warp) */
     spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 8, &tile_rows);
-    CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && !tiny.vector_push && tiny.threads == 32 && tile_rows == 0);
+    CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && tiny.direct_push && tiny.threads == 32 && tile_rows == 1);
+    /* hidden 256 at batch 1: 2 chunks would hold 128 weights a thread; the fit's chunks instead */
+    spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
+    CHECK(spk_cluster_variant_check(&wide, NULL) == 0 && wide.threads / (4 * (256 / wide.cluster)) >= 4);
 }
 
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)

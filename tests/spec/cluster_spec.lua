@@ -195,7 +195,6 @@ describe("cluster backend (GPU)", function()
     { cluster = 16, push = "vector" },
     { cell = "lanes", exchange = "mbarrier", push = "direct" },
     { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
-    { cell = "lanes", exchange = "mbarrier", push = "direct", row_group = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -254,7 +253,7 @@ describe("cluster backend (GPU)", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 8 }
     for _, batch in ipairs { 1, 8, 33 } do
       local x = lcg_uniform({ batch, 589, 60 }, 3 + batch)
-      local ours = cluster { layers = layers, batch = batch, steps = 589 } -- 8 chunks per gate row
+      local ours = cluster { layers = layers, batch = batch, steps = 589, kernel = { cluster = 8 } } -- 8 chunks
       local theirs = spk.lstm.stack { layers = layers, batch = batch, steps = 589, backend = "persistent",
                                       kernel = { units = 4, threads = 128, gate_block = 1 } } -- 8 chunks per gate row
       local a, b = ours:forward(x), theirs:forward(x)
@@ -274,6 +273,14 @@ describe("cluster backend (GPU)", function()
       same, c = bit_compare(direct:forward(x), four:forward(x))
       assert.is_true(same, ("batch %d: cluster (%s) vs persistent (%s): %s"):format(batch, direct.variant,
         four.variant, tostring(c)))
+      -- 2 chunks: the batch table's default up to batch 64
+      local default = cluster { layers = layers, batch = batch, steps = 589 }
+      assert.are.equal(2, default.kernel.chunks, default.variant)
+      local two = spk.lstm.stack { layers = layers, batch = batch, steps = 589, backend = "persistent",
+                                   kernel = { units = 4, threads = 32, gate_block = 1 } }
+      same, c = bit_compare(default:forward(x), two:forward(x))
+      assert.is_true(same, ("batch %d: cluster (%s) vs persistent (%s): %s"):format(batch, default.variant,
+        two.variant, tostring(c)))
     end
   end)
 

@@ -34,8 +34,9 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
   --candidates LIST  backends that may win (default persistent,cluster; cudnn
                      may be added): persistent runs its per-batch default
                      and units 4, 8, 16; cluster its per-batch default, and
-                     tile heights 1, 2, 4, ... up to the batch, each plain
-                     and with cell=lanes store=late
+                     tile heights 1, 2, 4, ... up to the batch, each plain,
+                     with cell=lanes store=late, and with the direct pushes
+                     (2 chunks a gate row where hidden <= 128)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -76,19 +77,26 @@ end
 
 -- The candidate variants of one backend at one batch: option tables merged
 -- into spk.lstm.stack's (what the record stores as the winner's options).
-local function variants(backend, batch, algos)
+local function variants(backend, batch, algos, hidden)
   if backend == "persistent" then
     -- its per-batch default first (gate blocks and row groups, which the
     -- units-only variants leave off), then units 4, 8 and 16
     return { {}, { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
   elseif backend == "cluster" then
     -- its per-batch default, then each tile height with the step-latency
-    -- options off and with the cell in the reducing lanes and the late store
+    -- options off, with the cell in the reducing lanes and the late store,
+    -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden)
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
       out[#out + 1] = { kernel = { tile_rows = h } }
       out[#out + 1] = { kernel = { tile_rows = h, cell = "lanes", store = "late" } }
+      if h <= 8 then
+        local direct = { tile_rows = h, cluster = 8, cell = "lanes", store = "late", exchange = "mbarrier",
+                         push = "direct" }
+        if hidden % 32 == 0 and hidden <= 128 then direct.threads = hidden end
+        out[#out + 1] = { kernel = direct }
+      end
       h = h * 2
     end
     return out
@@ -103,7 +111,7 @@ local function describe(options)
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "cluster", "cell", "store", "push", "exchange" } do
+  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "cell", "store", "push", "exchange" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
@@ -169,7 +177,7 @@ return function(args, io_override)
     for _, batch in ipairs(o.batches) do
       local words = {}
       for _, b in ipairs(backends) do
-        for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms)) do
+        for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms, o.hidden)) do
           words[#words + 1] = b .. " (" .. describe(v) .. ")"
         end
       end
@@ -196,7 +204,7 @@ return function(args, io_override)
   for _, batch in ipairs(o.batches) do
     local per_backend, options_of = {}, {}
     for _, b in ipairs(backends) do
-      per_backend[b] = variants(b, batch, benchmark.cudnn_algorithms)
+      per_backend[b] = variants(b, batch, benchmark.cudnn_algorithms, o.hidden)
       for _, v in ipairs(per_backend[b]) do options_of[#options_of + 1] = copy(v) end
     end
     local rows = benchmark.run {
