@@ -43,7 +43,9 @@
 --   c16 direct     the same at cluster 16; "c16 direct 128" with 128 threads
 --                  (4 chunks a gate row: 32 FMAs a thread, two shuffle
 --                  levels), "c16 direct 64" with 64 (2 chunks, one level);
---                  "c8 ... 256": cluster 8 with 4 chunks
+--                  "c8 ... 256": cluster 8 with 4 chunks, "c8 direct 128" with 2;
+--                  "c4 direct 256" / "512": cluster 4 (4 peers) with 2 / 4
+--                  chunks: the same work a thread, fewer blocks to exchange with
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -123,6 +125,10 @@ local variants = {
   { name = "c8 lanes+mbar 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
                                            exchange = "mbarrier" }, mbarrier = true },
   { name = "c8 direct 128", kernel = { cluster = 8, threads = 128, cell = "lanes", store = "late",
+                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c4 direct 256", kernel = { cluster = 4, threads = 256, cell = "lanes", store = "late",
+                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
+  { name = "c4 direct 512", kernel = { cluster = 4, threads = 512, cell = "lanes", store = "late",
                                        exchange = "mbarrier", push = "direct" }, mbarrier = true },
   { name = "c16 direct 64 step", kernel = { cluster = 16, threads = 64, cell = "lanes", exchange = "mbarrier",
                                             push = "direct" }, mbarrier = true },

@@ -348,30 +348,28 @@ local function cc_number(cc)
   return tonumber(major) + tonumber(minor) / 10
 end
 
--- Measured on the H200 (2026-11-30, 4 layers, H 128, input 60, 589 steps):
--- the cluster kernel is the fastest of spk's kernels at every batch (1..64:
--- 1.3x to 3.1x cuDNN's best; 256: 26.7 ms at tile 16, persistent u16 32.4 ms,
--- cuDNN's best 26.3 ms, so neither beats cuDNN there yet). The cluster plan's
--- own per-batch default (spk.lstm.cluster_default: tile 1 at batch <= 8, 8 up
--- to 64, 16 above) carries those tile heights, so the default adds no options.
+-- The cluster plan's own per-batch default (spk.lstm.cluster_default: direct
+-- pushes with tiles of 1, 2 and 4 rows up to batch 64, the plain kernel at
+-- tile 16 above) and the persistent plan's own table carry their variants,
+-- so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
     return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results): cluster 1.86 / 2.98 / 5.86 ms at batch
-  -- 1 / 8 / 32 against persistent 2.67 / 4.13 / 5.99; persistent 7.67 / 16.06
-  -- at 64 / 256 against cluster 9.32 / 25.80.
-  if cc >= 9.0 and batch <= 32 then
+  -- 2026-11-30 (README's results): cluster 1.57 / 1.98 / 4.10 / 7.21 ms at
+  -- batch 1 / 8 / 32 / 64 against persistent 2.67 / 4.13 / 6.04 / 7.66;
+  -- persistent 16.09 at 256 against cluster 25.78.
+  if cc >= 9.0 and batch <= 64 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "
-               .. "measured fastest on the H200 at batch 1..32 (2.0x to 3.2x cuDNN's best)"):format(facts.cc, batch) }
+               .. "measured fastest on the H200 at batch 1..64 (1.7x to 4.8x cuDNN's best)"):format(facts.cc, batch) }
   end
   if cc >= 9.0 then
     return { backend = "persistent", options = {},
              reason = ("default for compute capability %s, batch %d: persistent with its per-batch variant table, "
-               .. "measured fastest on the H200 from batch 64 (1.6x cuDNN's best)"):format(facts.cc, batch) }
+               .. "measured fastest on the H200 above batch 64 (1.6x cuDNN's best at 256)"):format(facts.cc, batch) }
   end
   return { backend = "persistent", options = {},
            reason = ("default for compute capability %s (the cluster kernel needs 9.0): persistent, "

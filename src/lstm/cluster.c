@@ -78,25 +78,27 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 
 /* The plan's default per batch: the fastest variant of each batch in
  * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep_direct.txt). ms per forward
+ * (docs/results/2026-11-30-h200/cluster_sweep_direct.txt, last run). ms per forward
  * (4 layers, H 128, input 60, 589 steps, median of CUDA graph replays)
  * against cuDNN's best algorithm in the same run:
- *   batch 1    c8 direct 128 t1    1.578  (persist_dynamic 3.49)
- *   batch 8    c8 direct 128 t1    1.976  (persist_static_small_h 9.55)
- *   batch 32   c8 direct 128 t2    4.125  (persist_static_small_h 11.06)
- *   batch 64   c8 direct 128 t4    7.290  (persist_static_small_h 12.03)
+ *   batch 1    c8 direct 128 t1    1.576  (persist_static 3.72)
+ *   batch 8    c4 direct 256 t1    1.917  (persist_static_small_h 9.49)
+ *   batch 32   c8 direct 128 t2    4.124  (persist_static_small_h 11.17)
+ *   batch 64   c8 direct 128 t4    7.298  (persist_static_small_h 11.97)
  *   batch 256  plain t16          25.745  (persist_static_small_h 26.358)
  * Up to batch 64 the step is latency-bound: the direct pushes (no block
- * barrier in a step) with 2 chunks per gate row (128 threads: one shuffle
- * level, 4 warps to wait and wake) win, and small tiles keep every cluster
- * in one wave. At batch 256 only the plain kernel's tall tiles fit one
- * wave. chunks 0: the fit's (the most within 512 threads). */
+ * barrier in a step) with 2 chunks per gate row (64 FMAs a thread, one
+ * shuffle level) win, and small tiles keep every cluster in one wave; at
+ * batch 8 a cluster of 4 (fewer peers, 8 warps a block) is 3% faster than
+ * one of 8. At batch 256 only the plain kernel's tall tiles fit one wave.
+ * chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
     int cluster, tile_rows, chunks; /* tile_rows 0: the schedule picks */
     bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push;
 } batch_table[] = {
-    {8, 8, 1, 2, true, true, false, true, true},
+    {1, 8, 1, 2, true, true, false, true, true},
+    {8, 4, 1, 2, true, true, false, true, true},
     {32, 8, 2, 2, true, true, false, true, true},
     {64, 8, 4, 2, true, true, false, true, true},
     {INT64_MAX, 8, 16, 0, false, false, false, false, false},
@@ -115,13 +117,20 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .vector_push = batch_table[i].vector_push,
                              .mbarrier_exchange = batch_table[i].mbarrier_exchange,
                              .direct_push = batch_table[i].direct_push};
-    /* the row's chunks where they fit and keep a thread's weights within 64
-     * registers (as measured at hidden 128); else the fit's */
-    int chunks = batch_table[i].chunks;
-    if (chunks > 0 && hidden > 0 && hidden / chunks <= 64 && valid_threads(hidden, v.cluster, chunks, 1024))
-        v.threads = 4 * (hidden / v.cluster) * chunks;
-    /* a hidden size the row does not fit gets the generic fit */
-    if (hidden < 1 || hidden % v.cluster != 0 || (v.vector_push && (hidden / v.cluster) % 4 != 0)) {
+    /* The row's chunks, or the fewest more, that keep a thread's weights
+     * within 64 registers and the block within 256 threads (as measured at
+     * hidden 128: ~150 registers a thread); a hidden size with none, or one
+     * the row's cluster does not divide, gets the generic fit. */
+    bool fits = hidden > 0 && hidden % v.cluster == 0 && !(v.vector_push && (hidden / v.cluster) % 4 != 0);
+    if (fits && batch_table[i].chunks > 0) {
+        fits = false;
+        for (int chunks = batch_table[i].chunks; chunks <= 8 && !fits; chunks *= 2)
+            if (hidden / chunks <= 64 && valid_threads(hidden, v.cluster, chunks, 256)) {
+                v.threads = 4 * (hidden / v.cluster) * chunks;
+                fits = true;
+            }
+    }
+    if (!fits) {
         spk_cluster_variant generic = {.hidden = hidden};
         v = generic;
     }

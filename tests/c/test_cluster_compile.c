@@ -372,9 +372,29 @@ TEST(option_checks_and_the_batch_table)
     /* hidden 16: the row's layout, with the chunks the fit gives (2 would not make a whole warp) */
     spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 8, &tile_rows);
     CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && tiny.direct_push && tiny.threads == 32 && tile_rows == 1);
-    /* hidden 256 at batch 1: 2 chunks would hold 128 weights a thread; the fit's chunks instead */
+    /* hidden 256 at batch 1: 2 chunks would hold 128 weights a thread, 4 need 512 threads: the generic fit */
     spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
-    CHECK(spk_cluster_variant_check(&wide, NULL) == 0 && wide.threads / (4 * (256 / wide.cluster)) >= 4);
+    CHECK(spk_cluster_variant_check(&wide, NULL) == 0 && !wide.direct_push && tile_rows == 0);
+    /* the rows at other hidden sizes compile without spills */
+    static const int hiddens[] = {16, 64, 256};
+    static const int64_t batches[] = {1, 8, 32, 64};
+    for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+            spk_cluster_variant d = spk_cluster_variant_for_batch(hiddens[h], batches[b], NULL);
+            CHECK(spk_cluster_variant_check(&d, NULL) == 0);
+            spk_module *m = compile_verbose(&d);
+            CHECK(m != NULL);
+            if (!m)
+                continue;
+            int registers, spills;
+            ptxas_figures(spk_module_log(m), &registers, &spills);
+            spills = spills_or_local_bytes(m, spills);
+            if (spills != 0)
+                fprintf(stderr, "  hidden %d batch %lld default: cluster %d threads %d tile_rows %d: %d bytes spilled\n",
+                        hiddens[h], (long long)batches[b], d.cluster, d.threads, d.max_tile_rows, spills);
+            CHECK(spills == 0);
+            spk_module_release(m);
+        }
 }
 
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)

@@ -282,7 +282,10 @@ describe("spk.tuning choice", function()
       { facts = hopper, dir = dir })
     assert.are.equal("persistent", big.backend)
     assert.are.same({}, big.options) -- the persistent plan's own per-batch table
-    assert.matches("fastest on the H200 from batch 64", big.reason)
+    assert.matches("fastest on the H200 above batch 64", big.reason)
+    local mid = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 64, steps = 589 },
+      { facts = hopper, dir = dir })
+    assert.are.equal("cluster", mid.backend)
     local ampere = sample_fields()
     ampere.cc = "8.0"
     c = tuning.choose(shape, { facts = ampere, dir = dir })
