@@ -493,10 +493,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //  - lanes form: the unit of this thread's gate row j/4; the lane of gate 0
     //    with chunk q < ROW_GROUP owns row k*ROW_GROUP + scatter_row(q) of
     //    every group k (the lanes of gates 1..3 own nothing).
-//  - direct pushes: every lane of the unit holds a copy of the cell of its
-//    row; copy (gate p, chunk q) = p * CHUNKS / G + q / G pushes to blocks
-//    copy, copy + COPIES, ... and copy 0 (the lanes form's owner) stores
-//    the output.
+    //  - direct pushes: every lane of the unit holds a copy of the cell of its
+    //    row; copy (gate p, chunk q) = p * CHUNKS / G + q / G pushes to blocks
+    //    copy, copy + COPIES, ... and copy 0 (the lanes form's owner) stores
+    //    the output.
 #if CELL_IN_LANES
     const int lane_row = scatter_row<ROW_GROUP>(q);
     const int lane_unit = j >> 2;

@@ -99,6 +99,15 @@ local function tiles_of(batch)
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
 
+-- An mbarrier-exchange line with the cell in lanes and the late store; push
+-- nil: the vector pushes; `extra` overrides fields.
+local function mbar_line(name, cluster, threads, push, extra)
+  local kernel = { cluster = cluster, threads = threads, cell = "lanes", store = "late", exchange = "mbarrier",
+                   push = push }
+  for k, v in pairs(extra or {}) do kernel[k] = v end
+  return { name = name, kernel = kernel, mbarrier = true }
+end
+
 local variants = {
   { name = "plain", kernel = {} },
   { name = "late", kernel = { store = "late" } },
@@ -107,37 +116,23 @@ local variants = {
   { name = "lanes+late+vec", kernel = { cell = "lanes", store = "late", push = "vector" } },
   { name = "late+vec", kernel = { store = "late", push = "vector" } },
   { name = "mbar", kernel = { exchange = "mbarrier" }, mbarrier = true },
-  { name = "lanes+mbar", kernel = { cell = "lanes", store = "late", exchange = "mbarrier" }, mbarrier = true },
-  { name = "c16 lanes+mbar", kernel = { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier" },
-    mbarrier = true },
-  { name = "direct", kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
-    mbarrier = true },
-  { name = "c16 direct", kernel = { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier",
-                                    push = "direct" }, mbarrier = true },
-  { name = "c16 direct 128", kernel = { cluster = 16, threads = 128, cell = "lanes", store = "late",
-                                        exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c16 direct 64", kernel = { cluster = 16, threads = 64, cell = "lanes", store = "late",
-                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c16 lanes+mbar 128", kernel = { cluster = 16, threads = 128, cell = "lanes", store = "late",
-                                            exchange = "mbarrier" }, mbarrier = true },
-  { name = "c8 direct 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
-                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c8 lanes+mbar 256", kernel = { cluster = 8, threads = 256, cell = "lanes", store = "late",
-                                           exchange = "mbarrier" }, mbarrier = true },
-  { name = "c8 direct 128", kernel = { cluster = 8, threads = 128, cell = "lanes", store = "late",
-                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c4 direct 256", kernel = { cluster = 4, threads = 256, cell = "lanes", store = "late",
-                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c4 direct 512", kernel = { cluster = 4, threads = 512, cell = "lanes", store = "late",
-                                       exchange = "mbarrier", push = "direct" }, mbarrier = true },
-  { name = "c16 direct 64 step", kernel = { cluster = 16, threads = 64, cell = "lanes", exchange = "mbarrier",
-                                            push = "direct" }, mbarrier = true },
+  mbar_line("lanes+mbar"),
+  mbar_line("c16 lanes+mbar", 16),
+  mbar_line("direct", nil, nil, "direct"),
+  mbar_line("c16 direct", 16, nil, "direct"),
+  mbar_line("c16 direct 128", 16, 128, "direct"),
+  mbar_line("c16 direct 64", 16, 64, "direct"),
+  mbar_line("c16 lanes+mbar 128", 16, 128),
+  mbar_line("c8 direct 256", 8, 256, "direct"),
+  mbar_line("c8 lanes+mbar 256", 8, 256),
+  mbar_line("c8 direct 128", 8, 128, "direct"),
+  mbar_line("c4 direct 256", 4, 256, "direct"),
+  mbar_line("c4 direct 512", 4, 512, "direct"),
+  mbar_line("c16 direct 64 step", 16, 64, "direct", { store = "step" }),
 }
 -- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
 for _, blocks in ipairs { 4, 6, 8 } do
-  variants[#variants + 1] = { name = "c16 direct 64 mb" .. blocks, mbarrier = true,
-    kernel = { cluster = 16, threads = 64, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct",
-               min_blocks = blocks } }
+  variants[#variants + 1] = mbar_line("c16 direct 64 mb" .. blocks, 16, 64, "direct", { min_blocks = blocks })
 end
 if type(only) == "string" then
   local wanted, picked = {}, {}
@@ -152,8 +147,13 @@ if type(only) == "string" then
   end
   variants = picked
 elseif quick then -- the lines that decide the table
-  variants = { variants[1], variants[2], variants[9], variants[12], variants[13], variants[14], variants[15],
-               variants[16] }
+  local quick_names = { plain = true, late = true, ["c16 lanes+mbar"] = true, ["c8 direct 256"] = true,
+                        ["c8 direct 128"] = true, ["c4 direct 256"] = true, ["c16 direct 64"] = true }
+  local picked = {}
+  for _, v in ipairs(variants) do
+    if quick_names[v.name] then picked[#picked + 1] = v end
+  end
+  variants = picked
 end
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }

@@ -123,6 +123,30 @@ TEST(every_variant_compiles_for_sm90_without_spills)
     }
 }
 
+/* The plan's default for (hidden, batch) is valid and compiles for sm_90
+ * without spills. */
+static void check_default_compiles(int hidden, int64_t batch)
+{
+    int64_t tile_rows = -1;
+    spk_cluster_variant v = spk_cluster_variant_for_batch(hidden, batch, &tile_rows);
+    CHECK(spk_cluster_variant_check(&v, NULL) == 0);
+    CHECK(tile_rows >= 0 && tile_rows <= v.max_tile_rows);
+    spk_module *m = compile_verbose(&v);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int registers, spills;
+    ptxas_figures(spk_module_log(m), &registers, &spills);
+    spills = spills_or_local_bytes(m, spills);
+    if (spills != 0)
+        fprintf(stderr, "  hidden %d batch %lld default: cluster %d threads %d tile_rows %d min_blocks %d: %d "
+                        "registers, %d bytes spill stores; ptxas said:\n%s\n",
+                hidden, (long long)batch, v.cluster, v.threads, v.max_tile_rows, v.min_blocks, registers, spills,
+                spk_module_log(m));
+    CHECK(spills == 0);
+    spk_module_release(m);
+}
+
 /* The step-latency options (and the per-batch defaults) compile for sm_90
  * without spills, at the register budget the fit gives them. */
 TEST(latency_options_compile_without_spills)
@@ -131,14 +155,17 @@ TEST(latency_options_compile_without_spills)
         int cluster, rows;
         bool lanes, late, vector, mbarrier, direct;
     } cases[] = {
-        {8, 1, true, false, false, false, false},  {8, 1, true, true, false, false, false},  {8, 1, false, true, false, false, false},
-        {8, 1, true, true, true, false, false},    {8, 1, true, true, true, true, false},    {8, 1, false, false, true, true, false},
-        {8, 8, true, true, false, false, false},   {8, 8, true, true, true, false, false},   {8, 8, true, true, true, true, false},
-        {8, 16, true, true, true, true, false},    {8, 32, true, true, true, true, false},   {8, 32, false, true, true, false, false},
-        {8, 16, false, true, true, false, false},  {8, 32, false, true, false, false, false}, {16, 1, true, true, true, true, false},
-        {16, 8, true, true, true, false, false},   {16, 16, false, false, true, true, false}, {4, 1, true, false, true, true, false},
+        {8, 1, true, false, false, false, false}, {8, 1, true, true, false, false, false},
+        {8, 1, false, true, false, false, false}, {8, 1, true, true, true, false, false},
+        {8, 1, true, true, true, true, false}, {8, 1, false, false, true, true, false},
+        {8, 8, true, true, false, false, false}, {8, 8, true, true, true, false, false},
+        {8, 8, true, true, true, true, false}, {8, 16, true, true, true, true, false},
+        {8, 32, true, true, true, true, false}, {8, 32, false, true, true, false, false},
+        {8, 16, false, true, true, false, false}, {8, 32, false, true, false, false, false},
+        {16, 1, true, true, true, true, false}, {16, 8, true, true, true, false, false},
+        {16, 16, false, false, true, true, false}, {4, 1, true, false, true, true, false},
         {16, 1, true, true, false, true, true}, {16, 2, true, true, false, true, true},
-        {8, 8, true, true, false, true, true},  {8, 1, true, false, false, true, true},
+        {8, 8, true, true, false, true, true}, {8, 1, true, false, false, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         spk_cluster_variant v = {.hidden = 128, .cluster = cases[i].cluster, .max_tile_rows = cases[i].rows,
@@ -165,26 +192,32 @@ TEST(latency_options_compile_without_spills)
         CHECK(spills == 0);
         spk_module_release(m);
     }
-    for (int64_t batch = 1; batch <= 1024; batch *= 2) {
-        int64_t tile_rows = -1;
-        spk_cluster_variant v = spk_cluster_variant_for_batch(128, batch, &tile_rows);
-        CHECK(spk_cluster_variant_check(&v, NULL) == 0);
-        CHECK(tile_rows >= 0 && tile_rows <= v.max_tile_rows);
-        spk_module *m = compile_verbose(&v);
-        CHECK(m != NULL);
-        if (!m)
-            continue;
-        int registers, spills;
-        ptxas_figures(spk_module_log(m), &registers, &spills);
-        spills = spills_or_local_bytes(m, spills);
-        if (spills != 0)
-            fprintf(stderr, "  batch %lld default: cluster %d threads %d tile_rows %d min_blocks %d: %d registers, "
-                            "%d bytes spill stores; ptxas said:\n%s\n",
-                    (long long)batch, v.cluster, v.threads, v.max_tile_rows, v.min_blocks, registers, spills,
-                    spk_module_log(m));
-        CHECK(spills == 0);
-        spk_module_release(m);
-    }
+    for (int64_t batch = 1; batch <= 1024; batch *= 2)
+        check_default_compiles(128, batch);
+    /* the rows at other hidden sizes too */
+    static const int hiddens[] = {16, 64, 256};
+    static const int64_t batches[] = {1, 8, 32, 64};
+    for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+            check_default_compiles(hiddens[h], batches[b]);
+}
+
+/* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
+static spk_module *compile_ptx(const spk_cluster_variant *v, const char **code, size_t *bytes)
+{
+    spk_module *m = spk_cluster_variant_compile(v, "compute_90");
+    CHECK(m != NULL);
+    if (m)
+        *code = spk_module_code(m, bytes);
+    return m;
+}
+
+static bool ptx_has(const char *code, size_t bytes, const char *needle)
+{
+    if (memmem(code, bytes, needle, strlen(needle)))
+        return true;
+    fprintf(stderr, "  missing in PTX: %s\n", needle);
+    return false;
 }
 
 /* The PTX of the mbarrier exchange: async 16-byte pushes counted on the
@@ -196,20 +229,16 @@ TEST(ptx_of_the_mbarrier_exchange)
                              .mbarrier_exchange = true};
     spk_cluster_variant_fit(&v);
     CHECK(v.vector_push);
-    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
-    CHECK(m != NULL);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
     if (!m)
         return;
-    size_t bytes;
-    const char *code = spk_module_code(m, &bytes);
     const char *needles[] = {"st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32",
                              "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
                              "mbarrier.arrive.expect_tx", "fence.mbarrier_init.release.cluster", "%globaltimer"};
-    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
-        if (!memmem(code, bytes, needles[i], strlen(needles[i])))
-            fprintf(stderr, "  missing in PTX: %s\n", needles[i]);
-        CHECK(memmem(code, bytes, needles[i], strlen(needles[i])) != NULL);
-    }
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
+        CHECK(ptx_has(code, bytes, needles[i]));
     int arrives = 0;
     for (const char *p = code; (p = memmem(p, bytes - (size_t)(p - code), "barrier.cluster.arrive", 22)); p++)
         arrives++;
@@ -227,13 +256,12 @@ TEST(ptx_of_the_direct_pushes)
                              .mbarrier_exchange = true, .direct_push = true};
     spk_cluster_variant_fit(&v);
     CHECK(!v.vector_push && spk_cluster_variant_check(&v, NULL) == 0);
-    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
-    CHECK(m != NULL);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
     if (!m)
         return;
-    size_t bytes;
-    const char *code = spk_module_code(m, &bytes);
-    CHECK(memmem(code, bytes, "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32", 57) != NULL);
+    CHECK(ptx_has(code, bytes, "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32"));
     CHECK(memmem(code, bytes, "complete_tx::bytes.v4.f32", 25) == NULL);
     CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
     spk_module_release(m);
@@ -249,20 +277,16 @@ TEST(ptx_of_the_direct_pushes)
 TEST(ptx_uses_dsmem_stores_and_the_split_cluster_barrier)
 {
     spk_cluster_variant v = variant(128, 8, 0, 32, false);
-    spk_module *m = spk_cluster_variant_compile(&v, "compute_90");
-    CHECK(m != NULL);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
     if (!m)
         return;
-    size_t bytes;
-    const char *code = spk_module_code(m, &bytes);
     const char *needles[] = {".entry spk_lstm_cluster", "mapa.shared::cluster.u32", "st.shared::cluster.f32",
                              "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire",
                              "ex2.approx.ftz.f32", "%cluster_ctarank"};
-    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
-        if (!memmem(code, bytes, needles[i], strlen(needles[i])))
-            fprintf(stderr, "  missing in PTX: %s\n", needles[i]);
-        CHECK(memmem(code, bytes, needles[i], strlen(needles[i])) != NULL);
-    }
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
+        CHECK(ptx_has(code, bytes, needles[i]));
     spk_module_release(m);
 }
 
@@ -375,26 +399,6 @@ TEST(option_checks_and_the_batch_table)
     /* hidden 256 at batch 1: 2 chunks would hold 128 weights a thread, 4 need 512 threads: the generic fit */
     spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
     CHECK(spk_cluster_variant_check(&wide, NULL) == 0 && !wide.direct_push && tile_rows == 0);
-    /* the rows at other hidden sizes compile without spills */
-    static const int hiddens[] = {16, 64, 256};
-    static const int64_t batches[] = {1, 8, 32, 64};
-    for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
-        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
-            spk_cluster_variant d = spk_cluster_variant_for_batch(hiddens[h], batches[b], NULL);
-            CHECK(spk_cluster_variant_check(&d, NULL) == 0);
-            spk_module *m = compile_verbose(&d);
-            CHECK(m != NULL);
-            if (!m)
-                continue;
-            int registers, spills;
-            ptxas_figures(spk_module_log(m), &registers, &spills);
-            spills = spills_or_local_bytes(m, spills);
-            if (spills != 0)
-                fprintf(stderr, "  hidden %d batch %lld default: cluster %d threads %d tile_rows %d: %d bytes spilled\n",
-                        hiddens[h], (long long)batches[b], d.cluster, d.threads, d.max_tile_rows, spills);
-            CHECK(spills == 0);
-            spk_module_release(m);
-        }
 }
 
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)

@@ -69,7 +69,8 @@ describe("cluster backend options", function()
     refuses({ cell = "registers" }, 'kernel.cell must be "shared" or "lanes", got registers')
     refuses({ store = "never" }, 'kernel.store must be "step" or "late"')
     refuses({ push = 4 }, 'kernel.push must be "scalar", "vector" or "direct"')
-    refuses({ push = "direct", exchange = "mbarrier" }, 'kernel.push "direct" needs kernel.exchange "mbarrier" and kernel.cell "lanes"')
+    refuses({ push = "direct", exchange = "mbarrier" },
+      'kernel.push "direct" needs kernel.exchange "mbarrier" and kernel.cell "lanes"')
     refuses({ push = "direct", cell = "lanes" }, 'kernel.push "direct" needs')
     refuses({ exchange = "flags" }, 'kernel.exchange must be "barrier" or "mbarrier"')
     refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector" or "direct"')
@@ -93,7 +94,8 @@ describe("cluster backend options", function()
       local k = spk.lstm.cluster_default(batch)
       local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
         cell = k.cell_in_lanes and "lanes" or "shared", store = k.late_store and "late" or "step",
-        push = k.direct_push and "direct" or k.vector_push and "vector" or "scalar", exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
+        push = k.direct_push and "direct" or k.vector_push and "vector" or "scalar",
+        exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
       assert.are.equal(k.row_group, v.row_group, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
