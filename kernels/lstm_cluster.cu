@@ -5,8 +5,14 @@
 //   HIDDEN          hidden units H (16 .. 256)
 //   CLUSTER         blocks per cluster (1, 2, 4, 8; 16 needs the non-portable
 //                   cluster size attribute, which the host sets)
-//   THREADS         threads per block = GATE_ROWS * CHUNKS, CHUNKS (k-chunks per
-//                   gate row) 2, 4 or 8, whole warps, at most 1024
+//   THREADS         threads per block = GATE_ROWS / GATE_BLOCK * CHUNKS, CHUNKS
+//                   (k-chunks per gate row) 2, 4 or 8, whole warps, at most 1024
+//   GATE_BLOCK      gate rows a thread holds: 1, or 4 (the four gates of a
+//                   unit, needs DIRECT_PUSH and weights in registers): one
+//                   float4 of h feeds 16 FMAs instead of 4, and a row's four
+//                   gate sums end in the same lanes (no gather shuffles); the
+//                   persistent kernel's gate blocks, the same bits as it with
+//                   the same CHUNKS (kernels/lstm_gate_block.cuh)
 //   TILE_ROWS       the most batch rows a tile carries (1 .. 32); the launch's
 //                   tile_rows (<= TILE_ROWS) sizes the shared memory
 //   WEIGHTS_SHARED  0: each thread keeps its slice of R in registers;
@@ -39,7 +45,13 @@
 //                   st.async their h straight into each block, their own
 //                   included. The step has no block barrier at all: a warp
 //                   goes from its mbarrier wait to its pushes on its own
-// None of these changes a sum or a cell: every option gives the same bits.
+//   WARP_PUSH       1 (needs DIRECT_PUSH and GATE_BLOCK 4): the direct pushes
+//                   of a warp go as 16-byte st.async, four consecutive units
+//                   of one row each, gathered with four shuffles: 4x fewer
+//                   remote stores for the same bytes, still no block barrier
+// None of these changes a sum or a cell: every option gives the same bits,
+// except CHUNKS (and GATE_BLOCK, which sets it for a given THREADS): another
+// chunk split adds the same products in another order.
 //
 // Work split. Grid (CLUSTER, tiles, 2), cluster (CLUSTER, 1, 1): blockIdx.z is
 // the direction, blockIdx.y the tile, and the cluster rank g (= blockIdx.x)
@@ -175,11 +187,19 @@
 #ifndef DIRECT_PUSH
 #define DIRECT_PUSH 0
 #endif
+#ifndef GATE_BLOCK
+#define GATE_BLOCK 1
+#endif
+#ifndef WARP_PUSH
+#define WARP_PUSH 0
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
-#define CHUNKS (THREADS / GATE_ROWS)
+#define CHUNKS (THREADS / (GATE_ROWS / GATE_BLOCK))
 #define FLOAT4_PER_CHUNK (HIDDEN / (4 * CHUNKS))
+#define WARP_UNITS (32 / CHUNKS) /* gate blocks: units a warp holds */
+#define WARP_ITEMS (WARP_UNITS / 4 * ROW_GROUP * CLUSTER) /* 16-byte pushes a warp makes per slot */
 #ifndef ROW_GROUP
 #define ROW_GROUP CHUNKS
 #endif
@@ -198,8 +218,13 @@
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
               "CLUSTER must be 1, 2, 4, 8 or 16");
 static_assert(HIDDEN % CLUSTER == 0, "HIDDEN must be a multiple of CLUSTER");
-static_assert(THREADS % GATE_ROWS == 0 && (CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8),
-              "THREADS must be GATE_ROWS * CHUNKS (GATE_ROWS = 4 * HIDDEN / CLUSTER) with CHUNKS 2, 4 or 8");
+static_assert(GATE_BLOCK == 1 || GATE_BLOCK == 4, "GATE_BLOCK must be 1 or 4");
+static_assert(GATE_BLOCK == 1 || (DIRECT_PUSH && !WEIGHTS_SHARED),
+              "GATE_BLOCK 4 needs DIRECT_PUSH and the weights in registers");
+static_assert(!WARP_PUSH || (DIRECT_PUSH && GATE_BLOCK == 4 && UNITS % 4 == 0),
+              "WARP_PUSH needs DIRECT_PUSH, GATE_BLOCK 4 and UNITS (HIDDEN / CLUSTER) a multiple of 4");
+static_assert(THREADS % (GATE_ROWS / GATE_BLOCK) == 0 && (CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8),
+              "THREADS must be GATE_ROWS / GATE_BLOCK * CHUNKS (GATE_ROWS = 4 * HIDDEN / CLUSTER), CHUNKS 2, 4 or 8");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be whole warps, at most 1024");
 static_assert(HIDDEN % (4 * CHUNKS) == 0, "HIDDEN must split into float4 groups per chunk (4 * CHUNKS)");
 static_assert(TILE_ROWS >= 1 && TILE_ROWS <= 32, "TILE_ROWS must be 1 .. 32");
@@ -215,6 +240,8 @@ static_assert(4 * (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 
               "shared memory (weights, two h buffers, pre-activations) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
+#include "lstm_gate_block.cuh"
+#include "lstm_reduce.cuh"
 
 // Below sm_90 (the file still compiles there, like every kernel in kernels/)
 // the entry only reports STATUS_NEEDS_SM90; the host never launches it there.
@@ -355,19 +382,13 @@ typedef const float4 (&weight_slice)[FLOAT4_PER_CHUNK];
 template <int G>
 __device__ __forceinline__ int scatter_row(int q)
 {
-    int e = 0;
-#pragma unroll
-    for (int mask = 1, n = G; mask < CHUNKS; mask <<= 1)
-        if (n > 1) {
-            e += (q & mask) ? n / 2 : 0;
-            n /= 2;
-        }
-    return e;
+    return spk_scatter_row<G, CHUNKS>(q);
 }
 
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
-// thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes.
-// Returns the full sum of row b0 + scatter_row<G>(q).
+// thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes
+// (the order of kernels/lstm_reduce.cuh, written out: the plain kernel keeps
+// its codegen at 64 registers). Returns the full sum of row b0 + scatter_row<G>(q).
 template <int G>
 __device__ __forceinline__ float row_sums(weight_slice w, const float *h, int b0, int q)
 {
@@ -478,6 +499,15 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
             w[k * THREADS + tid] = row[k * CHUNKS + q];
     }
+#elif GATE_BLOCK == 4
+    float4 w[4][FLOAT4_PER_CHUNK]; // the four gate rows of unit j
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j * 4 + p) * HIDDEN);
+#pragma unroll
+        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+            w[p][k] = row[k * CHUNKS + q];
+    }
 #else
     float4 w[FLOAT4_PER_CHUNK];
     {
@@ -497,13 +527,19 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //    row; copy (gate p, chunk q) = p * CHUNKS / G + q / G pushes to blocks
     //    copy, copy + COPIES, ... and copy 0 (the lanes form's owner) stores
     //    the output.
+    //  - gate blocks: every lane of the unit holds the four sums of its row
+    //    after the reduce-scatter; copy q / G of the row pushes as above.
 #if CELL_IN_LANES
     const int lane_row = scatter_row<ROW_GROUP>(q);
+#if GATE_BLOCK == 4
+    const int lane_unit = j;
+#else
     const int lane_unit = j >> 2;
     const int unit_lane0 = (tid & 31) & ~(4 * CHUNKS - 1); // lane of gate 0, chunk 0 of this unit
+#endif
 #if DIRECT_PUSH
-#define COPIES (4 * CHUNKS / ROW_GROUP)
-    const int copy = (j & 3) * (CHUNKS / ROW_GROUP) + q / ROW_GROUP;
+#define COPIES (4 / GATE_BLOCK * CHUNKS / ROW_GROUP)
+    const int copy = (GATE_BLOCK == 4 ? 0 : (j & 3) * (CHUNKS / ROW_GROUP)) + q / ROW_GROUP;
     const bool cell_lane = true;
     const bool store_lane = copy == 0;
 #else
@@ -578,6 +614,26 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         // gate 0 (same chunk lane, so the same row), the cell there.
 #pragma unroll
         for (int k = 0; k < SLOTS; k++) {
+#if GATE_BLOCK == 4
+            // the four gate sums of ROW_GROUP rows, reduce-scattered over the
+            // chunk lanes: lane q ends with all four of row SLOT_ROW(k)
+            if (k * ROW_GROUP < rows) {
+                float v[ROW_GROUP][4];
+#pragma unroll
+                for (int e = 0; e < ROW_GROUP; e++) {
+                    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (k * ROW_GROUP + e < rows)
+                        d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(w, h + (k * ROW_GROUP + e) * HIDDEN, q);
+                    v[e][0] = d.x;
+                    v[e][1] = d.y;
+                    v[e][2] = d.z;
+                    v[e][3] = d.w;
+                }
+                spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+                if (SLOT_OWNED(k))
+                    hv[k] = spk_lstm_cell(gx[k], v[0][0], v[0][1], v[0][2], v[0][3], b4[k], c[k]);
+            }
+#else
             if (k * ROW_GROUP < rows) {
                 const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
 #if DIRECT_PUSH
@@ -591,6 +647,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 if (SLOT_OWNED(k))
                     hv[k] = spk_lstm_cell(gx[k], pi, pf, pc, po, b4[k], c[k]);
             }
+#endif
         }
 #else
         // 1. gate sums of every row of the tile, from the local copy of h.
@@ -621,7 +678,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 if (SLOT_STORES(k) && (!LATE_STORE || last))
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                 if (!last) {
-#if DIRECT_PUSH
+#if WARP_PUSH
+                    // below, a warp's units at once
+#elif DIRECT_PUSH
                     const unsigned local =
                         (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
                     const unsigned bar = full0 + 8u * (unsigned)(parity ^ 1);
@@ -643,6 +702,42 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         }
         if (last)
             break;
+
+#if WARP_PUSH
+        // Per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4
+        // (4 consecutive units of one row), each to every block: item i of a
+        // slot is (block i % CLUSTER, row (i / CLUSTER) % G, quad i / (CLUSTER * G)),
+        // its four values shuffled from the lanes that hold them.
+        {
+            const int lane = tid & 31;
+            const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
+            const unsigned bar = full0 + 8u * (unsigned)(parity ^ 1);
+#pragma unroll
+            for (int k = 0; k < SLOTS; k++) {
+                if (k * ROW_GROUP < rows) {
+#pragma unroll
+                    for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
+                        const int item = item0 + lane;
+                        const int g = item % CLUSTER, rq = item / CLUSTER;
+                        const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
+                        const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+                        float4 v;
+                        v.x = __shfl_sync(FULL_MASK, hv[k], from);
+                        v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
+                        v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
+                        v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
+                        const int b = k * ROW_GROUP + e;
+                        if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
+                            const unsigned local = (unsigned)__cvta_generic_to_shared(
+                                h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
+                            const unsigned target = (rank + (unsigned)g) % CLUSTER;
+                            store_async4(map_rank(local, target), v, map_rank(bar, target));
+                        }
+                    }
+                }
+            }
+        }
+#endif
 
 #if VECTOR_PUSH
         // The block's units of every row, 16 bytes to each peer per store.

@@ -247,6 +247,7 @@ __device__ __forceinline__ u64 wait_word(const u64 *address, u64 word, unsigned 
 
 #include "lstm_cell.cuh"
 #include "lstm_reduce.cuh"
+#include "lstm_gate_block.cuh"
 
 __device__ __forceinline__ ulonglong2 poll_pair(const ulonglong2 *address)
 {
@@ -311,31 +312,6 @@ __device__ __forceinline__ float partial_dot(const float4 (&r)[FLOAT4_PER_CHUNK]
         a3 = fmaf(h.w, r[k].w, a3);
     }
     return (a0 + a1) + (a2 + a3);
-}
-
-// The same for the four gate rows a thread holds (GATE_BLOCK 4): one float4 of
-// h feeds the FMAs of all four, each gate with its own 4 chains in the order
-// of partial_dot.
-__device__ __forceinline__ float4 partial_dot4(const float4 (&r)[4][FLOAT4_PER_CHUNK], const float *h_row, int q)
-{
-    const float4 *h4 = reinterpret_cast<const float4 *>(h_row);
-    float a[4][4];
-#pragma unroll
-    for (int p = 0; p < 4; p++)
-        a[p][0] = a[p][1] = a[p][2] = a[p][3] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < FLOAT4_PER_CHUNK; k++) {
-        float4 h = h4[k * CHUNKS + q];
-#pragma unroll
-        for (int p = 0; p < 4; p++) {
-            a[p][0] = fmaf(h.x, r[p][k].x, a[p][0]);
-            a[p][1] = fmaf(h.y, r[p][k].y, a[p][1]);
-            a[p][2] = fmaf(h.z, r[p][k].z, a[p][2]);
-            a[p][3] = fmaf(h.w, r[p][k].w, a[p][3]);
-        }
-    }
-    return make_float4((a[0][0] + a[0][1]) + (a[0][2] + a[0][3]), (a[1][0] + a[1][1]) + (a[1][2] + a[1][3]),
-                       (a[2][0] + a[2][1]) + (a[2][2] + a[2][3]), (a[3][0] + a[3][1]) + (a[3][2] + a[3][3]));
 }
 
 // Sum over the CHUNKS lanes of a gate row: every one of them ends with the same bits.
@@ -583,7 +559,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                 for (int e = 0; e < ROW_GROUP; e++) {
                     float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
                     if (b0 + e < rows)
-                        d = partial_dot4(weights, h_prev + (b0 + e) * HIDDEN, q);
+                        d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(weights, h_prev + (b0 + e) * HIDDEN, q);
                     v[e][0] = d.x;
                     v[e][1] = d.y;
                     v[e][2] = d.z;

@@ -50,7 +50,10 @@ check_stack("persistent units 4, 128 threads, tile 32", { backend = "persistent"
                                                           kernel = { units = 4, threads = 128, tile_rows = 32 } })
 check_stack("cudnn", { backend = "cudnn" })
 if spk.lstm.backends.cluster and cuda.device().cluster then
-  check_stack("cluster", { backend = "cluster" })
+  check_stack("cluster (default: gate blocks, direct pushes)", { backend = "cluster" })
+  check_stack("cluster gate blocks, warp pushes, tile 2", { backend = "cluster",
+    kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
+               push = "warp" } })
 else
   print("sanitize: cluster backend not present or no cluster launch on this device: skipped")
 end

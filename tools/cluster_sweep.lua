@@ -46,6 +46,15 @@
 --                  "c8 ... 256": cluster 8 with 4 chunks, "c8 direct 128" with 2;
 --                  "c4 direct 256" / "512": cluster 4 (4 peers) with 2 / 4
 --                  chunks: the same work a thread, fewer blocks to exchange with
+--   c8 gb4 128     direct pushes with gate blocks (kernel.gate_block = 4): a
+--                  thread holds its unit's four gate rows over 8 chunks, so
+--                  one float4 of h feeds 16 FMAs (a quarter of the shared-
+--                  memory loads) and a row's four sums end in the same lanes
+--                  (no gather); "c8 gb4 64" with 4 chunks (128 weights a
+--                  thread), "c16 gb4 64" at cluster 16, "c4 gb4 256" at 4
+--   c8 warp 128    gate blocks with warp pushes (kernel.push = "warp"): a
+--                  warp packs four consecutive units of a row into one
+--                  16-byte st.async (four shuffles), 4x fewer remote stores
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -129,6 +138,15 @@ local variants = {
   mbar_line("c4 direct 256", 4, 256, "direct"),
   mbar_line("c4 direct 512", 4, 512, "direct"),
   mbar_line("c16 direct 64 step", 16, 64, "direct", { store = "step" }),
+  mbar_line("c8 gb4 128", 8, 128, "direct", { gate_block = 4 }),
+  mbar_line("c8 gb4 64", 8, 64, "direct", { gate_block = 4 }),
+  mbar_line("c16 gb4 64", 16, 64, "direct", { gate_block = 4 }),
+  mbar_line("c4 gb4 256", 4, 256, "direct", { gate_block = 4 }),
+  mbar_line("c4 gb4 128", 4, 128, "direct", { gate_block = 4 }),
+  mbar_line("c8 warp 128", 8, 128, "warp", { gate_block = 4 }),
+  mbar_line("c4 warp 128", 4, 128, "warp", { gate_block = 4 }),
+  mbar_line("c4 warp 256", 4, 256, "warp", { gate_block = 4 }),
+  mbar_line("c16 warp 64", 16, 64, "warp", { gate_block = 4 }),
 }
 -- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
 for _, blocks in ipairs { 4, 6, 8 } do
@@ -147,8 +165,8 @@ if type(only) == "string" then
   end
   variants = picked
 elseif quick then -- the lines that decide the table
-  local quick_names = { plain = true, late = true, ["c16 lanes+mbar"] = true, ["c8 direct 256"] = true,
-                        ["c8 direct 128"] = true, ["c4 direct 256"] = true, ["c16 direct 64"] = true }
+  local quick_names = { plain = true, ["c8 direct 128"] = true, ["c4 direct 256"] = true, ["c8 gb4 128"] = true,
+                        ["c16 gb4 64"] = true, ["c4 gb4 256"] = true }
   local picked = {}
   for _, v in ipairs(variants) do
     if quick_names[v.name] then picked[#picked + 1] = v end
@@ -240,14 +258,15 @@ end
 
 say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
   .. "src/lstm/cluster.c:")
-say("  {max_batch, cluster, tile_rows, cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push}")
+say("  {max_batch, cluster, tile_rows, gate_block, chunks, cell_in_lanes, late_store, vector_push, mbarrier_exchange, "
+  .. "direct_push}")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
     local k = b.kernel
-    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %s, %s, %s, %s, %s}, "
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %s, %s, %s, %s, %s}, "
       .. "threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile,
-      tostring(k.cell == "lanes"), tostring(k.store == "late"), tostring(k.push == "vector"),
+      k.gate_block, k.chunks, tostring(k.cell == "lanes"), tostring(k.store == "late"), tostring(k.push == "vector"),
       tostring(k.exchange == "mbarrier"), tostring(k.push == "direct"), k.threads)
   end
 end

@@ -8,7 +8,11 @@
 --                                                       -- (TF32 inputs, FP32 sums); the recurrence stays FP32
 --                               kernel = {cluster = 8,          -- 1, 2, 4, 8 or 16 blocks per cluster
 --                                         tile_rows = 8,        -- force this tile height (default: picked)
---                                         threads = 512,        -- 4 * hidden / cluster * chunks (2, 4, 8)
+--                                         threads = 512,        -- 4 * hidden / cluster / gate_block * chunks
+--                                                               -- (chunks 2, 4, 8)
+--                                         gate_block = 1,       -- | 4: a thread holds its unit's four gate
+--                                                               -- rows (needs push = "direct"); another
+--                                                               -- chunk split, so other bits
 --                                         weights = "registers",-- | "shared"
 --                                         math = "fp32",        -- the recurrence: strict FP32 only (R·h has
 --                                                               -- no MMA form here; TF32 is the plan's math)
@@ -21,6 +25,8 @@
 --                                                               -- h into its share of the blocks, no block
 --                                                               -- barrier in a step (needs cell = "lanes"
 --                                                               -- and exchange = "mbarrier")
+--                                                               -- | "warp": direct pushes packed per warp
+--                                                               -- into 16-byte st.async (needs gate_block 4)
 --                                         exchange = "barrier"}}-- | "mbarrier": st.async + mbarrier waits
 --   Without `kernel` the plan takes the default for its batch
 --   (spk.lstm.cluster_default(batch, hidden): src/lstm/cluster.c's batch_table).
@@ -45,7 +51,7 @@ return function(spk, core)
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
                          row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
-                         push = true, exchange = true }
+                         push = true, exchange = true, gate_block = true }
   -- option = {value giving false, value giving true, the C field}
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
@@ -68,7 +74,8 @@ return function(spk, core)
     for key in pairs(kernel) do
       if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
     end
-    for _, key in ipairs { "cluster", "tile_rows", "threads", "row_group", "min_blocks", "hidden" } do
+    for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "row_group", "min_blocks",
+                           "hidden" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
     end
     local weights = kernel.weights or "registers"
@@ -85,9 +92,12 @@ return function(spk, core)
     if kernel.tile_rows ~= nil and kernel.tile_rows > 32 then
       fail(("kernel.tile_rows must be 1 .. 32, got %d"):format(kernel.tile_rows), level + 1)
     end
+    if kernel.gate_block ~= nil and kernel.gate_block ~= 1 and kernel.gate_block ~= 4 then
+      fail(("kernel.gate_block must be 1 or 4, got %d"):format(kernel.gate_block), level + 1)
+    end
     local k = { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
-                tile_rows = kernel.tile_rows, row_group = kernel.row_group, min_blocks = kernel.min_blocks,
-                weights_shared = weights == "shared" }
+                gate_block = kernel.gate_block, tile_rows = kernel.tile_rows, row_group = kernel.row_group,
+                min_blocks = kernel.min_blocks, weights_shared = weights == "shared" }
     for _, sw in ipairs(switches) do
       local name, off, on, field = sw[1], sw[2], sw[3], sw[4]
       local value = kernel[name] or off
@@ -97,12 +107,19 @@ return function(spk, core)
       k[field] = value == on
     end
     local push = kernel.push or "scalar"
-    if push ~= "scalar" and push ~= "vector" and push ~= "direct" then
-      fail(("kernel.push must be \"scalar\", \"vector\" or \"direct\", got %s"):format(tostring(push)), level + 1)
+    if push ~= "scalar" and push ~= "vector" and push ~= "direct" and push ~= "warp" then
+      fail(("kernel.push must be \"scalar\", \"vector\", \"direct\" or \"warp\", got %s"):format(tostring(push)),
+        level + 1)
     end
-    k.vector_push, k.direct_push = push == "vector", push == "direct"
+    k.vector_push, k.direct_push, k.warp_push = push == "vector", push == "direct" or push == "warp", push == "warp"
     if k.direct_push and not (k.mbarrier_exchange and k.cell_in_lanes) then
-      fail("kernel.push \"direct\" needs kernel.exchange \"mbarrier\" and kernel.cell \"lanes\"", level + 1)
+      fail(("kernel.push %q needs kernel.exchange \"mbarrier\" and kernel.cell \"lanes\""):format(push), level + 1)
+    end
+    if k.warp_push and k.gate_block ~= 4 then
+      fail("kernel.push \"warp\" needs kernel.gate_block 4", level + 1)
+    end
+    if k.gate_block == 4 and not k.direct_push then
+      fail("kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\"", level + 1)
     end
     if k.mbarrier_exchange and not k.direct_push then
       if kernel.push == "scalar" then
@@ -124,11 +141,13 @@ return function(spk, core)
   function spk.lstm.cluster_default(batch, hidden)
     positive_integer(batch, "batch", 2)
     local v = core.cluster_variant_for_batch(hidden or 128, batch)
-    return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, row_group = v.row_group,
+    return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, gate_block = v.gate_block,
+             row_group = v.row_group,
              min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
              tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
              late_store = v.store == "late", vector_push = v.push == "vector",
-             direct_push = v.push == "direct", mbarrier_exchange = v.exchange == "mbarrier" }
+             direct_push = v.push == "direct" or v.push == "warp", warp_push = v.push == "warp",
+             mbarrier_exchange = v.exchange == "mbarrier" }
   end
 
   local function construct(opts, level)
@@ -171,6 +190,7 @@ return function(spk, core)
     self.kernel.max_active_clusters = info.schedule.max_active_clusters
     local k = info.kernel
     local options = {}
+    if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
     if k.store == "late" then options[#options + 1] = "late store" end
     if k.push ~= "scalar" then options[#options + 1] = k.push .. " push" end

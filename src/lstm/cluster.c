@@ -16,19 +16,25 @@
 
 /* ---- variants ------------------------------------------------------------ */
 
-static bool valid_threads(int hidden, int cluster, int chunks, int limit)
+/* Threads of a block: its gate rows split into blocks of `gate_block`, each over `chunks` lanes. */
+static int block_threads(int hidden, int cluster, int gate_block, int chunks)
+{
+    return 4 * (hidden / cluster) / gate_block * chunks;
+}
+
+static bool valid_threads(int hidden, int cluster, int gate_block, int chunks, int limit)
 {
     if (cluster < 1 || hidden % cluster != 0)
         return false;
-    int threads = 4 * (hidden / cluster) * chunks;
+    int threads = block_threads(hidden, cluster, gate_block, chunks);
     return hidden % (4 * chunks) == 0 && threads % 32 == 0 && threads <= limit;
 }
 
 /* The most chunks (8, 4, 2) giving a valid block of at most `limit` threads; 0 if none. */
-static int best_chunks(int hidden, int cluster, int limit)
+static int best_chunks(int hidden, int cluster, int gate_block, int limit)
 {
     for (int chunks = 8; chunks >= 2; chunks /= 2)
-        if (valid_threads(hidden, cluster, chunks, limit))
+        if (valid_threads(hidden, cluster, gate_block, chunks, limit))
             return chunks;
     return 0;
 }
@@ -37,24 +43,27 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 {
     if (v->hidden < 1)
         return; /* the check names it */
+    if (v->gate_block == 0)
+        v->gate_block = 1;
+    int gate_block = v->gate_block == 4 ? 4 : 1; /* the check names any other value */
     if (v->cluster == 0) {
         static const int sizes[] = {8, 4, 2, 1};
         v->cluster = 8;
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-            if (best_chunks(v->hidden, sizes[i], 1024) != 0) {
+            if (best_chunks(v->hidden, sizes[i], gate_block, 1024) != 0) {
                 v->cluster = sizes[i];
                 break;
             }
     }
     if (v->threads == 0 && v->cluster > 0 && v->hidden % v->cluster == 0) {
-        int chunks = best_chunks(v->hidden, v->cluster, 512);
+        int chunks = best_chunks(v->hidden, v->cluster, gate_block, 512);
         if (chunks == 0)
-            chunks = best_chunks(v->hidden, v->cluster, 1024);
+            chunks = best_chunks(v->hidden, v->cluster, gate_block, 1024);
         if (chunks != 0)
-            v->threads = 4 * (v->hidden / v->cluster) * chunks;
+            v->threads = block_threads(v->hidden, v->cluster, gate_block, chunks);
     }
-    int gate_rows = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) : 0;
-    int chunks = gate_rows > 0 && v->threads % gate_rows == 0 ? v->threads / gate_rows : 0;
+    int blocks = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) / gate_block : 0;
+    int chunks = blocks > 0 && v->threads % blocks == 0 ? v->threads / blocks : 0;
     if (v->direct_push)
         v->vector_push = false;
     else if (v->mbarrier_exchange)
@@ -71,38 +80,52 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     bool wide = (v->mbarrier_exchange && !(v->cell_in_lanes && v->max_tile_rows == 1)) ||
                 (v->max_tile_rows > 1 && v->vector_push && !v->cell_in_lanes) ||
                 (v->cell_in_lanes && v->max_tile_rows > 8);
+    int weights = chunks > 0 ? gate_block * v->hidden / chunks : 0; /* registers of R a thread */
     if (v->min_blocks == 0)
-        v->min_blocks =
-            chunks > 0 && v->hidden / chunks <= 16 && 2 * v->threads <= 2048 && !v->weights_shared && !wide ? 2 : 1;
+        v->min_blocks = weights > 0 && weights <= 16 && 2 * v->threads <= 2048 && !v->weights_shared && !wide ? 2 : 1;
 }
 
 /* The plan's default per batch: the fastest variant of each batch in
  * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep_direct.txt, last run). ms per forward
- * (4 layers, H 128, input 60, 589 steps, median of CUDA graph replays)
- * against cuDNN's best algorithm in the same run:
- *   batch 1    c8 direct 128 t1    1.576  (persist_static 3.72)
- *   batch 8    c4 direct 256 t1    1.917  (persist_static_small_h 9.49)
- *   batch 32   c8 direct 128 t2    4.124  (persist_static_small_h 11.17)
- *   batch 64   c8 direct 128 t4    7.298  (persist_static_small_h 11.97)
- *   batch 256  plain t16          25.745  (persist_static_small_h 26.358)
- * Up to batch 64 the step is latency-bound: the direct pushes (no block
- * barrier in a step) with 2 chunks per gate row (64 FMAs a thread, one
- * shuffle level) win, and small tiles keep every cluster in one wave; at
- * batch 8 a cluster of 4 (fewer peers, 8 warps a block) is 3% faster than
- * one of 8. At batch 256 only the plain kernel's tall tiles fit one wave.
+ * (docs/results/2026-11-30-h200/cluster_sweep_gb4.txt, second run). ms per
+ * forward (4 layers, H 128, input 60, 589 steps, median of CUDA graph
+ * replays) against cuDNN's best algorithm in the same run ("gb4": gate
+ * blocks, a thread holds its unit's four gate rows; "warp": their direct
+ * pushes packed per warp into 16-byte st.async):
+ *   batch 1    c8 gb4 128 t1 (8 chunks)           1.524  (persist_static 3.78)
+ *   batch 8    c4 gb4 128 t1 (4 chunks)           1.820  (persist_static_small_h 9.52)
+ *   batch 32   c8 gb4 128 t2, warp (8 chunks)     3.987  (persist_static_small_h 11.14)
+ *   batch 64   c8 gb4 128 t4, warp (8 chunks)     5.894  (persist_static_small_h 12.10)
+ *   batch 256  plain t16                         25.768  (persist_static_small_h 26.40)
+ * Up to batch 64 every row uses direct pushes (no block barrier in a step)
+ * and tiles small enough to keep every cluster in one wave. Gate blocks win
+ * where a thread's rows share its loads of h (a quarter of the shared-memory
+ * loads per FMA) and a row's four sums end in the lanes that finish its cell:
+ * batch 64 7.31 -> 5.99 ms; warp pushes (4x fewer remote stores) take 1-3%
+ * more off from two rows a tile up and cost ~0.5% at one. At batch 256 only
+ * the plain kernel's tall tiles fit one wave.
  * chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
-    int cluster, tile_rows, chunks; /* tile_rows 0: the schedule picks */
-    bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push;
+    int cluster, tile_rows, gate_block, chunks; /* tile_rows 0: the schedule picks */
+    bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push, warp_push;
 } batch_table[] = {
-    {1, 8, 1, 2, true, true, false, true, true},
-    {8, 4, 1, 2, true, true, false, true, true},
-    {32, 8, 2, 2, true, true, false, true, true},
-    {64, 8, 4, 2, true, true, false, true, true},
-    {INT64_MAX, 8, 16, 0, false, false, false, false, false},
+    {1, 8, 1, 4, 8, true, true, false, true, true, false},
+    {8, 4, 1, 4, 4, true, true, false, true, true, false},
+    {32, 8, 2, 4, 8, true, true, false, true, true, true},
+    {64, 8, 4, 4, 8, true, true, false, true, true, true},
+    {INT64_MAX, 8, 16, 1, 0, false, false, false, false, false, false},
 };
+
+/* Threads of the fewest chunks from `chunks` up whose block holds at most
+ * `max_weights` weights a thread within 256 threads; 0 if none. */
+static int row_threads(int hidden, int cluster, int gate_block, int chunks, int max_weights)
+{
+    for (; chunks <= 8; chunks *= 2)
+        if (gate_block * hidden / chunks <= max_weights && valid_threads(hidden, cluster, gate_block, chunks, 256))
+            return block_threads(hidden, cluster, gate_block, chunks);
+    return 0;
+}
 
 spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)
 {
@@ -111,24 +134,30 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
         i++;
     spk_cluster_variant v = {.hidden = hidden,
                              .cluster = batch_table[i].cluster,
+                             .gate_block = batch_table[i].gate_block,
                              .max_tile_rows = batch_table[i].tile_rows,
                              .cell_in_lanes = batch_table[i].cell_in_lanes,
                              .late_store = batch_table[i].late_store,
                              .vector_push = batch_table[i].vector_push,
                              .mbarrier_exchange = batch_table[i].mbarrier_exchange,
-                             .direct_push = batch_table[i].direct_push};
+                             .direct_push = batch_table[i].direct_push,
+                             .warp_push = batch_table[i].warp_push};
     /* The row's chunks, or the fewest more, that keep a thread's weights
-     * within 64 registers and the block within 256 threads (as measured at
-     * hidden 128: ~150 registers a thread); a hidden size with none, or one
+     * (gate_block * hidden / chunks) within the row's at hidden 128 (64 or
+     * 128 registers; the variants measured use 120-235 in all) and the block
+     * within 256 threads. A gate-block row that finds none tries one gate row
+     * a thread from 2 chunks (64 weights); a hidden size with neither, or one
      * the row's cluster does not divide, gets the generic fit. */
     bool fits = hidden > 0 && hidden % v.cluster == 0 && !(v.vector_push && (hidden / v.cluster) % 4 != 0);
     if (fits && batch_table[i].chunks > 0) {
-        fits = false;
-        for (int chunks = batch_table[i].chunks; chunks <= 8 && !fits; chunks *= 2)
-            if (hidden / chunks <= 64 && valid_threads(hidden, v.cluster, chunks, 256)) {
-                v.threads = 4 * (hidden / v.cluster) * chunks;
-                fits = true;
-            }
+        v.threads = row_threads(hidden, v.cluster, v.gate_block, batch_table[i].chunks,
+                                v.gate_block * 128 / batch_table[i].chunks);
+        if (v.threads == 0 && v.gate_block == 4) {
+            v.gate_block = 1;
+            v.warp_push = false;
+            v.threads = row_threads(hidden, v.cluster, 1, 2, 64);
+        }
+        fits = v.threads > 0;
     }
     if (!fits) {
         spk_cluster_variant generic = {.hidden = hidden};
@@ -161,11 +190,21 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
         return spk_fail("kernel.cluster %d must be 1, 2, 4, 8 or 16", v->cluster);
     if (v->hidden % v->cluster != 0)
         return spk_fail("kernel: hidden %d is not divisible by kernel.cluster %d", v->hidden, v->cluster);
+    if (v->gate_block != 1 && v->gate_block != 4)
+        return spk_fail("kernel.gate_block %d must be 1 or 4", v->gate_block);
+    /* (whole warps of gate blocks make the units whole quads: units * chunks % 32 == 0) */
+    if (v->warp_push && (!v->direct_push || v->gate_block != 4))
+        return spk_fail("kernel: warp pushes (kernel.push \"warp\") need kernel.gate_block 4");
+    if (v->gate_block == 4 && (!v->direct_push || v->weights_shared))
+        return spk_fail("kernel.gate_block 4 needs direct pushes (kernel.push \"direct\") and kernel.weights "
+                        "\"registers\"");
     int gate_rows = 4 * (v->hidden / v->cluster);
-    int chunks = v->threads / gate_rows;
-    if (v->threads < 1 || v->threads % gate_rows != 0 || (chunks != 2 && chunks != 4 && chunks != 8))
+    int blocks = gate_rows / v->gate_block;
+    int chunks = v->threads / blocks;
+    if (v->threads < 1 || v->threads % blocks != 0 || (chunks != 2 && chunks != 4 && chunks != 8))
         return spk_fail("kernel.threads %d must be %d * chunks with chunks 2, 4 or 8 (hidden %d, cluster %d: "
-                        "%d gate rows per block)", v->threads, gate_rows, v->hidden, v->cluster, gate_rows);
+                        "%d gate rows per block, %d a thread)", v->threads, blocks, v->hidden, v->cluster, gate_rows,
+                        v->gate_block);
     if (v->threads % 32 != 0 || v->threads > 1024)
         return spk_fail("kernel.threads %d must be whole warps and at most 1024", v->threads);
     if (v->hidden % (4 * chunks) != 0)
@@ -204,8 +243,9 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_variant_defines *out)
 {
     static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
-        "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",        "MIN_BLOCKS",
-        "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH"};
+        "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",         "MIN_BLOCKS",
+        "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH",
+        "GATE_BLOCK",     "WARP_PUSH"};
     int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
                                                v->cluster,
                                                v->threads,
@@ -217,7 +257,9 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
                                                v->late_store ? 1 : 0,
                                                v->vector_push ? 1 : 0,
                                                v->mbarrier_exchange ? 1 : 0,
-                                               v->direct_push ? 1 : 0};
+                                               v->direct_push ? 1 : 0,
+                                               v->gate_block,
+                                               v->warp_push ? 1 : 0};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];

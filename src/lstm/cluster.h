@@ -23,7 +23,10 @@
 typedef struct spk_cluster_variant {
     int hidden;          /* HIDDEN */
     int cluster;         /* CLUSTER: blocks per cluster, 1, 2, 4, 8 or 16 */
-    int threads;         /* THREADS = 4 * (hidden / cluster) * chunks, chunks 2, 4 or 8, whole warps, <= 1024 */
+    int threads;         /* THREADS = 4 * (hidden / cluster) / gate_block * chunks, chunks 2, 4 or 8, whole
+                            warps, <= 1024 */
+    int gate_block;      /* GATE_BLOCK: gate rows a thread holds, 1 or 4 (the four gates of a unit; needs
+                            direct_push and weights in registers) */
     int max_tile_rows;   /* TILE_ROWS: the most rows a tile carries, 1 .. 32 */
     int row_group;       /* ROW_GROUP: 1, 2, 4 or 8, at most chunks */
     int min_blocks;      /* MIN_BLOCKS: __launch_bounds__ blocks per SM */
@@ -37,19 +40,21 @@ typedef struct spk_cluster_variant {
     bool direct_push;       /* DIRECT_PUSH: every lane holding a copy of a cell st.asyncs its h into its
                                share of the blocks; no block barrier in a step (needs mbarrier_exchange and
                                cell_in_lanes; replaces vector_push) */
+    bool warp_push;         /* WARP_PUSH: the direct pushes of a warp as 16-byte st.async (four consecutive
+                               units of one row; needs direct_push and gate_block 4) */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
     int units;              /* hidden units per block: hidden / cluster */
     int gate_rows;          /* 4 * units */
-    int chunks;             /* threads / gate_rows */
+    int chunks;             /* threads / (gate_rows / gate_block) */
     int cells;              /* (row, unit) cells per thread at max_tile_rows */
     size_t weight_bytes;    /* shared memory for R (weights_shared), else 0 */
 } spk_cluster_geometry;
 
-/* What a script left out, fitted to `hidden`: cluster 8 where it divides
- * (else the largest of 4, 2, 1 that gives whole warps), threads = the most
- * chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
+/* What a script left out, fitted to `hidden`: gate_block 1, cluster 8 where
+ * it divides (else the largest of 4, 2, 1 that gives whole warps), threads =
+ * the most chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
  * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
  * tile is padded to whole row groups), min_blocks 2 where each thread holds
  * at most 16 weights and none of the options ptxas spills with at 64
@@ -65,7 +70,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 12
+#define SPK_CLUSTER_VARIANT_DEFINES 14
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];

@@ -1,8 +1,8 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
- *                          kernel = {hidden =, cluster =, threads =, tile_rows =, row_group =,
+ *                          kernel = {hidden =, cluster =, threads =, gate_block =, tile_rows =, row_group =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
- *                                    vector_push =, mbarrier_exchange =, direct_push =}}
+ *                                    vector_push =, mbarrier_exchange =, direct_push =, warp_push =}}
  *                                    -> plan userdata
  *   plan:forward(x) -> tensor on x's device
  *   plan:time(rounds, warmup) -> {ms, ...}
@@ -29,13 +29,14 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->hidden = (int)spk_lua_int_field(L, t, "hidden", 128, "kernel");
         v->cluster = (int)spk_lua_int_field(L, t, "cluster", 0, "kernel");
         v->threads = (int)spk_lua_int_field(L, t, "threads", 0, "kernel");
+        v->gate_block = (int)spk_lua_int_field(L, t, "gate_block", 0, "kernel");
         v->max_tile_rows = (int)spk_lua_int_field(L, t, "tile_rows", 0, "kernel");
         v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
         static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
-                                      "mbarrier_exchange", "direct_push"};
+                                      "mbarrier_exchange", "direct_push", "warp_push"};
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
-                         &v->mbarrier_exchange, &v->direct_push};
+                         &v->mbarrier_exchange, &v->direct_push, &v->warp_push};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
             lua_getfield(L, t, flags[i]);
             *slots[i] = lua_toboolean(L, -1);
@@ -53,13 +54,14 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, v->hidden), lua_setfield(L, -2, "hidden");
     lua_pushinteger(L, v->cluster), lua_setfield(L, -2, "cluster");
     lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
+    lua_pushinteger(L, v->gate_block), lua_setfield(L, -2, "gate_block");
     lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "max_tile_rows");
     lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");
     lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
     lua_pushstring(L, v->cell_in_lanes ? "lanes" : "shared"), lua_setfield(L, -2, "cell");
     lua_pushstring(L, v->late_store ? "late" : "step"), lua_setfield(L, -2, "store");
-    lua_pushstring(L, v->direct_push ? "direct" : v->vector_push ? "vector" : "scalar");
+    lua_pushstring(L, v->warp_push ? "warp" : v->direct_push ? "direct" : v->vector_push ? "vector" : "scalar");
     lua_setfield(L, -2, "push");
     lua_pushstring(L, v->mbarrier_exchange ? "mbarrier" : "barrier"), lua_setfield(L, -2, "exchange");
     lua_pushinteger(L, g->units), lua_setfield(L, -2, "units");

@@ -298,7 +298,7 @@ TEST(static_asserts_reject_what_the_check_rejects)
         const char *hidden, *cluster, *threads, *rows, *message;
     } bad[] = {
         {"128", "3", "512", "32", "CLUSTER must be"},
-        {"128", "8", "384", "32", "THREADS must be GATE_ROWS * CHUNKS"},
+        {"128", "8", "384", "32", "THREADS must be GATE_ROWS / GATE_BLOCK * CHUNKS"},
         {"128", "8", "512", "33", "TILE_ROWS must be"},
         {"100", "8", "512", "8", "HIDDEN must be a multiple of CLUSTER"},
         {"16", "16", "32", "8", "HIDDEN must split into float4 groups"},
@@ -316,9 +316,164 @@ TEST(static_asserts_reject_what_the_check_rejects)
         CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
         spk_module_release(m);
         spk_cluster_variant v = {.hidden = atoi(bad[i].hidden), .cluster = atoi(bad[i].cluster),
-                                 .threads = atoi(bad[i].threads), .max_tile_rows = atoi(bad[i].rows),
-                                 .row_group = 1, .min_blocks = 1};
+                                 .threads = atoi(bad[i].threads), .gate_block = 1,
+                                 .max_tile_rows = atoi(bad[i].rows), .row_group = 1, .min_blocks = 1};
         CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    }
+}
+
+/* Gate blocks (GATE_BLOCK 4): the check and the kernel refuse them without
+ * direct pushes, or with weights in shared memory; the variants of the sweep
+ * compile without spills within their register budget; the PTX has no block
+ * barrier and no gather (only butterfly shuffles: a row's four sums end in
+ * the lanes that finish its cell); the batch table's rows use them. */
+TEST(gate_blocks)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 8, .gate_block = 4, .max_tile_rows = 1};
+    spk_cluster_variant_fit(&v);
+    CHECK(v.threads == 128 && spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block 4 needs direct pushes");
+    v.gate_block = 2;
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block 2 must be 1 or 4");
+    spk_cluster_variant shared = {.hidden = 128, .cluster = 8, .gate_block = 4, .max_tile_rows = 1,
+                                  .weights_shared = true, .cell_in_lanes = true, .mbarrier_exchange = true,
+                                  .direct_push = true};
+    spk_cluster_variant_fit(&shared);
+    CHECK(spk_cluster_variant_check(&shared, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.weights \"registers\"");
+    /* the kernel's own asserts */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_define plain[] = {{"THREADS", "128"}, {"GATE_BLOCK", "4"}};
+    spk_compile_options o = {0};
+    o.file = path;
+    o.defines = plain;
+    o.ndefines = 2;
+    o.arch = "sm_90";
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "GATE_BLOCK 4 needs DIRECT_PUSH");
+    plain[1].value = "2";
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "GATE_BLOCK must be 1 or 4");
+
+    struct {
+        int cluster, threads, rows, chunks;
+    } cases[] = {{8, 128, 1, 8}, {8, 128, 2, 8}, {8, 128, 4, 8}, {8, 128, 8, 8}, {8, 128, 16, 8},
+                 {4, 128, 1, 4}, {4, 128, 4, 4}, {16, 64, 1, 8},  {4, 256, 8, 8},  {8, 64, 4, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        spk_cluster_variant g = {.hidden = 128, .cluster = cases[i].cluster, .threads = cases[i].threads,
+                                 .gate_block = 4, .max_tile_rows = cases[i].rows, .cell_in_lanes = true,
+                                 .late_store = true, .mbarrier_exchange = true, .direct_push = true};
+        spk_cluster_variant_fit(&g);
+        spk_cluster_geometry geometry;
+        CHECK(spk_cluster_variant_check(&g, &geometry) == 0);
+        CHECK(geometry.chunks == cases[i].chunks && geometry.gate_rows == 4 * 128 / cases[i].cluster);
+        spk_module *m = compile_verbose(&g);
+        CHECK(m != NULL);
+        if (!m) {
+            fprintf(stderr, "  gate blocks case %zu: %s\n", i, spk_last_error());
+            continue;
+        }
+        int registers, spills;
+        ptxas_figures(spk_module_log(m), &registers, &spills);
+        fprintf(stderr, "  gate blocks: cluster %2d threads %3d tile_rows %2d chunks %d row_group %d: %3d registers, "
+                        "%d bytes spill stores\n",
+                g.cluster, g.threads, g.max_tile_rows, geometry.chunks, g.row_group, registers, spills);
+        CHECK(registers > 0 && registers <= 65536 / (g.threads * g.min_blocks));
+        CHECK(spills == 0);
+        spk_module_release(m);
+    }
+
+    spk_cluster_variant one = {.hidden = 128, .cluster = 8, .gate_block = 4, .max_tile_rows = 1,
+                               .cell_in_lanes = true, .mbarrier_exchange = true, .direct_push = true};
+    spk_cluster_variant_fit(&one);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&one, &code, &bytes);
+    if (m) {
+        CHECK(ptx_has(code, bytes, "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32"));
+        CHECK(ptx_has(code, bytes, "shfl.sync.bfly.b32"));
+        CHECK(memmem(code, bytes, "shfl.sync.idx", 13) == NULL);
+        CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
+        spk_module_release(m);
+    }
+
+    /* the batch table: gate blocks at batch 1 (8 chunks), 2-8 (cluster 4, 4 chunks), 9-64 (8 chunks, warp
+     * pushes) */
+    int64_t tile_rows = -1;
+    spk_cluster_geometry geometry;
+    spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b1, &geometry) == 0);
+    CHECK(b1.gate_block == 4 && b1.cluster == 8 && b1.threads == 128 && geometry.chunks == 8 && tile_rows == 1);
+    spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b8, &geometry) == 0);
+    CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && geometry.chunks == 4 && tile_rows == 1);
+    spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b64, &geometry) == 0);
+    CHECK(b64.gate_block == 4 && b64.cluster == 8 && geometry.chunks == 8 && b64.warp_push && tile_rows == 4);
+    spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32, &tile_rows);
+    CHECK(b32.gate_block == 4 && b32.warp_push && b32.threads == 128 && tile_rows == 2);
+    CHECK(!b1.warp_push && !b8.warp_push);
+    /* hidden 16 at batch 32: no whole warp of gate blocks: one gate row a thread, 4-byte direct pushes */
+    spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    CHECK(spk_cluster_variant_check(&narrow, NULL) == 0);
+    CHECK(narrow.gate_block == 1 && narrow.direct_push && !narrow.warp_push);
+    /* hidden 64 at batch 8: the row's 4 chunks, 64 weights a thread, 64 threads */
+    spk_cluster_variant small = spk_cluster_variant_for_batch(64, 8, &tile_rows);
+    CHECK(spk_cluster_variant_check(&small, &geometry) == 0);
+    CHECK(small.gate_block == 4 && small.threads == 64 && geometry.chunks == 4);
+}
+
+/* Warp pushes (WARP_PUSH): refused without gate blocks; 16-byte st.async
+ * and still no block barrier. (Whole warps of gate blocks already make the
+ * units of a block whole quads: units * chunks is a multiple of 32.) */
+TEST(warp_pushes)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 8, .threads = 128, .max_tile_rows = 4, .cell_in_lanes = true,
+                             .mbarrier_exchange = true, .direct_push = true, .warp_push = true};
+    spk_cluster_variant_fit(&v);
+    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push \"warp\") need kernel.gate_block 4");
+    v.gate_block = 4;
+    CHECK(spk_cluster_variant_check(&v, NULL) == 0);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
+    if (m) {
+        CHECK(ptx_has(code, bytes, "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32"));
+        CHECK(memmem(code, bytes, "complete_tx::bytes.f32", 22) == NULL);
+        CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
+        spk_module_release(m);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_define d[] = {{"THREADS", "128"}, {"GATE_BLOCK", "1"}, {"WARP_PUSH", "1"}, {"CELL_IN_LANES", "1"},
+                      {"MBARRIER_EXCHANGE", "1"}, {"DIRECT_PUSH", "1"}};
+    spk_compile_options o = {0};
+    o.file = path;
+    o.defines = d;
+    o.ndefines = 6;
+    o.arch = "sm_90";
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "WARP_PUSH needs DIRECT_PUSH, GATE_BLOCK 4");
+    for (int rows = 1; rows <= 16; rows *= 2) {
+        spk_cluster_variant w = v;
+        w.max_tile_rows = rows;
+        w.row_group = 0;
+        w.min_blocks = 0;
+        spk_cluster_variant_fit(&w);
+        CHECK(spk_cluster_variant_check(&w, NULL) == 0);
+        spk_module *c = compile_verbose(&w);
+        CHECK(c != NULL);
+        if (!c)
+            continue;
+        int registers, spills;
+        ptxas_figures(spk_module_log(c), &registers, &spills);
+        fprintf(stderr, "  warp pushes: tile_rows %2d: %3d registers, %d bytes spill stores\n", rows, registers,
+                spills);
+        CHECK(spills == 0 && registers > 0 && registers <= 65536 / (w.threads * w.min_blocks));
+        spk_module_release(c);
     }
 }
 
@@ -393,7 +548,8 @@ TEST(option_checks_and_the_batch_table)
     int64_t tile_rows = -1;
     spk_cluster_variant small = spk_cluster_variant_for_batch(64, 32, &tile_rows);
     CHECK(spk_cluster_variant_check(&small, NULL) == 0 && small.cluster == 8 && tile_rows > 0);
-    /* hidden 16: the row's layout, with the chunks the fit gives (2 would not make a whole warp) */
+    /* hidden 16 at batch 8: no whole warp of gate blocks (4 units of a block), so one gate row a thread,
+     * with the chunks the fit gives (2 would not make a whole warp) */
     spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 8, &tile_rows);
     CHECK(spk_cluster_variant_check(&tiny, NULL) == 0 && tiny.direct_push && tiny.threads == 32 && tile_rows == 1);
     /* hidden 256 at batch 1: 2 chunks would hold 128 weights a thread, 4 need 512 threads: the generic fit */
@@ -450,6 +606,8 @@ int main(void)
     RUN(ptx_of_the_direct_pushes);
     RUN(ptx_uses_dsmem_stores_and_the_split_cluster_barrier);
     RUN(static_asserts_reject_what_the_check_rejects);
+    RUN(gate_blocks);
+    RUN(warp_pushes);
     RUN(defaults_fit_the_hidden_size);
     RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
     RUN(option_checks_and_the_batch_table);

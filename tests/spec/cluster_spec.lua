@@ -68,12 +68,24 @@ describe("cluster backend options", function()
     end
     refuses({ cell = "registers" }, 'kernel.cell must be "shared" or "lanes", got registers')
     refuses({ store = "never" }, 'kernel.store must be "step" or "late"')
-    refuses({ push = 4 }, 'kernel.push must be "scalar", "vector" or "direct"')
+    refuses({ push = 4 }, 'kernel.push must be "scalar", "vector", "direct" or "warp"')
+    refuses({ push = "warp", cell = "lanes", exchange = "mbarrier" }, 'kernel.push "warp" needs kernel.gate_block 4')
+    refuses({ push = "warp", gate_block = 4 }, 'kernel.push "warp" needs kernel.exchange "mbarrier"')
     refuses({ push = "direct", exchange = "mbarrier" },
       'kernel.push "direct" needs kernel.exchange "mbarrier" and kernel.cell "lanes"')
     refuses({ push = "direct", cell = "lanes" }, 'kernel.push "direct" needs')
     refuses({ exchange = "flags" }, 'kernel.exchange must be "barrier" or "mbarrier"')
     refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector" or "direct"')
+    refuses({ gate_block = 2 }, "kernel.gate_block must be 1 or 4, got 2")
+    refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier" }, 'kernel.gate_block 4 needs kernel.push "direct"')
+    refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct", weights = "shared" },
+      'kernel.weights "registers"')
+    local g = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct",
+                                         tile_rows = 4 }
+    assert.are.same({ 4, 128, 8, 4, "4" }, { g.gate_block, g.threads, g.chunks, g.row_group, g.defines.GATE_BLOCK })
+    local w = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp" }
+    assert.are.same({ "warp", "1", "1", "0" },
+      { w.push, w.defines.WARP_PUSH, w.defines.DIRECT_PUSH, w.defines.VECTOR_PUSH })
     local d = spk.lstm.cluster_variant { exchange = "mbarrier", cell = "lanes", push = "direct", tile_rows = 2 }
     assert.are.same({ "direct", "1", "0", "1" },
       { d.push, d.defines.DIRECT_PUSH, d.defines.VECTOR_PUSH, d.defines.MBARRIER_EXCHANGE })
@@ -93,12 +105,21 @@ describe("cluster backend options", function()
     for _, batch in ipairs { 1, 2, 8, 9, 32, 64, 65, 256, 1000 } do
       local k = spk.lstm.cluster_default(batch)
       local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
-        cell = k.cell_in_lanes and "lanes" or "shared", store = k.late_store and "late" or "step",
-        push = k.direct_push and "direct" or k.vector_push and "vector" or "scalar",
+        gate_block = k.gate_block, cell = k.cell_in_lanes and "lanes" or "shared",
+        store = k.late_store and "late" or "step",
+        push = k.warp_push and "warp" or k.direct_push and "direct" or k.vector_push and "vector" or "scalar",
         exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
       assert.are.equal(k.row_group, v.row_group, "batch " .. batch)
+      assert.are.equal(k.gate_block, v.gate_block, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
+    local blocks, warp = {}, {}
+    for _, batch in ipairs { 1, 8, 32, 64, 256 } do
+      local k = spk.lstm.cluster_default(batch)
+      blocks[#blocks + 1], warp[#warp + 1] = k.gate_block, k.warp_push
+    end
+    assert.are.same({ 4, 4, 4, 4, 1 }, blocks)
+    assert.are.same({ false, false, true, true, false }, warp)
     assert.has_error(function() spk.lstm.cluster_default(0) end)
     -- a hidden size no row fits: the generic fit
     local k = spk.lstm.cluster_default(32, 16)
@@ -197,6 +218,11 @@ describe("cluster backend (GPU)", function()
     { cluster = 16, push = "vector" },
     { cell = "lanes", exchange = "mbarrier", push = "direct" },
     { cluster = 16, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
+    -- gate blocks over 8 chunks add the same products in the same order as one gate row over 8
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" },
+    { cluster = 16, threads = 64, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct" },
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp" },
+    { cluster = 16, threads = 64, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp" },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -217,10 +243,16 @@ describe("cluster backend (GPU)", function()
     end)
   end
 
-  for _, push in ipairs { "vector", "direct" } do
-    gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(push), function()
+  local forms = { { push = "vector" }, { push = "direct" }, { push = "direct", gate_block = 4 },
+                  { push = "warp", gate_block = 4 } }
+  for _, form in ipairs(forms) do
+    local push, gate_block = form.push, form.gate_block
+    local name = push .. (gate_block and ", gate blocks" or "")
+    gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
-      local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push }
+      -- gate blocks at 128 threads: 8 chunks, the plain kernel's sums
+      local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push, gate_block = gate_block,
+                       threads = gate_block and 128 or nil }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
@@ -230,7 +262,8 @@ describe("cluster backend (GPU)", function()
       end
       local xb = lcg_uniform({ 1024, 16, 60 }, 10)
       local waves = cluster { layers = layers, batch = 1024, steps = 16,
-                              kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push } }
+                              kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push,
+                                         gate_block = gate_block, threads = kernel.threads } }
       assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
       local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
       local same, c = bit_compare(waves:forward(xb), one:forward(xb))
@@ -275,14 +308,22 @@ describe("cluster backend (GPU)", function()
       same, c = bit_compare(direct:forward(x), four:forward(x))
       assert.is_true(same, ("batch %d: cluster (%s) vs persistent (%s): %s"):format(batch, direct.variant,
         four.variant, tostring(c)))
-      -- 2 chunks: the batch table's default up to batch 64
+      -- gate blocks with 4 chunks (cluster 4: 32 units a block) against the same 4-chunk persistent kernel
+      local blocks = cluster { layers = layers, batch = batch, steps = 589,
+                               kernel = { cluster = 4, threads = 128, gate_block = 4, cell = "lanes", store = "late",
+                                          exchange = "mbarrier", push = "direct", tile_rows = batch == 1 and 1 or 4 } }
+      same, c = bit_compare(blocks:forward(x), four:forward(x))
+      assert.is_true(same, ("batch %d: cluster (%s) vs persistent (%s): %s"):format(batch, blocks.variant,
+        four.variant, tostring(c)))
+      -- the batch table's default (2, 4 or 8 chunks, with or without gate blocks) against the persistent
+      -- kernel with one gate row a thread and the same chunks: the same products in the same order
       local default = cluster { layers = layers, batch = batch, steps = 589 }
-      assert.are.equal(2, default.kernel.chunks, default.variant)
-      local two = spk.lstm.stack { layers = layers, batch = batch, steps = 589, backend = "persistent",
-                                   kernel = { units = 4, threads = 32, gate_block = 1 } }
-      same, c = bit_compare(default:forward(x), two:forward(x))
+      local chunks = default.kernel.chunks
+      local same_split = spk.lstm.stack { layers = layers, batch = batch, steps = 589, backend = "persistent",
+                                          kernel = { units = 4, threads = 16 * chunks, gate_block = 1 } }
+      same, c = bit_compare(default:forward(x), same_split:forward(x))
       assert.is_true(same, ("batch %d: cluster (%s) vs persistent (%s): %s"):format(batch, default.variant,
-        two.variant, tostring(c)))
+        same_split.variant, tostring(c)))
     end
   end)
 

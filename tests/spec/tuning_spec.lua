@@ -399,14 +399,18 @@ describe("spk tune", function()
     local dir = spec_tmpdir()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--dir", dir }
     assert.are.equal(0, code)
-    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 three ways
-    assert.matches("batch 1: 12 variants", out)
+    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 four ways
+    assert.matches("batch 1: 13 variants", out)
     assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, cell lanes, store late, push direct, "
+      .. "exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, gate_block 4, cell lanes, store late, push direct, "
       .. "exchange mbarrier%)", out)
     assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("batch 8: 21 variants: .*cluster %(tile_rows 8%); "
+    assert.matches("batch 8: 25 variants: .*cluster %(tile_rows 8%); "
       .. "cluster %(tile_rows 8, cell lanes, store late%)", out)
+    assert.matches("cluster %(tile_rows 8, cluster 8, threads 128, gate_block 4, cell lanes, store late, push warp, "
+      .. "exchange mbarrier%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     os.execute("rm -rf " .. shell_quote(dir))
@@ -419,8 +423,9 @@ describe("spk tune", function()
     local made_up = {
       cudnn = { 10.0, 9.0, 12.0, 11.0 },
       persistent = { { 6.0, true }, { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
-      cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 8.0, true }, { 9.0, true },
-                  { 9.5, true } }, -- default; tile 1 plain, lanes, direct; tile 2 the same
+      cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 7.5, true }, { 8.0, true },
+                  { 9.0, true }, { 9.5, true }, { 9.8, true } }, -- default; tile 1 plain, lanes, direct, gate
+                                                                 -- blocks; tile 2 the same
     }
     local seen_bounds, batches_run
     local saved_run, saved_facts = benchmark.run, tuning.facts
@@ -467,10 +472,10 @@ describe("spk tune", function()
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 4 + 7, #e.candidates)
+    assert.are.equal(4 + 4 + 9, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    assert.are.equal(8, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
+    assert.are.equal(10, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
     assert.are.equal("too little device capacity", e.candidates[8].error)
     os.execute("rm -rf " .. shell_quote(dir))
   end)

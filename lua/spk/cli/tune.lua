@@ -35,8 +35,11 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      may be added): persistent runs its per-batch default
                      and units 4, 8, 16; cluster its per-batch default, and
                      tile heights 1, 2, 4, ... up to the batch, each plain,
-                     with cell=lanes store=late, and with the direct pushes
-                     (2 chunks a gate row where hidden <= 128)
+                     with cell=lanes store=late, and (up to tile 8) with the
+                     direct pushes (2 chunks a gate row where hidden <= 128)
+                     and with gate blocks (cluster 8, 8 chunks: threads =
+                     hidden, where hidden is a multiple of 32 up to 128;
+                     warp pushes from tile 2)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -85,7 +88,8 @@ local function variants(backend, batch, algos, hidden)
   elseif backend == "cluster" then
     -- its per-batch default, then each tile height with the step-latency
     -- options off, with the cell in the reducing lanes and the late store,
-    -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden)
+    -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden),
+    -- one gate row or four (cluster 8, 8 chunks: threads = hidden) a thread
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
@@ -96,6 +100,10 @@ local function variants(backend, batch, algos, hidden)
                          push = "direct" }
         if hidden % 32 == 0 and hidden <= 128 then direct.threads = hidden end
         out[#out + 1] = { kernel = direct }
+        if hidden % 32 == 0 and hidden <= 128 then
+          out[#out + 1] = { kernel = { tile_rows = h, cluster = 8, threads = hidden, gate_block = 4, cell = "lanes",
+                                       store = "late", exchange = "mbarrier", push = h == 1 and "direct" or "warp" } }
+        end
       end
       h = h * 2
     end
@@ -111,7 +119,8 @@ local function describe(options)
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "cell", "store", "push", "exchange" } do
+  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "gate_block", "cell", "store", "push",
+                         "exchange" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
