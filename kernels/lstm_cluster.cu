@@ -45,6 +45,12 @@
 //                   st.async their h straight into each block, their own
 //                   included. The step has no block barrier at all: a warp
 //                   goes from its mbarrier wait to its pushes on its own
+//   GATES_AHEAD     steps ahead that a cell's x·Wᵀ is fetched: 1 (a register
+//                   load one step ahead) or 2 .. 4 (needs DIRECT_PUSH):
+//                   cp.async into a ring of GATES_AHEAD stages in shared
+//                   memory, each thread its own, so the fetch has
+//                   GATES_AHEAD - 1 whole steps to land (global latency
+//                   above a step's time otherwise stalls the cell)
 //   WARP_PUSH       1 (needs DIRECT_PUSH and GATE_BLOCK 4): the direct pushes
 //                   of a warp go as 16-byte st.async, four consecutive units
 //                   of one row each, gathered with four shuffles: 4x fewer
@@ -193,6 +199,9 @@
 #ifndef WARP_PUSH
 #define WARP_PUSH 0
 #endif
+#ifndef GATES_AHEAD
+#define GATES_AHEAD 1
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -209,6 +218,7 @@
 #define PADDED_ROWS (CELL_IN_LANES ? GROUPS * ROW_GROUP : TILE_ROWS)
 #define SLOTS (CELL_IN_LANES ? GROUPS : CELLS) /* cells a thread may own */
 #define BARRIER_FLOATS (MBARRIER_EXCHANGE ? 4 : 0) /* two 8-byte mbarriers */
+#define RING_FLOATS (GATES_AHEAD > 1 ? GATES_AHEAD * SLOTS * THREADS * 4 : 0) /* the gates' cp.async stages */
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
 #define STATUS_EXCHANGE_TIMEOUT 4u
@@ -235,9 +245,11 @@ static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN /
 static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH || DIRECT_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH or DIRECT_PUSH");
 static_assert(!DIRECT_PUSH || (MBARRIER_EXCHANGE && CELL_IN_LANES && !VECTOR_PUSH),
               "DIRECT_PUSH needs MBARRIER_EXCHANGE and CELL_IN_LANES, and excludes VECTOR_PUSH");
+static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4 && (GATES_AHEAD == 1 || DIRECT_PUSH),
+              "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
 static_assert(4 * (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
-                   (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE)) <= 227 * 1024,
-              "shared memory (weights, two h buffers, pre-activations) must fit 227 KiB");
+                   (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE) + RING_FLOATS) <= 227 * 1024,
+              "shared memory (weights, two h buffers, pre-activations, gate stages) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
 #include "lstm_gate_block.cuh"
@@ -367,6 +379,27 @@ __device__ __forceinline__ void store_async1(unsigned address, float v, unsigned
                  : "memory");
 }
 
+// ---- cp.async (sm_80+): the gates' stages --------------------------------
+
+// 16 bytes of global memory into this thread's stage, bypassing L1.
+__device__ __forceinline__ void copy_async16(float4 *stage, const float4 *source)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(stage)),
+                 "l"(__cvta_generic_to_global(source))
+                 : "memory");
+}
+
+__device__ __forceinline__ void copy_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int PENDING>
+__device__ __forceinline__ void copy_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+
 // ---- dot products --------------------------------------------------------
 
 #if WEIGHTS_SHARED
@@ -461,12 +494,13 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
 
-    // Shared memory: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]].
+    // Shared memory: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]],
+    // [gate stages[GATES_AHEAD][SLOTS][THREADS] float4].
     const int weight_floats = WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0;
     const int padded_rows = CELL_IN_LANES ? (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP : tile_rows;
     const int pre_floats = CELL_IN_LANES ? 0 : tile_rows * PRE_STRIDE;
     const unsigned need =
-        4u * (unsigned)(BARRIER_FLOATS + weight_floats + 2 * padded_rows * HIDDEN + pre_floats);
+        4u * (unsigned)(BARRIER_FLOATS + weight_floats + 2 * padded_rows * HIDDEN + pre_floats + RING_FLOATS);
     // Uniform over the cluster (arguments, the tile, the cluster shape), so an
     // early exit never leaves a peer waiting at a barrier.
     if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 ||
@@ -480,6 +514,11 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int h_floats = padded_rows * HIDDEN;
 #if !CELL_IN_LANES
     float *pre = h_buffers + 2 * h_floats;
+#endif
+#if GATES_AHEAD > 1
+    // (GATES_AHEAD > 1 implies the lanes form: no `pre`)
+    float4 *stages = reinterpret_cast<float4 *>(h_buffers + 2 * h_floats);
+#define STAGE(a, k) (stages + ((a) * SLOTS + (k)) * THREADS + tid)
 #endif
 
     gates += (size_t)direction * batch * steps * 4 * HIDDEN;
@@ -566,9 +605,26 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         if (SLOT_OWNED(k)) {
             b4[k] = reinterpret_cast<const float4 *>(bias)[first_unit + SLOT_UNIT(k)];
             const int t = direction ? steps - 1 : 0;
-            gx[k] = __ldg(gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit + SLOT_UNIT(k));
+            if (GATES_AHEAD == 1)
+                gx[k] = __ldg(gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit + SLOT_UNIT(k));
         }
     }
+#if GATES_AHEAD > 1
+    // Stage a holds step s's gates for s % GATES_AHEAD == a; one commit group
+    // per step (empty past the end), so waiting for all but the newest
+    // GATES_AHEAD - 1 groups at step s means step s's has landed.
+    int stage = 0;
+    for (int a = 0; a < GATES_AHEAD; a++) {
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++)
+            if (SLOT_OWNED(k) && a < steps) {
+                const int t = direction ? steps - 1 - a : a;
+                copy_async16(STAGE(a, k), gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit +
+                                              SLOT_UNIT(k));
+            }
+        copy_async_commit();
+    }
+#endif
 
     // Zero h (rows past `rows` stay zero); no push may land before this.
     for (int i = tid; i < 2 * h_floats; i += THREADS)
@@ -609,6 +665,13 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         }
 #endif
 
+#if GATES_AHEAD > 1
+        copy_async_wait<GATES_AHEAD - 1>(); // this thread's copies of step `step` have landed
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++)
+            if (SLOT_OWNED(k))
+                gx[k] = *STAGE(stage, k);
+#endif
 #if CELL_IN_LANES
         // 1+2. per row group: sums, the unit's four gates into the lane of
         // gate 0 (same chunk lane, so the same row), the cell there.
@@ -772,9 +835,23 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
                 if (LATE_STORE && SLOT_STORES(k))
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
+#if GATES_AHEAD > 1
+                // the stage read at the top of this step (its value is in gx[k]) takes step + GATES_AHEAD's
+                if (step + GATES_AHEAD < steps) {
+                    const int t_ahead = direction ? t - GATES_AHEAD : t + GATES_AHEAD;
+                    copy_async16(STAGE(stage, k), gates4 + ((size_t)(row0 + b) * steps + t_ahead) * HIDDEN +
+                                                      first_unit + u);
+                }
+#else
                 gx[k] = __ldg(gates4 + ((size_t)(row0 + b) * steps + t_next) * HIDDEN + first_unit + u);
+#endif
             }
         }
+#if GATES_AHEAD > 1
+        copy_async_commit();
+        stage = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+        (void)t_next;
+#endif
 #if !MBARRIER_EXCHANGE
         cluster_wait();
 #endif

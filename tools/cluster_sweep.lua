@@ -55,6 +55,8 @@
 --   c8 warp 128    gate blocks with warp pushes (kernel.push = "warp"): a
 --                  warp packs four consecutive units of a row into one
 --                  16-byte st.async (four shuffles), 4x fewer remote stores
+--   ... gaN        the same with x·Wᵀ fetched N steps ahead (kernel.gates_ahead:
+--                  cp.async into shared-memory stages) instead of one
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -148,6 +150,14 @@ local variants = {
   mbar_line("c4 warp 256", 4, 256, "warp", { gate_block = 4 }),
   mbar_line("c16 warp 64", 16, 64, "warp", { gate_block = 4 }),
 }
+-- the gates fetched 2 .. 4 steps ahead (cp.async stages) on the gate-block lines
+for _, ahead in ipairs { 2, 3, 4 } do
+  for _, line in ipairs { { "c8 warp 128", 8, "warp" }, { "c8 gb4 128", 8, "direct" },
+                          { "c4 gb4 128", 4, "direct" }, { "c4 warp 128", 4, "warp" } } do
+    variants[#variants + 1] = mbar_line(line[1] .. " ga" .. ahead, line[2], 128, line[3],
+      { gate_block = 4, gates_ahead = ahead })
+  end
+end
 -- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
 for _, blocks in ipairs { 4, 6, 8 } do
   variants[#variants + 1] = mbar_line("c16 direct 64 mb" .. blocks, 16, 64, "direct", { min_blocks = blocks })

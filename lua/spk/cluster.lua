@@ -13,6 +13,8 @@
 --                                         gate_block = 1,       -- | 4: a thread holds its unit's four gate
 --                                                               -- rows (needs push = "direct"); another
 --                                                               -- chunk split, so other bits
+--                                         gates_ahead = 1,      -- 2 .. 4: x·Wᵀ fetched that many steps
+--                                                               -- ahead (cp.async stages; direct pushes)
 --                                         weights = "registers",-- | "shared"
 --                                         math = "fp32",        -- the recurrence: strict FP32 only (R·h has
 --                                                               -- no MMA form here; TF32 is the plan's math)
@@ -51,7 +53,7 @@ return function(spk, core)
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
                          row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
-                         push = true, exchange = true, gate_block = true }
+                         push = true, exchange = true, gate_block = true, gates_ahead = true }
   -- option = {value giving false, value giving true, the C field}
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
@@ -74,7 +76,7 @@ return function(spk, core)
     for key in pairs(kernel) do
       if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
     end
-    for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "row_group", "min_blocks",
+    for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "gates_ahead", "row_group", "min_blocks",
                            "hidden" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
     end
@@ -96,7 +98,8 @@ return function(spk, core)
       fail(("kernel.gate_block must be 1 or 4, got %d"):format(kernel.gate_block), level + 1)
     end
     local k = { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
-                gate_block = kernel.gate_block, tile_rows = kernel.tile_rows, row_group = kernel.row_group,
+                gate_block = kernel.gate_block, gates_ahead = kernel.gates_ahead, tile_rows = kernel.tile_rows,
+                row_group = kernel.row_group,
                 min_blocks = kernel.min_blocks, weights_shared = weights == "shared" }
     for _, sw in ipairs(switches) do
       local name, off, on, field = sw[1], sw[2], sw[3], sw[4]
@@ -117,6 +120,10 @@ return function(spk, core)
     end
     if k.warp_push and k.gate_block ~= 4 then
       fail("kernel.push \"warp\" needs kernel.gate_block 4", level + 1)
+    end
+    if (k.gates_ahead or 1) > 4 or ((k.gates_ahead or 1) > 1 and not k.direct_push) then
+      fail(("kernel.gates_ahead must be 1 .. 4 (more than 1 needs kernel.push \"direct\" or \"warp\"), got %d"):format(
+        k.gates_ahead), level + 1)
     end
     if k.gate_block == 4 and not k.direct_push then
       fail("kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\"", level + 1)
@@ -142,6 +149,7 @@ return function(spk, core)
     positive_integer(batch, "batch", 2)
     local v = core.cluster_variant_for_batch(hidden or 128, batch)
     return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, gate_block = v.gate_block,
+             gates_ahead = v.gates_ahead,
              row_group = v.row_group,
              min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
              tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
@@ -191,6 +199,7 @@ return function(spk, core)
     local k = info.kernel
     local options = {}
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
+    if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
     if k.store == "late" then options[#options + 1] = "late store" end
     if k.push ~= "scalar" then options[#options + 1] = k.push .. " push" end

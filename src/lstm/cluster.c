@@ -45,6 +45,8 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
         return; /* the check names it */
     if (v->gate_block == 0)
         v->gate_block = 1;
+    if (v->gates_ahead == 0)
+        v->gates_ahead = 1;
     int gate_block = v->gate_block == 4 ? 4 : 1; /* the check names any other value */
     if (v->cluster == 0) {
         static const int sizes[] = {8, 4, 2, 1};
@@ -87,34 +89,36 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 
 /* The plan's default per batch: the fastest variant of each batch in
  * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep_gb4.txt, second run). ms per
+ * (docs/results/2026-11-30-h200/cluster_sweep_gb4.txt, last two runs). ms per
  * forward (4 layers, H 128, input 60, 589 steps, median of CUDA graph
  * replays) against cuDNN's best algorithm in the same run ("gb4": gate
  * blocks, a thread holds its unit's four gate rows; "warp": their direct
- * pushes packed per warp into 16-byte st.async):
- *   batch 1    c8 gb4 128 t1 (8 chunks)           1.524  (persist_static 3.78)
- *   batch 8    c4 gb4 128 t1 (4 chunks)           1.820  (persist_static_small_h 9.52)
- *   batch 32   c8 gb4 128 t2, warp (8 chunks)     3.987  (persist_static_small_h 11.14)
- *   batch 64   c8 gb4 128 t4, warp (8 chunks)     5.894  (persist_static_small_h 12.10)
- *   batch 256  plain t16                         25.768  (persist_static_small_h 26.40)
- * Up to batch 64 every row uses direct pushes (no block barrier in a step)
- * and tiles small enough to keep every cluster in one wave. Gate blocks win
- * where a thread's rows share its loads of h (a quarter of the shared-memory
- * loads per FMA) and a row's four sums end in the lanes that finish its cell:
- * batch 64 7.31 -> 5.99 ms; warp pushes (4x fewer remote stores) take 1-3%
- * more off from two rows a tile up and cost ~0.5% at one. At batch 256 only
- * the plain kernel's tall tiles fit one wave.
+ * pushes packed per warp into 16-byte st.async; "gaN": x·Wᵀ fetched N steps
+ * ahead through cp.async stages):
+ *   batch 1    c8 warp 128 ga2 t1 (8 chunks)     1.400  (persist_dynamic 3.47)
+ *   batch 8    c4 warp 128 ga3 t1 (4 chunks)     1.666  (persist_static_small_h 9.50)
+ *   batch 32   c4 gb4 128 ga3 t4 (4 chunks)      3.338  (persist_static_small_h 11.10)
+ *   batch 64   c4 gb4 128 ga3 t4 (4 chunks)      5.252  (persist_static_small_h 12.00)
+ *   batch 256  c8 warp 128 t16 (8 chunks)       19.447  (persist_static_small_h 26.22)
+ * Every row uses direct pushes (no block barrier in a step) and gate blocks
+ * (a quarter of the shared-memory loads per FMA, a row's four sums in the
+ * lanes that finish its cell: batch 64 7.31 -> 5.99 ms). The fetch of x·Wᵀ
+ * two or three steps ahead hides global-memory latency that one step does
+ * not (batch 32 3.94 -> 3.34 ms, batch 1 1.52 -> 1.40); warp pushes (4x
+ * fewer remote stores) help where a warp has more units than rows to push.
+ * Small tiles keep every cluster in one wave; at batch 256 the 8-chunk gate
+ * blocks' 168 registers still fit 32 clusters of 16 rows at once.
  * chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
-    int cluster, tile_rows, gate_block, chunks; /* tile_rows 0: the schedule picks */
+    int cluster, tile_rows, gate_block, chunks, gates_ahead; /* tile_rows 0: the schedule picks */
     bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push, warp_push;
 } batch_table[] = {
-    {1, 8, 1, 4, 8, true, true, false, true, true, false},
-    {8, 4, 1, 4, 4, true, true, false, true, true, false},
-    {32, 8, 2, 4, 8, true, true, false, true, true, true},
-    {64, 8, 4, 4, 8, true, true, false, true, true, true},
-    {INT64_MAX, 8, 16, 1, 0, false, false, false, false, false, false},
+    {1, 8, 1, 4, 8, 2, true, true, false, true, true, true},
+    {8, 4, 1, 4, 4, 3, true, true, false, true, true, true},
+    {32, 4, 4, 4, 4, 3, true, true, false, true, true, false},
+    {64, 4, 4, 4, 4, 3, true, true, false, true, true, false},
+    {INT64_MAX, 8, 16, 4, 8, 1, true, true, false, true, true, true},
 };
 
 /* Threads of the fewest chunks from `chunks` up whose block holds at most
@@ -135,6 +139,7 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
     spk_cluster_variant v = {.hidden = hidden,
                              .cluster = batch_table[i].cluster,
                              .gate_block = batch_table[i].gate_block,
+                             .gates_ahead = batch_table[i].gates_ahead,
                              .max_tile_rows = batch_table[i].tile_rows,
                              .cell_in_lanes = batch_table[i].cell_in_lanes,
                              .late_store = batch_table[i].late_store,
@@ -155,6 +160,7 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
         if (v.threads == 0 && v.gate_block == 4) {
             v.gate_block = 1;
             v.warp_push = false;
+            /* (gates_ahead stays: it needs only the direct pushes) */
             v.threads = row_threads(hidden, v.cluster, 1, 2, 64);
         }
         fits = v.threads > 0;
@@ -179,7 +185,10 @@ size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
     size_t padded = v->cell_in_lanes ? ((size_t)tile_rows + group - 1) / group * group : (size_t)tile_rows;
     size_t pre = v->cell_in_lanes ? 0 : (size_t)tile_rows * (gate_rows + 4);
     size_t barriers = v->mbarrier_exchange ? 4 : 0; /* two 8-byte mbarriers */
-    return 4 * (barriers + weights + 2 * padded * (size_t)v->hidden + pre);
+    /* the gates' stages: a float4 per thread, slot (row group) and step ahead */
+    size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
+    size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
+    return 4 * (barriers + weights + 2 * padded * (size_t)v->hidden + pre + stages);
 }
 
 int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry *out)
@@ -192,6 +201,9 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
         return spk_fail("kernel: hidden %d is not divisible by kernel.cluster %d", v->hidden, v->cluster);
     if (v->gate_block != 1 && v->gate_block != 4)
         return spk_fail("kernel.gate_block %d must be 1 or 4", v->gate_block);
+    if (v->gates_ahead < 1 || v->gates_ahead > 4 || (v->gates_ahead > 1 && !v->direct_push))
+        return spk_fail("kernel.gates_ahead %d must be 1 .. 4 (more than 1 needs direct pushes, kernel.push "
+                        "\"direct\" or \"warp\")", v->gates_ahead);
     /* (whole warps of gate blocks make the units whole quads: units * chunks % 32 == 0) */
     if (v->warp_push && (!v->direct_push || v->gate_block != 4))
         return spk_fail("kernel: warp pushes (kernel.push \"warp\") need kernel.gate_block 4");
@@ -245,7 +257,7 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
     static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
         "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",         "MIN_BLOCKS",
         "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH",
-        "GATE_BLOCK",     "WARP_PUSH"};
+        "GATE_BLOCK",     "WARP_PUSH",     "GATES_AHEAD"};
     int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
                                                v->cluster,
                                                v->threads,
@@ -259,7 +271,8 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
                                                v->mbarrier_exchange ? 1 : 0,
                                                v->direct_push ? 1 : 0,
                                                v->gate_block,
-                                               v->warp_push ? 1 : 0};
+                                               v->warp_push ? 1 : 0,
+                                               v->gates_ahead};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];

@@ -42,6 +42,8 @@ typedef struct spk_cluster_variant {
                                cell_in_lanes; replaces vector_push) */
     bool warp_push;         /* WARP_PUSH: the direct pushes of a warp as 16-byte st.async (four consecutive
                                units of one row; needs direct_push and gate_block 4) */
+    int gates_ahead;        /* GATES_AHEAD: steps ahead a cell's x·Wᵀ is fetched, 1 (a register load) or
+                               2 .. 4 (cp.async into shared-memory stages; needs direct_push) */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
@@ -52,7 +54,7 @@ typedef struct spk_cluster_geometry {
     size_t weight_bytes;    /* shared memory for R (weights_shared), else 0 */
 } spk_cluster_geometry;
 
-/* What a script left out, fitted to `hidden`: gate_block 1, cluster 8 where
+/* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, cluster 8 where
  * it divides (else the largest of 4, 2, 1 that gives whole warps), threads =
  * the most chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
  * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
@@ -70,7 +72,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 14
+#define SPK_CLUSTER_VARIANT_DEFINES 15
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];

@@ -1,6 +1,7 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
- *                          kernel = {hidden =, cluster =, threads =, gate_block =, tile_rows =, row_group =,
+ *                          kernel = {hidden =, cluster =, threads =, gate_block =, gates_ahead =, tile_rows =,
+ *                                    row_group =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
  *                                    vector_push =, mbarrier_exchange =, direct_push =, warp_push =}}
  *                                    -> plan userdata
@@ -30,6 +31,7 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->cluster = (int)spk_lua_int_field(L, t, "cluster", 0, "kernel");
         v->threads = (int)spk_lua_int_field(L, t, "threads", 0, "kernel");
         v->gate_block = (int)spk_lua_int_field(L, t, "gate_block", 0, "kernel");
+        v->gates_ahead = (int)spk_lua_int_field(L, t, "gates_ahead", 0, "kernel");
         v->max_tile_rows = (int)spk_lua_int_field(L, t, "tile_rows", 0, "kernel");
         v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
@@ -55,6 +57,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, v->cluster), lua_setfield(L, -2, "cluster");
     lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
     lua_pushinteger(L, v->gate_block), lua_setfield(L, -2, "gate_block");
+    lua_pushinteger(L, v->gates_ahead), lua_setfield(L, -2, "gates_ahead");
     lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "max_tile_rows");
     lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");

@@ -399,22 +399,28 @@ TEST(gate_blocks)
         spk_module_release(m);
     }
 
-    /* the batch table: gate blocks at batch 1 (8 chunks), 2-8 (cluster 4, 4 chunks), 9-64 (8 chunks, warp
-     * pushes) */
+    /* the batch table: gate blocks at every batch; batch 1 cluster 8 (8 chunks), warp pushes, the gates 2
+     * steps ahead; 2-8 cluster 4 (4 chunks), warp pushes, 3 ahead; 9-64 cluster 4, tile 4, 4-byte pushes, 3
+     * ahead; above 64 cluster 8, tile 16, warp pushes, 1 ahead */
     int64_t tile_rows = -1;
     spk_cluster_geometry geometry;
     spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1, &tile_rows);
     CHECK(spk_cluster_variant_check(&b1, &geometry) == 0);
     CHECK(b1.gate_block == 4 && b1.cluster == 8 && b1.threads == 128 && geometry.chunks == 8 && tile_rows == 1);
+    CHECK(b1.warp_push && b1.gates_ahead == 2);
     spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8, &tile_rows);
     CHECK(spk_cluster_variant_check(&b8, &geometry) == 0);
     CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && geometry.chunks == 4 && tile_rows == 1);
+    CHECK(b8.warp_push && b8.gates_ahead == 3);
     spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64, &tile_rows);
     CHECK(spk_cluster_variant_check(&b64, &geometry) == 0);
-    CHECK(b64.gate_block == 4 && b64.cluster == 8 && geometry.chunks == 8 && b64.warp_push && tile_rows == 4);
+    CHECK(b64.gate_block == 4 && b64.cluster == 4 && geometry.chunks == 4 && !b64.warp_push && tile_rows == 4);
+    CHECK(b64.gates_ahead == 3);
     spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32, &tile_rows);
-    CHECK(b32.gate_block == 4 && b32.warp_push && b32.threads == 128 && tile_rows == 2);
-    CHECK(!b1.warp_push && !b8.warp_push);
+    CHECK(b32.gate_block == 4 && b32.cluster == 4 && b32.gates_ahead == 3 && tile_rows == 4);
+    spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b256, &geometry) == 0);
+    CHECK(b256.gate_block == 4 && b256.warp_push && geometry.chunks == 8 && b256.gates_ahead == 1 && tile_rows == 16);
     /* hidden 16 at batch 32: no whole warp of gate blocks: one gate row a thread, 4-byte direct pushes */
     spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 32, &tile_rows);
     CHECK(spk_cluster_variant_check(&narrow, NULL) == 0);
@@ -475,6 +481,55 @@ TEST(warp_pushes)
         CHECK(spills == 0 && registers > 0 && registers <= 65536 / (w.threads * w.min_blocks));
         spk_module_release(c);
     }
+}
+
+/* The gates fetched 2 .. 4 steps ahead (GATES_AHEAD): refused past 4 or
+ * without direct pushes; their stages in the shared-memory size; cp.async
+ * and a wait for all but the newest GATES_AHEAD - 1 groups in the PTX. */
+TEST(gates_ahead)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 8, .threads = 128, .gate_block = 4, .max_tile_rows = 4,
+                             .cell_in_lanes = true, .mbarrier_exchange = true, .direct_push = true, .warp_push = true,
+                             .gates_ahead = 3};
+    spk_cluster_variant_fit(&v);
+    CHECK(v.row_group == 4 && spk_cluster_variant_check(&v, NULL) == 0);
+    /* mbarriers, two h buffers of 4 rows, 3 stages x 1 slot x 128 threads of float4 */
+    CHECK(spk_cluster_smem_bytes(&v, 4) == 16u + 4u * 2 * 4 * 128 + 3u * 128 * 16);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
+    if (m) {
+        CHECK(ptx_has(code, bytes, "cp.async.cg.shared.global"));
+        CHECK(ptx_has(code, bytes, "cp.async.wait_group 2"));
+        CHECK(ptx_has(code, bytes, "cp.async.commit_group"));
+        spk_module_release(m);
+    }
+    spk_cluster_variant one = v;
+    one.gates_ahead = 1;
+    CHECK(spk_cluster_smem_bytes(&one, 4) == 16u + 4u * 2 * 4 * 128);
+    m = compile_ptx(&one, &code, &bytes);
+    if (m) {
+        CHECK(memmem(code, bytes, "cp.async", 8) == NULL);
+        spk_module_release(m);
+    }
+    spk_cluster_variant far = v;
+    far.gates_ahead = 5;
+    CHECK(spk_cluster_variant_check(&far, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gates_ahead 5 must be 1 .. 4");
+    spk_cluster_variant plain = {.hidden = 128, .cluster = 8, .max_tile_rows = 4, .gates_ahead = 2};
+    spk_cluster_variant_fit(&plain);
+    CHECK(spk_cluster_variant_check(&plain, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "needs direct pushes");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_define d[] = {{"GATES_AHEAD", "2"}};
+    spk_compile_options o = {0};
+    o.file = path;
+    o.defines = d;
+    o.ndefines = 1;
+    o.arch = "sm_90";
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
 }
 
 TEST(defaults_fit_the_hidden_size)
@@ -544,10 +599,11 @@ TEST(option_checks_and_the_batch_table)
         CHECK(tile_rows >= previous);
         previous = tile_rows;
     }
-    /* a hidden size a row does not fit falls back to the generic fit */
+    /* hidden 256 at batch 32: gate blocks would hold 256 (4 chunks) or need 512 threads (8), one gate row a
+     * thread 128 weights (2 chunks) or 1024 threads (4): the generic fit */
     int64_t tile_rows = -1;
-    spk_cluster_variant small = spk_cluster_variant_for_batch(64, 32, &tile_rows);
-    CHECK(spk_cluster_variant_check(&small, NULL) == 0 && small.cluster == 8 && tile_rows > 0);
+    spk_cluster_variant big = spk_cluster_variant_for_batch(256, 32, &tile_rows);
+    CHECK(spk_cluster_variant_check(&big, NULL) == 0 && big.cluster == 8 && !big.direct_push && tile_rows == 0);
     /* hidden 16 at batch 8: no whole warp of gate blocks (4 units of a block), so one gate row a thread,
      * with the chunks the fit gives (2 would not make a whole warp) */
     spk_cluster_variant tiny = spk_cluster_variant_for_batch(16, 8, &tile_rows);
@@ -608,6 +664,7 @@ int main(void)
     RUN(static_asserts_reject_what_the_check_rejects);
     RUN(gate_blocks);
     RUN(warp_pushes);
+    RUN(gates_ahead);
     RUN(defaults_fit_the_hidden_size);
     RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
     RUN(option_checks_and_the_batch_table);

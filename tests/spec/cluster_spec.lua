@@ -77,6 +77,9 @@ describe("cluster backend options", function()
     refuses({ exchange = "flags" }, 'kernel.exchange must be "barrier" or "mbarrier"')
     refuses({ exchange = "mbarrier", push = "scalar" }, 'needs kernel.push "vector" or "direct"')
     refuses({ gate_block = 2 }, "kernel.gate_block must be 1 or 4, got 2")
+    refuses({ gates_ahead = 5, cell = "lanes", exchange = "mbarrier", push = "direct" },
+      "kernel.gates_ahead must be 1 .. 4")
+    refuses({ gates_ahead = 2 }, 'more than 1 needs kernel.push "direct" or "warp"')
     refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier" }, 'kernel.gate_block 4 needs kernel.push "direct"')
     refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct", weights = "shared" },
       'kernel.weights "registers"')
@@ -105,21 +108,23 @@ describe("cluster backend options", function()
     for _, batch in ipairs { 1, 2, 8, 9, 32, 64, 65, 256, 1000 } do
       local k = spk.lstm.cluster_default(batch)
       local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
-        gate_block = k.gate_block, cell = k.cell_in_lanes and "lanes" or "shared",
+        gate_block = k.gate_block, gates_ahead = k.gates_ahead, cell = k.cell_in_lanes and "lanes" or "shared",
         store = k.late_store and "late" or "step",
         push = k.warp_push and "warp" or k.direct_push and "direct" or k.vector_push and "vector" or "scalar",
         exchange = k.mbarrier_exchange and "mbarrier" or "barrier" }
       assert.are.equal(k.row_group, v.row_group, "batch " .. batch)
       assert.are.equal(k.gate_block, v.gate_block, "batch " .. batch)
+      assert.are.equal(k.gates_ahead, v.gates_ahead, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
-    local blocks, warp = {}, {}
+    local blocks, warp, ahead = {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 256 } do
       local k = spk.lstm.cluster_default(batch)
-      blocks[#blocks + 1], warp[#warp + 1] = k.gate_block, k.warp_push
+      blocks[#blocks + 1], warp[#warp + 1], ahead[#ahead + 1] = k.gate_block, k.warp_push, k.gates_ahead
     end
-    assert.are.same({ 4, 4, 4, 4, 1 }, blocks)
-    assert.are.same({ false, false, true, true, false }, warp)
+    assert.are.same({ 4, 4, 4, 4, 4 }, blocks)
+    assert.are.same({ true, true, false, false, true }, warp)
+    assert.are.same({ 2, 3, 3, 3, 1 }, ahead)
     assert.has_error(function() spk.lstm.cluster_default(0) end)
     -- a hidden size no row fits: the generic fit
     local k = spk.lstm.cluster_default(32, 16)
@@ -223,6 +228,11 @@ describe("cluster backend (GPU)", function()
     { cluster = 16, threads = 64, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct" },
     { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp" },
     { cluster = 16, threads = 64, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp" },
+    -- the gates fetched further ahead: the same inputs, the same bits
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
+      gates_ahead = 2 },
+    { threads = 128, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct", gates_ahead = 4 },
+    { cell = "lanes", store = "late", exchange = "mbarrier", push = "direct", gates_ahead = 3 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -243,16 +253,18 @@ describe("cluster backend (GPU)", function()
     end)
   end
 
+  -- (3 steps ahead: more stages than 1 and 2 steps use)
   local forms = { { push = "vector" }, { push = "direct" }, { push = "direct", gate_block = 4 },
-                  { push = "warp", gate_block = 4 } }
+                  { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 } }
   for _, form in ipairs(forms) do
-    local push, gate_block = form.push, form.gate_block
-    local name = push .. (gate_block and ", gate blocks" or "")
+    local push, gate_block, gates_ahead = form.push, form.gate_block, form.gates_ahead
+    local name = push .. (gate_block and ", gate blocks" or "") ..
+      (gates_ahead and (", gates %d steps ahead"):format(gates_ahead) or "")
     gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
       -- gate blocks at 128 threads: 8 chunks, the plain kernel's sums
       local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push, gate_block = gate_block,
-                       threads = gate_block and 128 or nil }
+                       threads = gate_block and 128 or nil, gates_ahead = gates_ahead }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
@@ -263,7 +275,8 @@ describe("cluster backend (GPU)", function()
       local xb = lcg_uniform({ 1024, 16, 60 }, 10)
       local waves = cluster { layers = layers, batch = 1024, steps = 16,
                               kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push,
-                                         gate_block = gate_block, threads = kernel.threads } }
+                                         gate_block = gate_block, threads = kernel.threads,
+                                         gates_ahead = gates_ahead } }
       assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
       local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
       local same, c = bit_compare(waves:forward(xb), one:forward(xb))

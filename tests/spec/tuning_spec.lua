@@ -403,14 +403,14 @@ describe("spk tune", function()
     assert.matches("batch 1: 13 variants", out)
     assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, cell lanes, store late, push direct, "
       .. "exchange mbarrier%)", out)
-    assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, gate_block 4, cell lanes, store late, push direct, "
-      .. "exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 1, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
+      .. "store late, push direct, exchange mbarrier%)", out)
     assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
     assert.matches("batch 8: 25 variants: .*cluster %(tile_rows 8%); "
       .. "cluster %(tile_rows 8, cell lanes, store late%)", out)
-    assert.matches("cluster %(tile_rows 8, cluster 8, threads 128, gate_block 4, cell lanes, store late, push warp, "
-      .. "exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 8, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
+      .. "store late, push direct, exchange mbarrier%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     os.execute("rm -rf " .. shell_quote(dir))

@@ -37,9 +37,9 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      tile heights 1, 2, 4, ... up to the batch, each plain,
                      with cell=lanes store=late, and (up to tile 8) with the
                      direct pushes (2 chunks a gate row where hidden <= 128)
-                     and with gate blocks (cluster 8, 8 chunks: threads =
+                     and with gate blocks (cluster 4, 4 chunks: threads =
                      hidden, where hidden is a multiple of 32 up to 128;
-                     warp pushes from tile 2)
+                     the gates fetched 3 steps ahead)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -89,7 +89,7 @@ local function variants(backend, batch, algos, hidden)
     -- its per-batch default, then each tile height with the step-latency
     -- options off, with the cell in the reducing lanes and the late store,
     -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden),
-    -- one gate row or four (cluster 8, 8 chunks: threads = hidden) a thread
+    -- one gate row or four (cluster 4, 4 chunks: threads = hidden; the gates 3 steps ahead) a thread
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
@@ -101,8 +101,8 @@ local function variants(backend, batch, algos, hidden)
         if hidden % 32 == 0 and hidden <= 128 then direct.threads = hidden end
         out[#out + 1] = { kernel = direct }
         if hidden % 32 == 0 and hidden <= 128 then
-          out[#out + 1] = { kernel = { tile_rows = h, cluster = 8, threads = hidden, gate_block = 4, cell = "lanes",
-                                       store = "late", exchange = "mbarrier", push = h == 1 and "direct" or "warp" } }
+          out[#out + 1] = { kernel = { tile_rows = h, cluster = 4, threads = hidden, gate_block = 4, gates_ahead = 3,
+                                       cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" } }
         end
       end
       h = h * 2
@@ -119,8 +119,8 @@ local function describe(options)
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "gate_block", "cell", "store", "push",
-                         "exchange" } do
+  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "gate_block", "gates_ahead", "cell", "store",
+                         "push", "exchange" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
