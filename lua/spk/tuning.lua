@@ -348,9 +348,8 @@ local function cc_number(cc)
   return tonumber(major) + tonumber(minor) / 10
 end
 
--- The cluster plan's own per-batch default (spk.lstm.cluster_default: direct
--- pushes with tiles of 1, 2 and 4 rows up to batch 64, the plain kernel at
--- tile 16 above) and the persistent plan's own table carry their variants,
+-- The cluster plan's own per-batch default (spk.lstm.cluster_default: gate
+-- blocks with direct pushes, tiles of 1 and 4 rows up to batch 64, 16 above) and the persistent plan's own table carry their variants,
 -- so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
@@ -358,13 +357,13 @@ function M.default_choice(facts, batch)
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results): cluster 1.57 / 1.98 / 4.10 / 7.21 ms at
-  -- batch 1 / 8 / 32 / 64 against persistent 2.67 / 4.13 / 6.04 / 7.66;
-  -- persistent 16.09 at 256 against cluster 25.78.
+  -- 2026-11-30 (README's results): cluster 1.40 / 1.66 / 3.33 / 5.24 ms at
+  -- batch 1 / 8 / 32 / 64 against persistent 2.71 / 4.12 / 5.92 / 7.62;
+  -- persistent 16.08 at 256 against cluster 19.40.
   if cc >= 9.0 and batch <= 64 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "
-               .. "measured fastest on the H200 at batch 1..64 (1.7x to 4.8x cuDNN's best)"):format(facts.cc, batch) }
+               .. "measured fastest on the H200 at batch 1..64 (2.3x to 5.7x cuDNN's best)"):format(facts.cc, batch) }
   end
   if cc >= 9.0 then
     return { backend = "persistent", options = {},
