@@ -220,6 +220,24 @@ static bool ptx_has(const char *code, size_t bytes, const char *needle)
     return false;
 }
 
+/* kernels/lstm_cluster.cu with these defines (the rest at their defaults)
+ * does not compile, and the compiler's log carries `message` (a
+ * static_assert's). */
+static void check_kernel_refuses(const spk_define *defines, int count, const char *message)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    spk_compile_options o = {0};
+    o.file = path;
+    o.defines = defines;
+    o.ndefines = count;
+    o.arch = "sm_90";
+    spk_module *m = spk_compile(&o);
+    CHECK(m == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), message);
+    spk_module_release(m);
+}
+
 /* The PTX of the mbarrier exchange: async 16-byte pushes counted on the
  * peer's mbarrier, cluster-scope acquire waits, one cluster barrier before
  * the loop and one after it (none per step). */
@@ -343,19 +361,10 @@ TEST(gate_blocks)
     CHECK(spk_cluster_variant_check(&shared, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.weights \"registers\"");
     /* the kernel's own asserts */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     spk_define plain[] = {{"THREADS", "128"}, {"GATE_BLOCK", "4"}};
-    spk_compile_options o = {0};
-    o.file = path;
-    o.defines = plain;
-    o.ndefines = 2;
-    o.arch = "sm_90";
-    CHECK(spk_compile(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "GATE_BLOCK 4 needs DIRECT_PUSH");
+    check_kernel_refuses(plain, 2, "GATE_BLOCK 4 needs DIRECT_PUSH");
     plain[1].value = "2";
-    CHECK(spk_compile(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "GATE_BLOCK must be 1 or 4");
+    check_kernel_refuses(plain, 2, "GATE_BLOCK must be 1 or 4");
 
     struct {
         int cluster, threads, rows, chunks;
@@ -452,17 +461,9 @@ TEST(warp_pushes)
         CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
         spk_module_release(m);
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     spk_define d[] = {{"THREADS", "128"}, {"GATE_BLOCK", "1"}, {"WARP_PUSH", "1"}, {"CELL_IN_LANES", "1"},
                       {"MBARRIER_EXCHANGE", "1"}, {"DIRECT_PUSH", "1"}};
-    spk_compile_options o = {0};
-    o.file = path;
-    o.defines = d;
-    o.ndefines = 6;
-    o.arch = "sm_90";
-    CHECK(spk_compile(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "WARP_PUSH needs DIRECT_PUSH, GATE_BLOCK 4");
+    check_kernel_refuses(d, 6, "WARP_PUSH needs DIRECT_PUSH, GATE_BLOCK 4");
     for (int rows = 1; rows <= 16; rows *= 2) {
         spk_cluster_variant w = v;
         w.max_tile_rows = rows;
@@ -520,16 +521,8 @@ TEST(gates_ahead)
     spk_cluster_variant_fit(&plain);
     CHECK(spk_cluster_variant_check(&plain, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "needs direct pushes");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     spk_define d[] = {{"GATES_AHEAD", "2"}};
-    spk_compile_options o = {0};
-    o.file = path;
-    o.defines = d;
-    o.ndefines = 1;
-    o.arch = "sm_90";
-    CHECK(spk_compile(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
+    check_kernel_refuses(d, 1, "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
 }
 
 TEST(defaults_fit_the_hidden_size)
