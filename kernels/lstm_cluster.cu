@@ -410,18 +410,10 @@ typedef const float4 (&weight_slice)[FLOAT4_PER_CHUNK];
 #define WEIGHT(k) (w[k])
 #endif
 
-// The row (0 .. G-1 within its group) whose full sum the reduce-scatter of
-// row_sums<G> leaves in chunk lane q (lanes q >= G repeat rows of lanes < G).
-template <int G>
-__device__ __forceinline__ int scatter_row(int q)
-{
-    return spk_scatter_row<G, CHUNKS>(q);
-}
-
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
 // thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes
 // (the order of kernels/lstm_reduce.cuh, written out: the plain kernel keeps
-// its codegen at 64 registers). Returns the full sum of row b0 + scatter_row<G>(q).
+// its codegen at 64 registers). Returns the full sum of row b0 + spk_scatter_row<G, CHUNKS>(q).
 template <int G>
 __device__ __forceinline__ float row_sums(weight_slice w, const float *h, int b0, int q)
 {
@@ -467,7 +459,7 @@ __device__ __forceinline__ void row_group(weight_slice w, const float *h, float 
 {
     const float s = row_sums<G>(w, h, b0, q);
     if (q < G)
-        pre[(b0 + scatter_row<G>(q)) * PRE_STRIDE + j] = s;
+        pre[(b0 + spk_scatter_row<G, CHUNKS>(q)) * PRE_STRIDE + j] = s;
 }
 
 // ---- the recurrence ---------------------------------------------------------
@@ -569,7 +561,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //  - gate blocks: every lane of the unit holds the four sums of its row
     //    after the reduce-scatter; copy q / G of the row pushes as above.
 #if CELL_IN_LANES
-    const int lane_row = scatter_row<ROW_GROUP>(q);
+    const int lane_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
 #if GATE_BLOCK == 4
     const int lane_unit = j;
 #else
@@ -598,6 +590,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     float c[SLOTS], hv[SLOTS];
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
+// x·Wᵀ of (row b, unit u) of this block at time t (a macro: a lambda here changes the codegen)
+#define GATES_AT(b, u, t) (gates4 + ((size_t)(row0 + (b)) * steps + (t)) * HIDDEN + first_unit + (u))
 #pragma unroll
     for (int k = 0; k < SLOTS; k++) {
         c[k] = hv[k] = 0.0f;
@@ -606,7 +600,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
             b4[k] = reinterpret_cast<const float4 *>(bias)[first_unit + SLOT_UNIT(k)];
             const int t = direction ? steps - 1 : 0;
             if (GATES_AHEAD == 1)
-                gx[k] = __ldg(gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit + SLOT_UNIT(k));
+                gx[k] = __ldg(GATES_AT(SLOT_ROW(k), SLOT_UNIT(k), t));
         }
     }
 #if GATES_AHEAD > 1
@@ -619,8 +613,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < SLOTS; k++)
             if (SLOT_OWNED(k) && a < steps) {
                 const int t = direction ? steps - 1 - a : a;
-                copy_async16(STAGE(a, k), gates4 + ((size_t)(row0 + SLOT_ROW(k)) * steps + t) * HIDDEN + first_unit +
-                                              SLOT_UNIT(k));
+                copy_async16(STAGE(a, k), GATES_AT(SLOT_ROW(k), SLOT_UNIT(k), t));
             }
         copy_async_commit();
     }
@@ -828,7 +821,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 #if !MBARRIER_EXCHANGE
         cluster_arrive();
 #endif
-        const int t_next = direction ? t - 1 : t + 1;
+        const int t_fetch = direction ? t - GATES_AHEAD : t + GATES_AHEAD; // the step whose gates load now
 #pragma unroll
         for (int k = 0; k < SLOTS; k++) {
             if (SLOT_OWNED(k)) {
@@ -837,20 +830,16 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
 #if GATES_AHEAD > 1
                 // the stage read at the top of this step (its value is in gx[k]) takes step + GATES_AHEAD's
-                if (step + GATES_AHEAD < steps) {
-                    const int t_ahead = direction ? t - GATES_AHEAD : t + GATES_AHEAD;
-                    copy_async16(STAGE(stage, k), gates4 + ((size_t)(row0 + b) * steps + t_ahead) * HIDDEN +
-                                                      first_unit + u);
-                }
+                if (step + GATES_AHEAD < steps)
+                    copy_async16(STAGE(stage, k), GATES_AT(b, u, t_fetch));
 #else
-                gx[k] = __ldg(gates4 + ((size_t)(row0 + b) * steps + t_next) * HIDDEN + first_unit + u);
+                gx[k] = __ldg(GATES_AT(b, u, t_fetch));
 #endif
             }
         }
 #if GATES_AHEAD > 1
         copy_async_commit();
         stage = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
-        (void)t_next;
 #endif
 #if !MBARRIER_EXCHANGE
         cluster_wait();

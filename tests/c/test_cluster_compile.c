@@ -79,6 +79,32 @@ static spk_module *compile_verbose(const spk_cluster_variant *v)
     return spk_compile(&o);
 }
 
+/* The variant compiles for sm_90 with no spills and at most the registers
+ * its __launch_bounds__ budget gives (min_blocks blocks a SM); prints
+ * ptxas' figures under `label`. */
+static void check_compiles_within_budget(const spk_cluster_variant *v, const char *label)
+{
+    spk_module *m = compile_verbose(v);
+    if (!m) {
+        fprintf(stderr, "  %s: %s\n", label, spk_last_error());
+        CHECK(m != NULL);
+        return;
+    }
+    int registers, spills;
+    ptxas_figures(spk_module_log(m), &registers, &spills);
+    fprintf(stderr, "  %s: cluster %2d threads %4d gate_block %d tile_rows %2d row_group %d min_blocks %d cell %-6s "
+                    "store %-4s push %-6s exchange %-8s gates_ahead %d: %3d registers, %3d bytes spill stores, "
+                    "smem %zu\n",
+            label, v->cluster, v->threads, v->gate_block, v->max_tile_rows, v->row_group, v->min_blocks,
+            v->cell_in_lanes ? "lanes" : "shared", v->late_store ? "late" : "step",
+            v->warp_push ? "warp" : v->direct_push ? "direct" : v->vector_push ? "vector" : "scalar",
+            v->mbarrier_exchange ? "mbarrier" : "barrier", v->gates_ahead, registers, spills,
+            spk_cluster_smem_bytes(v, v->max_tile_rows));
+    CHECK(registers > 0 && registers <= 65536 / (v->threads * v->min_blocks));
+    CHECK(spills == 0);
+    spk_module_release(m);
+}
+
 TEST(every_variant_compiles_for_sm90_without_spills)
 {
     struct {
@@ -174,23 +200,7 @@ TEST(latency_options_compile_without_spills)
                                  .direct_push = cases[i].direct};
         spk_cluster_variant_fit(&v);
         CHECK(spk_cluster_variant_check(&v, NULL) == 0);
-        spk_module *m = compile_verbose(&v);
-        if (!m) {
-            fprintf(stderr, "  case %zu: %s\n", i, spk_last_error());
-            CHECK(m != NULL);
-            continue;
-        }
-        int registers, spills;
-        ptxas_figures(spk_module_log(m), &registers, &spills);
-        fprintf(stderr, "  cluster %2d threads %4d tile_rows %2d row_group %d min_blocks %d cell %-6s store %-4s "
-                        "push %-6s exchange %-8s: %3d registers, %3d bytes spill stores, smem %zu\n",
-                v.cluster, v.threads, v.max_tile_rows, v.row_group, v.min_blocks, v.cell_in_lanes ? "lanes" : "shared",
-                v.late_store ? "late" : "step", v.direct_push ? "direct" : v.vector_push ? "vector" : "scalar",
-                v.mbarrier_exchange ? "mbarrier" : "barrier", registers, spills,
-                spk_cluster_smem_bytes(&v, v.max_tile_rows));
-        CHECK(registers > 0 && registers <= 65536 / (v.threads * v.min_blocks));
-        CHECK(spills == 0);
-        spk_module_release(m);
+        check_compiles_within_budget(&v, "latency options");
     }
     for (int64_t batch = 1; batch <= 1024; batch *= 2)
         check_default_compiles(128, batch);
@@ -310,8 +320,6 @@ TEST(ptx_uses_dsmem_stores_and_the_split_cluster_barrier)
 
 TEST(static_asserts_reject_what_the_check_rejects)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
     struct {
         const char *hidden, *cluster, *threads, *rows, *message;
     } bad[] = {
@@ -324,15 +332,7 @@ TEST(static_asserts_reject_what_the_check_rejects)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         spk_define d[4] = {{"HIDDEN", bad[i].hidden}, {"CLUSTER", bad[i].cluster}, {"THREADS", bad[i].threads},
                            {"TILE_ROWS", bad[i].rows}};
-        spk_compile_options o = {0};
-        o.file = path;
-        o.defines = d;
-        o.ndefines = 4;
-        o.arch = "sm_90";
-        spk_module *m = spk_compile(&o);
-        CHECK(m == NULL);
-        CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
-        spk_module_release(m);
+        check_kernel_refuses(d, 4, bad[i].message);
         spk_cluster_variant v = {.hidden = atoi(bad[i].hidden), .cluster = atoi(bad[i].cluster),
                                  .threads = atoi(bad[i].threads), .gate_block = 1,
                                  .max_tile_rows = atoi(bad[i].rows), .row_group = 1, .min_blocks = 1};
@@ -378,20 +378,7 @@ TEST(gate_blocks)
         spk_cluster_geometry geometry;
         CHECK(spk_cluster_variant_check(&g, &geometry) == 0);
         CHECK(geometry.chunks == cases[i].chunks && geometry.gate_rows == 4 * 128 / cases[i].cluster);
-        spk_module *m = compile_verbose(&g);
-        CHECK(m != NULL);
-        if (!m) {
-            fprintf(stderr, "  gate blocks case %zu: %s\n", i, spk_last_error());
-            continue;
-        }
-        int registers, spills;
-        ptxas_figures(spk_module_log(m), &registers, &spills);
-        fprintf(stderr, "  gate blocks: cluster %2d threads %3d tile_rows %2d chunks %d row_group %d: %3d registers, "
-                        "%d bytes spill stores\n",
-                g.cluster, g.threads, g.max_tile_rows, geometry.chunks, g.row_group, registers, spills);
-        CHECK(registers > 0 && registers <= 65536 / (g.threads * g.min_blocks));
-        CHECK(spills == 0);
-        spk_module_release(m);
+        check_compiles_within_budget(&g, "gate blocks");
     }
 
     spk_cluster_variant one = {.hidden = 128, .cluster = 8, .gate_block = 4, .max_tile_rows = 1,
@@ -471,16 +458,7 @@ TEST(warp_pushes)
         w.min_blocks = 0;
         spk_cluster_variant_fit(&w);
         CHECK(spk_cluster_variant_check(&w, NULL) == 0);
-        spk_module *c = compile_verbose(&w);
-        CHECK(c != NULL);
-        if (!c)
-            continue;
-        int registers, spills;
-        ptxas_figures(spk_module_log(c), &registers, &spills);
-        fprintf(stderr, "  warp pushes: tile_rows %2d: %3d registers, %d bytes spill stores\n", rows, registers,
-                spills);
-        CHECK(spills == 0 && registers > 0 && registers <= 65536 / (w.threads * w.min_blocks));
-        spk_module_release(c);
+        check_compiles_within_budget(&w, "warp pushes");
     }
 }
 
