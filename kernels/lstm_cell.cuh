@@ -12,12 +12,27 @@
 // sums are rounded separately (__fmul_rn/__fadd_rn) so nothing is contracted
 // into an FMA the emulation does not have:
 //   exp(v)     = ex2.approx.ftz(clamp(v, -87, 87) * log2(e))
-//   sigmoid(v) = 1 / (1 + exp(-v))                   (IEEE division)
+//   sigmoid(v) = 1 / (1 + exp(-v))                   (correctly rounded)
 //   tanh(v)    = Cephes' odd polynomial v + v^3 P(v^2) for |v| < 0.625,
 //                sign(v) * (1 - 2 / (exp(2|v|) + 1)) above.
 // One deliberate difference: the clamp here lets NaN through (fminf/fmaxf
 // would turn a NaN into the clamp limit), so a NaN pre-activation gives a NaN
 // gate instead of a saturated one. For every other value both clamps agree.
+//
+// Latency. The cell is on every step's dependent chain, so it is written for
+// it, branch-free, and gives the bits of the plain forms above:
+//   - 1/x and 2/x are spk_recip(x) and 2 * spk_recip(x): rcp.approx and one
+//     Newton step with FMAs. x is 1 + exp(.) or exp(.) + 1, so 1 <= x < 2^126
+//     and 1/x is normal; div.rn's fast path is longer and carries a branch to
+//     its slow path, which __frcp_rn's has too (that form was slower than the
+//     divisions on the H200). The scaling by 2 is exact.
+//   - tanh computes both of its forms and selects one. A branch diverges
+//     whenever a warp's cells straddle |v| = 0.625, and then the two forms
+//     run one after the other.
+// The same bits are a measured claim, not an IEEE one: kernels/
+// lstm_cell_check.cu compares both activations with the plain forms (divisions
+// by __fdiv_rn, the branch) for all 2^32 float inputs on the GPU at hand
+// (tests/spec/cell_spec.lua); on the H200 none differs.
 
 #define EXP_LIMIT 87.0f
 
@@ -30,25 +45,33 @@ __device__ __forceinline__ float spk_exp(float v)
     return y;
 }
 
+// 1/x for 1 <= x < 2^126, as the cell uses it: the reciprocal approximation
+// and one Newton step: e = 1 - x*r in one FMA, then r + r*e in another.
+__device__ __forceinline__ float spk_recip(float x)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return fmaf(fmaf(-x, r, 1.0f), r, r);
+}
+
 __device__ __forceinline__ float spk_sigmoid(float v)
 {
-    return __fdiv_rn(1.0f, __fadd_rn(1.0f, spk_exp(-v)));
+    return spk_recip(__fadd_rn(1.0f, spk_exp(-v)));
 }
 
 __device__ __forceinline__ float spk_tanh(float v)
 {
     const float a = fabsf(v);
-    if (a < 0.625f) {
-        const float z = __fmul_rn(v, v);
-        float p = -5.70498872745e-3f;
-        p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
-        p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
-        return __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
-    }
-    const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f)));
-    return v < 0.0f ? -t : t;
+    const float z = __fmul_rn(v, v);
+    float p = -5.70498872745e-3f;
+    p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
+    p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
+    p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
+    p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
+    const float near_zero = __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
+    const float t = __fsub_rn(1.0f, __fmul_rn(2.0f, spk_recip(__fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f))));
+    const float saturating = v < 0.0f ? -t : t;
+    return a < 0.625f ? near_zero : saturating;
 }
 
 // pre = (gates_x + dot(h, R_row)) + bias for the packed gates [i, f, c, o];
