@@ -116,7 +116,7 @@ static const struct {
 } batch_table[] = {
     {1, 8, 1, 4, 8, 2, true, true, false, true, true, true},
     {8, 4, 1, 4, 4, 3, true, true, false, true, true, true},
-    {32, 4, 4, 4, 4, 3, true, true, false, true, true, false},
+    {32, 4, 2, 4, 4, 3, true, true, false, true, true, true},
     {64, 4, 4, 4, 4, 3, true, true, false, true, true, false},
     {INT64_MAX, 8, 16, 4, 8, 1, true, true, false, true, true, true},
 };

@@ -396,8 +396,8 @@ TEST(gate_blocks)
     }
 
     /* the batch table: gate blocks at every batch; batch 1 cluster 8 (8 chunks), warp pushes, the gates 2
-     * steps ahead; 2-8 cluster 4 (4 chunks), warp pushes, 3 ahead; 9-64 cluster 4, tile 4, 4-byte pushes, 3
-     * ahead; above 64 cluster 8, tile 16, warp pushes, 1 ahead */
+     * steps ahead; 2-8 cluster 4 (4 chunks), warp pushes, 3 ahead; 9-32 the same at tile 2; 33-64 cluster 4,
+     * tile 4, 4-byte pushes, 3 ahead; above 64 cluster 8, tile 16, warp pushes, 1 ahead */
     int64_t tile_rows = -1;
     spk_cluster_geometry geometry;
     spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1, &tile_rows);
@@ -413,7 +413,11 @@ TEST(gate_blocks)
     CHECK(b64.gate_block == 4 && b64.cluster == 4 && geometry.chunks == 4 && !b64.warp_push && tile_rows == 4);
     CHECK(b64.gates_ahead == 3);
     spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32, &tile_rows);
-    CHECK(b32.gate_block == 4 && b32.cluster == 4 && b32.gates_ahead == 3 && tile_rows == 4);
+    CHECK(spk_cluster_variant_check(&b32, &geometry) == 0);
+    CHECK(b32.gate_block == 4 && b32.cluster == 4 && geometry.chunks == 4 && b32.warp_push && tile_rows == 2);
+    CHECK(b32.gates_ahead == 3);
+    spk_cluster_variant b33 = spk_cluster_variant_for_batch(128, 33, &tile_rows);
+    CHECK(b33.cluster == 4 && !b33.warp_push && tile_rows == 4);
     spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256, &tile_rows);
     CHECK(spk_cluster_variant_check(&b256, &geometry) == 0);
     CHECK(b256.gate_block == 4 && b256.warp_push && geometry.chunks == 8 && b256.gates_ahead == 1 && tile_rows == 16);

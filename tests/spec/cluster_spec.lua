@@ -117,14 +117,16 @@ describe("cluster backend options", function()
       assert.are.equal(k.gates_ahead, v.gates_ahead, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
-    local blocks, warp, ahead = {}, {}, {}
+    local blocks, warp, ahead, tiles = {}, {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 256 } do
       local k = spk.lstm.cluster_default(batch)
       blocks[#blocks + 1], warp[#warp + 1], ahead[#ahead + 1] = k.gate_block, k.warp_push, k.gates_ahead
+      tiles[#tiles + 1] = k.tile_rows
     end
     assert.are.same({ 4, 4, 4, 4, 4 }, blocks)
-    assert.are.same({ true, true, false, false, true }, warp)
+    assert.are.same({ true, true, true, false, true }, warp)
     assert.are.same({ 2, 3, 3, 3, 1 }, ahead)
+    assert.are.same({ 1, 1, 2, 4, 16 }, tiles)
     assert.has_error(function() spk.lstm.cluster_default(0) end)
     -- a hidden size no row fits: the generic fit
     local k = spk.lstm.cluster_default(32, 16)
