@@ -55,6 +55,13 @@
 //                   of a warp go as 16-byte st.async, four consecutive units
 //                   of one row each, gathered with four shuffles: 4x fewer
 //                   remote stores for the same bytes, still no block barrier
+//   DIRECTIONS      directions a block runs: 1 (grid z = the direction), or 2
+//                   (needs DIRECT_PUSH and weights in registers): threads
+//                   [0, THREADS) run the forward direction of the tile and
+//                   [THREADS, 2*THREADS) the backward one, each with its own
+//                   shared memory (mbarriers, h, stages) after the other's;
+//                   a step has no block barrier, so the two only share the
+//                   SM: while one waits for its h, the other computes
 // None of these changes a sum or a cell: every option gives the same bits,
 // except CHUNKS (and GATE_BLOCK, which sets it for a given THREADS): another
 // chunk split adds the same products in another order.
@@ -202,6 +209,9 @@
 #ifndef GATES_AHEAD
 #define GATES_AHEAD 1
 #endif
+#ifndef DIRECTIONS
+#define DIRECTIONS 1
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -240,16 +250,21 @@ static_assert(HIDDEN % (4 * CHUNKS) == 0, "HIDDEN must split into float4 groups 
 static_assert(TILE_ROWS >= 1 && TILE_ROWS <= 32, "TILE_ROWS must be 1 .. 32");
 static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP == 8) && ROW_GROUP <= CHUNKS,
               "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
-static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS <= 2048, "MIN_BLOCKS must be 1 .. 2048 / THREADS");
+static_assert(DIRECTIONS == 1 || (DIRECTIONS == 2 && DIRECT_PUSH && !WEIGHTS_SHARED && 2 * THREADS <= 1024),
+              "DIRECTIONS must be 1, or 2 with DIRECT_PUSH, the weights in registers and 2 * THREADS <= 1024");
+static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS * DIRECTIONS <= 2048,
+              "MIN_BLOCKS must be 1 .. 2048 / (THREADS * DIRECTIONS)");
 static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN / CLUSTER) a multiple of 4");
 static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH || DIRECT_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH or DIRECT_PUSH");
 static_assert(!DIRECT_PUSH || (MBARRIER_EXCHANGE && CELL_IN_LANES && !VECTOR_PUSH),
               "DIRECT_PUSH needs MBARRIER_EXCHANGE and CELL_IN_LANES, and excludes VECTOR_PUSH");
 static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4 && (GATES_AHEAD == 1 || DIRECT_PUSH),
               "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
-static_assert(4 * (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
-                   (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE) + RING_FLOATS) <= 227 * 1024,
-              "shared memory (weights, two h buffers, pre-activations, gate stages) must fit 227 KiB");
+static_assert(4 * DIRECTIONS *
+                      (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
+                       (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE) + RING_FLOATS) <=
+                  227 * 1024,
+              "shared memory (weights, two h buffers, pre-activations, gate stages; per direction) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
 #include "lstm_gate_block.cuh"
@@ -467,7 +482,7 @@ __device__ __forceinline__ void row_group(weight_slice w, const float *h, float 
 #define SPK_CLUSTER_SUPPORTED 1
 #endif
 
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(THREADS * DIRECTIONS, MIN_BLOCKS)
 spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ, row b*steps + t
                  const float *__restrict__ r,     // [2, 4H, H] packed
                  const float *__restrict__ bias,  // [2, 4H] packed, Wb + Rb
@@ -479,15 +494,17 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
-    extern __shared__ float4 smem4[];
-    const int tid = threadIdx.x;
-    const int direction = blockIdx.z;
+    extern __shared__ float4 block_smem4[];
+    // tid: the thread within its direction (all of the block with DIRECTIONS 1)
+    const int tid = DIRECTIONS == 2 ? (int)threadIdx.x % THREADS : (int)threadIdx.x;
+    const int direction = DIRECTIONS == 2 ? (int)threadIdx.x / THREADS : (int)blockIdx.z;
     const int row0 = blockIdx.y * tile_rows;
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
 
-    // Shared memory: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]],
-    // [gate stages[GATES_AHEAD][SLOTS][THREADS] float4].
+    // Shared memory of a direction: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]],
+    // [gate stages[GATES_AHEAD][SLOTS][THREADS] float4]; with DIRECTIONS 2 the backward's after the forward's
+    // (`need` bytes each, a multiple of 16).
     const int weight_floats = WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0;
     const int padded_rows = CELL_IN_LANES ? (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP : tile_rows;
     const int pre_floats = CELL_IN_LANES ? 0 : tile_rows * PRE_STRIDE;
@@ -495,12 +512,14 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         4u * (unsigned)(BARRIER_FLOATS + weight_floats + 2 * padded_rows * HIDDEN + pre_floats + RING_FLOATS);
     // Uniform over the cluster (arguments, the tile, the cluster shape), so an
     // early exit never leaves a peer waiting at a barrier.
-    if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 ||
-        tile_rows < 1 || tile_rows > TILE_ROWS || rows < 1 || steps < 1 || dynamic_smem_bytes() < need) {
+    if (cluster_blocks() != CLUSTER || blockDim.x != THREADS * DIRECTIONS || gridDim.x != CLUSTER ||
+        gridDim.z != 2 / DIRECTIONS || tile_rows < 1 || tile_rows > TILE_ROWS || rows < 1 || steps < 1 ||
+        dynamic_smem_bytes() < DIRECTIONS * need) {
         if (tid == 0)
             atomicCAS(status, 0u, STATUS_BAD_GEOMETRY);
         return;
     }
+    float4 *smem4 = block_smem4 + (DIRECTIONS == 2 ? direction * (need / 16) : 0);
     float *smem = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     float *h_buffers = smem + weight_floats;
     const int h_floats = padded_rows * HIDDEN;

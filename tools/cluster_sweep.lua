@@ -57,6 +57,9 @@
 --                  16-byte st.async (four shuffles), 4x fewer remote stores
 --   ... gaN        the same with x·Wᵀ fetched N steps ahead (kernel.gates_ahead:
 --                  cp.async into shared-memory stages) instead of one
+--   ... d2         both directions of a tile in one block (kernel.directions =
+--                  2): half the clusters, blocks of 256 threads; one
+--                  direction's warps compute while the other's wait for h
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -157,6 +160,19 @@ for _, ahead in ipairs { 2, 3, 4 } do
     variants[#variants + 1] = mbar_line(line[1] .. " ga" .. ahead, line[2], 128, line[3],
       { gate_block = 4, gates_ahead = ahead })
   end
+end
+-- both directions of a tile in one block (kernel.directions = 2)
+for _, line in ipairs { { "c4 gb4 128 ga3", 4, "direct", 3 }, { "c4 warp 128 ga3", 4, "warp", 3 },
+                        { "c8 warp 128", 8, "warp", 1 }, { "c8 gb4 128 ga3", 8, "direct", 3 },
+                        { "c8 warp 128 ga2", 8, "warp", 2 } } do
+  variants[#variants + 1] = mbar_line(line[1] .. " d2", line[2], 128, line[3],
+    { gate_block = 4, gates_ahead = line[4], directions = 2 })
+end
+-- three blocks an SM (kernel.min_blocks = 3: at most 168 registers): more clusters at once
+for _, line in ipairs { { "c4 gb4 128 ga3", "direct", 3 }, { "c4 warp 128 ga3", "warp", 3 },
+                        { "c4 warp 128 ga2", "warp", 2 }, { "c4 warp 128", "warp", 1 } } do
+  variants[#variants + 1] = mbar_line(line[1] .. " mb3", 4, 128, line[2],
+    { gate_block = 4, gates_ahead = line[3], min_blocks = 3 })
 end
 -- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
 for _, blocks in ipairs { 4, 6, 8 } do
@@ -268,16 +284,17 @@ end
 
 say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
   .. "src/lstm/cluster.c:")
-say("  {max_batch, cluster, tile_rows, gate_block, chunks, cell_in_lanes, late_store, vector_push, mbarrier_exchange, "
-  .. "direct_push}")
+say("  {max_batch, cluster, tile_rows, gate_block, chunks, gates_ahead, cell_in_lanes, late_store, vector_push, "
+  .. "mbarrier_exchange, direct_push, warp_push, directions}")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
     local k = b.kernel
-    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %s, %s, %s, %s, %s}, "
-      .. "threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile,
-      k.gate_block, k.chunks, tostring(k.cell == "lanes"), tostring(k.store == "late"), tostring(k.push == "vector"),
-      tostring(k.exchange == "mbarrier"), tostring(k.push == "direct"), k.threads)
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %d, %s, %s, %s, %s, %s, "
+      .. "%s, %d}, threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile,
+      k.gate_block, k.chunks, k.gates_ahead, tostring(k.cell == "lanes"), tostring(k.store == "late"),
+      tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"),
+      tostring(k.push == "direct" or k.push == "warp"), tostring(k.push == "warp"), k.directions, k.threads)
   end
 end
 say("cluster_sweep: %d s", elapsed())

@@ -15,6 +15,9 @@
 --                                                               -- chunk split, so other bits
 --                                         gates_ahead = 1,      -- 2 .. 4: x·Wᵀ fetched that many steps
 --                                                               -- ahead (cp.async stages; direct pushes)
+--                                         directions = 1,       -- | 2: both directions of a tile in one
+--                                                               -- block of 2 * threads (one computes while
+--                                                               -- the other waits; direct pushes), same bits
 --                                         weights = "registers",-- | "shared"
 --                                         math = "fp32",        -- the recurrence: strict FP32 only (R·h has
 --                                                               -- no MMA form here; TF32 is the plan's math)
@@ -53,7 +56,7 @@ return function(spk, core)
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
                          row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
-                         push = true, exchange = true, gate_block = true, gates_ahead = true }
+                         push = true, exchange = true, gate_block = true, gates_ahead = true, directions = true }
   -- option = {value giving false, value giving true, the C field}
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
@@ -77,7 +80,7 @@ return function(spk, core)
       if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
     end
     for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "gates_ahead", "row_group", "min_blocks",
-                           "hidden" } do
+                           "hidden", "directions" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
     end
     local weights = kernel.weights or "registers"
@@ -97,9 +100,12 @@ return function(spk, core)
     if kernel.gate_block ~= nil and kernel.gate_block ~= 1 and kernel.gate_block ~= 4 then
       fail(("kernel.gate_block must be 1 or 4, got %d"):format(kernel.gate_block), level + 1)
     end
+    if kernel.directions ~= nil and kernel.directions > 2 then
+      fail(("kernel.directions must be 1 or 2 (directions a block runs), got %d"):format(kernel.directions), level + 1)
+    end
     local k = { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
                 gate_block = kernel.gate_block, gates_ahead = kernel.gates_ahead, tile_rows = kernel.tile_rows,
-                row_group = kernel.row_group,
+                row_group = kernel.row_group, directions = kernel.directions,
                 min_blocks = kernel.min_blocks, weights_shared = weights == "shared" }
     for _, sw in ipairs(switches) do
       local name, off, on, field = sw[1], sw[2], sw[3], sw[4]
@@ -128,6 +134,9 @@ return function(spk, core)
     if k.gate_block == 4 and not k.direct_push then
       fail("kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\"", level + 1)
     end
+    if k.directions == 2 and not k.direct_push then
+      fail("kernel.directions 2 needs kernel.push \"direct\" or \"warp\"", level + 1)
+    end
     if k.mbarrier_exchange and not k.direct_push then
       if kernel.push == "scalar" then
         fail("kernel.exchange \"mbarrier\" needs kernel.push \"vector\" or \"direct\"", level + 1)
@@ -149,7 +158,7 @@ return function(spk, core)
     positive_integer(batch, "batch", 2)
     local v = core.cluster_variant_for_batch(hidden or 128, batch)
     return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, gate_block = v.gate_block,
-             gates_ahead = v.gates_ahead,
+             gates_ahead = v.gates_ahead, directions = v.directions,
              row_group = v.row_group,
              min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
              tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
@@ -200,6 +209,7 @@ return function(spk, core)
     local options = {}
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
+    if k.directions == 2 then options[#options + 1] = "both directions in a block" end
     if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
     if k.store == "late" then options[#options + 1] = "late store" end
     if k.push ~= "scalar" then options[#options + 1] = k.push .. " push" end

@@ -47,6 +47,8 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
         v->gate_block = 1;
     if (v->gates_ahead == 0)
         v->gates_ahead = 1;
+    if (v->directions == 0)
+        v->directions = 1;
     int gate_block = v->gate_block == 4 ? 4 : 1; /* the check names any other value */
     if (v->cluster == 0) {
         static const int sizes[] = {8, 4, 2, 1};
@@ -84,7 +86,10 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
                 (v->cell_in_lanes && v->max_tile_rows > 8);
     int weights = chunks > 0 ? gate_block * v->hidden / chunks : 0; /* registers of R a thread */
     if (v->min_blocks == 0)
-        v->min_blocks = weights > 0 && weights <= 16 && 2 * v->threads <= 2048 && !v->weights_shared && !wide ? 2 : 1;
+        v->min_blocks = weights > 0 && weights <= 16 && 2 * v->threads * (v->directions == 2 ? 2 : 1) <= 2048 &&
+                                !v->weights_shared && !wide
+                            ? 2
+                            : 1;
 }
 
 /* The plan's default per batch: the fastest variant of each batch in
@@ -188,7 +193,8 @@ size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
     /* the gates' stages: a float4 per thread, slot (row group) and step ahead */
     size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
-    return 4 * (barriers + weights + 2 * padded * (size_t)v->hidden + pre + stages);
+    size_t directions = v->directions == 2 ? 2 : 1; /* each with its own */
+    return 4 * directions * (barriers + weights + 2 * padded * (size_t)v->hidden + pre + stages);
 }
 
 int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry *out)
@@ -226,9 +232,15 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
         return spk_fail("kernel.tile_rows must be 1 .. 32, got %d", v->max_tile_rows);
     if ((v->row_group != 1 && v->row_group != 2 && v->row_group != 4 && v->row_group != 8) || v->row_group > chunks)
         return spk_fail("kernel.row_group %d must be 1, 2, 4 or 8 and at most the %d chunks", v->row_group, chunks);
-    if (v->min_blocks < 1 || v->min_blocks * v->threads > 2048)
-        return spk_fail("kernel.min_blocks %d must be 1 .. %d for %d threads", v->min_blocks, 2048 / v->threads,
-                        v->threads);
+    if (v->directions != 1 && v->directions != 2)
+        return spk_fail("kernel.directions %d must be 1 or 2 (directions a block runs)", v->directions);
+    if (v->directions == 2 && (!v->direct_push || v->weights_shared || 2 * v->threads > 1024))
+        return spk_fail("kernel.directions 2 needs direct pushes (kernel.push \"direct\" or \"warp\"), kernel.weights "
+                        "\"registers\" and 2 * threads <= 1024 (threads %d)", v->threads);
+    int block = v->threads * v->directions; /* threads of a block */
+    if (v->min_blocks < 1 || v->min_blocks * block > 2048)
+        return spk_fail("kernel.min_blocks %d must be 1 .. %d for blocks of %d threads", v->min_blocks, 2048 / block,
+                        block);
     if (v->direct_push && (!v->mbarrier_exchange || !v->cell_in_lanes || v->vector_push))
         return spk_fail("kernel: direct pushes (kernel.push \"direct\") need kernel.exchange \"mbarrier\" and "
                         "kernel.cell \"lanes\"");
@@ -257,7 +269,7 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
     static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
         "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",         "MIN_BLOCKS",
         "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH",
-        "GATE_BLOCK",     "WARP_PUSH",     "GATES_AHEAD"};
+        "GATE_BLOCK",     "WARP_PUSH",     "GATES_AHEAD", "DIRECTIONS"};
     int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
                                                v->cluster,
                                                v->threads,
@@ -272,7 +284,8 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
                                                v->direct_push ? 1 : 0,
                                                v->gate_block,
                                                v->warp_push ? 1 : 0,
-                                               v->gates_ahead};
+                                               v->gates_ahead,
+                                               v->directions};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];
@@ -309,8 +322,11 @@ int spk_cluster_heights(int max_tile_rows, int64_t heights[SPK_CLUSTER_MAX_HEIGH
 }
 
 int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const int64_t *heights,
-                              const int64_t *max_active, int count, int64_t forced)
+                              const int64_t *max_active, int count, int64_t forced, int directions)
 {
+    if (directions != 1 && directions != 2)
+        return spk_fail("cluster schedule: directions must be 1 or 2, got %d", directions);
+    const int64_t per_tile = 2 / directions; /* clusters a tile takes */
     if (batch < 1)
         return spk_fail("cluster schedule: batch must be at least 1, got %lld", (long long)batch);
     if (count < 1)
@@ -326,7 +342,7 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
     } else {
         for (int i = 0; i < count && pick < 0; i++) {
             int64_t tiles = (batch + heights[i] - 1) / heights[i];
-            if (max_active[i] > 0 && 2 * tiles <= max_active[i])
+            if (max_active[i] > 0 && per_tile * tiles <= max_active[i])
                 pick = i;
         }
         if (pick < 0)
@@ -336,7 +352,7 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
     out->batch = batch;
     out->tile_rows = heights[pick];
     out->tiles = (batch + out->tile_rows - 1) / out->tile_rows;
-    out->clusters = 2 * out->tiles;
+    out->clusters = per_tile * out->tiles;
     out->max_active = max_active[pick];
     if (out->max_active < 1)
         return spk_fail("cluster schedule: not one cluster of tile height %lld fits the device (shared memory "
@@ -376,8 +392,8 @@ static spk_launch_config launch_config(const spk_cluster_plan *p, int64_t tiles,
     spk_launch_config cfg = {0};
     cfg.grid[0] = (unsigned)p->info.variant.cluster;
     cfg.grid[1] = (unsigned)tiles;
-    cfg.grid[2] = 2;
-    cfg.block[0] = (unsigned)p->info.variant.threads;
+    cfg.grid[2] = (unsigned)(2 / p->info.variant.directions);
+    cfg.block[0] = (unsigned)(p->info.variant.threads * p->info.variant.directions);
     cfg.block[1] = cfg.block[2] = 1;
     cfg.cluster[0] = (unsigned)p->info.variant.cluster;
     cfg.cluster[1] = cfg.cluster[2] = 1;
@@ -454,7 +470,8 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
                 goto fail;
             active[i] = clusters;
         }
-        if (spk_cluster_schedule_pick(&info->schedule, o->batch, heights, active, n, o->tile_rows) != 0)
+        if (spk_cluster_schedule_pick(&info->schedule, o->batch, heights, active, n, o->tile_rows,
+                                      o->variant.directions) != 0)
             goto fail;
         info->smem_bytes = spk_cluster_smem_bytes(&o->variant, (int)info->schedule.tile_rows);
     }

@@ -44,6 +44,9 @@ typedef struct spk_cluster_variant {
                                units of one row; needs direct_push and gate_block 4) */
     int gates_ahead;        /* GATES_AHEAD: steps ahead a cell's x·Wᵀ is fetched, 1 (a register load) or
                                2 .. 4 (cp.async into shared-memory stages; needs direct_push) */
+    int directions;         /* DIRECTIONS: directions a block runs, 1 or 2 (both directions of a tile in one
+                               block of 2 * threads, each with its own shared memory: one direction computes
+                               while the other waits for its h; needs direct_push, weights in registers) */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
@@ -54,7 +57,7 @@ typedef struct spk_cluster_geometry {
     size_t weight_bytes;    /* shared memory for R (weights_shared), else 0 */
 } spk_cluster_geometry;
 
-/* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, cluster 8 where
+/* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, directions 1, cluster 8 where
  * it divides (else the largest of 4, 2, 1 that gives whole warps), threads =
  * the most chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
  * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
@@ -72,7 +75,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 15
+#define SPK_CLUSTER_VARIANT_DEFINES 16
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];
@@ -97,7 +100,7 @@ typedef struct spk_cluster_schedule {
     int64_t batch;
     int64_t tile_rows;
     int64_t tiles;       /* per direction: ceil(batch / tile_rows) */
-    int64_t clusters;    /* 2 * tiles, all in one launch per layer */
+    int64_t clusters;    /* tiles * 2 / directions, all in one launch per layer */
     int64_t max_active;  /* clusters of this shape the device runs at once */
     int64_t waves;       /* ceil(clusters / max_active) */
 } spk_cluster_schedule;
@@ -106,11 +109,11 @@ typedef struct spk_cluster_schedule {
  * max_tile_rows itself). Returns how many. */
 int spk_cluster_heights(int max_tile_rows, int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1]);
 /* Picks the tile height: `forced` > 0 takes that height; otherwise the
- * smallest of `heights` (ascending) whose 2 * tiles clusters all run at once
- * (max_active[i] of them fit), else the largest height (fewest waves).
- * Needs no device. */
+ * smallest of `heights` (ascending) whose tiles * 2 / directions clusters
+ * (directions: a block's, 1 or 2) all run at once (max_active[i] of them
+ * fit), else the largest height (fewest waves). Needs no device. */
 int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const int64_t *heights,
-                              const int64_t *max_active, int count, int64_t forced);
+                              const int64_t *max_active, int count, int64_t forced, int directions);
 
 /* ---- Plans ------------------------------------------------------------- */
 

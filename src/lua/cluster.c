@@ -1,7 +1,7 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
  *                          kernel = {hidden =, cluster =, threads =, gate_block =, gates_ahead =, tile_rows =,
- *                                    row_group =,
+ *                                    row_group =, directions =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
  *                                    vector_push =, mbarrier_exchange =, direct_push =, warp_push =}}
  *                                    -> plan userdata
@@ -11,7 +11,7 @@
  *   plan:close()
  *   core.cluster_variant_check(kernel_table) -> the fitted variant, its geometry and defines
  *   core.cluster_variant_for_batch(hidden, batch) -> the plan's default variant for a batch
- *   core.cluster_schedule_pick(batch, {heights}, {max_active}, forced) -> schedule table
+ *   core.cluster_schedule_pick(batch, {heights}, {max_active}, forced, directions) -> schedule table
  * Layers are a list of tables {W =, R =, B =} of host tensors. */
 #include <string.h>
 
@@ -35,6 +35,7 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->max_tile_rows = (int)spk_lua_int_field(L, t, "tile_rows", 0, "kernel");
         v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
+        v->directions = (int)spk_lua_int_field(L, t, "directions", 0, "kernel");
         static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
                                       "mbarrier_exchange", "direct_push", "warp_push"};
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
@@ -61,6 +62,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "max_tile_rows");
     lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");
+    lua_pushinteger(L, v->directions), lua_setfield(L, -2, "directions");
     lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
     lua_pushstring(L, v->cell_in_lanes ? "lanes" : "shared"), lua_setfield(L, -2, "cell");
     lua_pushstring(L, v->late_store ? "late" : "step"), lua_setfield(L, -2, "store");
@@ -143,7 +145,8 @@ static int l_schedule_pick(lua_State *L)
     if (read_list(L, 3, active, SPK_CLUSTER_MAX_HEIGHTS + 1, "max_active") != n)
         return luaL_error(L, "max_active must have one entry per height");
     spk_cluster_schedule s;
-    if (spk_cluster_schedule_pick(&s, batch, heights, active, n, luaL_optinteger(L, 4, 0)) != 0)
+    if (spk_cluster_schedule_pick(&s, batch, heights, active, n, luaL_optinteger(L, 4, 0),
+                                  (int)luaL_optinteger(L, 5, 1)) != 0)
         return spk_lua_fail(L);
     push_schedule(L, &s);
     return 1;

@@ -507,6 +507,57 @@ TEST(gates_ahead)
     check_kernel_refuses(d, 1, "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
 }
 
+/* Both directions in a block (DIRECTIONS 2): refused without direct pushes
+ * or past 1024 threads a block; twice the shared memory (a direction's own
+ * after the other's); the launch bounds of a 2 * THREADS block; still no
+ * block barrier in a step. */
+TEST(directions_in_a_block)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 4, .threads = 128, .gate_block = 4, .max_tile_rows = 2,
+                             .cell_in_lanes = true, .mbarrier_exchange = true, .direct_push = true, .warp_push = true,
+                             .gates_ahead = 3, .directions = 2};
+    spk_cluster_variant_fit(&v);
+    CHECK(spk_cluster_variant_check(&v, NULL) == 0 && v.directions == 2);
+    spk_cluster_variant one = v;
+    one.directions = 1;
+    CHECK(spk_cluster_smem_bytes(&v, 2) == 2 * spk_cluster_smem_bytes(&one, 2));
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
+    if (m) {
+        CHECK(ptx_has(code, bytes, ".maxntid 256, 1, 1"));
+        CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
+        spk_module_release(m);
+    }
+    check_compiles_within_budget(&v, "both directions");
+    spk_cluster_variant three = v;
+    three.directions = 3;
+    CHECK(spk_cluster_variant_check(&three, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.directions 3 must be 1 or 2");
+    spk_cluster_variant plain = {.hidden = 128, .cluster = 8, .max_tile_rows = 4, .directions = 2};
+    spk_cluster_variant_fit(&plain);
+    CHECK(spk_cluster_variant_check(&plain, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.directions 2 needs direct pushes");
+    spk_cluster_variant wide = v;
+    wide.cluster = 1;
+    wide.threads = 1024; /* cluster 1, 8 chunks: 1024 threads a direction */
+    CHECK(spk_cluster_variant_check(&wide, NULL) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "2 * threads <= 1024");
+    spk_define d[] = {{"DIRECTIONS", "2"}};
+    check_kernel_refuses(d, 1, "DIRECTIONS must be 1, or 2 with DIRECT_PUSH");
+    /* a tile's clusters: one with both directions in a block, two otherwise */
+    int64_t h[SPK_CLUSTER_MAX_HEIGHTS + 1];
+    int n = spk_cluster_heights(32, h);
+    int64_t active30[6] = {30, 30, 30, 30, 30, 30};
+    spk_cluster_schedule s;
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, active30, n, 0, 2) == 0);
+    CHECK(s.tile_rows == 4 && s.tiles == 16 && s.clusters == 16 && s.waves == 1);
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, active30, n, 0, 1) == 0);
+    CHECK(s.tile_rows == 8 && s.tiles == 8 && s.clusters == 16);
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, active30, n, 0, 3) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "directions must be 1 or 2");
+}
+
 TEST(defaults_fit_the_hidden_size)
 {
     spk_cluster_geometry g;
@@ -597,27 +648,27 @@ TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
     int64_t active16[6] = {16, 16, 16, 16, 16, 16};
     spk_cluster_schedule s;
     /* batch 1: one row per tile, 2 clusters */
-    CHECK(spk_cluster_schedule_pick(&s, 1, h, active16, 6, 0) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 1, h, active16, 6, 0, 1) == 0);
     CHECK(s.tile_rows == 1 && s.tiles == 1 && s.clusters == 2 && s.waves == 1);
     /* batch 32 with 16 clusters at once: 8 tiles of 4 rows */
-    CHECK(spk_cluster_schedule_pick(&s, 32, h, active16, 6, 0) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 32, h, active16, 6, 0, 1) == 0);
     CHECK(s.tile_rows == 4 && s.tiles == 8 && s.clusters == 16 && s.waves == 1);
     /* batch 256: 16 clusters hold only tiles of 32 rows */
-    CHECK(spk_cluster_schedule_pick(&s, 256, h, active16, 6, 0) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 256, h, active16, 6, 0, 1) == 0);
     CHECK(s.tile_rows == 32 && s.tiles == 8 && s.clusters == 16 && s.waves == 1);
     /* batch 1000: nothing fits at once; the largest height, in waves */
-    CHECK(spk_cluster_schedule_pick(&s, 1000, h, active16, 6, 0) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 1000, h, active16, 6, 0, 1) == 0);
     CHECK(s.tile_rows == 32 && s.tiles == 32 && s.clusters == 64 && s.waves == 4);
     /* a forced height, even past what fits */
-    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 8) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 8, 1) == 0);
     CHECK(s.tile_rows == 8 && s.tiles == 5 && s.clusters == 10);
-    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 3) != 0);
+    CHECK(spk_cluster_schedule_pick(&s, 33, h, active16, 6, 3, 1) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "tile_rows 3");
     /* occupancy that shrinks with the tile's shared memory */
     int64_t shrinking[6] = {33, 33, 33, 16, 16, 0};
-    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 0) == 0);
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 0, 1) == 0);
     CHECK(s.tile_rows == 4 && s.clusters == 32);
-    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 32) != 0);
+    CHECK(spk_cluster_schedule_pick(&s, 64, h, shrinking, 6, 32, 1) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "not one cluster");
 }
 
@@ -640,6 +691,7 @@ int main(void)
     RUN(gate_blocks);
     RUN(warp_pushes);
     RUN(gates_ahead);
+    RUN(directions_in_a_block);
     RUN(defaults_fit_the_hidden_size);
     RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
     RUN(option_checks_and_the_batch_table);

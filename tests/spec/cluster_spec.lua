@@ -83,6 +83,16 @@ describe("cluster backend options", function()
     refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier" }, 'kernel.gate_block 4 needs kernel.push "direct"')
     refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct", weights = "shared" },
       'kernel.weights "registers"')
+    refuses({ directions = 3 }, "kernel.directions must be 1 or 2 %(directions a block runs%), got 3")
+    refuses({ directions = 0 }, "kernel.directions must be a positive integer, got 0")
+    refuses({ directions = 2 }, 'kernel.directions 2 needs kernel.push "direct" or "warp"')
+    local both = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp",
+                                            tile_rows = 2, directions = 2 }
+    local single = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp",
+                                              tile_rows = 2 }
+    assert.are.same({ 2, "2", 128 }, { both.directions, both.defines.DIRECTIONS, both.threads })
+    assert.are.same({ 1, "1" }, { single.directions, single.defines.DIRECTIONS })
+    assert.are.equal(2 * single.smem_bytes, both.smem_bytes)
     local g = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct",
                                          tile_rows = 4 }
     assert.are.same({ 4, 128, 8, 4, "4" }, { g.gate_block, g.threads, g.chunks, g.row_group, g.defines.GATE_BLOCK })
@@ -235,6 +245,10 @@ describe("cluster backend (GPU)", function()
       gates_ahead = 2 },
     { threads = 128, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct", gates_ahead = 4 },
     { cell = "lanes", store = "late", exchange = "mbarrier", push = "direct", gates_ahead = 3 },
+    -- both directions of a tile in one block
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
+      gates_ahead = 3, directions = 2 },
+    { cell = "lanes", exchange = "mbarrier", push = "direct", directions = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -257,16 +271,18 @@ describe("cluster backend (GPU)", function()
 
   -- (3 steps ahead: more stages than 1 and 2 steps use)
   local forms = { { push = "vector" }, { push = "direct" }, { push = "direct", gate_block = 4 },
-                  { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 } }
+                  { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 },
+                  { push = "warp", gate_block = 4, gates_ahead = 3, directions = 2 } }
   for _, form in ipairs(forms) do
-    local push, gate_block, gates_ahead = form.push, form.gate_block, form.gates_ahead
+    local push, gate_block, gates_ahead, directions = form.push, form.gate_block, form.gates_ahead, form.directions
     local name = push .. (gate_block and ", gate blocks" or "") ..
-      (gates_ahead and (", gates %d steps ahead"):format(gates_ahead) or "")
+      (gates_ahead and (", gates %d steps ahead"):format(gates_ahead) or "") ..
+      (directions and ", both directions in a block" or "")
     gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
       -- gate blocks at 128 threads: 8 chunks, the plain kernel's sums
       local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push, gate_block = gate_block,
-                       threads = gate_block and 128 or nil, gates_ahead = gates_ahead }
+                       threads = gate_block and 128 or nil, gates_ahead = gates_ahead, directions = directions }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
@@ -278,7 +294,7 @@ describe("cluster backend (GPU)", function()
       local waves = cluster { layers = layers, batch = 1024, steps = 16,
                               kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push,
                                          gate_block = gate_block, threads = kernel.threads,
-                                         gates_ahead = gates_ahead } }
+                                         gates_ahead = gates_ahead, directions = directions } }
       assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
       local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
       local same, c = bit_compare(waves:forward(xb), one:forward(xb))
