@@ -54,6 +54,9 @@ if spk.lstm.backends.cluster and cuda.device().cluster then
   check_stack("cluster gate blocks, warp pushes, tile 2", { backend = "cluster",
     kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
                push = "warp" } })
+  check_stack("cluster 2, 256 threads, gate blocks, warp pushes, gates 3 steps ahead, tile 2", { backend = "cluster",
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, cell = "lanes", store = "late",
+               exchange = "mbarrier", push = "warp", gates_ahead = 3 } })
   check_stack("cluster both directions in a block, gates 3 steps ahead, tile 2", { backend = "cluster",
     kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
                push = "warp", gates_ahead = 3, directions = 2 } })

@@ -168,6 +168,11 @@ for _, line in ipairs { { "c4 gb4 128 ga3", 4, "direct", 3 }, { "c4 warp 128 ga3
   variants[#variants + 1] = mbar_line(line[1] .. " d2", line[2], 128, line[3],
     { gate_block = 4, gates_ahead = line[4], directions = 2 })
 end
+-- cluster 2 (64 units a block, 256 threads: the same weights a thread as cluster 4 with 128)
+for _, line in ipairs { { "c2 gb4 256 ga3", "direct", 3 }, { "c2 warp 256 ga3", "warp", 3 },
+                        { "c2 warp 256", "warp", 1 } } do
+  variants[#variants + 1] = mbar_line(line[1], 2, 256, line[2], { gate_block = 4, gates_ahead = line[3] })
+end
 -- three blocks an SM (kernel.min_blocks = 3: at most 168 registers): more clusters at once
 for _, line in ipairs { { "c4 gb4 128 ga3", "direct", 3 }, { "c4 warp 128 ga3", "warp", 3 },
                         { "c4 warp 128 ga2", "warp", 2 }, { "c4 warp 128", "warp", 1 } } do

@@ -349,26 +349,28 @@ local function cc_number(cc)
 end
 
 -- The cluster plan's own per-batch default (spk.lstm.cluster_default: gate
--- blocks with direct pushes, tiles of 1 and 4 rows up to batch 64, 16 above) and the persistent plan's own table carry their variants,
--- so a default adds no options.
+-- blocks with direct pushes, clusters of 2 to 8 blocks, tiles of 1 to 8 rows
+-- up to batch 256, 16 above) and the persistent plan's own table carry their
+-- variants, so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
     return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results): cluster 1.40 / 1.66 / 3.33 / 5.24 ms at
-  -- batch 1 / 8 / 32 / 64 against persistent 2.71 / 4.12 / 5.92 / 7.62;
-  -- persistent 16.08 at 256 against cluster 19.40.
-  if cc >= 9.0 and batch <= 64 then
+  -- 2026-11-30 (README's results): cluster 1.06 / 1.36 / 2.49 / 3.71 / 12.0
+  -- ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.38 / 3.65 / 5.72 /
+  -- 6.25 / 15.5. Above 256 the cluster rows are unmeasured against the
+  -- persistent kernel, which stays the default there.
+  if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "
-               .. "measured fastest on the H200 at batch 1..64 (2.3x to 5.7x cuDNN's best)"):format(facts.cc, batch) }
+               .. "measured fastest on the H200 at batch 1..256 (2.2x to 7x cuDNN's best)"):format(facts.cc, batch) }
   end
   if cc >= 9.0 then
     return { backend = "persistent", options = {},
-             reason = ("default for compute capability %s, batch %d: persistent with its per-batch variant table, "
-               .. "measured fastest on the H200 above batch 64 (1.6x cuDNN's best at 256)"):format(facts.cc, batch) }
+             reason = ("default for compute capability %s, batch %d: persistent with its per-batch variant table "
+               .. "above batch 256, where the cluster rows are not measured against it"):format(facts.cc, batch) }
   end
   return { backend = "persistent", options = {},
            reason = ("default for compute capability %s (the cluster kernel needs 9.0): persistent, "

@@ -94,25 +94,29 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 
 /* The plan's default per batch: the fastest variant of each batch in
  * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep_gb4.txt, last two runs). ms per
- * forward (4 layers, H 128, input 60, 589 steps, median of CUDA graph
- * replays) against cuDNN's best algorithm in the same run ("gb4": gate
- * blocks, a thread holds its unit's four gate rows; "warp": their direct
- * pushes packed per warp into 16-byte st.async; "gaN": x·Wᵀ fetched N steps
- * ahead through cp.async stages):
- *   batch 1    c8 warp 128 ga2 t1 (8 chunks)     1.400  (persist_dynamic 3.47)
- *   batch 8    c4 warp 128 ga3 t1 (4 chunks)     1.666  (persist_static_small_h 9.50)
- *   batch 32   c4 gb4 128 ga3 t4 (4 chunks)      3.338  (persist_static_small_h 11.10)
- *   batch 64   c4 gb4 128 ga3 t4 (4 chunks)      5.252  (persist_static_small_h 12.00)
- *   batch 256  c8 warp 128 t16 (8 chunks)       19.447  (persist_static_small_h 26.22)
- * Every row uses direct pushes (no block barrier in a step) and gate blocks
- * (a quarter of the shared-memory loads per FMA, a row's four sums in the
- * lanes that finish its cell: batch 64 7.31 -> 5.99 ms). The fetch of x·Wᵀ
- * two or three steps ahead hides global-memory latency that one step does
- * not (batch 32 3.94 -> 3.34 ms, batch 1 1.52 -> 1.40); warp pushes (4x
- * fewer remote stores) help where a warp has more units than rows to push.
- * Small tiles keep every cluster in one wave; at batch 256 the 8-chunk gate
- * blocks' 168 registers still fit 32 clusters of 16 rows at once.
+ * (docs/results/2026-11-30-h200/cluster_sweep_c2.txt). ms per forward (4
+ * layers, H 128, input 60, 589 steps, median of CUDA graph replays) against
+ * cuDNN's best algorithm in the same run ("gb4": gate blocks, a thread holds
+ * its unit's four gate rows; "warp": their direct pushes packed per warp into
+ * 16-byte st.async; "gaN": x·Wᵀ fetched N steps ahead through cp.async
+ * stages; "c2 ... 256": cluster 2, 64 units a block, 256 threads):
+ *   batch 1    c8 warp 128 ga2 t1 (8 chunks)     1.057  (persist_dynamic 3.47)
+ *   batch 8    c4 warp 128 ga3 t1 (4 chunks)     1.362  (persist_static_small_h 9.48)
+ *   batch 16   c4 warp 128 ga3 t2 (4 chunks)     1.999  (persist_static_small_h 9.93)
+ *   batch 32   c2 warp 256 ga3 t1 (4 chunks)     2.488  (persist_static_small_h 11.17)
+ *   batch 48   c4 warp 128 ga3 t2 (4 chunks)     3.306  (persist_static_small_h 11.50)
+ *   batch 64   c2 warp 256 ga3 t2 (4 chunks)     3.713  (persist_static_small_h 12.00)
+ *   batch 128  c2 gb4 256 ga3 t4 (4 chunks)      6.107  (persist_static_small_h 13.92)
+ *   batch 256  c2 gb4 256 ga3 t8 (4 chunks)     12.036  (persist_static_small_h 26.35)
+ * Every row uses direct pushes (no block barrier in a step) and gate blocks.
+ * What decides a row is placement: a block of 256 threads at ~200-240
+ * registers is alone on its SM, and 66 clusters of 2 (30 of 4) fit at once;
+ * blocks of 128 threads pair up on SMs (62 clusters of 4), and a cluster
+ * whose SM is shared runs its steps slower (batch 60 in 30 clusters of 4
+ * rows: 3.87 ms; batch 64 in 32: 4.88). So each row takes the smallest tile
+ * whose clusters all run at once, preferring one block an SM where it fits.
+ * Above 256 the 8-chunk gate blocks of cluster 8 (168 registers) keep 16-row
+ * tiles in few waves.
  * chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
@@ -121,8 +125,12 @@ static const struct {
 } batch_table[] = {
     {1, 8, 1, 4, 8, 2, true, true, false, true, true, true},
     {8, 4, 1, 4, 4, 3, true, true, false, true, true, true},
-    {32, 4, 2, 4, 4, 3, true, true, false, true, true, true},
-    {64, 4, 4, 4, 4, 3, true, true, false, true, true, false},
+    {16, 4, 2, 4, 4, 3, true, true, false, true, true, true},
+    {32, 2, 1, 4, 4, 3, true, true, false, true, true, true},
+    {48, 4, 2, 4, 4, 3, true, true, false, true, true, true},
+    {64, 2, 2, 4, 4, 3, true, true, false, true, true, true},
+    {128, 2, 4, 4, 4, 3, true, true, false, true, true, false},
+    {256, 2, 8, 4, 4, 3, true, true, false, true, true, false},
     {INT64_MAX, 8, 16, 4, 8, 1, true, true, false, true, true, true},
 };
 

@@ -396,8 +396,9 @@ TEST(gate_blocks)
     }
 
     /* the batch table: gate blocks at every batch; batch 1 cluster 8 (8 chunks), warp pushes, the gates 2
-     * steps ahead; 2-8 cluster 4 (4 chunks), warp pushes, 3 ahead; 9-32 the same at tile 2; 33-64 cluster 4,
-     * tile 4, 4-byte pushes, 3 ahead; above 64 cluster 8, tile 16, warp pushes, 1 ahead */
+     * steps ahead; 2-8 cluster 4 (4 chunks), warp pushes, 3 ahead; 9-16 the same at tile 2; 17-32 cluster 2
+     * (256 threads, 4 chunks), tile 1; 33-48 cluster 4, tile 2; 49-64 cluster 2, tile 2; 65-128 and 129-256
+     * cluster 2, tiles 4 and 8, 4-byte pushes; above 256 cluster 8, tile 16, warp pushes, 1 ahead */
     int64_t tile_rows = -1;
     spk_cluster_geometry geometry;
     spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1, &tile_rows);
@@ -408,23 +409,34 @@ TEST(gate_blocks)
     CHECK(spk_cluster_variant_check(&b8, &geometry) == 0);
     CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && geometry.chunks == 4 && tile_rows == 1);
     CHECK(b8.warp_push && b8.gates_ahead == 3);
-    spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64, &tile_rows);
-    CHECK(spk_cluster_variant_check(&b64, &geometry) == 0);
-    CHECK(b64.gate_block == 4 && b64.cluster == 4 && geometry.chunks == 4 && !b64.warp_push && tile_rows == 4);
-    CHECK(b64.gates_ahead == 3);
+    spk_cluster_variant b16 = spk_cluster_variant_for_batch(128, 16, &tile_rows);
+    CHECK(b16.cluster == 4 && b16.warp_push && tile_rows == 2);
     spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32, &tile_rows);
     CHECK(spk_cluster_variant_check(&b32, &geometry) == 0);
-    CHECK(b32.gate_block == 4 && b32.cluster == 4 && geometry.chunks == 4 && b32.warp_push && tile_rows == 2);
-    CHECK(b32.gates_ahead == 3);
-    spk_cluster_variant b33 = spk_cluster_variant_for_batch(128, 33, &tile_rows);
-    CHECK(b33.cluster == 4 && !b33.warp_push && tile_rows == 4);
+    CHECK(b32.gate_block == 4 && b32.cluster == 2 && b32.threads == 256 && geometry.chunks == 4);
+    CHECK(b32.warp_push && b32.gates_ahead == 3 && tile_rows == 1);
+    spk_cluster_variant b48 = spk_cluster_variant_for_batch(128, 48, &tile_rows);
+    CHECK(b48.cluster == 4 && b48.threads == 128 && tile_rows == 2);
+    spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b64, &geometry) == 0);
+    CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.warp_push && tile_rows == 2);
+    spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128, &tile_rows);
+    CHECK(b128.cluster == 2 && !b128.warp_push && b128.direct_push && tile_rows == 4);
     spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256, &tile_rows);
     CHECK(spk_cluster_variant_check(&b256, &geometry) == 0);
-    CHECK(b256.gate_block == 4 && b256.warp_push && geometry.chunks == 8 && b256.gates_ahead == 1 && tile_rows == 16);
-    /* hidden 16 at batch 32: no whole warp of gate blocks: one gate row a thread, 4-byte direct pushes */
-    spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    CHECK(b256.gate_block == 4 && b256.cluster == 2 && !b256.warp_push && geometry.chunks == 4 && tile_rows == 8);
+    CHECK(b256.gates_ahead == 3);
+    spk_cluster_variant b257 = spk_cluster_variant_for_batch(128, 257, &tile_rows);
+    CHECK(spk_cluster_variant_check(&b257, &geometry) == 0);
+    CHECK(b257.cluster == 8 && b257.warp_push && geometry.chunks == 8 && b257.gates_ahead == 1 && tile_rows == 16);
+    /* hidden 16 at batch 16 (cluster 4): no whole warp of gate blocks: one gate row a thread, 4-byte direct
+     * pushes; at batch 32 (cluster 2, 8 units a block) gate blocks make one warp */
+    spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16, &tile_rows);
     CHECK(spk_cluster_variant_check(&narrow, NULL) == 0);
     CHECK(narrow.gate_block == 1 && narrow.direct_push && !narrow.warp_push);
+    spk_cluster_variant narrow2 = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    CHECK(spk_cluster_variant_check(&narrow2, NULL) == 0);
+    CHECK(narrow2.gate_block == 4 && narrow2.cluster == 2 && narrow2.threads == 32);
     /* hidden 64 at batch 8: the row's 4 chunks, 64 weights a thread, 64 threads */
     spk_cluster_variant small = spk_cluster_variant_for_batch(64, 8, &tile_rows);
     CHECK(spk_cluster_variant_check(&small, &geometry) == 0);

@@ -115,7 +115,7 @@ describe("cluster backend options", function()
   end)
 
   it("takes a default per batch from the batch table", function()
-    for _, batch in ipairs { 1, 2, 8, 9, 32, 64, 65, 256, 1000 } do
+    for _, batch in ipairs { 1, 2, 8, 9, 17, 32, 33, 49, 64, 65, 129, 256, 257, 1000 } do
       local k = spk.lstm.cluster_default(batch)
       local v = spk.lstm.cluster_variant { cluster = k.cluster, threads = k.threads, tile_rows = k.tile_rows,
         gate_block = k.gate_block, gates_ahead = k.gates_ahead, cell = k.cell_in_lanes and "lanes" or "shared",
@@ -134,9 +134,9 @@ describe("cluster backend options", function()
       tiles[#tiles + 1] = k.tile_rows
     end
     assert.are.same({ 4, 4, 4, 4, 4 }, blocks)
-    assert.are.same({ true, true, true, false, true }, warp)
-    assert.are.same({ 2, 3, 3, 3, 1 }, ahead)
-    assert.are.same({ 1, 1, 2, 4, 16 }, tiles)
+    assert.are.same({ true, true, true, true, false }, warp)
+    assert.are.same({ 2, 3, 3, 3, 3 }, ahead)
+    assert.are.same({ 1, 1, 1, 2, 8 }, tiles)
     assert.has_error(function() spk.lstm.cluster_default(0) end)
     -- a hidden size no row fits: the generic fit
     local k = spk.lstm.cluster_default(32, 16)
@@ -317,7 +317,7 @@ describe("cluster backend (GPU)", function()
 
   gpu_it("the same bits as the persistent kernel with the same chunk split", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 8 }
-    for _, batch in ipairs { 1, 8, 33 } do
+    for _, batch in ipairs { 1, 8, 20, 33, 64 } do -- every cluster size of the batch table's rows
       local x = lcg_uniform({ batch, 589, 60 }, 3 + batch)
       local ours = cluster { layers = layers, batch = batch, steps = 589, kernel = { cluster = 8 } } -- 8 chunks
       local theirs = spk.lstm.stack { layers = layers, batch = batch, steps = 589, backend = "persistent",

@@ -280,9 +280,13 @@ describe("spk.tuning choice", function()
     assert.matches("no tuning record", c.reason)
     local big = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 256, steps = 589 },
       { facts = hopper, dir = dir })
-    assert.are.equal("persistent", big.backend)
-    assert.are.same({}, big.options) -- the persistent plan's own per-batch table
-    assert.matches("fastest on the H200 above batch 64", big.reason)
+    assert.are.equal("cluster", big.backend)
+    assert.are.same({}, big.options) -- the cluster plan's own per-batch table
+    assert.matches("fastest on the H200 at batch 1..256", big.reason)
+    local huge = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 257, steps = 589 },
+      { facts = hopper, dir = dir })
+    assert.are.equal("persistent", huge.backend)
+    assert.matches("above batch 256", huge.reason)
     local mid = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 64, steps = 589 },
       { facts = hopper, dir = dir })
     assert.are.equal("cluster", mid.backend)
@@ -399,15 +403,17 @@ describe("spk tune", function()
     local dir = spec_tmpdir()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--dir", dir }
     assert.are.equal(0, code)
-    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 four ways
-    assert.matches("batch 1: 13 variants", out)
+    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways
+    assert.matches("batch 1: 14 variants", out)
     assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, cell lanes, store late, push direct, "
       .. "exchange mbarrier%)", out)
     assert.matches("cluster %(tile_rows 1, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
       .. "store late, push direct, exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 1, cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
+      .. "store late, push direct, exchange mbarrier%)", out)
     assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("batch 8: 25 variants: .*cluster %(tile_rows 8%); "
+    assert.matches("batch 8: 29 variants: .*cluster %(tile_rows 8%); "
       .. "cluster %(tile_rows 8, cell lanes, store late%)", out)
     assert.matches("cluster %(tile_rows 8, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
       .. "store late, push direct, exchange mbarrier%)", out)
@@ -424,8 +430,8 @@ describe("spk tune", function()
       cudnn = { 10.0, 9.0, 12.0, 11.0 },
       persistent = { { 6.0, true }, { 5.0, true }, { 4.0, false }, { nil, nil, nil, "too little device capacity" } },
       cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 7.5, true }, { 8.0, true },
-                  { 9.0, true }, { 9.5, true }, { 9.8, true } }, -- default; tile 1 plain, lanes, direct, gate
-                                                                 -- blocks; tile 2 the same
+                  { 9.0, true }, { 9.5, true }, { 9.8, true }, { 9.9, true }, { 9.95, true } },
+      -- default; tile 1 plain, lanes, direct, gate blocks at cluster 4 and 2; tile 2 the same
     }
     local seen_bounds, batches_run
     local saved_run, saved_facts = benchmark.run, tuning.facts
@@ -472,10 +478,10 @@ describe("spk tune", function()
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 4 + 9, #e.candidates)
+    assert.are.equal(4 + 4 + 11, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    assert.are.equal(10, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
+    assert.are.equal(12, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
     assert.are.equal("too little device capacity", e.candidates[8].error)
     os.execute("rm -rf " .. shell_quote(dir))
   end)

@@ -89,7 +89,8 @@ local function variants(backend, batch, algos, hidden)
     -- its per-batch default, then each tile height with the step-latency
     -- options off, with the cell in the reducing lanes and the late store,
     -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden),
-    -- one gate row or four (cluster 4, 4 chunks: threads = hidden; the gates 3 steps ahead) a thread
+    -- one gate row or four (cluster 4, 4 chunks: threads = hidden; the gates 3 steps ahead) a thread,
+    -- and four at cluster 2 (4 chunks: threads = 2 * hidden, one block an SM)
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
@@ -103,6 +104,9 @@ local function variants(backend, batch, algos, hidden)
         if hidden % 32 == 0 and hidden <= 128 then
           out[#out + 1] = { kernel = { tile_rows = h, cluster = 4, threads = hidden, gate_block = 4, gates_ahead = 3,
                                        cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" } }
+          out[#out + 1] = { kernel = { tile_rows = h, cluster = 2, threads = 2 * hidden, gate_block = 4,
+                                       gates_ahead = 3, cell = "lanes", store = "late", exchange = "mbarrier",
+                                       push = "direct" } }
         end
       end
       h = h * 2
