@@ -23,7 +23,8 @@ describe("the LSTM cell's activations", function()
     k:launch { grid = 1024, block = 256, args = { spk.u64(0), spk.u64(1 << 32), out } }
     local r = out:cpu():tolist()
     local function at(bits)
-      return bits == NONE and "none" or string.format("0x%08x (%.9g)", bits, string.unpack("<f", string.pack("<I4", bits)))
+      if bits == NONE then return "none" end
+      return string.format("0x%08x (%.9g)", bits, string.unpack("<f", string.pack("<I4", bits)))
     end
     assert.are.same({ 0, 0 }, { r[1], r[2] },
       string.format("sigmoid mismatches %d (first %s), tanh %d (first %s)", r[1], at(r[3]), r[2], at(r[4])))
