@@ -60,9 +60,11 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
             }
     }
     if (v->threads == 0 && v->cluster > 0 && v->hidden % v->cluster == 0) {
-        int chunks = best_chunks(v->hidden, v->cluster, gate_block, 512);
+        /* a block of both directions holds twice the threads of one */
+        int per_block = v->directions == 2 ? 2 : 1;
+        int chunks = best_chunks(v->hidden, v->cluster, gate_block, 512 / per_block);
         if (chunks == 0)
-            chunks = best_chunks(v->hidden, v->cluster, gate_block, 1024);
+            chunks = best_chunks(v->hidden, v->cluster, gate_block, 1024 / per_block);
         if (chunks != 0)
             v->threads = block_threads(v->hidden, v->cluster, gate_block, chunks);
     }

@@ -59,7 +59,7 @@ typedef struct spk_cluster_geometry {
 
 /* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, directions 1, cluster 8 where
  * it divides (else the largest of 4, 2, 1 that gives whole warps), threads =
- * the most chunks (8, 4, 2) within 512 threads, tile rows 32, row_group = chunks
+ * the most chunks (8, 4, 2) within 512 threads (256 a direction with directions 2), tile rows 32, row_group = chunks
  * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
  * tile is padded to whole row groups), min_blocks 2 where each thread holds
  * at most 16 weights and none of the options ptxas spills with at 64

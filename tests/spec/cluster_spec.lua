@@ -248,7 +248,7 @@ describe("cluster backend (GPU)", function()
     -- both directions of a tile in one block
     { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
       gates_ahead = 3, directions = 2 },
-    { cell = "lanes", exchange = "mbarrier", push = "direct", directions = 2 },
+    { cluster = 16, cell = "lanes", exchange = "mbarrier", push = "direct", directions = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
