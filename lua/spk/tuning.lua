@@ -358,10 +358,10 @@ function M.default_choice(facts, batch)
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results): cluster 1.06 / 1.36 / 2.49 / 3.71 / 12.0
-  -- ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.38 / 3.65 / 5.72 /
-  -- 6.25 / 15.5. Above 256 the cluster rows are unmeasured against the
-  -- persistent kernel, which stays the default there.
+  -- 2026-11-30 (README's results, commit 2153187): cluster 1.06 / 1.37 / 2.49
+  -- / 3.71 / 12.1 ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.32 /
+  -- 3.66 / 5.76 / 6.22 / 15.5. Above 256 the cluster rows are unmeasured
+  -- against the persistent kernel, which stays the default there.
   if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "

@@ -96,27 +96,31 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
 
 /* The plan's default per batch: the fastest variant of each batch in
  * `build/spk run tools/cluster_sweep.lua` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/cluster_sweep_c2.txt). ms per forward (4
- * layers, H 128, input 60, 589 steps, median of CUDA graph replays) against
- * cuDNN's best algorithm in the same run ("gb4": gate blocks, a thread holds
- * its unit's four gate rows; "warp": their direct pushes packed per warp into
- * 16-byte st.async; "gaN": x·Wᵀ fetched N steps ahead through cp.async
- * stages; "c2 ... 256": cluster 2, 64 units a block, 256 threads):
- *   batch 1    c8 warp 128 ga2 t1 (8 chunks)     1.057  (persist_dynamic 3.47)
- *   batch 8    c4 warp 128 ga3 t1 (4 chunks)     1.362  (persist_static_small_h 9.48)
- *   batch 16   c4 warp 128 ga3 t2 (4 chunks)     1.999  (persist_static_small_h 9.93)
- *   batch 32   c2 warp 256 ga3 t1 (4 chunks)     2.488  (persist_static_small_h 11.17)
- *   batch 48   c4 warp 128 ga3 t2 (4 chunks)     3.306  (persist_static_small_h 11.50)
- *   batch 64   c2 warp 256 ga3 t2 (4 chunks)     3.713  (persist_static_small_h 12.00)
- *   batch 128  c2 gb4 256 ga3 t4 (4 chunks)      6.107  (persist_static_small_h 13.92)
- *   batch 256  c2 gb4 256 ga3 t8 (4 chunks)     12.036  (persist_static_small_h 26.35)
+ * (docs/results/2026-11-30-h200/cluster_sweep_placement.txt picked the rows;
+ * cluster_sweep_c2.txt checks them at commit 2153187, bench_cell.txt has
+ * batch 1 and 8). ms per forward (4 layers, H 128, input 60, 589 steps,
+ * median of CUDA graph replays) against cuDNN's best algorithm in the same
+ * run ("gb4": gate blocks, a thread holds its unit's four gate rows; "warp":
+ * their direct pushes packed per warp into 16-byte st.async; "gaN": x·Wᵀ
+ * fetched N steps ahead through cp.async stages; "c2 ... 256": cluster 2, 64
+ * units a block, 256 threads):
+ *   batch 1    c8 warp 128 ga2 t1 (8 chunks)     1.055  (persist_static 3.75)
+ *   batch 8    c4 warp 128 ga3 t1 (4 chunks)     1.367  (persist_static_small_h 9.57)
+ *   batch 16   c4 warp 128 ga3 t2 (4 chunks)     2.003  (persist_static_small_h 9.85)
+ *   batch 32   c2 warp 256 ga3 t1 (4 chunks)     2.492  (persist_static_small_h 11.08)
+ *   batch 48   c4 warp 128 ga3 t2 (4 chunks)     3.315  (persist_static_small_h 11.54)
+ *   batch 64   c2 warp 256 ga3 t2 (4 chunks)     3.718  (persist_static_small_h 12.08)
+ *   batch 128  c2 gb4 256 ga3 t4 (4 chunks)      6.129  (persist_static_small_h 13.90)
+ *   batch 256  c2 gb4 256 ga3 t8 (4 chunks)     12.049  (persist_static_small_h 26.11)
  * Every row uses direct pushes (no block barrier in a step) and gate blocks.
  * What decides a row is placement: a block of 256 threads at ~200-240
- * registers is alone on its SM, and 66 clusters of 2 (30 of 4) fit at once;
- * blocks of 128 threads pair up on SMs (62 clusters of 4), and a cluster
- * whose SM is shared runs its steps slower (batch 60 in 30 clusters of 4
- * rows: 3.87 ms; batch 64 in 32: 4.88). So each row takes the smallest tile
- * whose clusters all run at once, preferring one block an SM where it fits.
+ * registers is alone on its SM, and 66 clusters of 2 (30 of 4) fit at once.
+ * Blocks of 128 threads may share an SM (62 clusters of 4 at once), but only
+ * 30 clusters of 4 find an SM a block, and the rest then share: batch 60 in
+ * 30 clusters of 4 rows takes 3.87 ms, batch 64 in 32 clusters 4.88, and
+ * Nsight Compute saw the SMs active 62% of that kernel's time against 96%
+ * with cluster 2. So each row takes the smallest tile whose clusters all run
+ * at once, one block an SM where it fits.
  * Above 256 the 8-chunk gate blocks of cluster 8 (168 registers) keep 16-row
  * tiles in few waves.
  * chunks 0: the fit's (the most within 512 threads). */
