@@ -59,16 +59,22 @@ __device__ __forceinline__ float spk_sigmoid(float v)
     return spk_recip(__fadd_rn(1.0f, spk_exp(-v)));
 }
 
-__device__ __forceinline__ float spk_tanh(float v)
+// tanh's form for |v| < 0.625: v + v^3 P(v^2), Cephes' coefficients.
+__device__ __forceinline__ float spk_tanh_polynomial(float v)
 {
-    const float a = fabsf(v);
     const float z = __fmul_rn(v, v);
     float p = -5.70498872745e-3f;
     p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
     p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
     p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
     p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
-    const float near_zero = __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
+    return __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
+}
+
+__device__ __forceinline__ float spk_tanh(float v)
+{
+    const float a = fabsf(v);
+    const float near_zero = spk_tanh_polynomial(v);
     const float t = __fsub_rn(1.0f, __fmul_rn(2.0f, spk_recip(__fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f))));
     const float saturating = v < 0.0f ? -t : t;
     return a < 0.625f ? near_zero : saturating;

@@ -16,15 +16,8 @@ __device__ __forceinline__ float plain_sigmoid(float v)
 __device__ __forceinline__ float plain_tanh(float v)
 {
     const float a = fabsf(v);
-    if (a < 0.625f) {
-        const float z = __fmul_rn(v, v);
-        float p = -5.70498872745e-3f;
-        p = __fadd_rn(__fmul_rn(p, z), 2.06390887954e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), -5.37397155531e-2f);
-        p = __fadd_rn(__fmul_rn(p, z), 1.33314422036e-1f);
-        p = __fadd_rn(__fmul_rn(p, z), -3.33332819422e-1f);
-        return __fadd_rn(__fmul_rn(__fmul_rn(p, z), v), v);
-    }
+    if (a < 0.625f)
+        return spk_tanh_polynomial(v);
     const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(spk_exp(__fmul_rn(2.0f, a)), 1.0f)));
     return v < 0.0f ? -t : t;
 }
