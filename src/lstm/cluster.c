@@ -39,6 +39,9 @@ static int best_chunks(int hidden, int cluster, int gate_block, int limit)
     return 0;
 }
 
+/* Directions a block of the variant runs (1 for any value the check refuses). */
+static int block_directions(const spk_cluster_variant *v) { return v->directions == 2 ? 2 : 1; }
+
 void spk_cluster_variant_fit(spk_cluster_variant *v)
 {
     if (v->hidden < 1)
@@ -61,10 +64,9 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     }
     if (v->threads == 0 && v->cluster > 0 && v->hidden % v->cluster == 0) {
         /* a block of both directions holds twice the threads of one */
-        int per_block = v->directions == 2 ? 2 : 1;
-        int chunks = best_chunks(v->hidden, v->cluster, gate_block, 512 / per_block);
+        int chunks = best_chunks(v->hidden, v->cluster, gate_block, 512 / block_directions(v));
         if (chunks == 0)
-            chunks = best_chunks(v->hidden, v->cluster, gate_block, 1024 / per_block);
+            chunks = best_chunks(v->hidden, v->cluster, gate_block, 1024 / block_directions(v));
         if (chunks != 0)
             v->threads = block_threads(v->hidden, v->cluster, gate_block, chunks);
     }
@@ -87,11 +89,9 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
                 (v->max_tile_rows > 1 && v->vector_push && !v->cell_in_lanes) ||
                 (v->cell_in_lanes && v->max_tile_rows > 8);
     int weights = chunks > 0 ? gate_block * v->hidden / chunks : 0; /* registers of R a thread */
+    bool two_fit = weights > 0 && weights <= 16 && 2 * v->threads * block_directions(v) <= 2048;
     if (v->min_blocks == 0)
-        v->min_blocks = weights > 0 && weights <= 16 && 2 * v->threads * (v->directions == 2 ? 2 : 1) <= 2048 &&
-                                !v->weights_shared && !wide
-                            ? 2
-                            : 1;
+        v->min_blocks = two_fit && !v->weights_shared && !wide ? 2 : 1;
 }
 
 /* The plan's default per batch: the fastest variant of each batch in
@@ -207,8 +207,8 @@ size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
     /* the gates' stages: a float4 per thread, slot (row group) and step ahead */
     size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
-    size_t directions = v->directions == 2 ? 2 : 1; /* each with its own */
-    return 4 * directions * (barriers + weights + 2 * padded * (size_t)v->hidden + pre + stages);
+    /* each direction of a block with its own */
+    return 4 * (size_t)block_directions(v) * (barriers + weights + 2 * padded * (size_t)v->hidden + pre + stages);
 }
 
 int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry *out)

@@ -11,6 +11,14 @@
 #include "cuda/runtime.h"
 #include "lstm/cluster.h"
 
+/* A variant spk_cluster_variant_check refuses, with `message` in the error
+ * (a macro: failures name the caller's line). */
+#define CHECK_REFUSED(v, message)                                                                                     \
+    do {                                                                                                               \
+        CHECK(spk_cluster_variant_check(&(v), NULL) != 0);                                                            \
+        CHECK_STR_CONTAINS(spk_last_error(), message);                                                                 \
+    } while (0)
+
 static void use_fresh_cache(void)
 {
     static char dir[] = "/tmp/spk-cluster-compile-XXXXXX";
@@ -296,8 +304,7 @@ TEST(ptx_of_the_direct_pushes)
     /* and the check refuses direct pushes without their two companions */
     spk_cluster_variant lone = {.hidden = 128, .cluster = 16, .max_tile_rows = 1, .direct_push = true};
     spk_cluster_variant_fit(&lone);
-    CHECK(spk_cluster_variant_check(&lone, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push \"direct\"");
+    CHECK_REFUSED(lone, "kernel.push \"direct\"");
 }
 
 /* The PTX of the default variant uses the cluster instructions the design
@@ -352,14 +359,12 @@ TEST(gate_blocks)
     CHECK(v.threads == 128 && spk_cluster_variant_check(&v, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block 4 needs direct pushes");
     v.gate_block = 2;
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block 2 must be 1 or 4");
+    CHECK_REFUSED(v, "kernel.gate_block 2 must be 1 or 4");
     spk_cluster_variant shared = {.hidden = 128, .cluster = 8, .gate_block = 4, .max_tile_rows = 1,
                                   .weights_shared = true, .cell_in_lanes = true, .mbarrier_exchange = true,
                                   .direct_push = true};
     spk_cluster_variant_fit(&shared);
-    CHECK(spk_cluster_variant_check(&shared, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.weights \"registers\"");
+    CHECK_REFUSED(shared, "kernel.weights \"registers\"");
     /* the kernel's own asserts */
     spk_define plain[] = {{"THREADS", "128"}, {"GATE_BLOCK", "4"}};
     check_kernel_refuses(plain, 2, "GATE_BLOCK 4 needs DIRECT_PUSH");
@@ -451,8 +456,7 @@ TEST(warp_pushes)
     spk_cluster_variant v = {.hidden = 128, .cluster = 8, .threads = 128, .max_tile_rows = 4, .cell_in_lanes = true,
                              .mbarrier_exchange = true, .direct_push = true, .warp_push = true};
     spk_cluster_variant_fit(&v);
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push \"warp\") need kernel.gate_block 4");
+    CHECK_REFUSED(v, "kernel.push \"warp\") need kernel.gate_block 4");
     v.gate_block = 4;
     CHECK(spk_cluster_variant_check(&v, NULL) == 0);
     size_t bytes;
@@ -509,12 +513,10 @@ TEST(gates_ahead)
     }
     spk_cluster_variant far = v;
     far.gates_ahead = 5;
-    CHECK(spk_cluster_variant_check(&far, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gates_ahead 5 must be 1 .. 4");
+    CHECK_REFUSED(far, "kernel.gates_ahead 5 must be 1 .. 4");
     spk_cluster_variant plain = {.hidden = 128, .cluster = 8, .max_tile_rows = 4, .gates_ahead = 2};
     spk_cluster_variant_fit(&plain);
-    CHECK(spk_cluster_variant_check(&plain, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "needs direct pushes");
+    CHECK_REFUSED(plain, "needs direct pushes");
     spk_define d[] = {{"GATES_AHEAD", "2"}};
     check_kernel_refuses(d, 1, "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
 }
@@ -544,17 +546,14 @@ TEST(directions_in_a_block)
     check_compiles_within_budget(&v, "both directions");
     spk_cluster_variant three = v;
     three.directions = 3;
-    CHECK(spk_cluster_variant_check(&three, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.directions 3 must be 1 or 2");
+    CHECK_REFUSED(three, "kernel.directions 3 must be 1 or 2");
     spk_cluster_variant plain = {.hidden = 128, .cluster = 8, .max_tile_rows = 4, .directions = 2};
     spk_cluster_variant_fit(&plain);
-    CHECK(spk_cluster_variant_check(&plain, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.directions 2 needs direct pushes");
+    CHECK_REFUSED(plain, "kernel.directions 2 needs direct pushes");
     spk_cluster_variant wide = v;
     wide.cluster = 1;
     wide.threads = 1024; /* cluster 1, 8 chunks: 1024 threads a direction */
-    CHECK(spk_cluster_variant_check(&wide, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "2 * threads <= 1024");
+    CHECK_REFUSED(wide, "2 * threads <= 1024");
     spk_define d[] = {{"DIRECTIONS", "2"}};
     check_kernel_refuses(d, 1, "DIRECTIONS must be 1, or 2 with DIRECT_PUSH");
     /* a tile's clusters: one with both directions in a block, two otherwise */
@@ -584,15 +583,12 @@ TEST(defaults_fit_the_hidden_size)
     v = variant(16, 0, 0, 0, false);
     CHECK(v.cluster == 8 && v.threads == 32 && spk_cluster_variant_check(&v, &g) == 0 && g.chunks == 4);
     v = variant(128, 3, 0, 0, false);
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.cluster 3 must be 1, 2, 4, 8 or 16");
+    CHECK_REFUSED(v, "kernel.cluster 3 must be 1, 2, 4, 8 or 16");
     v = variant(100, 8, 0, 0, false);
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "not divisible by kernel.cluster 8");
+    CHECK_REFUSED(v, "not divisible by kernel.cluster 8");
     v = variant(128, 8, 512, 0, false);
     v.row_group = 16;
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.row_group");
+    CHECK_REFUSED(v, "kernel.row_group");
 }
 
 TEST(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations)
@@ -622,12 +618,10 @@ TEST(option_checks_and_the_batch_table)
     spk_cluster_variant_fit(&v);
     CHECK(v.vector_push && spk_cluster_variant_check(&v, NULL) == 0);
     v.vector_push = false;
-    CHECK(spk_cluster_variant_check(&v, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "needs vector or direct pushes");
+    CHECK_REFUSED(v, "needs vector or direct pushes");
     spk_cluster_variant narrow = {.hidden = 16, .cluster = 8, .vector_push = true};
     spk_cluster_variant_fit(&narrow);
-    CHECK(spk_cluster_variant_check(&narrow, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "multiple of 4 units");
+    CHECK_REFUSED(narrow, "multiple of 4 units");
     /* every batch gets a valid variant; rows are monotone in tile height */
     int64_t previous = 0;
     for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {

@@ -102,11 +102,11 @@ local function variants(backend, batch, algos, hidden)
         if hidden % 32 == 0 and hidden <= 128 then direct.threads = hidden end
         out[#out + 1] = { kernel = direct }
         if hidden % 32 == 0 and hidden <= 128 then
-          out[#out + 1] = { kernel = { tile_rows = h, cluster = 4, threads = hidden, gate_block = 4, gates_ahead = 3,
-                                       cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" } }
-          out[#out + 1] = { kernel = { tile_rows = h, cluster = 2, threads = 2 * hidden, gate_block = 4,
-                                       gates_ahead = 3, cell = "lanes", store = "late", exchange = "mbarrier",
-                                       push = "direct" } }
+          for _, cluster in ipairs { 4, 2 } do -- 4 chunks: threads = hidden * 4 / cluster
+            out[#out + 1] = { kernel = { tile_rows = h, cluster = cluster, threads = hidden * 4 // cluster,
+                                         gate_block = 4, gates_ahead = 3, cell = "lanes", store = "late",
+                                         exchange = "mbarrier", push = "direct" } }
+          end
         end
       end
       h = h * 2
