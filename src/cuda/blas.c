@@ -6,6 +6,8 @@
  * gemm with the operands swapped and m and n exchanged. A transposed view
  * (column stride ld, element stride 1 down a column) is the same memory read
  * the other way, so it is handled by flipping its op instead of copying.
+ * A 3-D c, [count, m, n], is a batch: one cublasGemmStridedBatchedEx over
+ * its matrices, with a 2-D a or b shared by all of them.
  *
  * Precision: the handle stays in CUBLAS_DEFAULT_MATH and each call names its
  * compute type in cublasGemmEx: CUBLAS_COMPUTE_32F (FP32 inputs, products and
@@ -35,12 +37,15 @@ int spk_math_mode_from_name(const char *name, spk_math_mode *out)
     return 0;
 }
 
-/* How a 2-D tensor reads as a row-major matrix: its rows x cols (after the
- * requested transpose) and whether cuBLAS must transpose it. */
+/* How a tensor reads as a row-major matrix, or as a batch of them: its
+ * rows x cols (after the requested transpose), whether cuBLAS must transpose
+ * it, and for a 3-D tensor [count, r, c] the element stride between matrices. */
 typedef struct operand {
     int64_t rows, cols; /* of op(X) */
     int64_t ld;
-    bool row_major; /* stride[1] == 1 */
+    bool row_major;     /* the matrix's column stride is 1 */
+    int64_t count;      /* matrices: shape[0] of a 3-D tensor; 0 for a 2-D one */
+    int64_t stride;     /* between matrices (3-D) */
 } operand;
 
 static int describe(const spk_tensor *t, const char *name, bool trans, bool output, operand *out)
@@ -49,26 +54,36 @@ static int describe(const spk_tensor *t, const char *name, bool trans, bool outp
         return spk_fail("gemm: %s is missing", name);
     if (t->dtype != SPK_F32)
         return spk_fail("gemm: %s is %s, gemm needs f32", name, spk_dtype_name(t->dtype));
-    if (t->ndim != 2)
-        return spk_fail("gemm: %s has %d dimension%s, gemm needs 2", name, t->ndim, t->ndim == 1 ? "" : "s");
-    int64_t r = t->shape[0], c = t->shape[1];
-    if (t->strides[1] == 1 && t->strides[0] >= (c > 1 ? c : 1)) {
+    if (t->ndim != 2 && t->ndim != 3)
+        return spk_fail("gemm: %s has %d dimension%s, gemm needs 2 (a matrix) or 3 (a batch of them)", name,
+                        t->ndim, t->ndim == 1 ? "" : "s");
+    int d = t->ndim - 2; /* the matrix's dimensions are d and d + 1 */
+    int64_t r = t->shape[d], c = t->shape[d + 1];
+    int64_t sr = t->strides[d], sc = t->strides[d + 1];
+    if (sc == 1 && sr >= (c > 1 ? c : 1)) {
         out->row_major = true;
-        out->ld = t->strides[0] > 0 ? t->strides[0] : 1;
-    } else if (!output && t->strides[0] == 1 && t->strides[1] >= (r > 1 ? r : 1)) {
+        out->ld = sr > 0 ? sr : 1;
+    } else if (!output && sr == 1 && sc >= (r > 1 ? r : 1)) {
         out->row_major = false;
-        out->ld = t->strides[1];
+        out->ld = sc;
     } else {
         return spk_fail("gemm: %s must have contiguous rows%s (strides %lld, %lld)", name,
-                        output ? "" : " or be a transpose of such", (long long)t->strides[0],
-                        (long long)t->strides[1]);
+                        output ? "" : " or be a transpose of such", (long long)sr, (long long)sc);
     }
     out->rows = trans ? c : r;
     out->cols = trans ? r : c;
+    out->count = d ? t->shape[0] : 0;
+    out->stride = d ? t->strides[0] : 0;
+    if (d && out->stride < 0)
+        return spk_fail("gemm: %s has a negative stride between matrices (%lld)", name, (long long)out->stride);
+    /* cuBLAS writes the matrices of c in parallel: they must not share elements. */
+    if (d && output && out->count > 1 && out->stride < r * out->ld)
+        return spk_fail("gemm: the matrices of c overlap (stride %lld between matrices of %lld rows x %lld)",
+                        (long long)out->stride, (long long)r, (long long)out->ld);
     return 0;
 }
 
-int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
+int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k, int64_t *count)
 {
     operand a, b, c;
     if (describe(g->a, "a", g->transa, false, &a) || describe(g->b, "b", g->transb, false, &b) ||
@@ -80,6 +95,15 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
     if (c.rows != a.rows || c.cols != b.cols)
         return spk_fail("gemm: c is %lld x %lld, op(a) op(b) is %lld x %lld", (long long)c.rows,
                         (long long)c.cols, (long long)a.rows, (long long)b.cols);
+    /* A batch: c is [count, m, n]; a and b are [count, ...] or one matrix used by all. */
+    if (!c.count && (a.count || b.count))
+        return spk_fail("gemm: %s is a batch of matrices but c is one matrix; give c as [%lld, %lld, %lld]",
+                        a.count ? "a" : "b", (long long)(a.count ? a.count : b.count), (long long)c.rows,
+                        (long long)c.cols);
+    if ((a.count && a.count != c.count) || (b.count && b.count != c.count))
+        return spk_fail("gemm: c holds %lld matrices but %s holds %lld", (long long)c.count,
+                        a.count && a.count != c.count ? "a" : "b",
+                        (long long)(a.count && a.count != c.count ? a.count : b.count));
     /* Shapes first, so that mistakes show the same way with or without a GPU. */
     const spk_tensor *all[3] = {g->a, g->b, g->c};
     const char *names[3] = {"a", "b", "c"};
@@ -89,11 +113,14 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k)
     if (g->a->storage->device != g->c->storage->device || g->b->storage->device != g->c->storage->device)
         return spk_fail("gemm: a, b and c must be on the same device");
     const int64_t limit = 2147483647;
-    if (a.rows > limit || b.cols > limit || a.cols > limit || a.ld > limit || b.ld > limit || c.ld > limit)
+    if (a.rows > limit || b.cols > limit || a.cols > limit || a.ld > limit || b.ld > limit || c.ld > limit ||
+        c.count > limit)
         return spk_fail("gemm: a size or stride exceeds cuBLAS's 32-bit limit");
     *m = a.rows;
     *n = b.cols;
     *k = a.cols;
+    if (count)
+        *count = c.count ? c.count : 1;
     return 0;
 }
 
@@ -163,8 +190,8 @@ int spk_blas_prepare(int device)
 
 int spk_gemm(const spk_gemm_args *g)
 {
-    int64_t m, n, k;
-    if (spk_gemm_check(g, &m, &n, &k))
+    int64_t m, n, k, count;
+    if (spk_gemm_check(g, &m, &n, &k, &count))
         return -1;
     if (spk_cuda_require())
         return -1;
@@ -185,7 +212,7 @@ int spk_gemm(const spk_gemm_args *g)
     cublasComputeType_t compute = g->math == SPK_MATH_TF32       ? CUBLAS_COMPUTE_32F_FAST_TF32
                                   : g->math == SPK_MATH_PEDANTIC ? CUBLAS_COMPUTE_32F_PEDANTIC
                                                                  : CUBLAS_COMPUTE_32F;
-    if (m == 0 || n == 0)
+    if (m == 0 || n == 0 || count == 0)
         return 0;
     /* Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m). */
     cublasSetStream(h, (cudaStream_t)spk_stream_handle(s));
@@ -194,14 +221,26 @@ int spk_gemm(const spk_gemm_args *g)
     cudaGetDevice(&prev_device);
     if (prev_device != device)
         cudaSetDevice(device);
-    cublasStatus_t st = cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, spk_tensor_data(g->b),
-                                     CUDA_R_32F, (int)b.ld, spk_tensor_data(g->a), CUDA_R_32F, (int)a.ld, &beta,
-                                     spk_tensor_data(g->c), CUDA_R_32F, (int)c.ld, compute, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st;
+    if (!c.count) {
+        st = cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, spk_tensor_data(g->b), CUDA_R_32F, (int)b.ld,
+                          spk_tensor_data(g->a), CUDA_R_32F, (int)a.ld, &beta, spk_tensor_data(g->c), CUDA_R_32F,
+                          (int)c.ld, compute, CUBLAS_GEMM_DEFAULT);
+    } else {
+        /* One launch for the whole batch: its tiles fill the SMs' last wave
+         * that separate calls each leave part empty. A 2-D operand is shared
+         * by every matrix (stride 0). */
+        st = cublasGemmStridedBatchedEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, spk_tensor_data(g->b),
+                                        CUDA_R_32F, (int)b.ld, b.stride, spk_tensor_data(g->a), CUDA_R_32F, (int)a.ld,
+                                        a.stride, &beta, spk_tensor_data(g->c), CUDA_R_32F, (int)c.ld, c.stride,
+                                        (int)count, compute, CUBLAS_GEMM_DEFAULT);
+    }
     if (prev_device != device)
         cudaSetDevice(prev_device);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return spk_fail("gemm: cublasGemmEx (%lld x %lld x %lld): %s", (long long)m, (long long)n, (long long)k,
-                        cublas_status_name(st));
+        return spk_fail("gemm: %s (%lld x %lld x %lld%s): %s",
+                        c.count ? "cublasGemmStridedBatchedEx" : "cublasGemmEx", (long long)m, (long long)n,
+                        (long long)k, c.count ? ", batched" : "", cublas_status_name(st));
     spk_storage_use(g->a->storage, s);
     spk_storage_use(g->b->storage, s);
     spk_storage_use(g->c->storage, s);

@@ -310,8 +310,8 @@ typedef enum {
 int spk_math_mode_from_name(const char *name, spk_math_mode *out); /* "fp32", "tf32", "pedantic" */
 
 typedef struct spk_gemm_args {
-    const spk_tensor *a, *b; /* device f32 2-D; rows contiguous or a transposed view */
-    spk_tensor *c;           /* device f32 2-D, rows contiguous */
+    const spk_tensor *a, *b; /* device f32 2-D, or 3-D [count, ...]; rows contiguous or a transposed view */
+    spk_tensor *c;           /* device f32 2-D, or 3-D [count, m, n] for a batch; rows contiguous */
     bool transa, transb;
     float alpha, beta;
     spk_math_mode math;
@@ -319,8 +319,11 @@ typedef struct spk_gemm_args {
 } spk_gemm_args;
 
 /* Row-major C = alpha op(A) op(B) + beta C, with op(X) = X or X^T: checks
- * dtypes, ranks, layouts and shapes only (no device needed); m, n, k out. */
-int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k);
+ * dtypes, ranks, layouts and shapes only (no device needed); m, n, k out,
+ * and count (may be NULL): the matrices of a batch, 1 for a 2-D c. In a
+ * batch, c[i] = alpha op(A[i]) op(B[i]) + beta c[i], where a 2-D A or B is
+ * used for every i. */
+int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k, int64_t *count);
 /* Creates the device's cuBLAS handle and workspace now. Creating them
  * allocates memory, which a stream capture forbids, so capture begin calls
  * this before any gemm can be captured. */
@@ -328,7 +331,8 @@ int spk_blas_prepare(int device);
 /* Destroys the cuBLAS handles and their workspaces (made again on next use). */
 void spk_blas_release(void);
 
-/* spk_gemm_check, then cublasGemmEx on the stream. */
+/* spk_gemm_check, then cublasGemmEx on the stream (a batch:
+ * cublasGemmStridedBatchedEx, one launch). */
 int spk_gemm(const spk_gemm_args *g);
 
 #endif

@@ -1113,7 +1113,7 @@ static int l_gemm(lua_State *L)
     return 0;
 }
 
-/* spk.blas.gemm_check{...} -> m, n, k: the shape checks alone (no GPU). */
+/* spk.blas.gemm_check{...} -> m, n, k, count: the shape checks alone (no GPU). */
 static int l_gemm_check(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -1126,12 +1126,13 @@ static int l_gemm_check(lua_State *L)
     lua_getfield(L, 1, "transb");
     g.transb = lua_toboolean(L, -1);
     lua_pop(L, 2);
-    int64_t m, n, k;
-    CHECK_OK(L, spk_gemm_check(&g, &m, &n, &k));
+    int64_t m, n, k, count;
+    CHECK_OK(L, spk_gemm_check(&g, &m, &n, &k, &count));
     lua_pushinteger(L, m);
     lua_pushinteger(L, n);
     lua_pushinteger(L, k);
-    return 3;
+    lua_pushinteger(L, count);
+    return 4;
 }
 
 /* ---- registration ------------------------------------------------------ */

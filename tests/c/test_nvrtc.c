@@ -399,14 +399,18 @@ static void no_release(spk_storage *s) { (void)s; }
 
 /* A tensor that claims to live on device 0 (never dereferenced): gemm's
  * checks run before any CUDA call. */
-static spk_tensor *fake_device(int64_t r, int64_t c, spk_dtype dtype)
+static spk_tensor *fake_device_nd(int ndim, const int64_t *shape, spk_dtype dtype)
 {
     static char backing[1 << 16];
     spk_storage *s = spk_storage_wrap(backing, sizeof backing, 0, no_release, NULL);
-    int64_t shape[2] = {r, c};
-    spk_tensor *t = spk_tensor_on_storage(s, dtype, 2, shape);
+    spk_tensor *t = spk_tensor_on_storage(s, dtype, ndim, shape);
     spk_storage_release(s);
     return t;
+}
+
+static spk_tensor *fake_device(int64_t r, int64_t c, spk_dtype dtype)
+{
+    return fake_device_nd(2, (int64_t[]){r, c}, dtype);
 }
 
 TEST(gemm_checks_shapes_without_a_gpu)
@@ -414,29 +418,29 @@ TEST(gemm_checks_shapes_without_a_gpu)
     spk_tensor *a = fake_device(2, 3, SPK_F32), *b = fake_device(3, 4, SPK_F32), *c = fake_device(2, 4, SPK_F32);
     int64_t m, n, k;
     spk_gemm_args g = {.a = a, .b = b, .c = c, .alpha = 1, .beta = 0};
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == 0 && m == 2 && n == 4 && k == 3);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == 0 && m == 2 && n == 4 && k == 3);
     g.transa = true;
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == -1);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == -1);
     CHECK_STR_CONTAINS(spk_last_error(), "op(a) is 3 x 2 and op(b) is 3 x 4");
     g.transa = false;
     spk_tensor *c_bad = fake_device(4, 2, SPK_F32);
     g.c = c_bad;
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == -1);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == -1);
     CHECK_STR_CONTAINS(spk_last_error(), "c is 4 x 2, op(a) op(b) is 2 x 4");
     /* A transposed view of a (3 x 2) is a valid 2 x 3 operand. */
     spk_tensor *a_t_src = fake_device(3, 2, SPK_F32);
     spk_tensor *a_view = spk_tensor_transpose(a_t_src, 0, 1);
     g.a = a_view;
     g.c = c;
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == 0 && m == 2 && k == 3);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == 0 && m == 2 && k == 3);
     spk_tensor *d64 = fake_device(2, 3, SPK_F64);
     g.a = d64;
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == -1);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == -1);
     CHECK_STR_CONTAINS(spk_last_error(), "a is f64");
     int64_t shape[2] = {2, 3};
     spk_tensor *host = spk_tensor_new(SPK_F32, 2, shape);
     g.a = host;
-    CHECK(spk_gemm_check(&g, &m, &n, &k) == -1);
+    CHECK(spk_gemm_check(&g, &m, &n, &k, NULL) == -1);
     CHECK_STR_CONTAINS(spk_last_error(), "a is a host tensor");
     spk_math_mode mode;
     CHECK(spk_math_mode_from_name("tf32", &mode) == 0 && mode == SPK_MATH_TF32);
@@ -449,6 +453,51 @@ TEST(gemm_checks_shapes_without_a_gpu)
     spk_tensor_free(a_view);
     spk_tensor_free(d64);
     spk_tensor_free(host);
+}
+
+/* A 3-D c is a batch of matrices; a and b are batches of as many or one
+ * matrix shared by all. */
+TEST(gemm_checks_batches_without_a_gpu)
+{
+    spk_tensor *a = fake_device(6, 3, SPK_F32);                                  /* shared */
+    spk_tensor *b = fake_device_nd(3, (int64_t[]){2, 4, 3}, SPK_F32);            /* [2, n, k], transposed */
+    spk_tensor *c = fake_device_nd(3, (int64_t[]){2, 6, 4}, SPK_F32);
+    int64_t m, n, k, count = 0;
+    spk_gemm_args g = {.a = a, .b = b, .c = c, .transb = true, .alpha = 1, .beta = 0};
+    CHECK(spk_gemm_check(&g, &m, &n, &k, &count) == 0 && m == 6 && n == 4 && k == 3 && count == 2);
+    /* a 2-D c: count 1 */
+    spk_tensor *b2 = fake_device(4, 3, SPK_F32), *c2 = fake_device(6, 4, SPK_F32);
+    spk_gemm_args one = {.a = a, .b = b2, .c = c2, .transb = true, .alpha = 1};
+    CHECK(spk_gemm_check(&one, &m, &n, &k, &count) == 0 && count == 1);
+    /* a batch of b into one c */
+    g.c = c2;
+    CHECK(spk_gemm_check(&g, &m, &n, &k, &count) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "b is a batch of matrices but c is one matrix; give c as [2, 6, 4]");
+    /* counts that differ */
+    spk_tensor *c3 = fake_device_nd(3, (int64_t[]){3, 6, 4}, SPK_F32);
+    g.c = c3;
+    CHECK(spk_gemm_check(&g, &m, &n, &k, &count) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "c holds 3 matrices but b holds 2");
+    /* matrices of c that share elements: 8 apart, each 24 long */
+    spk_tensor *c_overlap = fake_device_nd(3, (int64_t[]){2, 6, 4}, SPK_F32);
+    c_overlap->strides[0] = 8;
+    g.c = c_overlap;
+    CHECK(spk_gemm_check(&g, &m, &n, &k, &count) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "the matrices of c overlap (stride 8 between matrices of 6 rows x 4)");
+    /* a 4-D operand */
+    spk_tensor *a4 = fake_device_nd(4, (int64_t[]){1, 2, 6, 3}, SPK_F32);
+    g.a = a4;
+    g.c = c;
+    CHECK(spk_gemm_check(&g, &m, &n, &k, &count) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "a has 4 dimensions, gemm needs 2 (a matrix) or 3 (a batch of them)");
+    spk_tensor_free(a4);
+    spk_tensor_free(c_overlap);
+    spk_tensor_free(c3);
+    spk_tensor_free(b2);
+    spk_tensor_free(c2);
+    spk_tensor_free(a);
+    spk_tensor_free(b);
+    spk_tensor_free(c);
 }
 
 /* Without a driver or device every GPU call fails with the same message and
@@ -511,6 +560,7 @@ int main(void)
     RUN(unwritable_cache_warns_once);
     RUN(pack_args_checks_count_and_sizes);
     RUN(gemm_checks_shapes_without_a_gpu);
+    RUN(gemm_checks_batches_without_a_gpu);
     RUN(no_device_errors_are_clear);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);

@@ -296,6 +296,20 @@ describe("spk.blas.gemm checks", function()
     assert.matches("a is a host tensor", error_of(spk.blas.gemm_check,
       { a = z({ 3, 5 }), b = z({ 3, 2 }), c = z({ 5, 2 }), transa = true }))
   end)
+
+  it("takes a 3-D c as a batch, with a and b batches of as many or one shared matrix", function()
+    local z = spk.zeros
+    assert.matches("b is a batch of matrices but c is one matrix; give c as %[2, 4, 5%]",
+      error_of(spk.blas.gemm, { a = z({ 4, 3 }), b = z({ 2, 3, 5 }), c = z({ 4, 5 }) }))
+    assert.matches("c holds 3 matrices but a holds 2",
+      error_of(spk.blas.gemm, { a = z({ 2, 4, 3 }), b = z({ 3, 5 }), c = z({ 3, 4, 5 }) }))
+    assert.matches("c is 4 x 6, op%(a%) op%(b%) is 4 x 5",
+      error_of(spk.blas.gemm, { a = z({ 4, 3 }), b = z({ 2, 5, 3 }), c = z({ 2, 4, 6 }), transb = true }))
+    assert.matches("a has 4 dimensions, gemm needs 2 %(a matrix%) or 3",
+      error_of(spk.blas.gemm, { a = z({ 1, 2, 4, 3 }), b = z({ 3, 5 }), c = z({ 2, 4, 5 }) }))
+    assert.matches("a is a host tensor",
+      error_of(spk.blas.gemm, { a = z({ 4, 3 }), b = z({ 2, 5, 3 }), c = z({ 2, 4, 5 }), transb = true }))
+  end)
 end)
 
 -- ---- on a GPU -----------------------------------------------------------
@@ -473,6 +487,44 @@ describe("spk.cuda on a GPU", function()
     local c4 = cuda.zeros({ m, n })
     spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c4, math = "tf32" }
     assert.tensor_near(want, c4:cpu():to("f64"), { rel_l2 = 1e-2 })
+  end)
+
+  gpu_it("multiplies a batch in one call, a shared operand included, as matrix by matrix", function()
+    local count, m, n, k = 2, 37, 19, 61
+    local a = spk.randn({ m, k }, { seed = 21 })
+    local b = spk.randn({ count, n, k }, { seed = 22 })
+    local c = cuda.zeros({ count, m, n })
+    spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c, transb = true }
+    assert.are.equal(count, select(4, spk.blas.gemm_check { a = a:cuda(), b = b:cuda(), c = c, transb = true }))
+    local got = c:cpu():to("f64")
+    for i = 1, count do
+      local bi = b:select(1, i)
+      local want = spk.zeros({ m, n }, "f64")
+      for r = 1, m do
+        for j = 1, n do
+          local acc = 0
+          for p = 1, k do acc = acc + a:get(r, p) * bi:get(j, p) end
+          want:set(r, j, acc)
+        end
+      end
+      assert.tensor_near(want, got:select(1, i), { rel_l2 = 1e-6 })
+      -- the same matrix alone, through cublasGemmEx
+      local one = cuda.zeros({ m, n })
+      spk.blas.gemm { a = a:cuda(), b = bi:contiguous():cuda(), c = one, transb = true }
+      assert.tensor_near(one:cpu():to("f64"), got:select(1, i), { rel_l2 = 1e-6 })
+    end
+    -- a batch of a against one b, with beta accumulating into c
+    local a3 = spk.randn({ count, m, k }, { seed = 23 })
+    local b2 = spk.randn({ k, n }, { seed = 24 })
+    local c3 = cuda.zeros({ count, m, n })
+    spk.blas.gemm { a = a3:cuda(), b = b2:cuda(), c = c3 }
+    spk.blas.gemm { a = a3:cuda(), b = b2:cuda(), c = c3, beta = 1 }
+    local got3 = c3:cpu():to("f64")
+    for i = 1, count do
+      local one = cuda.zeros({ m, n })
+      spk.blas.gemm { a = a3:select(1, i):contiguous():cuda(), b = b2:cuda(), c = one, alpha = 2 }
+      assert.tensor_near(one:cpu():to("f64"), got3:select(1, i), { rel_l2 = 1e-6 })
+    end
   end)
 
   gpu_it("keeps a dropped tensor alive until its stream passes", function()
