@@ -62,6 +62,14 @@
 //                   shared memory (mbarriers, h, stages) after the other's;
 //                   a step has no block barrier, so the two only share the
 //                   SM: while one waits for its h, the other computes
+//   ROW_PHASES      1, or 2 (needs DIRECT_PUSH and two row groups a tile,
+//                   TILE_ROWS >= 2 * ROW_GROUP): the tile's row groups split
+//                   in two halves that take turns, each with its own pair of
+//                   mbarriers. A step computes and pushes the first half's
+//                   rows, then the second's; while the second half computes,
+//                   the first half's h crosses the cluster, so its next wait
+//                   finds it there. Batch rows are independent, and the
+//                   weights in registers serve both halves
 // None of these changes a sum or a cell: every option gives the same bits,
 // except CHUNKS (and GATE_BLOCK, which sets it for a given THREADS): another
 // chunk split adds the same products in another order.
@@ -212,6 +220,9 @@
 #ifndef DIRECTIONS
 #define DIRECTIONS 1
 #endif
+#ifndef ROW_PHASES
+#define ROW_PHASES 1
+#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -227,7 +238,8 @@
 #define GROUPS ((TILE_ROWS + ROW_GROUP - 1) / ROW_GROUP)
 #define PADDED_ROWS (CELL_IN_LANES ? GROUPS * ROW_GROUP : TILE_ROWS)
 #define SLOTS (CELL_IN_LANES ? GROUPS : CELLS) /* cells a thread may own */
-#define BARRIER_FLOATS (MBARRIER_EXCHANGE ? 4 : 0) /* two 8-byte mbarriers */
+#define BARRIER_FLOATS (MBARRIER_EXCHANGE ? 4 * ROW_PHASES : 0) /* two 8-byte mbarriers a phase */
+#define PHASE_SLOT(p) ((p) * SLOTS / ROW_PHASES) /* phase p owns slots PHASE_SLOT(p) .. PHASE_SLOT(p + 1) - 1 */
 #define RING_FLOATS (GATES_AHEAD > 1 ? GATES_AHEAD * SLOTS * THREADS * 4 : 0) /* the gates' cp.async stages */
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
@@ -252,6 +264,8 @@ static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP =
               "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
 static_assert(DIRECTIONS == 1 || (DIRECTIONS == 2 && DIRECT_PUSH && !WEIGHTS_SHARED && 2 * THREADS <= 1024),
               "DIRECTIONS must be 1, or 2 with DIRECT_PUSH, the weights in registers and 2 * THREADS <= 1024");
+static_assert(ROW_PHASES == 1 || (ROW_PHASES == 2 && DIRECT_PUSH && SLOTS >= 2),
+              "ROW_PHASES must be 1, or 2 with DIRECT_PUSH and TILE_ROWS >= 2 * ROW_GROUP");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS * DIRECTIONS <= 2048,
               "MIN_BLOCKS must be 1 .. 2048 / (THREADS * DIRECTIONS)");
 static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN / CLUSTER) a multiple of 4");
@@ -502,8 +516,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
 
-    // Shared memory of a direction: [2 mbarriers], [weights], h[2][padded rows][H], [pre[tile_rows][PRE_STRIDE]],
-    // [gate stages[GATES_AHEAD][SLOTS][THREADS] float4]; with DIRECTIONS 2 the backward's after the forward's
+    // Shared memory of a direction: [2 mbarriers a phase], [weights], h[2][padded rows][H],
+    // [pre[tile_rows][PRE_STRIDE]], [gate stages[GATES_AHEAD][SLOTS][THREADS] float4]; with DIRECTIONS 2 the backward's after the forward's
     // (`need` bytes each, a multiple of 16).
     const int weight_floats = WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0;
     const int padded_rows = CELL_IN_LANES ? (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP : tile_rows;
@@ -642,18 +656,36 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
 #if MBARRIER_EXCHANGE
-    const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4); // full[q] at full0 + 8q
-    // direct pushes bring this block's own units through the mbarrier too
-    const unsigned exchange_bytes = (unsigned)(rows * (DIRECT_PUSH ? HIDDEN : HIDDEN - UNITS) * 4);
+    // full[phase][q] at full0 + 16 phase + 8q
+    const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
+    // Rows of a phase (ROW_PHASES 1: the tile's). Direct pushes bring this
+    // block's own units through the mbarrier too. A phase without rows (the
+    // last tile's second half, say) never arms, waits or pushes.
+#define PHASE_ROWS(p)                                                                                                 \
+    (ROW_PHASES == 1 ? rows                                                                                         \
+                     : max(0, min(rows, PHASE_SLOT((p) + 1) * ROW_GROUP) - PHASE_SLOT(p) * ROW_GROUP))
+#define PHASE_HAS_ROWS(p) (ROW_PHASES == 1 || PHASE_ROWS(p) > 0) /* rows >= 1: the geometry check */
+    unsigned exchange_bytes[ROW_PHASES];
+#pragma unroll
+    for (int phase = 0; phase < ROW_PHASES; phase++)
+        exchange_bytes[phase] = (unsigned)(PHASE_ROWS(phase) * (DIRECT_PUSH ? HIDDEN : HIDDEN - UNITS) * 4);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
     if (tid == 0) {
-        mbarrier_init(full0, 1);
-        mbarrier_init(full0 + 8, 1);
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            mbarrier_init(full0 + 16 * phase, 1);
+            mbarrier_init(full0 + 16 * phase + 8, 1);
+        }
         mbarrier_init_fence();
-        if (steps > 1)
-            mbarrier_arm(full0 + 8, exchange_bytes); // step 0's pushes, into h[1]
-        if (steps > 2)
-            mbarrier_arm(full0, exchange_bytes); // step 1's pushes, into h[0]
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            if (!PHASE_HAS_ROWS(phase))
+                continue;
+            if (steps > 1)
+                mbarrier_arm(full0 + 16 * phase + 8, exchange_bytes[phase]); // step 0's pushes, into h[1]
+            if (steps > 2)
+                mbarrier_arm(full0 + 16 * phase, exchange_bytes[phase]); // step 1's pushes, into h[0]
+        }
     }
 #endif
     cluster_arrive();
@@ -665,159 +697,171 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         const float *h = h_buffers + parity * h_floats;
         const bool last = step + 1 == steps;
 
+        // The phases of the step in turn (ROW_PHASES 1: a plain block, the code of a kernel without phases).
+#if ROW_PHASES == 1
+        {
+            const int phase = 0;
+#else
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+#endif
 #if MBARRIER_EXCHANGE
-        if (step > 0) {
-            const unsigned bar = full0 + 8u * (unsigned)parity;
-            if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
-                waiting = false;
-                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+            if (step > 0 && PHASE_HAS_ROWS(phase)) {
+                const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
+                if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+                    waiting = false;
+                    atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+                }
+                if (tid == 0 && step + 2 < steps)
+                    mbarrier_arm(bar, exchange_bytes[phase]); // step+1's pushes, into this same buffer
             }
-            if (tid == 0 && step + 2 < steps)
-                mbarrier_arm(bar, exchange_bytes); // step+1's pushes, into this same buffer
-        }
 #endif
 
 #if GATES_AHEAD > 1
-        copy_async_wait<GATES_AHEAD - 1>(); // this thread's copies of step `step` have landed
+            if (phase == 0) {
+                copy_async_wait<GATES_AHEAD - 1>(); // this thread's copies of step `step` have landed
 #pragma unroll
-        for (int k = 0; k < SLOTS; k++)
-            if (SLOT_OWNED(k))
-                gx[k] = *STAGE(stage, k);
+                for (int k = 0; k < SLOTS; k++)
+                    if (SLOT_OWNED(k))
+                        gx[k] = *STAGE(stage, k);
+            }
 #endif
 #if CELL_IN_LANES
-        // 1+2. per row group: sums, the unit's four gates into the lane of
-        // gate 0 (same chunk lane, so the same row), the cell there.
+            // 1+2. per row group: sums, the unit's four gates into the lane of
+            // gate 0 (same chunk lane, so the same row), the cell there.
 #pragma unroll
-        for (int k = 0; k < SLOTS; k++) {
+            for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
 #if GATE_BLOCK == 4
-            // the four gate sums of ROW_GROUP rows, reduce-scattered over the
-            // chunk lanes: lane q ends with all four of row SLOT_ROW(k)
-            if (k * ROW_GROUP < rows) {
-                float v[ROW_GROUP][4];
+                // the four gate sums of ROW_GROUP rows, reduce-scattered over the
+                // chunk lanes: lane q ends with all four of row SLOT_ROW(k)
+                if (k * ROW_GROUP < rows) {
+                    float v[ROW_GROUP][4];
 #pragma unroll
-                for (int e = 0; e < ROW_GROUP; e++) {
-                    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
-                    if (k * ROW_GROUP + e < rows)
-                        d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(w, h + (k * ROW_GROUP + e) * HIDDEN, q);
-                    v[e][0] = d.x;
-                    v[e][1] = d.y;
-                    v[e][2] = d.z;
-                    v[e][3] = d.w;
-                }
-                spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
-                if (SLOT_OWNED(k))
-                    hv[k] = spk_lstm_cell(gx[k], v[0][0], v[0][1], v[0][2], v[0][3], b4[k], c[k]);
-            }
-#else
-            if (k * ROW_GROUP < rows) {
-                const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
-#if DIRECT_PUSH
-                const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
-#else
-                const float pi = s; // only the lanes of gate 0 use it
-#endif
-                const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
-                const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
-                const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
-                if (SLOT_OWNED(k))
-                    hv[k] = spk_lstm_cell(gx[k], pi, pf, pc, po, b4[k], c[k]);
-            }
-#endif
-        }
-#else
-        // 1. gate sums of every row of the tile, from the local copy of h.
-        int b0 = 0;
-        for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
-            row_group<ROW_GROUP>(w, h, pre, b0, j, q);
-        for (; b0 < rows; b0++)
-            row_group<1>(w, h, pre, b0, j, q);
-        __syncthreads();
-
-        // 2. cells: activations, c, h.
-#pragma unroll
-        for (int k = 0; k < SLOTS; k++) {
-            if (SLOT_OWNED(k)) {
-                const float4 s = *reinterpret_cast<const float4 *>(pre + SLOT_ROW(k) * PRE_STRIDE + SLOT_UNIT(k) * 4);
-                hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
-            }
-        }
-#endif
-
-        // h to the output (now, or once the exchange is under way) and, unless
-        // this is the last step, into h[parity^1] of every block.
-        const int next_offset = (parity ^ 1) * h_floats;
-#pragma unroll
-        for (int k = 0; k < SLOTS; k++) {
-            if (SLOT_OWNED(k)) {
-                const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
-                if (SLOT_STORES(k) && (!LATE_STORE || last))
-                    output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
-                if (!last) {
-#if WARP_PUSH
-                    // below, a warp's units at once
-#elif DIRECT_PUSH
-                    const unsigned local =
-                        (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
-                    const unsigned bar = full0 + 8u * (unsigned)(parity ^ 1);
-                    for (int g = copy; g < CLUSTER; g += COPIES) {
-                        const unsigned target = (rank + (unsigned)g) % CLUSTER;
-                        store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
+                    for (int e = 0; e < ROW_GROUP; e++) {
+                        float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+                        if (k * ROW_GROUP + e < rows)
+                            d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(w, h + (k * ROW_GROUP + e) * HIDDEN, q);
+                        v[e][0] = d.x;
+                        v[e][1] = d.y;
+                        v[e][2] = d.z;
+                        v[e][3] = d.w;
                     }
-#elif VECTOR_PUSH
-                    h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
-#else
-                    const unsigned local =
-                        (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
-#pragma unroll
-                    for (unsigned g = 0; g < CLUSTER; g++)
-                        store_cluster(map_rank(local, g), hv[k]);
-#endif
+                    spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+                    if (SLOT_OWNED(k))
+                        hv[k] = spk_lstm_cell(gx[k], v[0][0], v[0][1], v[0][2], v[0][3], b4[k], c[k]);
                 }
+#else
+                if (k * ROW_GROUP < rows) {
+                    const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
+#if DIRECT_PUSH
+                    const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
+#else
+                    const float pi = s; // only the lanes of gate 0 use it
+#endif
+                    const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
+                    const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
+                    const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
+                    if (SLOT_OWNED(k))
+                        hv[k] = spk_lstm_cell(gx[k], pi, pf, pc, po, b4[k], c[k]);
+                }
+#endif
             }
-        }
-        if (last)
-            break;
+#else
+            // 1. gate sums of every row of the tile, from the local copy of h.
+            int b0 = 0;
+            for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
+                row_group<ROW_GROUP>(w, h, pre, b0, j, q);
+            for (; b0 < rows; b0++)
+                row_group<1>(w, h, pre, b0, j, q);
+            __syncthreads();
 
-#if WARP_PUSH
-        // Per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4
-        // (4 consecutive units of one row), each to every block: item i of a
-        // slot is (block i % CLUSTER, row (i / CLUSTER) % G, quad i / (CLUSTER * G)),
-        // its four values shuffled from the lanes that hold them.
-        {
-            const int lane = tid & 31;
-            const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
-            const unsigned bar = full0 + 8u * (unsigned)(parity ^ 1);
+            // 2. cells: activations, c, h.
 #pragma unroll
             for (int k = 0; k < SLOTS; k++) {
-                if (k * ROW_GROUP < rows) {
+                if (SLOT_OWNED(k)) {
+                    const float4 s =
+                        *reinterpret_cast<const float4 *>(pre + SLOT_ROW(k) * PRE_STRIDE + SLOT_UNIT(k) * 4);
+                    hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
+                }
+            }
+#endif
+
+            // h to the output (now, or once the exchange is under way) and, unless
+            // this is the last step, into h[parity^1] of every block.
+            const int next_offset = (parity ^ 1) * h_floats;
 #pragma unroll
-                    for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
-                        const int item = item0 + lane;
-                        const int g = item % CLUSTER, rq = item / CLUSTER;
-                        const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
-                        const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
-                        float4 v;
-                        v.x = __shfl_sync(FULL_MASK, hv[k], from);
-                        v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
-                        v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
-                        v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
-                        const int b = k * ROW_GROUP + e;
-                        if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
-                            const unsigned local = (unsigned)__cvta_generic_to_shared(
-                                h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
+            for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+                if (SLOT_OWNED(k)) {
+                    const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
+                    if (SLOT_STORES(k) && (!LATE_STORE || last))
+                        output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
+                    if (!last) {
+#if WARP_PUSH
+                        // below, a warp's units at once
+#elif DIRECT_PUSH
+                        const unsigned local =
+                            (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
+                        const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+                        for (int g = copy; g < CLUSTER; g += COPIES) {
                             const unsigned target = (rank + (unsigned)g) % CLUSTER;
-                            store_async4(map_rank(local, target), v, map_rank(bar, target));
+                            store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
+                        }
+#elif VECTOR_PUSH
+                        h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
+#else
+                        const unsigned local =
+                            (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
+#pragma unroll
+                        for (unsigned g = 0; g < CLUSTER; g++)
+                            store_cluster(map_rank(local, g), hv[k]);
+#endif
+                    }
+                }
+            }
+#if WARP_PUSH
+            // Per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4
+            // (4 consecutive units of one row), each to every block: item i of a
+            // slot is (block i % CLUSTER, row (i / CLUSTER) % G, quad i / (CLUSTER * G)),
+            // its four values shuffled from the lanes that hold them.
+            if (!last) {
+                const int lane = tid & 31;
+                const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
+                const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+#pragma unroll
+                for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+                    if (k * ROW_GROUP < rows) {
+#pragma unroll
+                        for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
+                            const int item = item0 + lane;
+                            const int g = item % CLUSTER, rq = item / CLUSTER;
+                            const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
+                            const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+                            float4 v;
+                            v.x = __shfl_sync(FULL_MASK, hv[k], from);
+                            v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
+                            v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
+                            v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
+                            const int b = k * ROW_GROUP + e;
+                            if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
+                                const unsigned local = (unsigned)__cvta_generic_to_shared(
+                                    h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
+                                const unsigned target = (rank + (unsigned)g) % CLUSTER;
+                                store_async4(map_rank(local, target), v, map_rank(bar, target));
+                            }
                         }
                     }
                 }
             }
-        }
 #endif
+        } // phases
+        if (last)
+            break;
 
 #if VECTOR_PUSH
         // The block's units of every row, 16 bytes to each peer per store.
         __syncthreads();
         {
+            const int next_offset = (parity ^ 1) * h_floats;
             const int vectors = UNITS / 4, items = rows * vectors * (CLUSTER - 1);
             for (int i = tid; i < items; i += THREADS) {
                 const int peer = i % (CLUSTER - 1), rv = i / (CLUSTER - 1);

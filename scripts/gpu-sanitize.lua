@@ -60,6 +60,12 @@ if spk.lstm.backends.cluster and cuda.device().cluster then
   check_stack("cluster both directions in a block, gates 3 steps ahead, tile 2", { backend = "cluster",
     kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
                push = "warp", gates_ahead = 3, directions = 2 } })
+  check_stack("cluster 2, two row phases, direct pushes, gates 3 steps ahead, tile 8", { backend = "cluster",
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 8, cell = "lanes", store = "late",
+               exchange = "mbarrier", push = "direct", gates_ahead = 3, row_phases = 2 } })
+  check_stack("cluster 2, two row phases, warp pushes, tile 2", { backend = "cluster",
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, cell = "lanes", store = "late",
+               exchange = "mbarrier", push = "warp", gates_ahead = 3, row_phases = 2 } })
 else
   print("sanitize: cluster backend not present or no cluster launch on this device: skipped")
 end

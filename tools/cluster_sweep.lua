@@ -60,6 +60,9 @@
 --   ... d2         both directions of a tile in one block (kernel.directions =
 --                  2): half the clusters, blocks of 256 threads; one
 --                  direction's warps compute while the other's wait for h
+--   ... ph2        the tile's row groups in two halves that take turns
+--                  (kernel.row_phases = 2): one half computes while the
+--                  other's h crosses the cluster (tiles of 2 rows and up)
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -172,6 +175,13 @@ end
 for _, line in ipairs { { "c2 gb4 256 ga3", "direct", 3 }, { "c2 warp 256 ga3", "warp", 3 },
                         { "c2 warp 256", "warp", 1 } } do
   variants[#variants + 1] = mbar_line(line[1], 2, 256, line[2], { gate_block = 4, gates_ahead = line[3] })
+end
+-- two row phases (kernel.row_phases = 2): the tile's halves take turns, one
+-- computing while the other's h crosses the cluster (tiles of 2 rows and up)
+for _, line in ipairs { { "c2 gb4 256 ga3", 2, 256, "direct" }, { "c2 warp 256 ga3", 2, 256, "warp" },
+                        { "c4 warp 128 ga3", 4, 128, "warp" }, { "c4 gb4 128 ga3", 4, 128, "direct" } } do
+  variants[#variants + 1] = mbar_line(line[1] .. " ph2", line[2], line[3], line[4],
+    { gate_block = 4, gates_ahead = 3, row_phases = 2 })
 end
 -- three blocks an SM (kernel.min_blocks = 3: at most 168 registers): more clusters at once
 for _, line in ipairs { { "c4 gb4 128 ga3", "direct", 3 }, { "c4 warp 128 ga3", "warp", 3 },
@@ -289,16 +299,16 @@ end
 
 say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
   .. "src/lstm/cluster.c:")
-say("  {max_batch, cluster, tile_rows, gate_block, chunks, gates_ahead, cell_in_lanes, late_store, vector_push, "
-  .. "mbarrier_exchange, direct_push, warp_push, directions}")
+say("  {max_batch, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, cell_in_lanes, late_store, "
+  .. "vector_push, mbarrier_exchange, direct_push, warp_push}, directions")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
     local k = b.kernel
-    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %d, %s, %s, %s, %s, %s, "
-      .. "%s, %d}, threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, k.cluster, b.tile,
-      k.gate_block, k.chunks, k.gates_ahead, tostring(k.cell == "lanes"), tostring(k.store == "late"),
-      tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"),
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %d, %d, %s, %s, %s, %s, "
+      .. "%s, %s}, directions %d, threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch,
+      k.cluster, b.tile, k.gate_block, k.chunks, k.gates_ahead, k.row_phases, tostring(k.cell == "lanes"),
+      tostring(k.store == "late"), tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"),
       tostring(k.push == "direct" or k.push == "warp"), tostring(k.push == "warp"), k.directions, k.threads)
   end
 end

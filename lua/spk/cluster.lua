@@ -18,6 +18,10 @@
 --                                         directions = 1,       -- | 2: both directions of a tile in one
 --                                                               -- block of 2 * threads (one computes while
 --                                                               -- the other waits; direct pushes), same bits
+--                                         row_phases = 1,       -- | 2: the tile's row groups in two halves
+--                                                               -- that take turns (one computes while the
+--                                                               -- other's h crosses the cluster; direct
+--                                                               -- pushes, two row groups a tile), same bits
 --                                         weights = "registers",-- | "shared"
 --                                         math = "fp32",        -- the recurrence: strict FP32 only (R·h has
 --                                                               -- no MMA form here; TF32 is the plan's math)
@@ -56,7 +60,8 @@ return function(spk, core)
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
   local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
                          row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
-                         push = true, exchange = true, gate_block = true, gates_ahead = true, directions = true }
+                         push = true, exchange = true, gate_block = true, gates_ahead = true, directions = true,
+                         row_phases = true }
   -- option = {value giving false, value giving true, the C field}
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
@@ -80,7 +85,7 @@ return function(spk, core)
       if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
     end
     for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "gates_ahead", "row_group", "min_blocks",
-                           "hidden", "directions" } do
+                           "hidden", "directions", "row_phases" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
     end
     local weights = kernel.weights or "registers"
@@ -103,9 +108,13 @@ return function(spk, core)
     if kernel.directions ~= nil and kernel.directions > 2 then
       fail(("kernel.directions must be 1 or 2 (directions a block runs), got %d"):format(kernel.directions), level + 1)
     end
+    if kernel.row_phases ~= nil and kernel.row_phases > 2 then
+      fail(("kernel.row_phases must be 1 or 2 (halves of a tile that take turns), got %d"):format(kernel.row_phases),
+        level + 1)
+    end
     local k = { hidden = kernel.hidden or hidden, cluster = kernel.cluster, threads = kernel.threads,
                 gate_block = kernel.gate_block, gates_ahead = kernel.gates_ahead, tile_rows = kernel.tile_rows,
-                row_group = kernel.row_group, directions = kernel.directions,
+                row_group = kernel.row_group, directions = kernel.directions, row_phases = kernel.row_phases,
                 min_blocks = kernel.min_blocks, weights_shared = weights == "shared" }
     for _, sw in ipairs(switches) do
       local name, off, on, field = sw[1], sw[2], sw[3], sw[4]
@@ -137,6 +146,9 @@ return function(spk, core)
     if k.directions == 2 and not k.direct_push then
       fail("kernel.directions 2 needs kernel.push \"direct\" or \"warp\"", level + 1)
     end
+    if k.row_phases == 2 and not k.direct_push then
+      fail("kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\"", level + 1)
+    end
     if k.mbarrier_exchange and not k.direct_push then
       if kernel.push == "scalar" then
         fail("kernel.exchange \"mbarrier\" needs kernel.push \"vector\" or \"direct\"", level + 1)
@@ -158,7 +170,7 @@ return function(spk, core)
     positive_integer(batch, "batch", 2)
     local v = core.cluster_variant_for_batch(hidden or 128, batch)
     return { hidden = v.hidden, cluster = v.cluster, threads = v.threads, gate_block = v.gate_block,
-             gates_ahead = v.gates_ahead, directions = v.directions,
+             gates_ahead = v.gates_ahead, directions = v.directions, row_phases = v.row_phases,
              row_group = v.row_group,
              min_blocks = v.min_blocks, weights_shared = v.weights == "shared",
              tile_rows = v.tile_rows > 0 and v.tile_rows or nil, cell_in_lanes = v.cell == "lanes",
@@ -210,6 +222,7 @@ return function(spk, core)
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.directions == 2 then options[#options + 1] = "both directions in a block" end
+    if k.row_phases == 2 then options[#options + 1] = "2 row phases" end
     if k.cell == "lanes" then options[#options + 1] = "cell in lanes" end
     if k.store == "late" then options[#options + 1] = "late store" end
     if k.push ~= "scalar" then options[#options + 1] = k.push .. " push" end

@@ -52,6 +52,8 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
         v->gates_ahead = 1;
     if (v->directions == 0)
         v->directions = 1;
+    if (v->row_phases == 0)
+        v->row_phases = 1;
     int gate_block = v->gate_block == 4 ? 4 : 1; /* the check names any other value */
     if (v->cluster == 0) {
         static const int sizes[] = {8, 4, 2, 1};
@@ -80,8 +82,10 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
         v->max_tile_rows = 32;
     if (v->row_group == 0) {
         v->row_group = chunks > 0 ? chunks : 1;
-        /* lanes form: a tile is padded to whole groups; no padding past the tile */
-        while (v->cell_in_lanes && v->row_group > 1 && v->row_group > v->max_tile_rows)
+        /* lanes form: a tile is padded to whole groups; no padding past the
+         * tile, and with row phases a group for each */
+        int phases = v->row_phases == 2 ? 2 : 1;
+        while (v->cell_in_lanes && v->row_group > 1 && v->row_group * phases > v->max_tile_rows)
             v->row_group /= 2;
     }
     /* ptxas spills at 64 registers (2 blocks of 512 threads) with these options */
@@ -111,8 +115,13 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
  *   batch 48   c4 warp 128 ga3 t2 (4 chunks)     3.315  (persist_static_small_h 11.54)
  *   batch 64   c2 warp 256 ga3 t2 (4 chunks)     3.718  (persist_static_small_h 12.08)
  *   batch 128  c2 gb4 256 ga3 t4 (4 chunks)      6.129  (persist_static_small_h 13.90)
- *   batch 256  c2 gb4 256 ga3 t8 (4 chunks)     12.049  (persist_static_small_h 26.11)
+ *   batch 256  c2 gb4 256 ga3 ph2 t8 (4 chunks) 11.706  (persist_static_small_h 26.14)
  * Every row uses direct pushes (no block barrier in a step) and gate blocks.
+ * Batch 256 runs its 8-row tiles in two row phases (kernel.row_phases 2:
+ * rows 0-3 and 4-7 take turns), 11.706 against 11.999 ms in one phase, the
+ * same run (cluster_sweep_phases.txt, which also has the smaller tiles, where
+ * the halves' row groups of 1-2 rows cost more than they hide: batch 64, tile
+ * 2: 4.214 against 3.643 ms).
  * What decides a row is placement: a block of 256 threads at ~200-240
  * registers is alone on its SM, and 66 clusters of 2 (30 of 4) fit at once.
  * Blocks of 128 threads may share an SM (62 clusters of 4 at once), but only
@@ -126,18 +135,18 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
  * chunks 0: the fit's (the most within 512 threads). */
 static const struct {
     int64_t max_batch;
-    int cluster, tile_rows, gate_block, chunks, gates_ahead; /* tile_rows 0: the schedule picks */
+    int cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases; /* tile_rows 0: the schedule picks */
     bool cell_in_lanes, late_store, vector_push, mbarrier_exchange, direct_push, warp_push;
 } batch_table[] = {
-    {1, 8, 1, 4, 8, 2, true, true, false, true, true, true},
-    {8, 4, 1, 4, 4, 3, true, true, false, true, true, true},
-    {16, 4, 2, 4, 4, 3, true, true, false, true, true, true},
-    {32, 2, 1, 4, 4, 3, true, true, false, true, true, true},
-    {48, 4, 2, 4, 4, 3, true, true, false, true, true, true},
-    {64, 2, 2, 4, 4, 3, true, true, false, true, true, true},
-    {128, 2, 4, 4, 4, 3, true, true, false, true, true, false},
-    {256, 2, 8, 4, 4, 3, true, true, false, true, true, false},
-    {INT64_MAX, 8, 16, 4, 8, 1, true, true, false, true, true, true},
+    {1, 8, 1, 4, 8, 2, 1, true, true, false, true, true, true},
+    {8, 4, 1, 4, 4, 3, 1, true, true, false, true, true, true},
+    {16, 4, 2, 4, 4, 3, 1, true, true, false, true, true, true},
+    {32, 2, 1, 4, 4, 3, 1, true, true, false, true, true, true},
+    {48, 4, 2, 4, 4, 3, 1, true, true, false, true, true, true},
+    {64, 2, 2, 4, 4, 3, 1, true, true, false, true, true, true},
+    {128, 2, 4, 4, 4, 3, 1, true, true, false, true, true, false},
+    {256, 2, 8, 4, 4, 3, 2, true, true, false, true, true, false},
+    {INT64_MAX, 8, 16, 4, 8, 1, 1, true, true, false, true, true, true},
 };
 
 /* Threads of the fewest chunks from `chunks` up whose block holds at most
@@ -159,6 +168,7 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .cluster = batch_table[i].cluster,
                              .gate_block = batch_table[i].gate_block,
                              .gates_ahead = batch_table[i].gates_ahead,
+                             .row_phases = batch_table[i].row_phases,
                              .max_tile_rows = batch_table[i].tile_rows,
                              .cell_in_lanes = batch_table[i].cell_in_lanes,
                              .late_store = batch_table[i].late_store,
@@ -203,7 +213,7 @@ size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows)
     size_t group = v->row_group > 0 ? (size_t)v->row_group : 1;
     size_t padded = v->cell_in_lanes ? ((size_t)tile_rows + group - 1) / group * group : (size_t)tile_rows;
     size_t pre = v->cell_in_lanes ? 0 : (size_t)tile_rows * (gate_rows + 4);
-    size_t barriers = v->mbarrier_exchange ? 4 : 0; /* two 8-byte mbarriers */
+    size_t barriers = v->mbarrier_exchange ? 4 * (size_t)(v->row_phases == 2 ? 2 : 1) : 0; /* 2 x 8 bytes a phase */
     /* the gates' stages: a float4 per thread, slot (row group) and step ahead */
     size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
@@ -251,6 +261,14 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
     if (v->directions == 2 && (!v->direct_push || v->weights_shared || 2 * v->threads > 1024))
         return spk_fail("kernel.directions 2 needs direct pushes (kernel.push \"direct\" or \"warp\"), kernel.weights "
                         "\"registers\" and 2 * threads <= 1024 (threads %d)", v->threads);
+    if (v->row_phases != 1 && v->row_phases != 2)
+        return spk_fail("kernel.row_phases %d must be 1 or 2 (halves of a tile that take turns)", v->row_phases);
+    if (v->row_phases == 2 && !v->direct_push)
+        return spk_fail("kernel.row_phases 2 needs direct pushes (kernel.push \"direct\" or \"warp\")");
+    if (v->row_phases == 2 && (v->max_tile_rows + v->row_group - 1) / v->row_group < 2)
+        return spk_fail("kernel.row_phases 2 needs two row groups a tile: tile_rows %d, row_group %d (give "
+                        "tile_rows >= %d or a smaller row_group)", v->max_tile_rows, v->row_group,
+                        v->row_group + 1);
     int block = v->threads * v->directions; /* threads of a block */
     if (v->min_blocks < 1 || v->min_blocks * block > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for blocks of %d threads", v->min_blocks, 2048 / block,
@@ -283,7 +301,7 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
     static const char *names[SPK_CLUSTER_VARIANT_DEFINES] = {
         "HIDDEN",         "CLUSTER",       "THREADS",    "TILE_ROWS",   "ROW_GROUP",         "MIN_BLOCKS",
         "WEIGHTS_SHARED", "CELL_IN_LANES", "LATE_STORE", "VECTOR_PUSH", "MBARRIER_EXCHANGE", "DIRECT_PUSH",
-        "GATE_BLOCK",     "WARP_PUSH",     "GATES_AHEAD", "DIRECTIONS"};
+        "GATE_BLOCK",     "WARP_PUSH",     "GATES_AHEAD", "DIRECTIONS", "ROW_PHASES"};
     int values[SPK_CLUSTER_VARIANT_DEFINES] = {v->hidden,
                                                v->cluster,
                                                v->threads,
@@ -299,7 +317,8 @@ void spk_cluster_variant_defines_fill(const spk_cluster_variant *v, spk_cluster_
                                                v->gate_block,
                                                v->warp_push ? 1 : 0,
                                                v->gates_ahead,
-                                               v->directions};
+                                               v->directions,
+                                               v->row_phases};
     for (int i = 0; i < SPK_CLUSTER_VARIANT_DEFINES; i++) {
         snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
         out->defines[i].name = names[i];

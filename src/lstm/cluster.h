@@ -47,6 +47,9 @@ typedef struct spk_cluster_variant {
     int directions;         /* DIRECTIONS: directions a block runs, 1 or 2 (both directions of a tile in one
                                block of 2 * threads, each with its own shared memory: one direction computes
                                while the other waits for its h; needs direct_push, weights in registers) */
+    int row_phases;         /* ROW_PHASES: 1, or 2: the tile's row groups in two halves that take turns, each
+                               with its own mbarriers (one half computes while the other's h crosses the
+                               cluster); needs direct_push and two row groups a tile */
 } spk_cluster_variant;
 
 typedef struct spk_cluster_geometry {
@@ -57,11 +60,12 @@ typedef struct spk_cluster_geometry {
     size_t weight_bytes;    /* shared memory for R (weights_shared), else 0 */
 } spk_cluster_geometry;
 
-/* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, directions 1, cluster 8 where
+/* What a script left out, fitted to `hidden`: gate_block 1, gates_ahead 1, directions 1, row_phases 1, cluster 8 where
  * it divides (else the largest of 4, 2, 1 that gives whole warps), threads =
  * the most chunks (8, 4, 2) within 512 threads (256 a direction with directions 2), tile rows 32, row_group = chunks
  * (with cell_in_lanes: at most the largest power of two <= tile rows, as a
- * tile is padded to whole row groups), min_blocks 2 where each thread holds
+ * tile is padded to whole row groups; with row_phases 2 at most half the
+ * tile rows, so each phase has a group), min_blocks 2 where each thread holds
  * at most 16 weights and none of the options ptxas spills with at 64
  * registers is set (mbarrier_exchange, except in the lanes form with one
  * row; vector_push without cell_in_lanes past one row; cell_in_lanes past
@@ -75,7 +79,7 @@ int spk_cluster_variant_check(const spk_cluster_variant *v, spk_cluster_geometry
 /* Dynamic shared memory of a launch with tiles of `tile_rows` rows. */
 size_t spk_cluster_smem_bytes(const spk_cluster_variant *v, int tile_rows);
 
-#define SPK_CLUSTER_VARIANT_DEFINES 16
+#define SPK_CLUSTER_VARIANT_DEFINES 17
 typedef struct spk_cluster_variant_defines {
     spk_define defines[SPK_CLUSTER_VARIANT_DEFINES];
     char text[SPK_CLUSTER_VARIANT_DEFINES][16];

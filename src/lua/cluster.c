@@ -1,7 +1,7 @@
 /* Bindings of the cluster GPU stack (lstm/cluster.h):
  *   core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math = "fp32" | "tf32",
  *                          kernel = {hidden =, cluster =, threads =, gate_block =, gates_ahead =, tile_rows =,
- *                                    row_group =, directions =,
+ *                                    row_group =, directions =, row_phases =,
  *                                    min_blocks =, weights_shared =, cell_in_lanes =, late_store =,
  *                                    vector_push =, mbarrier_exchange =, direct_push =, warp_push =}}
  *                                    -> plan userdata
@@ -36,6 +36,7 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         v->row_group = (int)spk_lua_int_field(L, t, "row_group", 0, "kernel");
         v->min_blocks = (int)spk_lua_int_field(L, t, "min_blocks", 0, "kernel");
         v->directions = (int)spk_lua_int_field(L, t, "directions", 0, "kernel");
+        v->row_phases = (int)spk_lua_int_field(L, t, "row_phases", 0, "kernel");
         static const char *flags[] = {"weights_shared", "cell_in_lanes", "late_store", "vector_push",
                                       "mbarrier_exchange", "direct_push", "warp_push"};
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
@@ -53,7 +54,7 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
 
 static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_cluster_geometry *g)
 {
-    lua_createtable(L, 0, 16);
+    lua_createtable(L, 0, 24);
     lua_pushinteger(L, v->hidden), lua_setfield(L, -2, "hidden");
     lua_pushinteger(L, v->cluster), lua_setfield(L, -2, "cluster");
     lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
@@ -63,6 +64,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
     lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
     lua_pushinteger(L, v->min_blocks), lua_setfield(L, -2, "min_blocks");
     lua_pushinteger(L, v->directions), lua_setfield(L, -2, "directions");
+    lua_pushinteger(L, v->row_phases), lua_setfield(L, -2, "row_phases");
     lua_pushstring(L, v->weights_shared ? "shared" : "registers"), lua_setfield(L, -2, "weights");
     lua_pushstring(L, v->cell_in_lanes ? "lanes" : "shared"), lua_setfield(L, -2, "cell");
     lua_pushstring(L, v->late_store ? "late" : "step"), lua_setfield(L, -2, "store");

@@ -426,14 +426,15 @@ TEST(gate_blocks)
     CHECK(spk_cluster_variant_check(&b64, &geometry) == 0);
     CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.warp_push && tile_rows == 2);
     spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128, &tile_rows);
-    CHECK(b128.cluster == 2 && !b128.warp_push && b128.direct_push && tile_rows == 4);
+    CHECK(b128.cluster == 2 && !b128.warp_push && b128.direct_push && tile_rows == 4 && b128.row_phases == 1);
     spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256, &tile_rows);
     CHECK(spk_cluster_variant_check(&b256, &geometry) == 0);
     CHECK(b256.gate_block == 4 && b256.cluster == 2 && !b256.warp_push && geometry.chunks == 4 && tile_rows == 8);
-    CHECK(b256.gates_ahead == 3);
+    CHECK(b256.gates_ahead == 3 && b256.row_phases == 2 && b256.row_group == 4); /* two halves of 4 rows */
     spk_cluster_variant b257 = spk_cluster_variant_for_batch(128, 257, &tile_rows);
     CHECK(spk_cluster_variant_check(&b257, &geometry) == 0);
     CHECK(b257.cluster == 8 && b257.warp_push && geometry.chunks == 8 && b257.gates_ahead == 1 && tile_rows == 16);
+    CHECK(b257.row_phases == 1);
     /* hidden 16 at batch 16 (cluster 4): no whole warp of gate blocks: one gate row a thread, 4-byte direct
      * pushes; at batch 32 (cluster 2, 8 units a block) gate blocks make one warp */
     spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16, &tile_rows);
@@ -569,6 +570,61 @@ TEST(directions_in_a_block)
     CHECK_STR_CONTAINS(spk_last_error(), "directions must be 1 or 2");
 }
 
+static int ptx_count(const char *code, size_t bytes, const char *needle)
+{
+    int n = 0;
+    size_t len = strlen(needle);
+    for (const char *at = code, *end = code + bytes; (at = memmem(at, (size_t)(end - at), needle, len)); at += len)
+        n++;
+    return n;
+}
+
+/* kernel.row_phases 2: the tile's row groups in two halves, each with its own
+ * pair of mbarriers; a row group for each half. */
+TEST(row_phases_take_turns)
+{
+    spk_cluster_variant v = {.hidden = 128, .cluster = 2, .threads = 256, .gate_block = 4, .max_tile_rows = 8,
+                             .cell_in_lanes = true, .late_store = true, .mbarrier_exchange = true,
+                             .direct_push = true, .gates_ahead = 3, .row_phases = 2};
+    spk_cluster_variant_fit(&v);
+    CHECK(spk_cluster_variant_check(&v, NULL) == 0 && v.row_group == 4);
+    spk_cluster_variant one = v;
+    one.row_phases = 1;
+    CHECK(spk_cluster_smem_bytes(&v, 8) == spk_cluster_smem_bytes(&one, 8) + 16); /* two more mbarriers */
+    size_t bytes, one_bytes;
+    const char *code, *one_code;
+    spk_module *m = compile_ptx(&v, &code, &bytes), *m1 = compile_ptx(&one, &one_code, &one_bytes);
+    if (m && m1) {
+        CHECK(ptx_count(code, bytes, "mbarrier.init.shared::cta.b64") == 4);
+        CHECK(ptx_count(one_code, one_bytes, "mbarrier.init.shared::cta.b64") == 2);
+        CHECK(memmem(code, bytes, "bar.sync", 8) == NULL && memmem(code, bytes, "barrier.sync", 12) == NULL);
+    }
+    spk_module_release(m);
+    spk_module_release(m1);
+    check_compiles_within_budget(&v, "two row phases, tile 8");
+    /* tiles of 2: one row a group */
+    spk_cluster_variant two = {.hidden = 128, .cluster = 2, .threads = 256, .gate_block = 4, .max_tile_rows = 2,
+                               .cell_in_lanes = true, .late_store = true, .mbarrier_exchange = true,
+                               .direct_push = true, .warp_push = true, .gates_ahead = 3, .row_phases = 2};
+    spk_cluster_variant_fit(&two);
+    CHECK(two.row_group == 1 && spk_cluster_variant_check(&two, NULL) == 0);
+    check_compiles_within_budget(&two, "two row phases, tile 2");
+    spk_cluster_variant grouped = two;
+    grouped.row_group = 2;
+    CHECK_REFUSED(grouped, "kernel.row_phases 2 needs two row groups a tile: tile_rows 2, row_group 2");
+    spk_cluster_variant single = two;
+    single.max_tile_rows = 1;
+    CHECK_REFUSED(single, "needs two row groups a tile: tile_rows 1, row_group 1");
+    spk_cluster_variant three = v;
+    three.row_phases = 3;
+    CHECK_REFUSED(three, "kernel.row_phases 3 must be 1 or 2");
+    spk_cluster_variant plain = {.hidden = 128, .cluster = 8, .max_tile_rows = 8, .row_phases = 2};
+    spk_cluster_variant_fit(&plain);
+    CHECK_REFUSED(plain, "kernel.row_phases 2 needs direct pushes");
+    spk_define d[] = {{"ROW_PHASES", "2"}};
+    check_kernel_refuses(d, 1, "ROW_PHASES must be 1, or 2 with DIRECT_PUSH");
+}
+
 TEST(defaults_fit_the_hidden_size)
 {
     spk_cluster_geometry g;
@@ -698,6 +754,7 @@ int main(void)
     RUN(warp_pushes);
     RUN(gates_ahead);
     RUN(directions_in_a_block);
+    RUN(row_phases_take_turns);
     RUN(defaults_fit_the_hidden_size);
     RUN(shared_memory_is_weights_two_h_buffers_and_padded_pre_activations);
     RUN(option_checks_and_the_batch_table);

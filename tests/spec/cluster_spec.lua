@@ -93,6 +93,16 @@ describe("cluster backend options", function()
     assert.are.same({ 2, "2", 128 }, { both.directions, both.defines.DIRECTIONS, both.threads })
     assert.are.same({ 1, "1" }, { single.directions, single.defines.DIRECTIONS })
     assert.are.equal(2 * single.smem_bytes, both.smem_bytes)
+    refuses({ row_phases = 3 }, "kernel.row_phases must be 1 or 2 %(halves of a tile that take turns%), got 3")
+    refuses({ row_phases = 2 }, 'kernel.row_phases 2 needs kernel.push "direct" or "warp"')
+    refuses({ gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp", tile_rows = 1, row_phases = 2 },
+      "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1")
+    local halves = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "warp",
+                                              tile_rows = 2, row_phases = 2 }
+    assert.are.same({ 2, "2", 1, "1" }, { halves.row_phases, halves.defines.ROW_PHASES, halves.row_group,
+                                         single.defines.ROW_PHASES })
+    assert.are.equal(2, single.row_group) -- one phase: the whole tile in a group
+    assert.are.equal(single.smem_bytes + 16, halves.smem_bytes) -- two more mbarriers; h holds 2 rows in both
     local g = spk.lstm.cluster_variant { gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct",
                                          tile_rows = 4 }
     assert.are.same({ 4, 128, 8, 4, "4" }, { g.gate_block, g.threads, g.chunks, g.row_group, g.defines.GATE_BLOCK })
@@ -127,16 +137,17 @@ describe("cluster backend options", function()
       assert.are.equal(k.gates_ahead, v.gates_ahead, "batch " .. batch)
       assert.is_true(k.tile_rows == nil or (k.tile_rows >= 1 and k.tile_rows <= 32), "batch " .. batch)
     end
-    local blocks, warp, ahead, tiles = {}, {}, {}, {}
-    for _, batch in ipairs { 1, 8, 32, 64, 256 } do
+    local blocks, warp, ahead, tiles, phases = {}, {}, {}, {}, {}
+    for _, batch in ipairs { 1, 8, 32, 64, 128, 129, 256, 257 } do
       local k = spk.lstm.cluster_default(batch)
       blocks[#blocks + 1], warp[#warp + 1], ahead[#ahead + 1] = k.gate_block, k.warp_push, k.gates_ahead
-      tiles[#tiles + 1] = k.tile_rows
+      tiles[#tiles + 1], phases[#phases + 1] = k.tile_rows, k.row_phases
     end
-    assert.are.same({ 4, 4, 4, 4, 4 }, blocks)
-    assert.are.same({ true, true, true, true, false }, warp)
-    assert.are.same({ 2, 3, 3, 3, 3 }, ahead)
-    assert.are.same({ 1, 1, 1, 2, 8 }, tiles)
+    assert.are.same({ 4, 4, 4, 4, 4, 4, 4, 4 }, blocks)
+    assert.are.same({ true, true, true, true, false, false, false, true }, warp)
+    assert.are.same({ 2, 3, 3, 3, 3, 3, 3, 1 }, ahead)
+    assert.are.same({ 1, 1, 1, 2, 4, 8, 8, 16 }, tiles)
+    assert.are.same({ 1, 1, 1, 1, 1, 2, 2, 1 }, phases) -- 8-row tiles in two halves of 4
     assert.has_error(function() spk.lstm.cluster_default(0) end)
     -- a hidden size no row fits: the generic fit
     local k = spk.lstm.cluster_default(32, 16)
@@ -249,6 +260,15 @@ describe("cluster backend (GPU)", function()
     { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
       gates_ahead = 3, directions = 2 },
     { cluster = 16, cell = "lanes", exchange = "mbarrier", push = "direct", directions = 2 },
+    -- the tile's halves taking turns (tiles of two row groups and up; batch 37
+    -- leaves a last tile whose second half is short, or empty at tile 32)
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
+      gates_ahead = 3, row_phases = 2 },
+    { cell = "lanes", exchange = "mbarrier", push = "direct", row_phases = 2 },
+    { cluster = 16, threads = 64, gate_block = 4, cell = "lanes", exchange = "mbarrier", push = "direct",
+      row_phases = 2 },
+    { threads = 128, gate_block = 4, cell = "lanes", store = "late", exchange = "mbarrier", push = "warp",
+      gates_ahead = 3, directions = 2, row_phases = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every step-latency option gives the same bits (tile %d)"):format(tile), function()
@@ -258,13 +278,16 @@ describe("cluster backend (GPU)", function()
       for _, options in ipairs(option_sets) do
         local kernel = { tile_rows = tile }
         for k, v in pairs(options) do kernel[k] = v end
-        local plan = cluster { layers = layers, batch = 37, steps = 64, kernel = kernel }
-        -- an odd forced height in the lanes form sizes the kernel to exactly 3
-        -- rows, which may spill a few bytes at 64 registers; the bits must agree
-        if tile ~= 3 then assert.are.equal(0, plan.kernel.spills, describe_plan(plan)) end
-        local same, c = bit_compare(plan:forward(x), y)
-        assert.is_true(same, ("%s differs from the plain kernel: %s"):format(describe_plan(plan), tostring(c)))
-        plan:close()
+        -- (two row phases need two row groups: not at tile 1)
+        if not (options.row_phases and tile == 1) then
+          local plan = cluster { layers = layers, batch = 37, steps = 64, kernel = kernel }
+          -- an odd forced height in the lanes form sizes the kernel to exactly 3
+          -- rows, which may spill a few bytes at 64 registers; the bits must agree
+          if tile ~= 3 then assert.are.equal(0, plan.kernel.spills, describe_plan(plan)) end
+          local same, c = bit_compare(plan:forward(x), y)
+          assert.is_true(same, ("%s differs from the plain kernel: %s"):format(describe_plan(plan), tostring(c)))
+          plan:close()
+        end
       end
     end)
   end
@@ -272,17 +295,21 @@ describe("cluster backend (GPU)", function()
   -- (3 steps ahead: more stages than 1 and 2 steps use)
   local forms = { { push = "vector" }, { push = "direct" }, { push = "direct", gate_block = 4 },
                   { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 },
-                  { push = "warp", gate_block = 4, gates_ahead = 3, directions = 2 } }
+                  { push = "warp", gate_block = 4, gates_ahead = 3, directions = 2 },
+                  -- tiles of 4 rows in two row groups: batch 5 leaves a tile of one row (an empty second half)
+                  { push = "warp", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 } }
   for _, form in ipairs(forms) do
     local push, gate_block, gates_ahead, directions = form.push, form.gate_block, form.gates_ahead, form.directions
+    local row_phases, tile_rows = form.row_phases, form.tile_rows
     local name = push .. (gate_block and ", gate blocks" or "") ..
       (gates_ahead and (", gates %d steps ahead"):format(gates_ahead) or "") ..
-      (directions and ", both directions in a block" or "")
+      (directions and ", both directions in a block" or "") .. (row_phases and ", two row phases" or "")
     gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
       -- gate blocks at 128 threads: 8 chunks, the plain kernel's sums
       local kernel = { cell = "lanes", store = "late", exchange = "mbarrier", push = push, gate_block = gate_block,
-                       threads = gate_block and 128 or nil, gates_ahead = gates_ahead, directions = directions }
+                       threads = gate_block and 128 or nil, gates_ahead = gates_ahead, directions = directions,
+                       row_phases = row_phases, tile_rows = tile_rows }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
@@ -292,9 +319,10 @@ describe("cluster backend (GPU)", function()
       end
       local xb = lcg_uniform({ 1024, 16, 60 }, 10)
       local waves = cluster { layers = layers, batch = 1024, steps = 16,
-                              kernel = { tile_rows = 1, exchange = "mbarrier", cell = "lanes", push = push,
-                                         gate_block = gate_block, threads = kernel.threads,
-                                         gates_ahead = gates_ahead, directions = directions } }
+                              kernel = { tile_rows = row_phases and 2 or 1, exchange = "mbarrier", cell = "lanes",
+                                         push = push, gate_block = gate_block, threads = kernel.threads,
+                                         gates_ahead = gates_ahead, directions = directions,
+                                         row_phases = row_phases } }
       assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
       local one = cluster { layers = layers, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
       local same, c = bit_compare(waves:forward(xb), one:forward(xb))

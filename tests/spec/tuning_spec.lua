@@ -413,7 +413,11 @@ describe("spk tune", function()
       .. "store late, push direct, exchange mbarrier%)", out)
     assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("batch 8: 29 variants: .*cluster %(tile_rows 8%); "
+    assert.matches("cluster %(tile_rows 8, cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
+      .. "store late, push direct, exchange mbarrier, row_phases 2%)", out)
+    assert.is_nil(out:match("tile_rows [12], cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
+      .. "store late, push direct, exchange mbarrier, row_phases 2"))
+    assert.matches("batch 8: 31 variants: .*cluster %(tile_rows 8%); "
       .. "cluster %(tile_rows 8, cell lanes, store late%)", out)
     assert.matches("cluster %(tile_rows 8, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
       .. "store late, push direct, exchange mbarrier%)", out)

@@ -90,7 +90,8 @@ local function variants(backend, batch, algos, hidden)
     -- options off, with the cell in the reducing lanes and the late store,
     -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden),
     -- one gate row or four (cluster 4, 4 chunks: threads = hidden; the gates 3 steps ahead) a thread,
-    -- and four at cluster 2 (4 chunks: threads = 2 * hidden, one block an SM)
+    -- and four at cluster 2 (4 chunks: threads = 2 * hidden, one block an SM), from tiles of 4 rows also
+    -- in two row phases
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
@@ -106,6 +107,11 @@ local function variants(backend, batch, algos, hidden)
             out[#out + 1] = { kernel = { tile_rows = h, cluster = cluster, threads = hidden * 4 // cluster,
                                          gate_block = 4, gates_ahead = 3, cell = "lanes", store = "late",
                                          exchange = "mbarrier", push = "direct" } }
+          end
+          if h >= 4 then
+            out[#out + 1] = { kernel = { tile_rows = h, cluster = 2, threads = hidden * 2, gate_block = 4,
+                                         gates_ahead = 3, cell = "lanes", store = "late", exchange = "mbarrier",
+                                         push = "direct", row_phases = 2 } }
           end
         end
       end
@@ -124,7 +130,7 @@ local function describe(options)
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
   for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "gate_block", "gates_ahead", "cell", "store",
-                         "push", "exchange" } do
+                         "push", "exchange", "row_phases" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
