@@ -53,20 +53,26 @@ static void ptxas_figures(const char *log, int *registers, int *spill_stores)
     }
 }
 
-/* The spill bytes ptxas reported; where its log has no figures (the H200
- * machine's NVRTC leaves some logs empty), the kernel's local memory per
- * thread as the loaded module reports it, on a device of the same arch. */
-static int spills_or_local_bytes(spk_module *m, int spills)
+/* The registers and spill bytes ptxas reported; where its log has no
+ * figures (the H200 machine's NVRTC leaves some logs empty), the loaded
+ * kernel's registers and local memory per thread, on a device of the same
+ * arch (-1 where neither is known). */
+static void module_figures(spk_module *m, int *registers, int *spills)
 {
-    if (spills >= 0 || !spk_cuda_available())
-        return spills;
+    ptxas_figures(spk_module_log(m), registers, spills);
+    if ((*registers >= 0 && *spills >= 0) || !spk_cuda_available())
+        return;
     spk_kernel *k = spk_module_kernel(m, "spk_lstm_cluster");
     spk_kernel_attrs a;
-    int local = k && spk_kernel_attributes(k, &a) == 0 ? (int)a.local_bytes : -1;
-    if (local < 0)
+    if (k && spk_kernel_attributes(k, &a) == 0) {
+        if (*registers < 0)
+            *registers = a.registers;
+        if (*spills < 0)
+            *spills = (int)a.local_bytes;
+    } else {
         fprintf(stderr, "  no ptxas figures and no kernel attributes: %s\n", spk_last_error());
+    }
     spk_kernel_free(k);
-    return local;
 }
 
 static spk_module *compile_verbose(const spk_cluster_variant *v)
@@ -99,7 +105,7 @@ static void check_compiles_within_budget(const spk_cluster_variant *v, const cha
         return;
     }
     int registers, spills;
-    ptxas_figures(spk_module_log(m), &registers, &spills);
+    module_figures(m, &registers, &spills);
     fprintf(stderr, "  %s: cluster %2d threads %4d gate_block %d tile_rows %2d row_group %d min_blocks %d cell %-6s "
                     "store %-4s push %-6s exchange %-8s gates_ahead %d: %3d registers, %3d bytes spill stores, "
                     "smem %zu\n",
@@ -143,7 +149,7 @@ TEST(every_variant_compiles_for_sm90_without_spills)
         CHECK(bytes > 4 && memcmp(code, "\x7f" "ELF", 4) == 0);
         CHECK(memmem(code, bytes, "spk_lstm_cluster", 16) != NULL);
         int registers, spills;
-        ptxas_figures(spk_module_log(m), &registers, &spills);
+        module_figures(m, &registers, &spills);
         fprintf(stderr, "  hidden %3d cluster %2d threads %4d tile_rows %2d weights %-9s row_group %d min_blocks %d:"
                         " %3d registers, %3d bytes spill stores, smem %zu bytes at %d rows\n",
                 v.hidden, v.cluster, v.threads, v.max_tile_rows, v.weights_shared ? "shared" : "registers",
@@ -170,8 +176,7 @@ static void check_default_compiles(int hidden, int64_t batch)
     if (!m)
         return;
     int registers, spills;
-    ptxas_figures(spk_module_log(m), &registers, &spills);
-    spills = spills_or_local_bytes(m, spills);
+    module_figures(m, &registers, &spills);
     if (spills != 0)
         fprintf(stderr, "  hidden %d batch %lld default: cluster %d threads %d tile_rows %d min_blocks %d: %d "
                         "registers, %d bytes spill stores; ptxas said:\n%s\n",
