@@ -358,9 +358,9 @@ function M.default_choice(facts, batch)
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results, commit 2153187): cluster 1.06 / 1.37 / 2.49
-  -- / 3.71 / 12.1 ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.32 /
-  -- 3.66 / 5.76 / 6.22 / 15.5. Above 256 the cluster rows are unmeasured
+  -- 2026-11-30 (README's results, commit 029f406): cluster 1.04 / 1.34 / 2.45
+  -- / 3.53 / 11.7 ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.36 /
+  -- 3.61 / 5.60 / 6.09 / 15.4. Above 256 the cluster rows are unmeasured
   -- against the persistent kernel, which stays the default there.
   if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
