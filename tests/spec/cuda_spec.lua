@@ -459,17 +459,25 @@ describe("spk.cuda on a GPU", function()
     s:synchronize()
   end)
 
-  gpu_it("multiplies with cuBLAS like the CPU, FP32 by default", function()
-    local m, n, k = 33, 17, 65
-    local a, b = spk.randn({ m, k }, { seed = 11 }), spk.randn({ k, n }, { seed = 12 })
-    local want = spk.zeros({ m, n }, "f64")
+  -- a · b (or a · bᵀ) of host tensors, in f64
+  local function f64_product(a, b, transb)
+    local m, k = a:shape()[1], a:shape()[2]
+    local n = transb and b:shape()[1] or b:shape()[2]
+    local out = spk.zeros({ m, n }, "f64")
     for i = 1, m do
       for j = 1, n do
         local acc = 0
-        for p = 1, k do acc = acc + a:get(i, p) * b:get(p, j) end
-        want:set(i, j, acc)
+        for p = 1, k do acc = acc + a:get(i, p) * (transb and b:get(j, p) or b:get(p, j)) end
+        out:set(i, j, acc)
       end
     end
+    return out
+  end
+
+  gpu_it("multiplies with cuBLAS like the CPU, FP32 by default", function()
+    local m, n, k = 33, 17, 65
+    local a, b = spk.randn({ m, k }, { seed = 11 }), spk.randn({ k, n }, { seed = 12 })
+    local want = f64_product(a, b)
     local c = cuda.zeros({ m, n })
     spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c }
     assert.tensor_near(want, c:cpu():to("f64"), { rel_l2 = 1e-6 })
@@ -499,15 +507,7 @@ describe("spk.cuda on a GPU", function()
     local got = c:cpu():to("f64")
     for i = 1, count do
       local bi = b:select(1, i)
-      local want = spk.zeros({ m, n }, "f64")
-      for r = 1, m do
-        for j = 1, n do
-          local acc = 0
-          for p = 1, k do acc = acc + a:get(r, p) * bi:get(j, p) end
-          want:set(r, j, acc)
-        end
-      end
-      assert.tensor_near(want, got:select(1, i), { rel_l2 = 1e-6 })
+      assert.tensor_near(f64_product(a, bi, true), got:select(1, i), { rel_l2 = 1e-6 })
       -- the same matrix alone, through cublasGemmEx
       local one = cuda.zeros({ m, n })
       spk.blas.gemm { a = a:cuda(), b = bi:contiguous():cuda(), c = one, transb = true }
