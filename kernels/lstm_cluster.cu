@@ -169,6 +169,11 @@
 //    a barrier before its re-arm (the tx-count goes below zero), but never
 //    before the previous phase completed, and the phase cannot complete
 //    without the re-arm's arrival.
+//  - ROW_PHASES 2: each half of the tile's row groups has its own full[0],
+//    full[1], armed for its rows' bytes, and its pushes complete_tx there. A
+//    half's pushes write only its rows of h, which only its reads touch, so
+//    the arguments above hold for each half on its own; a half without rows
+//    (a short last tile) never arms, waits or pushes.
 //  - Exit: after the last step every block takes one cluster barrier, so no
 //    block leaves while a peer may still store into its shared memory.
 //  - Never hanging: a wait gives up after about a second (globaltimer),
@@ -517,8 +522,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const unsigned rank = cluster_rank();
 
     // Shared memory of a direction: [2 mbarriers a phase], [weights], h[2][padded rows][H],
-    // [pre[tile_rows][PRE_STRIDE]], [gate stages[GATES_AHEAD][SLOTS][THREADS] float4]; with DIRECTIONS 2 the backward's after the forward's
-    // (`need` bytes each, a multiple of 16).
+    // [pre[tile_rows][PRE_STRIDE]], [gate stages[GATES_AHEAD][SLOTS][THREADS] float4]; with DIRECTIONS 2
+    // the backward's after the forward's (`need` bytes each, a multiple of 16).
     const int weight_floats = WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0;
     const int padded_rows = CELL_IN_LANES ? (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP : tile_rows;
     const int pre_floats = CELL_IN_LANES ? 0 : tile_rows * PRE_STRIDE;
