@@ -63,6 +63,11 @@
 --   ... ph2        the tile's row groups in two halves that take turns
 --                  (kernel.row_phases = 2): one half computes while the
 --                  other's h crosses the cluster (tiles of 2 rows and up)
+--   c2 gb4 512     cluster 2 with 8 chunks a gate block: 64 weight registers
+--                  a thread, 16 warps an SM instead of 8 (at most 128
+--                  registers); "rg4" with row groups of 4. Measured slower at
+--                  batch 128 and 256: more instructions a step, no more
+--                  issue (docs/performance.md)
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
@@ -175,6 +180,14 @@ end
 for _, line in ipairs { { "c2 gb4 256 ga3", "direct", 3 }, { "c2 warp 256 ga3", "warp", 3 },
                         { "c2 warp 256", "warp", 1 } } do
   variants[#variants + 1] = mbar_line(line[1], 2, 256, line[2], { gate_block = 4, gates_ahead = line[3] })
+end
+-- cluster 2 with 512 threads (8 chunks a gate block, 64 weight registers a thread, at most 128 registers):
+-- 4 warps a scheduler instead of 2, for batch tiles where a step is issue-bound
+for _, line in ipairs { { "c2 gb4 512 ga3", "direct", 1, nil }, { "c2 gb4 512 ga3 rg4", "direct", 1, 4 },
+                        { "c2 gb4 512 ga3 ph2", "direct", 2, nil }, { "c2 warp 512 ga3", "warp", 1, nil },
+                        { "c2 warp 512 ga3 ph2", "warp", 2, nil } } do
+  variants[#variants + 1] = mbar_line(line[1], 2, 512, line[2],
+    { gate_block = 4, gates_ahead = 3, row_phases = line[3], row_group = line[4] })
 end
 -- two row phases (kernel.row_phases = 2): the tile's halves take turns, one
 -- computing while the other's h crosses the cluster (tiles of 2 rows and up)
