@@ -741,11 +741,18 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 // chunk lanes: lane q ends with all four of row SLOT_ROW(k)
                 if (k * ROW_GROUP < rows) {
                     float v[ROW_GROUP][4];
+                    // each row's first float4 of h is loaded one row ahead, so the load's latency
+                    // passes under the previous row's FMAs (rows of a group past `rows` are zeros in h)
+                    const float *group_h = h + k * ROW_GROUP * HIDDEN;
+                    float4 h_next = reinterpret_cast<const float4 *>(group_h)[q];
 #pragma unroll
                     for (int e = 0; e < ROW_GROUP; e++) {
+                        const float4 h_first = h_next;
+                        if (e + 1 < ROW_GROUP)
+                            h_next = reinterpret_cast<const float4 *>(group_h + (e + 1) * HIDDEN)[q];
                         float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
                         if (k * ROW_GROUP + e < rows)
-                            d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(w, h + (k * ROW_GROUP + e) * HIDDEN, q);
+                            d = spk_partial_dot4_from<FLOAT4_PER_CHUNK, CHUNKS>(w, group_h + e * HIDDEN, q, h_first);
                         v[e][0] = d.x;
                         v[e][1] = d.y;
                         v[e][2] = d.z;
