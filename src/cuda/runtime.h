@@ -304,10 +304,13 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
 typedef enum {
     SPK_MATH_FP32 = 0,     /* CUBLAS_COMPUTE_32F: IEEE FP32 products and sums (default) */
     SPK_MATH_TF32 = 1,     /* CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, TF32 inputs */
-    SPK_MATH_PEDANTIC = 2  /* CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision shortcuts */
+    SPK_MATH_PEDANTIC = 2, /* CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision shortcuts */
+    SPK_MATH_3XTF32 = 3    /* kernels/gemm_3xtf32.cu: tensor cores, split TF32 operands, FP32 sums */
 } spk_math_mode;
 
-int spk_math_mode_from_name(const char *name, spk_math_mode *out); /* "fp32", "tf32", "pedantic" */
+/* "fp32", "tf32", "pedantic", "3xtf32" */
+int spk_math_mode_from_name(const char *name, spk_math_mode *out);
+const char *spk_math_mode_name(spk_math_mode math);
 
 typedef struct spk_gemm_args {
     const spk_tensor *a, *b; /* device f32 2-D, or 3-D [count, ...]; rows contiguous or a transposed view */
@@ -332,7 +335,17 @@ int spk_blas_prepare(int device);
 void spk_blas_release(void);
 
 /* spk_gemm_check, then cublasGemmEx on the stream (a batch:
- * cublasGemmStridedBatchedEx, one launch). */
+ * cublasGemmStridedBatchedEx, one launch); math SPK_MATH_3XTF32 launches
+ * spk's split-TF32 kernel instead (one launch for a batch too). */
 int spk_gemm(const spk_gemm_args *g);
+/* Makes now, on the current device, what a gemm in `math` creates on first
+ * use (the cuBLAS handle, or the 3xtf32 kernel's compile and load), so that
+ * the gemm can be captured in a graph. */
+int spk_gemm_prepare(spk_math_mode math);
+/* Compiles the 3xtf32 kernel in spk's configuration for `arch` ("sm_90";
+ * NULL: the current device's), as the gemm does. Needs no device with arch. */
+spk_module *spk_gemm_3xtf32_compile(const char *arch);
+/* Unloads the 3xtf32 kernels (loaded again on next use). */
+void spk_gemm_3xtf32_release(void);
 
 #endif
