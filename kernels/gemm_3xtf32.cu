@@ -47,6 +47,10 @@ static_assert((SPK_GEMM_BM * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0 &&
 // column t of a lane) fall in 32 different banks.
 #define SPK_GEMM_LDS (SPK_GEMM_BK + 4)
 #define SPK_GEMM_STAGE_FLOATS ((SPK_GEMM_BM + SPK_GEMM_BN) * SPK_GEMM_LDS)
+#ifdef SPK_GEMM_HOST_SMEM_BYTES
+static_assert(SPK_GEMM_HOST_SMEM_BYTES == SPK_GEMM_STAGES * SPK_GEMM_STAGE_FLOATS * 4,
+              "the host's shared memory is this layout's");
+#endif
 
 // x = hi + lo: hi is x rounded to TF32 (half an ulp added to the magnitude,
 // the 13 bits below TF32's mantissa cleared: round half away from zero, as

@@ -83,14 +83,17 @@ case("beta 1, m 129, n 9", 129, 9, 40, false, 1)
 -- a warp along m and n, k-tile stages, blocks an SM, k-steps a slice), on the
 -- largest batch of the run, against the f64 product and timed. The first
 -- line is the configuration src/cuda/gemm_3xtf32.c compiles; pass others as
--- "wm,wn,WM,WN,stages,blocks,slice;..." in $SPK_GEMM_VARIANTS.
+-- "wm,wn,WM,WN,stages,blocks,slice;..." in $SPK_GEMM_VARIANTS, and the wgmma
+-- form (kernels/gemm_3xtf32_wgmma.cu) as "wg,slice,overlap[,lbo,sbo]".
 do
   local batch = batches[#batches]
   local path = (os.getenv("SPK_KERNEL_DIR") or "kernels") .. "/gemm_3xtf32.cu"
   local variants = {}
   for v in (os.getenv("SPK_GEMM_VARIANTS") or "2,2,4,4,3,2,2"):gmatch("[^;]+") do
     local f = {}
-    for x in v:gmatch("[^,]+") do f[#f + 1] = math.tointeger(tonumber(x)) end
+    for x in v:gmatch("[^,]+") do
+      if x == "wg" then f.wgmma = true else f[#f + 1] = math.tointeger(tonumber(x)) end
+    end
     variants[#variants + 1] = f
   end
   for _, input in ipairs { 60, 256 } do
@@ -103,6 +106,30 @@ do
     for i = 1, 32 do rows[i] = 1 + ((i * 7919) % m) end
     local vec = input % 4 == 0 and 1 or 0
     for _, f in ipairs(variants) do
+      if f.wgmma then -- "wg,slice,overlap[,lbo,sbo]": the wgmma form
+        local slice = f[1]
+        local ok, err = pcall(function()
+          local smem = (2 * 256 * 36 + 8 * 128 * 32) * 4
+          local mod = spk.cuda.compile { file = path:gsub("%.cu$", "_wgmma.cu"), arch = "sm_90a",
+            defines = { SPK_WG_SLICE_STEPS = tostring(slice), SPK_WG_OVERLAP = tostring(f[2] or 0),
+              SPK_WG_LBO = f[3] and tostring(f[3]) or nil, SPK_WG_SBO = f[4] and tostring(f[4]) or nil } }
+          local k = mod:kernel("spk_gemm_3xtf32_wgmma")
+          k:set_max_dynamic_smem(smem)
+          local c = spk.cuda.zeros({ 2, m, gates })
+          local cfg = { grid = { (gates + 127) // 128, (m + 127) // 128, 2 }, block = { 256 }, smem = smem,
+            args = { spk.i32(m), spk.i32(gates), spk.i32(input), a, spk.i64(input), spk.i64(0), w, spk.i64(input),
+              spk.i64(gates * input), c, spk.i64(gates), spk.i64(1), spk.i64(m * gates), spk.f32(1), spk.f32(0) } }
+          k:launch(cfg)
+          local host = c:cpu()
+          local t = spk.bench(function(stream) cfg.stream = stream; k:launch(cfg) end, { rounds = rounds, graph = true })
+          local rel, max_abs = against_f64(a_host, w_host, host, rows)
+          local at = k:attributes()
+          print(("variant wgmma slice %d overlap %d %s in %3d: rel_l2 f64 %.3e max_abs %.3e, %.4f ms, %d regs, %d B local"):format(
+            slice, f[2] or 0, f[3] and (f[3] .. "/" .. f[4]) or "", input, rel, max_abs, t.median_ms, at.registers, at.local_bytes))
+        end)
+        if not ok then print(("variant wgmma %s in %3d: %s"):format(table.concat(f, ","), input, tostring(err))) end
+        goto continue
+      end
       local names = { "SPK_GEMM_WARPS_M", "SPK_GEMM_WARPS_N", "SPK_GEMM_WM", "SPK_GEMM_WN", "SPK_GEMM_STAGES",
         "SPK_GEMM_MIN_BLOCKS", "SPK_GEMM_SLICE_STEPS" }
       local defines = {}
@@ -128,6 +155,7 @@ do
           table.concat(f, ","), input, rel, max_abs, t.median_ms, at.registers, at.local_bytes, smem))
       end)
       if not ok then print(("variant %-16s in %3d: %s"):format(table.concat(f, ","), input, tostring(err))) end
+      ::continue::
     end
   end
 end

@@ -1,54 +1,108 @@
 /* The split-TF32 ("3xtf32") GEMM: spk_gemm's math SPK_MATH_3XTF32 runs
- * kernels/gemm_3xtf32.cu (NVRTC, compiled and loaded once per device) in place
- * of cuBLAS. The kernel's long comment says how the split and the sums keep
+ * spk's kernels (NVRTC, compiled and loaded once per device) in place of
+ * cuBLAS. The kernel's long comment says how the split and the sums keep
  * FP32's accuracy; this file turns a checked spk_gemm_args into its strides
  * and launch. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 
-/* The kernel's configuration (its macros): warps along m and n, mma tiles a
- * warp along m (16 rows each) and n (8 columns), k-tile stages of 32 floats,
- * blocks an SM (launch bounds) and k-steps of 8 a slice. The tile, the
- * threads and the shared memory derive from it, here and in the kernel. */
+/* Two forms of the kernel. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
+ * compiled for sm_90a) runs on compute capability 9.0 when both operands run
+ * along k with unit stride and 16-byte alignment; the mma.sync form
+ * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Each form's
+ * configuration is given to its kernel as macros, with the shared memory the
+ * host computed, which the kernel checks against its own layout. */
+typedef enum { FORM_MMA = 0, FORM_WGMMA = 1, FORMS } kernel_form;
+
+/* mma.sync: warps along m and n, mma tiles a warp along m (16 rows each) and
+ * n (8 columns), k-tile stages of 32 floats, blocks an SM (launch bounds),
+ * k-steps of 8 a slice. */
 static const struct {
     int warps_m, warps_n, wm, wn, stages, min_blocks, slice_steps;
-} config = {2, 2, 4, 4, 3, 2, 2};
+} mma = {2, 2, 4, 4, 3, 2, 2};
+/* wgmma: a 128 x 128 tile of two warpgroups, k-tiles of 32 in two staging
+ * slots of rows padded to 36 floats and two buffers of four split parts;
+ * k-steps of 8 a slice; one accumulator of slices or two that alternate. */
+static const struct {
+    int tile, threads, slice_steps, overlap;
+} wgmma = {128, 256, 2, 0};
 enum { K_TILE = 32, ROW_PAD = 4 };
-#define THREADS (32 * config.warps_m * config.warps_n)
-#define TILE_M (config.warps_m * config.wm * 16)
-#define TILE_N (config.warps_n * config.wn * 8)
-#define SMEM_BYTES ((size_t)config.stages * (TILE_M + TILE_N) * (K_TILE + ROW_PAD) * sizeof(float))
+
+typedef struct form_launch {
+    int threads, tile_m, tile_n;
+    size_t smem;
+} form_launch;
+
+static form_launch launch_of(kernel_form form)
+{
+    form_launch l;
+    if (form == FORM_WGMMA) {
+        l.threads = wgmma.threads;
+        l.tile_m = l.tile_n = wgmma.tile;
+        l.smem = (2 * (size_t)(2 * wgmma.tile) * (K_TILE + ROW_PAD) + 2 * 4 * (size_t)wgmma.tile * K_TILE) *
+                 sizeof(float);
+    } else {
+        l.threads = 32 * mma.warps_m * mma.warps_n;
+        l.tile_m = mma.warps_m * mma.wm * 16;
+        l.tile_n = mma.warps_n * mma.wn * 8;
+        l.smem = (size_t)mma.stages * (l.tile_m + l.tile_n) * (K_TILE + ROW_PAD) * sizeof(float);
+    }
+    return l;
+}
+
+static const char *const form_file[FORMS] = {"gemm_3xtf32.cu", "gemm_3xtf32_wgmma.cu"};
+static const char *const form_entry[FORMS] = {"spk_gemm_3xtf32", "spk_gemm_3xtf32_wgmma"};
 
 #define MAX_DEVICES 64
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static spk_kernel *kernels[MAX_DEVICES];
+static spk_kernel *kernels[MAX_DEVICES][FORMS];
 
-spk_module *spk_gemm_3xtf32_compile(const char *arch)
+static spk_module *compile_form(kernel_form form, const char *arch)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/gemm_3xtf32.cu", spk_kernel_dir());
-    const char *names[] = {"SPK_GEMM_WARPS_M", "SPK_GEMM_WARPS_N", "SPK_GEMM_WM", "SPK_GEMM_WN",
-                           "SPK_GEMM_STAGES", "SPK_GEMM_MIN_BLOCKS", "SPK_GEMM_SLICE_STEPS"};
-    int values[] = {config.warps_m, config.warps_n, config.wm, config.wn,
-                    config.stages, config.min_blocks, config.slice_steps};
-    enum { NDEF = sizeof names / sizeof names[0] };
-    char text[NDEF][16];
-    spk_define defines[NDEF];
-    for (int i = 0; i < NDEF; i++) {
+    snprintf(path, sizeof path, "%s/%s", spk_kernel_dir(), form_file[form]);
+    const char *mma_names[] = {"SPK_GEMM_WARPS_M", "SPK_GEMM_WARPS_N", "SPK_GEMM_WM", "SPK_GEMM_WN",
+                               "SPK_GEMM_STAGES", "SPK_GEMM_MIN_BLOCKS", "SPK_GEMM_SLICE_STEPS"};
+    int mma_values[] = {mma.warps_m, mma.warps_n, mma.wm, mma.wn, mma.stages, mma.min_blocks, mma.slice_steps};
+    const char *wg_names[] = {"SPK_WG_SLICE_STEPS", "SPK_WG_OVERLAP"};
+    int wg_values[] = {wgmma.slice_steps, wgmma.overlap};
+    const char *const *names = form == FORM_WGMMA ? wg_names : mma_names;
+    const int *values = form == FORM_WGMMA ? wg_values : mma_values;
+    int count = form == FORM_WGMMA ? 2 : 7;
+    char text[8][24];
+    spk_define defines[8];
+    for (int i = 0; i < count; i++) {
         snprintf(text[i], sizeof text[i], "%d", values[i]);
         defines[i] = (spk_define){names[i], text[i]};
     }
-    spk_compile_options opts = {.file = path, .defines = defines, .ndefines = NDEF, .arch = arch};
+    snprintf(text[count], sizeof text[count], "%zu", launch_of(form).smem);
+    defines[count] = (spk_define){"SPK_GEMM_HOST_SMEM_BYTES", text[count]};
+    spk_compile_options opts = {.file = path, .defines = defines, .ndefines = count + 1, .arch = arch};
     return spk_compile(&opts);
 }
 
-/* The kernel for the current device, compiled and loaded on first use. */
-static spk_kernel *kernel_for_current_device(void)
+spk_module *spk_gemm_3xtf32_compile(const char *arch) { return compile_form(FORM_MMA, arch); }
+
+spk_module *spk_gemm_3xtf32_wgmma_compile(void) { return compile_form(FORM_WGMMA, "sm_90a"); }
+
+/* Whether the current device runs the wgmma form (compute capability 9.0). */
+static int device_has_wgmma(bool *out)
+{
+    char arch[32];
+    if (spk_device_arch(arch, sizeof arch))
+        return -1;
+    *out = strcmp(arch, "sm_90") == 0;
+    return 0;
+}
+
+/* The kernel of a form for the current device, compiled and loaded on first use. */
+static spk_kernel *kernel_for_current_device(kernel_form form)
 {
     int device = 0;
     if (spk_device_current(&device))
@@ -56,20 +110,20 @@ static spk_kernel *kernel_for_current_device(void)
     if (device < 0 || device >= MAX_DEVICES)
         return spk_fail_null("gemm 3xtf32: device %d is beyond the %d this build supports", device, MAX_DEVICES);
     pthread_mutex_lock(&lock);
-    spk_kernel *k = kernels[device];
+    spk_kernel *k = kernels[device][form];
     if (!k) {
-        spk_module *m = spk_gemm_3xtf32_compile(NULL);
+        spk_module *m = form == FORM_WGMMA ? spk_gemm_3xtf32_wgmma_compile() : compile_form(FORM_MMA, NULL);
         if (m) {
-            k = spk_module_kernel(m, "spk_gemm_3xtf32");
+            k = spk_module_kernel(m, form_entry[form]);
             spk_module_release(m); /* the kernel keeps it */
-            if (k && spk_kernel_set_max_dynamic_smem(k, SMEM_BYTES)) {
+            if (k && spk_kernel_set_max_dynamic_smem(k, launch_of(form).smem)) {
                 spk_kernel_free(k);
                 k = NULL;
             }
         }
         if (!k)
             spk_error_prefix("gemm 3xtf32");
-        kernels[device] = k;
+        kernels[device][form] = k;
     }
     pthread_mutex_unlock(&lock);
     return k;
@@ -79,8 +133,12 @@ int spk_gemm_prepare(spk_math_mode math)
 {
     if (spk_cuda_require())
         return -1;
-    if (math == SPK_MATH_3XTF32)
-        return kernel_for_current_device() ? 0 : -1;
+    if (math == SPK_MATH_3XTF32) {
+        bool wg = false;
+        if (device_has_wgmma(&wg) || !kernel_for_current_device(FORM_MMA))
+            return -1;
+        return wg && !kernel_for_current_device(FORM_WGMMA) ? -1 : 0;
+    }
     int device = 0;
     return spk_device_current(&device) ? -1 : spk_blas_prepare(device);
 }
@@ -88,10 +146,11 @@ int spk_gemm_prepare(spk_math_mode math)
 void spk_gemm_3xtf32_release(void)
 {
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < MAX_DEVICES; i++) {
-        spk_kernel_free(kernels[i]);
-        kernels[i] = NULL;
-    }
+    for (int i = 0; i < MAX_DEVICES; i++)
+        for (int f = 0; f < FORMS; f++) {
+            spk_kernel_free(kernels[i][f]);
+            kernels[i][f] = NULL;
+        }
     pthread_mutex_unlock(&lock);
 }
 
@@ -126,47 +185,59 @@ int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return spk_fail("gemm 3xtf32: %lld x %lld x %lld is beyond 2^31 - 1 in a dimension", (long long)m,
                         (long long)n, (long long)k);
-    int64_t row_tiles = (m + TILE_M - 1) / TILE_M, col_tiles = (n + TILE_N - 1) / TILE_N;
-    if (row_tiles > 65535 || count > 65535)
-        return spk_fail("gemm 3xtf32: %lld row tiles or %lld matrices, the launch takes at most 65535 of each",
-                        (long long)row_tiles, (long long)count);
-    spk_kernel *kernel = kernel_for_current_device();
-    if (!kernel)
-        return -1;
     /* op(A) is [m, k]: rows i, columns p; op(B) is [k, n], read as its
      * transpose [n, k] so both operands run along k. */
     strides3 a = matrix_strides(g->a, g->transa);
     strides3 b = matrix_strides(g->b, !g->transb);
     strides3 c = matrix_strides(g->c, false);
-    spk_arg args[] = {
-        {SPK_ARG_I32, {.i32 = (int32_t)m}},
-        {SPK_ARG_I32, {.i32 = (int32_t)n}},
-        {SPK_ARG_I32, {.i32 = (int32_t)k}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(g->a)}},
-        {SPK_ARG_I64, {.i64 = a.s0}},
-        {SPK_ARG_I64, {.i64 = a.s1}},
-        {SPK_ARG_I64, {.i64 = a.batch}},
-        {SPK_ARG_I32, {.i32 = vector_ok(g->a, a.s0, a.s1, a.batch, k)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(g->b)}},
-        {SPK_ARG_I64, {.i64 = b.s0}},
-        {SPK_ARG_I64, {.i64 = b.s1}},
-        {SPK_ARG_I64, {.i64 = b.batch}},
-        {SPK_ARG_I32, {.i32 = vector_ok(g->b, b.s0, b.s1, b.batch, k)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(g->c)}},
-        {SPK_ARG_I64, {.i64 = c.s0}},
-        {SPK_ARG_I64, {.i64 = c.s1}},
-        {SPK_ARG_I64, {.i64 = c.batch}},
-        {SPK_ARG_F32, {.f32 = g->alpha}},
-        {SPK_ARG_F32, {.f32 = g->beta}},
-    };
+    int vec_a = vector_ok(g->a, a.s0, a.s1, a.batch, k), vec_b = vector_ok(g->b, b.s0, b.s1, b.batch, k);
+    bool wg = false;
+    if (device_has_wgmma(&wg))
+        return -1;
+    kernel_form form = wg && vec_a && vec_b ? FORM_WGMMA : FORM_MMA;
+    form_launch l = launch_of(form);
+    int64_t row_tiles = (m + l.tile_m - 1) / l.tile_m, col_tiles = (n + l.tile_n - 1) / l.tile_n;
+    if (row_tiles > 65535 || count > 65535)
+        return spk_fail("gemm 3xtf32: %lld row tiles or %lld matrices, the launch takes at most 65535 of each",
+                        (long long)row_tiles, (long long)count);
+    spk_kernel *kernel = kernel_for_current_device(form);
+    if (!kernel)
+        return -1;
+    spk_arg args[19];
+    int nargs = 0;
+#define ARG(kind, field, value) args[nargs++] = (spk_arg){kind, {.field = (value)}}
+    ARG(SPK_ARG_I32, i32, (int32_t)m);
+    ARG(SPK_ARG_I32, i32, (int32_t)n);
+    ARG(SPK_ARG_I32, i32, (int32_t)k);
+    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->a));
+    ARG(SPK_ARG_I64, i64, a.s0);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I64, i64, a.s1);
+    ARG(SPK_ARG_I64, i64, a.batch);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I32, i32, vec_a);
+    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->b));
+    ARG(SPK_ARG_I64, i64, b.s0);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I64, i64, b.s1);
+    ARG(SPK_ARG_I64, i64, b.batch);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I32, i32, vec_b);
+    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->c));
+    ARG(SPK_ARG_I64, i64, c.s0);
+    ARG(SPK_ARG_I64, i64, c.s1);
+    ARG(SPK_ARG_I64, i64, c.batch);
+    ARG(SPK_ARG_F32, f32, g->alpha);
+    ARG(SPK_ARG_F32, f32, g->beta);
+#undef ARG
     spk_storage *uses[] = {g->a->storage, g->b->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {(unsigned)col_tiles, (unsigned)row_tiles, (unsigned)count},
-                             .block = {THREADS, 1, 1},
-                             .smem = SMEM_BYTES,
+                             .block = {(unsigned)l.threads, 1, 1},
+                             .smem = l.smem,
                              .stream = s,
                              .uses = uses,
                              .nuses = 3};
-    if (spk_kernel_launch(kernel, &cfg, args, (int)(sizeof args / sizeof args[0]))) {
+    if (spk_kernel_launch(kernel, &cfg, args, nargs)) {
         spk_error_prefix("gemm 3xtf32 (%lld x %lld x %lld)", (long long)m, (long long)n, (long long)k);
         return -1;
     }

@@ -345,6 +345,8 @@ int spk_gemm_prepare(spk_math_mode math);
 /* Compiles the 3xtf32 kernel in spk's configuration for `arch` ("sm_90";
  * NULL: the current device's), as the gemm does. Needs no device with arch. */
 spk_module *spk_gemm_3xtf32_compile(const char *arch);
+/* Its wgmma form, for sm_90a (the gemm's choice on compute capability 9.0). */
+spk_module *spk_gemm_3xtf32_wgmma_compile(void);
 /* Unloads the 3xtf32 kernels (loaded again on next use). */
 void spk_gemm_3xtf32_release(void);
 
