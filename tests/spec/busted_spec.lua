@@ -421,7 +421,8 @@ describe("assert.no_slower against a stored baseline", function()
     local moved = load_file("r").baselines[1]
     moved.device = { device = "NVIDIA H100 80GB HBM3", cc = "9.0", sms = 132 }
     moved.device_key = helpers.device_key(moved.device)
-    local message = failure_of(assert.no_slower, scripted("v", constant(2), clock), { against = moved, yardstick = yard })
+    local message = failure_of(assert.no_slower, scripted("v", constant(2), clock),
+      { against = moved, yardstick = yard })
     assert.matches("busted_spec%.lua:%d+: no_slower: the baseline was recorded on NVIDIA H100 80GB HBM3, compute "
       .. "capability 9%.0, 132 SMs; this is cpu: .*: refusing to compare across devices", message)
 

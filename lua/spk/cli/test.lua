@@ -1,4 +1,4 @@
--- run busted specs with spk's test helpers; --init DIR writes a suite for a kernel variant
+-- run busted specs with spk's test helpers (--init DIR writes a variant's suite)
 --
 -- spk test [PATH...] [busted options]: runs busted, inside this program, on
 -- the spec files under each PATH (files whose names match busted's pattern,
@@ -191,14 +191,14 @@ local function run_busted(o)
   package.loaded[loader_name] = real_loader
   io.stdout:flush()
 
-  local code = 0
+  local code, stopped = 0, false
   if ok then
     code = result
   elseif getmetatable(result) == Exit then
     code = result.code
   else
     io.stderr:write("spk test: busted stopped: ", tostring(result), "\n")
-    code = 1
+    code, stopped = 1, true
   end
   if counts == nil then
     -- busted stopped before any spec (its usage error, --help, --version, a helper that failed)
@@ -206,7 +206,9 @@ local function run_busted(o)
     return code ~= 0 and 1 or 0
   end
   if o.list then return code ~= 0 and 1 or 0 end
-  if counts.passed + counts.failed + counts.skipped == 0 then
+  if stopped then
+    counts.failed = counts.failed + 1 -- what had not run yet is lost: one more failure, as scripts/test.sh counts
+  elseif counts.passed + counts.failed + counts.skipped == 0 then
     io.stderr:write("spk test: no specs ran (no file matching busted's pattern, _spec by default, or every spec ",
       "filtered out)\n")
     counts.failed = 1
