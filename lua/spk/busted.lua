@@ -40,11 +40,16 @@
 --     weighs on both alike); each time is the median of `replays` timed
 --     replays after `warmup` discarded ones (plan:time, the machinery of
 --     spk bench), and one untimed :time call of each comes first (compiling,
---     capturing). Each round gives one ratio plan / baseline; over the rounds
---     median, min, max and spread = (max - min) / median (spk.bench's
---     summary). slowdown = median - 1. The assertion fails only when
---     slowdown > tolerance + spread: a slowdown the noise of this run could
---     explain passes.
+--     capturing). Each round gives one ratio plan / baseline. Over the rounds:
+--     the median ratio, and spread = (high - low) / median, where low .. high
+--     is the interval that holds the median ratio with at least 95%
+--     confidence whatever the noise's distribution: the k-th smallest to the
+--     k-th largest ratio (spk.busted.median_interval_rank: k = 1, the whole
+--     range as in spk.bench's spread, up to 8 rounds; then it narrows, 4 of 15,
+--     6 of 20, so more rounds buy sensitivity on a noisy machine).
+--     slowdown = median - 1. The assertion fails only when slowdown >
+--     tolerance + spread: a slowdown the noise of this run could explain
+--     passes.
 --   against = "name": the stored baseline <dir>/<name>.json, "the last
 --     accepted". A stored time would be an absolute one, so a baseline stores
 --     a ratio instead: the plan against a yardstick timed beside it (opts.yardstick,
@@ -522,9 +527,37 @@ local function time_of(plan, o)
   return ms
 end
 
-local function summary(values)
+-- The order statistic k for which the k-th smallest and the k-th largest of
+-- n values enclose their median with at least 95% confidence, whatever their
+-- distribution (each value falls below the median with probability 1/2): 1
+-- up to n = 8 (the whole range), then growing, so more rounds give a tighter
+-- interval.
+function M.median_interval_rank(n)
+  local k, tail, term = 1, 0, 1 -- term = C(n, i) / 2^n
+  for _ = 1, n do term = term / 2 end
+  for cand = 1, n // 2 do
+    tail = tail + term -- P(at most cand - 1 of the n below the median)
+    term = term * (n - (cand - 1)) / cand
+    if 1 - 2 * tail >= 0.95 then k = cand else break end
+  end
+  return k
+end
+
+-- Median, min, max and spread of values; for ratios the spread spans the
+-- median's 95% interval (M.median_interval_rank), which for up to 8 values is
+-- spk.bench's (max - min) / median.
+local function summary(values, interval)
   local s = require("spk.bench").summarize(values)
-  return { median = s.median_ms, min = s.min_ms, max = s.max_ms, spread = s.spread, samples = values }
+  local out = { median = s.median_ms, min = s.min_ms, max = s.max_ms, spread = s.spread, samples = values }
+  if interval then
+    local sorted = {}
+    for i, v in ipairs(values) do sorted[i] = v end
+    table.sort(sorted)
+    local k = M.median_interval_rank(#sorted)
+    out.low, out.high = sorted[k], sorted[#sorted + 1 - k]
+    out.spread = out.median > 0 and (out.high - out.low) / out.median or 0
+  end
+  return out
 end
 
 -- The ratios a / b over o.rounds rounds, timed in turn (A B, B A, ...), after one untimed call each.
@@ -544,7 +577,7 @@ function M.time_ratio(a, b, opts)
     end
     ratios[round], a_ms[round], b_ms[round] = ta / tb, ta, tb
   end
-  local r = summary(ratios)
+  local r = summary(ratios, true)
   r.a_ms, r.b_ms = summary(a_ms), summary(b_ms)
   return r
 end
@@ -554,8 +587,10 @@ local function pct(fraction)
 end
 
 local function ratio_words(r)
-  return ("median ratio %.4f, spread %s (ratios %.4f .. %.4f over %d rounds)"):format(r.median, pct(r.spread), r.min,
-    r.max, #r.samples)
+  local k = M.median_interval_rank(#r.samples)
+  local range = k == 1 and "ratios" or ("the median's 95%% interval, ratios %d to %d of"):format(k, #r.samples + 1 - k)
+  return ("median ratio %.4f, spread %s (%s %.4f .. %.4f over %d rounds)"):format(r.median, pct(r.spread), range,
+    r.low, r.high, #r.samples)
 end
 
 -- ------------------------------------------------------------------ speed: stored baselines
@@ -726,12 +761,22 @@ local function verdict_words(result)
     pct(result.tolerance), pct(noise))
 end
 
+-- Two plans in words; where their descriptions are the same, with their shapes.
+local function two_names(a, b)
+  local na, nb = M.describe(a), M.describe(b)
+  if na == nb then
+    na, nb = ("%s (%s)"):format(na, shape_words(shape_of(a))), ("%s (%s)"):format(nb, shape_words(shape_of(b)))
+  end
+  return na, nb
+end
+
 local function against_plan(plan, baseline, o)
   local r = M.time_ratio(plan, baseline, o)
   local result = judge({ ratio = r, slowdown = r.median - 1 }, o.tolerance, r.spread)
-  result.message = ("%s against %s: %s; %s\n  (%s: median %.4g ms; %s: median %.4g ms; ratios plan / baseline, "
-    .. "timed in turn)"):format(M.describe(plan), M.describe(baseline), ratio_words(r), verdict_words(result),
-    M.describe(plan), r.a_ms.median, M.describe(baseline), r.b_ms.median)
+  local na, nb = two_names(plan, baseline)
+  result.message = ("%s against %s: %s; %s\n  (plan median %.4g ms, baseline median %.4g ms; ratios plan / "
+    .. "baseline, timed in turn)"):format(na, nb, ratio_words(r), verdict_words(result), r.a_ms.median,
+    r.b_ms.median)
   return result
 end
 

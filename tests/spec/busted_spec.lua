@@ -246,7 +246,7 @@ describe("assert.no_slower against a plan", function()
     assert.are.equal("Expected the plan not to be slower than its baseline:\n"
       .. "cpu slow against cpu base: median ratio 1.1000, spread 0.0% (ratios 1.1000 .. 1.1000 over 7 rounds); "
       .. "a slowdown of 10.0% exceeds the tolerance 3.0% + spread 0.0%\n"
-      .. "  (cpu slow: median 2.2 ms; cpu base: median 2 ms; ratios plan / baseline, timed in turn)", message)
+      .. "  (plan median 2.2 ms, baseline median 2 ms; ratios plan / baseline, timed in turn)", message)
     assert.is_not.no_slower(scripted("slow", constant(2.2), clock), { against = base })
   end)
 
@@ -293,6 +293,34 @@ describe("assert.no_slower against a plan", function()
     -- the same 10% without the noisy round, tolerance 0.05: slower
     r = helpers.compare_speed(scripted("10%", constant(1.1), clock), { against = base, tolerance = 0.05 })
     assert.is_true(r.slower)
+  end)
+
+  it("narrows the spread to the median's 95% interval with more rounds, as the binomial law says", function()
+    local function choose(n, k)
+      local c = 1
+      for i = 1, k do c = c * (n - i + 1) / i end
+      return c
+    end
+    for n = 1, 60 do
+      -- the largest k whose interval [x(k), x(n+1-k)] misses the median with probability <= 5%
+      local want = 1
+      for k = 1, n // 2 do
+        local below = 0
+        for i = 0, k - 1 do below = below + choose(n, i) end
+        if 2 * below / 2 ^ n <= 0.05 then want = k end
+      end
+      assert.are.equal(want, helpers.median_interval_rank(n), "n = " .. n)
+    end
+    assert.are.equal(1, helpers.median_interval_rank(7))
+    assert.are.equal(4, helpers.median_interval_rank(15))
+    -- 15 rounds 10% slower, three of them far off: outside the interval, so the spread stays 0 and it fails
+    local clock = new_clock()
+    local far = { [4] = true, [13] = true, [22] = true }
+    local p = scripted("p", function(call) return far[call] and 3 or 1.1 end, clock)
+    local r = helpers.compare_speed(p, { against = scripted("b", constant(1), clock), rounds = 15 })
+    assert.are.equal(0, r.ratio.spread)
+    assert.is_true(r.slower, r.message)
+    assert.matches("the median's 95%% interval, ratios 4 to 12 of 1%.1000 %.%. 1%.1000 over 15 rounds", r.message)
   end)
 
   it("refuses bad options at the spec's line", function()
