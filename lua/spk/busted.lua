@@ -147,7 +147,7 @@ end
 function M.skip(message)
   local core = busted_core()
   if not core then error("spk.busted.skip: not inside a running busted spec (" .. tostring(message) .. ")", 2) end
-  core.pending(message)
+  return core.pending(message)
 end
 
 function M.has_gpu()
@@ -200,10 +200,13 @@ end
 -- ------------------------------------------------------------------ registering
 
 -- An assertion whose message is the report its check returns: check(args) ->
--- ok, report. The report replaces the raw arguments in the message.
+-- ok, report[, skip]. The report replaces the raw arguments in the message; a
+-- skip message ends the spec as skipped instead (a tail call: busted takes
+-- the spec's line as where it ended).
 local function register(name, positive, negative, check)
   local function assertion(_, arguments)
-    local ok, report = check(arguments)
+    local ok, report, skip = check(arguments)
+    if skip then return M.skip(skip) end
     arguments[1], arguments.n, arguments.nofmt = report, 1, { true }
     return ok
   end
@@ -710,7 +713,8 @@ local function new_entry(plan, yardstick, ratio, o, facts)
   end
   return { device = facts, device_key = M.device_key(facts), kernel_hash = M.kernel_hash(plan),
            plan = { backend = backend_of(plan), variant = M.describe(plan), shape = shape_of(plan) },
-           yardstick = { variant = M.describe(yardstick) }, ratio = stats(ratio), plan_ms = stats(ratio.a_ms),
+           yardstick = { variant = M.describe(yardstick), shape = shape_of(yardstick) }, ratio = stats(ratio),
+           plan_ms = stats(ratio.a_ms),
            yardstick_ms = stats(ratio.b_ms), rounds = o.rounds, replays = o.replays,
            date = os.date("!%Y-%m-%dT%H:%M:%SZ"), spk = spk_version() }
 end
@@ -734,10 +738,12 @@ local function refuse_mismatch(entry, plan, yardstick, facts, where)
     raise(("no_slower: the baseline%s was recorded for %s; this plan is %s: a ratio to the yardstick compares "
       .. "only the same shape"):format(where, shape_words(then_shape), shape_words(shape)))
   end
-  local y = M.describe(yardstick)
-  if type(entry.yardstick) == "table" and entry.yardstick.variant ~= y then
-    raise(("no_slower: the baseline%s was timed against the yardstick %s, this run against %s"):format(where,
-      tostring(entry.yardstick.variant), y))
+  local y, then_y = M.describe(yardstick), type(entry.yardstick) == "table" and entry.yardstick or {}
+  local y_shape = shape_of(yardstick)
+  if then_y.variant ~= y or (type(then_y.shape) == "table" and not same_shape(then_y.shape, y_shape)) then
+    local then_shape = type(then_y.shape) == "table" and then_y.shape or {}
+    raise(("no_slower: the baseline%s was timed against the yardstick %s (%s), this run against %s (%s)"):format(
+      where, tostring(then_y.variant), shape_words(then_shape), y, shape_words(y_shape)))
   end
 end
 
@@ -786,10 +792,11 @@ local function against_entry(plan, entry, yardstick, o, facts, where)
   local relative = r.median / entry.ratio.median
   local result = judge({ ratio = r, baseline = entry, slowdown = relative - 1 }, o.tolerance,
     r.spread + (entry.ratio.spread or 0))
+  local np, ny = two_names(plan, yardstick)
   result.message = ("%s against the baseline%s (recorded %s on %s; %s): ratio to the yardstick %s %.4f now, "
-    .. "%.4f then (x%.4f); spread %s now, %s then; %s"):format(M.describe(plan), where, tostring(entry.date),
-    tostring(entry.device.device), kernel_words(entry, M.kernel_hash(plan)), M.describe(yardstick), r.median,
-    entry.ratio.median, relative, pct(r.spread), pct(entry.ratio.spread or 0), verdict_words(result))
+    .. "%.4f then (x%.4f); spread %s now, %s then; %s"):format(np, where, tostring(entry.date),
+    tostring(entry.device.device), kernel_words(entry, M.kernel_hash(plan)), ny, r.median, entry.ratio.median,
+    relative, pct(r.spread), pct(entry.ratio.spread or 0), verdict_words(result))
   return result
 end
 
@@ -815,9 +822,10 @@ local function against_name(plan, name, yardstick, o, facts)
     for i = 1, #others - 1 do devices[#devices + 1] = device_text(others[i].device) end
     why = why .. " (the file has one for " .. table.concat(devices, "; ") .. ")"
   end
+  local np, ny = two_names(plan, yardstick)
   return { recorded = path, ratio = r, entry = entry,
            message = ("baseline%s %s: %s against the yardstick %s, %s on %s; the next run compares against it"):format(
-             where, why, M.describe(plan), M.describe(yardstick), ratio_words(r), device_text(facts)) }
+             where, why, np, ny, ratio_words(r), device_text(facts)) }
 end
 
 function M.compare_speed(plan, opts)
@@ -874,7 +882,7 @@ end
 register("no_slower", "Expected the plan not to be slower than its baseline",
   "Expected the plan to be slower than its baseline", function(arguments)
     local result = M.compare_speed(arguments[1], arguments[2])
-    if result.recorded then M.skip(result.message) end
+    if result.recorded then return false, result.message, result.message end
     report_line(result)
     return not result.slower, result.message
   end)

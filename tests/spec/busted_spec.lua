@@ -460,7 +460,12 @@ describe("assert.no_slower against a stored baseline", function()
 
     message = failure_of(assert.no_slower, scripted("v", constant(2), clock),
       { against = entry, yardstick = scripted("other", constant(4), clock) })
-    assert.matches("timed against the yardstick cpu yardstick, this run against cpu other", message)
+    assert.matches("timed against the yardstick cpu yardstick %(batch 1, 4 steps, input 2, hidden 3, 1 layers%), "
+      .. "this run against cpu other %(batch 1, 4 steps", message)
+    message = failure_of(assert.no_slower, scripted("v", constant(2), clock),
+      { against = entry, yardstick = scripted("yardstick", constant(4), clock, { steps = 8 }) })
+    assert.matches("timed against the yardstick cpu yardstick %(batch 1, 4 steps.*this run against cpu yardstick "
+      .. "%(batch 1, 8 steps", message)
 
     write_file(dir .. "/bad.json", "{ not json")
     assert.matches("no_slower: the baselines file " .. dir:gsub("%p", "%%%0") .. "/bad%.json is not valid JSON",
