@@ -148,7 +148,7 @@ local function init(dir, force)
 end
 
 -- A busted exit raised as an error, so that the summary line comes after it.
-local Exit = {}
+local Exit = { __tostring = function(e) return ("os.exit(%s) called while the specs ran"):format(tostring(e.code)) end }
 Exit.__index = Exit
 
 local function run_busted(o)
