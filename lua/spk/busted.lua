@@ -99,16 +99,32 @@ M.BASELINE_FORMAT = 1
 -- The first stack frame outside this file, luassert and busted: the spec
 -- (or script) that called, where errors about its arguments point and
 -- baselines/ lives beside.
+local library_dirs
+
+-- "@<folder>/" of busted's and luassert's own files.
+local function libraries()
+  if not library_dirs then
+    library_dirs = {}
+    for _, module in ipairs { "busted.core", "luassert.assert" } do
+      local path = package.searchpath(module, package.path)
+      local dir = path and path:match("^(.*/)[^/]*$")
+      if dir then library_dirs[#library_dirs + 1] = "@" .. dir end
+    end
+  end
+  return library_dirs
+end
+
 local function caller_info()
   local self = debug.getinfo(1, "S").source
   for level = 2, 64 do
     local info = debug.getinfo(level, "Sl")
     if not info then break end
     local src = info.source
-    if src ~= self and src:sub(1, 1) == "@" and not src:find("luassert", 1, true)
-        and not src:find("/busted/", 1, true) then
-      return info
+    local library = false
+    for _, dir in ipairs(libraries()) do
+      if src:sub(1, #dir) == dir then library = true end
     end
+    if src ~= self and src:sub(1, 1) == "@" and not library then return info end
   end
   return nil
 end
