@@ -1083,7 +1083,9 @@ spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scal
     if (is_comparison(op) && s.is_integer && !dtype_is_float(a->dtype))
         return compare_integer(op, a, s.i, scalar_first);
     spk_dtype sd;
-    if (spk_scalar_dtype(a->dtype, s, &sd)) {
+    if (op == SPK_OP_DIV && !dtype_is_float(a->dtype)) {
+        sd = SPK_F64; /* integers divide in f64, where any integer has a value */
+    } else if (spk_scalar_dtype(a->dtype, s, &sd)) {
         spk_error_prefix("%s", what);
         return NULL;
     }

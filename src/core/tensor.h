@@ -152,6 +152,7 @@ int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value);
  *   a float takes the tensor's dtype if that is f32 or f64 (x_f32 * 0.1 is
  *     f32, 0.1 rounded to f32 first), and f64 with an integer tensor
  *     (x_i32 * 0.5 is f64, so nothing is truncated);
+ *   div of an integer tensor happens in f64, so any number divides it;
  *   comparisons with an integer are exact for integer tensors whatever its
  *     value (u64 > -1 is 1 everywhere; i32 == 2^40 is 0), as in NumPy 2. */
 typedef enum {

@@ -159,6 +159,7 @@ describe("mixed dtypes promote as NumPy's", function()
     assert.matches("the integer %-1 does not fit the tensor's dtype u64",
       error_of(function() return spk.ones(2, "u64") + (-1) end))
     assert.are.same({ 0, 1 }, (spk.tensor({ 1, 2 }, "u64") - 1):tolist())
+    assert.are.same({ 2 ^ -40, 2 ^ -39 }, (i / (1 << 40)):tolist()) -- division happens in f64
   end)
 
   it("integers wrap as NumPy's arrays do; negation keeps the dtype", function()
