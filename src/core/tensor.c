@@ -1164,10 +1164,18 @@ int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src)
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
     char sd[160], ss[160];
-    if (spk_broadcast_shape(dst, src, &ndim, shape) || ndim != dst->ndim ||
+    /* Leading dims of size 1 beyond dst's are dropped, as NumPy does. */
+    spk_tensor trimmed = *src;
+    while (trimmed.ndim > dst->ndim && trimmed.shape[0] == 1) {
+        memmove(trimmed.shape, trimmed.shape + 1, sizeof trimmed.shape[0] * (size_t)(trimmed.ndim - 1));
+        memmove(trimmed.strides, trimmed.strides + 1, sizeof trimmed.strides[0] * (size_t)(trimmed.ndim - 1));
+        trimmed.ndim--;
+    }
+    if (spk_broadcast_shape(dst, &trimmed, &ndim, shape) || ndim != dst->ndim ||
         memcmp(shape, dst->shape, sizeof shape[0] * (size_t)ndim) != 0)
         return spk_fail("assign: a tensor of shape %s does not broadcast to %s", spk_shape_string(src, ss, sizeof ss),
                         spk_shape_string(dst, sd, sizeof sd));
+    src = &trimmed;
     /* Reading and writing the same storage in one pass would see values it
      * already wrote where the views overlap; read from a copy instead. */
     spk_tensor *copy = NULL;

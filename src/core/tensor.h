@@ -183,8 +183,9 @@ spk_tensor *spk_tensor_scale(const spk_tensor *a, double s);
  * |INT32_MIN| are INT32_MIN, -1 in u64 is 2^64 - 1), as in NumPy. */
 spk_tensor *spk_tensor_neg(const spk_tensor *a);
 spk_tensor *spk_tensor_abs(const spk_tensor *a);
-/* dst[...] = src, src broadcast to dst's shape and converted to its dtype
- * (floats to integers truncate toward zero and saturate, NaN gives 0). */
+/* dst[...] = src, src broadcast to dst's shape (extra leading dims of size 1
+ * dropped, as NumPy does) and converted to its dtype (floats to integers
+ * truncate toward zero and saturate, NaN gives 0). */
 int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src);
 
 /* ---- Reductions (host) ---------------------------------------------------

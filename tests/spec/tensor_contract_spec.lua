@@ -421,6 +421,8 @@ describe("x[i] and x:size() as Torch users expect", function()
     assert.are.same({ { 7, 7, 7 }, { 1, 2, 3 } }, x:tolist())
     x[1] = spk.tensor { 5 }
     assert.are.same({ 5, 5, 5 }, x[1]:tolist())
+    x[2] = spk.tensor { { 4, 5, 6 } } -- leading dims of size 1 are dropped, as NumPy does
+    assert.are.same({ 4, 5, 6 }, x[2]:tolist())
     local v = spk.zeros(3, "i32")
     v[2] = 4
     assert.are.same({ 0, 4, 0 }, v:tolist())

@@ -50,26 +50,29 @@ def axis_of(x, dim):
 
 
 def apply_view(x, view):
+    """One view, by basic indexing: the result shares x's memory, as spk's does."""
     name, args = view[0], view[1:]
     if name == "transpose":
         return np.swapaxes(x, axis_of(x, args[0]), axis_of(x, args[1]))
+    if name == "index":  # x[i]: dim 1, 1-based, negative from the end
+        i = args[0]
+        return x[i - 1 if i > 0 else i]
     axis = axis_of(x, args[0])
     size = x.shape[axis]
+    before = (slice(None),) * axis
     if name == "narrow":  # start (1-based), length
-        index = list(range(args[1] - 1, args[1] - 1 + args[2]))
-    elif name == "select":  # index (1-based); the dim goes
-        return np.take(x, args[1] - 1, axis=axis)
-    elif name == "slice":  # first, last inclusive (negative from the end), step
+        return x[before + (slice(args[1] - 1, args[1] - 1 + args[2]),)]
+    if name == "select":  # index (1-based); the dim goes
+        return x[before + (args[1] - 1,)]
+    if name == "slice":  # first, last inclusive (negative from the end), step
         first, last, step = args[1], args[2], args[3]
         f = size + first + 1 if first < 0 else first
         l = size + last + 1 if last < 0 else last
         if step > 0:
-            index = list(range(f - 1, l, step))
-        else:  # walks down from first to last, both inclusive
-            index = list(range(f - 1, max(l - 2, -1), step))
-    else:
-        raise ValueError("unknown view " + name)
-    return np.take(x, np.array(index, dtype=np.int64), axis=axis)
+            return x[before + (slice(f - 1, l, step),)]
+        # walks down from first to last, both inclusive
+        return x[before + (slice(f - 1, l - 2 if l >= 2 else None, step),)]
+    raise ValueError("unknown view " + name)
 
 
 BINARY = {
@@ -92,6 +95,15 @@ def scalar_value(case):
 def expected(case):
     """(kind, value, dtype name, aux): kind 'tensor', 'number' or 'error'."""
     op = case["op"]
+    if op == "assign":  # base[views][i] = value; the whole base is the result
+        base = build(dict(case["a"], views=[]))
+        target = base
+        for view in case["a"]["views"]:
+            target = apply_view(target, view)
+        i = case["index"]
+        value = build(case["b"]) if "b" in case else scalar_value(case)
+        target[i - 1 if i > 0 else i] = value
+        return "tensor", base, case["a"]["dtype"], None
     a = build(case["a"])
     if op == "view":
         return "tensor", a, case["a"]["dtype"] if a.dtype == DTYPES[case["a"]["dtype"]] else None, None

@@ -4,13 +4,15 @@
 -- then one operation: every elementwise op (tensor op tensor with
 -- broadcasting and mixed dtypes, tensor op number, number op tensor, through
 -- methods and operators), every reduction with and without dim and keepdim,
--- every comparison, or the view itself. Each case is written as the Lua
+-- every comparison, x[i] = number or tensor through the views (the whole base
+-- is compared, so writes through strided views are checked), or the view
+-- itself. Each case is written as the Lua
 -- expression that computes it; spk runs them all, then one Python process
 -- (tests/spec/tensor_numpy_check.py) rebuilds every case in NumPy from the
 -- documented meaning of each call and compares the result's value, shape and
 -- dtype. A failure prints the case's expression, which reproduces it:
 --
---     build/spk -e 'print(spk.tensor({1, 2}, "i32"):view{2}:sum(1))'
+--     build/spk -e 'spk = require "spk" print(spk.tensor({1, 2}, "i32"):view{2}:sum(1))'
 --
 -- SPK_NUMPY_SEED and SPK_NUMPY_CASES change the seed (default 20261201) and
 -- the number of cases (default 10000).
@@ -123,13 +125,17 @@ local function random_view(o, shape)
   if ndim == 0 then return shape end
   local d = rand(ndim)
   local size = shape[d]
-  local kind = pick { "narrow", "select", "slice", "slice", "transpose" }
+  local kind = pick { "narrow", "select", "slice", "slice", "transpose", "index" }
   local out = copy(shape)
-  if kind == "transpose" and ndim >= 2 then
+  if kind == "index" and ndim >= 2 and shape[1] > 0 then -- x[i], i from the end now and then
+    local i = rand(shape[1])
+    o.views[#o.views + 1] = { "index", chance(0.3) and i - shape[1] - 1 or i }
+    table.remove(out, 1)
+  elseif kind == "transpose" and ndim >= 2 then
     local e = rand(ndim)
     o.views[#o.views + 1] = { "transpose", dim_arg(d, ndim), dim_arg(e, ndim) }
     out[d], out[e] = shape[e], shape[d]
-  elseif size == 0 then
+  elseif size == 0 or kind == "index" or kind == "transpose" then
     return shape
   elseif kind == "narrow" then
     local start = rand(size)
@@ -207,6 +213,7 @@ local function partner_shape(shape)
 end
 
 local function view_call(v)
+  if v[1] == "index" then return ("[%s]"):format(int_literal(v[2])) end
   local args = {}
   for i = 2, #v do args[#args + 1] = int_literal(v[i]) end
   return (":%s(%s)"):format(v[1], table.concat(args, ", "))
@@ -216,6 +223,16 @@ local function operand_expr(o)
   local shape = {}
   for i, s in ipairs(o.shape) do shape[i] = tostring(s) end
   local parts = { ("spk.tensor({%s}, %q):view{%s}"):format(table.concat(o.lua, ", "), o.dtype, table.concat(shape, ", ")) }
+  for _, v in ipairs(o.views) do parts[#parts + 1] = view_call(v) end
+  return table.concat(parts)
+end
+
+-- The base of `o` alone, and its views alone (to append to a variable).
+local function base_expr(o)
+  return operand_expr { dtype = o.dtype, shape = o.shape, lua = o.lua, views = {} }
+end
+local function views_expr(o)
+  local parts = {}
   for _, v in ipairs(o.views) do parts[#parts + 1] = view_call(v) end
   return table.concat(parts)
 end
@@ -293,6 +310,8 @@ local function random_case()
       expr = ("(%s %s %s)"):format(lit, OPERATOR[op], ea)
     elseif OPERATOR[op] and chance(0.5) then
       expr = ("(%s %s %s)"):format(ea, OPERATOR[op], lit)
+    elseif op == "mul" and chance(0.5) then
+      expr = ("%s:scale(%s)"):format(ea, lit)
     else
       expr = ("%s:%s(%s)"):format(ea, op, lit)
     end
@@ -325,6 +344,32 @@ local function random_case()
     expr = ("%s:%s(%s)"):format(ea, op, table.concat(args, ", "))
     fields[#fields + 1] = ('"op":"%s","dim":%s,"keepdim":%s'):format(op, dim and tostring(dim) or "null",
       keepdim == "true" and "true" or "false")
+  elseif r <= 97 and #shape >= 1 and shape[1] > 0 then -- x[i] = number or tensor, through the views
+    local i = rand(shape[1])
+    if chance(0.3) then i = i - shape[1] - 1 end
+    local row = copy(shape)
+    table.remove(row, 1)
+    local integer_dst = a.dtype == "i32" or a.dtype == "u64"
+    local value
+    if chance(0.5) then -- a number the destination can hold
+      local s = integer_dst and rand(21) - 1 or pick { 0.5, -1.25, 3, 1e10, -0.0, 7.0 }
+      local lit, js
+      if math.type(s) == "integer" then
+        lit, js = int_literal(s), ("%d"):format(s)
+      else
+        lit, js = float_literal(s, "f64")
+      end
+      value = lit
+      fields[#fields + 1] = ('"scalar":%s,"scalar_float":%s'):format(js, tostring(math.type(s) == "float"))
+    else -- a tensor broadcast to the row; integers from integers only (NumPy's float-to-int casts of NaN differ)
+      local src_dtype = integer_dst and pick { "i32", "u64" } or pick(DTYPES)
+      local b = operand_of_shape(src_dtype, chance(0.7) and row or partner_shape(row))
+      value = operand_expr(b)
+      fields[#fields + 1] = '"b":' .. operand_json(b)
+    end
+    expr = ("(function() local x = %s; local v = x%s; v[%s] = %s; return x end)()"):format(base_expr(a), views_expr(a),
+      int_literal(i), value)
+    fields[#fields + 1] = ('"op":"assign","index":%d'):format(i)
   else -- the view itself
     expr = ea
     fields[#fields + 1] = '"op":"view"'
@@ -383,7 +428,7 @@ describe("tensors against NumPy", function()
     for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
       if #failures < 20 then
         failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
-          shell_quote("print(" .. exprs[tonumber(id)] .. ")"))
+          shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
       end
     end
     local summary = out:match("checked (%d+) cases, (%d+) failed")
