@@ -5,7 +5,11 @@
  * Lua is 1-based: dims, indices, narrow starts and slice bounds given from Lua
  * are translated here before the 0-based C core sees them. Arguments are
  * checked here so errors name the argument (luaL_argerror); failures inside
- * the core are raised with spk_last_error(). */
+ * the core are raised with spk_last_error(). Functions are registered through
+ * spk_lua_setfuncs (args.h), which refuses arguments past each one's list.
+ * The rules for dtypes, broadcasting, numbers beside tensors and reductions
+ * are the core's (core/tensor.h); this file only passes Lua integers and
+ * floats on as such. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
