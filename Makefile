@@ -7,7 +7,7 @@ BUILD     ?= build
 CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
-           -Isrc -I$(CUDA_HOME)/include -I$(LUA_INC) \
+           -Isrc -Ikernels -I$(CUDA_HOME)/include -I$(LUA_INC) \
            -DSPK_SOURCE_LUA_DIR='"$(CURDIR)/lua"' -DSPK_SOURCE_KERNEL_DIR='"$(CURDIR)/kernels"' $(SANITIZE)
 # The CUDA runtime is linked statically: it loads the driver itself, so the
 # program starts (and says "no CUDA device") on a machine without one.

@@ -21,36 +21,18 @@
 // are then fetched with 16-byte cp.async, else element by element.
 // C (i, j) is c[i*c_sm + j*c_sn] (+ batch*c_sb).
 //
-// Work split. The host gives the tile shape as macros (src/cuda/gemm_3xtf32.c
-// holds the configuration): a block of SPK_GEMM_WARPS_M x SPK_GEMM_WARPS_N
+// Work split. The tile shape is kernels/gemm_3xtf32_config.h's: a block of SPK_GEMM_WARPS_M x SPK_GEMM_WARPS_N
 // warps computes a BM x BN tile of C, BM = WARPS_M * WM * 16 and BN =
 // WARPS_N * WN * 8 (blockIdx.x: columns, so the blocks that share a row tile
 // of A run together; blockIdx.y: rows; blockIdx.z: the matrix of a batch);
 // each warp owns WM x WN mma tiles of 16 x 8. K goes in tiles of 32 through
 // SPK_GEMM_STAGES shared-memory stages, the next ones loading with cp.async
 // while one is used.
-#if !defined(SPK_GEMM_WARPS_M) || !defined(SPK_GEMM_WARPS_N) || !defined(SPK_GEMM_WM) || !defined(SPK_GEMM_WN) || \
-    !defined(SPK_GEMM_STAGES) || !defined(SPK_GEMM_MIN_BLOCKS) || !defined(SPK_GEMM_SLICE_STEPS)
-#error "gemm_3xtf32.cu: the host gives SPK_GEMM_WARPS_M, _WARPS_N, _WM, _WN, _STAGES, _MIN_BLOCKS and _SLICE_STEPS"
-#endif
-#define SPK_GEMM_THREADS (32 * SPK_GEMM_WARPS_M * SPK_GEMM_WARPS_N)
-#define SPK_GEMM_BM (SPK_GEMM_WARPS_M * SPK_GEMM_WM * 16)
-#define SPK_GEMM_BN (SPK_GEMM_WARPS_N * SPK_GEMM_WN * 8)
-#define SPK_GEMM_BK 32
-// SPK_GEMM_SLICE_STEPS: the k-steps of 8 whose products the tensor core sums
-// before the FP32 accumulator takes them.
+#include "gemm_3xtf32_config.h"
 static_assert(SPK_GEMM_BK % (8 * SPK_GEMM_SLICE_STEPS) == 0, "a k-tile holds whole slices");
 static_assert((SPK_GEMM_BM * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0 &&
                   (SPK_GEMM_BN * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0,
               "every thread loads the same number of 16-byte chunks");
-// Rows of a stage are BK + 4 floats apart, so the fragment loads (row g,
-// column t of a lane) fall in 32 different banks.
-#define SPK_GEMM_LDS (SPK_GEMM_BK + 4)
-#define SPK_GEMM_STAGE_FLOATS ((SPK_GEMM_BM + SPK_GEMM_BN) * SPK_GEMM_LDS)
-#ifdef SPK_GEMM_HOST_SMEM_BYTES
-static_assert(SPK_GEMM_HOST_SMEM_BYTES == SPK_GEMM_STAGES * SPK_GEMM_STAGE_FLOATS * 4,
-              "the host's shared memory is this layout's");
-#endif
 
 // x = hi + lo: hi is x rounded to TF32 (half an ulp added to the magnitude,
 // the 13 bits below TF32's mantissa cleared: round half away from zero, as

@@ -1,5 +1,7 @@
 // C = alpha * A · Bᵀ + beta * C in split-TF32 arithmetic on Hopper's
-// warpgroup tensor-core instructions (wgmma, compute capability 9.0a): the
+// warpgroup tensor-core instructions (wgmma, compute capability 9.0a;
+// compiled for another target the kernel only traps, and the host launches it
+// on 9.0 alone): the
 // same arithmetic as kernels/gemm_3xtf32.cu (x = hi + lo, three products a
 // term, small ones first, each slice summed from zero by the tensor core and
 // added to the FP32 accumulator with a rounded FADD; see its comment), at the
@@ -25,32 +27,12 @@
 //   3. per slice of SLICE_STEPS k-steps: wgmma small x big, big x small and
 //      big x big into a zeroed accumulator, and while they run the previous
 //      slice's accumulator (the other of two) is added to acc.
-#define SPK_WG_BM 128
-#define SPK_WG_BN 128
-#define SPK_WG_BK 32
-#define SPK_WG_THREADS 256
-#ifndef SPK_WG_SLICE_STEPS
-#define SPK_WG_SLICE_STEPS 2
-#endif
-// SPK_WG_OVERLAP 1: two accumulators of slices, the tensor cores filling one
-// while the other is added to acc; 0: one, each slice waited for and added.
-#ifndef SPK_WG_OVERLAP
-#define SPK_WG_OVERLAP 0
-#endif
+#include "gemm_3xtf32_config.h"
+#define SPK_WG_BK SPK_GEMM_BK
+#define SPK_WG_STAGE_LDS SPK_GEMM_LDS
 #define SPK_WG_SLICES (SPK_WG_BK / (8 * SPK_WG_SLICE_STEPS))
 static_assert(SPK_WG_BK % (8 * SPK_WG_SLICE_STEPS) == 0 && (!SPK_WG_OVERLAP || SPK_WG_SLICES % 2 == 0),
-              "a k-tile holds an even number of whole slices (they alternate between two accumulators)");
-// Staging rows 36 floats apart: the split's 16-byte reads of 8 rows at one
-// k-chunk fall in different banks.
-#define SPK_WG_STAGE_LDS 36
-#define SPK_WG_STAGE_FLOATS ((SPK_WG_BM + SPK_WG_BN) * SPK_WG_STAGE_LDS)
-#define SPK_WG_PART_FLOATS (SPK_WG_BM * SPK_WG_BK) /* one part of one operand (BM == BN) */
-// Shared memory: two staging slots, then two buffers of four parts
-// (A hi, A lo, B hi, B lo).
-#define SPK_WG_SMEM_BYTES ((2 * SPK_WG_STAGE_FLOATS + 2 * 4 * SPK_WG_PART_FLOATS) * 4)
-#ifdef SPK_GEMM_HOST_SMEM_BYTES
-static_assert(SPK_GEMM_HOST_SMEM_BYTES == SPK_WG_SMEM_BYTES, "the host's shared memory is this layout's");
-#endif
+              "a k-tile holds whole slices, an even number where two accumulators alternate");
 
 static __device__ __forceinline__ unsigned spk_wg_smem_addr(const void *p)
 {
@@ -154,6 +136,7 @@ spk_gemm_3xtf32_wgmma(int m, int n, int k, const float *a, long long a_sm, long 
                       long long b_sn, long long b_sb, float *c, long long c_sm, long long c_sn, long long c_sb,
                       float alpha, float beta)
 {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(128) float spk_wg_smem[];
     float *slots = spk_wg_smem, *bufs = spk_wg_smem + 2 * SPK_WG_STAGE_FLOATS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = warp >> 2;
@@ -246,4 +229,8 @@ spk_gemm_3xtf32_wgmma(int m, int n, int k, const float *a, long long a_sm, long 
                 *out = beta == 0.0f ? v : v + beta * *out;
             }
         }
+#else
+    // wgmma exists on sm_90a alone; the host launches this kernel nowhere else.
+    asm volatile("trap;");
+#endif
 }

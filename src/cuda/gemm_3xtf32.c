@@ -11,28 +11,15 @@
 #include "core/error.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
+#include "gemm_3xtf32_config.h"
 
 /* Two forms of the kernel. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
  * compiled for sm_90a) runs on compute capability 9.0 when both operands run
  * along k with unit stride and 16-byte alignment; the mma.sync form
- * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Each form's
- * configuration is given to its kernel as macros, with the shared memory the
- * host computed, which the kernel checks against its own layout. */
+ * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Their tiles,
+ * threads and shared memory come from kernels/gemm_3xtf32_config.h, which
+ * the kernels include too. */
 typedef enum { FORM_MMA = 0, FORM_WGMMA = 1, FORMS } kernel_form;
-
-/* mma.sync: warps along m and n, mma tiles a warp along m (16 rows each) and
- * n (8 columns), k-tile stages of 32 floats, blocks an SM (launch bounds),
- * k-steps of 8 a slice. */
-static const struct {
-    int warps_m, warps_n, wm, wn, stages, min_blocks, slice_steps;
-} mma = {2, 2, 4, 4, 3, 2, 2};
-/* wgmma: a 128 x 128 tile of two warpgroups, k-tiles of 32 in two staging
- * slots of rows padded to 36 floats and two buffers of four split parts;
- * k-steps of 8 a slice; one accumulator of slices or two that alternate. */
-static const struct {
-    int tile, threads, slice_steps, overlap;
-} wgmma = {128, 256, 2, 0};
-enum { K_TILE = 32, ROW_PAD = 4 };
 
 typedef struct form_launch {
     int threads, tile_m, tile_n;
@@ -41,19 +28,9 @@ typedef struct form_launch {
 
 static form_launch launch_of(kernel_form form)
 {
-    form_launch l;
-    if (form == FORM_WGMMA) {
-        l.threads = wgmma.threads;
-        l.tile_m = l.tile_n = wgmma.tile;
-        l.smem = (2 * (size_t)(2 * wgmma.tile) * (K_TILE + ROW_PAD) + 2 * 4 * (size_t)wgmma.tile * K_TILE) *
-                 sizeof(float);
-    } else {
-        l.threads = 32 * mma.warps_m * mma.warps_n;
-        l.tile_m = mma.warps_m * mma.wm * 16;
-        l.tile_n = mma.warps_n * mma.wn * 8;
-        l.smem = (size_t)mma.stages * (l.tile_m + l.tile_n) * (K_TILE + ROW_PAD) * sizeof(float);
-    }
-    return l;
+    if (form == FORM_WGMMA)
+        return (form_launch){SPK_WG_THREADS, SPK_WG_BM, SPK_WG_BN, SPK_WG_SMEM_BYTES};
+    return (form_launch){SPK_GEMM_THREADS, SPK_GEMM_BM, SPK_GEMM_BN, SPK_GEMM_SMEM_BYTES};
 }
 
 static const char *const form_file[FORMS] = {"gemm_3xtf32.cu", "gemm_3xtf32_wgmma.cu"};
@@ -67,23 +44,7 @@ static spk_module *compile_form(kernel_form form, const char *arch)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", spk_kernel_dir(), form_file[form]);
-    const char *mma_names[] = {"SPK_GEMM_WARPS_M", "SPK_GEMM_WARPS_N", "SPK_GEMM_WM", "SPK_GEMM_WN",
-                               "SPK_GEMM_STAGES", "SPK_GEMM_MIN_BLOCKS", "SPK_GEMM_SLICE_STEPS"};
-    int mma_values[] = {mma.warps_m, mma.warps_n, mma.wm, mma.wn, mma.stages, mma.min_blocks, mma.slice_steps};
-    const char *wg_names[] = {"SPK_WG_SLICE_STEPS", "SPK_WG_OVERLAP"};
-    int wg_values[] = {wgmma.slice_steps, wgmma.overlap};
-    const char *const *names = form == FORM_WGMMA ? wg_names : mma_names;
-    const int *values = form == FORM_WGMMA ? wg_values : mma_values;
-    int count = form == FORM_WGMMA ? 2 : 7;
-    char text[8][24];
-    spk_define defines[8];
-    for (int i = 0; i < count; i++) {
-        snprintf(text[i], sizeof text[i], "%d", values[i]);
-        defines[i] = (spk_define){names[i], text[i]};
-    }
-    snprintf(text[count], sizeof text[count], "%zu", launch_of(form).smem);
-    defines[count] = (spk_define){"SPK_GEMM_HOST_SMEM_BYTES", text[count]};
-    spk_compile_options opts = {.file = path, .defines = defines, .ndefines = count + 1, .arch = arch};
+    spk_compile_options opts = {.file = path, .arch = arch};
     return spk_compile(&opts);
 }
 
