@@ -42,8 +42,11 @@ static spk_kernel *kernels[MAX_DEVICES][FORMS];
 
 static spk_module *compile_form(kernel_form form, const char *arch)
 {
+    const char *kernel_dir = spk_kernel_dir();
+    if (!kernel_dir)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", spk_kernel_dir(), form_file[form]);
+    snprintf(path, sizeof path, "%s/%s", kernel_dir, form_file[form]);
     spk_compile_options opts = {.file = path, .arch = arch};
     return spk_compile(&opts);
 }
