@@ -80,7 +80,7 @@ int luaopen_spk(lua_State *L)
 {
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) != 0)
-        return luaL_error(L, "spk: %s", spk_last_error());
+        return luaL_error(L, "cannot load spk: %s", spk_last_error());
 
     /* package.loaded["spk.core"] = the C table, so init.lua can require it. */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);

@@ -312,7 +312,8 @@ describe("make install", function()
     assert(os.execute("mkdir -p " .. q(loose) .. " && cp " .. q(prefix .. "/bin/spk") .. " " .. q(loose)))
     local code, out = sh(clean(elsewhere, nil, q(loose .. "/spk") .. " -l spk -e 'print(1)'"))
     assert.are.equal(1, code, out)
-    assert.matches("spk: cannot find spk's lua folder: " .. loose .. "/spk is neither installed", out, 1, true)
+    assert.matches("spk: cannot load spk: cannot find spk's lua folder: " .. loose .. "/spk is neither installed",
+      out, 1, true)
     assert.matches("set SPK_LUA_DIR", out, 1, true)
   end)
 
