@@ -7,6 +7,8 @@ BUILD     ?= build
 CC      ?= gcc
 OPT     ?= -O2
 # spk's flags follow any CFLAGS given (make CFLAGS=..., LuaRocks); OPT sets -O.
+# Add flags with `override CFLAGS +=` as well: a CFLAGS from the command line
+# (LuaRocks passes one) would drop a plain `CFLAGS +=`.
 override CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
                    -Isrc -I$(CUDA_HOME)/include -I$(LUA_INC) $(SANITIZE)
 # The CUDA runtime is linked statically: it loads the driver itself, so the
@@ -183,7 +185,8 @@ install_files = $(call say,INSTALL,$(DESTDIR)$(3)/ ($(words $(2)) files))cd $(1)
   install -D -m $$mode "$$f" "$(DESTDIR)$(3)/$$f" || exit 1; done
 # $(call uninstall_files,FILES,FROM): removes them, then the folders they leave empty.
 uninstall_files = $(call say,RM,$(DESTDIR)$(2)/ ($(words $(1)) files))if cd "$(DESTDIR)$(2)" 2>/dev/null; then \
-  rm -f $(1); for d in $(sort $(filter-out ./,$(dir $(1)))); do rmdir -p --ignore-fail-on-non-empty "$$d"; done; fi
+  rm -f $(1); for d in $(sort $(filter-out ./,$(dir $(1)))); do \
+  if [ -d "$$d" ]; then rmdir -p --ignore-fail-on-non-empty "$$d" || exit 1; fi; done; fi
 
 install-build: $(BUILD)/install/spk $(BUILD)/install/spk.so
 
