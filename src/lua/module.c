@@ -35,17 +35,9 @@ static int l_find_dir(lua_State *L)
         return 1;
     }
     const char *kind = luaL_checkstring(L, 1);
-    if (!spk_dir_env(kind)) {
-        luaL_Buffer b;
-        luaL_buffinit(L, &b);
-        for (int i = 0; spk_dir_kind(i); i++) {
-            luaL_addstring(&b, i ? ", " : "");
-            luaL_addstring(&b, spk_dir_kind(i));
-        }
-        luaL_pushresult(&b);
-        return luaL_argerror(L, 1, lua_pushfstring(L, "unknown kind \"%s\" (one of %s)", kind, lua_tostring(L, -1)));
-    }
     if (spk_find_dir(kind, dir, sizeof dir) != 0) {
+        if (!spk_dir_env(kind))
+            return luaL_argerror(L, 1, spk_last_error());
         luaL_pushfail(L);
         lua_pushstring(L, spk_last_error());
         return 2;

@@ -170,7 +170,7 @@ describe("the folders of a build", function()
     assert.matches('nil\tSPK_KERNEL_DIR is "' .. tmp .. '/gone", which is not a folder\n', out, 1, true)
     assert.matches("false\tspk.cuda.kernel_dir: SPK_KERNEL_DIR is", out, 1, true)
     assert.has_error(function() spk.find_dir("fixtures") end,
-      'bad argument #1 to \'find_dir\' (unknown kind "fixtures" (one of lua, kernels, experiments, tools))')
+      'bad argument #1 to \'find_dir\' (unknown kind of folder "fixtures" (one of lua, kernels, experiments, tools))')
   end)
 
   it_builds("are the copied tree's for a build copied with its tree (as scripts/gpu-test.sh runs one)", function()
