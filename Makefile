@@ -6,11 +6,8 @@ BUILD     ?= build
 
 CC      ?= gcc
 OPT     ?= -O2
-# spk's flags follow any CFLAGS given (make CFLAGS=..., LuaRocks); OPT sets -O.
-# Add flags with `override CFLAGS +=` as well: a CFLAGS from the command line
-# (LuaRocks passes one) would drop a plain `CFLAGS +=`.
-override CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
-                   -Isrc -I$(CUDA_HOME)/include -I$(LUA_INC) $(SANITIZE)
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
+           -Isrc -I$(CUDA_HOME)/include -I$(LUA_INC) $(SANITIZE)
 # The CUDA runtime is linked statically: it loads the driver itself, so the
 # program starts (and says "no CUDA device") on a machine without one.
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lnvrtc -lcublas -lcudnn \
@@ -45,7 +42,7 @@ CTESTS   = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(CTEST_SRC))
 # A build also knows the source tree it was compiled from; the copies that
 # make install installs ($(BUILD)/install/) are linked without it.
 PATHS_OBJ = $(call obj,src/core/paths.c)
-$(PATHS_OBJ): override CFLAGS += -DSPK_SOURCE_DIR='"$(CURDIR)"'
+$(PATHS_OBJ): CFLAGS += -DSPK_SOURCE_DIR='"$(CURDIR)"'
 INSTALL_LIB_OBJ = $(filter-out $(PATHS_OBJ),$(LIB_OBJ)) $(BUILD)/install/obj/paths.o
 
 .PHONY: all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help

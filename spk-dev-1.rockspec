@@ -3,7 +3,9 @@
 -- installs lib/lua/5.4/spk.so, share/lua/5.4/spk/ (with the kernels,
 -- experiments and tools in share/lua/5.4/spk/kernels, experiments, tools,
 -- where spk looks in a LuaRocks tree) and bin/spk. Needs the CUDA toolkit
--- of `make setup` (CUDA_HOME, default /usr/local/cuda).
+-- of `make setup` (CUDA_HOME, default /usr/local/cuda). LuaRocks warns that
+-- CFLAGS is not passed: the Makefile keeps its own flags (OPT sets -O), since
+-- a CFLAGS on make's command line would replace them all.
 rockspec_format = "3.0"
 package = "spk"
 version = "dev-1"
@@ -25,12 +27,10 @@ build = {
   type = "make",
   build_target = "install-build",
   build_variables = {
-    CFLAGS = "$(CFLAGS)",
     LUA_INC = "$(LUA_INCDIR)",
   },
   install_target = "install",
   install_variables = {
-    CFLAGS = "$(CFLAGS)",
     LUA_INC = "$(LUA_INCDIR)",
     PREFIX = "$(PREFIX)",
     BINDIR = "$(BINDIR)",
