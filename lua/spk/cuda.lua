@@ -11,13 +11,6 @@ return function(spk, core)
     spk[kind] = cuda[kind]
   end
 
-  -- #include "x.cuh" finds kernels/ beside lua/ (an installed tree or the
-  -- source tree); $SPK_KERNEL_DIR still wins, the build's source tree is the
-  -- fallback (both in C).
-  if core.lua_dir then
-    cuda.set_kernel_dir(core.lua_dir .. "/../kernels")
-  end
-
   --- spk.cuda.graph(function(s) ... end, [s]) -> graph
   -- Captures what fn enqueues on stream s (default: a new stream) and
   -- returns an instantiated graph; graph:replay([stream]) runs it again. An

@@ -23,6 +23,7 @@
 #include <lualib.h>
 
 #include "cli/cli.h"
+#include "core/paths.h"
 #include "core/version.h"
 
 int luaopen_spk_core(lua_State *L);
@@ -398,6 +399,9 @@ static int run_script(lua_State *L, char **argv, int script)
     const char *name = argv[script];
     if (strcmp(name, "-") == 0 && strcmp(argv[script - 1], "--") != 0)
         name = NULL; /* standard input */
+    char shipped[PATH_MAX];
+    if (name && access(name, F_OK) != 0 && spk_find_file(name, shipped, sizeof shipped) == 0)
+        name = shipped; /* experiments/x.lua, tools/x.lua: the ones spk ships, from any folder */
     int status = luaL_loadfile(L, name);
     if (status == LUA_OK) {
         int n = push_script_args(L);

@@ -11,13 +11,13 @@
 #include "core/error.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
-#include "gemm_3xtf32_config.h"
+#include "gemm_3xtf32_config.cuh"
 
 /* Two forms of the kernel. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
  * compiled for sm_90a) runs on compute capability 9.0 when both operands run
  * along k with unit stride and 16-byte alignment; the mma.sync form
  * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Their tiles,
- * threads and shared memory come from kernels/gemm_3xtf32_config.h, which
+ * threads and shared memory come from kernels/gemm_3xtf32_config.cuh, which
  * the kernels include too. */
 typedef enum { FORM_MMA = 0, FORM_WGMMA = 1, FORMS } kernel_form;
 

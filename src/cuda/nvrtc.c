@@ -26,12 +26,9 @@
 #include <nvrtc.h>
 
 #include "core/error.h"
+#include "core/paths.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
-
-#ifndef SPK_SOURCE_KERNEL_DIR
-#define SPK_SOURCE_KERNEL_DIR "kernels"
-#endif
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -125,13 +122,10 @@ void spk_set_kernel_dir(const char *dir)
 
 const char *spk_kernel_dir(void)
 {
-    const char *env = getenv("SPK_KERNEL_DIR");
-    if (env && *env)
-        return env;
     if (kernel_dir_override[0])
         return kernel_dir_override;
-    /* The build's source tree, or (a tree copied elsewhere) ./kernels. */
-    return is_dir(SPK_SOURCE_KERNEL_DIR) || !is_dir("kernels") ? SPK_SOURCE_KERNEL_DIR : "kernels";
+    static _Thread_local char dir[PATH_MAX];
+    return spk_find_dir("kernels", dir, sizeof dir) == 0 ? dir : NULL;
 }
 
 static const char *cuda_home(void)

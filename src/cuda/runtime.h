@@ -197,9 +197,11 @@ const char *spk_module_key(const spk_module *m);   /* cache key, 64 hex digits *
  * arch and the NVRTC version. Needs no device; `arch` NULL fails here. */
 int spk_compile_key(const spk_compile_options *opts, char key_hex[65]);
 
-/* Folder searched for #include "x.cuh": $SPK_KERNEL_DIR, else the folder
- * given to spk_set_kernel_dir (the Lua module gives <lua dir>/../kernels),
- * else the source tree's kernels/ (SPK_SOURCE_KERNEL_DIR), else ./kernels. */
+/* The kernel folder (the built-in kernels, and searched for #include
+ * "x.cuh"): the folder given to spk_set_kernel_dir for this process, else
+ * spk_find_dir("kernels") ($SPK_KERNEL_DIR, the installed share/spk/kernels,
+ * the source tree's kernels/: core/paths.h). NULL, with the message set, when
+ * there is none. */
 const char *spk_kernel_dir(void);
 void spk_set_kernel_dir(const char *dir);
 

@@ -681,7 +681,10 @@ static int l_set_kernel_dir(lua_State *L)
 
 static int l_kernel_dir(lua_State *L)
 {
-    lua_pushstring(L, spk_kernel_dir());
+    const char *dir = spk_kernel_dir();
+    if (!dir)
+        return luaL_error(L, "spk.cuda.kernel_dir: %s", spk_last_error());
+    lua_pushstring(L, dir);
     return 1;
 }
 
@@ -714,7 +717,9 @@ static bool is_kernel_source(const char *name)
  * dir (default: the kernel folder), so a script can hash the kernel sources. */
 static int l_kernel_files(lua_State *L)
 {
-    const char *dir = luaL_optstring(L, 1, spk_kernel_dir());
+    const char *dir = lua_isnoneornil(L, 1) ? spk_kernel_dir() : luaL_checkstring(L, 1);
+    if (!dir)
+        return luaL_error(L, "spk.cuda.kernel_files: %s", spk_last_error());
     DIR *d = opendir(dir);
     if (!d)
         return luaL_error(L, "spk.cuda.kernel_files: cannot read the folder %s", dir);

@@ -356,6 +356,7 @@ describe("spk info (the command module)", function()
     local code = info({}, {
       program = program,
       cuda = cuda,
+      find_dir = false,
       write = function(...) lines[#lines + 1] = table.concat { ... } end,
     })
     return table.concat(lines), code
@@ -388,6 +389,20 @@ describe("spk info (the command module)", function()
     assert.matches("CUDA driver: 13.1\n", text, 1, true)
     assert.matches("GPU 0: NVIDIA H200 (compute capability 9.0, 132 SMs, 150.0 GiB)\n"
       .. "GPU 1: Other (compute capability 8.0, 108 SMs, 40.0 GiB)\n", text, 1, true)
+  end)
+
+  it("says where each kind of spk's files is, and why one is missing", function()
+    local lines = {}
+    local function find_dir(kind)
+      local found = { lua = "/p/share/lua/5.4", kernels = false }
+      if kind == nil then return found end
+      if found[kind] then return found[kind] end
+      return nil, "the installed spk at /p has no kernels folder"
+    end
+    assert.are.equal(0, info({}, { program = program, cuda = false, find_dir = find_dir,
+      write = function(...) lines[#lines + 1] = table.concat { ... } end }))
+    assert.matches("GPU runtime: not built in\nkernels folder: not found: the installed spk at /p has no "
+      .. "kernels folder\nlua folder: /p/share/lua/5.4\n$", table.concat(lines))
   end)
 
   it("turns a failing spk.cuda.info into a no-device answer", function()

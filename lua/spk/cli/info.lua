@@ -1,9 +1,10 @@
--- versions of spk, Lua and CUDA, and the GPU devices this machine has
+-- versions of spk, Lua and CUDA, the GPU devices this machine has, and spk's folders
 --
 -- spk info: prints what spk was built with and what the machine offers. A
 -- machine without a GPU or driver is a normal answer ("no CUDA device"), not
 -- an error. The optional second argument lets tests supply the facts:
--- {program = ..., cuda = ..., write = function(text)}.
+-- {program = ..., cuda = ..., find_dir = ..., write = function(text)}
+-- (find_dir = false leaves the folder lines out).
 
 -- 13000 -> "13.0", 12080 -> "12.8" (CUDA's 1000 * major + 10 * minor).
 local function cuda_version(number)
@@ -25,6 +26,22 @@ local function cuda_area()
   local ok, spk = pcall(require, "spk")
   if ok and type(spk) == "table" then return spk.cuda end
   return nil
+end
+
+-- Where spk reads its own files from (spk.find_dir: installed, or a source tree).
+local function folder_lines(find_dir, say)
+  if find_dir == nil then
+    local ok, spk = pcall(require, "spk")
+    find_dir = ok and type(spk) == "table" and spk.find_dir
+  end
+  if type(find_dir) ~= "function" then return end
+  local kinds = {}
+  for kind in pairs(find_dir()) do kinds[#kinds + 1] = kind end
+  table.sort(kinds)
+  for _, kind in ipairs(kinds) do
+    local dir, why = find_dir(kind)
+    say(kind .. " folder: " .. (dir or ("not found: " .. tostring(why))))
+  end
 end
 
 local function gpu_lines(cuda, say)
@@ -67,5 +84,6 @@ return function(args, context)
   local cuda = context.cuda
   if cuda == nil then cuda = cuda_area() end
   gpu_lines(cuda, say)
+  folder_lines(context.find_dir, say)
   return 0
 end
