@@ -23,6 +23,7 @@
 #include <lualib.h>
 
 #include "cli/cli.h"
+#include "core/cancel.h"
 #include "core/version.h"
 
 int luaopen_spk_core(lua_State *L);
@@ -35,18 +36,22 @@ static const char *progname = "spk";
 /* The state a Ctrl-C interrupts. Signal handlers cannot take arguments. */
 static lua_State *running_state = NULL;
 
-/* Raises "interrupted!" at the next hook event, as lua.c does: the handler
+/* Raises "interrupted" at the next hook event, as lua.c does: the handler
  * itself only arms a hook, since it may run at any point inside Lua. */
 static void stop_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    luaL_error(L, "interrupted");
 }
 
+/* Ctrl-C: Lua code stops at its next instruction (the hook), C code at its
+ * next poll of the core's cancellation flag (core/cancel.h), which fails the
+ * call with "interrupted". Both are async-signal-safe. */
 static void on_interrupt(int sig)
 {
-    signal(sig, SIG_DFL); /* a second Ctrl-C kills the process */
+    signal(sig, SIG_DFL); /* a second Ctrl-C before the first took effect kills the process */
+    spk_cancel_request();
     lua_sethook(running_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
@@ -79,11 +84,15 @@ int spk_cli_docall(lua_State *L, int narg, int nres, int traceback)
     lua_pushcfunction(L, traceback ? message_with_traceback : message_only);
     lua_insert(L, base);
     lua_State *outer = running_state;
+    if (outer == NULL)
+        spk_cancel_reset(); /* an interrupt ends the call it came in, not the next one */
     running_state = L;
     void (*old)(int) = signal(SIGINT, on_interrupt);
     int status = lua_pcall(L, narg, nres, base);
     signal(SIGINT, old);
     running_state = outer;
+    if (outer == NULL)
+        spk_cancel_reset();
     lua_remove(L, base);
     return status;
 }

@@ -1,7 +1,8 @@
 /* The interactive session: `spk repl`, `spk -i`, and `spk` on a terminal.
  *
  * On a terminal: readline editing with history saved across sessions
- * ($SPK_HISTORY or ~/.spk_history), prompts "> " and ">> ". Ctrl-C cancels
+ * ($SPK_HISTORY or ~/.spk_history, each entry appended as it is entered),
+ * prompts "> " and ">> ". Ctrl-C cancels
  * the input being typed (or interrupts running code), Ctrl-D ends the session.
  * When standard input is not a terminal (a pipe, a file), lines are read
  * plainly and no prompts are printed, so the output holds only results and
@@ -12,6 +13,7 @@
  * the next line. Results print through spk.repl.format (lua/spk/repl.lua),
  * separated by tabs; errors print their message and the session goes on. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
 struct session {
     int terminal;        /* stdin is a terminal: readline and prompts */
     char history[4096];  /* history file, "" when history is not kept */
+    int history_warned;  /* a history error was reported (once a session) */
 };
 
 /* ---- reading lines ----------------------------------------------------- */
@@ -119,7 +122,20 @@ static char *read_line(struct session *s, const char *prompt, int *cancelled)
     return read_plain_line();
 }
 
-/* ---- history ----------------------------------------------------------- */
+/* ---- history -----------------------------------------------------------
+ * Each entry is appended to the file as soon as it is entered, so no way of
+ * ending the session (Ctrl-D, a second Ctrl-C, a crash, kill -9) loses it.
+ * The file is cut to the last HISTORY_LENGTH entries when a session opens
+ * and when it ends. */
+
+static void history_warning(struct session *s, const char *what, int err)
+{
+    if (s->history_warned)
+        return;
+    s->history_warned = 1;
+    fprintf(stderr, "spk: cannot %s history file %s: %s (history is not saved)\n", what, s->history, strerror(err));
+    fflush(stderr);
+}
 
 static void open_history(struct session *s)
 {
@@ -133,24 +149,34 @@ static void open_history(struct session *s)
         return;
     using_history();
     stifle_history(HISTORY_LENGTH);
-    read_history(s->history); /* a missing file is the normal first session */
+    /* append_history needs the file to exist; entries may hold secrets. */
+    int fd = open(s->history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        history_warning(s, "open", errno);
+        return;
+    }
+    close(fd);
+    history_truncate_file(s->history, HISTORY_LENGTH);
+    read_history(s->history);
 }
 
 static void remember(struct session *s, const char *chunk)
 {
-    if (s->history[0] && chunk[strspn(chunk, " \t")] != '\0')
-        add_history(chunk);
+    if (!s->history[0] || chunk[strspn(chunk, " \t")] == '\0')
+        return;
+    add_history(chunk);
+    int err = append_history(1, s->history);
+    if (err != 0)
+        history_warning(s, "append to", err);
 }
 
-static void save_history(struct session *s)
+static void close_history(struct session *s)
 {
     if (!s->history[0])
         return;
-    int err = write_history(s->history);
-    if (err == 0)
-        err = history_truncate_file(s->history, HISTORY_LENGTH);
+    int err = history_truncate_file(s->history, HISTORY_LENGTH);
     if (err != 0)
-        fprintf(stderr, "spk: cannot save history to %s: %s\n", s->history, strerror(err));
+        history_warning(s, "trim", err);
     clear_history();
 }
 
@@ -299,6 +325,6 @@ int spk_repl(lua_State *L)
     }
     lua_settop(L, 0); /* readline has ended the line at Ctrl-D */
     fflush(stdout);
-    save_history(&s);
+    close_history(&s);
     return SPK_EXIT_OK;
 }
