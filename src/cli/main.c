@@ -1,6 +1,7 @@
 /* The spk program: a Lua 5.4 interpreter with the spk module built in.
  *
  *   spk [options] [script [args...]]     as lua(1): -e, -l, -i, -v, -h, --, -
+ *                                        (-e statements see the globals spk and help)
  *   spk run script [args...]             the same as `spk script [args...]`
  *   spk repl                             the interactive session (repl.c)
  *   spk <command> [args...]              a command written in Lua: the module
@@ -364,15 +365,24 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script)
     lua_setglobal(L, "arg");
 }
 
-/* Runs the -e and -l options in order. */
+/* Runs the -e and -l options in order. The first -e gets the globals a
+ * session has (spk, help), so `spk -e 'print(spk.zeros(2))'` works as the
+ * REPL does. */
 static int run_options(lua_State *L, char **argv, int end)
 {
+    int session_globals = 0;
     for (int i = 1; i < end; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l'))
             continue;
         const char *value = a[2] != '\0' ? a + 2 : argv[++i];
         int status;
+        if (a[1] == 'e' && !session_globals) {
+            session_globals = 1;
+            lua_pushcfunction(L, spk_cli_open_session_globals);
+            if (spk_cli_report(L, spk_cli_docall(L, 0, 0, 1)) != LUA_OK)
+                return SPK_EXIT_ERROR;
+        }
         if (a[1] == 'e') {
             status = luaL_loadbuffer(L, value, strlen(value), "=(command line)");
             if (status == LUA_OK)
@@ -488,8 +498,7 @@ static int protected_main(lua_State *L)
         default:
             if (o.first_word == 0 && !o.interactive && !o.executes && !o.version) {
                 if (isatty(STDIN_FILENO)) {
-                    print_version();
-                    o.interactive = 1;
+                    o.interactive = 1; /* the session prints its banner */
                 } else { /* as lua: run the script on standard input */
                     int status = luaL_loadfile(L, NULL);
                     if (status == LUA_OK)

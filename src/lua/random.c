@@ -106,18 +106,31 @@ static int generator_tostring(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg generator_methods[] = {
-    {"uniform", generator_uniform},
-    {"normal", generator_normal},
-    {"next_u64", generator_next_u64},
-    {NULL, NULL},
+static const spk_lua_reg generator_methods[] = {
+    {"uniform", generator_uniform,
+     "g:uniform(shape[, {dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "The next draws of g, uniform in [low, high); shape is {2, 3} or 2, 3."},
+    {"normal", generator_normal,
+     "g:normal(shape[, {dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "The next draws of g, normal (Box-Muller); shape is {2, 3} or 2, 3."},
+    {"next_u64", generator_next_u64,
+     "g:next_u64() -> integer\nThe next raw 64-bit output (above 2^63 it reads negative: compare with math.ult)."},
+    {NULL, NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"rand", module_rand},
-    {"randn", module_randn},
-    {"generator", module_generator},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"rand", module_rand,
+     "spk.rand(shape[, {seed = 0, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "Uniform in [low, high) from a generator seeded with seed (the same numbers every run; see\n"
+     "src/core/rng.h for the algorithm)."},
+    {"randn", module_randn,
+     "spk.randn(shape[, {seed = 0, dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "Normal draws (Box-Muller) from a generator seeded with seed."},
+    {"generator", module_generator,
+     "spk.generator([seed = 0]) -> generator\n"
+     "A seeded generator (SplitMix64-seeded xoshiro256**) whose :uniform, :normal and :next_u64 continue\n"
+     "where the previous call stopped."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_random(lua_State *L, int module)
@@ -125,11 +138,14 @@ void spk_open_random(lua_State *L, int module)
     luaL_newmetatable(L, GENERATOR_MT);
     lua_pushcfunction(L, generator_tostring);
     lua_setfield(L, -2, "__tostring");
-    luaL_newlib(L, generator_methods);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, generator_methods, 0);
+    spk_lua_settype(L, GENERATOR_MT, -1,
+                    "generator: a seeded random stream (spk.generator(seed)); each draw continues the stream.");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
     lua_pop(L, 1);
 }

@@ -847,42 +847,55 @@ static int module_is_tensor(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg tensor_methods[] = {
-    {"close", tensor_close},
-    {"is_closed", tensor_is_closed},
-    {"shape", tensor_shape},
-    {"size", tensor_size},
-    {"dim", tensor_dim},
-    {"strides", tensor_strides},
-    {"offset", tensor_offset},
-    {"dtype", tensor_dtype},
-    {"numel", tensor_numel},
-    {"data_ptr", tensor_data_ptr},
-    {"is_contiguous", tensor_is_contiguous},
-    {"narrow", tensor_narrow},
-    {"select", tensor_select},
-    {"slice", tensor_slice},
-    {"transpose", tensor_transpose},
-    {"view", tensor_view},
-    {"reshape", tensor_reshape},
-    {"contiguous", tensor_contiguous},
-    {"clone", tensor_clone},
-    {"to", tensor_to},
-    {"fill", tensor_fill},
-    {"get", tensor_get},
-    {"set", tensor_set},
-    {"tolist", tensor_tolist},
-    {"add", tensor_add},
-    {"sub", tensor_sub},
-    {"mul", tensor_mul},
-    {"scale", tensor_scale},
-    {"abs", tensor_abs},
-    {"sum", tensor_sum},
-    {"mean", tensor_mean},
-    {"min", tensor_min},
-    {"max", tensor_max},
-    {"norm", tensor_norm},
-    {NULL, NULL},
+static const spk_lua_reg tensor_methods[] = {
+    {"close", tensor_close, "t:close()\nFrees the tensor's storage now (also at <close> and collection); later use is an error."},
+    {"is_closed", tensor_is_closed, "t:is_closed() -> boolean\nWhether t was closed."},
+    {"shape", tensor_shape, "t:shape() -> {size, ...}\nThe size of every dimension, as a new list."},
+    {"size", tensor_size, "t:size(dim) -> integer\nThe size of dimension dim (1-based; negative counts from the last)."},
+    {"dim", tensor_dim, "t:dim() -> integer\nThe number of dimensions (0 for a scalar tensor)."},
+    {"strides", tensor_strides, "t:strides() -> {stride, ...}\nElements to step per dimension in the storage."},
+    {"offset", tensor_offset, "t:offset() -> integer\nWhere the view starts in its storage, in elements (0-based)."},
+    {"dtype", tensor_dtype, "t:dtype() -> \"f32\" | \"f64\" | \"i32\" | \"u64\""},
+    {"numel", tensor_numel, "t:numel() -> integer\nThe number of elements."},
+    {"data_ptr", tensor_data_ptr, "t:data_ptr() -> integer\nThe address of the first element (host or device), for kernels and debugging."},
+    {"is_contiguous", tensor_is_contiguous, "t:is_contiguous() -> boolean\nWhether the elements are dense in row-major order."},
+    {"narrow", tensor_narrow,
+     "t:narrow(dim, start, length) -> view\n"
+     "The `length` entries of dimension dim from index start (1-based), sharing t's storage."},
+    {"select", tensor_select,
+     "t:select(dim, index) -> view\nEntry `index` (1-based) of dimension dim, that dimension removed; shares storage."},
+    {"slice", tensor_slice,
+     "t:slice(dim, first[, last = -1[, step = 1]]) -> view\n"
+     "Entries first..last of dimension dim by step, bounds inclusive and 1-based like string.sub (negative\n"
+     "ones count from the end); a negative step walks backwards. Shares storage."},
+    {"transpose", tensor_transpose,
+     "t:transpose([dim1, dim2]) -> view\nSwaps two dimensions (a 2-d tensor: 1 and 2 by default); shares storage."},
+    {"view", tensor_view,
+     "t:view(shape) -> view\n"
+     "The same elements in another shape ({2, -1}: one size inferred); t must be contiguous (else reshape)."},
+    {"reshape", tensor_reshape,
+     "t:reshape(shape) -> tensor\nAs view, copying first when t is not contiguous."},
+    {"contiguous", tensor_contiguous, "t:contiguous() -> tensor\nA dense row-major copy (t itself when it already is)."},
+    {"clone", tensor_clone, "t:clone() -> tensor\nA copy with its own storage, on t's device."},
+    {"to", tensor_to,
+     "t:to(dtype | \"cuda\" | \"cuda:N\" | \"cpu\"[, stream]) -> tensor\n"
+     "A copy converted to dtype (\"f32\", \"f64\", \"i32\", \"u64\"), or moved to a device."},
+    {"fill", tensor_fill, "t:fill(value) -> t\nSets every element to value (host tensors)."},
+    {"get", tensor_get, "t:get(i, j, ...) -> number\nThe element at 1-based indices, one per dimension (host tensors)."},
+    {"set", tensor_set,
+     "t:set(i, j, ..., value) -> t\nStores value at 1-based indices, one per dimension (exact for i32 and u64)."},
+    {"tolist", tensor_tolist, "t:tolist() -> nested tables\nThe elements as nested Lua lists (a number for a 0-d tensor)."},
+    {"add", tensor_add, "t:add(u) -> tensor\nElementwise t + u (same shapes); also t + u."},
+    {"sub", tensor_sub, "t:sub(u) -> tensor\nElementwise t - u (same shapes); also t - u."},
+    {"mul", tensor_mul, "t:mul(u) -> tensor\nElementwise t * u (same shapes); also t * u."},
+    {"scale", tensor_scale, "t:scale(number) -> tensor\nEvery element times number; also t * number."},
+    {"abs", tensor_abs, "t:abs() -> tensor\nElementwise absolute value."},
+    {"sum", tensor_sum, "t:sum() -> number\nThe sum of every element."},
+    {"mean", tensor_mean, "t:mean() -> number\nThe mean of every element."},
+    {"min", tensor_min, "t:min() -> number\nThe smallest element."},
+    {"max", tensor_max, "t:max() -> number\nThe largest element."},
+    {"norm", tensor_norm, "t:norm() -> number\nThe 2-norm (square root of the sum of squares) of every element."},
+    {NULL, NULL, NULL},
 };
 
 static const luaL_Reg tensor_metamethods[] = {
@@ -899,23 +912,35 @@ static const luaL_Reg tensor_metamethods[] = {
     {NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"tensor", module_tensor},
-    {"zeros", module_zeros},
-    {"ones", module_ones},
-    {"full", module_full},
-    {"arange", module_arange},
-    {"is_tensor", module_is_tensor},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"tensor", module_tensor,
+     "spk.tensor(nested_table[, dtype = \"f32\"]) -> tensor\n"
+     "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor."},
+    {"zeros", module_zeros,
+     "spk.zeros(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of zeros; shape is {2, 3} or 2, 3."},
+    {"ones", module_ones, "spk.ones(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of ones; shape is {2, 3} or 2, 3."},
+    {"full", module_full,
+     "spk.full(shape, value[, dtype = \"f32\"]) -> tensor\nA host tensor with every element value."},
+    {"arange", module_arange,
+     "spk.arange([start = 0, ]stop[, step = 1][, dtype = \"f32\"]) -> tensor\n"
+     "The 1-d tensor start, start + step, ... up to but not including stop, as NumPy's arange."},
+    {"is_tensor", module_is_tensor, "spk.is_tensor(value) -> boolean\nWhether value is a tensor (open or closed)."},
+    {NULL, NULL, NULL},
 };
+
+#define TENSOR_DOC \
+    "tensor: an n-d array (up to 8 dims) of f32, f64, i32 or u64 on the host or a CUDA device.\n" \
+    "Dims and indices are 1-based. Views (narrow, select, slice, transpose, view) share storage;\n" \
+    "t.device is \"cpu\" or \"cuda:N\"; #t is the first dimension's size; + - * / work elementwise."
 
 void spk_open_tensor(lua_State *L, int module)
 {
     /* The methods table lives in the registry so other areas can extend it;
      * an existing one is kept (and so are methods others added to it). */
     spk_lua_push_tensor_methods(L);
-    luaL_setfuncs(L, tensor_methods, 0);
+    spk_lua_setfuncs(L, tensor_methods, 0);
     int methods = lua_gettop(L);
+    spk_lua_settype(L, SPK_TENSOR_MT, methods, TENSOR_DOC);
 
     luaL_newmetatable(L, SPK_TENSOR_MT); /* sets __name */
     luaL_setfuncs(L, tensor_metamethods, 0);
@@ -925,7 +950,7 @@ void spk_open_tensor(lua_State *L, int module)
     lua_pop(L, 2);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
     static const char *const dtypes[] = {"f32", "f64", "i32", "u64"};
     lua_createtable(L, 4, 0);
     for (int i = 0; i < 4; i++) {
