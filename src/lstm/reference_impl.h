@@ -63,12 +63,18 @@ static void FN(matvec_)(const REAL *v, int64_t K, const REAL *M, int64_t N, REAL
 static void FN(project_)(const REAL *x, int64_t T, int64_t K, const REAL *Wt, int64_t N, REAL *G)
 {
     int64_t j = 0;
-    for (; j + BLOCK <= N && !spk_cancel_requested(); j += BLOCK)
+    for (; j + BLOCK <= N; j += BLOCK) {
+        if (spk_cancel_requested())
+            return;
         for (int64_t t = 0; t < T; t++)
             FN(dot_block_)(x + t * K, K, Wt, N, j, G + t * N);
-    for (; j < N; j += LANES)
+    }
+    for (; j < N; j += LANES) {
+        if (spk_cancel_requested())
+            return;
         for (int64_t t = 0; t < T; t++)
             FN(dot_vector_)(x + t * K, K, Wt, N, j, G + t * N);
+    }
 }
 
 static inline REAL FN(sigmoid_)(REAL v)
