@@ -27,7 +27,12 @@ return function(spk, core)
   local function shape_of(opts, level)
     if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =}", level + 1) end
     for key in pairs(opts) do
-      if not known[key] then fail(("unknown option '%s'"):format(tostring(key)), level + 1) end
+      if not known[key] then
+        -- without `backend` the stack is "auto", which picks each backend's options itself
+        fail(("unknown option '%s'%s"):format(tostring(key), opts.backend == nil
+          and " (backend options need their backend: give backend = \"persistent\", \"cluster\", ...)" or ""),
+          level + 1)
+      end
     end
     if opts.backend ~= nil and opts.backend ~= "auto" then
       fail(("backend must be \"auto\", got %s"):format(tostring(opts.backend)), level + 1)
@@ -113,4 +118,17 @@ return function(spk, core)
     end
     fail("no backend could be built: " .. table.concat(failures, "; "), 2)
   end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.auto_choice, [[
+spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> {backend, options, source, record, tuned_batch, reason}
+What backend "auto" would build for this shape on this machine (from the tuning record, else the
+documented default), building nothing.]])
+  doc(spk.lstm.backends.auto, [[
+spk.lstm.backends.auto{layers =, batch =, steps =, tune_dir =, math =} -> plan
+Backend "auto" (spk.lstm.stack's default): the tuning record's or the default choice for this device
+and shape, the next fallback where it cannot be built; plan.auto says what was chosen and why.]])
+  doc.area { name = "auto", source = "spk.auto",
+             summary = "backend \"auto\" (the default): the fastest correct backend for this machine and shape",
+             contents = { spk.lstm.auto_choice, spk.lstm.backends.auto } }
 end

@@ -277,4 +277,32 @@ return function(spk, core)
   if type(spk.lstm.backends) == "table" then
     spk.lstm.backends.cluster = spk.lstm.cluster_stack
   end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.cluster_stack, [[
+spk.lstm.cluster_stack{layers =, batch =, steps =, math = "fp32" | "tf32", kernel = {...}} -> plan
+The cluster backend's plan (spk.lstm.stack{backend = "cluster", ...}; compute capability 9.0): one
+thread-block cluster per batch tile and direction. The kernel options are listed in help "cluster".]])
+  doc(spk.lstm.cluster_variant, [[
+spk.lstm.cluster_variant(kernel) -> variant
+The fitted cluster variant of a kernel table (hidden 128 unless given), with its geometry and
+defines; no device needed.]])
+  doc(spk.lstm.cluster_default, [[
+spk.lstm.cluster_default(batch[, hidden = 128]) -> kernel
+The cluster plan's default kernel table at a batch (src/lstm/cluster.c's batch table).]])
+  doc.type("cluster stack plan", Plan, [[
+cluster stack plan: spk.lstm.stack{backend = "cluster"}'s plan; fields kernel, schedule, variant, math,
+batch, steps, input, hidden.]])
+  doc(Plan.forward, [[
+plan:forward(x) -> y
+x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side.]])
+  doc(Plan.time, [[
+plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
+CUDA-graph replays of one forward, each timed by CUDA events.]])
+  doc(Plan.close, "plan:close()\nFrees the plan's device memory now (also <close>).")
+  doc(Plan.is_closed, "plan:is_closed() -> boolean")
+  doc.area { name = "cluster", source = "spk.cluster",
+             summary = "the cluster backend: thread-block clusters exchanging h through distributed shared memory",
+             contents = { spk.lstm.cluster_stack, spk.lstm.cluster_variant, spk.lstm.cluster_default,
+                          "cluster stack plan" } }
 end

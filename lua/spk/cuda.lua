@@ -39,4 +39,40 @@ return function(spk, core)
 
   local bench = require "spk.bench"
   spk.bench = function(fn, opts) return bench.run(fn, opts) end
+
+  -- The one phrase for a machine without a usable GPU. The runtime's message
+  -- already says "spk.cuda: no CUDA device (<what CUDA said>)"; whoever
+  -- reports it (auto's reason, spk info, the experiments) passes it through
+  -- this, so the fact appears once, never wrapped in itself.
+  function cuda.no_device_reason(message)
+    if message == nil then
+      local ok, info = pcall(cuda.info)
+      message = ok and type(info) == "table" and info.error or nil
+    end
+    if message == nil then return "no CUDA device" end
+    local text = tostring(message):gsub("^spk%.cuda: ", "")
+    if text:match("^no CUDA device") then return text end
+    return ("no CUDA device (%s)"):format(text)
+  end
+
+  local doc = require "spk.doc"
+  doc(cuda.graph, [[
+spk.cuda.graph(function(s) ... end[, s]) -> graph
+Captures what fn enqueues on stream s (default: a new stream) and returns an instantiated graph;
+graph:replay([stream]) runs it again. An error inside fn ends the capture and is raised again.]])
+  doc(cuda.no_device_reason, [[
+spk.cuda.no_device_reason([message]) -> "no CUDA device (...)"
+Why no GPU can be used, in one phrase: the runtime's own message (spk.cuda.info().error, or the
+message given) with "no CUDA device" said once.]])
+  doc(cuda.time, [[
+spk.cuda.time(fn[, stream]) -> ms
+One call of fn(stream) timed by two CUDA events on stream (default: the default stream).]])
+  doc(spk.bench, [[
+spk.bench(fn, {warmup = 3, rounds = 10, iters = 1, graph = false, stream =}) -> {median_ms, min_ms, max_ms, spread, samples}
+Times fn(stream)'s GPU work with CUDA events: warmup rounds discarded, then each round's iters calls
+(or graph replays of one captured call) between two events; spread = (max - min) / median.]])
+  doc.area { name = "cuda", source = "spk.cuda",
+             summary = "the GPU: devices, streams, events, graphs, NVRTC kernels and their cache, cuBLAS, timing",
+             contents = { cuda, blas, spk.bench, "spk.cuda.stream", "spk.cuda.event", "spk.cuda.graph",
+                          "spk.cuda.module", "spk.cuda.kernel", "spk.cuda.scalar" } }
 end

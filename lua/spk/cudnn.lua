@@ -80,4 +80,19 @@ return function(spk, core)
   if type(spk.lstm.backends) == "table" then
     spk.lstm.backends.cudnn = spk.lstm.cudnn_stack
   end
+
+  local doc = require "spk.doc"
+  doc(methods.time, [[
+plan:time{rounds = 10, warmup = 3, iters = 1, graph = true, x = tensor, stream = s} -> {median_ms, ...}
+spk.bench over forward_into on device buffers made once.]])
+  doc(spk.lstm.cudnn_stack, [[
+spk.lstm.cudnn_stack{layers =, batch =, steps =, algo = "persist_static_small_h" | "standard" | "persist_static"
+                     | "persist_dynamic", layout = "batch_major" | "seq_major", math = "fp32" | "tf32", stream =} -> plan
+cuDNN 9's LSTM over the stack, weights placed from the ONNX layout (spk.lstm.stack{backend = "cudnn"}).]])
+  doc(spk.lstm.cudnn_algorithms, [[
+spk.lstm.cudnn_algorithms{batch =, steps = 589, layers = stack | count (4), hidden = 128, input = 60, layout =, math =}
+  -> {{algo =, ok =, reason =}, ...}
+Which cuDNN algorithms this device accepts for the shape, each tried by building its plan.]])
+  doc.area { name = "cudnn", source = "spk.cudnn", summary = "the cuDNN backend, the baseline of every comparison",
+             contents = { spk.lstm.cudnn_stack, spk.lstm.cudnn_algorithms, spk.cudnn, "spk.cudnn.stack" } }
 end

@@ -25,8 +25,8 @@
 -- `--name=value` works too. A usage error prints the usage and exits 2.
 --
 -- The no-GPU policy: with gpu = "required", a machine without a usable CUDA
--- device gets the line "<name>: needs a CUDA GPU, and this machine has none
--- (...). Nothing was run." on stderr and exit status 3 (experiment.NO_GPU),
+-- device gets the line "<name>: needs a CUDA GPU: no CUDA device (...).
+-- Nothing was run." on stderr and exit status 3 (experiment.NO_GPU),
 -- before any folder is made. With gpu = "optional" the script runs and reads
 -- ex.gpu to decide which parts it can do.
 local M = {}
@@ -135,7 +135,7 @@ function M.gpu_status()
   if not (spk.cuda and spk.cuda.available) then return false, "spk was built without the GPU runtime" end
   local ok, available = pcall(spk.cuda.available)
   if ok and available then return true end
-  return false, "no CUDA device or driver"
+  return false, spk.cuda.no_device_reason()
 end
 
 local function mkdir(path)
@@ -167,7 +167,7 @@ function M.start(spec)
   end
   local gpu, why = M.gpu_status()
   if spec.gpu == "required" and not gpu then
-    io.stderr:write(("%s: needs a CUDA GPU, and this machine has none (%s). Nothing was run.\n"):format(spec.name,
+    io.stderr:write(("%s: needs a CUDA GPU: %s. Nothing was run.\n"):format(spec.name,
       why))
     os.exit(M.NO_GPU)
   end

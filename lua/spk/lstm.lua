@@ -259,4 +259,56 @@ return function(spk, core)
 
   schedule.Schedule = Schedule
   spk.lstm, spk.schedule = lstm, schedule
+
+  -- Documentation (help(spk.lstm.load), ...): the first line is the call.
+  local doc = require "spk.doc"
+  doc(lstm.pack_directions, [[
+spk.lstm.pack_directions(W[, {from = "iofc", to = "ifco"}]) -> packed
+W [2, 4H, K] (gate row blocks in order `from`) with each unit's four gate rows adjacent: ONNX row
+g*H + u goes to packed row u*4 + p, p the position in `to` of gate g of `from`.]])
+  doc(lstm.unpack_directions, [[
+spk.lstm.unpack_directions(P[, {from = "iofc", to = "ifco"}]) -> W
+The inverse of pack_directions.]])
+  doc(lstm.pack_bias, [[
+spk.lstm.pack_bias(B[, {from = "iofc", to = "ifco"}]) -> [2, 4H]
+B [2, 8H] (Wb then Rb) summed Wb + Rb per row and packed as pack_directions packs rows.]])
+  doc(lstm.random, [[
+spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1, dtype = "f32"} -> layers
+PyTorch's default initialisation, uniform in [-scale/sqrt(H), scale/sqrt(H)), from one generator
+seeded with seed. Draw order: layer 1's W (direction 1 then 2, row-major), its R, its B, then layer 2's.]])
+  doc(lstm.reference, [[
+spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, layers_out = false,
+                                trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}}]) -> y, info
+The CPU forward pass of the stack: y [B, T, 2H] in the precision's dtype (forward direction in
+features 1..H, reverse in H+1..2H); x [B, T, in] f32 or f64. info.layers (layers_out): every layer's
+output; info.trace: h and c [#steps, B, H] of one layer and direction at 1-based times t. threads
+defaults to the number of CPUs; the result is bitwise the same for any thread count. Ctrl-C in the
+REPL interrupts it within a step.]])
+  doc(lstm.load, [[
+spk.lstm.load(path) -> layers
+A folder of l<k>_W.npy, l<k>_R.npy, l<k>_B.npy (k from 0), or a .safetensors file named l<k>_W ...
+or with nn.LSTM's names (weight_ih_l<k>, weight_hh_l<k>, bias_ih_l<k>, bias_hh_l<k>, *_reverse;
+gates converted from PyTorch's i, f, g, o to ONNX's i, o, f, c). Validated.]])
+  doc(lstm.save, [[
+spk.lstm.save(path, layers[, {format = "npy" | "safetensors" | "torch"}]) -> path
+Default: "safetensors" for a *.safetensors path, else "npy" (a folder, made if missing); "torch"
+writes a .safetensors file with nn.LSTM's names and gate order.]])
+  doc(schedule.new, [[
+spk.schedule.new{batch =, capacity =, concurrent_capacity = nil, groups = 32, heights = {8, 16, 32}} -> schedule
+The persistent kernel's tile schedule: {batch, tile_rows, tiles, tiles_per_launch, concurrent, groups}
+with s:launches(). The first height whose tiles * 2 * groups fit min(capacity, concurrent_capacity)
+runs both directions at once; otherwise the largest height, directions in turn.]])
+  doc(schedule.check, [[
+spk.schedule.check(s, batch) -> s
+Validates a schedule a script made (tile_rows, tiles, tiles_per_launch, groups = 32, and a launches
+method or list), or raises an error saying what is wrong.]])
+  doc.type("schedule", Schedule, [[
+schedule: a persistent-kernel tile schedule (spk.schedule.new{...}); fields batch, tile_rows, tiles,
+tiles_per_launch, concurrent, groups.]])
+  doc(Schedule.launches, [[
+s:launches() -> {{first = 0, count = n}, ...}
+The launch ranges, first a 0-BASED tile index as the kernel receives it.]])
+  doc.area { name = "lstm", source = "spk.lstm",
+             summary = "layer stacks: load, save, random, validate, gate packing, the CPU reference; tile schedules",
+             contents = { lstm, schedule, "schedule" } }
 end

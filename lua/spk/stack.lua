@@ -34,8 +34,9 @@
 --
 -- Backend registry. spk.lstm.backends maps a name to a constructor
 -- function(opts) -> plan; spk.lstm.stack(opts) checks opts.backend (default
--- "persistent") against it and returns backends[name](opts) — opts unchanged,
--- `backend` included, so a constructor checks its own options. An unknown name
+-- "auto": a GPU kernel where there is a GPU, the C reference elsewhere, so
+-- one script runs on both) against it and returns backends[name](opts) —
+-- opts unchanged, `backend` included, so a constructor checks its own options. An unknown name
 -- is an error listing the registered ones. To add one (a new kernel, "auto"):
 --
 --   spk.lstm.backends.cluster = function(opts) ... return plan end
@@ -100,7 +101,7 @@ return function(spk, core)
     if type(opts) ~= "table" then
       error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
     end
-    local name = opts.backend or "persistent"
+    local name = opts.backend or "auto"
     local make = type(name) == "string" and backends[name] or nil
     if type(make) ~= "function" then
       error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
@@ -248,4 +249,41 @@ return function(spk, core)
     return ("lstm stack (cpu reference, %d layers, batch %d, steps %d)"):format(#self.layers, self.batch,
       self.steps)
   end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.stack, [[
+spk.lstm.stack{layers =, batch =, steps =, backend = "auto" | "persistent" | "cluster" | "cudnn" | "cpu", ...} -> plan
+The stack as a plan on a registered backend (spk.lstm.backends); without backend, "auto": a GPU
+kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
+plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
+options: help "stack", help "cluster", help "cudnn", help "auto".]])
+  doc(spk.lstm.check_math, [[
+spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | nil, message
+The input projections' math a backend accepts (nil, the default: "fp32").]])
+  doc(spk.lstm.persistent_variant, [=[
+spk.lstm.persistent_variant([kernel[, batch]]) -> variant
+The persistent kernel variant a kernel table asks for (fitted, checked, with its defines), at the
+batch's default where fields are left out; no device needed.]=])
+  doc(backends.cpu, [[
+spk.lstm.backends.cpu{layers =, batch =, steps =, threads =} -> plan
+The f32 C reference as a plan (spk.lstm.stack{backend = "cpu"}), for machines without a GPU.]])
+  doc(backends.persistent, [[
+spk.lstm.backends.persistent{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =} -> plan
+The persistent cooperative kernel (spk.lstm.stack{backend = "persistent"}); options in help "stack".]])
+  doc.type("lstm stack plan", Stack, [[
+lstm stack plan: spk.lstm.stack{backend = "persistent" | "cpu"}'s plan; fields backend, variant, math,
+batch, steps, input, hidden, kernel and schedule (persistent).]])
+  doc(Stack.forward, [[
+plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> y[, info]
+x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace,
+info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's.]])
+  doc(Stack.time, [[
+plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
+ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend.]])
+  doc(Stack.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards.")
+  doc(Stack.is_closed, "plan:is_closed() -> boolean")
+  doc.area { name = "stack", source = "spk.stack",
+             summary = "spk.lstm.stack: the stack as a plan on a backend (auto, persistent, cluster, cudnn, cpu)",
+             contents = { spk.lstm.stack, spk.lstm.backends, spk.lstm.persistent_variant, spk.lstm.check_math,
+                          "lstm stack plan" } }
 end

@@ -148,12 +148,7 @@ end
 function M.facts()
   local cuda, core = core_cuda()
   if not cuda or not cuda.available() then
-    local why = "no CUDA device"
-    if cuda then
-      local ok, info = pcall(cuda.info)
-      if ok and info.error then why = info.error end
-    end
-    return nil, why
+    return nil, cuda and cuda.no_device_reason and cuda.no_device_reason() or "no CUDA device"
   end
   local info = cuda.info()
   local ordinal = 0
@@ -354,7 +349,7 @@ end
 -- variants, so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
-    return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
+    return { backend = "cpu", options = {}, reason = "the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
   -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
@@ -390,7 +385,9 @@ function M.choose(shape, opts)
   if facts == nil then facts, why = M.facts() end
   if not facts then
     local c = M.default_choice(nil, shape.batch)
-    if why then c.reason = ("%s (%s)"):format(c.reason, why) end
+    local cuda = core_cuda()
+    why = cuda and cuda.no_device_reason and cuda.no_device_reason(why or "no CUDA device") or why
+    c.reason = ("%s: %s"):format(c.reason, why or "no CUDA device")
     c.source = "default"
     return c
   end

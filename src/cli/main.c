@@ -1,6 +1,7 @@
 /* The spk program: a Lua 5.4 interpreter with the spk module built in.
  *
  *   spk [options] [script [args...]]     as lua(1): -e, -l, -i, -v, -h, --, -
+ *                                        (-e statements see the globals spk and help)
  *   spk run script [args...]             the same as `spk script [args...]`
  *   spk repl                             the interactive session (repl.c)
  *   spk <command> [args...]              a command written in Lua: the module
@@ -23,6 +24,7 @@
 #include <lualib.h>
 
 #include "cli/cli.h"
+#include "core/cancel.h"
 #include "core/paths.h"
 #include "core/version.h"
 
@@ -36,18 +38,22 @@ static const char *progname = "spk";
 /* The state a Ctrl-C interrupts. Signal handlers cannot take arguments. */
 static lua_State *running_state = NULL;
 
-/* Raises "interrupted!" at the next hook event, as lua.c does: the handler
+/* Raises "interrupted" at the next hook event, as lua.c does: the handler
  * itself only arms a hook, since it may run at any point inside Lua. */
 static void stop_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    luaL_error(L, "interrupted");
 }
 
+/* Ctrl-C: Lua code stops at its next instruction (the hook), C code at its
+ * next poll of the core's cancellation flag (core/cancel.h), which fails the
+ * call with "interrupted". Both are async-signal-safe. */
 static void on_interrupt(int sig)
 {
-    signal(sig, SIG_DFL); /* a second Ctrl-C kills the process */
+    signal(sig, SIG_DFL); /* a second Ctrl-C before the first took effect kills the process */
+    spk_cancel_request();
     lua_sethook(running_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
@@ -80,11 +86,15 @@ int spk_cli_docall(lua_State *L, int narg, int nres, int traceback)
     lua_pushcfunction(L, traceback ? message_with_traceback : message_only);
     lua_insert(L, base);
     lua_State *outer = running_state;
+    if (outer == NULL)
+        spk_cancel_reset(); /* an interrupt ends the call it came in, not the next one */
     running_state = L;
     void (*old)(int) = signal(SIGINT, on_interrupt);
     int status = lua_pcall(L, narg, nres, base);
     signal(SIGINT, old);
     running_state = outer;
+    if (outer == NULL)
+        spk_cancel_reset();
     lua_remove(L, base);
     return status;
 }
@@ -356,15 +366,24 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script)
     lua_setglobal(L, "arg");
 }
 
-/* Runs the -e and -l options in order. */
+/* Runs the -e and -l options in order. The first -e gets the globals a
+ * session has (spk, help), so `spk -e 'print(spk.zeros(2))'` works as the
+ * REPL does. */
 static int run_options(lua_State *L, char **argv, int end)
 {
+    int session_globals = 0;
     for (int i = 1; i < end; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l'))
             continue;
         const char *value = a[2] != '\0' ? a + 2 : argv[++i];
         int status;
+        if (a[1] == 'e' && !session_globals) {
+            session_globals = 1;
+            lua_pushcfunction(L, spk_cli_open_session_globals);
+            if (spk_cli_report(L, spk_cli_docall(L, 0, 0, 1)) != LUA_OK)
+                return SPK_EXIT_ERROR;
+        }
         if (a[1] == 'e') {
             status = luaL_loadbuffer(L, value, strlen(value), "=(command line)");
             if (status == LUA_OK)
@@ -483,8 +502,7 @@ static int protected_main(lua_State *L)
         default:
             if (o.first_word == 0 && !o.interactive && !o.executes && !o.version) {
                 if (isatty(STDIN_FILENO)) {
-                    print_version();
-                    o.interactive = 1;
+                    o.interactive = 1; /* the session prints its banner */
                 } else { /* as lua: run the script on standard input */
                     int status = luaL_loadfile(L, NULL);
                     if (status == LUA_OK)

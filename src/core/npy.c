@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -327,10 +328,18 @@ spk_tensor *spk_npy_parse(const void *bytes, size_t size, const char *name)
     return finish(t, &h);
 }
 
+/* In chunks, so a cancellation request stops a large read within one chunk. */
 static int read_exact(FILE *f, void *buf, size_t n, const char *name)
 {
-    if (n && fread(buf, 1, n, f) != n)
-        return spk_fail("%s: read failed: %s", name, ferror(f) ? strerror(errno) : "unexpected end of file");
+    for (size_t done = 0, chunk; done < n; done += chunk) {
+        if (spk_cancel_check()) {
+            spk_error_prefix("%s", name);
+            return -1;
+        }
+        chunk = n - done < SPK_READ_CHUNK ? n - done : SPK_READ_CHUNK;
+        if (fread((char *)buf + done, 1, chunk, f) != chunk)
+            return spk_fail("%s: read failed: %s", name, ferror(f) ? strerror(errno) : "unexpected end of file");
+    }
     return 0;
 }
 

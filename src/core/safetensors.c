@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) /* as the reference implementation */
@@ -530,8 +531,18 @@ static int read_file(void *ctx, uint64_t offset, void *dst, size_t n, const char
     file_source *src = ctx;
     if (n == 0)
         return 0;
-    if (fseeko(src->f, (off_t)(src->data_start + offset), SEEK_SET) != 0 || fread(dst, 1, n, src->f) != n)
-        return spk_fail("%s: read failed: %s", name, ferror(src->f) ? strerror(errno) : "unexpected end of file");
+    if (fseeko(src->f, (off_t)(src->data_start + offset), SEEK_SET) != 0)
+        return spk_fail("%s: read failed: %s", name, strerror(errno));
+    /* In chunks, so a cancellation request stops a large read within one chunk. */
+    for (size_t done = 0, chunk; done < n; done += chunk) {
+        if (spk_cancel_check()) {
+            spk_error_prefix("%s", name);
+            return -1;
+        }
+        chunk = n - done < SPK_READ_CHUNK ? n - done : SPK_READ_CHUNK;
+        if (fread((char *)dst + done, 1, chunk, src->f) != chunk)
+            return spk_fail("%s: read failed: %s", name, ferror(src->f) ? strerror(errno) : "unexpected end of file");
+    }
     return 0;
 }
 

@@ -2,9 +2,10 @@
  * arguments past the ones it takes, naming the first extra one, and type
  * errors name spk's objects ("tensor", "generator") instead of "userdata".
  *
- * A binding lists its functions as spk_lua_fn entries with their parameters
- * as the message shows them: {"sum", tensor_sum, "dim, keepdim"}. Registered
- * with spk_lua_setfuncs, each C function runs behind a check that counts its
+ * A binding lists its functions as spk_lua_reg entries (bind.h) with their
+ * doc and their parameters as the message shows them: {"sum", tensor_sum,
+ * "t:sum(...) ...", "dim, keepdim"}. Registered with
+ * spk_lua_setfuncs_checked, each C function runs behind a check that counts its
  * arguments (trailing nils do not count: nil is "absent" in Lua) before the
  * function itself sees them:
  *
@@ -23,12 +24,6 @@
 
 #include "lua/bind.h"
 
-typedef struct spk_lua_fn {
-    const char *name;
-    lua_CFunction fn;
-    const char *params; /* "" for none; with "..." for a list the function checks */
-} spk_lua_fn;
-
 /* The object methods are called on: its name in messages and, for objects
  * that can be closed, whether the one at idx is (a closed self is reported
  * before extra arguments, since it is what is wrong). */
@@ -38,10 +33,12 @@ typedef struct spk_lua_self {
 } spk_lua_self;
 
 /* Registers `fns` (ending with a NULL name) into the table at the top of the
- * stack. `self` (static storage) describes the object for methods (argument
- * 1 is self and is not among `params`), or is NULL for module functions,
- * whose messages read "spk.<name> takes (...)". */
-void spk_lua_setfuncs(lua_State *L, const spk_lua_fn *fns, const spk_lua_self *self);
+ * stack, each behind the argument check and with its doc recorded as
+ * spk_lua_setfuncs does. `params`: "" for none, with "..." for a list the
+ * function checks. `self` (static storage) describes the object for methods
+ * (argument 1 is self and is not among `params`), or is NULL for module
+ * functions, whose messages read "spk.<name> takes (...)". */
+void spk_lua_setfuncs_checked(lua_State *L, const spk_lua_reg *fns, const spk_lua_self *self);
 
 /* Raises the extra-argument error if any argument from `first` on is not nil.
  * For functions whose parameter list ends in "...". */

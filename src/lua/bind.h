@@ -29,6 +29,41 @@ void spk_lua_pushtensor(lua_State *L, spk_tensor *t);
  * areas (cuda) can add methods such as :cuda() and :cpu(). */
 void spk_lua_push_tensor_methods(lua_State *L);
 
+/* ---- documentation --------------------------------------------------------
+ * Every binding carries its documentation beside its registration: the doc
+ * registry (one per Lua state, read by help() through lua/spk/doc.lua, which
+ * Lua modules feed too) maps each function to its text. A doc's first line is
+ * the call as a script writes it ("spk.zeros(shape[, dtype]) -> tensor"), the
+ * lines after it say what it does. */
+
+/* A luaL_Reg with the binding's documentation. */
+typedef struct spk_lua_reg {
+    const char *name;
+    lua_CFunction func;
+    const char *doc;
+    /* The parameters for the argument check of spk_lua_setfuncs_checked
+     * (lua/args.h), as its messages show them; NULL where it is not used. */
+    const char *params;
+} spk_lua_reg;
+
+/* luaL_setfuncs for spk_lua_reg: sets each function (closed over the nup
+ * values on top of the stack, which are popped) into the table below them and
+ * records its doc. An entry without a doc is an error when the module loads
+ * (metamethods, "__" names, excepted), so no binding ships undocumented. */
+void spk_lua_setfuncs(lua_State *L, const spk_lua_reg *l, int nup);
+
+/* Records `doc` for the value at idx (a function or a table). */
+void spk_lua_setdoc(lua_State *L, int idx, const char *doc);
+
+/* Records a userdata type: the methods table at idx serves values whose
+ * metatable is named type_name (their __index may be a function, which help
+ * and completion never call), with the type's doc. */
+void spk_lua_settype(lua_State *L, const char *type_name, int methods_idx, const char *doc);
+
+/* Pushes the registry's two tables: values -> doc (weak keys), and
+ * type name -> {methods =, doc =}. */
+void spk_lua_push_doc_registry(lua_State *L);
+
 /* Each area registers its functions into the module table at `module`
  * (an absolute stack index). */
 void spk_open_tensor(lua_State *L, int module);
@@ -38,5 +73,6 @@ void spk_open_stack(lua_State *L, int module);
 void spk_open_cluster(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
 void spk_open_clock(lua_State *L, int module);
+void spk_open_doc(lua_State *L, int module);
 
 #endif

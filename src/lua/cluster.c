@@ -223,8 +223,20 @@ static int l_info(lua_State *L)
 void spk_open_cluster(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
-    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "cluster_variant_check");
-    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "cluster_variant_for_batch");
-    lua_pushcfunction(L, l_schedule_pick), lua_setfield(L, module, "cluster_schedule_pick");
+    static const spk_lua_reg functions[] = {
+        {"cluster_stack_new", l_stack_new,
+         "spk.core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math =, kernel = {...}} -> plan\n"
+         "The cluster kernel's plan (what spk.lstm.stack{backend = \"cluster\"} builds)."},
+        {"cluster_variant_check", l_variant_check,
+         "spk.core.cluster_variant_check(kernel) -> variant\nThe fitted variant, its geometry and defines (no device needed)."},
+        {"cluster_variant_for_batch", l_variant_for_batch,
+         "spk.core.cluster_variant_for_batch(hidden, batch) -> variant\nThe cluster plan's default variant at a batch."},
+        {"cluster_schedule_pick", l_schedule_pick,
+         "spk.core.cluster_schedule_pick(batch, heights, max_active[, tile_rows[, directions]]) -> schedule\n"
+         "The tile height and waves the cluster plan picks, given each height's co-resident clusters."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

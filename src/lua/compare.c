@@ -111,10 +111,16 @@ static int module_allclose(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg module_functions[] = {
-    {"compare", module_compare},
-    {"allclose", module_allclose},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"compare", module_compare,
+     "spk.compare(a, b) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst, nan_mismatch,\n"
+     "                      inf_mismatch, count}\n"
+     "Metrics of a against the truth b (same shape, host): rel_l2 = ||a - b|| / ||b||, max_ulp in the less\n"
+     "precise dtype, worst = the 1-based index of the largest |a - b|. Prints as one line."},
+    {"allclose", module_allclose,
+     "spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
+     "Whether |a - b| <= atol + rtol * |b| everywhere (NaN matches NaN), as NumPy's allclose."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_compare(lua_State *L, int module)
@@ -125,6 +131,6 @@ void spk_open_compare(lua_State *L, int module)
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
     lua_pop(L, 1);
 }

@@ -1142,16 +1142,21 @@ static int l_gemm_check(lua_State *L)
 
 /* ---- registration ------------------------------------------------------ */
 
-static void new_type(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction close,
-                     lua_CFunction tostring, lua_CFunction index)
+/* A userdata type: its methods (and :close()) documented, recorded in the doc
+ * registry as `doc`'s type. */
+static void new_type(lua_State *L, const char *mt, const spk_lua_reg *methods, lua_CFunction close,
+                     lua_CFunction tostring, lua_CFunction index, const char *doc)
 {
     luaL_newmetatable(L, mt);
     lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
+    spk_lua_setfuncs(L, methods, 0);
     if (close) {
-        lua_pushcfunction(L, close);
-        lua_setfield(L, -2, "close");
+        const spk_lua_reg closing[] = {
+            {"close", close, "x:close()\nReleases it now (also at <close> and collection); later use is an error."},
+            {NULL, NULL, NULL}};
+        spk_lua_setfuncs(L, closing, 0);
     }
+    spk_lua_settype(L, mt, -1, doc);
     if (index) {
         lua_setfield(L, -2, "methods");
         lua_pushcfunction(L, index);
@@ -1203,73 +1208,138 @@ static void register_state(lua_State *L)
 void spk_open_cuda(lua_State *L, int module)
 {
     register_state(L);
-    static const luaL_Reg stream_methods[] = {
-        {"synchronize", stream_synchronize}, {"query", stream_query}, {"wait", stream_wait}, {NULL, NULL}};
-    static const luaL_Reg event_methods[] = {{"record", event_record},   {"synchronize", event_synchronize},
-                                             {"query", event_query},     {"elapsed", event_elapsed},
-                                             {NULL, NULL}};
-    static const luaL_Reg graph_methods[] = {{"replay", graph_replay}, {"nodes", graph_nodes}, {NULL, NULL}};
-    static const luaL_Reg module_methods[] = {{"kernel", module_kernel}, {"code", module_code}, {NULL, NULL}};
-    static const luaL_Reg kernel_methods[] = {{"launch", kernel_launch},
-                                              {"attributes", kernel_attributes},
-                                              {"occupancy", kernel_occupancy},
-                                              {"cooperative_capacity", kernel_capacity},
-                                              {"params", kernel_params},
-                                              {"set_max_dynamic_smem", kernel_set_max_smem},
-                                              {NULL, NULL}};
-    static const luaL_Reg no_methods[] = {{NULL, NULL}};
-    new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL);
-    new_type(L, EVENT_MT, event_methods, event_close, event_tostring, NULL);
-    new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL);
-    new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index);
-    new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index);
-    new_type(L, SCALAR_MT, no_methods, NULL, scalar_tostring, scalar_index);
+    static const spk_lua_reg stream_methods[] = {
+        {"synchronize", stream_synchronize, "s:synchronize()\nWaits until the work enqueued on s is done."},
+        {"query", stream_query, "s:query() -> boolean\nWhether the work enqueued on s is done (no waiting)."},
+        {"wait", stream_wait, "s:wait(event)\nLater work on s waits for the event (a cross-stream dependency, no host wait)."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg event_methods[] = {
+        {"record", event_record, "e:record([stream]) -> e\nRecords e on stream (default: the default stream)."},
+        {"synchronize", event_synchronize, "e:synchronize()\nWaits until the work before e's record is done."},
+        {"query", event_query, "e:query() -> boolean\nWhether e has completed (no waiting)."},
+        {"elapsed", event_elapsed, "start:elapsed(stop) -> ms\nMilliseconds of GPU time from start's record to stop's."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg graph_methods[] = {
+        {"replay", graph_replay, "g:replay([stream])\nLaunches the captured work again on stream (default: the default stream)."},
+        {"nodes", graph_nodes, "g:nodes() -> integer\nThe number of nodes (kernels, copies, ...) in the graph."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg module_methods[] = {
+        {"kernel", module_kernel, "m:kernel(name) -> kernel\nThe __global__ function `name` of the compiled module."},
+        {"code", module_code, "m:code() -> text, bytes\nThe module's PTX text or cubin bytes, and its size."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg kernel_methods[] = {
+        {"launch", kernel_launch,
+         "k:launch{grid =, block =, args = {...}, smem = 0, stream =, cooperative = false, cluster =}\n"
+         "Enqueues the kernel. grid, block and cluster are a number or {x, y, z}; args are device tensors and\n"
+         "typed scalars (spk.u32(n), spk.f32(x), ...), checked in count and size against the kernel's\n"
+         "parameters before launch."},
+        {"attributes", kernel_attributes,
+         "k:attributes() -> {registers, local_bytes, static_smem, const_bytes, max_threads, max_dynamic_smem,\n"
+         "                   ptx_version, binary_version}"},
+        {"occupancy", kernel_occupancy,
+         "k:occupancy{block =, smem = 0} -> integer\nResident blocks per SM at that block size and dynamic shared memory."},
+        {"cooperative_capacity", kernel_capacity,
+         "k:cooperative_capacity{block =, smem = 0} -> integer\nThe most blocks a cooperative launch may have on this device."},
+        {"params", kernel_params, "k:params() -> {bytes, ...}\nThe size of each kernel parameter, in order."},
+        {"set_max_dynamic_smem", kernel_set_max_smem,
+         "k:set_max_dynamic_smem(bytes)\nAllows launches with up to `bytes` of dynamic shared memory."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg no_methods[] = {{NULL, NULL, NULL}};
+    new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL,
+             "stream: a CUDA stream (spk.cuda.stream()); work enqueued on it runs in order.");
+    new_type(L, EVENT_MT, event_methods, event_close, event_tostring, NULL,
+             "event: a CUDA event (spk.cuda.event()), for ordering streams and timing GPU work.");
+    new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL,
+             "graph: captured GPU work (spk.cuda.graph(fn)), replayed with one launch.");
+    new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index,
+             "module: NVRTC-compiled code (spk.cuda.compile{...}); fields arch, format (\"cubin\" | \"ptx\"),\n"
+             "size, key (the cache key), log (the compiler's), cached (loaded from the kernel cache), ptx.");
+    new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index,
+             "kernel: a __global__ function of a module (m:kernel(name)); field name.");
+    new_type(L, SCALAR_MT, no_methods, NULL, scalar_tostring, scalar_index,
+             "scalar: a typed kernel argument (spk.u32(n), spk.f32(x), ...); fields kind, size, value.");
 
-    static const luaL_Reg cuda_functions[] = {
-        {"available", l_available},
-        {"require", l_require},
-        {"info", l_info},
-        {"device", l_device},
-        {"devices", l_devices},
-        {"set_device", l_set_device},
-        {"current_device", l_current_device},
-        {"synchronize", l_synchronize},
-        {"stream", l_stream},
-        {"default_stream", l_default_stream},
-        {"event", l_event},
-        {"capture_begin", l_capture_begin},
-        {"capture_end", l_capture_end},
-        {"capture_abort", l_capture_abort},
-        {"zeros", l_zeros},
-        {"compile", l_compile},
-        {"cache_info", l_cache_info},
-        {"cache_clear", l_cache_clear},
-        {"set_cache_dir", l_set_cache_dir},
-        {"set_kernel_dir", l_set_kernel_dir},
-        {"kernel_dir", l_kernel_dir},
-        {"kernel_files", l_kernel_files},
-        {"sha256", l_sha256},
-        {"pack_args", l_pack_args},
-        {"u32", l_u32},
-        {"i32", l_i32},
-        {"u64", l_u64},
-        {"i64", l_i64},
-        {"f32", l_f32},
-        {"f64", l_f64},
-        {NULL, NULL},
+    static const spk_lua_reg cuda_functions[] = {
+        {"available", l_available, "spk.cuda.available() -> boolean\nWhether a usable CUDA device is present."},
+        {"require", l_require,
+         "spk.cuda.require()\nAn error (\"spk.cuda: no CUDA device (...)\") unless a device is usable."},
+        {"info", l_info,
+         "spk.cuda.info() -> {available, runtime_version, driver_version, nvrtc_version, devices, error}\n"
+         "What the runtime reports; without a device, error says why (never raises)."},
+        {"device", l_device,
+         "spk.cuda.device([ordinal = current]) -> {index, name, cc, sms, memory_bytes, ...}\n"
+         "One device's properties (ordinals 0-based, as CUDA counts)."},
+        {"devices", l_devices, "spk.cuda.devices() -> {device, ...}\nEvery device's properties (see spk.cuda.device)."},
+        {"set_device", l_set_device, "spk.cuda.set_device(ordinal)\nMakes device `ordinal` (0-based) current."},
+        {"current_device", l_current_device, "spk.cuda.current_device() -> ordinal\nThe current device (0-based)."},
+        {"synchronize", l_synchronize, "spk.cuda.synchronize()\nWaits until all work on the current device is done."},
+        {"stream", l_stream, "spk.cuda.stream() -> stream\nA new non-blocking stream on the current device."},
+        {"default_stream", l_default_stream,
+         "spk.cuda.default_stream() -> stream\nspk's default stream of the current device (the one calls use without a stream)."},
+        {"event", l_event, "spk.cuda.event() -> event\nA new event with timing, for e:record and start:elapsed(stop)."},
+        {"capture_begin", l_capture_begin,
+         "spk.cuda.capture_begin([stream])\nStarts capturing what is enqueued on stream into a graph (spk.cuda.graph does this)."},
+        {"capture_end", l_capture_end, "spk.cuda.capture_end([stream]) -> graph\nEnds the capture and instantiates the graph."},
+        {"capture_abort", l_capture_abort, "spk.cuda.capture_abort([stream])\nEnds a capture, discarding it."},
+        {"zeros", l_zeros,
+         "spk.cuda.zeros(shape[, dtype = \"f32\"[, stream]]) -> tensor\n"
+         "A zero-filled tensor on the current device (freed in stream order)."},
+        {"compile", l_compile,
+         "spk.cuda.compile{source = text | file = path, defines = {NAME = value}, options = {...}, arch =,\n"
+         "                 cache = true} -> module\n"
+         "Compiles CUDA C++ with NVRTC (arch: the current device's, e.g. \"sm_90\"); #include finds the\n"
+         "kernels folder. Results are cached on disk by SHA-256 of source, includes, defines, options, arch\n"
+         "and NVRTC version. A compile error is raised with the compiler's log."},
+        {"cache_info", l_cache_info,
+         "spk.cuda.cache_info() -> {dir, writable, entries, bytes, hits, misses, rejected}\n"
+         "The kernel cache's folder, its entries and this session's counters."},
+        {"cache_clear", l_cache_clear, "spk.cuda.cache_clear()\nDeletes the kernel cache's entries."},
+        {"set_cache_dir", l_set_cache_dir,
+         "spk.cuda.set_cache_dir(dir | nil)\n"
+         "The kernel cache's folder for this session (nil: $SPK_CACHE_DIR or the per-user default); resets counters."},
+        {"set_kernel_dir", l_set_kernel_dir,
+         "spk.cuda.set_kernel_dir(dir) -> boolean\nThe folder #include searches for kernel headers; false if dir is no folder."},
+        {"kernel_dir", l_kernel_dir, "spk.cuda.kernel_dir() -> path\nThe kernel folder in use."},
+        {"kernel_files", l_kernel_files,
+         "spk.cuda.kernel_files([dir = kernel_dir()]) -> {name, ...}\nThe sorted *.cu and *.cuh files of a folder."},
+        {"sha256", l_sha256, "spk.cuda.sha256(text) -> hex\nSHA-256 of text as 64 hex digits (the kernel cache's hash)."},
+        {"pack_args", l_pack_args,
+         "spk.cuda.pack_args(param_sizes, args[, name]) -> {{kind =, size =}, ...}\n"
+         "The argument check a launch makes, without a GPU."},
+        {"u32", l_u32, "spk.u32(n) -> scalar\nA 32-bit unsigned kernel argument."},
+        {"i32", l_i32, "spk.i32(n) -> scalar\nA 32-bit signed kernel argument."},
+        {"u64", l_u64, "spk.u64(n) -> scalar\nA 64-bit unsigned kernel argument."},
+        {"i64", l_i64, "spk.i64(n) -> scalar\nA 64-bit signed kernel argument."},
+        {"f32", l_f32, "spk.f32(x) -> scalar\nA float kernel argument."},
+        {"f64", l_f64, "spk.f64(x) -> scalar\nA double kernel argument."},
+        {NULL, NULL, NULL},
     };
     lua_newtable(L);
-    luaL_setfuncs(L, cuda_functions, 0);
+    spk_lua_setfuncs(L, cuda_functions, 0);
     lua_setfield(L, module, "cuda");
 
-    static const luaL_Reg blas_functions[] = {{"gemm", l_gemm}, {"gemm_check", l_gemm_check}, {NULL, NULL}};
+    static const spk_lua_reg blas_functions[] = {
+        {"gemm", l_gemm,
+         "spk.blas.gemm{a =, b =, c =, transa = false, transb = false, alpha = 1, beta = 0,\n"
+         "              math = \"fp32\" | \"tf32\", stream =}\n"
+         "c = alpha * op(a) * op(b) + beta * c with cuBLAS on device f32 tensors (FP32 strict by default). A\n"
+         "3-d c [count, m, n] is a batch of count products in one launch; a and b are each count matrices\n"
+         "or one shared by all."},
+        {"gemm_check", l_gemm_check,
+         "spk.blas.gemm_check{a =, b =, c =, transa =, transb =} -> m, n, k, count\n"
+         "The shape checks of spk.blas.gemm alone (no GPU needed)."},
+        {NULL, NULL, NULL}};
     lua_newtable(L);
-    luaL_setfuncs(L, blas_functions, 0);
+    spk_lua_setfuncs(L, blas_functions, 0);
     lua_setfield(L, module, "blas");
 
-    static const luaL_Reg tensor_methods[] = {
-        {"cuda", tensor_cuda}, {"cpu", tensor_cpu}, {"to_device", tensor_to_device}, {NULL, NULL}};
+    static const spk_lua_reg tensor_methods[] = {
+        {"cuda", tensor_cuda, "t:cuda([stream]) -> tensor\nA copy on the current CUDA device (t itself if already there)."},
+        {"cpu", tensor_cpu, "t:cpu([stream]) -> tensor\nA host copy of a device tensor (t itself if on the host)."},
+        {"to_device", tensor_to_device,
+         "t:to_device(\"cuda\" | \"cuda:N\" | \"cpu\"[, stream]) -> tensor\nWhat t:to(device) calls."},
+        {NULL, NULL, NULL}};
     spk_lua_push_tensor_methods(L);
-    luaL_setfuncs(L, tensor_methods, 0);
+    spk_lua_setfuncs(L, tensor_methods, 0);
     lua_pop(L, 1);
 }

@@ -328,27 +328,40 @@ static int l_version(lua_State *L)
     return 2;
 }
 
-static const luaL_Reg plan_methods[] = {
-    {"forward", plan_forward},
-    {"forward_into", plan_forward_into},
-    {"device_buffers", plan_device_buffers},
-    {"close", plan_release},
-    {"is_closed", plan_is_closed},
-    {NULL, NULL},
+static const spk_lua_reg plan_methods[] = {
+    {"forward", plan_forward,
+     "plan:forward(x[, stream]) -> y\n"
+     "x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side."},
+    {"forward_into", plan_forward_into,
+     "plan:forward_into(x, y[, stream])\nDevice x and y; enqueued only, nothing waits (what a CUDA graph captures)."},
+    {"device_buffers", plan_device_buffers,
+     "plan:device_buffers([x[, stream]]) -> x_device, y_device\nDevice tensors shaped for forward_into (x copied if given)."},
+    {"close", plan_release, "plan:close()\nFrees the plan's device memory now (also <close> and collection)."},
+    {"is_closed", plan_is_closed, "plan:is_closed() -> boolean"},
+    {NULL, NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"stack", l_stack},
-    {"algorithms", l_algorithms},
-    {"version", l_version},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"stack", l_stack,
+     "spk.core.cudnn.stack{layers =, batch =, steps =, algo =, layout =, math =, stream =} -> plan\n"
+     "What spk.lstm.cudnn_stack calls."},
+    {"algorithms", l_algorithms,
+     "spk.core.cudnn.algorithms{batch =, steps =, layers =, hidden =, input =, layout =, math =} -> results\n"
+     "What spk.lstm.cudnn_algorithms calls."},
+    {"version", l_version,
+     "spk.cudnn.version() -> runtime, header\nThe cuDNN library's version and the one spk was built with (e.g. 91400)."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_cudnn(lua_State *L, int module)
 {
     lua_newtable(L); /* core.cudnn */
-    luaL_setfuncs(L, module_functions, 0);
-    luaL_newlib(L, plan_methods);
+    spk_lua_setfuncs(L, module_functions, 0);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, plan_methods, 0);
+    spk_lua_settype(L, PLAN_MT, -1,
+                    "cudnn stack plan: cuDNN's LSTM over the stack (spk.lstm.cudnn_stack{...}); fields algo, layout,\n"
+                    "math, batch, steps, layers, hidden, input, device, weight_bytes, workspace_bytes, reserve_bytes.");
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "methods"); /* lua/spk/cudnn.lua adds :time() here */
     luaL_newmetatable(L, PLAN_MT);

@@ -149,21 +149,32 @@ static int tensor_save(lua_State *L)
     return save_npy(L, path, 1);
 }
 
-static const luaL_Reg module_functions[] = {
-    {"load", module_load},
-    {"save", module_save},
-    {"load_safetensors", module_load_safetensors},
-    {"save_safetensors", module_save_safetensors},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"load", module_load,
+     "spk.load(path) -> tensor | tensors, names\n"
+     "A .npy file (versions 1.0-3.0, Fortran order read) as a host tensor; a .safetensors file as a table\n"
+     "name -> tensor and the list of names in file order. Bad files are errors naming the file."},
+    {"save", module_save,
+     "spk.save(path, tensor | {name = tensor, ...})\n"
+     "Writes a .npy file (one tensor) or a .safetensors file (named tensors), chosen by the extension."},
+    {"load_safetensors", module_load_safetensors,
+     "spk.load_safetensors(path) -> tensors, names\nA .safetensors file as name -> tensor, and the names in file order."},
+    {"save_safetensors", module_save_safetensors,
+     "spk.save_safetensors(path, {name = tensor, ...})\nWrites named tensors to a .safetensors file (sorted by name)."},
+    {NULL, NULL, NULL},
+};
+
+static const spk_lua_reg tensor_file_methods[] = {
+    {"save", tensor_save, "t:save(path)\nWrites t to a .npy file (spk.save_safetensors writes named tensors)."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_files(lua_State *L, int module)
 {
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
     lua_pop(L, 1);
     spk_lua_push_tensor_methods(L);
-    lua_pushcfunction(L, tensor_save);
-    lua_setfield(L, -2, "save");
+    spk_lua_setfuncs(L, tensor_file_methods, 0);
     lua_pop(L, 1);
 }

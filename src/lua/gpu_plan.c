@@ -156,16 +156,24 @@ static int plan_tostring(lua_State *L)
 void spk_lua_gpu_plan_register(lua_State *L, const spk_lua_gpu_plan_type *type, lua_CFunction forward,
                                lua_CFunction info)
 {
-    const luaL_Reg methods[] = {
-        {"forward", forward}, {"time", plan_time}, {"info", info}, {"close", plan_close}, {NULL, NULL}};
+    const spk_lua_reg methods[] = {
+        {"forward", forward,
+         "plan:forward(x) -> y\nx f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side."},
+        {"time", plan_time,
+         "plan:time(x, rounds, warmup) -> {ms, ...}\nCUDA-graph replays of one forward, each timed by events."},
+        {"info", info, "plan:info() -> {kernel =, schedule =, ...}\nThe compiled variant, its resources and the schedule."},
+        {"close", plan_close, "plan:close()\nFrees the plan's device memory now (also <close> and collection)."},
+        {NULL, NULL, NULL}};
     static const luaL_Reg meta[] = {
         {"__gc", plan_close}, {"__close", plan_close}, {"__tostring", plan_tostring}, {NULL, NULL}};
     if (luaL_newmetatable(L, type->metatable)) {
         lua_pushlightuserdata(L, (void *)type);
         luaL_setfuncs(L, meta, 1);
-        luaL_newlibtable(L, methods);
+        lua_createtable(L, 0, 4);
         lua_pushlightuserdata(L, (void *)type);
-        luaL_setfuncs(L, methods, 1);
+        spk_lua_setfuncs(L, methods, 1);
+        spk_lua_settype(L, type->metatable, -1,
+                        "GPU stack plan: the C plan inside spk.lstm.stack's persistent and cluster plans (plan.plan).");
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);

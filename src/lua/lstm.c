@@ -406,28 +406,51 @@ static int l_schedule_check(lua_State *L)
 
 void spk_open_lstm(lua_State *L, int module)
 {
-    static const luaL_Reg lstm[] = {
-        {"validate", l_validate},
-        {"pack_directions", l_pack_directions},
-        {"unpack_directions", l_unpack_directions},
-        {"pack_bias", l_pack_bias},
-        {"reorder_gates", l_reorder_gates},
-        {"from_torch", l_from_torch},
-        {"to_torch", l_to_torch},
-        {"random", l_random},
-        {"reference", l_reference},
-        {"make_directory", l_make_directory},
-        {"is_directory", l_is_directory},
-        {NULL, NULL},
+    static const spk_lua_reg lstm[] = {
+        {"validate", l_validate,
+         "spk.lstm.validate(layers) -> {layers = n, hidden = H, input = in}\n"
+         "Checks a stack {{W = [2, 4H, in], R = [2, 4H, H], B = [2, 8H]}, ...} (ONNX layout, f32 or f64):\n"
+         "shapes, dtypes and the chain of inputs (2H after layer 1); an error names the layer and tensor."},
+        {"pack_directions", l_pack_directions,
+         "spk.core.lstm.pack_directions(W, from, to) -> tensor\nWhat spk.lstm.pack_directions calls (orders given)."},
+        {"unpack_directions", l_unpack_directions,
+         "spk.core.lstm.unpack_directions(P, from, to) -> tensor\nWhat spk.lstm.unpack_directions calls (orders given)."},
+        {"pack_bias", l_pack_bias,
+         "spk.core.lstm.pack_bias(B, from, to) -> tensor\nWhat spk.lstm.pack_bias calls (orders given)."},
+        {"reorder_gates", l_reorder_gates,
+         "spk.lstm.reorder_gates(t, dim, from, to) -> tensor\n"
+         "The four gate blocks along dimension dim (1-based, size 4H) moved from gate order `from` to `to`\n"
+         "(permutations of \"iofc\"; PyTorch's i, f, g, o is \"ifco\")."},
+        {"from_torch", l_from_torch,
+         "spk.core.lstm.from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer) -> {W, R, B}\n"
+         "One nn.LSTM layer's tensors in ONNX layout (what spk.lstm.load does with PyTorch names)."},
+        {"to_torch", l_to_torch,
+         "spk.core.lstm.to_torch({W =, R =, B =}) -> {weight_ih =, ..., bias_hh_reverse =}\n"
+         "One layer in nn.LSTM's names and gate order (what spk.lstm.save{format = \"torch\"} writes)."},
+        {"random", l_random,
+         "spk.core.lstm.random(layers, input, hidden, seed, scale, dtype) -> layers\nWhat spk.lstm.random calls."},
+        {"reference", l_reference,
+         "spk.core.lstm.reference(layers, x, options) -> y, info\nWhat spk.lstm.reference calls."},
+        {"make_directory", l_make_directory,
+         "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine)."},
+        {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean"},
+        {NULL, NULL, NULL},
     };
-    static const luaL_Reg schedule[] = {
-        {"new", l_schedule_new},
-        {"launches", l_schedule_launches},
-        {"check", l_schedule_check},
-        {NULL, NULL},
+    static const spk_lua_reg schedule[] = {
+        {"new", l_schedule_new,
+         "spk.core.schedule.new(batch, capacity, concurrent_capacity, groups, heights) -> fields\n"
+         "What spk.schedule.new calls."},
+        {"launches", l_schedule_launches,
+         "spk.core.schedule.launches(tiles, tiles_per_launch) -> {{first = 0, count = n}, ...}\n"
+         "The launch ranges of a schedule (0-based tiles, as the kernel sees them)."},
+        {"check", l_schedule_check,
+         "spk.core.schedule.check(fields, batch, launches) -> true\nWhat spk.schedule.check calls."},
+        {NULL, NULL, NULL},
     };
-    luaL_newlib(L, lstm);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, lstm, 0);
     lua_setfield(L, module, "lstm");
-    luaL_newlib(L, schedule);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, schedule, 0);
     lua_setfield(L, module, "schedule");
 }

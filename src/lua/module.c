@@ -57,8 +57,17 @@ int luaopen_spk_core(lua_State *L)
     spk_open_cluster(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);
-    lua_pushcfunction(L, l_find_dir);
-    lua_setfield(L, module, "find_dir");
+    static const spk_lua_reg paths[] = {
+        {"find_dir", l_find_dir,
+         "spk.find_dir([kind]) -> folder | nil, message\n"
+         "Where spk's lua, kernels, experiments or tools files are ($SPK_*_DIR, the install prefix, the\n"
+         "source tree); no kind: a table of every kind."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, paths, 0);
+    lua_pop(L, 1);
+    spk_open_doc(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);

@@ -322,9 +322,22 @@ static int l_schedule_fits(lua_State *L)
 void spk_open_stack(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "stack_new");
-    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "stack_variant_check");
-    lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "stack_schedule_fits");
-    lua_pushcfunction(L, l_trace_check), lua_setfield(L, module, "stack_trace_check");
-    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "stack_variant_for_batch");
+    static const spk_lua_reg functions[] = {
+        {"stack_new", l_stack_new,
+         "spk.core.stack_new{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =}\n"
+         "  -> plan\nThe persistent kernel's plan (what spk.lstm.stack{backend = \"persistent\"} builds)."},
+        {"stack_variant_check", l_variant_check,
+         "spk.core.stack_variant_check(kernel[, batch]) -> variant\nWhat spk.lstm.persistent_variant calls."},
+        {"stack_schedule_fits", l_schedule_fits,
+         "spk.core.stack_schedule_fits(schedule, kernel, capacity[, concurrent]) -> true\n"
+         "Whether a schedule's launches fit the device's co-resident blocks, or an error saying why."},
+        {"stack_trace_check", l_trace_check,
+         "spk.core.stack_trace_check(trace, layers, steps) -> true\nThe error a traced forward would give, or true."},
+        {"stack_variant_for_batch", l_variant_for_batch,
+         "spk.core.stack_variant_for_batch(batch[, hidden = 128]) -> variant\nThe persistent kernel's default variant at a batch."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

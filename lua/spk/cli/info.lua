@@ -44,6 +44,15 @@ local function folder_lines(find_dir, say)
   end
 end
 
+-- "no CUDA device (<what the runtime said>)", said once (spk.cuda.no_device_reason).
+local function no_device(message)
+  local real = cuda_area()
+  if type(real) == "table" and type(real.no_device_reason) == "function" then
+    return real.no_device_reason(message or "no CUDA device")
+  end
+  return tostring(message or "no CUDA device")
+end
+
 local function gpu_lines(cuda, say)
   if type(cuda) ~= "table" or type(cuda.info) ~= "function" then
     say("GPU runtime: not built in")
@@ -52,7 +61,7 @@ local function gpu_lines(cuda, say)
   local ok, info = pcall(cuda.info)
   if not ok then
     -- The runtime exists but could not answer: say why, still no crash.
-    say("GPU: no CUDA device (" .. tostring(info) .. ")")
+    say("GPU: " .. no_device(info))
     return
   end
   say("CUDA runtime: " .. (cuda_version(info.runtime_version) or "unknown"))
@@ -60,7 +69,7 @@ local function gpu_lines(cuda, say)
   say("NVRTC: " .. tostring(info.nvrtc_version or "unknown"))
   local devices = info.devices or {}
   if #devices == 0 then
-    say("GPU: " .. tostring(info.error or "no CUDA device"))
+    say("GPU: " .. no_device(info.error))
     return
   end
   for _, d in ipairs(devices) do
