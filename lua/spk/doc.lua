@@ -72,8 +72,11 @@ local function metatable_of(value)
   return nil
 end
 
--- The registered type of a value: by its metatable's __name, or (Lua
--- classes) by the metatable itself being a registered methods table.
+-- The registered type of a value: by its metatable's __name, by the
+-- metatable the C side registered under the type's name (luaL_newmetatable;
+-- a __name shown in messages may differ from that key), or (Lua classes) by
+-- the metatable itself being a registered methods table.
+local registry = debug.getregistry()
 function M.type_of(value)
   local mt = metatable_of(value)
   if not mt then return nil end
@@ -83,7 +86,8 @@ function M.type_of(value)
     if entry then return { name = name, methods = entry.methods, doc = entry.doc } end
   end
   for tname, entry in next, types do
-    if rawequal(entry.methods, mt) or rawequal(entry.methods, rawget(mt, "__index")) then
+    if rawequal(rawget(registry, tname), mt) or rawequal(entry.methods, mt)
+        or rawequal(entry.methods, rawget(mt, "__index")) then
       return { name = tname, methods = entry.methods, doc = entry.doc }
     end
   end
