@@ -47,6 +47,7 @@ all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
 %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(@D)
 	$(PROTOC_C) --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(@D) $(notdir $(ONNX_PROTO))
+.PRECIOUS: %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h
 
 # Every object may include the generated header: it exists before any compiles.
 $(BUILD)/obj/%.o: %.c | $(GEN)/onnx.pb-c.h

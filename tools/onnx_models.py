@@ -4,6 +4,7 @@ write them, and broken ones, for tests/spec/onnx_spec.lua.
 
 Usage:
     python3 tools/onnx_models.py OUT_DIR
+    python3 tools/onnx_models.py --seeds tests/fuzz/corpus/onnx
 
 Writes OUT_DIR/<case>/model.onnx for every case below; a case that spk must
 load also gets x.npy (float64, [batch, steps, input]) and y.npy: the model's
@@ -14,6 +15,11 @@ model (the spec holds the expected messages).
 
 Shapes: 3 layers, input 7, hidden 5, batch 2, steps 6; weights uniform in
 [-0.5, 0.5), float32 unless the case says otherwise.
+
+--seeds writes every case, valid and broken, with 2 layers, input 3 and
+hidden 2, as seeds of the libFuzzer target tests/fuzz/fuzz_onnx.c: one file
+per case, the model's bytes followed by "\n--spk-file--\n" and its
+external-data file where it has one.
 
 Needs numpy and onnx (Debian: python3-numpy, python3-onnx).
 """
@@ -323,7 +329,30 @@ def save(model, folder, external=False):
     return path
 
 
+def seeds(out):
+    global LAYERS, INPUT, HIDDEN
+    LAYERS, INPUT, HIDDEN = 2, 3, 2
+    import tempfile
+    os.makedirs(out, exist_ok=True)
+    cases = dict(valid_cases())
+    cases.update(broken_cases())
+    for name, model in cases.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save(model, tmp, external=name == "dynamo")
+            with open(path, "rb") as f:
+                data = f.read()
+            extra = os.path.join(tmp, "model.onnx.data")
+            if os.path.exists(extra):
+                with open(extra, "rb") as f:
+                    data += b"\n--spk-file--\n" + f.read()
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--seeds":
+        return seeds(sys.argv[2])
     if len(sys.argv) != 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

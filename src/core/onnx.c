@@ -558,7 +558,8 @@ static int external_entries(const spk_onnx_model *m, const Onnx__TensorProto *t,
 static int raw_bytes(spk_onnx_model *m, const Onnx__TensorProto *t, void *dst, uint64_t bytes)
 {
     if (t->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        memcpy(dst, t->raw_data.data, (size_t)bytes);
+        if (bytes)
+            memcpy(dst, t->raw_data.data, (size_t)bytes);
         return 0;
     }
     external_ref ref;

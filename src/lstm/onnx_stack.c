@@ -360,7 +360,8 @@ static int attr_ints(const graph *g, const Onnx__NodeProto *n, const char *name,
     if (a->n_ints > max)
         return spk_fail("%s: %s node '%s': attribute '%s' has %zu entries, more than %zu", g->file, op_of(n),
                         node_name(n), name, a->n_ints, max);
-    memcpy(out, a->ints, a->n_ints * sizeof *out);
+    if (a->n_ints)
+        memcpy(out, a->ints, a->n_ints * sizeof *out);
     *count = a->n_ints;
     return 1;
 }
@@ -1291,8 +1292,11 @@ static spk_tensor *fold_node(graph *g, const value *v, const Onnx__NodeProto *n,
             return NULL;
         }
         int64_t dims[SPK_MAX_DIMS];
-        for (int i = 0; i < r.ndim; i++)
+        for (int i = 0; i < r.ndim; i++) {
+            if (!sym_known(r.d[i]))
+                return ints_fail(g, n, "its shape is not constant"), NULL;
             dims[i] = r.d[i].coef;
+        }
         return reshaped(g, t, r.ndim, dims, v->name);
     }
     return spk_fail_null("%s: '%s' comes from a %s node ('%s'), which spk does not fold into constants", g->file,
@@ -1626,7 +1630,8 @@ static int check_layer(graph *g, layer_node *L, int layer)
     if (!a || !bytes_eq(a->s, "bidirectional")) {
         char dir[32] = "forward";
         if (a)
-            snprintf(dir, sizeof dir, "%.*s", (int)(a->s.len < 24 ? a->s.len : 24), (const char *)a->s.data);
+            snprintf(dir, sizeof dir, "%.*s", (int)(a->s.len < 24 ? a->s.len : 24),
+                     a->s.data ? (const char *)a->s.data : "");
         return spk_fail("%s: layer %d (LSTM node '%s'): direction is \"%s\"; spk's stacks are bidirectional", g->file,
                         layer, who, dir);
     }
@@ -1641,7 +1646,7 @@ static int check_layer(graph *g, layer_node *L, int layer)
             for (size_t i = 0; i < a->n_strings && i < 8 && at < sizeof list; i++)
                 at += (size_t)snprintf(list + at, sizeof list - at, "%s%.*s", i ? ", " : "",
                                        (int)(a->strings[i].len < 16 ? a->strings[i].len : 16),
-                                       (const char *)a->strings[i].data);
+                                       a->strings[i].data ? (const char *)a->strings[i].data : "");
             return spk_fail("%s: layer %d (LSTM node '%s'): activations are [%s]; spk computes the defaults (Sigmoid, "
                             "Tanh, Tanh for each direction)", g->file, layer, who, list);
         }
