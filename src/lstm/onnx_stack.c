@@ -121,8 +121,10 @@ typedef struct graph {
     size_t count;
     int32_t *table; /* open addressing: value index + 1, 0 empty */
     size_t mask;
-    char **symbols; /* dim_param names */
+    char **symbols; /* dim_param names, by id - 1 */
     int nsymbols, capsymbols;
+    int32_t *symtab; /* open addressing over symbols: id, 0 empty */
+    size_t symmask;
     uint64_t steps;
     uint64_t read_bytes, folded_bytes;
 } graph;
@@ -186,7 +188,7 @@ static int graph_init(graph *g, spk_onnx_model *model)
     uint64_t total = gp->n_initializer + gp->n_input;
     for (size_t i = 0; i < gp->n_node; i++)
         total += gp->node[i]->n_output;
-    if (total > INT32_MAX / 4)
+    if (total > INT32_MAX / SPK_MAX_DIMS - 1) /* anonymous symbol ids stay in int32 */
         return spk_fail("%s: the graph defines too many values (%" PRIu64 ")", g->file, total);
     size_t cap = 16;
     while (cap < 2 * total)
@@ -223,22 +225,47 @@ static void graph_free(graph *g)
     free(g->values);
     free(g->table);
     free(g->symbols);
+    free(g->symtab);
 }
 
+/* The id of a dim_param name, interned on first sight. The table grows with
+ * the distinct names the file holds. */
 static int symbol_id(graph *g, const char *name)
 {
-    for (int i = 0; i < g->nsymbols; i++)
-        if (strcmp(g->symbols[i], name) == 0)
-            return i + 1;
+    if (g->symtab) {
+        for (size_t i = hash_name(name) & g->symmask; g->symtab[i]; i = (i + 1) & g->symmask)
+            if (strcmp(g->symbols[g->symtab[i] - 1], name) == 0)
+                return g->symtab[i];
+    }
     if (g->nsymbols == g->capsymbols) {
+        if (g->capsymbols > INT32_MAX / 4)
+            return spk_fail("%s: too many distinct dimension names", g->file);
         int cap = g->capsymbols ? 2 * g->capsymbols : 16;
         char **grown = realloc(g->symbols, (size_t)cap * sizeof *grown);
-        if (!grown)
+        int32_t *table = calloc(2 * (size_t)cap, sizeof *table);
+        if (!grown || !table) {
+            if (grown)
+                g->symbols = grown;
+            free(table);
             return spk_fail("out of memory");
+        }
         g->symbols = grown;
         g->capsymbols = cap;
+        free(g->symtab);
+        g->symtab = table;
+        g->symmask = 2 * (size_t)cap - 1;
+        for (int id = 1; id <= g->nsymbols; id++) {
+            size_t i = hash_name(g->symbols[id - 1]) & g->symmask;
+            while (g->symtab[i])
+                i = (i + 1) & g->symmask;
+            g->symtab[i] = id;
+        }
     }
     g->symbols[g->nsymbols++] = (char *)name; /* the model owns the string */
+    size_t i = hash_name(name) & g->symmask;
+    while (g->symtab[i])
+        i = (i + 1) & g->symmask;
+    g->symtab[i] = g->nsymbols;
     return g->nsymbols;
 }
 
@@ -321,23 +348,27 @@ static const char *input_of(const Onnx__NodeProto *n, size_t i)
     return i < n->n_input && n->input[i] && *n->input[i] ? n->input[i] : NULL;
 }
 
-static const Onnx__AttributeProto *attr_of(const Onnx__NodeProto *n, const char *name)
+/* A node's attribute, NULL when absent. A scan of many attributes costs node
+ * visits (see step), so a node with a huge list cannot make the evaluation
+ * quadratic. */
+static const Onnx__AttributeProto *attr_of(graph *g, const Onnx__NodeProto *n, const char *name)
 {
+    g->steps += n->n_attribute / 8;
     for (size_t i = 0; i < n->n_attribute; i++)
         if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0)
             return n->attribute[i];
     return NULL;
 }
 
-static int attr_type_fail(const graph *g, const Onnx__NodeProto *n, const char *name, const char *want)
+static int attr_type_fail(graph *g, const Onnx__NodeProto *n, const char *name, const char *want)
 {
     return spk_fail("%s: %s node '%s': attribute '%s' is not %s", g->file, op_of(n), node_name(n), name, want);
 }
 
 /* An INT attribute, `def` when absent. */
-static int attr_int(const graph *g, const Onnx__NodeProto *n, const char *name, int64_t def, int64_t *out)
+static int attr_int(graph *g, const Onnx__NodeProto *n, const char *name, int64_t def, int64_t *out)
 {
-    const Onnx__AttributeProto *a = attr_of(n, name);
+    const Onnx__AttributeProto *a = attr_of(g, n, name);
     *out = def;
     if (!a)
         return 0;
@@ -348,10 +379,10 @@ static int attr_int(const graph *g, const Onnx__NodeProto *n, const char *name, 
 }
 
 /* An INTS attribute into out (at most max): 1 if present, 0 if absent. */
-static int attr_ints(const graph *g, const Onnx__NodeProto *n, const char *name, int64_t *out, size_t max,
+static int attr_ints(graph *g, const Onnx__NodeProto *n, const char *name, int64_t *out, size_t max,
                      size_t *count)
 {
-    const Onnx__AttributeProto *a = attr_of(n, name);
+    const Onnx__AttributeProto *a = attr_of(g, n, name);
     *count = 0;
     if (!a)
         return 0;
@@ -611,7 +642,7 @@ static int lstm_output_shape(graph *g, const value *v, const Onnx__NodeProto *n,
     int64_t layout, hidden;
     if (attr_int(g, n, "layout", 0, &layout) || attr_int(g, n, "hidden_size", -1, &hidden))
         return -1;
-    const Onnx__AttributeProto *dir = attr_of(n, "direction");
+    const Onnx__AttributeProto *dir = attr_of(g, n, "direction");
     int64_t directions = dir && dir->has_s && dir->s.len == 13 && memcmp(dir->s.data, "bidirectional", 13) == 0
                              ? 2 : 1;
     const char *x = input_of(n, 0);
@@ -1365,8 +1396,8 @@ static int is_zero(graph *g, const char *name, char *why, size_t size, int depth
     const Onnx__NodeProto *n = node_at(g, v);
     const char *op = op_of(n), *in = input_of(n, 0);
     if (default_domain(n) && (strcmp(op, "ConstantOfShape") == 0 || strcmp(op, "Constant") == 0)) {
-        const Onnx__AttributeProto *a = attr_of(n, "value");
-        if (!a && op[8] == 'O') /* ConstantOfShape without a value: zeros */
+        const Onnx__AttributeProto *a = attr_of(g, n, "value");
+        if (!a && strcmp(op, "ConstantOfShape") == 0) /* without a value: zeros */
             return 1;
         if (a && a->t) {
             spk_tensor *t = spk_onnx_tensor_values(g->model, a->t);
@@ -1618,6 +1649,9 @@ static int check_layer(graph *g, layer_node *L, int layer)
     const char *who = node_name(n);
     static const char *const known[] = {"activation_alpha", "activation_beta", "activations", "clip",
                                         "direction", "hidden_size", "input_forget", "layout"};
+    if (n->n_attribute > sizeof known / sizeof *known)
+        return spk_fail("%s: layer %d (LSTM node '%s'): %zu attributes, more than LSTM has (names repeat)", g->file,
+                        layer, who, n->n_attribute);
     for (size_t i = 0; i < n->n_attribute; i++) {
         const char *name = n->attribute[i]->name ? n->attribute[i]->name : "";
         bool ok = false;
@@ -1626,7 +1660,7 @@ static int check_layer(graph *g, layer_node *L, int layer)
         if (!ok)
             return spk_fail("%s: layer %d (LSTM node '%s'): unknown attribute '%s'", g->file, layer, who, name);
     }
-    const Onnx__AttributeProto *a = attr_of(n, "direction");
+    const Onnx__AttributeProto *a = attr_of(g, n, "direction");
     if (!a || !bytes_eq(a->s, "bidirectional")) {
         char dir[32] = "forward";
         if (a)
@@ -1635,7 +1669,7 @@ static int check_layer(graph *g, layer_node *L, int layer)
         return spk_fail("%s: layer %d (LSTM node '%s'): direction is \"%s\"; spk's stacks are bidirectional", g->file,
                         layer, who, dir);
     }
-    if ((a = attr_of(n, "activations"))) {
+    if ((a = attr_of(g, n, "activations"))) {
         static const char *const defaults[3] = {"Sigmoid", "Tanh", "Tanh"};
         bool ok = a->n_strings == 6;
         for (size_t i = 0; ok && i < 6; i++)
@@ -1651,7 +1685,7 @@ static int check_layer(graph *g, layer_node *L, int layer)
                             "Tanh, Tanh for each direction)", g->file, layer, who, list);
         }
     }
-    if ((a = attr_of(n, "clip")))
+    if ((a = attr_of(g, n, "clip")))
         return spk_fail("%s: layer %d (LSTM node '%s'): clip = %g; spk does not clip the cell's inputs", g->file,
                         layer, who, a->f);
     int64_t v;
