@@ -215,6 +215,32 @@ def layout1_style(p):
     return g.model("x", cur)
 
 
+def other_ops_style(p):
+    """W, R and B stored in other layouts and brought to ONNX's by the
+    other nodes spk folds: W as [in, 2, 4H] through Transpose [1, 2, 0];
+    R and another tensor side by side, taken by Split; B as float64 [16H],
+    Cast and Reshaped; W of the last layer as FLOAT16 (exact in float32),
+    Cast; Squeeze of an Unsqueeze; Flatten and Reshape of R."""
+    g = Graph()
+    cur = g.op("Transpose", ["x"], perm=[1, 0, 2])
+    layers = onnx_weights(p)
+    for k, (W, R, B) in enumerate(layers):
+        last = k == len(layers) - 1
+        if last:
+            w = g.op("Cast", [g.init("W16", W.astype(np.float16))], to=TensorProto.FLOAT)
+        else:
+            w = g.op("Transpose", [g.init("Wt", np.ascontiguousarray(np.transpose(W, (2, 0, 1))))], perm=[1, 2, 0])
+        pair = g.init("RR", np.concatenate([R, np.ones_like(R)], axis=1))
+        r = g.op("Split", [pair, g.ints([4 * HIDDEN, 4 * HIDDEN])], outputs=2, axis=1)[0]
+        r = g.op("Squeeze", [g.op("Unsqueeze", [r, g.ints([1])]), g.ints([1])])
+        r = g.op("Reshape", [g.op("Flatten", [r], axis=1), g.ints([2, 4 * HIDDEN, HIDDEN])])
+        b = g.op("Reshape", [g.op("Cast", [g.init("B64", B.astype(np.float64).reshape(-1))], to=TensorProto.FLOAT),
+                             g.ints([2, -1])])
+        y = g.op("LSTM", [cur, w, r, b], outputs=3, direction="bidirectional", hidden_size=HIDDEN)[0]
+        cur = merge_directions(g, y)
+    return g.model("x", g.op("Transpose", [cur], perm=[1, 0, 2]))
+
+
 def edit(model, fn):
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -248,6 +274,7 @@ def valid_cases():
             p, lstm_attrs={"activations": ["Sigmoid", "Tanh", "Tanh"] * 2, "input_forget": 0}),
         "dynamo": dynamo_style(p),
         "layout1": layout1_style(p),
+        "other_ops": other_ops_style(p),
         "one_layer": torchscript_style(params(layers=1)),
     }
 

@@ -118,7 +118,7 @@ end)
 
 -- The cases of tools/onnx_models.py.
 local valid = { "torchscript", "torchscript_f64", "torchscript_typed_fields", "torchscript_no_bias",
-                "torchscript_default_activations", "dynamo", "layout1", "one_layer" }
+                "torchscript_default_activations", "dynamo", "layout1", "other_ops", "one_layer" }
 local refused = {
   no_lstm = { "no LSTM node in the model's graph (1 nodes: Transpose)" },
   forward = { "layer 2 (LSTM node '", "direction is \"forward\"; spk's stacks are bidirectional" },
