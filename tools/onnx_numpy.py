@@ -20,7 +20,10 @@ import sys
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from onnx.backend.test.case.node.lstm import LSTM_Helper
+try:  # onnx >= 1.13 names it LSTMHelper; both take and return these shapes
+    from onnx.backend.test.case.node.lstm import LSTMHelper as LSTM_Helper
+except ImportError:
+    from onnx.backend.test.case.node.lstm import LSTM_Helper
 
 
 def attrs(node):
