@@ -201,9 +201,10 @@ describe("saved models run by ONNX's semantics", function()
   ort_it("ONNX Runtime runs a saved pyannote-sized stack to the f64 reference's accuracy", function()
     local ok, out = sh(("%s run tools/onnx_save_check.lua %s"):format(SPK, shell_quote(dir)))
     assert(ok, out)
-    print(out)
+    local report = out
     ok, out = sh(("%s tools/onnx_ort_check.py %s/model.onnx %s/x.npy %s/y64.npy"):format(ort_python, dir, dir, dir))
-    print(out)
+    report = report .. out
+    io.stdout:write((report:gsub("[^\n]+", "# %0"))) -- the numbers, as TAP comments
     assert(ok, out)
     assert.matches("ort check: ok", out, 1, true)
   end)
