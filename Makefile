@@ -12,7 +12,17 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
 # program starts (and says "no CUDA device") on a machine without one.
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lnvrtc -lcublas -lcudnn \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl -lrt
-LDLIBS  += $(CUDA_LIBS) -lm -pthread
+# ONNX models are read and written with protobuf-c, over the onnx.proto that
+# Debian's libonnx-dev installs; protoc-c generates the C code into
+# $(BUILD)/gen at build time. libprotobuf-c is linked statically (the GPU
+# machine has no protobuf-c), its symbols kept out of spk.so's exports so that
+# its non-PIC objects link into the shared module.
+ONNX_PROTO     ?= /usr/include/onnx/onnx.proto
+PROTOC_C       ?= protoc-c
+PROTOBUF_C_LIB ?= /usr/lib/x86_64-linux-gnu/libprotobuf-c.a
+GEN             = $(BUILD)/gen
+CFLAGS  += -I$(GEN)
+LDLIBS  += $(PROTOBUF_C_LIB) -Wl,--exclude-libs,libprotobuf-c.a $(CUDA_LIBS) -lm -pthread
 
 # One short line per file made; `make V=1` prints the commands instead.
 V ?= 0
@@ -29,7 +39,8 @@ CUDA_SRC = $(wildcard src/cuda/*.c)
 LSTM_SRC = $(wildcard src/lstm/*.c)
 LUA_SRC  = $(wildcard src/lua/*.c)
 CLI_SRC  = $(wildcard src/cli/*.c)
-LIB_SRC  = $(CORE_SRC) $(CUDA_SRC) $(LSTM_SRC)
+GEN_SRC  = $(GEN)/onnx.pb-c.c
+LIB_SRC  = $(CORE_SRC) $(CUDA_SRC) $(LSTM_SRC) $(GEN_SRC)
 CTEST_SRC = $(wildcard tests/c/test_*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -48,7 +59,14 @@ INSTALL_LIB_OBJ = $(filter-out $(PATHS_OBJ),$(LIB_OBJ)) $(BUILD)/install/obj/pat
 .PHONY: all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
 all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
 
-$(BUILD)/obj/%.o: %.c
+# (a pattern rule: one run makes both files, for build/, build-asan/ and build-fuzz/)
+%/gen/onnx.pb-c.c %/gen/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(@D)
+	$(PROTOC_C) --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(@D) $(notdir $(ONNX_PROTO))
+.PRECIOUS: %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h
+
+# Every object may include the generated header: it exists before any compiles.
+$(BUILD)/obj/%.o: %.c | $(GEN)/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -72,7 +90,7 @@ $(BUILD)/spk $(BUILD)/install/spk: $(CLI_OBJ) $(LUA_OBJ)
 $(BUILD)/spk.so $(BUILD)/install/spk.so: $(LUA_OBJ)
 	$(call say,LD,$@)$(CC) $(CFLAGS) -shared -o $@ $(LUA_OBJ) $(filter %.a,$^) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(BUILD)/libspk.a
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(BUILD)/libspk.a | $(GEN)/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CC) $(CFLAGS) -Itests/c -o $@ $< $(BUILD)/libspk.a $(LDLIBS)
 
@@ -100,30 +118,35 @@ check-asan:
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan) ------
 # Each target links only what it exercises: src/core (the .npy and
 # .safetensors readers), plus the plain-C LSTM pieces the weight-folder loader
-# relies on (layer validation, packing, the reference). No CUDA.
+# relies on (layer validation, packing, the reference); the ONNX target adds
+# the ONNX reader, the LSTM-stack finder and protobuf-c (not instrumented:
+# Debian's library, whose allocations still count against the limits). No CUDA.
 # Inputs are at most 1 MiB; an allocation over 64 MiB is more than any such
 # input can justify, so libFuzzer reports it as a failure (-malloc_limit_mb).
 FUZZ_CC       ?= clang
 FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
-FUZZ_TARGETS   = npy safetensors weights_dir
-FUZZ_CFLAGS    = -std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -fno-omit-frame-pointer \
+FUZZ_TARGETS   = npy safetensors weights_dir onnx
+FUZZ_CFLAGS    = -std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -I$(FUZZ_BUILD)/gen -fno-omit-frame-pointer \
                  -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
 fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
-FUZZ_CORE_OBJ  = $(call fuzz_obj,$(CORE_SRC))
+FUZZ_CORE_OBJ  = $(call fuzz_obj,$(filter-out src/core/onnx.c,$(CORE_SRC)))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
+FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c src/lstm/onnx_stack.c $(FUZZ_BUILD)/gen/onnx.pb-c.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
-$(FUZZ_BUILD)/obj/%.o: %.c
+$(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_npy: $(call fuzz_obj,tests/fuzz/fuzz_npy.c) $(FUZZ_CORE_OBJ)
 $(FUZZ_BUILD)/fuzz_safetensors: $(call fuzz_obj,tests/fuzz/fuzz_safetensors.c) $(FUZZ_CORE_OBJ)
 $(FUZZ_BUILD)/fuzz_weights_dir: $(call fuzz_obj,tests/fuzz/fuzz_weights_dir.c) $(FUZZ_CORE_OBJ) $(FUZZ_LSTM_OBJ)
+$(FUZZ_BUILD)/fuzz_onnx: $(call fuzz_obj,tests/fuzz/fuzz_onnx.c) $(FUZZ_CORE_OBJ) $(FUZZ_LSTM_OBJ) $(FUZZ_ONNX_OBJ)
+$(FUZZ_BUILD)/fuzz_onnx: FUZZ_LIBS = $(PROTOBUF_C_LIB)
 $(FUZZ_BINS):
-	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm
+	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS) -lm
 
 # make fuzz [FUZZ_SECONDS=60]: each target for FUZZ_SECONDS, starting from the
 # committed seeds; what it finds new goes to $(FUZZ_BUILD)/corpus/<target>,

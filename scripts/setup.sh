@@ -5,7 +5,10 @@
 # CUDA_HOME (default /usr/local/cuda) selects the toolkit.
 set -euo pipefail
 
-packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang luarocks)
+# protobuf-c and libonnx-dev (its onnx.proto) build the ONNX reader; python3-onnx
+# builds the ONNX test models and evaluates them (tests/spec/onnx_spec.lua).
+packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang luarocks
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -8,15 +8,19 @@
 -- weight_ih_l0), as PyTorch and the fixtures do.
 --
 --   spk.lstm.validate(layers) -> {layers = n, hidden = H, input = in}
---   spk.lstm.load(path)  -- a folder of l<k>_W.npy, l<k>_R.npy, l<k>_B.npy
+--   spk.lstm.load(path)  -- a .onnx model: its chain of bidirectional LSTM nodes
+--                        -- (src/lstm/onnx_stack.h says which models load), or
+--                        -- a folder of l<k>_W.npy, l<k>_R.npy, l<k>_B.npy
 --                        -- (k from 0), or a .safetensors file named l<k>_W...
 --                        -- or with nn.LSTM's names (weight_ih_l<k>, weight_hh_l<k>,
 --                        -- bias_ih_l<k>, bias_hh_l<k>, and *_reverse), gates
 --                        -- converted from PyTorch's i, f, g, o to ONNX's i, o, f, c
---   spk.lstm.save(path, layers[, {format = "npy" | "safetensors" | "torch"}])
---                        -- default: "safetensors" for a *.safetensors path, else
---                        -- "npy" (a folder, created if missing); "torch" writes a
---                        -- .safetensors file with nn.LSTM's names and gate order
+--   spk.lstm.save(path, layers[, {format = "npy" | "safetensors" | "torch" | "onnx"}])
+--                        -- default: "safetensors" for a *.safetensors path, "onnx"
+--                        -- for *.onnx, else "npy" (a folder, created if missing);
+--                        -- "torch" writes a .safetensors file with nn.LSTM's names
+--                        -- and gate order; "onnx" a model x [batch, steps, in] ->
+--                        -- y [batch, steps, 2H] that ONNX Runtime runs
 --   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1,
 --                   dtype = "f32"}
 --                        -- PyTorch's default initialisation, uniform in
@@ -147,7 +151,11 @@ return function(spk, core)
 
   function lstm.load(path)
     local layers
-    if ends_with(path, ".safetensors") then
+    if type(path) == "string" and path:lower():sub(-5) == ".onnx" then
+      local ok, loaded = pcall(core.onnx.load_lstm, path) -- validated as a stack in C
+      if not ok then error(loaded, 2) end
+      return loaded
+    elseif ends_with(path, ".safetensors") then
       local named = spk.load_safetensors(path)
       if named.l0_W then
         layers = from_onnx_names(named, path)
@@ -180,8 +188,12 @@ return function(spk, core)
   function lstm.save(path, layers, opts)
     opts = check_options(opts, { format = true }, "lstm.save")
     lstm.validate(layers)
-    local format = opts.format or (ends_with(path, ".safetensors") and "safetensors" or "npy")
-    if format == "npy" then
+    local format = opts.format or (ends_with(path, ".safetensors") and "safetensors")
+                   or (type(path) == "string" and path:lower():sub(-5) == ".onnx" and "onnx") or "npy"
+    if format == "onnx" then
+      local ok, err = pcall(core.onnx.save_lstm, path, layers)
+      if not ok then error(err, 2) end
+    elseif format == "npy" then
       clstm.make_directory(path)
       for k, layer in ipairs(layers) do
         for _, part in ipairs { "W", "R", "B" } do
@@ -204,7 +216,8 @@ return function(spk, core)
       end
       spk.save_safetensors(path, named)
     else
-      error(("lstm.save: format must be \"npy\", \"safetensors\" or \"torch\", got %s"):format(tostring(format)), 2)
+      error(("lstm.save: format must be \"npy\", \"safetensors\", \"torch\" or \"onnx\", got %s"):format(
+        tostring(format)), 2)
     end
     return path
   end

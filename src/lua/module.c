@@ -68,6 +68,7 @@ int luaopen_spk_core(lua_State *L)
     spk_lua_setfuncs(L, paths, 0);
     lua_pop(L, 1);
     spk_open_doc(L, module);
+    spk_open_onnx(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);
