@@ -62,7 +62,7 @@ all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
 # (a pattern rule: one run makes both files, for build/, build-asan/ and build-fuzz/)
 %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(@D)
-	$(PROTOC_C) --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(@D) $(notdir $(ONNX_PROTO))
+	$(call say,GEN,$@)$(PROTOC_C) --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(@D) $(notdir $(ONNX_PROTO))
 .PRECIOUS: %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h
 
 # Every object may include the generated header: it exists before any compiles.
