@@ -45,5 +45,9 @@ return function(spk, core)
   end
 
   local bench = require "spk.bench"
-  spk.bench = function(fn, opts) return bench.run(fn, opts) end
+  local options = require "spk.options"
+  spk.bench = options.takes(2, "spk.bench", function(fn, opts) return bench.run(fn, opts) end)
+  -- An argument a function does not take is an error that names it.
+  cuda.graph = options.takes(2, "spk.cuda.graph", cuda.graph)
+  cuda.time = options.takes(2, "spk.cuda.time", cuda.time)
 end

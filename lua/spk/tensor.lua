@@ -18,7 +18,7 @@ return function(spk, core)
   -- report (measured values, bounds, the worst index and both values there),
   -- and the comparison table (nil if the shapes differ).
   function spk.check_near(expected, actual, bounds)
-    bounds = bounds or {}
+    bounds = require("spk.options").check_keys(bounds, { "rel_l2", "max_abs" }, "check_near")
     if bounds.rel_l2 == nil and bounds.max_abs == nil then
       error("check_near: give a bound, rel_l2 and/or max_abs", 2)
     end
@@ -39,4 +39,5 @@ return function(spk, core)
     end
     return pass, report, c
   end
+  spk.check_near = require("spk.options").takes(3, "spk.check_near", spk.check_near)
 end

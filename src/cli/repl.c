@@ -26,6 +26,7 @@
 #include <lua.h>
 
 #include "cli/cli.h"
+#include "lua/bind.h"
 
 #define HISTORY_LENGTH 1000
 #define PROMPT "> "
@@ -213,9 +214,9 @@ static int read_chunk(lua_State *L, struct session *s, int *status)
             *status = luaL_loadbuffer(L, text, len, CHUNK_NAME);
             break;
         }
-        lua_pushfstring(L, "\n%s", more);
+        lua_pushfstring(L, "%s\n%s", lua_tostring(L, -1), more);
         free(more);
-        lua_concat(L, 2);
+        lua_remove(L, -2);
     }
     remember(s, lua_tostring(L, -2));
     lua_remove(L, -2);
@@ -228,14 +229,14 @@ static int read_chunk(lua_State *L, struct session *s, int *status)
 static const char *format_value(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
-    lua_getfield(L, LUA_REGISTRYINDEX, "spk.repl.format");
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, "spk.repl.format");
     if (lua_isfunction(L, -1)) {
         lua_pushvalue(L, idx);
         if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
     }
     lua_pop(L, 1);
-    return luaL_tolstring(L, idx, NULL);
+    return luaL_tolstring(L, idx, NULL); /* metamethods wanted: a result prints as print() shows it */
 }
 
 static void print_results(lua_State *L, int base)
@@ -255,14 +256,14 @@ static void print_results(lua_State *L, int base)
 
 static int load_helpers(lua_State *L)
 {
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk");
     lua_call(L, 1, 1);
     lua_setglobal(L, "spk");
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk.repl");
     lua_call(L, 1, 1);
-    lua_getfield(L, -1, "format");
+    spk_lua_rawfield(L, -1, "format");
     lua_setfield(L, LUA_REGISTRYINDEX, "spk.repl.format");
     return 0;
 }

@@ -28,14 +28,14 @@ static uint64_t opt_seed_field(lua_State *L, int arg)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return 0;
-    lua_getfield(L, arg, "seed");
+    spk_lua_rawfield(L, arg, "seed");
     uint64_t seed = 0;
     if (!lua_isnil(L, -1)) {
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_argerror(L, arg, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
-                                                  luaL_tolstring(L, -1, NULL)));
+                                                  spk_lua_describe(L, -1)));
         seed = (uint64_t)v;
     }
     lua_pop(L, 1);
