@@ -83,9 +83,7 @@ return function(spk, core)
   local function kernel_options(kernel, hidden, level)
     if kernel == nil then kernel = {} end
     if type(kernel) ~= "table" then fail("kernel must be a table", level + 1) end
-    for key in pairs(kernel) do
-      if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
-    end
+    require("spk.options").check_keys(kernel, known_kernel, "spk.lstm.stack (cluster): kernel", level + 1)
     for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "gates_ahead", "row_group", "min_blocks",
                            "hidden", "directions", "row_phases" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
@@ -277,7 +275,7 @@ return function(spk, core)
   -- What a tuning record may choose for this backend (spk.lstm.tunables, lua/spk/stack.lua): a kernel
   -- table, checked as a plan checks it (no device).
   if type(spk.lstm.tunables) == "table" then
-    function spk.lstm.tunables.cluster(o, shape)
+    spk.lstm.tunables.cluster = require("spk.options").takes(2, "spk.lstm.tunables.cluster", function(o, shape)
       local tuning = require "spk.tuning"
       local ok, why = tuning.check_option_keys(o, { kernel = true }, "cluster")
       if ok then ok, why = tuning.check_kernel(o.kernel, known_kernel, "kernel") end
@@ -287,7 +285,7 @@ return function(spk, core)
       end)
       if not fits then return nil, tostring(err) end
       return true
-    end
+    end)
   end
 
   -- An argument a function does not take is an error that names it.

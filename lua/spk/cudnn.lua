@@ -82,7 +82,7 @@ return function(spk, core)
   local algorithms = {}
   for _, name in ipairs(spk.lstm.cudnn_algorithm_names) do algorithms[name] = true end
   if type(spk.lstm.tunables) == "table" then
-    function spk.lstm.tunables.cudnn(o)
+    spk.lstm.tunables.cudnn = require("spk.options").takes(2, "spk.lstm.tunables.cudnn", function(o)
       local ok, why = require("spk.tuning").check_option_keys(o, { algo = true, layout = true }, "cudnn")
       if not ok then return nil, why end
       if o.algo ~= nil and not algorithms[o.algo] then
@@ -93,7 +93,7 @@ return function(spk, core)
         return nil, ("layout must be batch_major or seq_major, got %s"):format(tostring(o.layout))
       end
       return true
-    end
+    end)
   end
 
   -- An argument a function does not take is an error that names it.

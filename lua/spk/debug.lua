@@ -316,5 +316,6 @@ return function(spk)
   debug.first_divergence = options.takes(3, "spk.debug.first_divergence", debug.first_divergence)
   debug.ulp_histogram = options.takes(2, "spk.debug.ulp_histogram", debug.ulp_histogram)
   debug.summary = options.takes(1, "spk.debug.summary", debug.summary)
+  debug.ulp_distance = options.takes(3, "spk.debug.ulp_distance", debug.ulp_distance)
   spk.debug = debug
 end

@@ -285,6 +285,8 @@ return function(spk, core)
   for name, max in pairs { forward = 3, time = 2, close = 1, is_closed = 1 } do
     Stack[name] = options.takes(max, name, Stack[name])
   end
+  tunables.persistent = options.takes(2, "spk.lstm.tunables.persistent", tunables.persistent)
+  tunables.cpu = options.takes(2, "spk.lstm.tunables.cpu", tunables.cpu)
 
   function Stack:__tostring()
     if self.closed then return "lstm stack (closed)" end

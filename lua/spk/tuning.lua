@@ -656,7 +656,7 @@ end
 
 function M.choose(shape, opts)
   check_shape(shape, 3)
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "facts", "why", "dir" }, "tuning.choose")
   local facts, why = opts.facts, opts.why
   if facts == nil then facts, why = M.facts() end
   if not facts then
@@ -682,6 +682,13 @@ function M.choose(shape, opts)
   c.source = "default"
   c.reason = ("%s; %s"):format(c.reason, detail)
   return c
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.choose = options.takes(2, "tuning.choose", M.choose)
+  M.lookup = options.takes(2, "tuning.lookup", M.lookup)
 end
 
 return M

@@ -89,6 +89,18 @@ void spk_lua_noextra(lua_State *L, int max)
     }
 }
 
+static int close_method(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
+void spk_lua_push_close_method(lua_State *L, lua_CFunction release)
+{
+    lua_pushcfunction(L, release);
+    lua_pushcclosure(L, close_method, 1);
+}
+
 void spk_lua_checkkeys(lua_State *L, int idx, const char *const *known, const char *where)
 {
     if (lua_type(L, idx) != LUA_TTABLE)

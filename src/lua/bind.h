@@ -38,6 +38,10 @@ int spk_lua_rawcount(lua_State *L, int idx);
  * k)" for the first argument after the first `max` that is not nil (a nil is
  * no argument, as for every optional one). Methods count self, as Lua does. */
 void spk_lua_noextra(lua_State *L, int max);
+/* Pushes a method `close` calling the release function `release` (also the
+ * type's __gc and __close, which Lua calls with more arguments) after
+ * spk_lua_noextra(L, 1). */
+void spk_lua_push_close_method(lua_State *L, lua_CFunction release);
 /* Raises "<where>: unknown option '<key>' (known: a, b, c)" for the first key
  * of the table at idx that is not in the NULL-terminated `known` list (a key
  * that is no string is named by its type). Nothing for nil or a non-table. */

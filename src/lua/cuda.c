@@ -1217,7 +1217,7 @@ static void new_type(lua_State *L, const char *mt, const luaL_Reg *methods, lua_
     lua_newtable(L);
     luaL_setfuncs(L, methods, 0);
     if (close) {
-        lua_pushcfunction(L, close);
+        spk_lua_push_close_method(L, close);
         lua_setfield(L, -2, "close");
     }
     if (index) {

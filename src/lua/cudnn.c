@@ -265,6 +265,13 @@ static int plan_release(lua_State *L)
     return 0;
 }
 
+/* plan:close(): the release, refusing extra arguments (which __close gets). */
+static int plan_close_method(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    return plan_release(L);
+}
+
 static int plan_is_closed(lua_State *L)
 {
     luaL_checkudata(L, 1, PLAN_MT); /* a closed self is what is wrong, whatever else is given */
@@ -355,7 +362,7 @@ static const luaL_Reg plan_methods[] = {
     {"forward", plan_forward},
     {"forward_into", plan_forward_into},
     {"device_buffers", plan_device_buffers},
-    {"close", plan_release},
+    {"close", plan_close_method},
     {"is_closed", plan_is_closed},
     {NULL, NULL},
 };

@@ -146,6 +146,13 @@ static int plan_close(lua_State *L)
     return 0;
 }
 
+/* plan:close(): the release, refusing extra arguments (which __close gets). */
+static int plan_close_method(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    return plan_close(L);
+}
+
 static int plan_tostring(lua_State *L)
 {
     const spk_lua_gpu_plan_type *type = upvalue_type(L);
@@ -160,8 +167,8 @@ static int plan_tostring(lua_State *L)
 void spk_lua_gpu_plan_register(lua_State *L, const spk_lua_gpu_plan_type *type, lua_CFunction forward,
                                lua_CFunction info)
 {
-    const luaL_Reg methods[] = {
-        {"forward", forward}, {"time", plan_time}, {"info", info}, {"close", plan_close}, {NULL, NULL}};
+    const luaL_Reg methods[] = {{"forward", forward}, {"time", plan_time},         {"info", info},
+                                {"close", plan_close_method}, {NULL, NULL}};
     static const luaL_Reg meta[] = {
         {"__gc", plan_close}, {"__close", plan_close}, {"__tostring", plan_tostring}, {NULL, NULL}};
     if (luaL_newmetatable(L, type->metatable)) {
