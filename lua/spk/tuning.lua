@@ -75,7 +75,8 @@
 --     facts = false means "no CUDA device" (for tests and scripts); why, the
 --     runtime's message then, is added to the reason.
 --   tuning.warn(message): prints "spk: warning: <message>" on stderr; replace
---     it to capture warnings.
+--     it to capture warnings. tuning.warned[path] is true once a file has
+--     been warned about.
 local M = {}
 
 M.FORMAT = 1
@@ -523,7 +524,9 @@ function M.load(path, fields)
   return record
 end
 
-local warned = {}
+-- The files tuning.find has warned about (one warning per file per process).
+M.warned = {}
+local warned = M.warned
 
 function M.find(fields, dir)
   if fields == nil then

@@ -8,9 +8,11 @@
 --               ran one, "DIFFERS <name> ..." for one whose result changed.
 --   finalizers  every function and method, called with its recipe while a
 --               dropped object's __gc closes every object the call was given,
---               the collector set so that finalizers run inside calls.
+--               run at the 1st, 2nd, ... 6th collection step inside the call.
 -- Last line: "rawargs: <group>: N calls, M functions, K metamethods run by C, ..."
-local group, calls_dir, gpu = ...
+-- An optional third argument runs only the function or method of that name
+-- (as the output names them), to find every failing one of an old build.
+local group, calls_dir, only = ...
 package.path = calls_dir .. "/?.lua;" .. package.path
 io.stdout:setvbuf("line")
 local spk = require "spk"
@@ -50,7 +52,7 @@ local function arm(v, seen)
   return setmetatable(v, trap_mt)
 end
 
-local stats = { calls = 0, functions = 0, c_fired = 0, differs = 0, lua_fired = 0, skipped = 0 }
+local stats = { calls = 0, functions = 0, c_fired = 0, differs = 0, lua_fired = 0, skipped = 0, inside = 0 }
 
 -- Calls fn with the arguments build(m) returns; arms them when `armed`.
 local function call(fn, build, armed, replace)
@@ -105,31 +107,56 @@ local function trap_test(name, fn, build, n)
   end
 end
 
-local SETTINGS = { { "incremental", 0, 400, 0 }, { "generational", 5, 100 }, { "generational", 1, 10 },
-                   { "incremental", 50, 200, 4 } }
-local ROUNDS = 8
+-- A finalizer that runs at the k-th collection step inside the call: the
+-- collector is stopped, the bomb (whose __gc closes what the call was given)
+-- is dropped and then 10 * k probes, and it is stepped by hand until the
+-- probes have run (finalizers run newest first, 10 a step), so the bomb is
+-- next; restarted with the smallest step size, the collector takes a step at
+-- every allocation, and the k-th one inside the call runs the bomb.
+local STEPS = 6
+local function bombed_call(k, fn, m, args)
+  collectgarbage("incremental", 100, 100, 1)
+  collectgarbage("stop")
+  local in_call = false
+  do
+    setmetatable({}, { __gc = function()
+      if in_call then stats.inside = stats.inside + 1 end
+      m.close_all()
+    end })
+  end
+  local ran, want = 0, 10 * (k - 1)
+  for _ = 1, want do setmetatable({}, { __gc = function() ran = ran + 1 end }) end
+  local guard = 0
+  while ran < want and guard < 1000000 do
+    collectgarbage("step", 0)
+    guard = guard + 1
+  end
+  collectgarbage("restart")
+  stats.calls = stats.calls + 1
+  in_call = true
+  local ok, err = pcall(fn, table.unpack(args, 1, args.n))
+  in_call = false
+  collectgarbage("incremental", 200, 100, 13)
+  assert(ok or type(tostring(err)) == "string")
+end
 
 local function finalizer_test(name, fn, build)
   stats.functions = stats.functions + 1
   io.write(name, "\n")
-  for round = 1, ROUNDS do
-    collectgarbage(table.unpack(SETTINGS[(round - 1) % #SETTINGS + 1]))
+  for k = 1, STEPS do
     local m = calls.maker(spk)
     local made = table.pack(pcall(build, m))
     if made[1] then
-      do
-        setmetatable({}, { __gc = function() m.close_all() end })
-      end
-      for _ = 1, math.random(0, 64) do local _ = {} end
-      stats.calls = stats.calls + 1
-      pcall(fn, table.unpack(made, 2, made.n))
+      bombed_call(k, fn, m, table.pack(table.unpack(made, 2, made.n)))
     end
     m.close_all()
   end
-  collectgarbage("incremental", 200, 100, 13)
 end
 
-local run = group == "traps" and trap_test or finalizer_test
+local run_group = group == "traps" and trap_test or finalizer_test
+local function run(name, ...)
+  if only == nil or only == name then return run_group(name, ...) end
+end
 
 -- functions
 local functions, names = calls.functions(spk)
@@ -184,5 +211,5 @@ end
 
 collectgarbage()
 io.write(("rawargs: %s: %d calls, %d functions, %d metamethods run by C, %d differ, %d Lua functions ran one, "
-  .. "%d GPU-only skipped\n"):format(group, stats.calls, stats.functions, stats.c_fired, stats.differs, stats.lua_fired,
-  stats.skipped))
+  .. "%d GPU-only skipped, %d finalizers ran inside a call\n"):format(group, stats.calls, stats.functions, stats.c_fired,
+  stats.differs, stats.lua_fired, stats.skipped, stats.inside))
