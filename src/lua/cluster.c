@@ -202,7 +202,7 @@ static spk_cluster_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_chec
 
 static int l_forward(lua_State *L)
 {
-    check_plan(L); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_cluster_plan *p = check_plan(L);
     spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
@@ -211,7 +211,7 @@ static int l_forward(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    check_plan(L); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     /* a copy: the tables made below may run a finalizer that closes the plan */
     const spk_cluster_plan_info copy = *spk_cluster_plan_get_info(check_plan(L)), *info = &copy;

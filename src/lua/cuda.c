@@ -236,7 +236,7 @@ static int stream_close(lua_State *L)
 
 static int stream_synchronize(lua_State *L)
 {
-    check_open(L, 1, STREAM_MT, "stream"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_stream_synchronize(check_open(L, 1, STREAM_MT, "stream")));
     return 0;
@@ -244,7 +244,7 @@ static int stream_synchronize(lua_State *L)
 
 static int stream_query(lua_State *L)
 {
-    check_open(L, 1, STREAM_MT, "stream"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     bool done;
     CHECK_OK(L, spk_stream_query(check_open(L, 1, STREAM_MT, "stream"), &done));
@@ -254,7 +254,7 @@ static int stream_query(lua_State *L)
 
 static int stream_wait(lua_State *L)
 {
-    check_open(L, 1, STREAM_MT, "stream"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_stream *s = check_open(L, 1, STREAM_MT, "stream");
     CHECK_OK(L, spk_stream_wait_event(s, check_open(L, 2, EVENT_MT, "event")));
@@ -296,7 +296,7 @@ static int event_close(lua_State *L)
 
 static int event_record(lua_State *L)
 {
-    check_open(L, 1, EVENT_MT, "event"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_event *e = check_open(L, 1, EVENT_MT, "event");
     CHECK_OK(L, spk_event_record(e, opt_stream(L, 2)));
@@ -306,7 +306,7 @@ static int event_record(lua_State *L)
 
 static int event_synchronize(lua_State *L)
 {
-    check_open(L, 1, EVENT_MT, "event"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_event_synchronize(check_open(L, 1, EVENT_MT, "event")));
     return 0;
@@ -314,7 +314,7 @@ static int event_synchronize(lua_State *L)
 
 static int event_query(lua_State *L)
 {
-    check_open(L, 1, EVENT_MT, "event"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     bool done;
     CHECK_OK(L, spk_event_query(check_open(L, 1, EVENT_MT, "event"), &done));
@@ -335,7 +335,7 @@ static int event_tostring(lua_State *L)
 /* start:elapsed(stop) -> milliseconds from start to stop. */
 static int event_elapsed(lua_State *L)
 {
-    check_open(L, 1, EVENT_MT, "event"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     float ms;
     spk_event *start = check_open(L, 1, EVENT_MT, "event"); /* in order: self's error first */
@@ -383,7 +383,7 @@ static int graph_close(lua_State *L)
 
 static int graph_replay(lua_State *L)
 {
-    check_open(L, 1, GRAPH_MT, "graph"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, GRAPH_MT, "graph"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     CHECK_OK(L, spk_graph_replay(check_open(L, 1, GRAPH_MT, "graph"), opt_stream(L, 2)));
     return 0;
@@ -391,7 +391,7 @@ static int graph_replay(lua_State *L)
 
 static int graph_nodes(lua_State *L)
 {
-    check_open(L, 1, GRAPH_MT, "graph"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, GRAPH_MT, "graph"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     size_t n;
     CHECK_OK(L, spk_graph_node_count(check_open(L, 1, GRAPH_MT, "graph"), &n));
@@ -404,7 +404,7 @@ static int graph_nodes(lua_State *L)
 /* t:cuda([stream]) */
 static int tensor_cuda(lua_State *L)
 {
-    spk_lua_checktensor(L, 1); /* a closed self is what is wrong, whatever else is given */
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_stream *s = opt_stream(L, 2);
@@ -419,7 +419,7 @@ static int tensor_cuda(lua_State *L)
 /* t:cpu([stream]) */
 static int tensor_cpu(lua_State *L)
 {
-    spk_lua_checktensor(L, 1); /* a closed self is what is wrong, whatever else is given */
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_stream *s = opt_stream(L, 2);
@@ -434,7 +434,7 @@ static int tensor_cpu(lua_State *L)
 /* t:to("cuda" | "cuda:N" | "cpu", [stream]), reached through t:to(). */
 static int tensor_to_device(lua_State *L)
 {
-    spk_lua_checktensor(L, 1); /* a closed self is what is wrong, whatever else is given */
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 3);
     spk_lua_checktensor(L, 1);
     const char *name = luaL_checkstring(L, 2);
@@ -593,7 +593,7 @@ static int module_close(lua_State *L)
 
 static int module_code(lua_State *L)
 {
-    check_open(L, 1, MODULE_MT, "module"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, MODULE_MT, "module"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     spk_module *m = check_open(L, 1, MODULE_MT, "module");
     size_t bytes;
@@ -608,7 +608,7 @@ static int module_code(lua_State *L)
 
 static int module_kernel(lua_State *L)
 {
-    check_open(L, 1, MODULE_MT, "module"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, MODULE_MT, "module"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     check_open(L, 1, MODULE_MT, "module");
     const char *name = luaL_checkstring(L, 2); /* a number made a string allocates: the module is taken after */
@@ -997,7 +997,7 @@ static size_t opt_size_field(lua_State *L, int idx, const char *key)
 
 static int kernel_launch(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -1031,7 +1031,7 @@ static int kernel_launch(lua_State *L)
 
 static int kernel_attributes(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     spk_kernel_attrs a;
     CHECK_OK(L, spk_kernel_attributes(check_open(L, 1, KERNEL_MT, "kernel"), &a));
@@ -1064,7 +1064,7 @@ static void read_block_smem(lua_State *L, int *block, size_t *smem)
 
 static int kernel_occupancy(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int block, blocks;
@@ -1077,7 +1077,7 @@ static int kernel_occupancy(lua_State *L)
 
 static int kernel_capacity(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int block, blocks;
@@ -1090,7 +1090,7 @@ static int kernel_capacity(lua_State *L)
 
 static int kernel_params(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int n;
@@ -1106,7 +1106,7 @@ static int kernel_params(lua_State *L)
 
 static int kernel_set_max_smem(lua_State *L)
 {
-    check_open(L, 1, KERNEL_MT, "kernel"); /* a closed self is what is wrong, whatever else is given */
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     CHECK_OK(L, spk_kernel_set_max_dynamic_smem(check_open(L, 1, KERNEL_MT, "kernel"),
                                                 (size_t)luaL_checkinteger(L, 2)));

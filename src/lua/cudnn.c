@@ -196,7 +196,7 @@ static spk_cudnn_stack *check_plan(lua_State *L, int idx)
 /* plan:forward(x[, stream]) -> y on x's side */
 static int plan_forward(lua_State *L)
 {
-    check_plan(L, 1); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 3);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
@@ -208,7 +208,7 @@ static int plan_forward(lua_State *L)
 /* plan:forward_into(x, y[, stream]) -> y: device tensors, only enqueued (capturable). */
 static int plan_forward_into(lua_State *L)
 {
-    check_plan(L, 1); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 4);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
@@ -225,7 +225,7 @@ static int plan_forward_into(lua_State *L)
  * copy of a host x, or a device x itself. */
 static int plan_device_buffers(lua_State *L)
 {
-    check_plan(L, 1); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 3);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *given = lua_isnoneornil(L, 2) ? NULL : spk_lua_checktensor(L, 2);
@@ -274,7 +274,7 @@ static int plan_close_method(lua_State *L)
 
 static int plan_is_closed(lua_State *L)
 {
-    luaL_checkudata(L, 1, PLAN_MT); /* a closed self is what is wrong, whatever else is given */
+    luaL_checkudata(L, 1, PLAN_MT); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
     lua_pushboolean(L, ud->plan == NULL);

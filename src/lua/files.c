@@ -145,7 +145,7 @@ static int module_save_safetensors(lua_State *L)
 /* t:save(path): .npy only. */
 static int tensor_save(lua_State *L)
 {
-    spk_lua_checktensor(L, 1); /* a closed self is what is wrong, whatever else is given */
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 2);
     spk_lua_checktensor(L, 1);
     const char *path = luaL_checkstring(L, 2);

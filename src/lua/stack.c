@@ -225,7 +225,7 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
 
 static int l_forward(lua_State *L)
 {
-    check_plan(L); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 3);
     check_plan(L); /* arguments in order; the pointers are taken after the last allocation */
     spk_lua_checktensor(L, 2);
@@ -298,7 +298,7 @@ static int l_variant_for_batch(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    check_plan(L); /* a closed self is what is wrong, whatever else is given */
+    check_plan(L); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     /* a copy: the tables made below may run a finalizer that closes the plan */
     const spk_lstm_plan_info copy = *spk_lstm_plan_get_info(check_plan(L)), *info = &copy;

@@ -28,6 +28,12 @@ function M.maker(spk)
     for _, l in ipairs(layers) do m.keep(l.W); m.keep(l.R); m.keep(l.B) end
     return layers
   end
+  -- the GPU plans' kernels want a hidden size their variants fit
+  function m.gpu_layers()
+    local layers = spk.lstm.random { layers = 1, input = 3, hidden = 128, seed = 1 }
+    for _, l in ipairs(layers) do m.keep(l.W); m.keep(l.R); m.keep(l.B) end
+    return layers
+  end
   function m.x() return m.keep(spk.rand({ 1, 2, 3 }, { seed = 2 })) end
   function m.y() return m.keep(spk.rand({ 1, 2, 4 }, { seed = 3 })) end
   function m.torch()
@@ -36,7 +42,9 @@ function M.maker(spk)
     return named
   end
   function m.stack(backend)
-    return m.keep(spk.lstm.stack { layers = m.layers(), batch = 1, steps = 2, backend = backend or "cpu" })
+    backend = backend or "cpu"
+    return m.keep(spk.lstm.stack { layers = backend == "cpu" and m.layers() or m.gpu_layers(), batch = 1, steps = 2,
+                                   backend = backend })
   end
   function m.module() return m.keep(spk.cuda.compile { source = SOURCE, arch = "sm_90" }) end
   function m.kernel() return m.keep(m.module():kernel("k")) end
@@ -146,20 +154,20 @@ M.recipes = {
   ["spk.lstm.stack"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, backend = "cpu" } end },
   ["spk.lstm.backends.cpu"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, threads = 1 } end },
   ["spk.lstm.backends.persistent"] = { n = 1, opts = 1, gpu = true, args = function(m)
-    return { layers = m.layers(), batch = 1, steps = 2, kernel = { units = 4 }, timeout_ms = 2000 }
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4 }, timeout_ms = 2000 }
   end },
   ["spk.lstm.backends.cluster"] = { n = 1, opts = 1, gpu = true, args = function(m)
-    return { layers = m.layers(), batch = 1, steps = 2, kernel = { cluster = 2 } }
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { cluster = 2 } }
   end },
-  ["spk.lstm.backends.cudnn"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.backends.cudnn"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.backends.auto"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.auto_choice"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.check_math"] = { n = 2, args = function() return "fp32", "cpu" end },
   ["spk.lstm.persistent_variant"] = { n = 2, opts = 1, args = function() return { units = 4 }, 8 end },
   ["spk.lstm.cluster_variant"] = { n = 1, opts = 1, args = function() return { cluster = 2 } end },
   ["spk.lstm.cluster_default"] = { n = 2, args = function() return 8, 128 end },
-  ["spk.lstm.cluster_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.layers(), batch = 1, steps = 2 } end },
-  ["spk.lstm.cudnn_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.cluster_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.cudnn_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.cudnn_algorithms"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, layers = 1, hidden = 8, input = 4 } end },
   ["spk.lstm.tunables.persistent"] = { n = 2, args = function() return { kernel = { units = 4 } }, { hidden = 128, batch = 8 } end },
   ["spk.lstm.tunables.cluster"] = { n = 2, args = function() return { kernel = { cluster = 2 } }, { hidden = 128, batch = 8 } end },
@@ -187,8 +195,7 @@ M.recipes = {
     return { tile_rows = 8, tiles = 1, tiles_per_launch = 1, groups = 2 }, 8, { { first = 0, count = 1 } }
   end },
   ["spk.core.stack_new"] = { n = 1, gpu = true, args = function(m)
-    return { layers = m.layers(), batch = 1, steps = 2, kernel = { units = 4 }, timeout_ms = 2000,
-             schedule = { batch = 1, groups = 1, tile_rows = 1, tiles = 1 } }
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4, hidden = 128 }, timeout_ms = 2000 }
   end },
   ["spk.core.stack_variant_check"] = { n = 2, args = function() return { units = 4, acq_rel = true }, 8 end },
   ["spk.core.stack_variant_for_batch"] = { n = 2, args = function() return 8, 128 end },
@@ -197,13 +204,13 @@ M.recipes = {
   end },
   ["spk.core.stack_trace_check"] = { n = 3, args = function() return { layer = 1, direction = "forward", steps = { 1, 2 } }, 1, 2 end },
   ["spk.core.cluster_stack_new"] = { n = 1, gpu = true, args = function(m)
-    return { layers = m.layers(), batch = 1, steps = 2, kernel = { hidden = 2, cluster = 2 } }
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { hidden = 128, cluster = 2 } }
   end },
   ["spk.core.cluster_variant_check"] = { n = 1, args = function() return { hidden = 128, cluster = 2, direct_push = false } end },
   ["spk.core.cluster_variant_for_batch"] = { n = 2, args = function() return 128, 8 end },
   ["spk.core.cluster_schedule_pick"] = { n = 5, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0, 1 end },
-  ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.layers(), batch = 1, steps = 2 } end },
-  ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.layers(), batch = 1, steps = 2 } end },
+  ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.version"] = { n = 0, args = function() end },
 }
 
@@ -298,7 +305,7 @@ function M.method_args(m, spec)
     elseif a == "event" then v = m.event()
     elseif a == "stream" then v = m.stream()
     elseif a == "device x" then v = m.device { 1, 2, 3 }
-    elseif a == "device y" then v = m.device { 1, 2, 4 }
+    elseif a == "device y" then v = m.device { 1, 2, 256 } -- the GPU plans' hidden 128, both directions
     elseif type(a) == "table" then
       v = {}
       for k, x in pairs(a) do
