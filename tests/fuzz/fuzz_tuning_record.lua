@@ -4,7 +4,10 @@
 -- and fuzzes for 20 s under the ASan build; `make fuzz` for FUZZ_SECONDS.
 --
 --   spk run tests/fuzz/fuzz_tuning_record.lua [--seconds N] [--seed S]
---       [--artifacts DIR] [--corpus-out DIR] [--max-len BYTES] CORPUS_DIR...
+--       [--artifacts DIR] [--corpus-out DIR] [--max-len BYTES] [--timeout S]
+--       CORPUS_DIR...
+-- (an input that takes more than --timeout CPU seconds, default 10, is a
+-- failure, as libFuzzer's -timeout makes it)
 --
 -- Why not a libFuzzer target like the other three: the reader is Lua, and
 -- libFuzzer's guidance is the compiler's instrumentation of C, which the Lua
@@ -32,7 +35,8 @@ local tuning = require "spk.tuning"
 local report = require "spk.report"
 
 local args = { ... }
-local opts = { seconds = 0, seed = os.time(), artifacts = nil, corpus_out = nil, max_len = 1 << 16, dirs = {} }
+local opts = { seconds = 0, seed = os.time(), artifacts = nil, corpus_out = nil, max_len = 1 << 16, timeout = 10,
+               dirs = {} }
 local i = 1
 while i <= #args do
   local a = args[i]
@@ -46,6 +50,7 @@ while i <= #args do
   elseif a == "--artifacts" then opts.artifacts = value()
   elseif a == "--corpus-out" then opts.corpus_out = value()
   elseif a == "--max-len" then opts.max_len = math.tointeger(tonumber(value()))
+  elseif a == "--timeout" then opts.timeout = tonumber(value())
   elseif a:sub(1, 2) == "--" then error("fuzz_tuning_record: unknown option " .. a, 0)
   else opts.dirs[#opts.dirs + 1] = a end
   i = i + 1
@@ -142,9 +147,21 @@ end
 -- input (the JSON reader, the schema and the backends' option checks: the
 -- only Lua that runs then); choose reads the same file again unhooked.
 local edges, edge_count = {}, 0
-local function run_covered(text)
+-- A CPU-time budget of opts.timeout seconds for fn(), kept by a count hook
+-- (the line hook during decode keeps it too).
+local function budget()
+  local deadline = os.clock() + opts.timeout
+  return function()
+    if os.clock() > deadline then error("timeout: more than " .. opts.timeout .. " s of CPU", 0) end
+  end
+end
+
+local function run_covered(text, mutate_from)
   local new, prev = 0, 0
-  local function hook(_, line)
+  local decode = tuning.decode
+  local slow = budget()
+  local function hook(event, line)
+    if event == "count" then return slow() end
     local e = prev * 65536 + line
     if not edges[e] then
       edges[e] = true
@@ -153,20 +170,23 @@ local function run_covered(text)
     end
     prev = line
   end
-  local decode = tuning.decode
   tuning.decode = function(t)
-    debug.sethook(hook, "l")
+    debug.sethook(hook, "l", 10000)
     local r = table.pack(pcall(decode, t))
-    debug.sethook()
+    debug.sethook(slow, "", 10000)
     tuning.decode = decode
     if not r[1] then error(r[2], 0) end
     return table.unpack(r, 2, r.n)
   end
-  local ok, failure = pcall(check, text)
-  tuning.decode = decode
+  debug.sethook(slow, "", 10000)
+  local ok, failure = pcall(function()
+    if mutate_from then text = mutate_from() end
+    return check(text)
+  end)
   debug.sethook()
+  tuning.decode = decode
   if not ok then failure = "the check raised: " .. tostring(failure) end
-  return failure, new
+  return failure, new, text
 end
 
 -- ------------------------------------------------------------------ mutations
@@ -285,8 +305,9 @@ if #corpus == 0 then corpus[1] = "{}" end
 local start, mutated, kept = os.time(), 0, 0 -- wall clock: the budget is CI's time
 local valid, invalid = 0, 0
 while os.time() - start < opts.seconds do
-  local text = mutate(pick(corpus), corpus)
-  local failure, new = run_covered(text)
+  local parent = pick(corpus)
+  local failure, new, text = run_covered(parent, function() return mutate(parent, corpus) end)
+  if text == parent and failure then text = parent .. "\n" end -- the mutation itself failed: keep its parent
   if failure then fail(text, failure) end
   mutated = mutated + 1
   if last_valid then valid = valid + 1 else invalid = invalid + 1 end
