@@ -108,12 +108,13 @@ gpu-test: all
 # unified address range at fixed low addresses that fall in ASan's shadow
 # gap; with the gap protected, CUDA initialisation fails on a GPU machine.
 # Options given in ASAN_OPTIONS / UBSAN_OPTIONS come last and win.
+ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	  SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined'
+ASAN_ENV  = ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:$${ASAN_OPTIONS:-}" \
+	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:$${UBSAN_OPTIONS:-}"
 check-asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
-	  SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined' all
-	@ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:$${ASAN_OPTIONS:-}" \
-	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:$${UBSAN_OPTIONS:-}" \
-	  BUILD=build-asan SPK_ASAN=1 scripts/test.sh
+	@$(ASAN_MAKE) all
+	@$(ASAN_ENV) BUILD=build-asan SPK_ASAN=1 scripts/test.sh
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan) ------
 # Each target links only what it exercises: src/core (the .npy and
@@ -135,6 +136,11 @@ FUZZ_CORE_OBJ  = $(call fuzz_obj,$(filter-out src/core/onnx.c,$(CORE_SRC)))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
 FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c src/lstm/onnx_stack.c $(FUZZ_BUILD)/gen/onnx.pb-c.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
+# The tuning-record reader is Lua: its target (tests/fuzz/fuzz_tuning_record.lua,
+# which says why it is no libFuzzer binary) runs inside the sanitizer build of
+# the spk program, a failing input going to $(FUZZ_BUILD)/artifacts/ too.
+LUA_FUZZ       = $(ASAN_ENV) build-asan/spk run tests/fuzz/fuzz_tuning_record.lua \
+                 --artifacts $(FUZZ_BUILD)/artifacts
 
 $(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
@@ -160,9 +166,14 @@ fuzz: $(FUZZ_BINS)
 	    -dict=tests/fuzz/$$t.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
 	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
 	done
+	@$(ASAN_MAKE) build-asan/spk
+	@mkdir -p $(FUZZ_BUILD)/corpus/tuning_record
+	@echo "fuzz: tuning_record for $(FUZZ_SECONDS) s"
+	@$(LUA_FUZZ) --seconds $(FUZZ_SECONDS) --corpus-out $(FUZZ_BUILD)/corpus/tuning_record \
+	  tests/fuzz/corpus/tuning_record $(FUZZ_BUILD)/corpus/tuning_record
 
 # make check-fuzz: CI's short pass. Replays every committed seed, then fuzzes
-# each target for 20 s into a scratch corpus.
+# each target for 20 s into a scratch corpus (the tuning-record target too).
 check-fuzz: $(FUZZ_BINS)
 	@mkdir -p $(FUZZ_BUILD)/artifacts
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -175,6 +186,11 @@ check-fuzz: $(FUZZ_BINS)
 	    || { rm -rf "$$scratch"; exit 1; }; \
 	  rm -rf "$$scratch"; \
 	done
+	@$(ASAN_MAKE) build-asan/spk
+	@echo "check-fuzz: tuning_record: replaying tests/fuzz/corpus/tuning_record"
+	@$(LUA_FUZZ) --seconds 0 tests/fuzz/corpus/tuning_record
+	@echo "check-fuzz: tuning_record: 20 s"
+	@$(LUA_FUZZ) --seconds 20 tests/fuzz/corpus/tuning_record
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=staging] ----------
 # The layout spk finds its files in, relative to the program and the module

@@ -88,15 +88,17 @@ return function(spk, core)
     })
   end
 
-  -- The math is the script's alone (nil: each backend's FP32 default), whatever a record's options say.
+  -- What the script gave wins over a record's options (which tuning.choose
+  -- has checked against spk.lstm.tunables, so they hold no such key anyway):
+  -- layers, batch, steps and the math (nil: each backend's FP32 default).
   local function build(name, options, opts)
-    local o = { layers = opts.layers, batch = opts.batch, steps = opts.steps, backend = name }
+    local o = {}
     for k, v in pairs(options or {}) do o[k] = v end
-    o.math = opts.math
+    o.layers, o.batch, o.steps, o.backend, o.math = opts.layers, opts.batch, opts.steps, name, opts.math
     return spk.lstm.backends[name](o)
   end
 
-  spk.lstm.backends.auto = function(opts)
+  local function auto(opts)
     local shape = shape_of(opts, 2)
     local f, why = facts()
     local choice = tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
@@ -119,6 +121,10 @@ return function(spk, core)
     fail("no backend could be built: " .. table.concat(failures, "; "), 2)
   end
 
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.backends.auto = options.takes(1, "spk.lstm.backends.auto", auto)
+  spk.lstm.auto_choice = options.takes(1, "spk.lstm.auto_choice", spk.lstm.auto_choice)
   local doc = require "spk.doc"
   doc(spk.lstm.auto_choice, [[
 spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> {backend, options, source, record, tuned_batch, reason}

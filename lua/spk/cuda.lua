@@ -38,7 +38,11 @@ return function(spk, core)
   end
 
   local bench = require "spk.bench"
-  spk.bench = function(fn, opts) return bench.run(fn, opts) end
+  local options = require "spk.options"
+  spk.bench = options.takes(2, "spk.bench", function(fn, opts) return bench.run(fn, opts) end)
+  -- An argument a function does not take is an error that names it.
+  cuda.graph = options.takes(2, "spk.cuda.graph", cuda.graph)
+  cuda.time = options.takes(2, "spk.cuda.time", cuda.time)
 
   -- The one phrase for a machine without a usable GPU. The runtime's message
   -- already says "spk.cuda: no CUDA device (<what CUDA said>)"; whoever
@@ -60,6 +64,7 @@ return function(spk, core)
 spk.cuda.graph(function(s) ... end[, s]) -> graph
 Captures what fn enqueues on stream s (default: a new stream) and returns an instantiated graph;
 graph:replay([stream]) runs it again. An error inside fn ends the capture and is raised again.]])
+  cuda.no_device_reason = options.takes(1, "spk.cuda.no_device_reason", cuda.no_device_reason)
   doc(cuda.no_device_reason, [[
 spk.cuda.no_device_reason([message]) -> "no CUDA device (...)"
 Why no GPU can be used, in one phrase: the runtime's own message (spk.cuda.info().error, or the

@@ -77,6 +77,31 @@ return function(spk, core)
 
   spk.lstm.cudnn_algorithm_names = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
 
+  -- What a tuning record may choose for this backend (spk.lstm.tunables, lua/spk/stack.lua).
+  local layouts = { batch_major = true, seq_major = true }
+  local algorithms = {}
+  for _, name in ipairs(spk.lstm.cudnn_algorithm_names) do algorithms[name] = true end
+  if type(spk.lstm.tunables) == "table" then
+    spk.lstm.tunables.cudnn = require("spk.options").takes(2, "spk.lstm.tunables.cudnn", function(o)
+      local ok, why = require("spk.tuning").check_option_keys(o, { algo = true, layout = true }, "cudnn")
+      if not ok then return nil, why end
+      if o.algo ~= nil and not algorithms[o.algo] then
+        return nil, ("algo must be one of %s, got %s"):format(table.concat(spk.lstm.cudnn_algorithm_names, ", "),
+          tostring(o.algo))
+      end
+      if o.layout ~= nil and not layouts[o.layout] then
+        return nil, ("layout must be batch_major or seq_major, got %s"):format(tostring(o.layout))
+      end
+      return true
+    end)
+  end
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.cudnn_stack = options.takes(1, "spk.lstm.cudnn_stack", spk.lstm.cudnn_stack)
+  spk.lstm.cudnn_algorithms = options.takes(1, "spk.lstm.cudnn_algorithms", spk.lstm.cudnn_algorithms)
+  methods.time = options.takes(2, "time", methods.time)
+
   if type(spk.lstm.backends) == "table" then
     spk.lstm.backends.cudnn = spk.lstm.cudnn_stack
   end

@@ -35,6 +35,7 @@ M.NO_GPU = 3
 
 local spk = require "spk"
 local report = require "spk.report"
+local options = require "spk.options"
 
 local function split_list(text, numbers, name)
   local out = {}
@@ -154,6 +155,8 @@ function M.start(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" then
     error("experiment.start: expects {name =, ...}", 2)
   end
+  options.check_keys(spec, { "name", "about", "batches", "quick_batches", "options", "gpu", "arg" },
+    "experiment.start")
   local argv = {}
   for i, a in ipairs(spec.arg or _G.arg or {}) do argv[i] = a end
   local r, err = M.parse(spec, argv)
@@ -275,7 +278,7 @@ end
 -- times it: {rel_l2, max_abs, max_ulp, deterministic, median_ms, min_ms, spread}
 -- (raises on failure; the caller turns that into a row with a reason).
 function M.measure_plan(plan, x, reference, opts)
-  opts = opts or {}
+  opts = options.check_keys(opts, { "rounds", "warmup", "determinism" }, "experiment.measure_plan")
   local row = {}
   local y1 = plan:forward(x)
   local h1 = y1.device ~= nil and y1.device ~= "cpu" and y1:cpu() or y1
@@ -295,5 +298,9 @@ function M.measure_plan(plan, x, reference, opts)
     t.max_ms or t.max, t.spread
   return row
 end
+
+-- An argument a function does not take is an error that names it.
+M.start = options.takes(1, "experiment.start", M.start)
+M.measure_plan = options.takes(4, "experiment.measure_plan", M.measure_plan)
 
 return M

@@ -7,9 +7,8 @@
 return function(spk, core)
   local doc = require "spk.doc"
 
-  function spk.help(...)
-    print(doc.help_text(...))
-  end
+  -- An argument it does not take is an error naming it (spk.options.takes).
+  spk.help = require("spk.options").takes(1, "spk.help", function(...) print(doc.help_text(...)) end)
   doc(spk.help, [[
 spk.help([x | "topic"])
 Prints the documentation of x (a function, a table, a tensor or another spk object); help() lists

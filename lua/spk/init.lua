@@ -21,4 +21,15 @@ for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "
   require("spk." .. area)(spk, core)
 end
 
+-- Every backend registers what a tuning record may choose for it; one doc
+-- covers them all, whichever backends exist.
+if type(spk.lstm.tunables) == "table" then
+  local doc = require "spk.doc"
+  for name, check in pairs(spk.lstm.tunables) do
+    doc(check, ("spk.lstm.tunables.%s(options[, shape]) -> true | nil, message\n"
+      .. "Whether a tuning record's options for backend %q are ones it takes (spk.tuning checks records with\n"
+      .. "it before backend \"auto\" uses them)."):format(name, name))
+  end
+end
+
 return spk

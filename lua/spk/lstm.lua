@@ -73,20 +73,9 @@ return function(spk, core)
     return f ~= nil
   end
 
+  local options = require "spk.options"
   local function check_options(opts, known, where)
-    if opts == nil then return {} end
-    if type(opts) ~= "table" then
-      error(("%s: options must be a table, got %s"):format(where, type(opts)), 3)
-    end
-    for key in pairs(opts) do
-      if not known[key] then
-        local names = {}
-        for name in pairs(known) do names[#names + 1] = name end
-        table.sort(names)
-        error(("%s: unknown option '%s' (known: %s)"):format(where, tostring(key), table.concat(names, ", ")), 3)
-      end
-    end
-    return opts
+    return options.check_keys(opts, known, where, 3)
   end
 
   lstm.validate = clstm.validate
@@ -114,9 +103,7 @@ return function(spk, core)
                         opts.scale or 1, opts.dtype or "f32")
   end
 
-  function lstm.reference(layers, x, opts)
-    return clstm.reference(layers, x, opts)
-  end
+  lstm.reference = clstm.reference
 
   -- Layers from a name -> tensor table in ONNX naming (l<k>_W ...), k from 0.
   local function from_onnx_names(named, where)
@@ -269,6 +256,15 @@ return function(spk, core)
     cschedule.check(fields, batch or s.batch, launches)
     return s
   end
+
+  -- An argument a function does not take is an error that names it.
+  for name, max in pairs { pack_directions = 2, unpack_directions = 2, pack_bias = 2, random = 1, load = 1,
+                           save = 3 } do
+    lstm[name] = options.takes(max, "spk.lstm." .. name, lstm[name])
+  end
+  schedule.new = options.takes(1, "spk.schedule.new", schedule.new)
+  schedule.check = options.takes(2, "spk.schedule.check", schedule.check)
+  Schedule.launches = options.takes(1, "launches", Schedule.launches)
 
   schedule.Schedule = Schedule
   spk.lstm, spk.schedule = lstm, schedule

@@ -21,6 +21,8 @@
 #include <cuda_runtime_api.h> /* CUDART_VERSION: the toolkit spk is built with */
 #include <lauxlib.h>
 #include <lua.h>
+
+#include "lua/bind.h"
 #include <lualib.h>
 
 #include "cli/cli.h"
@@ -61,6 +63,7 @@ static const char *error_text(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
+        /* metamethods wanted: the error object's own text, as lua.c prints it; nothing is held */
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
@@ -127,7 +130,7 @@ static int open_program_info(lua_State *L)
 
 static void preload(lua_State *L)
 {
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* made by luaL_openlibs */
     lua_pushcfunction(L, luaopen_spk);
     lua_setfield(L, -2, "spk");
     lua_pushcfunction(L, luaopen_spk_core);
@@ -139,10 +142,10 @@ static void preload(lua_State *L)
 
 static int require_core_lua_dir(lua_State *L)
 {
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk.core");
     lua_call(L, 1, 1);
-    lua_getfield(L, -1, "lua_dir");
+    spk_lua_rawfield(L, -1, "lua_dir");
     return 1;
 }
 
@@ -160,8 +163,8 @@ static int find_lua_dir(lua_State *L, char *out, size_t size)
 /* Puts lua/ first on package.path, so spk.cli.<command> is found. */
 static void add_lua_dir_to_path(lua_State *L, const char *dir)
 {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
+    spk_lua_rawglobal(L, "package");
+    spk_lua_rawfield(L, -1, "path");
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
@@ -389,7 +392,7 @@ static int run_options(lua_State *L, char **argv, int end)
             if (status == LUA_OK)
                 status = spk_cli_docall(L, 0, 0, 1);
         } else {
-            lua_getglobal(L, "require");
+            spk_lua_rawglobal(L, "require");
             lua_pushstring(L, value);
             status = spk_cli_docall(L, 1, 1, 1);
             if (status == LUA_OK)
@@ -403,9 +406,9 @@ static int run_options(lua_State *L, char **argv, int end)
 
 static int push_script_args(lua_State *L)
 {
-    if (lua_getglobal(L, "arg") != LUA_TTABLE)
+    if (spk_lua_rawglobal(L, "arg") != LUA_TTABLE)
         luaL_error(L, "'arg' is not a table");
-    int n = (int)luaL_len(L, -1);
+    int n = spk_lua_rawcount(L, -1);
     luaL_checkstack(L, n + 3, "too many arguments to script");
     for (int i = 1; i <= n; i++)
         lua_rawgeti(L, -i, i);
@@ -435,7 +438,7 @@ static int run_command(lua_State *L, char **argv, int argc, int index)
     char dir[PATH_MAX];
     if (find_lua_dir(L, dir, sizeof dir))
         add_lua_dir_to_path(L, dir);
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushfstring(L, "spk.cli.%s", argv[index]);
     int status = spk_cli_docall(L, 1, 1, 1);
     if (spk_cli_report(L, status) != LUA_OK)

@@ -31,6 +31,7 @@
 #include <lua.h>
 
 #include "cli/cli.h"
+#include "lua/bind.h"
 
 #define HISTORY_LENGTH 1000
 #define PROMPT "> "
@@ -215,7 +216,7 @@ static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
     /* "?name": help for name (spk.repl.help_topic). */
     const char *start = line + strspn(line, " \t");
     if (*start == '?') {
-        lua_getfield(L, LUA_REGISTRYINDEX, REPL_HELP_KEY);
+        spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_HELP_KEY);
         if (lua_isfunction(L, -1)) {
             lua_pushstring(L, start + 1);
             *status = LUA_OK;
@@ -262,9 +263,9 @@ static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
             *status = luaL_loadbuffer(L, text, len, CHUNK_NAME);
             break;
         }
-        lua_pushfstring(L, "\n%s", more);
+        lua_pushfstring(L, "%s\n%s", lua_tostring(L, -1), more);
         free(more);
-        lua_concat(L, 2);
+        lua_remove(L, -2);
     }
     remember(s, lua_tostring(L, -2));
     lua_remove(L, -2);
@@ -293,7 +294,7 @@ static void completion_free(void)
 static int collect_matches(lua_State *L)
 {
     const char *text = lua_touserdata(L, 1);
-    lua_getfield(L, LUA_REGISTRYINDEX, REPL_COMPLETE_KEY);
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_COMPLETE_KEY);
     lua_pushstring(L, text);
     lua_call(L, 1, 1);
     if (lua_type(L, -1) != LUA_TTABLE)
@@ -380,14 +381,14 @@ static void setup_completion(lua_State *L)
 static const char *format_value(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
-    lua_getfield(L, LUA_REGISTRYINDEX, REPL_FORMAT_KEY);
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_FORMAT_KEY);
     if (lua_isfunction(L, -1)) {
         lua_pushvalue(L, idx);
         if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
     }
     lua_pop(L, 1);
-    return luaL_tolstring(L, idx, NULL);
+    return luaL_tolstring(L, idx, NULL); /* metamethods wanted: a result prints as print() shows it */
 }
 
 static void print_results(lua_State *L, int base)
@@ -407,10 +408,10 @@ static void print_results(lua_State *L, int base)
 
 int spk_cli_open_session_globals(lua_State *L)
 {
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk");
     lua_call(L, 1, 1);
-    lua_getfield(L, -1, "help");
+    spk_lua_rawfield(L, -1, "help");
     lua_setglobal(L, "help");
     lua_setglobal(L, "spk");
     return 0;
@@ -421,17 +422,17 @@ int spk_cli_open_session_globals(lua_State *L)
 static int load_helpers(lua_State *L)
 {
     spk_cli_open_session_globals(L);
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk.repl");
     lua_call(L, 1, 1);
     static const char *const helpers[][2] = {
         {"format", REPL_FORMAT_KEY}, {"complete", REPL_COMPLETE_KEY}, {"help_topic", REPL_HELP_KEY}};
     for (size_t i = 0; i < sizeof helpers / sizeof *helpers; i++) {
-        lua_getfield(L, -1, helpers[i][0]);
+        spk_lua_rawfield(L, -1, helpers[i][0]);
         lua_setfield(L, LUA_REGISTRYINDEX, helpers[i][1]);
     }
     if (lua_toboolean(L, lua_upvalueindex(1))) {
-        lua_getfield(L, -1, "banner");
+        spk_lua_rawfield(L, -1, "banner");
         lua_call(L, 0, 1);
         puts(lua_tostring(L, -1) ? lua_tostring(L, -1) : "spk");
         fflush(stdout);

@@ -30,7 +30,7 @@ const char *spk_lua_typename(lua_State *L, int idx)
         return t->t ? "tensor" : "closed tensor";
     const char *name = NULL;
     if (lua_getmetatable(L, idx)) {
-        if (lua_getfield(L, -1, "__name") == LUA_TSTRING)
+        if (spk_lua_rawfield(L, -1, "__name") == LUA_TSTRING)
             name = lua_tostring(L, -1); /* kept alive by the metatable */
         lua_pop(L, 2);
     }
@@ -72,7 +72,7 @@ const char *spk_lua_describe(lua_State *L, int idx)
 /* The extra-argument error for argument `arg` of the running checked function. */
 static int extra_argument(lua_State *L, int arg)
 {
-    const spk_lua_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
+    const spk_lua_checked_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
     const spk_lua_self *kind = lua_touserdata(L, lua_upvalueindex(UP_SELF));
     const char *self = kind ? kind->name : NULL;
     if (kind && kind->is_closed && kind->is_closed(L, 1))
@@ -100,7 +100,7 @@ void spk_lua_check_end(lua_State *L, int first)
 
 static int checked_call(lua_State *L)
 {
-    const spk_lua_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
+    const spk_lua_checked_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
     lua_Integer max = lua_tointeger(L, lua_upvalueindex(UP_MAX));
     if (max >= 0 && lua_gettop(L) > max) {
         spk_lua_check_end(L, (int)max + 1);
@@ -109,7 +109,7 @@ static int checked_call(lua_State *L)
     return fn->func(L);
 }
 
-void spk_lua_setfuncs_checked(lua_State *L, const spk_lua_reg *fns, const spk_lua_self *self)
+void spk_lua_setfuncs_checked(lua_State *L, const spk_lua_checked_reg *fns, const spk_lua_self *self)
 {
     for (; fns->name; fns++) {
         bool varargs;

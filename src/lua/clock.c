@@ -7,6 +7,7 @@
 
 static int module_clock_ms(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     lua_pushnumber(L, (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);

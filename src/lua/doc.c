@@ -9,9 +9,22 @@
 #define DOC_VALUES_KEY "spk.doc.values"
 #define DOC_TYPES_KEY "spk.doc.types"
 
+/* registry[key], made empty where missing; returns whether it existed. Raw
+ * access, as every binding reads tables (lua/bind.h). */
+static int raw_subtable(lua_State *L, const char *key)
+{
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, key);
+    return 0;
+}
+
 static void push_values(lua_State *L)
 {
-    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, DOC_VALUES_KEY))
+    if (raw_subtable(L, DOC_VALUES_KEY))
         return;
     /* Weak keys: a plan's per-instance closures leave with the plan. */
     lua_createtable(L, 0, 1);
@@ -55,7 +68,7 @@ void spk_lua_setfuncs(lua_State *L, const spk_lua_reg *l, int nup)
 void spk_lua_settype(lua_State *L, const char *type_name, int methods_idx, const char *doc)
 {
     methods_idx = lua_absindex(L, methods_idx);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, DOC_TYPES_KEY);
+    raw_subtable(L, DOC_TYPES_KEY);
     lua_createtable(L, 0, 2);
     lua_pushvalue(L, methods_idx);
     lua_setfield(L, -2, "methods");
@@ -68,11 +81,12 @@ void spk_lua_settype(lua_State *L, const char *type_name, int methods_idx, const
 void spk_lua_push_doc_registry(lua_State *L)
 {
     push_values(L);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, DOC_TYPES_KEY);
+    raw_subtable(L, DOC_TYPES_KEY);
 }
 
 static int l_doc_registry(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_lua_push_doc_registry(L);
     return 2;
 }

@@ -97,6 +97,7 @@ static int unknown_kind(lua_State *L, const char *what, const char *path)
  * file order) for .safetensors. */
 static int module_load(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -113,6 +114,7 @@ static int module_load(lua_State *L)
  * .safetensors. */
 static int module_save(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -130,17 +132,21 @@ static int module_save(lua_State *L)
 
 static int module_load_safetensors(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     return push_safetensors(L, luaL_checkstring(L, 1));
 }
 
 static int module_save_safetensors(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     return save_safetensors(L, luaL_checkstring(L, 1), 2);
 }
 
 /* t:save(path): .npy only. */
 static int tensor_save(lua_State *L)
 {
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_lua_checktensor(L, 1);
     const char *path = luaL_checkstring(L, 2);
     if (kind_of(path) != FILE_NPY)

@@ -21,6 +21,7 @@ int luaopen_spk(lua_State *L);
  * false} for every kind. */
 static int l_find_dir(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     char dir[PATH_MAX];
     if (lua_isnoneornil(L, 1)) {
         lua_newtable(L);
@@ -85,8 +86,8 @@ int luaopen_spk(lua_State *L)
         return luaL_error(L, "cannot load spk: %s", spk_last_error());
 
     /* package.loaded["spk.core"] = the C table, so init.lua can require it. */
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, "spk.core");
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* made by luaL_openlibs */
+    spk_lua_rawfield(L, -1, "spk.core");
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         luaopen_spk_core(L);
@@ -96,8 +97,8 @@ int luaopen_spk(lua_State *L)
     lua_pop(L, 2);
 
     /* Put lua/ first on package.path so spk.* Lua modules are found. */
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
+    spk_lua_rawglobal(L, "package");
+    spk_lua_rawfield(L, -1, "path");
     const char *old = lua_tostring(L, -1);
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, old ? old : "");
     lua_setfield(L, -3, "path");

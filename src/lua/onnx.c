@@ -10,6 +10,7 @@
 
 static int l_load_lstm(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     spk_lstm_weights w[SPK_LSTM_ONNX_MAX_LAYERS];
     int count;
@@ -45,6 +46,7 @@ static spk_lua_tensor *layer_part(lua_State *L, int idx, int layer, const char *
 
 static int l_save_lstm(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Unsigned n = lua_rawlen(L, 2);
@@ -77,10 +79,10 @@ void spk_open_onnx(lua_State *L, int module)
 {
     static const spk_lua_reg functions[] = {
         {"load_lstm", l_load_lstm,
-         "spk.core.onnx.load_lstm(path) -> {{W =, R =, B =}, ...}\n"
+         "spk.onnx.load_lstm(path) -> {{W =, R =, B =}, ...}\n"
          "The LSTM stack of an ONNX model in spk's layout (spk.lstm.load calls it for .onnx paths)."},
         {"save_lstm", l_save_lstm,
-         "spk.core.onnx.save_lstm(path, layers)\n"
+         "spk.onnx.save_lstm(path, layers)\n"
          "Writes the stack as an ONNX model x [batch, steps, in] -> y [batch, steps, 2H] (spk.lstm.save,\n"
          "format \"onnx\")."},
         {NULL, NULL, NULL},

@@ -30,14 +30,14 @@ static uint64_t opt_seed_field(lua_State *L, int arg)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return 0;
-    lua_getfield(L, arg, "seed");
+    spk_lua_rawfield(L, arg, "seed");
     uint64_t seed = 0;
     if (!lua_isnil(L, -1)) {
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
         if (!isint || lua_type(L, -1) != LUA_TNUMBER)
             luaL_argerror(L, arg, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
-                                                  luaL_tolstring(L, -1, NULL)));
+                                                  spk_lua_describe(L, -1)));
         seed = (uint64_t)v;
     }
     lua_pop(L, 1);
@@ -121,7 +121,7 @@ static int generator_tostring(lua_State *L)
     return 1;
 }
 
-static const spk_lua_reg generator_methods[] = {
+static const spk_lua_checked_reg generator_methods[] = {
     {"uniform", generator_uniform,
      "g:uniform(shape[, {dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
      "The next draws of g, uniform in [low, high); shape is {2, 3} or 2, 3.",
@@ -136,7 +136,7 @@ static const spk_lua_reg generator_methods[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static const spk_lua_checked_reg module_functions[] = {
     {"rand", module_rand,
      "spk.rand(shape[, {seed = 0, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
      "Uniform in [low, high) from a generator seeded with seed (the same numbers every run; see\n"

@@ -61,7 +61,12 @@ void spk_lua_pushtensor(lua_State *L, spk_tensor *t)
 
 void spk_lua_push_tensor_methods(lua_State *L)
 {
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    }
 }
 
 spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
@@ -94,7 +99,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
 {
     int n = 0;
     if (lua_type(L, arg) == LUA_TTABLE) {
-        lua_Integer len = luaL_len(L, arg);
+        lua_Integer len = (lua_Integer)lua_rawlen(L, arg);
         if (len > SPK_MAX_DIMS)
             luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, at most %d are supported", len,
                                                   SPK_MAX_DIMS));
@@ -107,7 +112,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
         if (entries != len)
             luaL_argerror(L, arg, "shape table must be a list of integers (it has other keys)");
         for (lua_Integer i = 1; i <= len; i++) {
-            lua_geti(L, arg, i);
+            lua_rawgeti(L, arg, i);
             shape[n++] = shape_entry(L, arg, lua_gettop(L), (int)i, allow_infer);
             lua_pop(L, 1);
         }
@@ -140,22 +145,9 @@ bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known)
     lua_pushnil(L);
     while (lua_next(L, arg)) {
         lua_pop(L, 1);
-        bool ok = false;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *k = known; *k && !ok; k++)
-                ok = strcmp(*k, lua_tostring(L, -1)) == 0;
-        if (!ok) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (const char *const *k = known; *k; k++) {
-                if (k != known)
-                    luaL_addstring(&b, ", ");
-                luaL_addstring(&b, *k);
-            }
-            luaL_pushresult(&b);
-            luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (known: %s)",
-                                                  luaL_tolstring(L, -2, NULL), lua_tostring(L, -1)));
-        }
+        const char *message = spk_lua_unknown_key(L, -1, known);
+        if (message)
+            luaL_argerror(L, arg, message);
     }
     return true;
 }
@@ -164,7 +156,7 @@ double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fa
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, key);
+    spk_lua_rawfield(L, arg, key);
     double v = fallback;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER)
@@ -180,13 +172,12 @@ spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, "dtype");
+    spk_lua_rawfield(L, arg, "dtype");
     spk_dtype dtype = fallback;
     if (!lua_isnil(L, -1)) {
-        const char *name = lua_tostring(L, -1);
-        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(name, &dtype) != 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got '%s'",
-                                                  luaL_tolstring(L, -1, NULL)));
+        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(lua_tostring(L, -1), &dtype) != 0)
+            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got %s",
+                                                  spk_lua_describe(L, -1)));
     }
     lua_pop(L, 1);
     return dtype;
@@ -522,8 +513,12 @@ static int tensor_is_closed(lua_State *L)
     return 1;
 }
 
-static void push_int64_list(lua_State *L, int n, const int64_t *v)
+/* v is copied first: the table's allocation may run a finalizer that closes
+ * the tensor v belongs to. */
+static void push_int64_list(lua_State *L, int n, const int64_t *from)
 {
+    int64_t v[SPK_MAX_DIMS];
+    memcpy(v, from, sizeof *v * (size_t)n);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)v[i]);
@@ -716,8 +711,9 @@ static int tensor_clone(lua_State *L)
  * (installed by the CUDA bindings) when present. */
 static int tensor_to(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_lua_checktensor(L, 1); /* self first; a number name is made a string below (an allocation) */
     const char *name = luaL_checkstring(L, 2);
+    spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_dtype dtype;
     if (spk_dtype_from_name(name, &dtype) == 0) {
         spk_lua_pushtensor(L, spk_tensor_to_dtype(t, dtype));
@@ -725,7 +721,7 @@ static int tensor_to(lua_State *L)
     }
     spk_clear_error();
     spk_lua_push_tensor_methods(L);
-    if (lua_getfield(L, -1, "to_device") != LUA_TNIL) {
+    if (spk_lua_rawfield(L, -1, "to_device") != LUA_TNIL) {
         lua_pushvalue(L, 1);
         lua_pushvalue(L, 2);
         lua_call(L, 2, 1);
@@ -785,7 +781,7 @@ static void push_list(lua_State *L, const spk_tensor *t, int dim, int64_t *idx)
 /* Nested Lua tables (a number for a 0-d tensor). */
 static int tensor_tolist(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_tensor *t = spk_lua_holdtensor(L, 1); /* the tables made below may run finalizers */
     require_host(L, t, "tolist");
     int64_t idx[SPK_MAX_DIMS] = {0};
     push_list(L, t, 0, idx);
@@ -1055,7 +1051,7 @@ static int module_is_tensor(lua_State *L)
 
 /* Parameters as the argument check shows them (args.h); "..." marks lists the function
  * checks itself (spk_lua_check_end, or get/set's count of indices). */
-static const spk_lua_reg tensor_methods[] = {
+static const spk_lua_checked_reg tensor_methods[] = {
     {"close", tensor_close,
      "t:close()\nFrees the tensor's storage now (also at <close> and collection); later use is an error.",
      ""},
@@ -1224,7 +1220,7 @@ static const luaL_Reg tensor_metamethods[] = {
     {NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static const spk_lua_checked_reg module_functions[] = {
     {"tensor", module_tensor,
      "spk.tensor(nested_table[, dtype = \"f32\"]) -> tensor\n"
      "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor.",
