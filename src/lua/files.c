@@ -35,8 +35,8 @@ static int push_safetensors(lua_State *L, const char *path)
     lua_createtable(L, (int)list.count, 0);
     for (size_t i = 0; i < list.count; i++) {
         lua_pushstring(L, list.items[i].name);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-        lua_pushstring(L, list.items[i].name);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, (lua_Integer)i + 1);
         spk_lua_pushtensor(L, list.items[i].tensor);
         list.items[i].tensor = NULL; /* now owned by the userdata */
         lua_rawset(L, -4);
@@ -76,7 +76,13 @@ static int save_safetensors(lua_State *L, const char *path, int arg)
         if (!u || !u->t)
             luaL_argerror(L, arg, lua_pushfstring(L, "entry '%s' is %s, expected an open tensor",
                                                   lua_tostring(L, -2), u ? "a closed tensor" : luaL_typename(L, -1)));
-        items[n].name = (char *)lua_tostring(L, -2);
+        size_t len;
+        const char *name = lua_tolstring(L, -2, &len);
+        if (strlen(name) != len)
+            luaL_argerror(L, arg, lua_pushfstring(L, "tensor name '%s\\0%s' holds a NUL byte (a safetensors "
+                                                     "name is JSON text; the name would be cut there)",
+                                                  name, name + strlen(name) + 1));
+        items[n].name = (char *)name;
         items[n].tensor = u->t;
         n++;
         lua_pop(L, 1);
