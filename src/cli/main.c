@@ -23,6 +23,7 @@
 #include <lualib.h>
 
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/version.h"
 
 int luaopen_spk_core(lua_State *L);
@@ -180,7 +181,7 @@ static int is_lua_command(lua_State *L, const char *name)
 static void read_summary(const char *file, char *out, size_t size)
 {
     out[0] = '\0';
-    FILE *f = fopen(file, "r");
+    FILE *f = spk_file_fopen(file, NULL); /* never blocks on a FIFO there */
     if (!f)
         return;
     char line[256];

@@ -447,7 +447,10 @@ static const char *opt_string_field(lua_State *L, int idx, const char *key)
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "compile: %s must be a string, got %s", key, luaL_typename(L, -1));
-        v = lua_tostring(L, -1); /* anchored in the options table */
+        size_t len;
+        v = lua_tolstring(L, -1, &len); /* anchored in the options table */
+        if (strlen(v) != len) /* NVRTC and the file system would stop reading at the NUL */
+            luaL_error(L, "compile: %s holds a NUL byte at offset %d (of %d)", key, (int)strlen(v), (int)len);
     }
     lua_pop(L, 1);
     return v;
@@ -534,8 +537,8 @@ static int l_compile(lua_State *L)
     lua_rawseti(L, holder, ++held);
     for (int j = 0; j < no; j++) {
         lua_geti(L, -1, j + 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "compile: options[%d] must be a string", j + 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
+            return luaL_error(L, "compile: options[%d] must be a string without a NUL byte", j + 1);
         opts[j] = lua_tostring(L, -1);
         lua_rawseti(L, holder, ++held);
     }
