@@ -21,4 +21,7 @@ for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "
   require("spk." .. area)(spk, core)
 end
 
+-- Errors about a script's arguments point at the script's line (spk.errors).
+require("spk.errors").install(spk)
+
 return spk

@@ -1,9 +1,16 @@
 /* Lua bindings of tensor files: .npy (one tensor) and .safetensors (a table
  * name -> tensor). spk.load / spk.save choose the format from the extension;
  * the core's messages name the file and the problem. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/error.h"
+#include "core/file.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "lua/tensor_area.h"
@@ -155,6 +162,92 @@ static int tensor_save(lua_State *L)
     return save_npy(L, path, 1);
 }
 
+/* ---- spk.files: the reader every part of spk uses, for Lua --------------- */
+
+#define READ_DEFAULT_MAX ((lua_Integer)64 << 20)
+
+/* spk.files.read(path[, max_bytes]) -> the file's bytes: a regular file
+ * (never blocks on a FIFO or device), at most max_bytes (default 64 MiB). */
+static int files_read(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer max = luaL_optinteger(L, 2, READ_DEFAULT_MAX);
+    luaL_argcheck(L, max >= 0, 2, "max_bytes must be >= 0");
+    size_t len;
+    char *text = spk_file_read(path, (size_t)max, NULL, &len);
+    if (!text)
+        return spk_lua_fail(L);
+    lua_pushlstring(L, text, len);
+    free(text);
+    return 1;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* spk.files.list(folder) -> the names in it (no "." or ".."), sorted. */
+static int files_list(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    DIR *d = opendir(path); /* O_DIRECTORY: never blocks on a FIFO */
+    if (!d)
+        return luaL_error(L, "%s: cannot list the folder: %s", path, strerror(errno));
+    lua_newtable(L);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(d);
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -2, i + 1);
+        names[i] = lua_tostring(L, -1); /* kept alive by the first table */
+        lua_pop(L, 1);
+    }
+    qsort(names, (size_t)n, sizeof *names, compare_strings);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* spk.files.kind(path) -> "file" | "folder" | "fifo" | "socket" |
+ * "character device" | "block device", following links; nil and a message
+ * naming the path where there is nothing to stat. Never opens the path. */
+static int files_kind(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_pushstring(L, S_ISREG(st.st_mode)    ? "file"
+                      : S_ISDIR(st.st_mode)  ? "folder"
+                      : S_ISFIFO(st.st_mode) ? "fifo"
+                      : S_ISSOCK(st.st_mode) ? "socket"
+                      : S_ISCHR(st.st_mode)  ? "character device"
+                      : S_ISBLK(st.st_mode)  ? "block device"
+                                             : "other");
+    return 1;
+}
+
+static const luaL_Reg files_functions[] = {
+    {"read", files_read},
+    {"list", files_list},
+    {"kind", files_kind},
+    {NULL, NULL},
+};
+
 static const luaL_Reg module_functions[] = {
     {"load", module_load},
     {"save", module_save},
@@ -167,6 +260,8 @@ void spk_open_files(lua_State *L, int module)
 {
     lua_pushvalue(L, module);
     luaL_setfuncs(L, module_functions, 0);
+    luaL_newlib(L, files_functions);
+    lua_setfield(L, -2, "files");
     lua_pop(L, 1);
     spk_lua_push_tensor_methods(L);
     lua_pushcfunction(L, tensor_save);

@@ -1,0 +1,169 @@
+-- spk.errors: an error about what a script passed points at the script's
+-- line, never at spk's own Lua files.
+--
+-- Every Lua function spk exports (the spk table and its subtables, the
+-- methods of the objects they return, and the library modules spk.report,
+-- spk.plot, ... when required) is guarded: a call runs under a message
+-- handler, and an error that spk's own code raised (error() in lua/spk, or a
+-- binding called from there) has its location replaced by the first caller
+-- outside lua/spk, whatever level it was raised at or however deep in spk it
+-- happened. So a new function needs no level arithmetic to be right.
+--
+-- What is left alone: errors that are not strings (usage errors are tables),
+-- errors raised in the script's own code (a callback spk called), and
+-- runtime errors of spk's Lua code itself ("attempt to index a nil value"),
+-- whose location is the place to fix.
+--
+--   errors.guard(fn) -> the guarded function (the same one for the same fn)
+--   errors.guard_table(t) -> t, its spk functions (and subtables') guarded
+--   errors.install(spk) guards spk and every spk.* module, now and later
+--   errors.is_own(source) -> whether a chunk's source is one of spk's files
+local M = {}
+
+local getinfo, getmetatable, type, select = debug.getinfo, getmetatable, type, select
+local raise, xpcall = error, xpcall
+
+-- "@<lua dir>/spk/": the source prefix of spk's own chunks (this file's).
+local own = getinfo(1, "S").source:match("^(@.*/)errors%.lua$")
+
+function M.is_own(source)
+  return own ~= nil and source ~= nil and source:sub(1, #own) == own
+end
+
+-- Whether a location's file part ("<short_src>") names one of spk's files.
+-- Lua shortens long chunk names to "..." and their tail.
+local function own_location(file)
+  if not own then return false end
+  local full = own:sub(2)
+  if file:sub(1, 3) == "..." then
+    local tail = file:sub(4)
+    local rel = tail:match("spk/([%w_/%.%-]+%.lua)$")
+    return rel ~= nil and (full .. rel):sub(-#tail) == tail
+  end
+  return file:sub(1, #full) == full
+end
+
+local function location(info)
+  return ("%s:%d:"):format(info.short_src, info.currentline)
+end
+
+-- The message handler: runs where the error was raised, stack intact.
+local function repoint(message)
+  if type(message) ~= "string" then return message end
+  local level = 2 -- the function that raised (1 is this handler)
+  local raiser = getinfo(level, "S")
+  if not raiser or raiser.what ~= "C" then return message end -- a runtime error in Lua code
+  -- The first Lua frame above the raising C function (error, or a binding)
+  -- says whose error it is.
+  repeat
+    level = level + 1
+    raiser = getinfo(level, "S")
+  until not raiser or raiser.what ~= "C"
+  if not raiser or not M.is_own(raiser.source) then return message end
+  -- The caller: the first Lua frame outside spk. Locations of the frames in
+  -- between are ones an error level may have picked.
+  local on_stack, caller = {}, nil
+  repeat
+    local info = getinfo(level, "Sl")
+    if not info then return message end
+    if info.what ~= "C" then
+      if not M.is_own(info.source) then caller = location(info) end
+      on_stack[location(info)] = true
+    end
+    level = level + 1
+  until caller
+  local file, line, rest = message:match("^([^\n]-):(%d+): (.*)$")
+  if file then
+    local at = file .. ":" .. line .. ":"
+    if not (own_location(file) or on_stack[at]) then
+      return message -- someone else's location (a callback's error passed on)
+    end
+    message = rest
+  end
+  return caller .. " " .. message
+end
+M.repoint = repoint
+
+local wrapper_of = setmetatable({}, { __mode = "k" }) -- function -> its guard
+local is_guard = setmetatable({}, { __mode = "k" })
+local seen_mt = setmetatable({}, { __mode = "k" })
+
+local guard_methods
+
+local function finish(ok, ...)
+  if not ok then raise((...), 0) end
+  -- The methods of an object a guarded function returns are guarded too
+  -- (once per metatable), so plans, schedules and results are covered.
+  if select("#", ...) > 0 then
+    local r = ...
+    local kind = type(r)
+    if kind == "table" or kind == "userdata" then
+      local mt = getmetatable(r)
+      if type(mt) == "table" and not seen_mt[mt] then guard_methods(mt) end
+    end
+  end
+  return ...
+end
+
+local function is_own_function(fn)
+  local info = getinfo(fn, "S")
+  return info.what == "Lua" and M.is_own(info.source)
+end
+
+function M.guard(fn)
+  if type(fn) ~= "function" or is_guard[fn] or not is_own_function(fn) then return fn end
+  local g = wrapper_of[fn]
+  if not g then
+    g = function(...) return finish(xpcall(fn, repoint, ...)) end
+    wrapper_of[fn], is_guard[g] = g, true
+  end
+  return g
+end
+
+function M.guard_table(t, seen)
+  seen = seen or {}
+  if type(t) ~= "table" or seen[t] then return t end
+  seen[t] = true
+  for k, v in pairs(t) do
+    if type(v) == "function" then
+      -- metamethods (__index, __gc, ...) stay as they are
+      if not (type(k) == "string" and k:sub(1, 2) == "__") then t[k] = M.guard(v) end
+    elseif type(v) == "table" and type(k) == "string" and k ~= "core" and k:sub(1, 2) ~= "__" then
+      M.guard_table(v, seen)
+    end
+  end
+  return t
+end
+
+function guard_methods(mt)
+  seen_mt[mt] = true
+  if type(mt.__index) == "table" then M.guard_table(mt.__index) end
+end
+
+-- Guards spk, the spk.* modules loaded so far, and (through a searcher in
+-- front of Lua's own) every spk.* module required later.
+function M.install(spk)
+  M.guard_table(spk)
+  for name, mod in pairs(package.loaded) do
+    if type(name) == "string" and name:match("^spk%.") and name ~= "spk.core" and type(mod) == "table" then
+      M.guard_table(mod)
+    end
+  end
+  if not M.searcher_installed then
+    M.searcher_installed = true
+    local lua_searcher = package.searchers[2]
+    table.insert(package.searchers, 2, function(name)
+      if type(name) ~= "string" or not name:match("^spk%.") or name == "spk.core" then return nil end
+      local loader, extra = lua_searcher(name)
+      if type(loader) ~= "function" then return loader end
+      return function(...)
+        local mod = loader(...)
+        if type(mod) == "table" then M.guard_table(mod) end
+        return mod
+      end, extra
+    end)
+  end
+  return spk
+end
+
+return M
