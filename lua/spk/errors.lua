@@ -47,12 +47,42 @@ local function location(info)
   return ("%s:%d:"):format(info.short_src, info.currentline)
 end
 
--- The message handler: runs where the error was raised, stack intact.
-local function repoint(message)
+-- The first Lua frame from `level` up that is outside spk: its location,
+-- and the locations of the frames on the way (ones an error level may have
+-- picked).
+local function caller_from(level)
+  local on_stack = {}
+  while true do
+    local info = getinfo(level, "Sl")
+    if not info then return nil, on_stack end
+    if info.what ~= "C" then
+      local at = location(info)
+      if not M.is_own(info.source) then return at, on_stack end
+      on_stack[at] = true
+    end
+    level = level + 1
+  end
+end
+
+-- The message handler of the guarded function `name`: runs where the error
+-- was raised, with the stack intact.
+local function repoint(message, name)
   if type(message) ~= "string" then return message end
   local level = 2 -- the function that raised (1 is this handler)
   local raiser = getinfo(level, "S")
-  if not raiser or raiser.what ~= "C" then return message end -- a runtime error in Lua code
+  if not raiser then return message end
+  if raiser.what ~= "C" then
+    -- A runtime error of Lua code ("attempt to index a nil value"): the
+    -- script's own is theirs; spk's is an argument it did not check (or a
+    -- bug): it is reported at the script's line, naming the function, with
+    -- spk's place last.
+    if not M.is_own(raiser.source) then return message end
+    local caller = caller_from(level)
+    if not caller then return message end
+    local file, line, rest = message:match("^([^\n]-):(%d+): (.*)$")
+    if not file then return caller .. " " .. name .. ": " .. message end
+    return ("%s %s: %s (spk/%s:%s)"):format(caller, name, rest, file:match("spk/(.*)$") or file, line)
+  end
   -- The first Lua frame above the raising C function (error, or a binding)
   -- says whose error it is.
   repeat
@@ -60,22 +90,11 @@ local function repoint(message)
     raiser = getinfo(level, "S")
   until not raiser or raiser.what ~= "C"
   if not raiser or not M.is_own(raiser.source) then return message end
-  -- The caller: the first Lua frame outside spk. Locations of the frames in
-  -- between are ones an error level may have picked.
-  local on_stack, caller = {}, nil
-  repeat
-    local info = getinfo(level, "Sl")
-    if not info then return message end
-    if info.what ~= "C" then
-      if not M.is_own(info.source) then caller = location(info) end
-      on_stack[location(info)] = true
-    end
-    level = level + 1
-  until caller
+  local caller, on_stack = caller_from(level)
+  if not caller then return message end
   local file, line, rest = message:match("^([^\n]-):(%d+): (.*)$")
   if file then
-    local at = file .. ":" .. line .. ":"
-    if not (own_location(file) or on_stack[at]) then
+    if not (own_location(file) or on_stack[file .. ":" .. line .. ":"] or file .. ":" .. line .. ":" == caller) then
       return message -- someone else's location (a callback's error passed on)
     end
     message = rest
@@ -110,26 +129,34 @@ local function is_own_function(fn)
   return info.what == "Lua" and M.is_own(info.source)
 end
 
-function M.guard(fn)
+-- `name` is what a runtime error inside fn is reported as coming from.
+function M.guard(fn, name)
   if type(fn) ~= "function" or is_guard[fn] or not is_own_function(fn) then return fn end
   local g = wrapper_of[fn]
   if not g then
-    g = function(...) return finish(xpcall(fn, repoint, ...)) end
+    name = name or "spk"
+    local function handler(message) return repoint(message, name) end
+    g = function(...) return finish(xpcall(fn, handler, ...)) end
     wrapper_of[fn], is_guard[g] = g, true
   end
   return g
 end
 
-function M.guard_table(t, seen)
+-- Metamethods that run on every access or at collection stay as they are.
+local unguarded = { __index = true, __newindex = true, __gc = true, __close = true, __mode = true }
+
+function M.guard_table(t, prefix, seen)
   seen = seen or {}
+  prefix = prefix or ""
   if type(t) ~= "table" or seen[t] then return t end
   seen[t] = true
   for k, v in pairs(t) do
-    if type(v) == "function" then
-      -- metamethods (__index, __gc, ...) stay as they are
-      if not (type(k) == "string" and k:sub(1, 2) == "__") then t[k] = M.guard(v) end
-    elseif type(v) == "table" and type(k) == "string" and k ~= "core" and k:sub(1, 2) ~= "__" then
-      M.guard_table(v, seen)
+    if type(k) == "string" and not unguarded[k] then
+      if type(v) == "function" then
+        t[k] = M.guard(v, prefix .. k)
+      elseif type(v) == "table" and k ~= "core" then
+        M.guard_table(v, prefix .. k .. ".", seen)
+      end
     end
   end
   return t
@@ -137,16 +164,19 @@ end
 
 function guard_methods(mt)
   seen_mt[mt] = true
-  if type(mt.__index) == "table" then M.guard_table(mt.__index) end
+  M.guard_table(mt, (type(mt.__name) == "string" and mt.__name or "method") .. ":")
+  if type(mt.__index) == "table" then
+    M.guard_table(mt.__index, (type(mt.__name) == "string" and mt.__name or "method") .. ":")
+  end
 end
 
 -- Guards spk, the spk.* modules loaded so far, and (through a searcher in
 -- front of Lua's own) every spk.* module required later.
 function M.install(spk)
-  M.guard_table(spk)
+  M.guard_table(spk, "spk.")
   for name, mod in pairs(package.loaded) do
     if type(name) == "string" and name:match("^spk%.") and name ~= "spk.core" and type(mod) == "table" then
-      M.guard_table(mod)
+      M.guard_table(mod, name .. ".")
     end
   end
   if not M.searcher_installed then
@@ -158,7 +188,7 @@ function M.install(spk)
       if type(loader) ~= "function" then return loader end
       return function(...)
         local mod = loader(...)
-        if type(mod) == "table" then M.guard_table(mod) end
+        if type(mod) == "table" then M.guard_table(mod, name .. ".") end
         return mod
       end, extra
     end)
