@@ -559,7 +559,11 @@ static void warn_no_cache(const char *fmt, const char *why)
     if (cache.warned)
         return;
     cache.warned = true;
-    fprintf(stderr, "spk: warning: kernel cache %s ", cache.dir);
+    size_t n = strlen(cache.dir);
+    if (n > 160) /* a path near PATH_MAX: its start and end say enough */
+        fprintf(stderr, "spk: warning: kernel cache %.80s...%s ", cache.dir, cache.dir + n - 60);
+    else
+        fprintf(stderr, "spk: warning: kernel cache %s ", cache.dir);
     fprintf(stderr, fmt, why);
     fprintf(stderr, "; compiling without a cache\n");
 }
@@ -612,7 +616,6 @@ static void resolve_cache(void)
     if (want >= sizeof cache.dir) {
         char why[64];
         snprintf(why, sizeof why, "%zu bytes or more, the limit is %d", want, PATH_MAX - 1);
-        snprintf(cache.dir + sizeof cache.dir - 4, 4, "...");
         warn_no_cache("path is too long (%s)", why);
         return;
     }
