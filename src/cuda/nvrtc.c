@@ -39,6 +39,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "cuda/internal.h"
+#include "cuda/kernel_files.h"
 #include "cuda/runtime.h"
 
 #ifndef SPK_SOURCE_KERNEL_DIR
@@ -47,79 +48,10 @@
 
 /* ---- small helpers ----------------------------------------------------- */
 
-typedef struct buffer {
-    char *data;
-    size_t len, cap;
-} buffer;
-
-static int buf_add(buffer *b, const void *data, size_t len)
-{
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *grown = realloc(b->data, cap);
-        if (!grown)
-            return spk_fail("out of memory");
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-/* Adds a length-prefixed field, so that no two inputs hash alike by shifting
- * text from one field into the next. */
-static int buf_field(buffer *b, const char *tag, const void *data, size_t len)
-{
-    char head[96];
-    int n = snprintf(head, sizeof head, "%s %zu\n", tag, len);
-    return buf_add(b, head, (size_t)n) || buf_add(b, data, len) || buf_add(b, "\n", 1);
-}
-
-/* Kernel sources and their includes are text of a few hundred KB at most;
- * a larger one (or /dev/zero behind a link) is refused, not read until
- * memory runs out. */
-#define SOURCE_MAX ((size_t)16 << 20)
-/* Distinct files #included by one compile. */
-#define INCLUDES_MAX 256
-
-/* A source or include: a regular file of at most SOURCE_MAX bytes without a
- * NUL (NVRTC would stop reading there, and compile less than was hashed). */
-static char *read_source(const char *path, const char *what, size_t *len)
-{
-    size_t n;
-    char *text = spk_file_read(path, SOURCE_MAX, what, &n);
-    if (!text)
-        return NULL;
-    size_t first = strlen(text);
-    if (first != n) {
-        free(text);
-        return spk_fail_null("%s: holds a NUL byte at offset %zu (a kernel source is text)", path, first);
-    }
-    if (len)
-        *len = n;
-    return text;
-}
-
 static bool is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static void dirname_of(const char *path, char *out, size_t size)
-{
-    snprintf(out, size, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out)
-        out[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(out, size, ".");
 }
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
@@ -310,43 +242,24 @@ static int check_inputs(const spk_compile_options *opts)
     return 0;
 }
 
-/* The include folders, in search order: the source file's folder, the
- * kernel folder, then -I / --include-path options. */
-#define INCLUDE_DIRS_MAX 16
-typedef struct include_path {
-    char dirs[INCLUDE_DIRS_MAX][PATH_MAX];
-    int n;
-} include_path;
-
-static int add_dir(include_path *ip, const char *dir)
-{
-    if (!dir || !*dir)
-        return 0;
-    if (ip->n == INCLUDE_DIRS_MAX)
-        return spk_fail("spk.cuda.compile: more than %d include folders", INCLUDE_DIRS_MAX - 2);
-    if (snprintf(ip->dirs[ip->n++], PATH_MAX, "%s", dir) >= PATH_MAX)
-        return spk_fail("spk.cuda.compile: the include folder %.64s... is longer than PATH_MAX", dir);
-    return 0;
-}
-
-static int build_include_path(const spk_compile_options *opts, include_path *ip)
+static int build_include_path(const spk_compile_options *opts, spk_include_path *ip)
 {
     ip->n = 0;
     if (opts->file) {
         char dir[PATH_MAX];
-        dirname_of(opts->file, dir, sizeof dir);
-        if (add_dir(ip, dir))
+        spk_dirname(opts->file, dir, sizeof dir);
+        if (spk_include_path_add(ip, dir))
             return -1;
     }
-    if (add_dir(ip, spk_kernel_dir()))
+    if (spk_include_path_add(ip, spk_kernel_dir()))
         return -1;
     for (int i = 0; i < opts->noptions; i++) {
         const char *o = opts->options[i];
         int rc = 0;
         if (strncmp(o, "-I", 2) == 0 && o[2])
-            rc = add_dir(ip, o + 2);
+            rc = spk_include_path_add(ip, o + 2);
         else if (strncmp(o, "--include-path=", 15) == 0)
-            rc = add_dir(ip, o + 15);
+            rc = spk_include_path_add(ip, o + 15);
         if (rc)
             return -1;
     }
@@ -355,116 +268,30 @@ static int build_include_path(const spk_compile_options *opts, include_path *ip)
 
 /* ---- the cache key ----------------------------------------------------- */
 
-/* Hashes the content of every file that `#include "name"` or `#include
- * <name>` finds in spk's include folders (the source's, the kernel folder,
- * -I), recursively; each is read as a source is (regular, bounded, no NUL),
- * so no include blocks or floods the compile before NVRTC sees it. Angle
- * includes found nowhere there are the toolkit's: they are covered by the
- * NVRTC version. */
-static int hash_includes(buffer *key, const char *text, const char *from_dir, const include_path *ip,
-                         char (*seen)[PATH_MAX], int *nseen, int depth)
-{
-    if (depth > 32)
-        return spk_fail("spk.cuda.compile: #include nesting deeper than 32");
-    for (const char *line = text; line && *line;) {
-        const char *p = line + strspn(line, " \t");
-        const char *next = strchr(line, '\n');
-        line = next ? next + 1 : NULL;
-        if (*p != '#')
-            continue;
-        p += 1 + strspn(p + 1, " \t");
-        if (strncmp(p, "include", 7) != 0)
-            continue;
-        p += 7 + strspn(p + 7, " \t");
-        if (*p != '"' && *p != '<')
-            continue;
-        bool angle = *p == '<';
-        const char *end = strchr(p + 1, angle ? '>' : '"');
-        if (!end || (next && end > next))
-            continue;
-        char name[PATH_MAX];
-        snprintf(name, sizeof name, "%.*s", (int)(end - p - 1), p + 1);
-
-        char found[PATH_MAX] = "";
-        char candidate[PATH_MAX];
-        if (name[0] == '/') {
-            snprintf(candidate, sizeof candidate, "%s", name);
-            if (access(candidate, F_OK) == 0)
-                snprintf(found, sizeof found, "%s", candidate);
-        } else {
-            const char *dirs[INCLUDE_DIRS_MAX + 1];
-            int ndirs = 0;
-            if (from_dir && !angle)
-                dirs[ndirs++] = from_dir;
-            for (int i = 0; i < ip->n; i++)
-                dirs[ndirs++] = ip->dirs[i];
-            for (int i = 0; i < ndirs && !found[0]; i++) {
-                if (snprintf(candidate, sizeof candidate, "%s/%s", dirs[i], name) >= (int)sizeof candidate)
-                    continue;
-                if (access(candidate, F_OK) == 0)
-                    snprintf(found, sizeof found, "%s", candidate);
-            }
-        }
-        if (!found[0]) {
-            if (!angle && buf_field(key, "missing-include", name, strlen(name)))
-                return -1;
-            continue;
-        }
-        char real[PATH_MAX];
-        if (!realpath(found, real))
-            snprintf(real, sizeof real, "%s", found);
-        bool again = false;
-        for (int i = 0; i < *nseen; i++)
-            again = again || strcmp(seen[i], real) == 0;
-        if (again)
-            continue;
-        if (*nseen == INCLUDES_MAX)
-            return spk_fail("spk.cuda.compile: more than %d files included (at %s)", INCLUDES_MAX, found);
-        snprintf(seen[(*nseen)++], PATH_MAX, "%s", real);
-        size_t len;
-        char *content = read_source(found, "an included file", &len);
-        if (!content) {
-            spk_error_prefix("spk.cuda.compile: #include %c%s%c", angle ? '<' : '"', name, angle ? '>' : '"');
-            return -1;
-        }
-        char dir[PATH_MAX];
-        dirname_of(found, dir, sizeof dir);
-        int rc = buf_field(key, angle ? "include-angle" : "include", name, strlen(name)) ||
-                 buf_field(key, "content", content, len) || hash_includes(key, content, dir, ip, seen, nseen, depth + 1);
-        free(content);
-        if (rc)
-            return -1;
-    }
-    return 0;
-}
-
 static int key_for(const spk_compile_options *opts, const char *source, const char *arch, uint8_t out[32])
 {
-    buffer key = {0};
+    spk_buffer key = {0};
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     char version[64];
     snprintf(version, sizeof version, "%d.%d", major, minor);
-    int rc = buf_field(&key, "spk-kernel-cache", "1", 1) || buf_field(&key, "nvrtc", version, strlen(version)) ||
-             buf_field(&key, "arch", arch, strlen(arch)) || buf_field(&key, "source", source, strlen(source));
+    int rc = spk_buffer_field(&key, "spk-kernel-cache", "1", 1) || spk_buffer_field(&key, "nvrtc", version, strlen(version)) ||
+             spk_buffer_field(&key, "arch", arch, strlen(arch)) || spk_buffer_field(&key, "source", source, strlen(source));
     for (int i = 0; !rc && i < opts->ndefines; i++) {
         const char *value = opts->defines[i].value;
-        rc = buf_field(&key, "define", opts->defines[i].name, strlen(opts->defines[i].name)) ||
-             (value ? buf_field(&key, "value", value, strlen(value)) : buf_field(&key, "novalue", "", 0));
+        rc = spk_buffer_field(&key, "define", opts->defines[i].name, strlen(opts->defines[i].name)) ||
+             (value ? spk_buffer_field(&key, "value", value, strlen(value)) : spk_buffer_field(&key, "novalue", "", 0));
     }
     for (int i = 0; !rc && i < opts->noptions; i++)
-        rc = buf_field(&key, "option", opts->options[i], strlen(opts->options[i]));
+        rc = spk_buffer_field(&key, "option", opts->options[i], strlen(opts->options[i]));
     if (!rc) {
-        include_path *ip = malloc(sizeof *ip);
-        char(*seen)[PATH_MAX] = malloc(INCLUDES_MAX * sizeof *seen);
-        int nseen = 0;
+        spk_include_path *ip = malloc(sizeof *ip);
         char from[PATH_MAX];
         if (opts->file)
-            dirname_of(opts->file, from, sizeof from);
-        rc = !seen || !ip ? spk_fail("out of memory")
+            spk_dirname(opts->file, from, sizeof from);
+        rc = !ip ? spk_fail("out of memory")
              : build_include_path(opts, ip) ? -1
-             : hash_includes(&key, source, opts->file ? from : NULL, ip, seen, &nseen, 0);
-        free(seen);
+             : spk_hash_includes(&key, source, opts->file ? from : NULL, ip);
         free(ip);
     }
     if (!rc)
@@ -479,7 +306,7 @@ static char *load_source(const spk_compile_options *opts)
         return strdup(opts->source);
     if (!opts->file)
         return spk_fail_null("spk.cuda.compile: give source or file");
-    char *text = read_source(opts->file, "a kernel source", NULL);
+    char *text = spk_kernel_source_read(opts->file, "a kernel source", NULL);
     if (!text)
         spk_error_prefix("spk.cuda.compile");
     return text;
@@ -516,13 +343,6 @@ static struct {
 static char cache_dir_override[PATH_MAX];
 static bool cache_dir_override_too_long;
 
-#define ENTRY_MAGIC "SPKCACHE"
-#define ENTRY_HEADER 88
-#define ENTRY_VERSION 2u
-/* Cubins of spk's kernels are a few hundred KB; an entry above this is no
- * entry the cache wrote (or /dev/zero behind a link) and is not read. */
-#define ENTRY_MAX ((size_t)64 << 20)
-#define KEY_HEX 64
 
 /* Call with cache_lock held. Resets the state (and the warning) to "not yet
  * resolved". */
@@ -679,39 +499,6 @@ void spk_cache_reset(void)
     pthread_mutex_unlock(&cache_lock);
 }
 
-static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t get_u32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-/* "<64 lowercase hex>.bin": the only names the cache writes (and, with
- * ".tmp.<pid>.<thread>" after them, its temporary files). */
-static bool is_key_hex(const char *s)
-{
-    for (int i = 0; i < KEY_HEX; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
-}
-
-static bool is_entry_name(const char *name)
-{
-    return strlen(name) == KEY_HEX + 4 && is_key_hex(name) && strcmp(name + KEY_HEX, ".bin") == 0;
-}
-
-static bool is_temp_name(const char *name)
-{
-    if (strlen(name) <= KEY_HEX + 9 || !is_key_hex(name) || strncmp(name + KEY_HEX, ".bin.tmp.", 9) != 0)
-        return false;
-    const char *p = name + KEY_HEX + 9;
-    size_t pid = strspn(p, "0123456789");
-    if (pid == 0 || p[pid] != '.')
-        return false;
-    p += pid + 1;
-    size_t tid = strspn(p, "0123456789abcdef");
-    return tid > 0 && p[tid] == '\0';
-}
-
 /* Whether `name` in the folder is a regular file that starts with the
  * cache's magic: a file the cache wrote. Its size in *bytes. */
 static bool is_cache_file(int dir, const char *name, uint64_t *bytes)
@@ -721,7 +508,7 @@ static bool is_cache_file(int dir, const char *name, uint64_t *bytes)
     if (fd < 0)
         return false;
     char magic[8];
-    bool ok = read(fd, magic, sizeof magic) == (ssize_t)sizeof magic && memcmp(magic, ENTRY_MAGIC, 8) == 0;
+    bool ok = read(fd, magic, sizeof magic) == (ssize_t)sizeof magic && memcmp(magic, SPK_ENTRY_MAGIC, 8) == 0;
     close(fd);
     if (ok && bytes)
         *bytes = (uint64_t)st.st_size;
@@ -742,7 +529,7 @@ static int cache_read(int dir, const uint8_t key[32], const char *name, bool ptx
         return 0;
     int fd = spk_file_openat(dir, name, shown, &st);
     size_t len = 0;
-    char *data = fd < 0 ? NULL : spk_file_read_fd(fd, shown, ENTRY_MAX, "a kernel-cache entry", &len);
+    char *data = fd < 0 ? NULL : spk_file_read_fd(fd, shown, SPK_ENTRY_MAX, "a kernel-cache entry", &len);
     if (fd >= 0)
         close(fd);
     if (!data) {
@@ -751,44 +538,29 @@ static int cache_read(int dir, const uint8_t key[32], const char *name, bool ptx
         fprintf(stderr, "spk: warning: %s; recompiling\n", spk_last_error());
         return -1;
     }
-    const uint8_t *h = (const uint8_t *)data;
-    uint8_t digest[32];
-    bool valid = len >= ENTRY_HEADER && memcmp(h, ENTRY_MAGIC, 8) == 0 && get_u32(h + 8) == ENTRY_VERSION &&
-                 get_u32(h + 12) == (ptx ? 1u : 0u) && get_u64(h + 16) == len - ENTRY_HEADER;
-    if (valid && memcmp(h + 24, key, 32) != 0) {
+    spk_entry_status status = spk_entry_check(data, len, key, ptx, bytes);
+    if (status == SPK_ENTRY_OTHER_KEY)
         fprintf(stderr, "spk: warning: kernel-cache entry %s was made for another key; recompiling\n", shown);
-        valid = false;
-    }
-    if (valid) {
-        spk_sha256(h + ENTRY_HEADER, len - ENTRY_HEADER, digest);
-        valid = memcmp(digest, h + 56, 32) == 0;
-    }
-    if (!valid) {
+    if (status != SPK_ENTRY_OK) {
         free(data);
         return -1;
     }
-    *bytes = len - ENTRY_HEADER;
     *code = malloc(*bytes ? *bytes : 1);
     if (!*code) {
         free(data);
         return 0;
     }
-    memcpy(*code, h + ENTRY_HEADER, *bytes);
+    memcpy(*code, data + SPK_ENTRY_HEADER, *bytes);
     free(data);
     return 1;
 }
 
 static void cache_write(int dir, const uint8_t key[32], const char *name, bool ptx, const void *code, size_t bytes)
 {
-    char tmp[KEY_HEX + 80];
+    char tmp[SPK_KEY_HEX + 80];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", name, (long)getpid(), (unsigned long)pthread_self());
-    uint8_t header[ENTRY_HEADER];
-    memcpy(header, ENTRY_MAGIC, 8);
-    put_u32(header + 8, ENTRY_VERSION);
-    put_u32(header + 12, ptx ? 1u : 0u);
-    put_u64(header + 16, bytes);
-    memcpy(header + 24, key, 32);
-    spk_sha256(code, bytes, header + 56);
+    uint8_t header[SPK_ENTRY_HEADER];
+    spk_entry_header(header, key, ptx, code, bytes);
     int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         int err = errno;
@@ -830,7 +602,7 @@ int spk_cache_get_info(spk_cache_info *out)
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t size;
-        if (is_entry_name(e->d_name) && is_cache_file(dirfd(d), e->d_name, &size)) {
+        if (spk_is_entry_name(e->d_name) && is_cache_file(dirfd(d), e->d_name, &size)) {
             out->entries++;
             out->bytes += size;
         }
@@ -860,8 +632,8 @@ int spk_cache_clear(void)
         /* Only what the cache wrote: an entry name and header, or one of its
          * temporary files; a user's firmware.bin stays. */
         struct stat st;
-        bool ours = is_entry_name(e->d_name) ? is_cache_file(dirfd(d), e->d_name, NULL)
-                    : is_temp_name(e->d_name) ? fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        bool ours = spk_is_entry_name(e->d_name) ? is_cache_file(dirfd(d), e->d_name, NULL)
+                    : spk_is_entry_temp_name(e->d_name) ? fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                                                     S_ISREG(st.st_mode)
                                               : false;
         if (!ours)
@@ -982,7 +754,7 @@ static char *program_log(nvrtcProgram prog)
 static int run_nvrtc(const spk_compile_options *opts, const char *source, const char *arch,
                      void **code, size_t *bytes, char **log_out)
 {
-    include_path ip;
+    spk_include_path ip;
     if (build_include_path(opts, &ip))
         return -1;
     int nopts = 0, cap = 8 + opts->ndefines + opts->noptions + ip.n;
@@ -1095,7 +867,7 @@ spk_module *spk_compile(const spk_compile_options *opts)
         free(source);
         return NULL;
     }
-    char key_hex[KEY_HEX + 1], name[KEY_HEX + 8];
+    char key_hex[SPK_KEY_HEX + 1], name[SPK_KEY_HEX + 8];
     hex(key, 32, key_hex);
     snprintf(name, sizeof name, "%s.bin", key_hex);
     bool ptx = arch_is_ptx(arch);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -715,6 +716,20 @@ TEST(sources_and_includes_are_bounded)
     CHECK(spk_compile(&inc) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "more than 256 files included");
     free(many);
+    /* 2 MiB of unterminated "#include <" lines: the scan stays linear. */
+    size_t big = (size_t)2 << 20;
+    char *lines = malloc(big + 1);
+    for (size_t i = 0; i < big; i += 11)
+        memcpy(lines + i, "#include <\n", i + 11 <= big ? 11 : big - i);
+    lines[big] = '\0';
+    spk_compile_options scan = {.source = lines, .arch = "sm_90"};
+    char key[65];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(spk_compile_key(&scan, key) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 2.0);
+    free(lines);
 }
 
 TEST(pack_args_checks_count_and_sizes)
