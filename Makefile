@@ -76,19 +76,23 @@ check-asan:
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan) ------
 # Each target links only what it exercises: src/core (the .npy and
 # .safetensors readers), plus the plain-C LSTM pieces the weight-folder loader
-# relies on (layer validation, packing, the reference). No CUDA.
+# relies on (layer validation, packing, the reference), and the kernel
+# compiler's source, include and cache-entry readers (src/cuda/kernel_files.c,
+# plain C). No CUDA.
 # Inputs are at most 1 MiB; an allocation over 64 MiB is more than any such
 # input can justify, so libFuzzer reports it as a failure (-malloc_limit_mb).
 FUZZ_CC       ?= clang
 FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 FUZZ_TARGETS   = npy safetensors weights_dir
+FUZZ_TARGETS  += kernel_source cache_entry
 FUZZ_CFLAGS    = -std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -fno-omit-frame-pointer \
                  -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
 fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
 FUZZ_CORE_OBJ  = $(call fuzz_obj,$(CORE_SRC))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
+FUZZ_KERNEL_OBJ = $(call fuzz_obj,src/cuda/kernel_files.c src/cuda/sha256.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
 $(FUZZ_BUILD)/obj/%.o: %.c
@@ -98,6 +102,8 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 $(FUZZ_BUILD)/fuzz_npy: $(call fuzz_obj,tests/fuzz/fuzz_npy.c) $(FUZZ_CORE_OBJ)
 $(FUZZ_BUILD)/fuzz_safetensors: $(call fuzz_obj,tests/fuzz/fuzz_safetensors.c) $(FUZZ_CORE_OBJ)
 $(FUZZ_BUILD)/fuzz_weights_dir: $(call fuzz_obj,tests/fuzz/fuzz_weights_dir.c) $(FUZZ_CORE_OBJ) $(FUZZ_LSTM_OBJ)
+$(FUZZ_BUILD)/fuzz_kernel_source: $(call fuzz_obj,tests/fuzz/fuzz_kernel_source.c) $(FUZZ_CORE_OBJ) $(FUZZ_KERNEL_OBJ)
+$(FUZZ_BUILD)/fuzz_cache_entry: $(call fuzz_obj,tests/fuzz/fuzz_cache_entry.c) $(FUZZ_CORE_OBJ) $(FUZZ_KERNEL_OBJ)
 $(FUZZ_BINS):
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm
 
