@@ -94,8 +94,15 @@ char *spk_file_read_fd(int fd, const char *name, size_t limit, const char *what,
      * file is seen without growing); the loop reads to the end of the file. */
     struct stat s;
     size_t cap = 4096;
-    if (fstat(fd, &s) == 0 && s.st_size > 0)
-        cap = (uint64_t)s.st_size < (uint64_t)limit ? (size_t)s.st_size + 1 : limit + 1;
+    char words[32];
+    if (fstat(fd, &s) == 0 && s.st_size > 0) {
+        if ((uint64_t)s.st_size > (uint64_t)limit) { /* refused before a byte is read */
+            spk_file_size_words(limit, words, sizeof words);
+            return spk_fail_null("%s: larger than the %s limit for %s (%lld bytes)", name, words,
+                                 what ? what : "this file", (long long)s.st_size);
+        }
+        cap = (size_t)s.st_size + 1;
+    }
     size_t n = 0;
     char *buf = malloc(cap + 1);
     if (!buf)
@@ -129,7 +136,6 @@ char *spk_file_read_fd(int fd, const char *name, size_t limit, const char *what,
     }
     if (n > limit) {
         free(buf);
-        char words[32];
         spk_file_size_words(limit, words, sizeof words);
         return spk_fail_null("%s: larger than the %s limit for %s", name, words, what ? what : "this file");
     }
