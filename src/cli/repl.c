@@ -26,6 +26,8 @@
 #include <lua.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "core/file.h"
 
 #define HISTORY_LENGTH 1000
 #define PROMPT "> "
@@ -131,6 +133,14 @@ static void open_history(struct session *s)
         snprintf(s->history, sizeof s->history, "%s/.spk_history", getenv("HOME"));
     if (!s->history[0])
         return;
+    int fd = spk_file_open(s->history, NULL); /* a FIFO there would block readline's open */
+    if (fd >= 0)
+        close(fd);
+    else if (access(s->history, F_OK) == 0) {
+        fprintf(stderr, "spk: warning: %s; history is not kept\n", spk_last_error());
+        s->history[0] = '\0';
+        return;
+    }
     using_history();
     stifle_history(HISTORY_LENGTH);
     read_history(s->history); /* a missing file is the normal first session */
