@@ -145,7 +145,9 @@ end
 -- Metamethods that run on every access or at collection stay as they are.
 local unguarded = { __index = true, __newindex = true, __gc = true, __close = true, __mode = true }
 
-function M.guard_table(t, prefix, seen)
+-- `shallow`: only t's own functions, not its subtables (a metatable may be
+-- a script's, with its own data hanging off it).
+function M.guard_table(t, prefix, seen, shallow)
   seen = seen or {}
   prefix = prefix or ""
   if type(t) ~= "table" or seen[t] then return t end
@@ -154,7 +156,7 @@ function M.guard_table(t, prefix, seen)
     if type(k) == "string" and not unguarded[k] then
       if type(v) == "function" then
         t[k] = M.guard(v, prefix .. k)
-      elseif type(v) == "table" and k ~= "core" then
+      elseif type(v) == "table" and k ~= "core" and not shallow then
         M.guard_table(v, prefix .. k .. ".", seen)
       end
     end
@@ -164,10 +166,10 @@ end
 
 function guard_methods(mt)
   seen_mt[mt] = true
-  M.guard_table(mt, (type(mt.__name) == "string" and mt.__name or "method") .. ":")
-  if type(mt.__index) == "table" then
-    M.guard_table(mt.__index, (type(mt.__name) == "string" and mt.__name or "method") .. ":")
-  end
+  local prefix = (type(rawget(mt, "__name")) == "string" and rawget(mt, "__name") or "method") .. ":"
+  M.guard_table(mt, prefix, nil, true)
+  local index = rawget(mt, "__index")
+  if type(index) == "table" then M.guard_table(index, prefix, nil, true) end
 end
 
 -- Guards spk, the spk.* modules loaded so far, and (through a searcher in
@@ -175,7 +177,8 @@ end
 function M.install(spk)
   M.guard_table(spk, "spk.")
   for name, mod in pairs(package.loaded) do
-    if type(name) == "string" and name:match("^spk%.") and name ~= "spk.core" and type(mod) == "table" then
+    if type(name) == "string" and name:match("^spk%.") and name ~= "spk.core" and name ~= "spk.errors"
+        and type(mod) == "table" then
       M.guard_table(mod, name .. ".")
     end
   end
