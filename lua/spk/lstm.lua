@@ -142,6 +142,7 @@ return function(spk, core)
         if #digits > 1 and digits:sub(1, 1) == "0" then
           error(("%s: %s: layer numbers have no leading zeros"):format(where, name))
         end
+        if #digits > 6 then error(("%s: %s: layer number out of range"):format(where, name)) end
         local k = tonumber(digits)
         found[k] = found[k] or {}
         found[k][part] = true
@@ -192,6 +193,7 @@ return function(spk, core)
         if #digits > 1 and digits:sub(1, 1) == "0" then
           error(("%s: tensor '%s': layer numbers have no leading zeros"):format(where, name))
         end
+        if #digits > 6 then error(("%s: tensor '%s': layer number out of range"):format(where, name)) end
         if tonumber(digits) > last then last, last_name = tonumber(digits), name end
       end
     end
