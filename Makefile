@@ -121,13 +121,16 @@ check-asan:
 # .safetensors readers), plus the plain-C LSTM pieces the weight-folder loader
 # relies on (layer validation, packing, the reference); the ONNX target adds
 # the ONNX reader, the LSTM-stack finder and protobuf-c (not instrumented:
-# Debian's library, whose allocations still count against the limits). No CUDA.
+# Debian's library, whose allocations still count against the limits); the
+# kernel compiler's source, include and cache-entry readers
+# (src/cuda/kernel_files.c, plain C). No CUDA.
 # Inputs are at most 1 MiB; an allocation over 64 MiB is more than any such
 # input can justify, so libFuzzer reports it as a failure (-malloc_limit_mb).
 FUZZ_CC       ?= clang
 FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 FUZZ_TARGETS   = npy safetensors weights_dir onnx
+FUZZ_TARGETS  += kernel_source cache_entry
 FUZZ_CFLAGS    = -std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -I$(FUZZ_BUILD)/gen -fno-omit-frame-pointer \
                  -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
@@ -135,6 +138,7 @@ fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
 FUZZ_CORE_OBJ  = $(call fuzz_obj,$(filter-out src/core/onnx.c,$(CORE_SRC)))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
 FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c src/lstm/onnx_stack.c $(FUZZ_BUILD)/gen/onnx.pb-c.c)
+FUZZ_KERNEL_OBJ = $(call fuzz_obj,src/cuda/kernel_files.c src/cuda/sha256.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 # The tuning-record reader is Lua: its target (tests/fuzz/fuzz_tuning_record.lua,
 # which says why it is no libFuzzer binary) runs inside the sanitizer build of
@@ -151,6 +155,8 @@ $(FUZZ_BUILD)/fuzz_safetensors: $(call fuzz_obj,tests/fuzz/fuzz_safetensors.c) $
 $(FUZZ_BUILD)/fuzz_weights_dir: $(call fuzz_obj,tests/fuzz/fuzz_weights_dir.c) $(FUZZ_CORE_OBJ) $(FUZZ_LSTM_OBJ)
 $(FUZZ_BUILD)/fuzz_onnx: $(call fuzz_obj,tests/fuzz/fuzz_onnx.c) $(FUZZ_CORE_OBJ) $(FUZZ_LSTM_OBJ) $(FUZZ_ONNX_OBJ)
 $(FUZZ_BUILD)/fuzz_onnx: FUZZ_LIBS = $(PROTOBUF_C_LIB)
+$(FUZZ_BUILD)/fuzz_kernel_source: $(call fuzz_obj,tests/fuzz/fuzz_kernel_source.c) $(FUZZ_CORE_OBJ) $(FUZZ_KERNEL_OBJ)
+$(FUZZ_BUILD)/fuzz_cache_entry: $(call fuzz_obj,tests/fuzz/fuzz_cache_entry.c) $(FUZZ_CORE_OBJ) $(FUZZ_KERNEL_OBJ)
 $(FUZZ_BINS):
 	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS) -lm
 

@@ -32,4 +32,7 @@ if type(spk.lstm.tunables) == "table" then
   end
 end
 
+-- Errors about a script's arguments point at the script's line (spk.errors).
+require("spk.errors").install(spk)
+
 return spk

@@ -67,12 +67,6 @@ return function(spk, core)
     return s:sub(-#suffix) == suffix
   end
 
-  local function exists(path)
-    local f = io.open(path, "rb")
-    if f then f:close() end
-    return f ~= nil
-  end
-
   local options = require "spk.options"
   local function check_options(opts, known, where)
     return options.check_keys(opts, known, where, 3)
@@ -105,38 +99,133 @@ return function(spk, core)
 
   lstm.reference = clstm.reference
 
+  -- Loading names every file (or tensor) a problem is in. A stack's layers
+  -- are l0 .. l<last> with none missing, all of one dtype: a gap, a stray or
+  -- partial layer, or mixed f32/f64 is an error, never a shorter stack.
+  -- `shown(k, part)` names layer k's (from 0) W, R or B for messages, in
+  -- full; `short(k, part)` within `where`.
+  local function check_stack(layers, where, shown, short)
+    local first = layers[1].W
+    for k, layer in ipairs(layers) do
+      for _, part in ipairs { "W", "R", "B" } do
+        local t = layer[part]
+        if spk.is_tensor(t) and spk.is_tensor(first) and t:dtype() ~= first:dtype() then
+          error(("%s is %s, but %s is %s: the layers of a stack share one dtype"):format(
+            shown(k - 1, part), t:dtype(), short(0, "W"), first:dtype()))
+        end
+      end
+    end
+    local ok, err = pcall(clstm.validate, layers)
+    if not ok then
+      local n, part, rest = tostring(err):match("^layer (%d+): ([WRB]) (.*)$")
+      if n then error(("%s: layer %s's %s %s"):format(shown(tonumber(n) - 1, part), n, part, rest)) end
+      error(("%s: %s"):format(where, tostring(err)))
+    end
+  end
+
+  -- The layer numbers `names` hold (from `pattern`, capturing the number and
+  -- the part): every layer from 0 to the highest must have all of `parts`.
+  local function layer_numbers(names, pattern, parts, where, short)
+    local found, last, last_name = {}, -1, nil
+    for _, name in ipairs(names) do
+      local digits, part = name:match(pattern)
+      if digits then
+        if #digits > 1 and digits:sub(1, 1) == "0" then
+          error(("%s: %s: layer numbers have no leading zeros"):format(where, name))
+        end
+        if #digits > 6 then error(("%s: %s: layer number out of range"):format(where, name)) end
+        local k = tonumber(digits)
+        found[k] = found[k] or {}
+        found[k][part] = true
+        if k > last then last, last_name = k, name end
+      end
+    end
+    for k = 0, last do
+      for _, part in ipairs(parts) do
+        if not (found[k] and found[k][part]) then
+          error(("%s: %s is missing, but %s is there (layers run from 0 to the last with no gap)")
+            :format(where, short(k, part), short(last, last_name:match("^l%d+_([WRB])"))))
+        end
+      end
+    end
+    return last
+  end
+
+  local function sorted_keys(t)
+    local names = {}
+    for name in pairs(t) do
+      if type(name) == "string" then names[#names + 1] = name end
+    end
+    table.sort(names)
+    return names
+  end
+
   -- Layers from a name -> tensor table in ONNX naming (l<k>_W ...), k from 0.
   local function from_onnx_names(named, where)
+    local function short(k, part) return ("tensor 'l%d_%s'"):format(k, part) end
+    local function shown(k, part) return where .. ": " .. short(k, part) end
+    local last = layer_numbers(sorted_keys(named), "^l(%d+)_([WRB])$", { "W", "R", "B" }, where, short)
     local layers = {}
-    local k = 0
-    while named[("l%d_W"):format(k)] do
-      local layer = {}
-      for _, part in ipairs { "W", "R", "B" } do
-        layer[part] = named[("l%d_%s"):format(k, part)]
-        if not layer[part] then error(("%s: l%d_%s missing"):format(where, k, part), 3) end
-      end
-      layers[#layers + 1] = layer
-      k = k + 1
+    for k = 0, last do
+      layers[k + 1] = { W = named[("l%d_W"):format(k)], R = named[("l%d_R"):format(k)], B = named[("l%d_B"):format(k)] }
     end
+    check_stack(layers, where, shown, short)
     return layers
   end
 
-  local function from_torch_names(named)
+  local torch_parts = { weight_ih = "W", weight_hh = "R", bias_ih = "B", bias_hh = "B" }
+
+  local function from_torch_names(named, where)
+    local last, last_name = -1, nil
+    for _, name in ipairs(sorted_keys(named)) do
+      local base, digits = name:match("^(%a+_%a+)_l(%d+)$")
+      if not base then base, digits = name:match("^(%a+_%a+)_l(%d+)_reverse$") end
+      if base and torch_parts[base] then
+        if #digits > 1 and digits:sub(1, 1) == "0" then
+          error(("%s: tensor '%s': layer numbers have no leading zeros"):format(where, name))
+        end
+        if #digits > 6 then error(("%s: tensor '%s': layer number out of range"):format(where, name)) end
+        if tonumber(digits) > last then last, last_name = tonumber(digits), name end
+      end
+    end
     local layers = {}
-    local k = 0
-    while named[("weight_ih_l%d"):format(k)] do
+    for k = 0, last do
+      if not named[("weight_ih_l%d"):format(k)] then
+        error(("%s: tensor 'weight_ih_l%d' is missing, but tensor '%s' is there (layers run from 0 to the "
+          .. "last with no gap)"):format(where, k, last_name))
+      end
       local parts = {}
-      for _, name in ipairs { "weight_ih", "weight_hh", "bias_ih", "bias_hh" } do
+      for name in pairs(torch_parts) do
         parts[name] = named[("%s_l%d"):format(name, k)]
         parts[name .. "_reverse"] = named[("%s_l%d_reverse"):format(name, k)]
       end
-      layers[#layers + 1] = clstm.from_torch(parts, k + 1)
-      k = k + 1
+      local ok, layer = pcall(clstm.from_torch, parts, k + 1)
+      if not ok then error(("%s: %s"):format(where, tostring(layer))) end
+      layers[k + 1] = layer
     end
+    local torch_name = { W = "weight_ih", R = "weight_hh", B = "bias_ih" }
+    local function short(k, part) return ("tensor '%s_l%d'"):format(torch_name[part], k) end
+    check_stack(layers, where, function(k, part) return where .. ": " .. short(k, part) end, short)
+    return layers
+  end
+
+  -- A folder of l<k>_W.npy, l<k>_R.npy, l<k>_B.npy.
+  local function from_folder(path)
+    local function short(k, part) return ("l%d_%s.npy"):format(k, part) end
+    local function shown(k, part) return path .. "/" .. short(k, part) end
+    local last = layer_numbers(spk.files.list(path), "^l(%d+)_([WRB])%.npy$", { "W", "R", "B" }, path, short)
+    if last < 0 then error(path .. ": no l0_W.npy in this folder") end
+    local layers = {}
+    for k = 0, last do
+      layers[k + 1] = {}
+      for _, part in ipairs { "W", "R", "B" } do layers[k + 1][part] = spk.load(shown(k, part)) end
+    end
+    check_stack(layers, path, shown, short)
     return layers
   end
 
   function lstm.load(path)
+    if type(path) ~= "string" then error("lstm.load: path must be a string, got " .. type(path)) end
     local layers
     if type(path) == "string" and path:lower():sub(-5) == ".onnx" then
       local ok, loaded = pcall(core.onnx.load_lstm, path) -- validated as a stack in C
@@ -147,28 +236,15 @@ return function(spk, core)
       if named.l0_W then
         layers = from_onnx_names(named, path)
       elseif named.weight_ih_l0 then
-        layers = from_torch_names(named)
+        layers = from_torch_names(named, path)
       else
-        error(path .. ": no LSTM weights (expected l0_W, l0_R, l0_B, ... or weight_ih_l0, weight_hh_l0, ...)", 2)
+        error(path .. ": no LSTM weights (expected l0_W, l0_R, l0_B, ... or weight_ih_l0, weight_hh_l0, ...)")
       end
-    elseif clstm.is_directory(path) then
-      layers = {}
-      local k = 0
-      while exists(("%s/l%d_W.npy"):format(path, k)) do
-        local layer = {}
-        for _, part in ipairs { "W", "R", "B" } do
-          local file = ("%s/l%d_%s.npy"):format(path, k, part)
-          if not exists(file) then error(file .. ": missing", 2) end
-          layer[part] = spk.load(file)
-        end
-        layers[#layers + 1] = layer
-        k = k + 1
-      end
-      if #layers == 0 then error(path .. ": no l0_W.npy in this folder", 2) end
+    elseif spk.files.kind(path) == "folder" then
+      layers = from_folder(path)
     else
-      error(path .. ": not a folder of l<k>_W.npy files nor a .safetensors file", 2)
+      error(path .. ": not a folder of l<k>_W.npy files nor a .safetensors file")
     end
-    lstm.validate(layers)
     return layers
   end
 

@@ -118,11 +118,11 @@ end
 
 -- ------------------------------------------------------------------ the key
 
+-- Through spk's reader: a regular file (a FIFO never blocks), bounded.
 local function read_all(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
+  local _, core = core_cuda()
+  local ok, text = pcall(core.files.read, path)
+  if not ok then return nil, text end
   return text
 end
 
@@ -530,9 +530,8 @@ function M.find(fields, dir)
     if not fields then return nil, why end
   end
   local path = M.path(M.key(fields), dir)
-  local f = io.open(path, "rb")
-  if not f then return nil, "no tuning record for this device, drivers and kernels", path end
-  f:close()
+  local _, core = core_cuda()
+  if not core.files.kind(path) then return nil, "no tuning record for this device, drivers and kernels", path end
   local record, why = M.load(path, fields)
   if not record then
     if not warned[path] then

@@ -28,6 +28,7 @@
 #include "cli/cli.h"
 #include "core/cancel.h"
 #include "core/paths.h"
+#include "core/file.h"
 #include "core/version.h"
 
 int luaopen_spk_core(lua_State *L);
@@ -194,7 +195,7 @@ static int is_lua_command(lua_State *L, const char *name)
 static void read_summary(const char *file, char *out, size_t size)
 {
     out[0] = '\0';
-    FILE *f = fopen(file, "r");
+    FILE *f = spk_file_fopen(file, NULL); /* never blocks on a FIFO there */
     if (!f)
         return;
     char line[256];

@@ -31,6 +31,8 @@
 #include <lua.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "core/file.h"
 #include "lua/bind.h"
 
 #define HISTORY_LENGTH 1000
@@ -154,15 +156,23 @@ static void open_history(struct session *s)
         snprintf(s->history, sizeof s->history, "%s/.spk_history", getenv("HOME"));
     if (!s->history[0])
         return;
+    int fd = spk_file_open(s->history, NULL); /* a FIFO there would block readline's open */
+    if (fd >= 0)
+        close(fd);
+    else if (access(s->history, F_OK) == 0) {
+        fprintf(stderr, "spk: warning: %s; history is not kept\n", spk_last_error());
+        s->history[0] = '\0';
+        return;
+    }
     using_history();
     stifle_history(HISTORY_LENGTH);
     /* append_history needs the file to exist; entries may hold secrets. */
-    int fd = open(s->history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    int created = open(s->history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (created < 0) {
         history_warning(s, "open", errno);
         return;
     }
-    close(fd);
+    close(created);
     history_truncate_file(s->history, HISTORY_LENGTH);
     read_history(s->history);
 }

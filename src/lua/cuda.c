@@ -488,7 +488,11 @@ static const char *opt_string_field(lua_State *L, int idx, const char *key, cons
         return NULL;
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "%s: %s must be a string, got %s", where, key, luaL_typename(L, -1));
-    return lua_tostring(L, -1);
+    size_t len;
+    const char *v = lua_tolstring(L, -1, &len);
+    if (strlen(v) != len) /* NVRTC and the file system would stop reading at the NUL */
+        luaL_error(L, "%s: %s holds a NUL byte at offset %d (of %d)", where, key, (int)strlen(v), (int)len);
+    return v;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -566,8 +570,8 @@ static int l_compile(lua_State *L)
     lua_rawseti(L, holder, ++held);
     for (int j = 0; j < no; j++) {
         lua_rawgeti(L, -1, j + 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "compile: options[%d] must be a string", j + 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
+            return luaL_error(L, "compile: options[%d] must be a string without a NUL byte", j + 1);
         opts[j] = lua_tostring(L, -1);
         lua_rawseti(L, holder, ++held);
     }
