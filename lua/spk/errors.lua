@@ -146,6 +146,21 @@ function M.guard(fn, name)
   return g
 end
 
+-- The name info (debug.getinfo's "n") of the call that reached the function
+-- at `level` of the caller: for a guarded function, which runs through
+-- xpcall and so has no name, the guard's, which is what the script called
+-- (a method call numbers its arguments without self).
+function M.call_info(level)
+  level = level + 1
+  local info = getinfo(level, "nf")
+  local c = getinfo(level + 1, "S")
+  if c and c.what == "C" then
+    local g = getinfo(level + 2, "nf")
+    if g and is_guard[g.func] then return g end
+  end
+  return info
+end
+
 -- Metamethods that run on every access or at collection stay as they are.
 local unguarded = { __index = true, __newindex = true, __gc = true, __close = true, __mode = true }
 
@@ -176,13 +191,16 @@ function guard_methods(mt)
   if type(index) == "table" then M.guard_table(index, prefix, nil, true) end
 end
 
+-- Modules left as they are: the bindings, this one, and spk.busted, whose
+-- assertions run inside luassert and name the spec's line themselves.
+local unguarded_module = { ["spk.core"] = true, ["spk.errors"] = true, ["spk.busted"] = true }
+
 -- Guards spk, the spk.* modules loaded so far, and (through a searcher in
 -- front of Lua's own) every spk.* module required later.
 function M.install(spk)
   M.guard_table(spk, "spk.")
   for name, mod in pairs(package.loaded) do
-    if type(name) == "string" and name:match("^spk%.") and name ~= "spk.core" and name ~= "spk.errors"
-        and type(mod) == "table" then
+    if type(name) == "string" and name:match("^spk%.") and not unguarded_module[name] and type(mod) == "table" then
       M.guard_table(mod, name .. ".")
     end
   end
@@ -190,7 +208,7 @@ function M.install(spk)
     M.searcher_installed = true
     local lua_searcher = package.searchers[2]
     table.insert(package.searchers, 2, function(name)
-      if type(name) ~= "string" or not name:match("^spk%.") or name == "spk.core" then return nil end
+      if type(name) ~= "string" or not name:match("^spk%.") or unguarded_module[name] then return nil end
       local loader, extra = lua_searcher(name)
       if type(loader) ~= "function" then return loader end
       return function(...)

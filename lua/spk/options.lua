@@ -75,7 +75,8 @@ function M.takes(max, where, fn)
     for i = max + 1, n do
       local v = select(i, ...)
       if v ~= nil then
-        local info = debug.getinfo(1, "n")
+        local errors = package.loaded["spk.errors"]
+        local info = errors and errors.call_info(1) or debug.getinfo(1, "n")
         local shown_i, shown_max = i, max
         if info and info.namewhat == "method" then shown_i, shown_max = i - 1, max - 1 end
         error(("bad argument #%d to '%s' (unexpected argument (%s); it takes %s)"):format(shown_i, where,
