@@ -183,7 +183,7 @@ describe("the tuning record's schema", function()
     f:close()
     local r, why = tuning.load(path)
     assert.is_nil(r)
-    assert.matches("larger than " .. tuning.MAX_RECORD_BYTES .. " bytes", why)
+    assert.matches("larger than the " .. tuning.MAX_RECORD_BYTES // (1024 * 1024) .. " MiB limit", why)
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
