@@ -17,7 +17,7 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto", "timeline" } do
   require("spk." .. area)(spk, core)
 end
 

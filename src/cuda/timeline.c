@@ -12,6 +12,9 @@
 #define KERNEL_MARKS_WORD 9
 #define NAME_MAX_CHARS 31
 #define RATE_PAIR_SAMPLES 64
+/* ns a reading may sit outside its interval: the two timer reads of a stamp
+ * are separate instructions, and clock64 counts whole cycles. */
+#define READ_SLACK_NS 2.0
 
 enum { H_MAGIC, H_MARKS, H_DIRECTION, H_FIRST_STEP, H_STEPS, H_FIRST_BLOCK, H_BLOCKS, H_WARP, H_LAYER };
 
@@ -382,7 +385,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         }
     }
     /* The rate every reading allows: a pair i < j of a block bounds it by
-     * (g_j - g_i -+ (quantum - 1)) / (c_j - c_i); the first and last
+     * (g_j - g_i -+ (quantum - 1 + 2 slack)) / (c_j - c_i); the first and last
      * RATE_PAIR_SAMPLES samples of each block span the most time, so their
      * pairs bound it tightest. The middle of the bounds where they agree,
      * else the least-squares slope (one rate for all blocks, an offset each). */
@@ -398,8 +401,8 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                 double dc = s[j].cycles - s[i].cycles, dg = s[j].ns - s[i].ns;
                 if (dc <= 0)
                     continue;
-                rate_lo = fmax(rate_lo, (dg - (quantum - 1)) / dc);
-                rate_hi = fmin(rate_hi, (dg + (quantum - 1)) / dc);
+                rate_lo = fmax(rate_lo, (dg - (quantum - 1) - 2 * READ_SLACK_NS) / dc);
+                rate_hi = fmin(rate_hi, (dg + (quantum - 1) + 2 * READ_SLACK_NS) / dc);
             }
     }
     double ns_per_cycle;
@@ -418,7 +421,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     }
 
     /* Each block's offset: the middle of the interval every one of its
-     * readings allows (true time in [g, g + quantum - 1]), or, where the
+     * readings allows (true time in [g - slack, g + quantum - 1 + slack]), or, where the
      * readings disagree with the rate, the mean plus half a quantum. */
     at = 0;
     for (int64_t b = 0; b < blocks; b++) {
@@ -430,8 +433,8 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         double lo = -INFINITY, hi = INFINITY, mean = 0;
         for (int64_t i = 0; i < n; i++) {
             double base = s[i].ns - ns_per_cycle * s[i].cycles;
-            lo = fmax(lo, base);
-            hi = fmin(hi, base + quantum - 1);
+            lo = fmax(lo, base - READ_SLACK_NS);
+            hi = fmin(hi, base + quantum - 1 + READ_SLACK_NS);
             mean += base;
         }
         offset[b] = lo <= hi ? (lo + hi) / 2 : mean / (double)n + (quantum - 1) / 2;

@@ -38,5 +38,6 @@ void spk_open_stack(lua_State *L, int module);
 void spk_open_cluster(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
 void spk_open_clock(lua_State *L, int module);
+void spk_open_timeline(lua_State *L, int module);
 
 #endif

@@ -78,6 +78,7 @@ int luaopen_spk_core(lua_State *L)
     spk_open_cluster(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);
+    spk_open_timeline(L, module);
     char dir[PATH_MAX];
     if (find_lua_dir(dir, sizeof dir)) {
         lua_pushstring(L, dir);
