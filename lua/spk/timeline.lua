@@ -404,7 +404,8 @@ local function install(_, spk, core)
                           description = demo_description() }, Demo)
   end
 
-  function Demo:selection_defaults()
+  -- What a selection leaves out: the first 64 steps, the blocks of the first cluster.
+  local function selection_defaults(self)
     return { steps = { 1, math.min(self.steps, 64) }, blocks = { 0, self.cluster - 1 } }
   end
 
@@ -421,7 +422,7 @@ local function install(_, spk, core)
       if k ~= "timeline" then error(("forward: unknown option '%s' (timeline)"):format(tostring(k)), 2) end
     end
     if opts.timeline == nil then return self:forward(x) end
-    local sel, given = M.selection(opts.timeline, self:selection_defaults(), 2)
+    local sel, given = M.selection(opts.timeline, selection_defaults(self), 2)
     local ok, y, stamps, columns, clock = pcall(c.forward, c, x, sel)
     if not ok then error(y, 2) end
     return y, { timeline = M.make(stamps, columns, clock, self.description, given) }
@@ -434,7 +435,7 @@ local function install(_, spk, core)
     opts = opts or {}
     local x = opts.x or spk.randn({ self.batch, self.steps, self.hidden }, { seed = 1 })
     local build = opts.build or (opts.timeline and "timeline" or "plain")
-    local sel = opts.timeline and M.selection(opts.timeline, self:selection_defaults(), 2) or nil
+    local sel = opts.timeline and M.selection(opts.timeline, selection_defaults(self), 2) or nil
     local ok, ms = pcall(c.time, c, x, build, opts.rounds or 7, opts.warmup or 2, sel)
     if not ok then error(ms, 2) end
     local sorted = {}

@@ -635,6 +635,18 @@ describe("experiments/step_timeline.lua", function()
     assert.matches("unknown option", out)
   end)
 
+  it("takes --batch as well as --batches (every experiment)", function()
+    local experiment = require "spk.experiment"
+    local spec = { name = "x", batches = { 1, 8 }, options = { { "steps", 64 } } }
+    assert.are.same({ 1, 8, 64 }, experiment.parse(spec, { "--batch", "1,8,64" }).batches)
+    assert.are.same({ 4 }, experiment.parse(spec, { "--batch=4" }).batches)
+    assert.are.same({ 2 }, experiment.parse(spec, { "--batches", "2" }).batches)
+    -- a script with its own --batch option keeps it
+    local own = experiment.parse({ name = "y", batches = { 1 }, options = { { "batch", 3 } } }, { "--batch", "5" })
+    assert.are.same({ 1 }, own.batches)
+    assert.are.equal(5, own.opts.batch)
+  end)
+
   nogpu_it("without a GPU says so, exits 3 and writes nothing", function()
     local dir = spec_tmpdir()
     local code, out = run("--quick --out " .. shell_quote(dir .. "/out"))
@@ -752,9 +764,9 @@ describe("the timeline demo on the GPU", function()
     local ok, err = pcall(demo.forward, demo, x, { timeline = { blocks = { 0, 6 } } })
     assert.is_false(ok)
     assert.matches("block 6 is past the last block of a direction, 5", err)
-    ok, err = pcall(demo.forward, demo, x, { timeline = { warp = 4 } })
+    ok, err = pcall(demo.forward, demo, x, { timeline = { warp = 8 } }) -- 256 threads a block
     assert.is_false(ok)
-    assert.matches("warp 4 is past the last warp of a block, 3", err)
+    assert.matches("warp 8 is past the last warp of a block, 7", err)
   end)
 
   gpu_it("measures what the timeline build costs", function()
