@@ -3,7 +3,7 @@
 // block, into a device buffer the host decodes (src/cuda/timeline.h; the
 // whole contract, with the decode and the critical path: docs/timeline.md).
 //
-// A kernel uses three macros:
+// A kernel uses four macros:
 //   SPK_TIMELINE_PARAMS       right after its last parameter (no comma before
 //                             it): the timeline build's seven parameters
 //   SPK_TIMELINE_SETUP(stages, direction, block, thread);
@@ -13,10 +13,13 @@
 //                             thread's direction, its block's index within that
 //                             direction (linear, the kernel's numbering) and its
 //                             index within the threads of that direction
+//   SPK_TIMELINE_START(step); where step `step` (0-based, in the order the
+//                             direction runs) starts: mark 0, %globaltimer and
+//                             %clock64
 //   SPK_TIMELINE_STAMP(step, mark);
-//                             at a boundary of step `step` (0-based, in the
-//                             order the direction runs): mark 0 where the step
-//                             starts, mark k where its stage k (1-based) ends
+//                             where its stage `mark` (1-based) ends: %clock64
+//                             only (one globaltimer reading a step is what the
+//                             alignment needs, and clock64 is the cheap read)
 //
 // SPK_TIMELINE 0 or undefined (every normal build): the macros expand to
 // nothing, their arguments are never evaluated and the kernel has no extra
@@ -42,13 +45,14 @@
 //                                                 selected block's stamping thread, 0 until one ran
 //   words 10 .. 15: zero
 //   record (block slot b, step slot k), mark m: words
-//     HEADER + ((b * steps + k) * marks + m) * 2 + {0: %globaltimer, 1: %clock64}
+//     HEADER + ((b * steps + k) * marks + m) * 2 + {0: %globaltimer (mark 0; 0 at the
+//     other marks), 1: %clock64}
 // A mark never stamped stays zero. The records are bounded by the selection
 // the host sized the buffer with; a mark index past the kernel's stages is
 // dropped, so nothing is written outside the buffer.
 //
 // What a stamp costs and why it cannot change the results. A stamp is one
-// inline-PTX block: a predicate, a branch over the two timer reads and one
+// inline-PTX block: a predicate, a branch over the timer reads and one
 // 16-byte st.global.v2.u64, all inside the asm, so the compiler sees no new
 // control flow and no new arithmetic around the kernel's own (floating-point
 // contraction and every sum stay as they are); no thread waits for another,
@@ -98,24 +102,38 @@ __device__ __forceinline__ unsigned long long *spk_timeline_setup(unsigned long 
     return stamps + SPK_TIMELINE_HEADER_WORDS + (size_t)slot * (size_t)steps * MARKS * 2;
 }
 
-// Mark `mark` of step slot k = step - first_step, if this thread stamps and the step is recorded.
-template <int MARKS>
+// Mark `mark` of step slot k = step - first_step, if this thread stamps and the step is
+// recorded: (globaltimer, clock64) with WITH_GLOBALTIMER, (0, clock64) without.
+template <int MARKS, bool WITH_GLOBALTIMER>
 __device__ __forceinline__ void spk_timeline_stamp(unsigned long long *records, int k, int steps, int mark)
 {
     const unsigned on = records != nullptr && (unsigned)k < (unsigned)steps && (unsigned)mark < (unsigned)MARKS;
-    unsigned long long *at = records + ((size_t)(unsigned)k * MARKS + (unsigned)mark) * 2;
-    asm volatile("{\n\t"
-                 ".reg .pred skip;\n\t"
-                 ".reg .u64 now, cycles;\n\t"
-                 "setp.eq.u32 skip, %1, 0;\n\t"
-                 "@skip bra SPK_TIMELINE_DONE;\n\t"
-                 "mov.u64 now, %%globaltimer;\n\t"
-                 "mov.u64 cycles, %%clock64;\n\t"
-                 "st.global.v2.u64 [%0], {now, cycles};\n\t"
-                 "SPK_TIMELINE_DONE:\n\t"
-                 "}" ::"l"(at),
-                 "r"(on)
-                 : "memory");
+    const size_t at = __cvta_generic_to_global(records + ((size_t)(unsigned)k * MARKS + (unsigned)mark) * 2);
+    if (WITH_GLOBALTIMER)
+        asm volatile("{\n\t"
+                     ".reg .pred skip;\n\t"
+                     ".reg .u64 now, cycles;\n\t"
+                     "setp.eq.u32 skip, %1, 0;\n\t"
+                     "@skip bra SPK_TIMELINE_DONE;\n\t"
+                     "mov.u64 now, %%globaltimer;\n\t"
+                     "mov.u64 cycles, %%clock64;\n\t"
+                     "st.global.v2.u64 [%0], {now, cycles};\n\t"
+                     "SPK_TIMELINE_DONE:\n\t"
+                     "}" ::"l"(at),
+                     "r"(on)
+                     : "memory");
+    else
+        asm volatile("{\n\t"
+                     ".reg .pred skip;\n\t"
+                     ".reg .u64 cycles;\n\t"
+                     "setp.eq.u32 skip, %1, 0;\n\t"
+                     "@skip bra SPK_TIMELINE_DONE;\n\t"
+                     "mov.u64 cycles, %%clock64;\n\t"
+                     "st.global.v2.u64 [%0], {0, cycles};\n\t"
+                     "SPK_TIMELINE_DONE:\n\t"
+                     "}" ::"l"(at),
+                     "r"(on)
+                     : "memory");
 }
 
 #define SPK_TIMELINE_SETUP(stages, direction, block, thread)                                                           \
@@ -124,14 +142,19 @@ __device__ __forceinline__ void spk_timeline_stamp(unsigned long long *records, 
         spk_timeline_stamps, spk_timeline_direction, spk_timeline_steps, spk_timeline_first_block,                     \
         spk_timeline_blocks, spk_timeline_warp, (direction), (block), (thread))
 
+#define SPK_TIMELINE_START(step)                                                                                       \
+    spk_timeline_stamp<spk_timeline_marks, true>(spk_timeline_records, (step) - spk_timeline_first_step,               \
+                                                 spk_timeline_steps, 0)
+
 #define SPK_TIMELINE_STAMP(step, mark)                                                                                 \
-    spk_timeline_stamp<spk_timeline_marks>(spk_timeline_records, (step) - spk_timeline_first_step, spk_timeline_steps, \
-                                           (mark))
+    spk_timeline_stamp<spk_timeline_marks, false>(spk_timeline_records, (step) - spk_timeline_first_step,              \
+                                                  spk_timeline_steps, (mark))
 
 #else
 
 #define SPK_TIMELINE_PARAMS
 #define SPK_TIMELINE_SETUP(stages, direction, block, thread) ((void)0)
+#define SPK_TIMELINE_START(step) ((void)0)
 #define SPK_TIMELINE_STAMP(step, mark) ((void)0)
 
 #endif

@@ -125,7 +125,7 @@ spk_timeline_demo(const float *__restrict__ x, // [batch, steps, HIDDEN]
         const int t = direction ? steps - 1 - step : step;
         const int parity = step & 1;
         const bool last = step + 1 == steps;
-        SPK_TIMELINE_STAMP(step, 0);
+        SPK_TIMELINE_START(step);
 
         demo_cluster_wait();
         SPK_TIMELINE_STAMP(step, SPK_TIMELINE_DEMO_WAIT + 1);

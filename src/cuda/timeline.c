@@ -220,7 +220,8 @@ int spk_timeline_column(const spk_timeline_stages *stages, int column, char *nam
          "the globaltimer when the step started, from the earliest globaltimer stamp"},
         {"when the stage ended: clock64 on the common time base (ns from the earliest globaltimer stamp)",
          "clock64 when the stage ended, from the block's first stamp",
-         "the globaltimer when the stage ended, from the earliest globaltimer stamp"}};
+         "the globaltimer when the stage ended, from the earliest globaltimer stamp (NaN where the kernel "
+         "reads it at a step's start only)"}};
     snprintf(name, size, "%s%s", mark_name, suffix[kind]);
     *unit = units[kind];
     *about = abouts[mark == 0 ? 0 : 1][kind];
@@ -306,16 +307,18 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     const uint64_t *rec = w + SPK_TIMELINE_HEADER_WORDS;
 #define STAMP(b, k, m, field) rec[(((size_t)(b) * (size_t)steps + (size_t)(k)) * (size_t)marks + (size_t)(m)) * 2 + (field)]
 #define STAMPED(b, k, m) (STAMP(b, k, m, 0) != 0 || STAMP(b, k, m, 1) != 0)
+#define HAS_TIME(b, k, m) (STAMP(b, k, m, 0) != 0)
     /* The origin, the records, every block's first clock. */
     uint64_t origin = UINT64_MAX;
     int64_t records = 0, stamps = 0;
     uint64_t *first_clock = malloc((size_t)blocks * sizeof *first_clock);
-    int64_t *block_stamps = calloc((size_t)blocks, sizeof *block_stamps);
+    int64_t *block_readings = calloc((size_t)blocks, sizeof *block_readings); /* globaltimer readings a block */
     spk_tensor *out = NULL;
     sample *samples = NULL;
     double *offset = NULL;
-    if (!first_clock || !block_stamps)
+    if (!first_clock || !block_readings)
         goto oom;
+    int64_t readings = 0; /* marks with a globaltimer reading (each step's start) */
     for (int64_t b = 0; b < blocks; b++) {
         first_clock[b] = UINT64_MAX;
         for (int64_t k = 0; k < steps; k++) {
@@ -324,15 +327,18 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                 if (STAMPED(b, k, m)) {
                     any = true;
                     stamps++;
-                    block_stamps[b]++;
-                    if (STAMP(b, k, m, 0) < origin)
-                        origin = STAMP(b, k, m, 0);
                     if (STAMP(b, k, m, 1) < first_clock[b])
                         first_clock[b] = STAMP(b, k, m, 1);
+                    if (HAS_TIME(b, k, m)) {
+                        block_readings[b]++;
+                        readings++;
+                        if (STAMP(b, k, m, 0) < origin)
+                            origin = STAMP(b, k, m, 0);
+                    }
                 }
             records += any;
         }
-        if (block_stamps[b])
+        if (first_clock[b] != UINT64_MAX)
             clock->blocks++;
     }
     if (records == 0) {
@@ -340,9 +346,16 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                  (long long)first_step + 1, (long long)(first_step + steps));
         goto fail;
     }
+    for (int64_t b = 0; b < blocks; b++)
+        if (first_clock[b] != UINT64_MAX && block_readings[b] == 0) {
+            spk_fail("timeline: block %lld stamped clock64 but never the globaltimer, so its clock cannot be "
+                     "placed (does the kernel call SPK_TIMELINE_START where a step starts?)",
+                     (long long)(first_block + b));
+            goto fail;
+        }
 
     /* Samples of each block in clock order; the globaltimer quantum. */
-    samples = malloc((size_t)stamps * sizeof *samples);
+    samples = malloc((size_t)readings * sizeof *samples);
     offset = calloc((size_t)blocks, sizeof *offset);
     if (!samples || !offset)
         goto oom;
@@ -353,7 +366,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     for (int64_t b = 0; b < blocks; b++)
         for (int64_t k = 0; k < steps && step != 1; k++)
             for (int64_t m = 0; m < marks; m++)
-                if (STAMPED(b, k, m))
+                if (HAS_TIME(b, k, m))
                     step = gcd(step, STAMP(b, k, m, 0) - origin);
     double quantum = step ? (double)step : 1;
     double sxy = 0, sxx = 0;
@@ -363,7 +376,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         int64_t n = 0;
         for (int64_t k = 0; k < steps; k++)
             for (int64_t m = 0; m < marks; m++)
-                if (STAMPED(b, k, m)) {
+                if (HAS_TIME(b, k, m)) {
                     s[n].cycles = (double)(STAMP(b, k, m, 1) - first_clock[b]);
                     s[n].ns = (double)(STAMP(b, k, m, 0) - origin);
                     n++;
@@ -393,7 +406,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     at = 0;
     for (int64_t b = 0; b < blocks; b++) {
         const sample *s = samples + at;
-        int64_t n = block_stamps[b];
+        int64_t n = block_readings[b];
         at += n;
         int64_t head = n < RATE_PAIR_SAMPLES ? n : RATE_PAIR_SAMPLES;
         for (int64_t i = 0; i < head; i++)
@@ -415,8 +428,8 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         ns_per_cycle = sxy / sxx;
         clock->fitted = true;
     } else {
-        spk_fail("timeline: the globaltimer did not advance within a block over the %lld stamps, so clock64 cannot "
-                 "be related to it: record more steps, or give the clock rate", (long long)stamps);
+        spk_fail("timeline: the globaltimer did not advance within a block over the %lld readings, so clock64 "
+                 "cannot be related to it: record more steps, or give the clock rate", (long long)readings);
         goto fail;
     }
 
@@ -426,7 +439,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     at = 0;
     for (int64_t b = 0; b < blocks; b++) {
         const sample *s = samples + at;
-        int64_t n = block_stamps[b];
+        int64_t n = block_readings[b];
         at += n;
         if (n == 0)
             continue;
@@ -462,8 +475,12 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                     continue;
                 }
                 *cycles = (double)(STAMP(b, k, m, 1) - first_clock[b]);
-                *global = (double)(STAMP(b, k, m, 0) - origin);
                 *aligned = ns_per_cycle * *cycles + offset[b];
+                if (!HAS_TIME(b, k, m)) {
+                    *global = NAN;
+                    continue;
+                }
+                *global = (double)(STAMP(b, k, m, 0) - origin);
                 double outside = fmax(*global - *aligned, *aligned - (*global + quantum - 1));
                 residual = fmax(residual, outside);
             }
@@ -475,10 +492,11 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     clock->origin = origin;
     clock->records = records;
     clock->stamps = stamps;
+#undef HAS_TIME
 #undef STAMPED
 #undef STAMP
     free(first_clock);
-    free(block_stamps);
+    free(block_readings);
     free(samples);
     free(offset);
     return out;
@@ -486,7 +504,7 @@ oom:
     spk_fail("timeline: out of memory decoding %lld blocks x %lld steps", (long long)blocks, (long long)steps);
 fail:
     free(first_clock);
-    free(block_stamps);
+    free(block_readings);
     free(samples);
     free(offset);
     spk_tensor_free(out);

@@ -161,7 +161,8 @@ end)
 -- ---------------------------------------------------------------- decode
 
 -- A raw buffer as a timeline build leaves it: header, then for each block and
--- step the marks' (globaltimer, clock64); globaltimer rounded down to `quantum`.
+-- step the marks' (globaltimer, clock64), the globaltimer (rounded down to
+-- `quantum`) at the step's start only, as SPK_TIMELINE_START reads it.
 local function raw_buffer(truth, o)
   local marks, blocks, steps = o.marks, o.blocks, o.steps
   local words = 16 + blocks * steps * marks * 2
@@ -177,7 +178,8 @@ local function raw_buffer(truth, o)
         if t then
           local at = 16 + ((b * steps + k) * marks + m) * 2
           local g = base + math.floor(t)
-          raw:set(at + 1, g - g % o.quantum)
+          raw:set(at + 1, m == 0 and g - g % o.quantum or 0) -- the globaltimer at a step's start only
+
           raw:set(at + 2, 5000000000 * (b + 1) + math.floor(t * o.ghz + 0.5))
         end
       end
@@ -229,10 +231,13 @@ describe("spk.timeline.decode", function()
       end
     end
     assert.is_true(worst < 3, "aligned within " .. worst .. " ns")
-    -- block 8's first record, its first mark: 0 cycles
+    -- block 8's first record, its first mark: 0 cycles; globaltimer columns only at the start
     assert.are.equal(8, tl.stamps:get(1, 1))
     assert.are.equal(101, tl.stamps:get(1, 2))
     assert.are.equal(0, tl.stamps:get(1, 7))
+    assert.is_true(tl.stamps:get(1, 11) == tl.stamps:get(1, 11))
+    local dot_globaltimer = tl.stamps:get(1, 13)
+    assert.is_true(dot_globaltimer ~= dot_globaltimer)
   end)
 
   it("says what does not match", function()
