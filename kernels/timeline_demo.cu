@@ -23,8 +23,9 @@
 //           lane ends with the same sum (IEEE addition is commutative)
 //  cell     h = tanhf(sum + x[b][t][unit])
 //  publish  lane 0 stores h to y; lanes g < CLUSTER store it into block g's
-//           h[(s + 1) & 1] (st.shared::cluster), then barrier.cluster.arrive.release
-// and, after the publish stamp, the next step's x is loaded (one step ahead).
+//           h[(s + 1) & 1] (st.shared::cluster)
+// then, after the publish stamp, barrier.cluster.arrive.release and the next
+// step's x load (one step ahead): the gap between steps.
 // Double buffering with one cluster barrier a step, as in kernels/lstm_cluster.cu
 // (its comment has the argument): block X writes h[(s + 1) & 1] of every
 // block before arriving at the end of step s, and reads h[s & 1] at step s
@@ -174,8 +175,9 @@ spk_timeline_demo(const float *__restrict__ x, // [batch, steps, HIDDEN]
                     demo_store_rank(&h_buffers[parity ^ 1][b][unit], (unsigned)q, hv[b]);
             }
         }
-        demo_cluster_arrive();
+        // published before the arrive, so a waiter never wakes before the last publish stamp
         SPK_TIMELINE_STAMP(step, SPK_TIMELINE_DEMO_PUBLISH + 1);
+        demo_cluster_arrive();
 
         if (!last) {
             const int t_next = direction ? t - 1 : t + 1;

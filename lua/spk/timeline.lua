@@ -371,11 +371,11 @@ local function install(_, spk, core)
   end
   M.demo_description = demo_description
 
+  -- The methods, and apart from them the metamethods (so a method list holds only methods).
   local Demo = {}
-  Demo.__index = Demo
-  Demo.__name = "spk.timeline.demo"
-  Demo.__close = function(self) self:close() end
-  Demo.__tostring = function(self) return self.core and tostring(self.core) or "timeline demo (closed)" end
+  local demo_mt = { __index = Demo, __name = "spk.timeline.demo",
+                    __close = function(self) self:close() end,
+                    __tostring = function(self) return self.core and tostring(self.core) or "timeline demo (closed)" end }
 
   local function open(self, level)
     if not self.core then error("timeline demo: the plan is closed", level + 1) end
@@ -401,7 +401,7 @@ local function install(_, spk, core)
     return setmetatable({ core = c, batch = opts.batch, steps = steps, cluster = cluster, hidden = info.hidden,
                           input = info.hidden, weights = weights, blocks = info.blocks, warps = info.warps,
                           threads = info.threads, tiles = info.tiles, tile_rows = info.tile_rows,
-                          description = demo_description() }, Demo)
+                          description = demo_description() }, demo_mt)
   end
 
   -- What a selection leaves out: the first 64 steps, the blocks of the first cluster.

@@ -69,16 +69,14 @@ static void read_stage_names(lua_State *L, int idx, spk_timeline_stages *stages)
     lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
     if (n < 1 || n > SPK_TIMELINE_MAX_STAGES)
         luaL_error(L, "timeline: a step has 1 to %d stages, got %I names", SPK_TIMELINE_MAX_STAGES, n);
+    /* the array lives on the stack until the call returns; the strings stay referenced by the list */
     const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)n, 0);
-    int holder = lua_gettop(L);
-    /* the strings stay referenced by the list itself, which is on the stack */
     for (lua_Integer i = 0; i < n; i++) {
         if (lua_rawgeti(L, idx, i + 1) != LUA_TSTRING)
             luaL_error(L, "timeline: stage %I must be named by a string, got %s", i + 1, spk_lua_describe(L, -1));
         names[i] = lua_tostring(L, -1);
         lua_pop(L, 1);
     }
-    (void)holder;
     stages->count = (int)n;
     stages->names = names;
     stages->waits_for = NULL;
@@ -127,9 +125,10 @@ static void push_clock(lua_State *L, const spk_timeline_clock *c)
 
 static int l_decode(lua_State *L)
 {
+    double rate = luaL_optnumber(L, 3, 0); /* before read_stage_names pushes its array */
+    lua_settop(L, 3);
     spk_timeline_stages stages;
     read_stage_names(L, 2, &stages);
-    double rate = luaL_optnumber(L, 3, 0);
     const spk_tensor *raw = spk_lua_checktensor(L, 1);
     spk_timeline_clock clock;
     spk_tensor *stamps = spk_timeline_decode(raw, &stages, rate, &clock);
@@ -143,6 +142,7 @@ static int l_decode(lua_State *L)
 
 static int l_columns(lua_State *L)
 {
+    lua_settop(L, 1);
     spk_timeline_stages stages;
     read_stage_names(L, 1, &stages);
     if (spk_timeline_stages_check(&stages) != 0)
