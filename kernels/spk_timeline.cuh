@@ -44,9 +44,10 @@
 //   word 8   layer (the host's)          word 9   marks the kernel stamps: written by every
 //                                                 selected block's stamping thread, 0 until one ran
 //   words 10 .. 15: zero
+//   anchor of block slot b: words HEADER + 2 * b + {0: %globaltimer, 1: %clock64}, at SETUP
 //   record (block slot b, step slot k), mark m: words
-//     HEADER + ((b * steps + k) * marks + m) * 2 + {0: %globaltimer (mark 0; 0 at the
-//     other marks), 1: %clock64}
+//     HEADER + 2 * blocks + ((b * steps + k) * marks + m) * 2 + {0: %globaltimer (mark 0;
+//     0 at the other marks), 1: %clock64}
 // A mark never stamped stays zero. The records are bounded by the selection
 // the host sized the buffer with; a mark index past the kernel's stages is
 // dropped, so nothing is written outside the buffer.
@@ -89,6 +90,9 @@
         int spk_timeline_steps, int spk_timeline_first_block, int spk_timeline_blocks, int spk_timeline_warp
 
 // This thread's records (its block's first), or nullptr where it does not stamp.
+// The stamping thread also writes its block's anchor (globaltimer, clock64 now,
+// before the steps: a second reading however few steps are recorded) and the
+// marks it stamps; branch-free outside the asm, as the stamps are.
 template <int MARKS>
 __device__ __forceinline__ unsigned long long *spk_timeline_setup(unsigned long long *stamps, int selected_direction,
                                                                   int steps, int first_block, int blocks, int warp,
@@ -96,10 +100,25 @@ __device__ __forceinline__ unsigned long long *spk_timeline_setup(unsigned long 
 {
     static_assert(MARKS >= 2 && MARKS <= SPK_TIMELINE_MAX_MARKS, "a timeline step has 1 to 31 stages");
     const unsigned slot = (unsigned)(block - first_block);
-    if (stamps == nullptr || direction != selected_direction || slot >= (unsigned)blocks || thread != 32 * warp)
-        return nullptr;
-    stamps[SPK_TIMELINE_KERNEL_MARKS_WORD] = MARKS;
-    return stamps + SPK_TIMELINE_HEADER_WORDS + (size_t)slot * (size_t)steps * MARKS * 2;
+    const unsigned on =
+        stamps != nullptr && direction == selected_direction && slot < (unsigned)blocks && thread == 32 * warp;
+    const size_t anchor = __cvta_generic_to_global(stamps + SPK_TIMELINE_HEADER_WORDS + 2 * (size_t)slot);
+    const size_t marks_word = __cvta_generic_to_global(stamps + SPK_TIMELINE_KERNEL_MARKS_WORD);
+    asm volatile("{\n\t"
+                 ".reg .pred skip;\n\t"
+                 ".reg .u64 now, cycles;\n\t"
+                 "setp.eq.u32 skip, %2, 0;\n\t"
+                 "@skip bra SPK_TIMELINE_SETUP_DONE;\n\t"
+                 "mov.u64 now, %%globaltimer;\n\t"
+                 "mov.u64 cycles, %%clock64;\n\t"
+                 "st.global.v2.u64 [%0], {now, cycles};\n\t"
+                 "st.global.u64 [%1], %3;\n\t"
+                 "SPK_TIMELINE_SETUP_DONE:\n\t"
+                 "}" ::"l"(anchor),
+                 "l"(marks_word), "r"(on), "l"((unsigned long long)MARKS)
+                 : "memory");
+    return on ? stamps + SPK_TIMELINE_HEADER_WORDS + 2 * (size_t)blocks + (size_t)slot * (size_t)steps * MARKS * 2
+              : nullptr;
 }
 
 // Mark `mark` of step slot k = step - first_step, if this thread stamps and the step is

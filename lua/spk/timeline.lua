@@ -81,7 +81,7 @@ function M.selection(t, defaults, level)
   end
   for k in pairs(t) do
     if not known_keys[k] then
-      error(("timeline: unknown option '%s' (layer, direction, steps, blocks, warp)"):format(tostring(k)), level)
+      error(("timeline: unknown option '%s' (known: layer, direction, steps, blocks, warp)"):format(tostring(k)), level)
     end
   end
   local layer = t.layer == nil and 1 or t.layer
@@ -388,7 +388,7 @@ local function install(_, spk, core)
     if type(opts) ~= "table" then error("timeline.demo expects a table {batch =, steps =, cluster =, seed =}", 2) end
     for k in pairs(opts) do
       if k ~= "batch" and k ~= "steps" and k ~= "cluster" and k ~= "seed" then
-        error(("timeline.demo: unknown option '%s' (batch, steps, cluster, seed)"):format(tostring(k)), 2)
+        error(("timeline.demo: unknown option '%s' (known: batch, steps, cluster, seed)"):format(tostring(k)), 2)
       end
     end
     local steps = opts.steps or 589
@@ -419,7 +419,7 @@ local function install(_, spk, core)
     end
     if type(opts) ~= "table" then error("forward: options must be a table {timeline = {...}}", 2) end
     for k in pairs(opts) do
-      if k ~= "timeline" then error(("forward: unknown option '%s' (timeline)"):format(tostring(k)), 2) end
+      if k ~= "timeline" then error(("forward: unknown option '%s' (known: timeline)"):format(tostring(k)), 2) end
     end
     if opts.timeline == nil then return self:forward(x) end
     local sel, given = M.selection(opts.timeline, selection_defaults(self), 2)
@@ -433,6 +433,12 @@ local function install(_, spk, core)
   function Demo:time(opts)
     local c = open(self, 2)
     opts = opts or {}
+    if type(opts) ~= "table" then error("time: options must be a table {rounds =, warmup =, x =, build =, timeline =}", 2) end
+    for k in pairs(opts) do
+      if k ~= "rounds" and k ~= "warmup" and k ~= "x" and k ~= "build" and k ~= "timeline" then
+        error(("time: unknown option '%s' (known: rounds, warmup, x, build, timeline)"):format(tostring(k)), 2)
+      end
+    end
     local x = opts.x or spk.randn({ self.batch, self.steps, self.hidden }, { seed = 1 })
     local build = opts.build or (opts.timeline and "timeline" or "plain")
     local sel = opts.timeline and M.selection(opts.timeline, selection_defaults(self), 2) or nil

@@ -89,7 +89,8 @@ int spk_timeline_selection_check(const spk_timeline_selection *sel, int64_t laye
 
 size_t spk_timeline_words(const spk_timeline_selection *sel, int stages)
 {
-    return SPK_TIMELINE_HEADER_WORDS + (size_t)sel->blocks * (size_t)sel->steps * (size_t)(stages + 1) * 2;
+    return SPK_TIMELINE_HEADER_WORDS + 2 * (size_t)sel->blocks +
+           (size_t)sel->blocks * (size_t)sel->steps * (size_t)(stages + 1) * 2;
 }
 
 /* ---- the device buffer ---------------------------------------------------- */
@@ -287,11 +288,11 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     if (marks != stages->count + 1)
         return spk_fail_null("timeline: the buffer holds %lld marks a step, the %d stages described need %d",
                              (long long)marks, stages->count, stages->count + 1);
-    int64_t expected = SPK_TIMELINE_HEADER_WORDS + blocks * steps * marks * 2;
+    int64_t expected = SPK_TIMELINE_HEADER_WORDS + 2 * blocks + blocks * steps * marks * 2;
     if (words != expected)
-        return spk_fail_null("timeline: the buffer has %lld words; its header (%lld blocks x %lld steps x %lld marks) "
-                             "needs %lld", (long long)words, (long long)blocks, (long long)steps, (long long)marks,
-                             (long long)expected);
+        return spk_fail_null("timeline: the buffer has %lld words; its header (%lld blocks x %lld steps x %lld marks, "
+                             "and an anchor a block) needs %lld", (long long)words, (long long)blocks,
+                             (long long)steps, (long long)marks, (long long)expected);
     spk_timeline_selection sel = {(int)layer, (int)direction, (int)first_step, (int)steps,
                                   (int)first_block, (int)blocks, (int)warp};
     clock->selection = sel;
@@ -304,10 +305,12 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         return spk_fail_null("timeline: the kernel stamps %llu marks a step, the %d stages described need %d",
                              (unsigned long long)w[KERNEL_MARKS_WORD], stages->count, stages->count + 1);
 
-    const uint64_t *rec = w + SPK_TIMELINE_HEADER_WORDS;
+    const uint64_t *anchor = w + SPK_TIMELINE_HEADER_WORDS; /* (globaltimer, clock64) of each block at its start */
+    const uint64_t *rec = anchor + 2 * blocks;
 #define STAMP(b, k, m, field) rec[(((size_t)(b) * (size_t)steps + (size_t)(k)) * (size_t)marks + (size_t)(m)) * 2 + (field)]
 #define STAMPED(b, k, m) (STAMP(b, k, m, 0) != 0 || STAMP(b, k, m, 1) != 0)
 #define HAS_TIME(b, k, m) (STAMP(b, k, m, 0) != 0)
+#define HAS_ANCHOR(b) (anchor[2 * (b)] != 0 && anchor[2 * (b) + 1] != 0)
     /* The origin, the records, every block's first clock. */
     uint64_t origin = UINT64_MAX;
     int64_t records = 0, stamps = 0;
@@ -338,9 +341,20 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                 }
             records += any;
         }
-        if (first_clock[b] != UINT64_MAX)
+        if (first_clock[b] != UINT64_MAX) {
             clock->blocks++;
+            if (HAS_ANCHOR(b)) {
+                block_readings[b]++;
+                readings++;
+            }
+        }
     }
+    /* Time 0 is the earliest reading of a record (an anchor's where no record has one). */
+    for (int64_t b = 0; b < blocks && origin == UINT64_MAX; b++)
+        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b))
+            for (int64_t a = 0; a < blocks; a++)
+                if (first_clock[a] != UINT64_MAX && HAS_ANCHOR(a) && anchor[2 * a] < origin)
+                    origin = anchor[2 * a];
     if (records == 0) {
         spk_fail("timeline: the kernel ran but stamped no step %lld..%lld (are the steps in the kernel's loop?)",
                  (long long)first_step + 1, (long long)(first_step + steps));
@@ -363,17 +377,26 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
      * distance from the origin (a timer that moves in steps of q ns reads
      * multiples of q apart, however sparse the stamps). */
     uint64_t step = 0;
-    for (int64_t b = 0; b < blocks; b++)
+    for (int64_t b = 0; b < blocks; b++) {
+        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b))
+            step = gcd(step, anchor[2 * b] > origin ? anchor[2 * b] - origin : origin - anchor[2 * b]);
         for (int64_t k = 0; k < steps && step != 1; k++)
             for (int64_t m = 0; m < marks; m++)
                 if (HAS_TIME(b, k, m))
                     step = gcd(step, STAMP(b, k, m, 0) - origin);
+    }
     double quantum = step ? (double)step : 1;
     double sxy = 0, sxx = 0;
     int64_t at = 0;
     for (int64_t b = 0; b < blocks; b++) {
         sample *s = samples + at;
         int64_t n = 0;
+        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b)) {
+            /* before the block's first record: cycles from there below 0 */
+            s[n].cycles = (double)(int64_t)(anchor[2 * b + 1] - first_clock[b]);
+            s[n].ns = (double)(int64_t)(anchor[2 * b] - origin);
+            n++;
+        }
         for (int64_t k = 0; k < steps; k++)
             for (int64_t m = 0; m < marks; m++)
                 if (HAS_TIME(b, k, m)) {
@@ -400,7 +423,8 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     /* The rate every reading allows: a pair i < j of a block bounds it by
      * (g_j - g_i -+ (quantum - 1 + 2 slack)) / (c_j - c_i); the first and last
      * RATE_PAIR_SAMPLES samples of each block span the most time, so their
-     * pairs bound it tightest. The middle of the bounds where they agree,
+     * pairs bound it tightest. The middle of the bounds where the timer's step
+     * is what limits the readings (coarser than the slack) and the bounds agree,
      * else the least-squares slope (one rate for all blocks, an offset each). */
     double rate_lo = 0, rate_hi = INFINITY;
     at = 0;
@@ -421,7 +445,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     double ns_per_cycle;
     if (cycles_per_ns > 0) {
         ns_per_cycle = 1 / cycles_per_ns;
-    } else if (rate_lo > 0 && rate_lo <= rate_hi && isfinite(rate_hi) && sxx > 0) {
+    } else if (quantum > 2 * READ_SLACK_NS && rate_lo > 0 && rate_lo <= rate_hi && isfinite(rate_hi) && sxx > 0) {
         ns_per_cycle = (rate_lo + rate_hi) / 2;
         clock->fitted = true;
     } else if (sxx > 0 && sxy > 0) {
@@ -492,6 +516,7 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
     clock->origin = origin;
     clock->records = records;
     clock->stamps = stamps;
+#undef HAS_ANCHOR
 #undef HAS_TIME
 #undef STAMPED
 #undef STAMP

@@ -85,7 +85,7 @@ TEST(selections_are_checked_against_the_kernel)
     CHECK(spk_timeline_selection_check(&sel, 4, 589, 8, 4) == 0);
     /* the buffer's size */
     spk_timeline_selection s2 = {0, 0, 0, 5, 0, 3, 0};
-    CHECK(spk_timeline_words(&s2, 3) == SPK_TIMELINE_HEADER_WORDS + 3 * 5 * 4 * 2);
+    CHECK(spk_timeline_words(&s2, 3) == SPK_TIMELINE_HEADER_WORDS + 2 * 3 + 3 * 5 * 4 * 2);
 }
 
 TEST(launch_arguments_follow_the_parameters)
@@ -135,6 +135,7 @@ typedef struct synthetic {
  * the globaltimer is the true time rounded down to `quantum` ns. Marks where
  * skip(b, k, m) is true stay unstamped. */
 static bool every_mark_reads_the_globaltimer;
+static bool no_anchors; /* a buffer whose SETUP wrote no anchor */
 
 static synthetic make_synthetic(int blocks, int steps, int stages, double ghz, uint64_t quantum,
                                 bool (*skip)(int b, int k, int m))
@@ -142,7 +143,7 @@ static synthetic make_synthetic(int blocks, int steps, int stages, double ghz, u
     synthetic s = {0};
     s.blocks = blocks, s.steps = steps, s.marks = stages + 1;
     s.base = 1764580000000000000ull; /* an epoch-like globaltimer */
-    int64_t words = SPK_TIMELINE_HEADER_WORDS + (int64_t)blocks * steps * s.marks * 2;
+    int64_t words = SPK_TIMELINE_HEADER_WORDS + 2 * blocks + (int64_t)blocks * steps * s.marks * 2;
     s.raw = spk_tensor_new(SPK_U64, 1, &words);
     uint64_t *w = spk_tensor_data(s.raw);
     memset(w, 0, (size_t)words * sizeof *w);
@@ -152,13 +153,19 @@ static synthetic make_synthetic(int blocks, int steps, int stages, double ghz, u
     for (int b = 0; b < blocks; b++) {
         double t = 5000 + 37.0 * b + 400 * uniform(); /* each block starts a little apart */
         uint64_t clock0 = 1000000000000ull * (uint64_t)(b + 1) + (uint64_t)(uniform() * 1e9);
+        if (!no_anchors) { /* the anchor, written at SETUP a while before the first recorded step */
+            double t0 = t - 3000 - 2000 * uniform();
+            uint64_t *anchor = w + SPK_TIMELINE_HEADER_WORDS + 2 * b;
+            anchor[0] = (s.base + (uint64_t)floor(t0)) / quantum * quantum;
+            anchor[1] = clock0 + (uint64_t)llround(t0 * ghz);
+        }
         for (int k = 0; k < steps; k++)
             for (int m = 0; m < s.marks; m++) {
                 t += 20 + 300 * uniform();
                 s.truth[((size_t)b * steps + k) * s.marks + m] = t;
                 if (skip && skip(b, k, m))
                     continue;
-                uint64_t *at = w + SPK_TIMELINE_HEADER_WORDS + (((size_t)b * steps + k) * s.marks + m) * 2;
+                uint64_t *at = w + SPK_TIMELINE_HEADER_WORDS + 2 * blocks + (((size_t)b * steps + k) * s.marks + m) * 2;
                 uint64_t now = s.base + (uint64_t)floor(t);
                 /* the kernel reads the globaltimer where a step starts (SPK_TIMELINE_START) */
                 at[0] = m == 0 || every_mark_reads_the_globaltimer ? now / quantum * quantum : 0;
@@ -202,6 +209,7 @@ TEST(decode_recovers_the_true_times)
     static const uint64_t quanta[] = {1, 32, 1000, 1, 32, 1000};
     for (size_t i = 0; i < sizeof quanta / sizeof *quanta; i++) {
         every_mark_reads_the_globaltimer = i >= 3;
+        no_anchors = i == 2; /* one case as an older buffer would be: the steps' readings alone */
         synthetic s = make_synthetic(8, 64, 3, 1.98, quanta[i], NULL);
         spk_timeline_clock clock;
         spk_tensor *t = spk_timeline_decode(s.raw, &three, 0, &clock);
@@ -237,6 +245,7 @@ TEST(decode_recovers_the_true_times)
         spk_tensor_free(t);
         free_synthetic(&s);
     }
+    every_mark_reads_the_globaltimer = no_anchors = false;
 }
 
 TEST(decode_with_a_given_rate)
@@ -247,6 +256,35 @@ TEST(decode_with_a_given_rate)
     CHECK(t != NULL && !clock.fitted && clock.cycles_per_ns == 1.755);
     if (t)
         CHECK(alignment_error(&s, t, &clock) <= 1.0);
+    spk_tensor_free(t);
+    free_synthetic(&s);
+}
+
+TEST(decode_one_step_through_the_anchors)
+{
+    /* one recorded step: one reading a block besides its anchor */
+    every_mark_reads_the_globaltimer = false;
+    synthetic s = make_synthetic(4, 1, 3, 1.98, 32, NULL);
+    spk_timeline_clock clock;
+    spk_tensor *t = spk_timeline_decode(s.raw, &three, 0, &clock);
+    CHECK(t != NULL && clock.fitted);
+    if (t) {
+        CHECK(t->shape[0] == 4);
+        CHECK_NEAR(clock.cycles_per_ns, 1.98, 1.98 * 0.02);
+        fprintf(stderr, "  one step: rate %.5f cycles/ns, aligned within %.2f ns\n", clock.cycles_per_ns,
+                alignment_error(&s, t, &clock));
+        CHECK(alignment_error(&s, t, &clock) <= 32);
+    }
+    spk_tensor_free(t);
+    free_synthetic(&s);
+    /* without anchors one reading a block fixes no rate */
+    no_anchors = true;
+    s = make_synthetic(4, 1, 3, 1.98, 32, NULL);
+    no_anchors = false;
+    CHECK(spk_timeline_decode(s.raw, &three, 0, &clock) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "the globaltimer did not advance");
+    t = spk_timeline_decode(s.raw, &three, 1.98, &clock);
+    CHECK(t != NULL && !clock.fitted);
     spk_tensor_free(t);
     free_synthetic(&s);
 }
@@ -309,7 +347,8 @@ TEST(decode_refuses_what_does_not_match)
     CHECK(t != NULL); /* with a given rate it decodes */
     spk_tensor_free(t);
     /* a block without any globaltimer reading cannot be placed */
-    for (int64_t i = SPK_TIMELINE_HEADER_WORDS; i < SPK_TIMELINE_HEADER_WORDS + 4 * 4 * 2; i += 2)
+    w[SPK_TIMELINE_HEADER_WORDS] = 0; /* block 0's anchor */
+    for (int64_t i = SPK_TIMELINE_HEADER_WORDS + 2 * 2; i < SPK_TIMELINE_HEADER_WORDS + 2 * 2 + 4 * 4 * 2; i += 2)
         w[i] = 0;
     CHECK(spk_timeline_decode(s.raw, &three, 2.0, &clock) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "block 0 stamped clock64 but never the globaltimer");
@@ -636,6 +675,7 @@ int main(void)
     RUN(launch_arguments_follow_the_parameters);
     RUN(decode_recovers_the_true_times);
     RUN(decode_with_a_given_rate);
+    RUN(decode_one_step_through_the_anchors);
     RUN(decode_leaves_unstamped_marks_and_records_out);
     RUN(decode_refuses_what_does_not_match);
     RUN(columns_are_named);

@@ -160,23 +160,29 @@ end)
 
 -- ---------------------------------------------------------------- decode
 
--- A raw buffer as a timeline build leaves it: header, then for each block and
--- step the marks' (globaltimer, clock64), the globaltimer (rounded down to
--- `quantum`) at the step's start only, as SPK_TIMELINE_START reads it.
+-- A raw buffer as a timeline build leaves it: header, each block's anchor
+-- (globaltimer, clock64 at SETUP), then for each block and step the marks'
+-- (globaltimer, clock64), the globaltimer (rounded down to `quantum`) at the
+-- step's start only, as SPK_TIMELINE_START reads it.
 local function raw_buffer(truth, o)
   local marks, blocks, steps = o.marks, o.blocks, o.steps
-  local words = 16 + blocks * steps * marks * 2
+  local words = 16 + 2 * blocks + blocks * steps * marks * 2
   local raw = spk.zeros({ words }, "u64")
   local header = { 0x31454d49544b5053, marks, o.direction or 0, o.first_step or 0, steps, o.first_block or 0,
                    blocks, o.warp or 0, o.layer or 0, marks }
   for i, v in ipairs(header) do raw:set(i, v) end
   local base = 1764580000000000000
   for b = 0, blocks - 1 do
+    -- the anchor SETUP writes, 2 us before the block's first recorded step
+    local t0 = truth[b][1][1] - 2000
+    local g0 = base + math.floor(t0)
+    raw:set(16 + 2 * b + 1, g0 - g0 % o.quantum)
+    raw:set(16 + 2 * b + 2, 5000000000 * (b + 1) + math.floor(t0 * o.ghz + 0.5))
     for k = 0, steps - 1 do
       for m = 0, marks - 1 do
         local t = truth[b][k + 1][m + 1]
         if t then
-          local at = 16 + ((b * steps + k) * marks + m) * 2
+          local at = 16 + 2 * blocks + ((b * steps + k) * marks + m) * 2
           local g = base + math.floor(t)
           raw:set(at + 1, m == 0 and g - g % o.quantum or 0) -- the globaltimer at a step's start only
 
@@ -241,7 +247,7 @@ describe("spk.timeline.decode", function()
   end)
 
   it("says what does not match", function()
-    local raw = spk.zeros({ 16 + 2 * 4 * 2 }, "u64")
+    local raw = spk.zeros({ 16 + 2 + 2 * 4 * 2 }, "u64")
     local ok, err = pcall(timeline.decode, raw, { stages = { "a" } })
     assert.is_false(ok)
     assert.matches("does not start with a timeline header", err)
