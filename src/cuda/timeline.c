@@ -285,6 +285,9 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         header_field(w, H_BLOCKS, SPK_TIMELINE_MAX_BLOCKS, "blocks", &blocks) ||
         header_field(w, H_WARP, 31, "warp", &warp) || header_field(w, H_LAYER, INT32_MAX, "layer", &layer))
         return NULL;
+    if (steps < 1 || blocks < 1)
+        return spk_fail_null("timeline: the buffer's header selects %lld steps of %lld blocks; a recording has at "
+                             "least one of each", (long long)steps, (long long)blocks);
     if (marks != stages->count + 1)
         return spk_fail_null("timeline: the buffer holds %lld marks a step, the %d stages described need %d",
                              (long long)marks, stages->count, stages->count + 1);

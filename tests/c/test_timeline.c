@@ -331,6 +331,9 @@ TEST(decode_refuses_what_does_not_match)
     w[6] = 3;
     CHECK(spk_timeline_decode(s.raw, &three, 0, &clock) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "needs");
+    w[6] = 0;
+    CHECK(spk_timeline_decode(s.raw, &three, 0, &clock) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "a recording has at least one of each");
     w[6] = 2;
     w[0] = 7;
     CHECK(spk_timeline_decode(s.raw, &three, 0, &clock) == NULL);
