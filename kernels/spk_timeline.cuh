@@ -19,7 +19,11 @@
 //   SPK_TIMELINE_STAMP(step, mark);
 //                             where its stage `mark` (1-based) ends: %clock64
 //                             only (one globaltimer reading a step is what the
-//                             alignment needs, and clock64 is the cheap read)
+//                             alignment needs, and clock64 is the cheap read).
+//                             A mark past the stages (255) is dropped, so
+//                             STAMP(step, k == first ? DOT + 1 : 255) stamps one
+//                             iteration of an unrolled loop without a branch;
+//                             a mark stamped twice in a step keeps the later
 //
 // SPK_TIMELINE 0 or undefined (every normal build): the macros expand to
 // nothing, their arguments are never evaluated and the kernel has no extra
