@@ -21,7 +21,7 @@
 -- (the decoded records), timeline_b<B>.svg (the Gantt).
 local spk = require "spk"
 local experiment = require "spk.experiment"
-local timeline = require "spk.timeline"
+local timeline = spk.timeline
 local plot = require "spk.plot"
 local report = require "spk.report"
 

@@ -21,14 +21,14 @@
 // are then fetched with 16-byte cp.async, else element by element.
 // C (i, j) is c[i*c_sm + j*c_sn] (+ batch*c_sb).
 //
-// Work split. The tile shape is kernels/gemm_3xtf32_config.h's: a block of SPK_GEMM_WARPS_M x SPK_GEMM_WARPS_N
-// warps computes a BM x BN tile of C, BM = WARPS_M * WM * 16 and BN =
-// WARPS_N * WN * 8 (blockIdx.x: columns, so the blocks that share a row tile
+// Work split. The tile shape is kernels/gemm_3xtf32_config.cuh's: a block
+// of SPK_GEMM_WARPS_M x SPK_GEMM_WARPS_N warps computes a BM x BN tile of C,
+// BM = WARPS_M * WM * 16 and BN = WARPS_N * WN * 8 (blockIdx.x: columns, so the blocks that share a row tile
 // of A run together; blockIdx.y: rows; blockIdx.z: the matrix of a batch);
 // each warp owns WM x WN mma tiles of 16 x 8. K goes in tiles of 32 through
 // SPK_GEMM_STAGES shared-memory stages, the next ones loading with cp.async
 // while one is used.
-#include "gemm_3xtf32_config.h"
+#include "gemm_3xtf32_config.cuh"
 static_assert(SPK_GEMM_BK % (8 * SPK_GEMM_SLICE_STEPS) == 0, "a k-tile holds whole slices");
 static_assert((SPK_GEMM_BM * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0 &&
                   (SPK_GEMM_BN * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0,

@@ -27,7 +27,7 @@
 //   3. per slice of SLICE_STEPS k-steps: wgmma small x big, big x small and
 //      big x big into a zeroed accumulator, and while they run the previous
 //      slice's accumulator (the other of two) is added to acc.
-#include "gemm_3xtf32_config.h"
+#include "gemm_3xtf32_config.cuh"
 #define SPK_WG_BK SPK_GEMM_BK
 #define SPK_WG_STAGE_LDS SPK_GEMM_LDS
 #define SPK_WG_SLICES (SPK_WG_BK / (8 * SPK_WG_SLICE_STEPS))

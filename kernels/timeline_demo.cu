@@ -14,7 +14,7 @@
 // blockIdx.y the tile of up to tile_rows batch rows, blockIdx.z the direction
 // (the reverse one runs the steps from the last time position back).
 //
-// A step s (time t), per block, stages as kernels/timeline_demo_stages.h names them:
+// A step s (time t), per block, stages as kernels/timeline_demo_stages.cuh names them:
 //  wait     barrier.cluster.wait.acquire: every block's h of step s - 1 has
 //           landed in this block's h[s & 1]
 //  dot      each lane: its chunk's partial dot product of every row, 4 FMA
@@ -34,7 +34,7 @@
 // store into its shared memory, and no push lands before h is zeroed.
 // The result: y[b][t][d * HIDDEN + unit] = h of unit at time t, direction d,
 // with h = 0 before the first step of each direction.
-#include "timeline_demo_stages.h"
+#include "timeline_demo_stages.cuh"
 #include "spk_timeline.cuh"
 
 #ifndef CLUSTER

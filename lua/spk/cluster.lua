@@ -58,10 +58,12 @@ return function(spk, core)
   Plan.__index = Plan
 
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true, math = true }
-  local known_kernel = { cluster = true, tile_rows = true, threads = true, weights = true, math = true,
-                         row_group = true, min_blocks = true, hidden = true, cell = true, store = true,
-                         push = true, exchange = true, gate_block = true, gates_ahead = true, directions = true,
-                         row_phases = true }
+  -- the kernel table's options and the type of each (spk.tuning checks records with them)
+  local known_kernel = { cluster = "integer", tile_rows = "integer", threads = "integer", weights = "string",
+                         math = "string", row_group = "integer", min_blocks = "integer", hidden = "integer",
+                         cell = "string", store = "string", push = "string", exchange = "string",
+                         gate_block = "integer", gates_ahead = "integer", directions = "integer",
+                         row_phases = "integer" }
   -- option = {value giving false, value giving true, the C field}
   local switches = {
     { "cell", "shared", "lanes", "cell_in_lanes" },
@@ -81,9 +83,7 @@ return function(spk, core)
   local function kernel_options(kernel, hidden, level)
     if kernel == nil then kernel = {} end
     if type(kernel) ~= "table" then fail("kernel must be a table", level + 1) end
-    for key in pairs(kernel) do
-      if not known_kernel[key] then fail(("unknown kernel option '%s'"):format(tostring(key)), level + 1) end
-    end
+    require("spk.options").check_keys(kernel, known_kernel, "spk.lstm.stack (cluster): kernel", level + 1)
     for _, key in ipairs { "cluster", "tile_rows", "threads", "gate_block", "gates_ahead", "row_group", "min_blocks",
                            "hidden", "directions", "row_phases" } do
       if kernel[key] ~= nil then positive_integer(kernel[key], "kernel." .. key, level + 1) end
@@ -272,9 +272,61 @@ return function(spk, core)
     return "lstm stack (cluster, closed)"
   end
 
+  -- What a tuning record may choose for this backend (spk.lstm.tunables, lua/spk/stack.lua): a kernel
+  -- table, checked as a plan checks it (no device).
+  if type(spk.lstm.tunables) == "table" then
+    spk.lstm.tunables.cluster = require("spk.options").takes(2, "spk.lstm.tunables.cluster", function(o, shape)
+      local tuning = require "spk.tuning"
+      local ok, why = tuning.check_option_keys(o, { kernel = true }, "cluster")
+      if ok then ok, why = tuning.check_kernel(o.kernel, known_kernel, "kernel") end
+      if not ok then return nil, why end
+      local fits, err = pcall(function()
+        core.cluster_variant_check((kernel_options(o.kernel, shape.hidden, 1)))
+      end)
+      if not fits then return nil, tostring(err) end
+      return true
+    end)
+  end
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.cluster_variant = options.takes(1, "spk.lstm.cluster_variant", spk.lstm.cluster_variant)
+  spk.lstm.cluster_default = options.takes(2, "spk.lstm.cluster_default", spk.lstm.cluster_default)
+  spk.lstm.cluster_stack = options.takes(1, "spk.lstm.cluster_stack", spk.lstm.cluster_stack)
+  for name, max in pairs { forward = 2, time = 2, close = 1, is_closed = 1 } do
+    Plan[name] = options.takes(max, name, Plan[name])
+  end
   Plan.__close = Plan.close
 
   if type(spk.lstm.backends) == "table" then
     spk.lstm.backends.cluster = spk.lstm.cluster_stack
   end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.cluster_stack, [[
+spk.lstm.cluster_stack{layers =, batch =, steps =, math = "fp32" | "tf32", kernel = {...}} -> plan
+The cluster backend's plan (spk.lstm.stack{backend = "cluster", ...}; compute capability 9.0): one
+thread-block cluster per batch tile and direction. The kernel options are listed in help "cluster".]])
+  doc(spk.lstm.cluster_variant, [[
+spk.lstm.cluster_variant(kernel) -> variant
+The fitted cluster variant of a kernel table (hidden 128 unless given), with its geometry and
+defines; no device needed.]])
+  doc(spk.lstm.cluster_default, [[
+spk.lstm.cluster_default(batch[, hidden = 128]) -> kernel
+The cluster plan's default kernel table at a batch (src/lstm/cluster.c's batch table).]])
+  doc.type("cluster stack plan", Plan, [[
+cluster stack plan: spk.lstm.stack{backend = "cluster"}'s plan; fields kernel, schedule, variant, math,
+batch, steps, input, hidden.]])
+  doc(Plan.forward, [[
+plan:forward(x) -> y
+x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side.]])
+  doc(Plan.time, [[
+plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
+CUDA-graph replays of one forward, each timed by CUDA events.]])
+  doc(Plan.close, "plan:close()\nFrees the plan's device memory now (also <close>).")
+  doc(Plan.is_closed, "plan:is_closed() -> boolean")
+  doc.area { name = "cluster", source = "spk.cluster",
+             summary = "the cluster backend: thread-block clusters exchanging h through distributed shared memory",
+             contents = { spk.lstm.cluster_stack, spk.lstm.cluster_variant, spk.lstm.cluster_default,
+                          "cluster stack plan" } }
 end

@@ -5,9 +5,10 @@ local core = require "spk.core"
 
 -- The plan constructors and variant helpers of the GPU backends (stack_*,
 -- cluster_*) are reached through spk.lstm (stack{backend = ...},
--- persistent_variant, cluster_variant, ...); they stay in spk.core only.
+-- persistent_variant, cluster_variant, ...), the step timeline's bindings
+-- (timeline_*) through spk.timeline; they stay in spk.core only.
 local function internal(name)
-  return name:match("^stack_") or name:match("^cluster_")
+  return name:match("^stack_") or name:match("^cluster_") or name:match("^timeline_")
 end
 
 local spk = { core = core }
@@ -17,8 +18,22 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto", "timeline" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto", "timeline", "help" } do
   require("spk." .. area)(spk, core)
 end
+
+-- Every backend registers what a tuning record may choose for it; one doc
+-- covers them all, whichever backends exist.
+if type(spk.lstm.tunables) == "table" then
+  local doc = require "spk.doc"
+  for name, check in pairs(spk.lstm.tunables) do
+    doc(check, ("spk.lstm.tunables.%s(options[, shape]) -> true | nil, message\n"
+      .. "Whether a tuning record's options for backend %q are ones it takes (spk.tuning checks records with\n"
+      .. "it before backend \"auto\" uses them)."):format(name, name))
+  end
+end
+
+-- Errors about a script's arguments point at the script's line (spk.errors).
+require("spk.errors").install(spk)
 
 return spk

@@ -90,7 +90,7 @@ local function decade_text(e)
 end
 
 function M.ticks(lo, hi, opts)
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "log", "count" }, "plot.ticks")
   if opts.log then
     if not (lo > 0 and hi > 0) then error("plot: a log axis needs positive limits", 2) end
     local e_lo = math.floor(math.log(lo, 10) + 1e-9)
@@ -329,6 +329,8 @@ end
 
 function M.line(opts)
   check_common(opts, "line")
+  require("spk.options").check_keys(opts, { "series", "x_range", "y_range", "x_log", "y_log", "markers", "title",
+                                            "x_label", "y_label", "width", "height" }, "plot.line")
   check_range(opts.x_range, opts.x_log, "x_range")
   check_range(opts.y_range, opts.y_log, "y_range")
   local xs, ys = {}, {}
@@ -374,6 +376,8 @@ end
 
 function M.bar(opts)
   check_common(opts, "bar")
+  require("spk.options").check_keys(opts, { "series", "categories", "y_range", "y_log", "title", "x_label",
+                                            "y_label", "width", "height" }, "plot.bar")
   check_range(opts.y_range, opts.y_log, "y_range")
   local cats = opts.categories
   if type(cats) ~= "table" or #cats == 0 then error("plot.bar: categories must be a non-empty list", 2) end
@@ -423,10 +427,10 @@ end
 -- ------------------------------------------------------------------ gantt
 
 local function check_interval(v, where)
-  if type(v) ~= "table" then error(("plot.gantt: %s must be a table"):format(where), 3) end
+  if type(v) ~= "table" then error(("plot.gantt: %s must be a table"):format(where)) end
   if not finite(v.from) or not finite(v.to) or v.from > v.to then
     error(("plot.gantt: %s needs finite from <= to, got from = %s, to = %s"):format(where, tostring(v.from),
-      tostring(v.to)), 3)
+      tostring(v.to)))
   end
 end
 
@@ -447,18 +451,20 @@ local function data_attributes(data)
 end
 
 function M.gantt(opts)
-  if type(opts) ~= "table" then error("plot.gantt: expects a table of options", 2) end
+  if type(opts) ~= "table" then error("plot.gantt: expects a table of options") end
+  require("spk.options").check_keys(opts, { "title", "x_label", "tracks", "categories", "bars", "highlight", "links",
+    "markers", "highlight_name", "width", "height" }, "plot.gantt")
   local tracks, cats = opts.tracks, opts.categories
-  if type(tracks) ~= "table" or #tracks == 0 then error("plot.gantt: tracks must be a non-empty list", 2) end
-  if type(cats) ~= "table" or #cats == 0 then error("plot.gantt: categories must be a non-empty list", 2) end
-  if type(opts.bars) ~= "table" or #opts.bars == 0 then error("plot.gantt: bars must be a non-empty list", 2) end
+  if type(tracks) ~= "table" or #tracks == 0 then error("plot.gantt: tracks must be a non-empty list") end
+  if type(cats) ~= "table" or #cats == 0 then error("plot.gantt: categories must be a non-empty list") end
+  if type(opts.bars) ~= "table" or #opts.bars == 0 then error("plot.gantt: bars must be a non-empty list") end
   local cat_index = {}
   for i, c in ipairs(cats) do cat_index[c] = i end
   local lo, hi = math.huge, -math.huge
   local function cover(v) lo, hi = math.min(lo, v.from), math.max(hi, v.to) end
   local function check_track(t, where)
     if math.type(t) ~= "integer" or t < 1 or t > #tracks then
-      error(("plot.gantt: %s: track must be 1 .. %d, got %s"):format(where, #tracks, tostring(t)), 3)
+      error(("plot.gantt: %s: track must be 1 .. %d, got %s"):format(where, #tracks, tostring(t)))
     end
   end
   for i, b in ipairs(opts.bars) do
@@ -466,7 +472,7 @@ function M.gantt(opts)
     check_interval(b, where)
     check_track(b.track, where)
     if not cat_index[b.category] then
-      error(("plot.gantt: bar %d: category %s is not among the categories"):format(i, tostring(b.category)), 2)
+      error(("plot.gantt: bar %d: category %s is not among the categories"):format(i, tostring(b.category)))
     end
     cover(b)
   end
@@ -475,12 +481,12 @@ function M.gantt(opts)
     check_track(h.track, ("highlight %d"):format(i))
   end
   for i, l in ipairs(opts.links or {}) do
-    if type(l) ~= "table" or not finite(l.at) then error(("plot.gantt: link %d needs a finite at"):format(i), 2) end
+    if type(l) ~= "table" or not finite(l.at) then error(("plot.gantt: link %d needs a finite at"):format(i)) end
     check_track(l.from_track, ("link %d"):format(i))
     check_track(l.to_track, ("link %d"):format(i))
   end
   for i, m in ipairs(opts.markers or {}) do
-    if type(m) ~= "table" or not finite(m.at) then error(("plot.gantt: marker %d needs a finite at"):format(i), 2) end
+    if type(m) ~= "table" or not finite(m.at) then error(("plot.gantt: marker %d needs a finite at"):format(i)) end
   end
   if lo == hi then hi = lo + 1 end
 
@@ -492,7 +498,7 @@ function M.gantt(opts)
   for _, c in ipairs(cats) do legend_w = math.max(legend_w, 7 * #tostring(c) + 40) end
   legend_w = math.max(legend_w, 7 * #(opts.highlight_name or "critical path") + 40)
   local left, right = 20 + label_w + 10, width - 20 - legend_w
-  if right - left < 100 then error("plot.gantt: width too small for the labels and the legend", 2) end
+  if right - left < 100 then error("plot.gantt: width too small for the labels and the legend") end
   local top = opts.title and 60 or 36
   local bottom = top + row_h * #tracks
   local height = opts.height or math.max(bottom + 56, top + 24 * (#cats + 2) + 20)
@@ -588,15 +594,15 @@ function M.gantt(opts)
 end
 
 function M.timeline(tl, opts)
-  local timeline = require "spk.timeline"
-  opts = opts or {}
+  local timeline = require "spk.timeline_analysis"
+  opts = require("spk.options").check_keys(opts, { "steps", "title", "width" }, "plot.timeline")
   local rec = timeline.records(tl)
-  if #rec.steps == 0 then error("plot.timeline: the timeline has no records", 2) end
+  if #rec.steps == 0 then error("plot.timeline: the timeline has no records") end
   local first, last
   if opts.steps then
     if type(opts.steps) ~= "table" or math.type(opts.steps[1]) ~= "integer" or math.type(opts.steps[2]) ~= "integer"
         or opts.steps[1] > opts.steps[2] then
-      error("plot.timeline: steps must be a range {first, last}", 2)
+      error("plot.timeline: steps must be a range {first, last}")
     end
     first, last = opts.steps[1], opts.steps[2]
   else
@@ -619,7 +625,7 @@ function M.timeline(tl, opts)
       end
     end
   end
-  if origin == math.huge then error(("plot.timeline: no stamps in steps %d..%d"):format(first, last), 2) end
+  if origin == math.huge then error(("plot.timeline: no stamps in steps %d..%d"):format(first, last)) end
   local span = path.finish - origin
   local scale, unit = 1, "ns"
   if span > 10000 then scale, unit = 1e-3, "µs" end
@@ -672,6 +678,16 @@ function M.save(path, svg)
   f:close()
   if not ok then error("plot.save: " .. path .. ": " .. tostring(werr), 2) end
   return path
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.ticks = options.takes(3, "plot.ticks", M.ticks)
+  M.line = options.takes(1, "plot.line", M.line)
+  M.bar = options.takes(1, "plot.bar", M.bar)
+  M.gantt = options.takes(1, "plot.gantt", M.gantt)
+  M.timeline = options.takes(2, "plot.timeline", M.timeline)
 end
 
 return M

@@ -55,7 +55,7 @@
 --     median in cycles, and for the all-blocks row its share of the critical path (computed
 --     over every recorded step unless `path` is given); per_block = false leaves out the
 --     rows of each block.
---   report.timeline_rows(tl[, opts]) -> the rows of that table (for CSV and JSON)
+--   report.timeline_rows(tl[, {per_block =, path =}]) -> the rows of that table (for CSV and JSON)
 --
 -- Number formats (nil and non-finite values print as "-")
 --   report.fmt_ms(ms)          -- 3 significant decimals: 0.812, 12.35, 241.4
@@ -200,7 +200,7 @@ end
 function M.table(rows, columns, opts)
   if type(rows) ~= "table" then error("report.table: rows must be a list of tables", 2) end
   columns = normalise_columns(columns, "report.table")
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "title", "sort", "separator", "footer" }, "report.table")
   local ordered = sorted_rows(rows, opts.sort)
   local sep = opts.separator or "  "
   local cells, widths, numeric = {}, {}, {}
@@ -407,6 +407,7 @@ local function encode(value, indent, depth, path, seen, out)
 end
 
 function M.json_encode(value, opts)
+  require("spk.options").check_keys(opts, { "indent" }, "report.json", 2)
   local indent = opts and opts.indent or 0
   if math.type(indent) ~= "integer" or indent < 0 then error("report.json: indent must be an integer >= 0", 2) end
   local out = {}
@@ -542,15 +543,18 @@ end
 
 -- ---------------------------------------------------------------- timelines
 
-function M.timeline_rows(tl, opts)
-  local timeline = require "spk.timeline"
-  opts = opts or {}
+local function timeline_rows(tl, opts)
+  local timeline = require "spk.timeline_analysis"
   local path = opts.path or timeline.critical_path(tl)
   local rows = {}
   for _, r in ipairs(timeline.stats(tl, { path = path })) do
     if opts.per_block ~= false or r.block == "all" then rows[#rows + 1] = r end
   end
   return rows, path
+end
+
+function M.timeline_rows(tl, opts)
+  return timeline_rows(tl, require("spk.options").check_keys(opts, { "per_block", "path" }, "report.timeline_rows"))
 end
 
 local function fmt_ns(v)
@@ -564,8 +568,8 @@ local function fmt_cycles(v)
 end
 
 function M.timeline(tl, opts)
-  opts = opts or {}
-  local rows, path = M.timeline_rows(tl, opts)
+  opts = require("spk.options").check_keys(opts, { "per_block", "path", "title" }, "report.timeline")
+  local rows, path = timeline_rows(tl, opts)
   local sel, clock = tl.selection or {}, tl.clock or {}
   local function span(r) return type(r) == "table" and ("%s..%s"):format(tostring(r[1]), tostring(r[2])) or "?" end
   local title = opts.title or ("step timeline: %s, layer %s %s, steps %s, blocks %s, warp %s"):format(
@@ -590,6 +594,16 @@ function M.timeline(tl, opts)
     { key = "median_cycles", title = "median cycles", format = fmt_cycles },
     { key = "path_share", title = "critical path", format = function(v) return v and M.fmt_pct(v) end, empty = "" },
   }, { title = title, footer = footer })
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.table = options.takes(3, "report.table", M.table)
+  M.json_encode = options.takes(2, "report.json_encode", M.json_encode)
+  M.json = options.takes(3, "report.json", M.json)
+  M.timeline = options.takes(2, "report.timeline", M.timeline)
+  M.timeline_rows = options.takes(2, "report.timeline_rows", M.timeline_rows)
 end
 
 return M

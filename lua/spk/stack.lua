@@ -34,8 +34,9 @@
 --
 -- Backend registry. spk.lstm.backends maps a name to a constructor
 -- function(opts) -> plan; spk.lstm.stack(opts) checks opts.backend (default
--- "persistent") against it and returns backends[name](opts) — opts unchanged,
--- `backend` included, so a constructor checks its own options. An unknown name
+-- "auto": a GPU kernel where there is a GPU, the C reference elsewhere, so
+-- one script runs on both) against it and returns backends[name](opts) —
+-- opts unchanged, `backend` included, so a constructor checks its own options. An unknown name
 -- is an error listing the registered ones. To add one (a new kernel, "auto"):
 --
 --   spk.lstm.backends.cluster = function(opts) ... return plan end
@@ -52,6 +53,10 @@ return function(spk, core)
   local known = { layers = true, batch = true, steps = true, backend = true, kernel = true,
                   schedule = true, capacity = true, timeout_ms = true, math = true }
   local known_cpu = { layers = true, batch = true, steps = true, backend = true, threads = true, math = true }
+  -- the kernel table's options and the type of each (spk.tuning checks records with them)
+  local known_kernel = { hidden = "integer", units = "integer", threads = "integer", tile_rows = "integer",
+                         acq_rel = "boolean", gather = "integer", gate_block = "integer", row_group = "integer" }
+  local options = require "spk.options"
 
   -- The input projections' math of the GPU stacks. check_math(value, backend)
   -- -> "fp32" | "tf32", or nil and the message (the caller adds its prefix and level).
@@ -86,7 +91,35 @@ return function(spk, core)
   -- with its defines), at a batch's default where fields are left out; no
   -- device needed.
   function spk.lstm.persistent_variant(kernel, batch)
+    options.check_keys(kernel, known_kernel, "spk.lstm.persistent_variant: kernel")
     return core.stack_variant_check(kernel or {}, batch)
+  end
+
+  -- What a tuning record may choose for each backend (lua/spk/tuning.lua
+  -- checks records with it): tunables[name](options, shape) -> true, or nil
+  -- and why, for the options a record's winner carries for that backend, at
+  -- shape {hidden, input, layers, batch, steps}, checked without a device by
+  -- the backend's own option checks. A backend without an entry is never a
+  -- record's choice; the keys a record may give are the tunable ones only,
+  -- so it never sets layers, batch, steps or math.
+  local tunables = {}
+  spk.lstm.tunables = tunables
+
+  function tunables.persistent(o, shape)
+    local tuning = require "spk.tuning"
+    local ok, why = tuning.check_option_keys(o, { kernel = true }, "persistent")
+    if ok then ok, why = tuning.check_kernel(o.kernel, known_kernel, "kernel") end
+    if not ok then return nil, why end
+    local kernel = {}
+    for k, v in pairs(o.kernel or {}) do kernel[k] = v end
+    kernel.hidden = kernel.hidden or shape.hidden
+    local fits, err = pcall(core.stack_variant_check, kernel, shape.batch)
+    if not fits then return nil, tostring(err) end
+    return true
+  end
+
+  function tunables.cpu(o)
+    return require("spk.tuning").check_option_keys(o, {}, "cpu")
   end
 
   local function registered()
@@ -100,7 +133,7 @@ return function(spk, core)
     if type(opts) ~= "table" then
       error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
     end
-    local name = opts.backend or "persistent"
+    local name = opts.backend or "auto"
     local make = type(name) == "string" and backends[name] or nil
     if type(make) ~= "function" then
       error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
@@ -144,6 +177,7 @@ return function(spk, core)
     end
     local kernel = opts.kernel or {}
     if type(kernel) ~= "table" then error("spk.lstm.stack: kernel must be a table", 2) end
+    options.check_keys(kernel, known_kernel, "spk.lstm.stack: kernel", 2)
     -- hidden defaults to the layers' own; the C side refuses a mismatch
     kernel = { hidden = kernel.hidden or self.hidden, units = kernel.units, threads = kernel.threads,
                tile_rows = kernel.tile_rows, acq_rel = kernel.acq_rel, gather = kernel.gather,
@@ -186,6 +220,7 @@ return function(spk, core)
 
   function Stack:forward(x, opts)
     check_open(self, "forward")
+    options.check_keys(opts, { trace = true }, "forward")
     local trace = opts ~= nil and opts.trace or nil
     if self.backend == "cpu" then
       check_x(self, x)
@@ -242,10 +277,59 @@ return function(spk, core)
     return self.closed == true
   end
 
+  -- An argument a function does not take is an error that names it.
+  spk.lstm.check_math = options.takes(2, "spk.lstm.check_math", spk.lstm.check_math)
+  spk.lstm.persistent_variant = options.takes(2, "spk.lstm.persistent_variant", spk.lstm.persistent_variant)
+  spk.lstm.stack = options.takes(1, "spk.lstm.stack", spk.lstm.stack)
+  backends.cpu = options.takes(1, "spk.lstm.backends.cpu", backends.cpu)
+  backends.persistent = options.takes(1, "spk.lstm.backends.persistent", backends.persistent)
+  for name, max in pairs { forward = 3, time = 2, close = 1, is_closed = 1 } do
+    Stack[name] = options.takes(max, name, Stack[name])
+  end
+  tunables.persistent = options.takes(2, "spk.lstm.tunables.persistent", tunables.persistent)
+  tunables.cpu = options.takes(2, "spk.lstm.tunables.cpu", tunables.cpu)
+
   function Stack:__tostring()
     if self.closed then return "lstm stack (closed)" end
     if self.plan then return tostring(self.plan) end
     return ("lstm stack (cpu reference, %d layers, batch %d, steps %d)"):format(#self.layers, self.batch,
       self.steps)
   end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.stack, [[
+spk.lstm.stack{layers =, batch =, steps =, backend = "auto" | "persistent" | "cluster" | "cudnn" | "cpu", ...} -> plan
+The stack as a plan on a registered backend (spk.lstm.backends); without backend, "auto": a GPU
+kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
+plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
+options: help "stack", help "cluster", help "cudnn", help "auto".]])
+  doc(spk.lstm.check_math, [[
+spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | nil, message
+The input projections' math a backend accepts (nil, the default: "fp32").]])
+  doc(spk.lstm.persistent_variant, [=[
+spk.lstm.persistent_variant([kernel[, batch]]) -> variant
+The persistent kernel variant a kernel table asks for (fitted, checked, with its defines), at the
+batch's default where fields are left out; no device needed.]=])
+  doc(backends.cpu, [[
+spk.lstm.backends.cpu{layers =, batch =, steps =, threads =} -> plan
+The f32 C reference as a plan (spk.lstm.stack{backend = "cpu"}), for machines without a GPU.]])
+  doc(backends.persistent, [[
+spk.lstm.backends.persistent{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =} -> plan
+The persistent cooperative kernel (spk.lstm.stack{backend = "persistent"}); options in help "stack".]])
+  doc.type("lstm stack plan", Stack, [[
+lstm stack plan: spk.lstm.stack{backend = "persistent" | "cpu"}'s plan; fields backend, variant, math,
+batch, steps, input, hidden, kernel and schedule (persistent).]])
+  doc(Stack.forward, [[
+plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> y[, info]
+x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace,
+info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's.]])
+  doc(Stack.time, [[
+plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
+ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend.]])
+  doc(Stack.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards.")
+  doc(Stack.is_closed, "plan:is_closed() -> boolean")
+  doc.area { name = "stack", source = "spk.stack",
+             summary = "spk.lstm.stack: the stack as a plan on a backend (auto, persistent, cluster, cudnn, cpu)",
+             contents = { spk.lstm.stack, spk.lstm.backends, spk.lstm.persistent_variant, spk.lstm.check_math,
+                          "lstm stack plan" } }
 end

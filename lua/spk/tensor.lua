@@ -75,4 +75,15 @@ return function(spk, core)
     end
     return pass, report, c
   end
+
+  local doc = require "spk.doc"
+  doc(spk.check_near, [[
+spk.check_near(expected, actual, {rel_l2 =, max_abs =}) -> ok, report, comparison
+Compares actual against the truth expected (spk.compare(actual, expected)); at least one bound is
+required. report is one paragraph: measured values, bounds, the worst index and both values there.]])
+  doc.area { name = "tensor", source = "spk.tensor",
+             summary = "tensors, random numbers, .npy and .safetensors files, comparison",
+             contents = { spk.tensor, spk.zeros, spk.ones, spk.full, spk.arange, spk.is_tensor, spk.rand, spk.randn,
+                          spk.generator, spk.load, spk.save, spk.load_safetensors, spk.save_safetensors,
+                          spk.compare, spk.allclose, spk.check_near, spk.clock_ms, "spk.tensor", "spk.generator" } }
 end

@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 static uint64_t splitmix64(uint64_t *x)
@@ -77,6 +78,8 @@ static int fill_with(spk_rng *rng, spk_tensor *t, double a, double b, bool norma
     int64_t n = spk_tensor_numel(t);
     int64_t idx[SPK_MAX_DIMS] = {0};
     for (int64_t i = 0; i < n; i++) {
+        if (spk_cancel_due(i))
+            return spk_cancel_check();
         double v;
         if (normal)
             v = a + b * spk_rng_normal(rng);

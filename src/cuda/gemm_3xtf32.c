@@ -11,13 +11,13 @@
 #include "core/error.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
-#include "gemm_3xtf32_config.h"
+#include "gemm_3xtf32_config.cuh"
 
 /* Two forms of the kernel. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
  * compiled for sm_90a) runs on compute capability 9.0 when both operands run
  * along k with unit stride and 16-byte alignment; the mma.sync form
  * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Their tiles,
- * threads and shared memory come from kernels/gemm_3xtf32_config.h, which
+ * threads and shared memory come from kernels/gemm_3xtf32_config.cuh, which
  * the kernels include too. */
 typedef enum { FORM_MMA = 0, FORM_WGMMA = 1, FORMS } kernel_form;
 
@@ -42,8 +42,11 @@ static spk_kernel *kernels[MAX_DEVICES][FORMS];
 
 static spk_module *compile_form(kernel_form form, const char *arch)
 {
+    const char *kernel_dir = spk_kernel_dir();
+    if (!kernel_dir)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", spk_kernel_dir(), form_file[form]);
+    snprintf(path, sizeof path, "%s/%s", kernel_dir, form_file[form]);
     spk_compile_options opts = {.file = path, .arch = arch};
     return spk_compile(&opts);
 }

@@ -166,10 +166,14 @@ typedef struct spk_define {
 
 typedef struct spk_compile_options {
     const char *source;      /* the CUDA C++ text, or NULL to read `file` */
-    const char *file;        /* path; also names the program in the log */
+    const char *file;        /* path (a regular file of at most 16 MiB, as are its includes);
+                                also names the program in the log */
     const spk_define *defines;
     int ndefines;
-    const char *const *options; /* extra NVRTC options, e.g. "-lineinfo" */
+    /* extra NVRTC options, e.g. "-lineinfo": only those that change nothing
+     * but the code (no option that writes or reads files, or yields no cubin
+     * or PTX); others are refused, naming the option */
+    const char *const *options;
     int noptions;
     /* "sm_90" (cubin), "compute_90" (PTX), or NULL for the current device's
      * sm_XX (which needs a device). */
@@ -197,9 +201,11 @@ const char *spk_module_key(const spk_module *m);   /* cache key, 64 hex digits *
  * arch and the NVRTC version. Needs no device; `arch` NULL fails here. */
 int spk_compile_key(const spk_compile_options *opts, char key_hex[65]);
 
-/* Folder searched for #include "x.cuh": $SPK_KERNEL_DIR, else the folder
- * given to spk_set_kernel_dir (the Lua module gives <lua dir>/../kernels),
- * else the source tree's kernels/ (SPK_SOURCE_KERNEL_DIR), else ./kernels. */
+/* The kernel folder (the built-in kernels, and searched for #include
+ * "x.cuh"): the folder given to spk_set_kernel_dir for this process, else
+ * spk_find_dir("kernels") ($SPK_KERNEL_DIR, the installed share/spk/kernels,
+ * the source tree's kernels/: core/paths.h). NULL, with the message set, when
+ * there is none. */
 const char *spk_kernel_dir(void);
 void spk_set_kernel_dir(const char *dir);
 
@@ -211,9 +217,15 @@ typedef struct spk_cache_info {
     long hits, misses, rejected; /* rejected: corrupt entries recompiled */
 } spk_cache_info;
 /* Cache folder: $SPK_CACHE_DIR, else $XDG_CACHE_HOME/spk, else ~/.cache/spk
- * (read when first needed; spk_cache_reset() re-reads it, for tests). */
+ * (the home from the password database where $HOME is unset; else
+ * /tmp/spk-cache-<uid>), created with mode 0700. It is used only if this user
+ * owns it and no one else can write it (else one warning, and compiles go on
+ * without a cache). Read when first needed; spk_cache_reset() re-reads it,
+ * for tests. entries and bytes count only the files the cache wrote. */
 int spk_cache_get_info(spk_cache_info *out);
-int spk_cache_clear(void); /* removes every entry; counters stay */
+/* Removes every entry the cache wrote (and its temporary files), nothing
+ * else; counters stay. */
+int spk_cache_clear(void);
 void spk_cache_reset(void);
 /* Uses `dir` instead of the environment's choice (NULL: back to it); resets
  * the counters and the unwritable warning. */

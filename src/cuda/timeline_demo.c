@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "timeline_demo_stages.h"
+#include "timeline_demo_stages.cuh"
 
 #define DEMO_STAGE_NAME(name, text) text,
 static const char *const stage_names[] = {SPK_TIMELINE_DEMO_STAGES(DEMO_STAGE_NAME)};

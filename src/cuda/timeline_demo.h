@@ -33,7 +33,7 @@ typedef struct spk_timeline_demo_geometry {
 } spk_timeline_demo_geometry;
 
 int spk_timeline_demo_check(const spk_timeline_demo_shape *shape, spk_timeline_demo_geometry *out);
-/* The kernel's stages (kernels/timeline_demo_stages.h), the wait depending on the publish. */
+/* The kernel's stages (kernels/timeline_demo_stages.cuh), the wait depending on the publish. */
 const spk_timeline_stages *spk_timeline_demo_stages(void);
 /* The kernel for `cluster` blocks a cluster, plain or the timeline build, for
  * `arch` ("sm_90"; NULL: the current device's). */

@@ -330,8 +330,11 @@ spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char
 {
     if (spk_cluster_variant_check(v, NULL) != 0)
         return NULL;
+    const char *kernels = spk_kernel_dir();
+    if (!kernels)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_cluster.cu", spk_kernel_dir());
+    snprintf(path, sizeof path, "%s/lstm_cluster.cu", kernels);
     spk_cluster_variant_defines d;
     spk_cluster_variant_defines_fill(v, &d);
     spk_compile_options opts = {0};

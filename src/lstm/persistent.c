@@ -173,8 +173,11 @@ static spk_module *compile_variant(const spk_lstm_variant *v, const char *arch, 
 {
     if (spk_lstm_variant_check(v, NULL) != 0)
         return NULL;
+    const char *kernels = spk_kernel_dir();
+    if (!kernels)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
+    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", kernels);
     spk_lstm_variant_defines d;
     spk_lstm_variant_defines_fill(v, &d);
     spk_define defines[SPK_LSTM_VARIANT_DEFINES + 1];

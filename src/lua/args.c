@@ -30,7 +30,7 @@ const char *spk_lua_typename(lua_State *L, int idx)
         return t->t ? "tensor" : "closed tensor";
     const char *name = NULL;
     if (lua_getmetatable(L, idx)) {
-        if (lua_getfield(L, -1, "__name") == LUA_TSTRING)
+        if (spk_lua_rawfield(L, -1, "__name") == LUA_TSTRING)
             name = lua_tostring(L, -1); /* kept alive by the metatable */
         lua_pop(L, 2);
     }
@@ -72,7 +72,7 @@ const char *spk_lua_describe(lua_State *L, int idx)
 /* The extra-argument error for argument `arg` of the running checked function. */
 static int extra_argument(lua_State *L, int arg)
 {
-    const spk_lua_fn *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
+    const spk_lua_checked_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
     const spk_lua_self *kind = lua_touserdata(L, lua_upvalueindex(UP_SELF));
     const char *self = kind ? kind->name : NULL;
     if (kind && kind->is_closed && kind->is_closed(L, 1))
@@ -100,16 +100,16 @@ void spk_lua_check_end(lua_State *L, int first)
 
 static int checked_call(lua_State *L)
 {
-    const spk_lua_fn *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
+    const spk_lua_checked_reg *fn = lua_touserdata(L, lua_upvalueindex(UP_FN));
     lua_Integer max = lua_tointeger(L, lua_upvalueindex(UP_MAX));
     if (max >= 0 && lua_gettop(L) > max) {
         spk_lua_check_end(L, (int)max + 1);
         lua_settop(L, (int)max); /* only nils were past the end */
     }
-    return fn->fn(L);
+    return fn->func(L);
 }
 
-void spk_lua_setfuncs(lua_State *L, const spk_lua_fn *fns, const spk_lua_self *self)
+void spk_lua_setfuncs_checked(lua_State *L, const spk_lua_checked_reg *fns, const spk_lua_self *self)
 {
     for (; fns->name; fns++) {
         bool varargs;
@@ -121,6 +121,10 @@ void spk_lua_setfuncs(lua_State *L, const spk_lua_fn *fns, const spk_lua_self *s
             lua_pushnil(L);
         lua_pushinteger(L, varargs ? -1 : n + (self ? 1 : 0));
         lua_pushcclosure(L, checked_call, 3);
+        if (!fns->doc || !fns->doc[0])
+            luaL_error(L, "spk: binding '%s' has no documentation (give it a doc beside its registration)",
+                       fns->name);
+        spk_lua_setdoc(L, -1, fns->doc);
         lua_setfield(L, -2, fns->name);
     }
 }

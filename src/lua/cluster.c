@@ -42,7 +42,7 @@ static void read_variant(lua_State *L, int idx, spk_cluster_variant *v)
         bool *slots[] = {&v->weights_shared, &v->cell_in_lanes, &v->late_store, &v->vector_push,
                          &v->mbarrier_exchange, &v->direct_push, &v->warp_push};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
-            lua_getfield(L, t, flags[i]);
+            spk_lua_rawfield(L, t, flags[i]);
             *slots[i] = lua_toboolean(L, -1);
             lua_pop(L, 1);
         }
@@ -82,6 +82,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
 
 static int l_variant_check(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     spk_cluster_variant v;
     read_variant(L, 1, &v);
     spk_cluster_geometry g;
@@ -97,6 +98,7 @@ static int l_variant_check(lua_State *L)
  * cluster_variant_check returns it) with tile_rows = the row's height (0: picked). */
 static int l_variant_for_batch(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     lua_Integer hidden = luaL_checkinteger(L, 1), batch = luaL_checkinteger(L, 2);
     if (hidden < 1 || hidden > 1 << 20 || batch < 1)
         return luaL_error(L, "cluster_variant_for_batch: hidden and batch must be positive");
@@ -125,11 +127,11 @@ static void push_schedule(lua_State *L, const spk_cluster_schedule *s)
 static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *what)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
-    int n = (int)luaL_len(L, idx);
+    int n = spk_lua_rawcount(L, idx);
     if (n < 1 || n > max)
         return luaL_error(L, "%s must list 1 .. %d integers", what, max);
     for (int i = 0; i < n; i++) {
-        lua_geti(L, idx, i + 1);
+        lua_rawgeti(L, idx, i + 1);
         int ok;
         out[i] = lua_tointegerx(L, -1, &ok);
         if (!ok)
@@ -141,6 +143,7 @@ static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *w
 
 static int l_schedule_pick(lua_State *L)
 {
+    spk_lua_noextra(L, 5);
     lua_Integer batch = luaL_checkinteger(L, 1);
     int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
     int n = read_list(L, 2, heights, SPK_CLUSTER_MAX_HEIGHTS + 1, "heights");
@@ -178,17 +181,20 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.cluster_s
 
 static int l_stack_new(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* first: nothing allocates after the layers are read */
     spk_cluster_plan_options o;
     memset(&o, 0, sizeof o);
     o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     o.tile_rows = spk_lua_int_field(L, 1, "tile_rows", 0, "stack");
     o.math = spk_lua_read_math(L, 1);
-    lua_getfield(L, 1, "kernel");
+    spk_lua_rawfield(L, 1, "kernel");
     read_variant(L, -1, &o.variant);
     lua_pop(L, 1);
-    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
     if (!(*slot = spk_cluster_plan_new(&o)))
         return spk_lua_fail(L);
+    lua_pushvalue(L, 2);
     return 1;
 }
 
@@ -196,6 +202,8 @@ static spk_cluster_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_chec
 
 static int l_forward(lua_State *L)
 {
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_cluster_plan *p = check_plan(L);
     spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
     return 1;
@@ -203,7 +211,10 @@ static int l_forward(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const spk_cluster_plan_info *info = spk_cluster_plan_get_info(check_plan(L));
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
+    /* a copy: the tables made below may run a finalizer that closes the plan */
+    const spk_cluster_plan_info copy = *spk_cluster_plan_get_info(check_plan(L)), *info = &copy;
     lua_createtable(L, 0, 8);
     push_variant(L, &info->variant, &info->geometry);
     lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
@@ -223,8 +234,20 @@ static int l_info(lua_State *L)
 void spk_open_cluster(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
-    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "cluster_variant_check");
-    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "cluster_variant_for_batch");
-    lua_pushcfunction(L, l_schedule_pick), lua_setfield(L, module, "cluster_schedule_pick");
+    static const spk_lua_reg functions[] = {
+        {"cluster_stack_new", l_stack_new,
+         "spk.core.cluster_stack_new{layers =, batch =, steps =, tile_rows =, math =, kernel = {...}} -> plan\n"
+         "The cluster kernel's plan (what spk.lstm.stack{backend = \"cluster\"} builds)."},
+        {"cluster_variant_check", l_variant_check,
+         "spk.core.cluster_variant_check(kernel) -> variant\nThe fitted variant, its geometry and defines (no device needed)."},
+        {"cluster_variant_for_batch", l_variant_for_batch,
+         "spk.core.cluster_variant_for_batch(hidden, batch) -> variant\nThe cluster plan's default variant at a batch."},
+        {"cluster_schedule_pick", l_schedule_pick,
+         "spk.core.cluster_schedule_pick(batch, heights, max_active[, tile_rows[, directions]]) -> schedule\n"
+         "The tile height and waves the cluster plan picks, given each height's co-resident clusters."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

@@ -17,7 +17,8 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t);
  * table at argument 1 (which must be a table): layers, a list of
  * {W =, R =, B =} (the list stays on the Lua stack, so its tensors stay
  * referenced for the call), batch and steps ("stack.batch must be an
- * integer, ..."). */
+ * integer, ..."). Read raw; the layers' pointers stay valid while nothing
+ * allocates, so the plan's slot is pushed before this is called. */
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps);
 
 /* Sets t.defines = {NAME = "value", ...} on the table at the top. */

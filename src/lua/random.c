@@ -30,14 +30,14 @@ static uint64_t opt_seed_field(lua_State *L, int arg)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return 0;
-    lua_getfield(L, arg, "seed");
+    spk_lua_rawfield(L, arg, "seed");
     uint64_t seed = 0;
     if (!lua_isnil(L, -1)) {
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
         if (!isint || lua_type(L, -1) != LUA_TNUMBER)
             luaL_argerror(L, arg, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
-                                                  luaL_tolstring(L, -1, NULL)));
+                                                  spk_lua_describe(L, -1)));
         seed = (uint64_t)v;
     }
     lua_pop(L, 1);
@@ -121,18 +121,37 @@ static int generator_tostring(lua_State *L)
     return 1;
 }
 
-static const spk_lua_fn generator_methods[] = {
-    {"uniform", generator_uniform, "shape..., options"},
-    {"normal", generator_normal, "shape..., options"},
-    {"next_u64", generator_next_u64, ""},
-    {NULL, NULL, NULL},
+static const spk_lua_checked_reg generator_methods[] = {
+    {"uniform", generator_uniform,
+     "g:uniform(shape[, {dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "The next draws of g, uniform in [low, high); shape is {2, 3} or 2, 3.",
+     "shape..., options"},
+    {"normal", generator_normal,
+     "g:normal(shape[, {dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "The next draws of g, normal (Box-Muller); shape is {2, 3} or 2, 3.",
+     "shape..., options"},
+    {"next_u64", generator_next_u64,
+     "g:next_u64() -> integer\nThe next raw 64-bit output (above 2^63 it reads negative: compare with math.ult).",
+     ""},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_fn module_functions[] = {
-    {"rand", module_rand, "shape..., options"},
-    {"randn", module_randn, "shape..., options"},
-    {"generator", module_generator, "seed"},
-    {NULL, NULL, NULL},
+static const spk_lua_checked_reg module_functions[] = {
+    {"rand", module_rand,
+     "spk.rand(shape[, {seed = 0, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "Uniform in [low, high) from a generator seeded with seed (the same numbers every run; see\n"
+     "src/core/rng.h for the algorithm).",
+     "shape..., options"},
+    {"randn", module_randn,
+     "spk.randn(shape[, {seed = 0, dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "Normal draws (Box-Muller) from a generator seeded with seed.",
+     "shape..., options"},
+    {"generator", module_generator,
+     "spk.generator([seed = 0]) -> generator\n"
+     "A seeded generator (SplitMix64-seeded xoshiro256**) whose :uniform, :normal and :next_u64 continue\n"
+     "where the previous call stopped.",
+     "seed"},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const spk_lua_self generator_self = {"generator", NULL};
@@ -145,11 +164,13 @@ void spk_open_random(lua_State *L, int module)
     lua_pushcfunction(L, generator_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_newtable(L);
-    spk_lua_setfuncs(L, generator_methods, &generator_self);
+    spk_lua_setfuncs_checked(L, generator_methods, &generator_self);
+    spk_lua_settype(L, GENERATOR_MT, -1,
+                    "generator: a seeded random stream (spk.generator(seed)); each draw continues the stream.");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, NULL);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     lua_pop(L, 1);
 }

@@ -40,8 +40,8 @@ static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant 
     v->units = opt_int_field(L, t, "units", pick.units, "kernel");
     v->gather = opt_int_field(L, t, "gather", pick.gather, "kernel");
     v->gate_block = opt_int_field(L, t, "gate_block", pick.gate_block, "kernel");
-    bool threads_given = lua_getfield(L, t, "threads") != LUA_TNIL;
-    bool rows_given = lua_getfield(L, t, "tile_rows") != LUA_TNIL;
+    bool threads_given = spk_lua_rawfield(L, t, "threads") != LUA_TNIL;
+    bool rows_given = spk_lua_rawfield(L, t, "tile_rows") != LUA_TNIL;
     lua_pop(L, 2);
     v->threads = opt_int_field(L, t, "threads", v->threads, "kernel");
     /* row_group left out: the table's when its layout and threads (so its
@@ -51,7 +51,7 @@ static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant 
     v->row_group = opt_int_field(L, t, "row_group", same_layout ? pick.row_group : 0, "kernel");
     v->max_tile_rows = opt_int_field(L, t, "tile_rows", v->max_tile_rows, "kernel");
     spk_lstm_variant_fit(v, threads_given, rows_given);
-    lua_getfield(L, t, "acq_rel");
+    spk_lua_rawfield(L, t, "acq_rel");
     v->acq_rel = lua_toboolean(L, -1);
     lua_pop(L, 1);
 }
@@ -78,6 +78,7 @@ static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm
 
 static int l_variant_check(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     spk_lstm_variant v;
     read_variant(L, 1, luaL_optinteger(L, 2, 1), &v);
     spk_lstm_geometry g;
@@ -97,7 +98,7 @@ static void read_schedule(lua_State *L, int idx, spk_schedule *s)
     s->tile_rows = spk_lua_int_field(L, t, "tile_rows", 0, "schedule");
     s->tiles = spk_lua_int_field(L, t, "tiles", 0, "schedule");
     s->tiles_per_launch = spk_lua_int_field(L, t, "tiles_per_launch", s->tiles, "schedule");
-    lua_getfield(L, t, "concurrent");
+    spk_lua_rawfield(L, t, "concurrent");
     s->concurrent = lua_toboolean(L, -1);
     lua_pop(L, 1);
 }
@@ -149,14 +150,17 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
 
 static int l_stack_new(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* first: nothing allocates after the layers are read */
     spk_lstm_plan_options o;
     memset(&o, 0, sizeof o);
     o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
-    lua_getfield(L, 1, "kernel");
+    spk_lua_rawfield(L, 1, "kernel");
     read_variant(L, -1, o.batch, &o.variant);
     lua_pop(L, 1);
     spk_schedule schedule;
-    if (lua_getfield(L, 1, "schedule") != LUA_TNIL) {
+    if (spk_lua_rawfield(L, 1, "schedule") != LUA_TNIL) {
         read_schedule(L, -1, &schedule);
         o.schedule = &schedule;
     }
@@ -167,9 +171,9 @@ static int l_stack_new(lua_State *L)
     if (timeout_ms < 0)
         return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
     o.timeout_ns = (uint64_t)timeout_ms * 1000000u;
-    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
     if (!(*slot = spk_lstm_plan_new(&o)))
         return spk_lua_fail(L);
+    lua_pushvalue(L, 2);
     return 1;
 }
 
@@ -191,21 +195,21 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
         lua_pop(L, 1);
     }
     int isint = 0;
-    lua_getfield(L, t, "layer");
+    spk_lua_rawfield(L, t, "layer");
     lua_Integer layer = lua_tointegerx(L, -1, &isint);
     if (!isint)
         luaL_error(L, "trace.layer must be a layer number (from 1), got %s", luaL_typename(L, -1));
-    lua_getfield(L, t, "direction");
-    const char *dir = lua_isnil(L, -1) ? "forward" : lua_tostring(L, -1);
-    if (lua_type(L, -1) == LUA_TNUMBER || !dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
+    spk_lua_rawfield(L, t, "direction");
+    const char *dir = lua_isnil(L, -1) ? "forward" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
         luaL_error(L, "trace.direction must be \"forward\" or \"reverse\"");
-    if (lua_getfield(L, t, "steps") != LUA_TTABLE)
+    if (spk_lua_rawfield(L, t, "steps") != LUA_TTABLE)
         luaL_error(L, "trace.steps must be a list of time positions (from 1)");
-    lua_Integer n = luaL_len(L, -1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n < 1 || n > SPK_LSTM_TRACE_MAX_STEPS)
         luaL_error(L, "trace.steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS, (int)n);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, -1, i);
+        lua_rawgeti(L, -1, i);
         lua_Integer step = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_error(L, "trace.steps[%d] must be an integer, got %s", (int)i, luaL_typename(L, -1));
@@ -221,10 +225,12 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
 
 static int l_forward(lua_State *L)
 {
-    spk_lstm_plan *p = check_plan(L);
-    spk_tensor *x = spk_lua_checktensor(L, 2);
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 3);
+    check_plan(L); /* arguments in order; the pointers are taken after the last allocation */
+    spk_lua_checktensor(L, 2);
     if (lua_isnoneornil(L, 3)) {
-        spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+        spk_lua_pushtensor(L, spk_lstm_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     luaL_checktype(L, 3, LUA_TTABLE);
@@ -235,14 +241,16 @@ static int l_forward(lua_State *L)
                               lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
         lua_pop(L, 1);
     }
-    lua_getfield(L, 3, "trace");
+    spk_lua_rawfield(L, 3, "trace");
     if (lua_isnil(L, -1)) {
-        spk_lua_pushtensor(L, spk_lstm_plan_forward(p, x));
+        spk_lua_pushtensor(L, spk_lstm_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
     read_trace(L, -2, &trace, steps);
+    spk_lstm_plan *p = check_plan(L);
+    spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *h = NULL, *c = NULL;
     spk_tensor *y = spk_lstm_plan_forward_trace(p, x, &trace, &h, &c);
     if (!y)
@@ -266,6 +274,7 @@ static int l_forward(lua_State *L)
 
 static int l_trace_check(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
     read_trace(L, 1, &trace, steps);
@@ -277,6 +286,7 @@ static int l_trace_check(lua_State *L)
 
 static int l_variant_for_batch(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     lua_Integer batch = luaL_checkinteger(L, 1), hidden = luaL_optinteger(L, 2, 128);
     spk_lstm_variant v = spk_lstm_variant_for_batch((int)hidden, batch);
     spk_lstm_geometry g;
@@ -288,7 +298,10 @@ static int l_variant_for_batch(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const spk_lstm_plan_info *info = spk_lstm_plan_get_info(check_plan(L));
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
+    /* a copy: the tables made below may run a finalizer that closes the plan */
+    const spk_lstm_plan_info copy = *spk_lstm_plan_get_info(check_plan(L)), *info = &copy;
     lua_createtable(L, 0, 16);
     push_variant(L, &info->variant, &info->geometry);
     lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
@@ -308,6 +321,7 @@ static int l_info(lua_State *L)
 
 static int l_schedule_fits(lua_State *L)
 {
+    spk_lua_noextra(L, 4);
     spk_schedule s;
     read_schedule(L, 1, &s);
     spk_lstm_variant v;
@@ -322,9 +336,22 @@ static int l_schedule_fits(lua_State *L)
 void spk_open_stack(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "stack_new");
-    lua_pushcfunction(L, l_variant_check), lua_setfield(L, module, "stack_variant_check");
-    lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "stack_schedule_fits");
-    lua_pushcfunction(L, l_trace_check), lua_setfield(L, module, "stack_trace_check");
-    lua_pushcfunction(L, l_variant_for_batch), lua_setfield(L, module, "stack_variant_for_batch");
+    static const spk_lua_reg functions[] = {
+        {"stack_new", l_stack_new,
+         "spk.core.stack_new{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =}\n"
+         "  -> plan\nThe persistent kernel's plan (what spk.lstm.stack{backend = \"persistent\"} builds)."},
+        {"stack_variant_check", l_variant_check,
+         "spk.core.stack_variant_check(kernel[, batch]) -> variant\nWhat spk.lstm.persistent_variant calls."},
+        {"stack_schedule_fits", l_schedule_fits,
+         "spk.core.stack_schedule_fits(schedule, kernel, capacity[, concurrent]) -> true\n"
+         "Whether a schedule's launches fit the device's co-resident blocks, or an error saying why."},
+        {"stack_trace_check", l_trace_check,
+         "spk.core.stack_trace_check(trace, layers, steps) -> true\nThe error a traced forward would give, or true."},
+        {"stack_variant_for_batch", l_variant_for_batch,
+         "spk.core.stack_variant_for_batch(batch[, hidden = 128]) -> variant\nThe persistent kernel's default variant at a batch."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

@@ -61,7 +61,12 @@ void spk_lua_pushtensor(lua_State *L, spk_tensor *t)
 
 void spk_lua_push_tensor_methods(lua_State *L)
 {
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    }
 }
 
 spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
@@ -94,7 +99,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
 {
     int n = 0;
     if (lua_type(L, arg) == LUA_TTABLE) {
-        lua_Integer len = luaL_len(L, arg);
+        lua_Integer len = (lua_Integer)lua_rawlen(L, arg);
         if (len > SPK_MAX_DIMS)
             luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, at most %d are supported", len,
                                                   SPK_MAX_DIMS));
@@ -107,7 +112,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
         if (entries != len)
             luaL_argerror(L, arg, "shape table must be a list of integers (it has other keys)");
         for (lua_Integer i = 1; i <= len; i++) {
-            lua_geti(L, arg, i);
+            lua_rawgeti(L, arg, i);
             shape[n++] = shape_entry(L, arg, lua_gettop(L), (int)i, allow_infer);
             lua_pop(L, 1);
         }
@@ -140,22 +145,9 @@ bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known)
     lua_pushnil(L);
     while (lua_next(L, arg)) {
         lua_pop(L, 1);
-        bool ok = false;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *k = known; *k && !ok; k++)
-                ok = strcmp(*k, lua_tostring(L, -1)) == 0;
-        if (!ok) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (const char *const *k = known; *k; k++) {
-                if (k != known)
-                    luaL_addstring(&b, ", ");
-                luaL_addstring(&b, *k);
-            }
-            luaL_pushresult(&b);
-            luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (known: %s)",
-                                                  luaL_tolstring(L, -2, NULL), lua_tostring(L, -1)));
-        }
+        const char *message = spk_lua_unknown_key(L, -1, known);
+        if (message)
+            luaL_argerror(L, arg, message);
     }
     return true;
 }
@@ -164,7 +156,7 @@ double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fa
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, key);
+    spk_lua_rawfield(L, arg, key);
     double v = fallback;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER)
@@ -180,13 +172,12 @@ spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, "dtype");
+    spk_lua_rawfield(L, arg, "dtype");
     spk_dtype dtype = fallback;
     if (!lua_isnil(L, -1)) {
-        const char *name = lua_tostring(L, -1);
-        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(name, &dtype) != 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got '%s'",
-                                                  luaL_tolstring(L, -1, NULL)));
+        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(lua_tostring(L, -1), &dtype) != 0)
+            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got %s",
+                                                  spk_lua_describe(L, -1)));
     }
     lua_pop(L, 1);
     return dtype;
@@ -522,8 +513,12 @@ static int tensor_is_closed(lua_State *L)
     return 1;
 }
 
-static void push_int64_list(lua_State *L, int n, const int64_t *v)
+/* v is copied first: the table's allocation may run a finalizer that closes
+ * the tensor v belongs to. */
+static void push_int64_list(lua_State *L, int n, const int64_t *from)
 {
+    int64_t v[SPK_MAX_DIMS];
+    memcpy(v, from, sizeof *v * (size_t)n);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)v[i]);
@@ -716,8 +711,9 @@ static int tensor_clone(lua_State *L)
  * (installed by the CUDA bindings) when present. */
 static int tensor_to(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_lua_checktensor(L, 1); /* self first; a number name is made a string below (an allocation) */
     const char *name = luaL_checkstring(L, 2);
+    spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_dtype dtype;
     if (spk_dtype_from_name(name, &dtype) == 0) {
         spk_lua_pushtensor(L, spk_tensor_to_dtype(t, dtype));
@@ -725,7 +721,7 @@ static int tensor_to(lua_State *L)
     }
     spk_clear_error();
     spk_lua_push_tensor_methods(L);
-    if (lua_getfield(L, -1, "to_device") != LUA_TNIL) {
+    if (spk_lua_rawfield(L, -1, "to_device") != LUA_TNIL) {
         lua_pushvalue(L, 1);
         lua_pushvalue(L, 2);
         lua_call(L, 2, 1);
@@ -785,7 +781,7 @@ static void push_list(lua_State *L, const spk_tensor *t, int dim, int64_t *idx)
 /* Nested Lua tables (a number for a 0-d tensor). */
 static int tensor_tolist(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_tensor *t = spk_lua_holdtensor(L, 1); /* the tables made below may run finalizers */
     require_host(L, t, "tolist");
     int64_t idx[SPK_MAX_DIMS] = {0};
     push_list(L, t, 0, idx);
@@ -1053,54 +1049,147 @@ static int module_is_tensor(lua_State *L)
     return 1;
 }
 
-/* Parameters as messages show them (args.h); "..." marks lists the function
+/* Parameters as the argument check shows them (args.h); "..." marks lists the function
  * checks itself (spk_lua_check_end, or get/set's count of indices). */
-static const spk_lua_fn tensor_methods[] = {
-    {"close", tensor_close, ""},
-    {"is_closed", tensor_is_closed, ""},
-    {"shape", tensor_shape, ""},
-    {"size", tensor_size, "dim"},
-    {"dim", tensor_dim, ""},
-    {"strides", tensor_strides, ""},
-    {"offset", tensor_offset, ""},
-    {"dtype", tensor_dtype, ""},
-    {"numel", tensor_numel, ""},
-    {"data_ptr", tensor_data_ptr, ""},
-    {"is_contiguous", tensor_is_contiguous, ""},
-    {"narrow", tensor_narrow, "dim, start, length"},
-    {"select", tensor_select, "dim, index"},
-    {"slice", tensor_slice, "dim, first, last, step"},
-    {"transpose", tensor_transpose, "dim1, dim2"},
-    {"view", tensor_view, "shape..."},
-    {"reshape", tensor_reshape, "shape..."},
-    {"contiguous", tensor_contiguous, ""},
-    {"clone", tensor_clone, ""},
-    {"to", tensor_to, "dtype or device"},
-    {"fill", tensor_fill, "value"},
-    {"get", tensor_get, "index..."},
-    {"set", tensor_set, "index..., value"},
-    {"tolist", tensor_tolist, ""},
-    {"add", tensor_add, "other"},
-    {"sub", tensor_sub, "other"},
-    {"mul", tensor_mul, "other"},
-    {"div", tensor_div, "other"},
-    {"eq", tensor_eq_method, "other"},
-    {"ne", tensor_ne, "other"},
-    {"lt", tensor_lt, "other"},
-    {"le", tensor_le, "other"},
-    {"gt", tensor_gt, "other"},
-    {"ge", tensor_ge, "other"},
-    {"scale", tensor_scale, "factor"},
-    {"neg", tensor_neg, ""},
-    {"abs", tensor_abs, ""},
-    {"sum", tensor_sum, "dim, keepdim"},
-    {"mean", tensor_mean, "dim, keepdim"},
-    {"min", tensor_min, "dim, keepdim"},
-    {"max", tensor_max, "dim, keepdim"},
-    {"argmin", tensor_argmin, "dim, keepdim"},
-    {"argmax", tensor_argmax, "dim, keepdim"},
-    {"norm", tensor_norm, "p, dim, keepdim"},
-    {NULL, NULL, NULL},
+static const spk_lua_checked_reg tensor_methods[] = {
+    {"close", tensor_close,
+     "t:close()\nFrees the tensor's storage now (also at <close> and collection); later use is an error.",
+     ""},
+    {"is_closed", tensor_is_closed,
+     "t:is_closed() -> boolean\nWhether t was closed.",
+     ""},
+    {"shape", tensor_shape,
+     "t:shape() -> {size, ...}\nThe size of every dimension, as a new list.",
+     ""},
+    {"size", tensor_size,
+     "t:size([dim]) -> {size, ...} | integer\nThe shape as a new list, or the size of dimension dim (1-based; negative counts from the last).",
+     "dim"},
+    {"dim", tensor_dim,
+     "t:dim() -> integer\nThe number of dimensions (0 for a scalar tensor).",
+     ""},
+    {"strides", tensor_strides,
+     "t:strides() -> {stride, ...}\nElements to step per dimension in the storage.",
+     ""},
+    {"offset", tensor_offset,
+     "t:offset() -> integer\nWhere the view starts in its storage, in elements (0-based).",
+     ""},
+    {"dtype", tensor_dtype,
+     "t:dtype() -> \"f32\" | \"f64\" | \"i32\" | \"u64\"",
+     ""},
+    {"numel", tensor_numel,
+     "t:numel() -> integer\nThe number of elements.",
+     ""},
+    {"data_ptr", tensor_data_ptr,
+     "t:data_ptr() -> integer\nThe address of the first element (host or device), for kernels and debugging.",
+     ""},
+    {"is_contiguous", tensor_is_contiguous,
+     "t:is_contiguous() -> boolean\nWhether the elements are dense in row-major order.",
+     ""},
+    {"narrow", tensor_narrow,
+     "t:narrow(dim, start, length) -> view\n"
+     "The `length` entries of dimension dim from index start (1-based), sharing t's storage.",
+     "dim, start, length"},
+    {"select", tensor_select,
+     "t:select(dim, index) -> view\nEntry `index` (1-based) of dimension dim, that dimension removed; shares storage.",
+     "dim, index"},
+    {"slice", tensor_slice,
+     "t:slice(dim, first[, last = -1[, step = 1]]) -> view\n"
+     "Entries first..last of dimension dim by step, bounds inclusive and 1-based like string.sub (negative\n"
+     "ones count from the end); a negative step walks backwards. Shares storage.",
+     "dim, first, last, step"},
+    {"transpose", tensor_transpose,
+     "t:transpose([dim1, dim2]) -> view\nSwaps two dimensions (a 2-d tensor: 1 and 2 by default); shares storage.",
+     "dim1, dim2"},
+    {"view", tensor_view,
+     "t:view(shape) -> view\n"
+     "The same elements in another shape ({2, -1}: one size inferred); t must be contiguous (else reshape).",
+     "shape..."},
+    {"reshape", tensor_reshape,
+     "t:reshape(shape) -> tensor\nAs view, copying first when t is not contiguous.",
+     "shape..."},
+    {"contiguous", tensor_contiguous,
+     "t:contiguous() -> tensor\nA dense row-major copy (t itself when it already is).",
+     ""},
+    {"clone", tensor_clone,
+     "t:clone() -> tensor\nA copy with its own storage, on t's device.",
+     ""},
+    {"to", tensor_to,
+     "t:to(dtype | \"cuda\" | \"cuda:N\" | \"cpu\"[, stream]) -> tensor\n"
+     "A copy converted to dtype (\"f32\", \"f64\", \"i32\", \"u64\"), or moved to a device.",
+     "dtype or device"},
+    {"fill", tensor_fill,
+     "t:fill(value) -> t\nSets every element to value (host tensors).",
+     "value"},
+    {"get", tensor_get,
+     "t:get(i, j, ...) -> number\nThe element at 1-based indices, one per dimension (host tensors).",
+     "index..."},
+    {"set", tensor_set,
+     "t:set(i, j, ..., value) -> t\nStores value at 1-based indices, one per dimension (exact for i32 and u64).",
+     "index..., value"},
+    {"tolist", tensor_tolist,
+     "t:tolist() -> nested tables\nThe elements as nested Lua lists (a number for a 0-d tensor).",
+     ""},
+    {"add", tensor_add,
+     "t:add(u) -> tensor\nElementwise t + u, u a tensor or a number, with NumPy's broadcasting and dtype promotion; also t + u.",
+     "other"},
+    {"sub", tensor_sub,
+     "t:sub(u) -> tensor\nElementwise t - u, broadcast and promoted as add; also t - u.",
+     "other"},
+    {"mul", tensor_mul,
+     "t:mul(u) -> tensor\nElementwise t * u, broadcast and promoted as add; also t * u.",
+     "other"},
+    {"div", tensor_div,
+     "t:div(u) -> tensor\nElementwise true division t / u (f32 for f32 operands, else f64); also t / u.",
+     "other"},
+    {"eq", tensor_eq_method,
+     "t:eq(u) -> tensor\nElementwise t == u as an i32 tensor of 1 and 0 (broadcast; exact for integers).",
+     "other"},
+    {"ne", tensor_ne,
+     "t:ne(u) -> tensor\nElementwise t ~= u as i32 1 and 0.",
+     "other"},
+    {"lt", tensor_lt,
+     "t:lt(u) -> tensor\nElementwise t < u as i32 1 and 0.",
+     "other"},
+    {"le", tensor_le,
+     "t:le(u) -> tensor\nElementwise t <= u as i32 1 and 0.",
+     "other"},
+    {"gt", tensor_gt,
+     "t:gt(u) -> tensor\nElementwise t > u as i32 1 and 0.",
+     "other"},
+    {"ge", tensor_ge,
+     "t:ge(u) -> tensor\nElementwise t >= u as i32 1 and 0.",
+     "other"},
+    {"scale", tensor_scale,
+     "t:scale(number) -> tensor\nEvery element times number.",
+     "factor"},
+    {"neg", tensor_neg,
+     "t:neg() -> tensor\nElementwise -t (integers wrap); also -t.",
+     ""},
+    {"abs", tensor_abs,
+     "t:abs() -> tensor\nElementwise absolute value.",
+     ""},
+    {"sum", tensor_sum,
+     "t:sum([dim[, keepdim]]) -> number | tensor\nThe sum of every element, or over dimension dim (1-based, negative from the end) as a tensor,\nthat dimension kept with size 1 when keepdim (i32 sums are f64).",
+     "dim, keepdim"},
+    {"mean", tensor_mean,
+     "t:mean([dim[, keepdim]]) -> number | tensor\nThe mean of every element, or over dimension dim, as sum.",
+     "dim, keepdim"},
+    {"min", tensor_min,
+     "t:min([dim[, keepdim]]) -> number | tensor, positions\nThe smallest element, or over dimension dim the smallest values and their 1-based positions.",
+     "dim, keepdim"},
+    {"max", tensor_max,
+     "t:max([dim[, keepdim]]) -> number | tensor, positions\nThe largest element, or over dimension dim the largest values and their 1-based positions.",
+     "dim, keepdim"},
+    {"argmin", tensor_argmin,
+     "t:argmin([dim[, keepdim]]) -> integer | tensor\nThe 1-based position of the smallest element (row-major), or along dim as an i32 tensor.",
+     "dim, keepdim"},
+    {"argmax", tensor_argmax,
+     "t:argmax([dim[, keepdim]]) -> integer | tensor\nThe 1-based position of the largest element (row-major), or along dim as an i32 tensor.",
+     "dim, keepdim"},
+    {"norm", tensor_norm,
+     "t:norm([p = 2[, dim[, keepdim]]]) -> number | tensor\nThe p-norm of every element or over dim: p = 2, 1, any p > 0, 0 (non-zeros), math.huge (max |x|)\nor -math.huge (min |x|).",
+     "p, dim, keepdim"},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const luaL_Reg tensor_metamethods[] = {
@@ -1131,14 +1220,28 @@ static const luaL_Reg tensor_metamethods[] = {
     {NULL, NULL},
 };
 
-static const spk_lua_fn module_functions[] = {
-    {"tensor", module_tensor, "values, dtype"},
-    {"zeros", module_zeros, "shape..., dtype"},
-    {"ones", module_ones, "shape..., dtype"},
-    {"full", module_full, "shape..., value, dtype"},
-    {"arange", module_arange, "start, stop, step, dtype"},
-    {"is_tensor", module_is_tensor, "value"},
-    {NULL, NULL, NULL},
+static const spk_lua_checked_reg module_functions[] = {
+    {"tensor", module_tensor,
+     "spk.tensor(nested_table[, dtype = \"f32\"]) -> tensor\n"
+     "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor.",
+     "values, dtype"},
+    {"zeros", module_zeros,
+     "spk.zeros(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of zeros; shape is {2, 3} or 2, 3.",
+     "shape..., dtype"},
+    {"ones", module_ones,
+     "spk.ones(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of ones; shape is {2, 3} or 2, 3.",
+     "shape..., dtype"},
+    {"full", module_full,
+     "spk.full(shape, value[, dtype = \"f32\"]) -> tensor\nA host tensor with every element value.",
+     "shape..., value, dtype"},
+    {"arange", module_arange,
+     "spk.arange([start = 0, ]stop[, step = 1][, dtype = \"f32\"]) -> tensor\n"
+     "The 1-d tensor start, start + step, ... up to but not including stop, as NumPy's arange.",
+     "start, stop, step, dtype"},
+    {"is_tensor", module_is_tensor,
+     "spk.is_tensor(value) -> boolean\nWhether value is a tensor (open or closed).",
+     "value"},
+    {NULL, NULL, NULL, NULL},
 };
 
 static bool tensor_closed(lua_State *L, int idx)
@@ -1149,13 +1252,19 @@ static bool tensor_closed(lua_State *L, int idx)
 
 static const spk_lua_self tensor_self = {"tensor", tensor_closed};
 
+#define TENSOR_DOC \
+    "tensor: an n-d array (up to 8 dims) of f32, f64, i32 or u64 on the host or a CUDA device.\n" \
+    "Dims and indices are 1-based. Views (narrow, select, slice, transpose, view) share storage;\n" \
+    "t.device is \"cpu\" or \"cuda:N\"; #t is the first dimension's size; + - * / work elementwise."
+
 void spk_open_tensor(lua_State *L, int module)
 {
     /* The methods table lives in the registry so other areas can extend it;
      * an existing one is kept (and so are methods others added to it). */
     spk_lua_push_tensor_methods(L);
-    spk_lua_setfuncs(L, tensor_methods, &tensor_self);
+    spk_lua_setfuncs_checked(L, tensor_methods, &tensor_self);
     int methods = lua_gettop(L);
+    spk_lua_settype(L, SPK_TENSOR_MT, methods, TENSOR_DOC);
 
     luaL_newmetatable(L, SPK_TENSOR_MT);
     /* The name Lua's own messages use ("number expected, got tensor"); the
@@ -1169,7 +1278,7 @@ void spk_open_tensor(lua_State *L, int module)
     lua_pop(L, 2);
 
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, NULL);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     static const char *const dtypes[] = {"f32", "f64", "i32", "u64"};
     lua_createtable(L, 4, 0);
     for (int i = 0; i < 4; i++) {

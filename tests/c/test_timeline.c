@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "cuda/runtime.h"
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
@@ -385,21 +386,8 @@ TEST(columns_are_named)
 
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    if (text && fread(text, 1, (size_t)n, f) != (size_t)n) {
-        free(text);
-        text = NULL;
-    }
-    if (text)
-        text[n] = '\0';
-    fclose(f);
-    return text;
+    size_t len;
+    return spk_file_read(path, (size_t)16 << 20, "a kernel source", &len);
 }
 
 /* The source without its timeline: the include line, SPK_TIMELINE_PARAMS and

@@ -36,7 +36,7 @@ describe("cluster backend options", function()
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { weights = "global" } }, "kernel.weights must be")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { math = "tf32" } }, "plan option math = \"tf32\"")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { math = "fp16" } }, "kernel.math must be")
-    refuses({ layers = layers, batch = 2, steps = 3, kernel = { unroll = 2 } }, "unknown kernel option 'unroll'")
+    refuses({ layers = layers, batch = 2, steps = 3, kernel = { unroll = 2 } }, "kernel: unknown option 'unroll' %(known: ")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { hidden = 64 } }, "hidden size 128, the kernel variant 64")
     local bad = { { W = layers[1].W, R = spk.zeros({ 2, 512, 64 }, "f32"), B = layers[1].B } }
     refuses({ layers = bad, batch = 1, steps = 2 }, "R")

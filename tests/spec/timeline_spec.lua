@@ -7,7 +7,7 @@
 -- block, the same bits with and without the timeline build, the output
 -- against an f64 reference, and the overhead measured.
 local spk = require "spk"
-local timeline = require "spk.timeline"
+local timeline = spk.timeline
 local report = require "spk.report"
 local plot = require "spk.plot"
 local xml = require "xml_check"
@@ -147,11 +147,11 @@ describe("spk.timeline.selection", function()
       { { stepz = { 1, 2 } }, "unknown option 'stepz'" },
     }
     for _, case in ipairs(cases) do
-      local ok, err = pcall(timeline.selection, case[1], defaults, 1)
+      local ok, err = pcall(timeline.selection, case[1], defaults)
       assert.is_false(ok)
       assert.truthy(tostring(err):find(case[2], 1, true), tostring(err))
     end
-    local ok, err = pcall(function() timeline.selection({ warp = -1 }, defaults, 1) end)
+    local ok, err = pcall(function() timeline.selection({ warp = -1 }, defaults) end)
     assert.is_false(ok)
     assert.matches("timeline_spec%.lua:%d+:", err)
     assert.is_false(pcall(timeline.selection, "all", defaults))

@@ -5,8 +5,8 @@
  * define (tools/gemm_3xtf32_check.lua times the variants); the values here
  * are the fastest measured on the H200 (docs/performance.md). Plain C
  * preprocessor only: it is included from C and CUDA C++. */
-#ifndef SPK_GEMM_3XTF32_CONFIG_H
-#define SPK_GEMM_3XTF32_CONFIG_H
+#ifndef SPK_GEMM_3XTF32_CONFIG_CUH
+#define SPK_GEMM_3XTF32_CONFIG_CUH
 
 /* k-tiles of 32 floats; shared-memory rows padded by 4 floats, so that 8
  * rows read at one k offset fall in different banks. */
