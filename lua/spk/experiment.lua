@@ -20,7 +20,7 @@
 --   ex:finish()                     -- list the files written; returns 0
 --
 -- Options (every script): --quick (small batches, few variants, few rounds),
--- --batches 1,8,32, --out DIR (default results/<name>-<YYYYmmdd-HHMMSS>/),
+-- --batches 1,8,32 (or --batch), --out DIR (default results/<name>-<YYYYmmdd-HHMMSS>/),
 -- --help; the script's own options as --name VALUE (a list: comma separated).
 -- `--name=value` works too. A usage error prints the usage and exits 2.
 --
@@ -57,7 +57,7 @@ local function usage(spec)
   if spec.about then lines[#lines + 1] = spec.about end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "  --quick              small batches, few variants, few rounds"
-  lines[#lines + 1] = ("  --batches LIST       comma separated (default %s; quick %s)"):format(
+  lines[#lines + 1] = ("  --batches LIST       comma separated, or --batch (default %s; quick %s)"):format(
     table.concat(spec.batches or {}, ","), table.concat(spec.quick_batches or spec.batches or {}, ","))
   lines[#lines + 1] = ("  --out DIR            results folder (default results/%s-<YYYYmmdd-HHMMSS>/)"):format(spec.name)
   for _, o in ipairs(spec.options or {}) do
@@ -88,6 +88,7 @@ function M.parse(spec, argv)
     if a == "-h" then name = "help" end
     if not name then return nil, ("unexpected argument '%s'"):format(a) end
     name = name:gsub("%-", "_")
+    if name == "batch" and not extra.batch then name = "batches" end -- one batch or several: either spelling
     if name == "quick" or name == "help" then
       if value then return nil, ("--%s takes no value"):format(name) end
       r[name] = true

@@ -16,6 +16,22 @@
 --            series = { {name = "u4", values = {3.2, 18.3, 21.5}}, ... }}
 --     grouped bars; a nil value leaves its bar out.
 --
+--   plot.gantt{title =, x_label =, tracks = {"block 0", ...}, categories = {"wait", ...},
+--              bars = {{track = 1, from =, to =, category = "dot", title = "hover text",
+--                       data = {step = 3}}, ...},      -- a bar per interval, coloured by category
+--              highlight = {{track =, from =, to =, data = {...}}, ...}, -- outlined (a path)
+--              links = {{from_track =, to_track =, at =}, ...},          -- joins between tracks
+--              markers = {{at =, label = "step 3"}, ...},                -- dashed vertical lines
+--              highlight_name = "critical path", width = 960, height = (from the tracks)}
+--     time along x (linear, from the data), one row per track (track 1 on top). Bars are
+--     <rect class="bar" data-track= data-category= data-from= data-to= data-...>, highlights
+--     <rect class="highlight" ...>, links <line class="link">, markers <line class="marker">.
+--   plot.timeline(tl[, {steps = {first, last}, title =, width =}]) -> svg: plot.gantt of a
+--     step timeline (info.timeline of a timeline forward): the blocks as tracks, every stage
+--     of the steps in the window as a bar, the critical path (spk.timeline.critical_path over
+--     the window) outlined, its jumps between blocks as links, each step's earliest start
+--     as a marker. Default window: four steps from the second recorded one.
+--
 -- Linear axes get "nice" ticks (1, 2 or 5 times a power of ten) and their
 -- range widens to the outer ticks; log axes span whole decades with a tick at
 -- each. A non-positive value on a log axis, a non-finite value or an empty
@@ -408,6 +424,250 @@ function M.bar(opts)
   return table.concat(parts, "\n")
 end
 
+-- ------------------------------------------------------------------ gantt
+
+local function check_interval(v, where)
+  if type(v) ~= "table" then error(("plot.gantt: %s must be a table"):format(where)) end
+  if not finite(v.from) or not finite(v.to) or v.from > v.to then
+    error(("plot.gantt: %s needs finite from <= to, got from = %s, to = %s"):format(where, tostring(v.from),
+      tostring(v.to)))
+  end
+end
+
+local function data_attributes(data)
+  if type(data) ~= "table" then return "" end
+  local keys = {}
+  for k in pairs(data) do
+    if type(k) == "string" and k:match("^[%a_][%w_%-]*$") then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local out = {}
+  for _, k in ipairs(keys) do
+    local v = data[k]
+    local text = type(v) == "number" and ("%.17g"):format(v) or tostring(v)
+    out[#out + 1] = (' data-%s="%s"'):format(k, escape(text))
+  end
+  return table.concat(out)
+end
+
+function M.gantt(opts)
+  if type(opts) ~= "table" then error("plot.gantt: expects a table of options") end
+  require("spk.options").check_keys(opts, { "title", "x_label", "tracks", "categories", "bars", "highlight", "links",
+    "markers", "highlight_name", "width", "height" }, "plot.gantt")
+  local tracks, cats = opts.tracks, opts.categories
+  if type(tracks) ~= "table" or #tracks == 0 then error("plot.gantt: tracks must be a non-empty list") end
+  if type(cats) ~= "table" or #cats == 0 then error("plot.gantt: categories must be a non-empty list") end
+  if type(opts.bars) ~= "table" or #opts.bars == 0 then error("plot.gantt: bars must be a non-empty list") end
+  local cat_index = {}
+  for i, c in ipairs(cats) do cat_index[c] = i end
+  local lo, hi = math.huge, -math.huge
+  local function cover(v) lo, hi = math.min(lo, v.from), math.max(hi, v.to) end
+  local function check_track(t, where)
+    if math.type(t) ~= "integer" or t < 1 or t > #tracks then
+      error(("plot.gantt: %s: track must be 1 .. %d, got %s"):format(where, #tracks, tostring(t)))
+    end
+  end
+  for i, b in ipairs(opts.bars) do
+    local where = ("bar %d"):format(i)
+    check_interval(b, where)
+    check_track(b.track, where)
+    if not cat_index[b.category] then
+      error(("plot.gantt: bar %d: category %s is not among the categories"):format(i, tostring(b.category)))
+    end
+    cover(b)
+  end
+  for i, h in ipairs(opts.highlight or {}) do
+    check_interval(h, ("highlight %d"):format(i))
+    check_track(h.track, ("highlight %d"):format(i))
+  end
+  for i, l in ipairs(opts.links or {}) do
+    if type(l) ~= "table" or not finite(l.at) then error(("plot.gantt: link %d needs a finite at"):format(i)) end
+    check_track(l.from_track, ("link %d"):format(i))
+    check_track(l.to_track, ("link %d"):format(i))
+  end
+  for i, m in ipairs(opts.markers or {}) do
+    if type(m) ~= "table" or not finite(m.at) then error(("plot.gantt: marker %d needs a finite at"):format(i)) end
+  end
+  if lo == hi then hi = lo + 1 end
+
+  local row_h, bar_h = 30, 20
+  local width = opts.width or 960
+  local label_w = 0
+  for _, t in ipairs(tracks) do label_w = math.max(label_w, 7 * #tostring(t)) end
+  local legend_w = 0
+  for _, c in ipairs(cats) do legend_w = math.max(legend_w, 7 * #tostring(c) + 40) end
+  legend_w = math.max(legend_w, 7 * #(opts.highlight_name or "critical path") + 40)
+  local left, right = 20 + label_w + 10, width - 20 - legend_w
+  if right - left < 100 then error("plot.gantt: width too small for the labels and the legend") end
+  local top = opts.title and 60 or 36
+  local bottom = top + row_h * #tracks
+  local height = opts.height or math.max(bottom + 56, top + 24 * (#cats + 2) + 20)
+  local ticks, t0, t1, labels = M.ticks(lo, hi)
+  local function x(v) return left + (v - t0) / (t1 - t0) * (right - left) end
+  local function y(track) return top + (track - 1) * row_h + (row_h - bar_h) / 2 end
+
+  local parts = {}
+  local function add(text) parts[#parts + 1] = text end
+  add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+       .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
+  add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
+  if opts.title then
+    add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
+      :format(px((left + right) / 2), escape(opts.title)))
+  end
+  add('<g class="grid" stroke="#e4e4e4" stroke-width="1">')
+  for _, v in ipairs(ticks) do
+    add(('<line x1="%s" y1="%d" x2="%s" y2="%d"/>'):format(px(x(v)), top, px(x(v)), bottom))
+  end
+  add('</g>')
+  add(('<rect class="plot-area" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>')
+    :format(left, top, right - left, bottom - top))
+  add('<g class="tracks">')
+  for i, t in ipairs(tracks) do
+    add(('<text class="track" data-track="%d" x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>')
+      :format(i, left - 8, px(top + (i - 0.5) * row_h), escape(t)))
+  end
+  add('</g>')
+  add('<g class="x-axis" stroke="#444">')
+  for i, v in ipairs(ticks) do
+    add(('<line x1="%s" y1="%d" x2="%s" y2="%d"/>'):format(px(x(v)), bottom, px(x(v)), bottom + 5))
+    add(('<text class="tick x-tick" data-value="%.17g" x="%s" y="%d" text-anchor="middle" stroke="none" '
+         .. 'fill="#222">%s</text>'):format(v, px(x(v)), bottom + 18, escape(labels[i])))
+  end
+  add('</g>')
+  if opts.x_label then
+    add(('<text class="x-label" x="%s" y="%d" text-anchor="middle" font-size="13">%s</text>')
+      :format(px((left + right) / 2), bottom + 40, escape(opts.x_label)))
+  end
+  add('<g class="markers">')
+  for _, m in ipairs(opts.markers or {}) do
+    add(('<line class="marker" data-at="%.17g" x1="%s" y1="%d" x2="%s" y2="%d" stroke="#888" '
+         .. 'stroke-dasharray="3 3"/>'):format(m.at, px(x(m.at)), top - 4, px(x(m.at)), bottom))
+    if m.label then
+      add(('<text class="marker-label" x="%s" y="%d" font-size="10" fill="#555">%s</text>')
+        :format(px(x(m.at) + 2), top - 6, escape(m.label)))
+    end
+  end
+  add('</g>')
+  add('<g class="bars">')
+  for _, b in ipairs(opts.bars) do
+    local color = M.colors[(cat_index[b.category] - 1) % #M.colors + 1]
+    add(('<rect class="bar" data-track="%d" data-category="%s" data-from="%.17g" data-to="%.17g"%s x="%s" y="%s" '
+         .. 'width="%s" height="%d" fill="%s"><title>%s</title></rect>')
+      :format(b.track, escape(b.category), b.from, b.to, data_attributes(b.data), px(x(b.from)), px(y(b.track)),
+        px(math.max(x(b.to) - x(b.from), 0.5)), bar_h, color, escape(b.title or b.category)))
+  end
+  add('</g>')
+  add('<g class="highlights">')
+  for _, h in ipairs(opts.highlight or {}) do
+    add(('<rect class="highlight" data-track="%d" data-from="%.17g" data-to="%.17g"%s x="%s" y="%s" width="%s" '
+         .. 'height="%d" fill="none" stroke="#111" stroke-width="2.5"/>'):format(h.track, h.from, h.to,
+        data_attributes(h.data), px(x(h.from)),
+        px(y(h.track) - 2), px(math.max(x(h.to) - x(h.from), 0.5)), bar_h + 4))
+  end
+  for _, l in ipairs(opts.links or {}) do
+    local y1, y2 = y(l.from_track) + bar_h / 2, y(l.to_track) + bar_h / 2
+    add(('<line class="link" data-at="%.17g" data-from-track="%d" data-to-track="%d" x1="%s" y1="%s" x2="%s" '
+         .. 'y2="%s" stroke="#111" stroke-width="2"/>'):format(l.at, l.from_track, l.to_track, px(x(l.at)), px(y1),
+        px(x(l.at)), px(y2)))
+  end
+  add('</g>')
+  add('<g class="legend">')
+  local lx, ly = right + 16, top + 8
+  for i, c in ipairs(cats) do
+    local yy = ly + (i - 1) * 20
+    add(('<rect x="%d" y="%d" width="22" height="10" fill="%s"/>'):format(lx, yy - 5,
+      M.colors[(i - 1) % #M.colors + 1]))
+    add(('<text class="legend-entry" x="%d" y="%d" dominant-baseline="middle">%s</text>'):format(lx + 28, yy,
+      escape(c)))
+  end
+  if opts.highlight and #opts.highlight > 0 then
+    local yy = ly + #cats * 20
+    add(('<rect x="%d" y="%d" width="22" height="10" fill="none" stroke="#111" stroke-width="2.5"/>')
+      :format(lx, yy - 5))
+    add(('<text class="legend-entry" x="%d" y="%d" dominant-baseline="middle">%s</text>'):format(lx + 28, yy,
+      escape(opts.highlight_name or "critical path")))
+  end
+  add('</g>')
+  add('</svg>\n')
+  return table.concat(parts, "\n")
+end
+
+function M.timeline(tl, opts)
+  local timeline = require "spk.timeline_analysis"
+  opts = require("spk.options").check_keys(opts, { "steps", "title", "width" }, "plot.timeline")
+  local rec = timeline.records(tl)
+  if #rec.steps == 0 then error("plot.timeline: the timeline has no records") end
+  local first, last
+  if opts.steps then
+    if type(opts.steps) ~= "table" or math.type(opts.steps[1]) ~= "integer" or math.type(opts.steps[2]) ~= "integer"
+        or opts.steps[1] > opts.steps[2] then
+      error("plot.timeline: steps must be a range {first, last}")
+    end
+    first, last = opts.steps[1], opts.steps[2]
+  else
+    local s = rec.steps
+    local from = #s > 1 and 2 or 1
+    first, last = s[from], s[math.min(from + 3, #s)]
+  end
+  local path = timeline.critical_path(tl, { steps = { first, last } })
+  local track_of, tracks = {}, {}
+  for i, b in ipairs(rec.blocks) do
+    track_of[b], tracks[i] = i, ("block %d"):format(b)
+  end
+  -- time from the window's earliest start; microseconds past 10 us
+  local origin = math.huge
+  for _, b in ipairs(rec.blocks) do
+    for s = first, last do
+      local r = rec.at[b][s]
+      for _, v in ipairs(r and r.t or {}) do
+        if v == v then origin = math.min(origin, v) end
+      end
+    end
+  end
+  if origin == math.huge then error(("plot.timeline: no stamps in steps %d..%d"):format(first, last)) end
+  local span = path.finish - origin
+  local scale, unit = 1, "ns"
+  if span > 10000 then scale, unit = 1e-3, "µs" end
+  local function at(v) return (v - origin) * scale end
+  local bars, markers = {}, {}
+  for s = first, last do
+    local start = math.huge
+    for _, b in ipairs(rec.blocks) do
+      local r = rec.at[b][s]
+      if r then
+        if r.t[1] == r.t[1] then start = math.min(start, r.t[1]) end
+        for k, name in ipairs(tl.stages) do
+          local t0, t1 = r.t[k], r.t[k + 1]
+          if t0 == t0 and t1 == t1 then
+            bars[#bars + 1] = { track = track_of[b], from = at(t0), to = at(t1), category = name,
+                                title = ("block %d, step %d, %s: %.1f ns"):format(b, s, name, t1 - t0),
+                                data = { block = b, step = s, stage = name } }
+          end
+        end
+      end
+    end
+    if start < math.huge then markers[#markers + 1] = { at = at(start), label = ("step %d"):format(s) } end
+  end
+  local highlight, links = {}, {}
+  for _, e in ipairs(path.elements) do
+    highlight[#highlight + 1] = { track = track_of[e.block], from = at(e.from), to = at(e.to),
+                                  data = { block = e.block, step = e.step, stage = e.stage,
+                                           waited_for = e.waited_for } }
+    if e.waited_for and e.waited_for ~= e.block then
+      links[#links + 1] = { from_track = track_of[e.waited_for], to_track = track_of[e.block], at = at(e.from) }
+    end
+  end
+  local sel = tl.selection or {}
+  return M.gantt {
+    title = opts.title or ("%s: steps %d..%d of layer %s %s (critical path outlined)"):format(
+      tostring(tl.kernel or "kernel"), first, last, tostring(sel.layer or "?"), tostring(sel.direction or "?")),
+    x_label = ("time (%s) from the first start shown"):format(unit), tracks = tracks, categories = tl.stages,
+    bars = bars, highlight = highlight, links = links, markers = markers, width = opts.width,
+  }
+end
+
+
 function M.save(path, svg)
   if type(path) ~= "string" or type(svg) ~= "string" then
     error("plot.save: expects (path, svg string)", 2)
@@ -426,6 +686,8 @@ do
   M.ticks = options.takes(3, "plot.ticks", M.ticks)
   M.line = options.takes(1, "plot.line", M.line)
   M.bar = options.takes(1, "plot.bar", M.bar)
+  M.gantt = options.takes(1, "plot.gantt", M.gantt)
+  M.timeline = options.takes(2, "plot.timeline", M.timeline)
 end
 
 return M

@@ -48,6 +48,15 @@
 --     The inverse for reading results back (null -> report.null, a unique
 --     sentinel, inside arrays so positions are kept; absent from objects).
 --
+-- Step timelines (the table a timeline forward returns as info.timeline; spk.timeline
+-- computes, this formats)
+--   report.timeline(tl[, {per_block = true, path = critical_path, title =}]) -> string
+--     per stage (then "gap" and "step"): n, median, p10 and p90 of its duration in ns, its
+--     median in cycles, and for the all-blocks row its share of the critical path (computed
+--     over every recorded step unless `path` is given); per_block = false leaves out the
+--     rows of each block.
+--   report.timeline_rows(tl[, {per_block =, path =}]) -> the rows of that table (for CSV and JSON)
+--
 -- Number formats (nil and non-finite values print as "-")
 --   report.fmt_ms(ms)          -- 3 significant decimals: 0.812, 12.35, 241.4
 --   report.fmt_sci(x[, digits])-- "1.23e-07" (digits after the point, 2)
@@ -532,12 +541,69 @@ function M.json_decode(text)
   return result
 end
 
+-- ---------------------------------------------------------------- timelines
+
+local function timeline_rows(tl, opts)
+  local timeline = require "spk.timeline_analysis"
+  local path = opts.path or timeline.critical_path(tl)
+  local rows = {}
+  for _, r in ipairs(timeline.stats(tl, { path = path })) do
+    if opts.per_block ~= false or r.block == "all" then rows[#rows + 1] = r end
+  end
+  return rows, path
+end
+
+function M.timeline_rows(tl, opts)
+  return timeline_rows(tl, require("spk.options").check_keys(opts, { "per_block", "path" }, "report.timeline_rows"))
+end
+
+local function fmt_ns(v)
+  if not finite(v) then return "-" end
+  return ("%.1f"):format(v)
+end
+
+local function fmt_cycles(v)
+  if not finite(v) then return "-" end
+  return ("%.0f"):format(v)
+end
+
+function M.timeline(tl, opts)
+  opts = require("spk.options").check_keys(opts, { "per_block", "path", "title" }, "report.timeline")
+  local rows, path = timeline_rows(tl, opts)
+  local sel, clock = tl.selection or {}, tl.clock or {}
+  local function span(r) return type(r) == "table" and ("%s..%s"):format(tostring(r[1]), tostring(r[2])) or "?" end
+  local title = opts.title or ("step timeline: %s, layer %s %s, steps %s, blocks %s, warp %s"):format(
+    tostring(tl.kernel or "kernel"), tostring(sel.layer or "?"), tostring(sel.direction or "?"), span(sel.steps),
+    span(sel.blocks), tostring(sel.warp or "?"))
+  local footer = {
+    ("critical path over steps %d..%d: %s ns, ending in block %s"):format(path.steps[1], path.steps[2],
+      fmt_ns(path.total_ns), tostring(path.end_block)),
+  }
+  if clock.cycles_per_ns then
+    footer[#footer + 1] = ("clock: %.4f cycles/ns (%s), globaltimer step %s ns, alignment residual %s ns")
+      :format(clock.cycles_per_ns, clock.fitted and "fitted" or "given", fmt_ns(clock.quantum_ns),
+        fmt_ns(clock.residual_ns))
+  end
+  return M.table(rows, {
+    { key = "stage", title = "stage" },
+    { key = "block", title = "block", align = "right" },
+    { key = "n", title = "n" },
+    { key = "median_ns", title = "median ns", format = fmt_ns },
+    { key = "p10_ns", title = "p10 ns", format = fmt_ns },
+    { key = "p90_ns", title = "p90 ns", format = fmt_ns },
+    { key = "median_cycles", title = "median cycles", format = fmt_cycles },
+    { key = "path_share", title = "critical path", format = function(v) return v and M.fmt_pct(v) end, empty = "" },
+  }, { title = title, footer = footer })
+end
+
 -- An argument a function does not take is an error that names it.
 do
   local options = require "spk.options"
   M.table = options.takes(3, "report.table", M.table)
   M.json_encode = options.takes(2, "report.json_encode", M.json_encode)
   M.json = options.takes(3, "report.json", M.json)
+  M.timeline = options.takes(2, "report.timeline", M.timeline)
+  M.timeline_rows = options.takes(2, "report.timeline_rows", M.timeline_rows)
 end
 
 return M

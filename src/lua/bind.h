@@ -116,5 +116,6 @@ void spk_open_cudnn(lua_State *L, int module);
 void spk_open_clock(lua_State *L, int module);
 void spk_open_doc(lua_State *L, int module);
 void spk_open_onnx(lua_State *L, int module);
+void spk_open_timeline(lua_State *L, int module);
 
 #endif

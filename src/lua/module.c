@@ -70,6 +70,7 @@ int luaopen_spk_core(lua_State *L)
     lua_pop(L, 1);
     spk_open_doc(L, module);
     spk_open_onnx(L, module);
+    spk_open_timeline(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);

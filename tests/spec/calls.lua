@@ -51,6 +51,23 @@ function M.maker(spk)
   function m.stream() return m.keep(spk.cuda.stream()) end
   function m.event() return m.keep(spk.cuda.event()) end
   function m.device(shape) return m.keep(spk.cuda.zeros(shape or { 2, 3 })) end
+  -- a timeline build's raw buffer: one block, steps 1 and 2 of one stage "a"
+  -- (header, the block's anchor, then each mark's globaltimer and clock64)
+  function m.raw_timeline()
+    local r = m.t({ 26 }, "u64")
+    for i, v in ipairs { 0x31454d49544b5053, 2, 0, 0, 2, 0, 1, 0, 0, 2 } do r:set(i, v) end
+    for i, v in ipairs { 1000, 0, 2000, 2000, 0, 2500, 3000, 4000, 0, 4500 } do r:set(16 + i, v) end
+    return r
+  end
+  -- a recorded timeline as spk.timeline reads it (one block, two steps, two stages)
+  function m.timeline()
+    return { stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } },
+             columns = { "block", "step", "start", "a", "b", "start_cycles", "a_cycles", "b_cycles" },
+             stages = { "a", "b" }, waits_for = { a = "b" }, kernel = "recipe",
+             selection = { layer = 1, direction = "forward", steps = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
+  end
+  -- the timeline demo's plan (a GPU of compute capability 9.0) and its input
+  function m.demo() return m.keep(spk.timeline.demo { batch = 1, steps = 2, cluster = 2 }) end
   function m.close_all()
     for i = #m.objects, 1, -1 do
       local o = m.objects[i]
@@ -221,6 +238,30 @@ M.recipes = {
   ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.version"] = { n = 0, args = function() end },
+  -- step timelines
+  ["spk.timeline.selection"] = { n = 2, opts = 1, args = function()
+    return { layer = 1, direction = "reverse", steps = { 1, 2 }, warp = 0 }, { steps = { 1, 4 }, blocks = { 0, 3 } }
+  end },
+  ["spk.timeline.make"] = { n = 5, opts = 4, args = function(m)
+    local tl = m.timeline()
+    return tl.stamps, tl.columns, {}, { stages = tl.stages, waits_for = tl.waits_for, kernel = "k" }, tl.selection
+  end },
+  ["spk.timeline.records"] = { n = 1, args = function(m) return m.timeline() end },
+  ["spk.timeline.durations"] = { n = 1, args = function(m) return m.timeline() end },
+  ["spk.timeline.stats"] = { n = 2, opts = 2, args = function(m) return m.timeline(), {} end },
+  ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
+  ["spk.timeline.percentile"] = { n = 2, args = function() return { 1, 2, 3 }, 0.5 end },
+  ["spk.timeline.decode"] = { n = 2, opts = 2, args = function(m)
+    return m.raw_timeline(), { stages = { "a" }, waits_for = {}, kernel = "k" }
+  end },
+  ["spk.timeline.demo"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, cluster = 2 } end },
+  ["spk.timeline.demo_description"] = { n = 0, args = function() end },
+  ["spk.core.timeline_decode"] = { n = 3, args = function(m) return m.raw_timeline(), { "a" }, 2 end },
+  ["spk.core.timeline_columns"] = { n = 1, args = function() return { "a", "b" } end },
+  ["spk.core.timeline_demo_stages"] = { n = 0, args = function() end },
+  ["spk.core.timeline_demo_new"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    return { cluster = 2, batch = 1, steps = 2, weights = m.t({ 2, 64, 64 }, "f32") }
+  end },
 }
 
 -- Functions of the Lua library modules that take an options table.
@@ -237,6 +278,12 @@ M.modules = {
   end },
   ["experiment.measure_plan"] = { n = 4, opts = 4, args = function(m) return m.stack(), m.x(), nil, { rounds = 1, warmup = 0 } end },
   ["tuning.choose"] = { n = 2, opts = 2, args = function() return { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 }, { facts = false } end },
+  ["report.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { per_block = false, title = "t" } end },
+  ["report.timeline_rows"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { per_block = false } end },
+  ["plot.gantt"] = { n = 1, opts = 1, args = function()
+    return { tracks = { "a" }, categories = { "x" }, bars = { { track = 1, from = 0, to = 1, category = "x" } } }
+  end },
+  ["plot.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
   ["tuning.lookup"] = { n = 2, args = function() return { entries = {} }, { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 } end },
 }
 
@@ -300,6 +347,14 @@ M.objects = {
                 time = { { rounds = 1, warmup = 0 } } },
     arity = { forward = 3, forward_into = 4, device_buffers = 3, time = 2, is_closed = 1, close = 1 },
     opts = { time = 2 } },
+  { kind = "timeline demo", gpu = true, make = function(m) return m.demo() end,
+    methods = { forward = { "demo x", { timeline = { steps = { 1, 2 }, blocks = { 0, 1 } } } },
+                time = { { rounds = 1, warmup = 0, build = "timeline" } } },
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
+  { kind = "timeline demo (core)", gpu = true, metatable = "spk.timeline_demo", make = function(m) return m.demo().core end,
+    methods = { forward = { "demo x", { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0, blocks = 2 } },
+                time = { "demo x", "timeline", 1, 0 } },
+    arity = { forward = 3, time = 6, info = 1, close = 1 } },
 }
 
 -- Resolves the placeholders of a method recipe ("t", "x", "event", ...) with
@@ -315,6 +370,7 @@ function M.method_args(m, spec)
     elseif a == "stream" then v = m.stream()
     elseif a == "device x" then v = m.device { 1, 2, 3 }
     elseif a == "device y" then v = m.device { 1, 2, 256 } -- the GPU plans' hidden 128, both directions
+    elseif a == "demo x" then v = m.t { 1, 2, 64 } -- the timeline demo's 64 units
     elseif type(a) == "table" then
       v = {}
       for k, x in pairs(a) do

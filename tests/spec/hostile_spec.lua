@@ -87,7 +87,19 @@ local samples = {
   ["spk.cuda.compile"] = { { source = "extern \"C\" __global__ void k() {}", arch = "sm_90", cache = false } },
   ["spk.cuda.zeros"] = { { 2 } }, ["spk.cuda.pack_args"] = { {} },
   ["spk.blas.gemm"] = { t23, t23:transpose(1, 2) },
+  ["spk.timeline.selection"] = { {}, { steps = { 1, 2 }, blocks = { 0, 1 } } },
+  ["spk.timeline.decode"] = { spk.zeros({ 20 }, "u64"), { stages = { "a" } } },
+  ["spk.timeline.demo"] = { { batch = 1, steps = 2, cluster = 2 } },
+  ["spk.timeline.percentile"] = { { 1, 2, 3 }, 0.5 },
 }
+-- a recorded timeline for spk.timeline's analysis (one block, two steps, two stages)
+local tl = { stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } },
+             columns = { "block", "step", "start", "a", "b", "start_cycles", "a_cycles", "b_cycles" },
+             stages = { "a", "b" }, waits_for = { a = "b" } }
+for _, name in ipairs { "records", "durations", "stats", "critical_path" } do
+  samples["spk.timeline." .. name] = { tl }
+end
+samples["spk.timeline.make"] = { tl.stamps, tl.columns, {}, { stages = tl.stages }, {} }
 
 local calls, errors = 0, 0
 local function try(fn, args, n)
@@ -169,7 +181,7 @@ function groups.spk()
   end
 end
 
-for _, area in ipairs { "cuda", "blas", "lstm", "schedule", "debug", "cudnn", "core" } do
+for _, area in ipairs { "cuda", "blas", "lstm", "schedule", "debug", "cudnn", "core", "timeline" } do
   groups[area] = function()
     if type(spk[area]) ~= "table" then return end
     for _, f in ipairs(functions_of(spk[area], "spk." .. area .. ".")) do hammer(f[1], f[2]) end
@@ -198,6 +210,9 @@ local function objects()
       return spk.lstm.stack { layers = layers, batch = 1, steps = 2, timeout_ms = 2000, backend = "persistent" } end }
     list[#list + 1] = { "cudnn plan", function()
       return spk.lstm.stack { layers = layers, batch = 1, steps = 2, backend = "cudnn" } end }
+    if (spk.cuda.device(0).cc_major or 0) >= 9 then
+      list[#list + 1] = { "timeline demo", function() return spk.timeline.demo { batch = 1, steps = 2, cluster = 2 } end }
+    end
   end
   return list
 end
@@ -232,6 +247,7 @@ local live_args = {
   ["cpu plan"] = { { x }, { { rounds = 1, warmup = 0, x = x } } },
   ["persistent plan"] = { { x }, { { rounds = 1, warmup = 0, x = x } } },
   ["cudnn plan"] = { { x }, { { rounds = 1, warmup = 0, x = x } } },
+  ["timeline demo"] = { { spk.zeros { 1, 2, 64 } }, { { rounds = 1, warmup = 0 } } },
 }
 function groups.closed()
   for _, kind in ipairs(objects()) do
@@ -299,7 +315,7 @@ describe("hostile arguments", function()
     return read_file(out), ok, how, code
   end
 
-  for _, group in ipairs { "spk", "cuda", "blas", "lstm", "schedule", "debug", "cudnn", "methods" } do
+  for _, group in ipairs { "spk", "cuda", "blas", "lstm", "schedule", "debug", "cudnn", "timeline", "methods" } do
     it(("survives every call in group '%s' (Lua errors only, no crash)"):format(group), function()
       local output, ok, how, code = run_group(group)
       local last = output:match("([^\n]*)\n?$")

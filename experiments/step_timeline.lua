@@ -1,0 +1,159 @@
+-- step_timeline: one step of a recurrence kernel seen from inside. For each
+-- batch, the kernel's timeline build records every stage boundary of a run
+-- of steps in the blocks of one cluster (docs/timeline.md); the script prints
+-- each stage's duration per block (median, p10, p90) with its share of the
+-- critical path, checks that the instrumented build gives the same bits as
+-- the plain one, measures what it costs, and draws a Gantt of four steps
+-- across the blocks with the critical path outlined.
+--
+-- GPU: required (the demo and the cluster kernel need compute capability
+-- 9.0). Without one it says so and exits 3; nothing is written.
+-- Run: build/spk run experiments/step_timeline.lua [--quick] [--batch 1,8,64]
+--      [--backend demo] [--steps 64] [--first 101] [--layer 1] [--direction forward]
+--      [--warp 0] [--rounds 7] [--out DIR]
+-- Backends: "demo" (kernels/timeline_demo.cu, a small cluster recurrence with
+-- the stamps), or a stack backend whose plan takes
+-- plan:forward(x, {timeline = {...}}) -> y, info and plan:time{timeline = ...}
+-- (the contract in docs/timeline.md), run on spk.lstm.random{seed = 1} and
+-- 589 steps.
+-- Writes: step_timeline.csv (a row per batch, stage and block), step_timeline.json
+-- (everything, with the critical paths and the clock fits), stamps_b<B>.csv
+-- (the decoded records), timeline_b<B>.svg (the Gantt).
+local spk = require "spk"
+local experiment = require "spk.experiment"
+local timeline = spk.timeline
+local plot = require "spk.plot"
+local report = require "spk.report"
+
+local ex = experiment.start {
+  name = "step_timeline", gpu = "required",
+  about = "Per-stage durations, critical path and a Gantt of a kernel's steps, from its timeline build.",
+  batches = { 1, 8, 64 }, quick_batches = { 1, 8 },
+  options = { { "backend", "demo", help = "demo, or an instrumented stack backend (cluster, persistent)" },
+              { "steps", 64, quick = 32, help = "steps recorded" },
+              { "first", 101, help = "first step recorded (from 1)" },
+              { "layer", 1, help = "layer recorded (from 1)" },
+              { "direction", "forward", help = "forward or reverse" },
+              { "warp", 0, help = "warp whose lane 0 stamps (from 0)" },
+              { "rounds", 7, quick = 3, help = "timed rounds for the overhead" } },
+}
+local o = ex.opts
+local T = 589
+
+-- A plan for the backend at a batch: forward(x[, {timeline =}]), time{}, close(),
+-- and the input it takes.
+local function runner(batch)
+  if o.backend == "demo" then
+    local demo = spk.timeline.demo { batch = batch, steps = T, cluster = 8 }
+    return demo, { batch, T, demo.input }
+  end
+  local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
+  return spk.lstm.stack { layers = layers, batch = batch, steps = T, backend = o.backend }, { batch, T, 60 }
+end
+
+local function reason(err)
+  local text = experiment.reason(err)
+  if text:find("unknown option 'timeline'", 1, true) then
+    return ("backend %s has no timeline build yet (its forward said: %s); --backend demo runs the instrumented "
+      .. "demo kernel"):format(o.backend, text)
+  end
+  return text
+end
+
+local first = math.max(1, math.min(o.first, T - o.steps + 1))
+local selection = { layer = o.layer, direction = o.direction, steps = { first, math.min(T, first + o.steps - 1) },
+                    warp = o.warp }
+
+local stats_rows, summary, results = {}, {}, {}
+for _, batch in ipairs(ex.batches) do
+  ex:progress("batch %d: %s backend, recording steps %d..%d", batch, o.backend, selection.steps[1],
+    selection.steps[2])
+  local ok, err = pcall(function()
+    local plan, shape = runner(batch)
+    local x = spk.randn(shape, { seed = 1 })
+    local plain = plan:forward(x)
+    local y, info = plan:forward(x, { timeline = selection })
+    local d = spk.compare(plain, y)
+    local same_bits = d.max_ulp == 0 and d.nan_mismatch == 0
+    local tl = info.timeline
+    local path = timeline.critical_path(tl)
+    local rows = report.timeline_rows(tl, { path = path })
+    -- what the timeline build costs: the plain build and the recording one, in turn
+    local plain_ms, timeline_ms = {}, {}
+    for _ = 1, 2 do
+      plain_ms[#plain_ms + 1] = plan:time { rounds = o.rounds, x = x }.median_ms
+      timeline_ms[#timeline_ms + 1] = plan:time { rounds = o.rounds, x = x, timeline = selection }.median_ms
+    end
+    local p, t = experiment.median(plain_ms), experiment.median(timeline_ms)
+    local overhead = { plain_ms = p, timeline_ms = t, overhead = t / p - 1, ns_a_step = (t - p) * 1e6 / T }
+    plan:close()
+
+    io.write(("\nbatch %d%s\n"):format(batch, same_bits and "" or "  (the timeline build changed the bits!)"))
+    io.write(report.timeline(tl, { path = path, per_block = #timeline.records(tl).blocks <= 8 }))
+    print(("timeline build: %.4f ms against %.4f ms plain (%+.1f%%, %+.1f ns a step), same bits: %s"):format(t, p,
+      100 * overhead.overhead, overhead.ns_a_step, tostring(same_bits)))
+    for _, r in ipairs(rows) do
+      r.batch = batch
+      stats_rows[#stats_rows + 1] = r
+    end
+    -- the decoded records, as they are
+    local names = {}
+    for i, c in ipairs(tl.columns) do names[i] = c.name end
+    local records = {}
+    for i, row in ipairs(tl.stamps:tolist()) do
+      local r = {}
+      for j, v in ipairs(row) do r[names[j]] = v end
+      records[i] = r
+    end
+    ex:csv(("stamps_b%d.csv"):format(batch), records, names)
+    ex:svg(("timeline_b%d.svg"):format(batch), plot.timeline(tl))
+    local line = { batch = batch, same_bits = same_bits, overhead = overhead.overhead, path_ns = path.total_ns }
+    for _, r in ipairs(rows) do
+      if r.block == "all" then
+        line[r.stage] = r.median_ns
+        if r.path_share then line[r.stage .. "_path"] = r.path_share end
+      end
+    end
+    summary[#summary + 1] = line
+    local elements = {}
+    for i, e in ipairs(path.elements) do elements[i] = e end
+    results[#results + 1] = { batch = batch, selection = tl.selection, kernel = tl.kernel, clock = tl.clock,
+                              stages = tl.stages, waits_for = tl.waits_for, stats = rows, same_bits = same_bits,
+                              overhead = overhead,
+                              critical_path = { steps = path.steps, total_ns = path.total_ns,
+                                                by_stage = path.by_stage, end_block = path.end_block,
+                                                elements = elements } }
+  end)
+  if not ok then
+    local why = reason(err)
+    ex:progress("batch %d failed: %s", batch, why)
+    summary[#summary + 1] = { batch = batch, error = why }
+    results[#results + 1] = { batch = batch, error = why }
+  end
+end
+
+-- one line a batch: each stage's median (ns) and share of the critical path
+local columns = { "batch" }
+local stages = results[1] and results[1].stages
+for _, r in ipairs(results) do stages = stages or r.stages end
+for _, name in ipairs(stages or {}) do
+  columns[#columns + 1] = { key = name, title = name .. " ns", format = "%.1f" }
+  columns[#columns + 1] = { key = name .. "_path", title = "path", format = report.fmt_pct }
+end
+for _, c in ipairs {
+  { key = "step", title = "step ns", format = "%.1f" }, { key = "overhead", title = "overhead", format = report.fmt_pct },
+  { key = "same_bits", title = "same bits" }, { key = "error", title = "error" } } do
+  columns[#columns + 1] = c
+end
+io.write("\n")
+ex:table(summary, columns, { title = ("medians over the blocks, steps %d..%d of layer %d %s (%s backend)")
+  :format(selection.steps[1], selection.steps[2], o.layer, o.direction, o.backend) })
+ex:csv("step_timeline.csv", stats_rows, { "batch", "stage", "block", "n", "median_ns", "p10_ns", "p90_ns",
+                                          "median_cycles", "p10_cycles", "p90_cycles", "path_ns", "path_share" })
+ex:json("step_timeline.json", { backend = o.backend, steps = T, selection = selection, batches = results })
+local failed = 0
+for _, r in ipairs(results) do
+  if r.error then failed = failed + 1 end
+end
+ex:finish()
+if failed == #results then os.exit(1) end

@@ -1,0 +1,345 @@
+-- The analysis behind spk.timeline (lua/spk/timeline.lua installs it, with
+-- the decode and the demo that need spk's C part): plain Lua over the table a
+-- timeline forward returns (docs/timeline.md), so spk.report and spk.plot use
+-- it without the C part and specs feed it hand-made recordings:
+--
+--   local y, info = plan:forward(x, {timeline = {layer = 1, direction = "forward",
+--                                                steps = {101, 164}, blocks = {0, 7}, warp = 0}})
+--   local tl = info.timeline
+--   tl.stamps      host f64 tensor [records, columns]: one row per (block, step) recorded
+--   tl.columns     {{name =, unit =, about =}, ...}: block, step, then for each mark (start,
+--                  then the end of each stage) its aligned time (ns), its cycles, its globaltimer
+--   tl.stages      {"wait", "dot", ...}: the kernel's stages, in the order a step runs them
+--   tl.waits_for   {wait = "publish"}: a stage that waits for every block's end of a stage at
+--                  the previous step (the exchange of h); the critical path follows it
+--   tl.clock       {cycles_per_ns =, fitted =, quantum_ns =, residual_ns =, origin =, ...}
+--   tl.selection   the selection, as given (1-based layer and steps, 0-based blocks and warp)
+--   tl.kernel      what recorded it ("timeline demo", "cluster", ...)
+--
+--   timeline.selection(t[, defaults]) -> the C form (0-based) of a user's selection, and
+--                              the selection as recorded (defaults filled in)
+--   timeline.make(stamps, columns, clock, description, selection) -> the table a timeline
+--                              forward returns (description: {stages =, waits_for =, kernel =})
+--   timeline.records(tl)       -> {blocks = {b, ...}, steps = {s, ...}, at = {[b] = {[s] = record}}}
+--                                 record = {t = {start, end of stage 1, ...}, cycles = {...}} (NaN: unstamped)
+--   timeline.durations(tl)     -> {[name] = {[block] = {ns...}, all = {ns...}}, cycles alike}
+--   timeline.stats(tl[, {path = critical_path}])
+--                              -> rows {stage =, block = b | "all", n =, median_ns =, p10_ns =,
+--                                 p90_ns =, median_cycles =, p10_cycles =, p90_cycles =}
+--                                 for every stage, then "gap" and "step" (see below); with a
+--                                 path, the "all" rows also carry path_ns and path_share (of
+--                                 the path's total time, that stage's intervals on it)
+--   timeline.critical_path(tl[, {steps = {first, last}}]) -> path (see below)
+--   timeline.percentile(sorted, p) -> linear interpolation between closest ranks (NumPy's default)
+--   spk.timeline.decode and spk.timeline.demo: lua/spk/timeline.lua (they need spk's C part)
+--
+-- Durations: stage k of a record lasts mark k - mark k-1 (mark 0 = start); "gap" is the
+-- time from a step's last mark to the next step's start in the same block (loop overhead
+-- and whatever the kernel does not stamp); "step" is start to next start in the same
+-- block, the step's period. All in ns of the aligned time base; cycles from clock64.
+--
+-- The critical path (the chain of stage intervals that determines when the last step
+-- ends), walked back from the latest end of the last step of the window:
+--   - a stage that is not a wait, or whose wait began after the data was there: its own
+--     interval, preceded by the previous stage of the same block (mark k-1); the first
+--     stage of a step is preceded by the gap from the same block's previous step;
+--   - a stage k that waits for stage p (tl.waits_for) and began before the data was
+--     there: D = the latest end of stage p over the recorded blocks at the previous step,
+--     from block b*. If D is after the wait began, the interval is [D, end of the wait]
+--     (the exchange: the last push landing and the waiter waking), preceded by stage p of
+--     block b* at the previous step. Ties go to the waiting block's own chain.
+-- The intervals tile [start of the window's first step on the path, its end]:
+--   path = {elements = {{block =, step =, stage =, from =, to =, waited_for = b* | nil}, ...},
+--           start =, finish =, total_ns =, by_stage = {[name] = ns}, steps = {first, last}}
+-- Only recorded blocks are candidates for b*: record a whole cluster to see the path.
+local options = require "spk.options"
+
+local M = {}
+
+local function is_number(x) return type(x) == "number" and x == x end
+
+-- ---------------------------------------------------------------- selection
+
+-- (Errors need no level: spk.errors reports them at the caller's line.)
+local function range(value, name, base)
+  if type(value) ~= "table" or #value ~= 2 or math.type(value[1]) ~= "integer" or math.type(value[2]) ~= "integer" then
+    error(("timeline.%s must be a range {first, last} of integers (from %d), got %s"):format(name, base,
+      type(value) == "table" and ("a table of %d entries"):format(#value) or tostring(value)))
+  end
+  if value[1] < base or value[2] < value[1] then
+    error(("timeline.%s = {%d, %d}: needs %d <= first <= last"):format(name, value[1], value[2], base))
+  end
+  return value[1], value[2]
+end
+
+-- t: {layer = 1, direction = "forward" | "reverse", steps = {first, last} (from 1),
+-- blocks = {first, last} (from 0), warp = 0}; defaults: {steps = {..}, blocks = {..}}.
+-- Returns the C selection (0-based) and the selection as recorded (defaults filled).
+function M.selection(t, defaults)
+  if type(t) ~= "table" then
+    error(("timeline must be a table {layer =, direction =, steps = {first, last}, blocks = {first, last}, warp =}, "
+      .. "got %s"):format(options.type_name(t)))
+  end
+  options.check_keys(t, { "layer", "direction", "steps", "blocks", "warp" }, "timeline")
+  defaults = options.check_keys(defaults, { "steps", "blocks" }, "timeline.selection defaults")
+  local layer = t.layer == nil and 1 or t.layer
+  if math.type(layer) ~= "integer" or layer < 1 then
+    error(("timeline.layer must be a layer number (from 1), got %s"):format(tostring(layer)))
+  end
+  local direction = t.direction == nil and "forward" or t.direction
+  if direction ~= "forward" and direction ~= "reverse" then
+    error(("timeline.direction must be \"forward\" or \"reverse\", got %s"):format(tostring(direction)))
+  end
+  local s1, s2 = range(t.steps == nil and defaults.steps or t.steps, "steps", 1)
+  local b1, b2 = range(t.blocks == nil and defaults.blocks or t.blocks, "blocks", 0)
+  local warp = t.warp == nil and 0 or t.warp
+  if math.type(warp) ~= "integer" or warp < 0 or warp > 31 then
+    error(("timeline.warp must be a warp of the block (0 .. 31), got %s"):format(tostring(warp)))
+  end
+  local c = { layer = layer - 1, direction = direction == "reverse" and 1 or 0, first_step = s1 - 1,
+              steps = s2 - s1 + 1, first_block = b1, blocks = b2 - b1 + 1, warp = warp }
+  local given = { layer = layer, direction = direction, steps = { s1, s2 }, blocks = { b1, b2 }, warp = warp }
+  return c, given
+end
+
+-- The table every timeline forward returns, from what the decode gave.
+function M.make(stamps, columns, clock, description, selection)
+  if type(description) ~= "table" then
+    error(("timeline.make: description must be a table {stages =, waits_for =, kernel =}, got %s")
+      :format(options.type_name(description)))
+  end
+  options.check_keys(description, { "stages", "waits_for", "kernel" }, "timeline.make: description")
+  local waits_for = {}
+  for stage, target in pairs(description.waits_for or {}) do waits_for[stage] = target end
+  return { stamps = stamps, columns = columns, clock = clock, stages = description.stages, waits_for = waits_for,
+           selection = selection, kernel = description.kernel }
+end
+
+-- ---------------------------------------------------------------- records
+
+-- The rows of tl.stamps as Lua tables (a tensor's tolist, or a list already).
+local function rows_of(stamps)
+  if type(stamps) == "table" then return stamps end
+  if stamps == nil or type(stamps.tolist) ~= "function" then
+    error("timeline: stamps must be a tensor [records, columns] or a list of rows")
+  end
+  local shape = stamps:shape()
+  if #shape ~= 2 then error("timeline: stamps must be a 2-d tensor [records, columns]") end
+  if shape[1] == 0 then return {} end
+  return stamps:tolist()
+end
+
+local function column_index(tl)
+  local index = {}
+  for i, c in ipairs(tl.columns or {}) do index[type(c) == "table" and c.name or c] = i end
+  return index
+end
+
+function M.records(tl)
+  if type(tl) ~= "table" or type(tl.stages) ~= "table" or #tl.stages < 1 then
+    error("timeline: expects the table a timeline forward returns ({stamps =, columns =, stages =, ...})")
+  end
+  local col = column_index(tl)
+  local marks = { "start" }
+  for k, name in ipairs(tl.stages) do marks[k + 1] = name end
+  local tcol, ccol = {}, {}
+  for m, name in ipairs(marks) do
+    tcol[m], ccol[m] = col[name], col[name .. "_cycles"]
+    if not tcol[m] or not ccol[m] then
+      error(("timeline: no column '%s' (and '%s_cycles') for mark %d"):format(name, name, m - 1))
+    end
+  end
+  if not col.block or not col.step then error("timeline: the columns need block and step") end
+  local at, blocks, steps, seen_b, seen_s = {}, {}, {}, {}, {}
+  for _, row in ipairs(rows_of(tl.stamps)) do
+    local b, s = math.tointeger(row[col.block]), math.tointeger(row[col.step])
+    if not b or not s then error("timeline: a record's block and step must be integers") end
+    local r = { t = {}, cycles = {} }
+    for m = 1, #marks do
+      r.t[m], r.cycles[m] = row[tcol[m]], row[ccol[m]]
+    end
+    at[b] = at[b] or {}
+    at[b][s] = r
+    if not seen_b[b] then seen_b[b], blocks[#blocks + 1] = true, b end
+    if not seen_s[s] then seen_s[s], steps[#steps + 1] = true, s end
+  end
+  table.sort(blocks)
+  table.sort(steps)
+  return { blocks = blocks, steps = steps, at = at, marks = marks }
+end
+
+-- ---------------------------------------------------------------- statistics
+
+function M.percentile(sorted, p)
+  local n = #sorted
+  if n == 0 then return nil end
+  local h = (n - 1) * p
+  local lo = math.floor(h)
+  local hi = math.min(lo + 1, n - 1)
+  return sorted[lo + 1] + (h - lo) * (sorted[hi + 1] - sorted[lo + 1])
+end
+
+-- The last stamped mark of a record (its index), or nil.
+local function last_mark(r)
+  for m = #r.t, 1, -1 do
+    if is_number(r.t[m]) then return m end
+  end
+end
+
+function M.durations(tl)
+  local rec = M.records(tl)
+  local names = {}
+  for k, name in ipairs(tl.stages) do names[k] = name end
+  names[#names + 1], names[#names + 2] = "gap", "step"
+  local ns, cycles = {}, {}
+  for _, name in ipairs(names) do ns[name], cycles[name] = { all = {} }, { all = {} } end
+  local function add(name, b, d, dc)
+    ns[name][b] = ns[name][b] or {}
+    cycles[name][b] = cycles[name][b] or {}
+    table.insert(ns[name][b], d)
+    table.insert(ns[name].all, d)
+    table.insert(cycles[name][b], dc)
+    table.insert(cycles[name].all, dc)
+  end
+  local S = #tl.stages
+  for _, b in ipairs(rec.blocks) do
+    for _, s in ipairs(rec.steps) do
+      local r = rec.at[b][s]
+      if r then
+        for k = 1, S do
+          local t0, t1 = r.t[k], r.t[k + 1]
+          if is_number(t0) and is_number(t1) then add(tl.stages[k], b, t1 - t0, r.cycles[k + 1] - r.cycles[k]) end
+        end
+        local nxt = rec.at[b][s + 1]
+        if nxt and is_number(nxt.t[1]) then
+          if is_number(r.t[S + 1]) then add("gap", b, nxt.t[1] - r.t[S + 1], nxt.cycles[1] - r.cycles[S + 1]) end
+          if is_number(r.t[1]) then add("step", b, nxt.t[1] - r.t[1], nxt.cycles[1] - r.cycles[1]) end
+        end
+      end
+    end
+  end
+  return { ns = ns, cycles = cycles, names = names, blocks = rec.blocks }
+end
+
+local function summary(values)
+  local s = {}
+  for i, v in ipairs(values) do s[i] = v end
+  table.sort(s)
+  return #s, M.percentile(s, 0.5), M.percentile(s, 0.1), M.percentile(s, 0.9)
+end
+
+function M.stats(tl, opts)
+  local path = options.check_keys(opts, { "path" }, "timeline.stats").path
+  local d = M.durations(tl)
+  local rows = {}
+  for _, name in ipairs(d.names) do
+    local groups = { "all" }
+    for _, b in ipairs(d.blocks) do groups[#groups + 1] = b end
+    for _, g in ipairs(groups) do
+      local values = d.ns[name][g]
+      if values and #values > 0 then
+        local n, med, p10, p90 = summary(values)
+        local _, cmed, c10, c90 = summary(d.cycles[name][g])
+        local row = { stage = name, block = g, n = n, median_ns = med, p10_ns = p10, p90_ns = p90,
+                      median_cycles = cmed, p10_cycles = c10, p90_cycles = c90 }
+        if path and g == "all" and name ~= "step" then
+          row.path_ns = path.by_stage[name] or 0
+          row.path_share = path.total_ns > 0 and row.path_ns / path.total_ns or nil
+        end
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return rows
+end
+
+-- ---------------------------------------------------------------- critical path
+
+local function stage_numbers(tl)
+  local number = {}
+  for k, name in ipairs(tl.stages) do number[name] = k end
+  local waits = {}
+  for stage, target in pairs(tl.waits_for or {}) do
+    if not number[stage] or not number[target] then
+      error(("timeline: waits_for names stages of the kernel (%s), got %s = %s")
+        :format(table.concat(tl.stages, ", "), tostring(stage), tostring(target)))
+    end
+    waits[number[stage]] = number[target]
+  end
+  return waits
+end
+
+-- The nearest stamped mark before mark m of a record (an index), or nil.
+local function previous_mark(r, m)
+  for j = m - 1, 1, -1 do
+    if is_number(r.t[j]) then return j end
+  end
+end
+
+function M.critical_path(tl, opts)
+  opts = options.check_keys(opts, { "steps" }, "timeline.critical_path")
+  local rec = M.records(tl)
+  local waits = stage_numbers(tl)
+  if #rec.steps == 0 then error("timeline: no records") end
+  local first, last = rec.steps[1], rec.steps[#rec.steps]
+  if opts.steps then first, last = range(opts.steps, "steps", 1) end
+  -- the end: the latest last mark at the window's last step
+  local b_end, m_end, t_end
+  for _, b in ipairs(rec.blocks) do
+    local r = rec.at[b][last]
+    local m = r and last_mark(r)
+    if m and (t_end == nil or r.t[m] > t_end) then b_end, m_end, t_end = b, m, r.t[m] end
+  end
+  if not b_end then error(("timeline: no block has a stamp at step %d"):format(last)) end
+  local elements = {}
+  local function emit(e) elements[#elements + 1] = e end
+  local b, s, m = b_end, last, m_end
+  while true do
+    local r = rec.at[b][s]
+    if m == 1 then
+      -- the step's start: the gap from the same block's previous step
+      local prev = s > first and rec.at[b][s - 1]
+      local pm = prev and last_mark(prev)
+      if not pm then break end
+      emit { block = b, step = s - 1, stage = "gap", from = prev.t[pm], to = r.t[1] }
+      s, m = s - 1, pm
+    else
+      local j = previous_mark(r, m)
+      if not j then break end -- the record starts here: nothing earlier is known
+      local k = m - 1         -- the stage that ends at mark m
+      local target = waits[k]
+      local jumped = false
+      if target and s > first then
+        local D, b_star
+        for _, b2 in ipairs(rec.blocks) do
+          local p = rec.at[b2][s - 1]
+          local v = p and p.t[target + 1]
+          if is_number(v) and (D == nil or v > D or (v == D and b2 == b)) then D, b_star = v, b2 end
+        end
+        if D and D > r.t[j] then
+          emit { block = b, step = s, stage = tl.stages[k], from = math.min(D, r.t[m]), to = r.t[m],
+                 waited_for = b_star }
+          b, s, m = b_star, s - 1, target + 1
+          jumped = true
+        end
+      end
+      if not jumped then
+        emit { block = b, step = s, stage = tl.stages[k], from = r.t[j], to = r.t[m] }
+        m = j
+      end
+    end
+  end
+  -- chronological order
+  local n = #elements
+  for i = 1, n // 2 do elements[i], elements[n - i + 1] = elements[n - i + 1], elements[i] end
+  local by_stage = {}
+  for _, e in ipairs(elements) do
+    e.duration = e.to - e.from
+    by_stage[e.stage] = (by_stage[e.stage] or 0) + e.duration
+  end
+  local start = n > 0 and elements[1].from or t_end
+  return { elements = elements, start = start, finish = t_end, total_ns = t_end - start, by_stage = by_stage,
+           steps = { first, last }, end_block = b_end }
+end
+
+return M
