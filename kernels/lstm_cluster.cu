@@ -192,42 +192,30 @@
 #ifndef TILE_ROWS
 #define TILE_ROWS 32
 #endif
-#ifndef WEIGHTS_SHARED
-#define WEIGHTS_SHARED 0
-#endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
-#ifndef CELL_IN_LANES
-#define CELL_IN_LANES 0
-#endif
-#ifndef LATE_STORE
-#define LATE_STORE 0
-#endif
-#ifndef VECTOR_PUSH
-#define VECTOR_PUSH 0
-#endif
-#ifndef MBARRIER_EXCHANGE
-#define MBARRIER_EXCHANGE 0
-#endif
-#ifndef DIRECT_PUSH
-#define DIRECT_PUSH 0
+#ifndef PUSH
+#define PUSH 1
 #endif
 #ifndef GATE_BLOCK
 #define GATE_BLOCK 1
 #endif
-#ifndef WARP_PUSH
-#define WARP_PUSH 0
-#endif
 #ifndef GATES_AHEAD
 #define GATES_AHEAD 1
-#endif
-#ifndef DIRECTIONS
-#define DIRECTIONS 1
 #endif
 #ifndef ROW_PHASES
 #define ROW_PHASES 1
 #endif
+static_assert(PUSH == 1 || PUSH == 2, "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
+#define WEIGHTS_SHARED 0
+#define CELL_IN_LANES 1
+#define LATE_STORE 1
+#define VECTOR_PUSH 0
+#define MBARRIER_EXCHANGE 1
+#define DIRECT_PUSH 1
+#define WARP_PUSH (PUSH == 2)
+#define DIRECTIONS 1
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -256,10 +244,8 @@ static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CL
               "CLUSTER must be 1, 2, 4, 8 or 16");
 static_assert(HIDDEN % CLUSTER == 0, "HIDDEN must be a multiple of CLUSTER");
 static_assert(GATE_BLOCK == 1 || GATE_BLOCK == 4, "GATE_BLOCK must be 1 or 4");
-static_assert(GATE_BLOCK == 1 || (DIRECT_PUSH && !WEIGHTS_SHARED),
-              "GATE_BLOCK 4 needs DIRECT_PUSH and the weights in registers");
-static_assert(!WARP_PUSH || (DIRECT_PUSH && GATE_BLOCK == 4 && UNITS % 4 == 0),
-              "WARP_PUSH needs DIRECT_PUSH, GATE_BLOCK 4 and UNITS (HIDDEN / CLUSTER) a multiple of 4");
+static_assert(!WARP_PUSH || (GATE_BLOCK == 4 && UNITS % 4 == 0),
+              "PUSH 2 (warp) needs GATE_BLOCK 4 and UNITS (HIDDEN / CLUSTER) a multiple of 4");
 static_assert(THREADS % (GATE_ROWS / GATE_BLOCK) == 0 && (CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8),
               "THREADS must be GATE_ROWS / GATE_BLOCK * CHUNKS (GATE_ROWS = 4 * HIDDEN / CLUSTER), CHUNKS 2, 4 or 8");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be whole warps, at most 1024");
@@ -267,23 +253,12 @@ static_assert(HIDDEN % (4 * CHUNKS) == 0, "HIDDEN must split into float4 groups 
 static_assert(TILE_ROWS >= 1 && TILE_ROWS <= 32, "TILE_ROWS must be 1 .. 32");
 static_assert((ROW_GROUP == 1 || ROW_GROUP == 2 || ROW_GROUP == 4 || ROW_GROUP == 8) && ROW_GROUP <= CHUNKS,
               "ROW_GROUP must be 1, 2, 4 or 8 and at most CHUNKS");
-static_assert(DIRECTIONS == 1 || (DIRECTIONS == 2 && DIRECT_PUSH && !WEIGHTS_SHARED && 2 * THREADS <= 1024),
-              "DIRECTIONS must be 1, or 2 with DIRECT_PUSH, the weights in registers and 2 * THREADS <= 1024");
-static_assert(ROW_PHASES == 1 || (ROW_PHASES == 2 && DIRECT_PUSH && SLOTS >= 2),
-              "ROW_PHASES must be 1, or 2 with DIRECT_PUSH and TILE_ROWS >= 2 * ROW_GROUP");
-static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS * DIRECTIONS <= 2048,
-              "MIN_BLOCKS must be 1 .. 2048 / (THREADS * DIRECTIONS)");
-static_assert(!VECTOR_PUSH || UNITS % 4 == 0, "VECTOR_PUSH needs UNITS (HIDDEN / CLUSTER) a multiple of 4");
-static_assert(!MBARRIER_EXCHANGE || VECTOR_PUSH || DIRECT_PUSH, "MBARRIER_EXCHANGE needs VECTOR_PUSH or DIRECT_PUSH");
-static_assert(!DIRECT_PUSH || (MBARRIER_EXCHANGE && CELL_IN_LANES && !VECTOR_PUSH),
-              "DIRECT_PUSH needs MBARRIER_EXCHANGE and CELL_IN_LANES, and excludes VECTOR_PUSH");
-static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4 && (GATES_AHEAD == 1 || DIRECT_PUSH),
-              "GATES_AHEAD must be 1 .. 4 (more than 1 needs DIRECT_PUSH)");
-static_assert(4 * DIRECTIONS *
-                      (BARRIER_FLOATS + (WEIGHTS_SHARED ? GATE_ROWS * HIDDEN : 0) + 2 * PADDED_ROWS * HIDDEN +
-                       (CELL_IN_LANES ? 0 : TILE_ROWS * PRE_STRIDE) + RING_FLOATS) <=
-                  227 * 1024,
-              "shared memory (weights, two h buffers, pre-activations, gate stages; per direction) must fit 227 KiB");
+static_assert(ROW_PHASES == 1 || (ROW_PHASES == 2 && SLOTS >= 2),
+              "ROW_PHASES must be 1, or 2 with TILE_ROWS >= 2 * ROW_GROUP");
+static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS <= 2048, "MIN_BLOCKS must be 1 .. 2048 / THREADS");
+static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4, "GATES_AHEAD must be 1 .. 4");
+static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 227 * 1024,
+              "shared memory (mbarriers, two h buffers, gate stages) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
 #include "lstm_gate_block.cuh"

@@ -3,11 +3,11 @@
 -- install(spk, core) that adds that area's API to the module table.
 local core = require "spk.core"
 
--- The plan constructors and variant helpers of the GPU backends (stack_*,
--- cluster_*) are reached through spk.lstm (stack{backend = ...},
--- persistent_variant, cluster_variant, ...); they stay in spk.core only.
+-- The plan constructors and variant helpers of the GPU backends
+-- (persistent_*, cluster_*) are reached through spk.lstm (stack{backend =
+-- ...}, kernel_variant, kernel_options, ...); they stay in spk.core only.
 local function internal(name)
-  return name:match("^stack_") or name:match("^cluster_")
+  return name:match("^persistent_") or name:match("^cluster_")
 end
 
 local spk = { core = core }
@@ -17,7 +17,7 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "persistent", "cluster", "cudnn", "debug", "auto" } do
   require("spk." .. area)(spk, core)
 end
 

@@ -53,7 +53,7 @@
 --   tuning.default_choice(facts, batch) -> {backend, options, reason}
 --     The documented default where no record applies (see docs/tuning.md):
 --     no CUDA device: "cpu"; compute capability >= 9.0: "cluster" (its own
---     per-batch default, spk.lstm.cluster_default); below 9.0: "persistent"
+--     per-batch default, spk.lstm.kernel_variant); below 9.0: "persistent"
 --     (its per-batch variant table).
 --   tuning.fallbacks(facts) -> backend names to try, in order, when the
 --     chosen plan cannot be built.
@@ -348,20 +348,18 @@ local function cc_number(cc)
   return tonumber(major) + tonumber(minor) / 10
 end
 
--- The cluster plan's own per-batch default (spk.lstm.cluster_default: gate
--- blocks with direct pushes, clusters of 2 to 8 blocks, tiles of 1 to 8 rows
--- up to batch 256, 16 above) and the persistent plan's own table carry their
--- variants, so a default adds no options.
+-- The cluster plan's own per-batch default (spk.lstm.kernel_variant{backend
+-- = "cluster"}: gate blocks with direct pushes, clusters of 2 to 8 blocks,
+-- tiles of 1 to 8 rows up to batch 256, 16 above) and the persistent plan's
+-- own table carry their variants, so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
     return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
-  -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results, commit 029f406): cluster 1.04 / 1.34 / 2.45
-  -- / 3.53 / 11.7 ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.36 /
-  -- 3.61 / 5.60 / 6.09 / 15.4. Above 256 the cluster rows are unmeasured
-  -- against the persistent kernel, which stays the default there.
+  -- The cluster kernel is the faster at every batch measured up to 256 (README's
+  -- results; docs/tuning.md); above 256 its rows are not measured against the
+  -- persistent kernel, which stays the default there.
   if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "

@@ -5,6 +5,7 @@
 #define SPK_LUA_GPU_PLAN_H
 
 #include "lstm/device_layers.h"
+#include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
 #include "lua/bind.h"
 
@@ -20,8 +21,18 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t);
  * integer, ..."). */
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps);
 
-/* Sets t.defines = {NAME = "value", ...} on the table at the top. */
-void spk_lua_set_defines(lua_State *L, const spk_define *defines, int count);
+/* Reads a kernel table (argument idx; nil: no option given) into `choice`
+ * through the family's option table, with raw access; a key the family does
+ * not know or a value an option does not take is a Lua error naming it. */
+void spk_lua_read_kernel_choice(lua_State *L, int idx, const spk_kernel_family *f, spk_kernel_choice *choice);
+/* Sets each option of `variant` on the table at the top (a word option as
+ * its word) and t.defines = {MACRO = "value", ...}. */
+void spk_lua_set_kernel_options(lua_State *L, const spk_kernel_family *f, const void *variant);
+/* Pushes a family's option table as data: {backend =, options = {{name =,
+ * macro =, words = {...} | values = {...} | min =, max =, default =
+ * "layers" | "batch" | "fit", help =}, ...}, rules = {message, ...},
+ * text = what spk help prints}. */
+void spk_lua_push_kernel_family(lua_State *L, const spk_kernel_family *f);
 /* Sets layers, hidden, input, batch, steps and math on the table at the top. */
 void spk_lua_set_gpu_shape(lua_State *L, const spk_lstm_gpu_shape *shape);
 

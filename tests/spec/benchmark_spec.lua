@@ -96,7 +96,7 @@ describe("spk.lstm.backends", function()
     assert.has_error(function() plan:time { x = spk.zeros({ 2, 4, 5 }, "f32") } end)
     assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
                                                  kernel = {} } end,
-      "spk.lstm.stack: unknown option 'kernel' for backend cpu")
+      "spk.lstm.stack (cpu): unknown option 'kernel'")
   end)
 end)
 
