@@ -411,13 +411,8 @@ __device__ __forceinline__ void copy_async_wait()
 
 // ---- dot products --------------------------------------------------------
 
-#if WEIGHTS_SHARED
-typedef const float4 *weight_slice; // the block's R in shared memory, [FLOAT4_PER_CHUNK][THREADS]
-#define WEIGHT(k) (w[(k) * THREADS + threadIdx.x])
-#else
 typedef const float4 (&weight_slice)[FLOAT4_PER_CHUNK];
 #define WEIGHT(k) (w[k])
-#endif
 
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
 // thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes
@@ -517,9 +512,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     float *smem = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     float *h_buffers = smem + weight_floats;
     const int h_floats = padded_rows * HIDDEN;
-#if !CELL_IN_LANES
-    float *pre = h_buffers + 2 * h_floats;
-#endif
 #if GATES_AHEAD > 1
     // (GATES_AHEAD > 1 implies the lanes form: no `pre`)
     float4 *stages = reinterpret_cast<float4 *>(h_buffers + 2 * h_floats);
@@ -536,14 +528,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int first_unit = (int)rank * UNITS;
 
     // This thread's slice of R, for the whole sequence.
-#if WEIGHTS_SHARED
-    float4 *w = reinterpret_cast<float4 *>(smem);
-    {
-        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j) * HIDDEN);
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            w[k * THREADS + tid] = row[k * CHUNKS + q];
-    }
-#elif GATE_BLOCK == 4
+#if   GATE_BLOCK == 4
     float4 w[4][FLOAT4_PER_CHUNK]; // the four gate rows of unit j
 #pragma unroll
     for (int p = 0; p < 4; p++) {
@@ -573,7 +558,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //    the output.
     //  - gate blocks: every lane of the unit holds the four sums of its row
     //    after the reduce-scatter; copy q / G of the row pushes as above.
-#if CELL_IN_LANES
     const int lane_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
 #if GATE_BLOCK == 4
     const int lane_unit = j;
@@ -581,25 +565,14 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int lane_unit = j >> 2;
     const int unit_lane0 = (tid & 31) & ~(4 * CHUNKS - 1); // lane of gate 0, chunk 0 of this unit
 #endif
-#if DIRECT_PUSH
 #define COPIES (4 / GATE_BLOCK * CHUNKS / ROW_GROUP)
     const int copy = (GATE_BLOCK == 4 ? 0 : (j & 3) * (CHUNKS / ROW_GROUP)) + q / ROW_GROUP;
     const bool cell_lane = true;
     const bool store_lane = copy == 0;
-#else
-    const bool cell_lane = (j & 3) == 0 && q < ROW_GROUP;
-    const bool store_lane = true;
-#endif
 #define SLOT_ROW(k) ((k) * ROW_GROUP + lane_row)
 #define SLOT_UNIT(k) lane_unit
 #define SLOT_OWNED(k) (cell_lane && SLOT_ROW(k) < rows)
 #define SLOT_STORES(k) (store_lane && SLOT_OWNED(k))
-#else
-#define SLOT_ROW(k) ((tid + (k) * THREADS) / UNITS)
-#define SLOT_UNIT(k) ((tid + (k) * THREADS) % UNITS)
-#define SLOT_OWNED(k) (SLOT_ROW(k) < rows)
-#define SLOT_STORES(k) SLOT_OWNED(k)
-#endif
     float c[SLOTS], hv[SLOTS];
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
@@ -635,7 +608,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     // Zero h (rows past `rows` stay zero); no push may land before this.
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
-#if MBARRIER_EXCHANGE
     // full[phase][q] at full0 + 16 phase + 8q
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
     // Rows of a phase (ROW_PHASES 1: the tile's). Direct pushes bring this
@@ -667,7 +639,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 mbarrier_arm(full0 + 16 * phase, exchange_bytes[phase]); // step 1's pushes, into h[0]
         }
     }
-#endif
     cluster_arrive();
     cluster_wait();
 
@@ -685,7 +656,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 #pragma unroll
         for (int phase = 0; phase < ROW_PHASES; phase++) {
 #endif
-#if MBARRIER_EXCHANGE
             if (step > 0 && PHASE_HAS_ROWS(phase)) {
                 const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
                 if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
@@ -695,7 +665,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 if (tid == 0 && step + 2 < steps)
                     mbarrier_arm(bar, exchange_bytes[phase]); // step+1's pushes, into this same buffer
             }
-#endif
 
 #if GATES_AHEAD > 1
             if (phase == 0) {
@@ -706,7 +675,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                         gx[k] = *STAGE(stage, k);
             }
 #endif
-#if CELL_IN_LANES
             // 1+2. per row group: sums, the unit's four gates into the lane of
             // gate 0 (same chunk lane, so the same row), the cell there.
 #pragma unroll
@@ -740,11 +708,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 #else
                 if (k * ROW_GROUP < rows) {
                     const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
-#if DIRECT_PUSH
                     const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
-#else
-                    const float pi = s; // only the lanes of gate 0 use it
-#endif
                     const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
                     const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
                     const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
@@ -753,25 +717,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 }
 #endif
             }
-#else
-            // 1. gate sums of every row of the tile, from the local copy of h.
-            int b0 = 0;
-            for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
-                row_group<ROW_GROUP>(w, h, pre, b0, j, q);
-            for (; b0 < rows; b0++)
-                row_group<1>(w, h, pre, b0, j, q);
-            __syncthreads();
-
-            // 2. cells: activations, c, h.
-#pragma unroll
-            for (int k = 0; k < SLOTS; k++) {
-                if (SLOT_OWNED(k)) {
-                    const float4 s =
-                        *reinterpret_cast<const float4 *>(pre + SLOT_ROW(k) * PRE_STRIDE + SLOT_UNIT(k) * 4);
-                    hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
-                }
-            }
-#endif
 
             // h to the output (now, or once the exchange is under way) and, unless
             // this is the last step, into h[parity^1] of every block.
@@ -785,7 +730,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     if (!last) {
 #if WARP_PUSH
                         // below, a warp's units at once
-#elif DIRECT_PUSH
+#else
                         const unsigned local =
                             (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
                         const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
@@ -793,14 +738,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                             const unsigned target = (rank + (unsigned)g) % CLUSTER;
                             store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
                         }
-#elif VECTOR_PUSH
-                        h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
-#else
-                        const unsigned local =
-                            (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
-#pragma unroll
-                        for (unsigned g = 0; g < CLUSTER; g++)
-                            store_cluster(map_rank(local, g), hv[k]);
 #endif
                     }
                 }
@@ -844,33 +781,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         if (last)
             break;
 
-#if VECTOR_PUSH
-        // The block's units of every row, 16 bytes to each peer per store.
-        __syncthreads();
-        {
-            const int next_offset = (parity ^ 1) * h_floats;
-            const int vectors = UNITS / 4, items = rows * vectors * (CLUSTER - 1);
-            for (int i = tid; i < items; i += THREADS) {
-                const int peer = i % (CLUSTER - 1), rv = i / (CLUSTER - 1);
-                const int b = rv / vectors, v = rv % vectors;
-                float *word = h_buffers + next_offset + b * HIDDEN + first_unit + 4 * v;
-                const float4 value = *reinterpret_cast<const float4 *>(word);
-                const unsigned target = (rank + 1u + (unsigned)peer) % CLUSTER;
-                const unsigned address = map_rank((unsigned)__cvta_generic_to_shared(word), target);
-#if MBARRIER_EXCHANGE
-                store_async4(address, value, map_rank(full0 + 8u * (unsigned)(parity ^ 1), target));
-#else
-                store_cluster4(address, value);
-#endif
-            }
-        }
-#endif
 
         // 3. the exchange completes (one cluster barrier, or the mbarrier wait
         // at the top of the next step) while the next inputs load.
-#if !MBARRIER_EXCHANGE
-        cluster_arrive();
-#endif
         const int t_fetch = direction ? t - GATES_AHEAD : t + GATES_AHEAD; // the step whose gates load now
 #pragma unroll
         for (int k = 0; k < SLOTS; k++) {
@@ -891,14 +804,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         copy_async_commit();
         stage = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
 #endif
-#if !MBARRIER_EXCHANGE
-        cluster_wait();
-#endif
     }
-#if MBARRIER_EXCHANGE
     // Nobody leaves while a peer may still store into its shared memory.
     cluster_arrive();
     cluster_wait();
-#endif
 #endif
 }

@@ -406,13 +406,8 @@ __device__ __forceinline__ void copy_async_wait()
 
 // ---- dot products --------------------------------------------------------
 
-#if WEIGHTS_SHARED
-typedef const float4 *weight_slice; // the block's R in shared memory, [FLOAT4_PER_CHUNK][THREADS]
-#define WEIGHT(k) (w[(k) * THREADS + threadIdx.x])
-#else
 typedef const float4 (&weight_slice)[FLOAT4_PER_CHUNK];
 #define WEIGHT(k) (w[k])
-#endif
 
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
 // thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes
@@ -512,14 +507,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     float *smem = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     float *h_buffers = smem + weight_floats;
     const int h_floats = padded_rows * HIDDEN;
-#if !CELL_IN_LANES
     float *pre = h_buffers + 2 * h_floats;
-#endif
-#if GATES_AHEAD > 1
-    // (GATES_AHEAD > 1 implies the lanes form: no `pre`)
-    float4 *stages = reinterpret_cast<float4 *>(h_buffers + 2 * h_floats);
-#define STAGE(a, k) (stages + ((a) * SLOTS + (k)) * THREADS + tid)
-#endif
 
     gates += (size_t)direction * batch * steps * 4 * HIDDEN;
     r += (size_t)direction * 4 * HIDDEN * HIDDEN;
@@ -531,23 +519,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int first_unit = (int)rank * UNITS;
 
     // This thread's slice of R, for the whole sequence.
-#if WEIGHTS_SHARED
-    float4 *w = reinterpret_cast<float4 *>(smem);
-    {
-        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j) * HIDDEN);
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            w[k * THREADS + tid] = row[k * CHUNKS + q];
-    }
-#elif GATE_BLOCK == 4
-    float4 w[4][FLOAT4_PER_CHUNK]; // the four gate rows of unit j
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j * 4 + p) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            w[p][k] = row[k * CHUNKS + q];
-    }
-#else
     float4 w[FLOAT4_PER_CHUNK];
     {
         const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j) * HIDDEN);
@@ -555,7 +526,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
             w[k] = row[k * CHUNKS + q];
     }
-#endif
 
     // The cells this thread owns, slot k = (row slot_row(k), unit slot_unit(k)):
     //  - `pre` form: cell i = tid + k*THREADS is (row i / UNITS, unit i % UNITS);
@@ -568,33 +538,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     //    the output.
     //  - gate blocks: every lane of the unit holds the four sums of its row
     //    after the reduce-scatter; copy q / G of the row pushes as above.
-#if CELL_IN_LANES
-    const int lane_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
-#if GATE_BLOCK == 4
-    const int lane_unit = j;
-#else
-    const int lane_unit = j >> 2;
-    const int unit_lane0 = (tid & 31) & ~(4 * CHUNKS - 1); // lane of gate 0, chunk 0 of this unit
-#endif
-#if DIRECT_PUSH
-#define COPIES (4 / GATE_BLOCK * CHUNKS / ROW_GROUP)
-    const int copy = (GATE_BLOCK == 4 ? 0 : (j & 3) * (CHUNKS / ROW_GROUP)) + q / ROW_GROUP;
-    const bool cell_lane = true;
-    const bool store_lane = copy == 0;
-#else
-    const bool cell_lane = (j & 3) == 0 && q < ROW_GROUP;
-    const bool store_lane = true;
-#endif
-#define SLOT_ROW(k) ((k) * ROW_GROUP + lane_row)
-#define SLOT_UNIT(k) lane_unit
-#define SLOT_OWNED(k) (cell_lane && SLOT_ROW(k) < rows)
-#define SLOT_STORES(k) (store_lane && SLOT_OWNED(k))
-#else
 #define SLOT_ROW(k) ((tid + (k) * THREADS) / UNITS)
 #define SLOT_UNIT(k) ((tid + (k) * THREADS) % UNITS)
 #define SLOT_OWNED(k) (SLOT_ROW(k) < rows)
 #define SLOT_STORES(k) SLOT_OWNED(k)
-#endif
     float c[SLOTS], hv[SLOTS];
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
@@ -611,58 +558,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 gx[k] = __ldg(GATES_AT(SLOT_ROW(k), SLOT_UNIT(k), t));
         }
     }
-#if GATES_AHEAD > 1
-    // Stage a holds step s's gates for s % GATES_AHEAD == a; one commit group
-    // per step (empty past the end), so waiting for all but the newest
-    // GATES_AHEAD - 1 groups at step s means step s's has landed.
-    int stage = 0;
-    for (int a = 0; a < GATES_AHEAD; a++) {
-#pragma unroll
-        for (int k = 0; k < SLOTS; k++)
-            if (SLOT_OWNED(k) && a < steps) {
-                const int t = direction ? steps - 1 - a : a;
-                copy_async16(STAGE(a, k), GATES_AT(SLOT_ROW(k), SLOT_UNIT(k), t));
-            }
-        copy_async_commit();
-    }
-#endif
 
     // Zero h (rows past `rows` stay zero); no push may land before this.
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
-#if MBARRIER_EXCHANGE
-    // full[phase][q] at full0 + 16 phase + 8q
-    const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
-    // Rows of a phase (ROW_PHASES 1: the tile's). Direct pushes bring this
-    // block's own units through the mbarrier too. A phase without rows (the
-    // last tile's second half, say) never arms, waits or pushes.
-#define PHASE_ROWS(p)                                                                                                 \
-    (ROW_PHASES == 1 ? rows                                                                                         \
-                     : max(0, min(rows, PHASE_SLOT((p) + 1) * ROW_GROUP) - PHASE_SLOT(p) * ROW_GROUP))
-#define PHASE_HAS_ROWS(p) (ROW_PHASES == 1 || PHASE_ROWS(p) > 0) /* rows >= 1: the geometry check */
-    unsigned exchange_bytes[ROW_PHASES];
-#pragma unroll
-    for (int phase = 0; phase < ROW_PHASES; phase++)
-        exchange_bytes[phase] = (unsigned)(PHASE_ROWS(phase) * (DIRECT_PUSH ? HIDDEN : HIDDEN - UNITS) * 4);
-    bool waiting = true; // false once a wait timed out: the launch then just runs to its end
-    if (tid == 0) {
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            mbarrier_init(full0 + 16 * phase, 1);
-            mbarrier_init(full0 + 16 * phase + 8, 1);
-        }
-        mbarrier_init_fence();
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            if (!PHASE_HAS_ROWS(phase))
-                continue;
-            if (steps > 1)
-                mbarrier_arm(full0 + 16 * phase + 8, exchange_bytes[phase]); // step 0's pushes, into h[1]
-            if (steps > 2)
-                mbarrier_arm(full0 + 16 * phase, exchange_bytes[phase]); // step 1's pushes, into h[0]
-        }
-    }
-#endif
     cluster_arrive();
     cluster_wait();
 
@@ -673,82 +572,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         const bool last = step + 1 == steps;
 
         // The phases of the step in turn (ROW_PHASES 1: a plain block, the code of a kernel without phases).
-#if ROW_PHASES == 1
         {
             const int phase = 0;
-#else
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-#endif
-#if MBARRIER_EXCHANGE
-            if (step > 0 && PHASE_HAS_ROWS(phase)) {
-                const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
-                if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
-                    waiting = false;
-                    atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
-                }
-                if (tid == 0 && step + 2 < steps)
-                    mbarrier_arm(bar, exchange_bytes[phase]); // step+1's pushes, into this same buffer
-            }
-#endif
 
-#if GATES_AHEAD > 1
-            if (phase == 0) {
-                copy_async_wait<GATES_AHEAD - 1>(); // this thread's copies of step `step` have landed
-#pragma unroll
-                for (int k = 0; k < SLOTS; k++)
-                    if (SLOT_OWNED(k))
-                        gx[k] = *STAGE(stage, k);
-            }
-#endif
-#if CELL_IN_LANES
-            // 1+2. per row group: sums, the unit's four gates into the lane of
-            // gate 0 (same chunk lane, so the same row), the cell there.
-#pragma unroll
-            for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
-#if GATE_BLOCK == 4
-                // the four gate sums of ROW_GROUP rows, reduce-scattered over the
-                // chunk lanes: lane q ends with all four of row SLOT_ROW(k)
-                if (k * ROW_GROUP < rows) {
-                    float v[ROW_GROUP][4];
-                    // each row's first float4 of h is loaded one row ahead, so the load's latency
-                    // passes under the previous row's FMAs (rows of a group past `rows` are zeros in h)
-                    const float *group_h = h + k * ROW_GROUP * HIDDEN;
-                    float4 h_next = reinterpret_cast<const float4 *>(group_h)[q];
-#pragma unroll
-                    for (int e = 0; e < ROW_GROUP; e++) {
-                        const float4 h_first = h_next;
-                        if (e + 1 < ROW_GROUP)
-                            h_next = reinterpret_cast<const float4 *>(group_h + (e + 1) * HIDDEN)[q];
-                        float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
-                        if (k * ROW_GROUP + e < rows)
-                            d = spk_partial_dot4_from<FLOAT4_PER_CHUNK, CHUNKS>(w, group_h + e * HIDDEN, q, h_first);
-                        v[e][0] = d.x;
-                        v[e][1] = d.y;
-                        v[e][2] = d.z;
-                        v[e][3] = d.w;
-                    }
-                    spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
-                    if (SLOT_OWNED(k))
-                        hv[k] = spk_lstm_cell(gx[k], v[0][0], v[0][1], v[0][2], v[0][3], b4[k], c[k]);
-                }
-#else
-                if (k * ROW_GROUP < rows) {
-                    const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
-#if DIRECT_PUSH
-                    const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
-#else
-                    const float pi = s; // only the lanes of gate 0 use it
-#endif
-                    const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
-                    const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
-                    const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
-                    if (SLOT_OWNED(k))
-                        hv[k] = spk_lstm_cell(gx[k], pi, pf, pc, po, b4[k], c[k]);
-                }
-#endif
-            }
-#else
             // 1. gate sums of every row of the tile, from the local copy of h.
             int b0 = 0;
             for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
@@ -766,7 +592,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
                 }
             }
-#endif
 
             // h to the output (now, or once the exchange is under way) and, unless
             // this is the last step, into h[parity^1] of every block.
@@ -778,94 +603,22 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     if (SLOT_STORES(k) && (!LATE_STORE || last))
                         output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
                     if (!last) {
-#if WARP_PUSH
-                        // below, a warp's units at once
-#elif DIRECT_PUSH
-                        const unsigned local =
-                            (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
-                        const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
-                        for (int g = copy; g < CLUSTER; g += COPIES) {
-                            const unsigned target = (rank + (unsigned)g) % CLUSTER;
-                            store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
-                        }
-#elif VECTOR_PUSH
-                        h_buffers[next_offset + b * HIDDEN + first_unit + u] = hv[k];
-#else
                         const unsigned local =
                             (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
 #pragma unroll
                         for (unsigned g = 0; g < CLUSTER; g++)
                             store_cluster(map_rank(local, g), hv[k]);
-#endif
                     }
                 }
             }
-#if WARP_PUSH
-            // Per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4
-            // (4 consecutive units of one row), each to every block: item i of a
-            // slot is (block i % CLUSTER, row (i / CLUSTER) % G, quad i / (CLUSTER * G)),
-            // its four values shuffled from the lanes that hold them.
-            if (!last) {
-                const int lane = tid & 31;
-                const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
-                const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
-#pragma unroll
-                for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
-                    if (k * ROW_GROUP < rows) {
-#pragma unroll
-                        for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
-                            const int item = item0 + lane;
-                            const int g = item % CLUSTER, rq = item / CLUSTER;
-                            const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
-                            const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
-                            float4 v;
-                            v.x = __shfl_sync(FULL_MASK, hv[k], from);
-                            v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
-                            v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
-                            v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
-                            const int b = k * ROW_GROUP + e;
-                            if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
-                                const unsigned local = (unsigned)__cvta_generic_to_shared(
-                                    h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
-                                const unsigned target = (rank + (unsigned)g) % CLUSTER;
-                                store_async4(map_rank(local, target), v, map_rank(bar, target));
-                            }
-                        }
-                    }
-                }
-            }
-#endif
         } // phases
         if (last)
             break;
 
-#if VECTOR_PUSH
-        // The block's units of every row, 16 bytes to each peer per store.
-        __syncthreads();
-        {
-            const int next_offset = (parity ^ 1) * h_floats;
-            const int vectors = UNITS / 4, items = rows * vectors * (CLUSTER - 1);
-            for (int i = tid; i < items; i += THREADS) {
-                const int peer = i % (CLUSTER - 1), rv = i / (CLUSTER - 1);
-                const int b = rv / vectors, v = rv % vectors;
-                float *word = h_buffers + next_offset + b * HIDDEN + first_unit + 4 * v;
-                const float4 value = *reinterpret_cast<const float4 *>(word);
-                const unsigned target = (rank + 1u + (unsigned)peer) % CLUSTER;
-                const unsigned address = map_rank((unsigned)__cvta_generic_to_shared(word), target);
-#if MBARRIER_EXCHANGE
-                store_async4(address, value, map_rank(full0 + 8u * (unsigned)(parity ^ 1), target));
-#else
-                store_cluster4(address, value);
-#endif
-            }
-        }
-#endif
 
         // 3. the exchange completes (one cluster barrier, or the mbarrier wait
         // at the top of the next step) while the next inputs load.
-#if !MBARRIER_EXCHANGE
         cluster_arrive();
-#endif
         const int t_fetch = direction ? t - GATES_AHEAD : t + GATES_AHEAD; // the step whose gates load now
 #pragma unroll
         for (int k = 0; k < SLOTS; k++) {
@@ -873,27 +626,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
                 if (LATE_STORE && SLOT_STORES(k))
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
-#if GATES_AHEAD > 1
-                // the stage read at the top of this step (its value is in gx[k]) takes step + GATES_AHEAD's
-                if (step + GATES_AHEAD < steps)
-                    copy_async16(STAGE(stage, k), GATES_AT(b, u, t_fetch));
-#else
                 gx[k] = __ldg(GATES_AT(b, u, t_fetch));
-#endif
             }
         }
-#if GATES_AHEAD > 1
-        copy_async_commit();
-        stage = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
-#endif
-#if !MBARRIER_EXCHANGE
         cluster_wait();
-#endif
     }
-#if MBARRIER_EXCHANGE
-    // Nobody leaves while a peer may still store into its shared memory.
-    cluster_arrive();
-    cluster_wait();
-#endif
 #endif
 }

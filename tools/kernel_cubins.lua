@@ -1,7 +1,7 @@
 -- Compiles kernel variants with NVRTC for sm_90 (no GPU needed) and writes
 -- each cubin, so two trees' kernels can be compared (tools/sass_compare.sh):
 --
---   build/spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all]
+--   build/spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all] [--only NAME,NAME]
 --
 -- For each variant: OUT_DIR/<name>.cubin and OUT_DIR/<name>.defines (the
 -- kernel file and its defines, one per line, sorted). The variants are named
@@ -18,9 +18,13 @@ local spk = require "spk"
 local core = spk.core
 
 local out = arg[1]
-local list = "defaults"
+local list, only = "defaults", nil
 for i = 2, #arg do
   if arg[i] == "--list" then list = arg[i + 1] end
+  if arg[i] == "--only" then
+    only = {}
+    for name in arg[i + 1]:gmatch("[^,]+") do only[name] = true end
+  end
 end
 if not out or out:match("^%-") then
   io.stderr:write("usage: spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all]\n")
@@ -170,6 +174,7 @@ end
 local dir = spk.cuda.kernel_dir()
 local written, skipped = 0, 0
 for _, v in ipairs(variants) do
+  if only and not only[v.name] then goto next_variant end
   local file, defines = resolve(v)
   if not file then
     io.stderr:write(("kernel_cubins: %s skipped: %s\n"):format(v.name, defines))
@@ -194,5 +199,6 @@ for _, v in ipairs(variants) do
       written = written + 1
     end
   end
+  ::next_variant::
 end
 io.stderr:write(("kernel_cubins: %d cubins in %s, %d skipped\n"):format(written, out, skipped))
