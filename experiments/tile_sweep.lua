@@ -58,7 +58,7 @@ local function make_plan(v, batch)
   spk.lstm.persistent_variant(kernel) -- the kernel's static checks, before any compile
   local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, backend = "persistent", kernel = kernel }
   if plan.schedule.tile_rows == v.tile then return plan end
-  -- The seed's rule picked another height: force this one on the same capacity.
+  -- The schedule's rule picked another height: force this one on the same capacity.
   local k = plan.kernel
   local s = spk.schedule.new { batch = batch, capacity = k.capacity, concurrent_capacity = k.concurrent_capacity,
                                groups = 128 // v.units, heights = { v.tile } }
