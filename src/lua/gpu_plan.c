@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "core/error.h"
+
 typedef struct lua_gpu_plan {
     void *plan;
 } lua_gpu_plan;
