@@ -2,6 +2,7 @@
 -- median of the reference's two runs and of this tree's two, their ratio,
 -- and "ok" within 2 % (this tree no more than 1.02x the reference's).
 --   build/spk run tools/bench_ab_compare.lua OUT_DIR
+require "spk"
 local report = require "spk.report"
 local dir = arg[1] or "results/bench_ab"
 
