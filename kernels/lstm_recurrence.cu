@@ -182,6 +182,26 @@ __device__ __forceinline__ float chunk_sum(float v)
     return v;
 }
 
+// This thread's slice of R: gate row `row` (one gate row a thread), or the
+// four gate rows from `row` on (a gate block), at k-chunk q.
+__device__ __forceinline__ void load_weights(float4 (&w)[FLOAT4_PER_CHUNK], const float *r, int row, int q)
+{
+    const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)row * HIDDEN);
+#pragma unroll
+    for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+        w[k] = src[k * CHUNKS + q];
+}
+__device__ __forceinline__ void load_weights(float4 (&w)[4][FLOAT4_PER_CHUNK], const float *r, int row, int q)
+{
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)(row + p) * HIDDEN);
+#pragma unroll
+        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+            w[p][k] = src[k * CHUNKS + q];
+    }
+}
+
 extern "C" __global__ void SPK_LAUNCH_BOUNDS
 spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·Wᵀ of this direction, row b*steps + t
                     const float *__restrict__ r,     // [4H, H] packed
@@ -218,26 +238,14 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
 
     // This thread's slice of R, held for the whole sequence.
     float4 weights[FLOAT4_PER_CHUNK];
-    {
-        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(group * GATE_ROWS + j) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            weights[k] = row[k * CHUNKS + q];
-    }
+    load_weights(weights, r, group * GATE_ROWS + j, q);
 #else
     // Lane q < ROW_GROUP of a unit owns row s * ROW_GROUP + my_row of every group s.
     const bool lead = q < ROW_GROUP;
     const int my_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
     // The four gate rows of this thread's unit at chunk q, for the whole sequence.
     float4 weights[4][FLOAT4_PER_CHUNK];
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        const float4 *row =
-            reinterpret_cast<const float4 *>(r + (size_t)(group * GATE_ROWS + unit * 4 + p) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            weights[p][k] = row[k * CHUNKS + q];
-    }
+    load_weights(weights, r, group * GATE_ROWS + unit * 4, q);
 #endif
     const float4 b4 = reinterpret_cast<const float4 *>(bias)[hidden_unit];
 
