@@ -136,7 +136,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int row0 = blockIdx.y * tile_rows;
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
-
     // Shared memory: [2 mbarriers a phase], h[2][padded rows][H], [gate stages[GATES_AHEAD][SLOTS][THREADS]
     // float4]: `need` bytes, a multiple of 16 (src/lstm/cluster.c sizes it the same way).
     const int padded_rows = (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP;
@@ -153,20 +152,15 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     float *h_buffers = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     const int h_floats = padded_rows * HIDDEN;
     float4 *stages = reinterpret_cast<float4 *>(h_buffers + 2 * h_floats); // the gates' (GATES_AHEAD > 1)
-
     gates += (size_t)direction * batch * steps * 4 * HIDDEN;
     r += (size_t)direction * 4 * HIDDEN * HIDDEN;
     bias += (size_t)direction * 4 * HIDDEN;
     output += (size_t)direction * HIDDEN;
-
     const int q = tid % CHUNKS;
     const int j = tid / CHUNKS;
     const int first_unit = (int)rank * UNITS;
-
-    // This thread's slice of R, for the whole sequence.
-    typename gate_weights<GATE_BLOCK>::type w;
+    typename gate_weights<GATE_BLOCK>::type w; // this thread's slice of R, for the whole sequence
     load_weights(w, r, rank, j, q);
-
     // The cells this thread owns (kernels/lstm_cluster_stages.cuh: SLOT_ROW, SLOT_OWNED, SLOT_STORES).
     const int lane_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
     const int lane_unit = GATE_BLOCK == 4 ? j : j >> 2;
@@ -180,7 +174,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     int stage = 0; // the gates' stage of this step (GATES_AHEAD > 1)
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
                 c, hv, gx, b4);
-
     zero_h(tid, h_buffers, h_floats);
     // The exchange: full[phase][q] at full0 + 16 phase + 8 q counts a phase's bytes of h[q], this block's
     // own units' included; thread 0 makes and arms them for steps 0 and 1 (a phase without rows never

@@ -3,13 +3,17 @@
 -- function its length in lines, longest first. The targets the kernels are
 -- written to: at most 10 such branches a file, no function over 120 lines.
 --
---   build/spk run tools/kernel_metrics.lua [kernels/*.cu kernels/*.cuh]
+--   build/spk run tools/kernel_metrics.lua [--check] [kernels/*.cu kernels/*.cuh]
 --
+-- --check: exit status 1 when a file named is past either target.
 -- Braces are counted outside comments and strings, and in the first branch of
 -- an #if only (its #else/#elif branches repeat the block's opening); a
 -- function is a top-level brace block whose opening line (or the one before)
 -- has a parameter list.
-local files = { ... }
+local files, check = {}, false
+for _, a in ipairs { ... } do
+  if a == "--check" then check = true else files[#files + 1] = a end
+end
 if #files == 0 then
   local p = io.popen("ls kernels/*.cu kernels/*.cuh")
   for f in p:lines() do files[#files + 1] = f end
@@ -98,3 +102,4 @@ for _, path in ipairs(files) do
 end
 print(("most branches in a file: %d (target 10); longest function: %d lines (target 120)"):format(worst_branches,
   worst_length))
+if check and (worst_branches > 10 or worst_length > 120) then os.exit(1) end

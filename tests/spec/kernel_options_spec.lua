@@ -74,6 +74,33 @@ describe("kernel options", function()
     end
   end)
 
+  it("the cluster kernels keep their shape: no function over 120 lines, at most 10 branches a file", function()
+    local files = { "kernels/lstm_cluster.cu", "kernels/lstm_cluster_baseline.cu", "kernels/lstm_cluster_stages.cuh",
+                    "kernels/cluster_sync.cuh", "kernels/cluster_dots.cuh" }
+    local out, _, code = run_spk { "run", "tools/kernel_metrics.lua", "--check", table.unpack(files) }
+    assert.are.equal(0, code, out)
+    for _, f in ipairs(files) do assert.is_truthy(out:find(f, 1, true), f) end
+    -- the check can fail: a function of 121 lines, or 11 branches in one, exits 1
+    local dir = spec_tmpdir()
+    local long = { "__device__ void f(int x)", "{" }
+    for i = 1, 119 do long[#long + 1] = ("    x += %d;"):format(i) end
+    long[#long + 1] = "}"
+    local branchy = { "__device__ void g(int x)", "{" }
+    for i = 1, 11 do
+      branchy[#branchy + 1] = ("#if A%d"):format(i)
+      branchy[#branchy + 1] = "    x++;"
+      branchy[#branchy + 1] = "#endif"
+    end
+    branchy[#branchy + 1] = "}"
+    for name, lines in pairs { ["long.cu"] = long, ["branchy.cu"] = branchy } do
+      local f = assert(io.open(dir .. "/" .. name, "w"))
+      f:write(table.concat(lines, "\n"), "\n")
+      f:close()
+      local text, _, bad = run_spk { "run", "tools/kernel_metrics.lua", "--check", dir .. "/" .. name }
+      assert.are.equal(1, bad, text)
+    end
+  end)
+
   it("an option left out is the batch's default in both backends", function()
     for _, backend in ipairs { "persistent", "cluster" } do
       for _, batch in ipairs { 1, 8, 33, 64, 129, 256, 1000 } do
