@@ -219,15 +219,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int phase = 0; phase < ROW_PHASES; phase++) {
 #endif
             waiting = wait_for_h(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase], waiting, status);
-            if constexpr (GATES_AHEAD > 1) {
-                if (phase == 0) {
-                    copy_async_wait<GATES_AHEAD - 1>(); // this thread's copies of step `step` have landed
-#pragma unroll
-                    for (int k = 0; k < SLOTS; k++)
-                        if (SLOT_OWNED(k))
-                            gx[k] = *STAGE(stage, k);
-                }
-            }
+            if (phase == 0)
+                take_gates(stage, lane_row, rows, cell_lane, stages, tid, gx);
 #pragma unroll
             for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
                 cell_of_slot(w, h, k, rows, q, lane_row, cell_lane, unit_lane0, gx[k], b4[k], c[k], hv[k]);
