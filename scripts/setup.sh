@@ -5,7 +5,10 @@
 # CUDA_HOME (default /usr/local/cuda) selects the toolkit.
 set -euo pipefail
 
-packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang)
+# protobuf-c and libonnx-dev (its onnx.proto) build the ONNX reader; python3-onnx
+# builds the ONNX test models and evaluates them (tests/spec/onnx_spec.lua).
+packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang luarocks
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -23,8 +26,25 @@ else
     as_root=(sudo)
   fi
   export DEBIAN_FRONTEND=noninteractive
+  # Debian's luarocks pulls in lua5.1, whose alternatives outrank lua5.4's:
+  # keep `lua` and `luac` (busted's interpreter) what they were, or lua5.4's
+  # where there were none.
+  target() { if [ -e "$1" ]; then readlink -f "$1"; else echo "$2"; fi; }
+  lua_before=$(target /usr/bin/lua /usr/bin/lua5.4)
+  luac_before=$(target /usr/bin/luac /usr/bin/luac5.4)
   "${as_root[@]}" apt-get update -q
   "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+  for pair in "lua-interpreter /usr/bin/lua $lua_before" "lua-compiler /usr/bin/luac $luac_before"; do
+    read -r name link before <<<"$pair"
+    after=$(target "$link" "")
+    if [ -n "$after" ] && [ "$after" != "$before" ] && [ -x "$before" ]; then
+      if "${as_root[@]}" update-alternatives --quiet --set "$name" "$before"; then
+        echo "setup: set $link back to $before (installing made it $after)"
+      else
+        echo "setup: $link is now $after (was $before); update-alternatives could not set it back" >&2
+      fi
+    fi
+  done
   echo "setup: installed ${missing[*]}"
 fi
 

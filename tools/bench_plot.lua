@@ -3,7 +3,7 @@
 -- cuDNN algorithm at each batch, FP32 rows only (no GPU needed):
 --
 --   build/spk run tools/bench_plot.lua bench.json out.svg ["title"]
-require "spk" -- sets the module path for spk.*
+local spk = require "spk" -- sets the module path for spk.*
 local report = require "spk.report"
 local plot = require "spk.plot"
 
@@ -12,13 +12,12 @@ if not input or not output then
   io.stderr:write("usage: spk run tools/bench_plot.lua BENCH.json OUT.svg [\"title\"]\n")
   os.exit(2)
 end
-local f, err = io.open(input, "r")
-if not f then
-  io.stderr:write(("bench_plot: cannot read %s: %s\n"):format(input, err))
+local ok, text = pcall(spk.files.read, input)
+if not ok then
+  io.stderr:write(("bench_plot: cannot read %s\n"):format(text))
   os.exit(1)
 end
-local data = report.json_decode(f:read("a"))
-f:close()
+local data = report.json_decode(text)
 
 -- per series, batch -> the fastest FP32 median at that batch
 local best = { cluster = {}, persistent = {}, cudnn = {} }

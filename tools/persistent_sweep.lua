@@ -126,7 +126,7 @@ for _, batch in ipairs(batches) do
   for _, v in ipairs(variants) do
     if v.min_batch and batch < v.min_batch then goto next_variant end
     local ok, err = pcall(function()
-      local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, kernel = v.kernel,
+      local plan = spk.lstm.stack { backend = "persistent", layers = layers, batch = batch, steps = steps, kernel = v.kernel,
                                     schedule = forced_schedule(v, batch) }
       local y = plan:forward(x)
       local t = plan:time { rounds = rounds, warmup = 2, x = x }

@@ -27,7 +27,12 @@ return function(spk, core)
   local function shape_of(opts, level)
     if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =}", level + 1) end
     for key in pairs(opts) do
-      if not known[key] then fail(("unknown option '%s'"):format(tostring(key)), level + 1) end
+      if not known[key] then
+        -- without `backend` the stack is "auto", which picks each backend's options itself
+        fail(("unknown option '%s'%s"):format(tostring(key), opts.backend == nil
+          and " (backend options need their backend: give backend = \"persistent\", \"cluster\", ...)" or ""),
+          level + 1)
+      end
     end
     if opts.backend ~= nil and opts.backend ~= "auto" then
       fail(("backend must be \"auto\", got %s"):format(tostring(opts.backend)), level + 1)
@@ -83,15 +88,17 @@ return function(spk, core)
     })
   end
 
-  -- The math is the script's alone (nil: each backend's FP32 default), whatever a record's options say.
+  -- What the script gave wins over a record's options (which tuning.choose
+  -- has checked against spk.lstm.tunables, so they hold no such key anyway):
+  -- layers, batch, steps and the math (nil: each backend's FP32 default).
   local function build(name, options, opts)
-    local o = { layers = opts.layers, batch = opts.batch, steps = opts.steps, backend = name }
+    local o = {}
     for k, v in pairs(options or {}) do o[k] = v end
-    o.math = opts.math
+    o.layers, o.batch, o.steps, o.backend, o.math = opts.layers, opts.batch, opts.steps, name, opts.math
     return spk.lstm.backends[name](o)
   end
 
-  spk.lstm.backends.auto = function(opts)
+  local function auto(opts)
     local shape = shape_of(opts, 2)
     local f, why = facts()
     local choice = tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
@@ -113,4 +120,21 @@ return function(spk, core)
     end
     fail("no backend could be built: " .. table.concat(failures, "; "), 2)
   end
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.backends.auto = options.takes(1, "spk.lstm.backends.auto", auto)
+  spk.lstm.auto_choice = options.takes(1, "spk.lstm.auto_choice", spk.lstm.auto_choice)
+  local doc = require "spk.doc"
+  doc(spk.lstm.auto_choice, [[
+spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> {backend, options, source, record, tuned_batch, reason}
+What backend "auto" would build for this shape on this machine (from the tuning record, else the
+documented default), building nothing.]])
+  doc(spk.lstm.backends.auto, [[
+spk.lstm.backends.auto{layers =, batch =, steps =, tune_dir =, math =} -> plan
+Backend "auto" (spk.lstm.stack's default): the tuning record's or the default choice for this device
+and shape, the next fallback where it cannot be built; plan.auto says what was chosen and why.]])
+  doc.area { name = "auto", source = "spk.auto",
+             summary = "backend \"auto\" (the default): the fastest correct backend for this machine and shape",
+             contents = { spk.lstm.auto_choice, spk.lstm.backends.auto } }
 end

@@ -48,12 +48,7 @@ end
 
 function M.run(fn, opts)
   if type(fn) ~= "function" then error("bench: the first argument must be a function", 2) end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "warmup" and k ~= "rounds" and k ~= "iters" and k ~= "graph" and k ~= "stream" then
-      error(("bench: unknown option '%s'"):format(tostring(k)), 2)
-    end
-  end
+  opts = require("spk.options").check_keys(opts, { "warmup", "rounds", "iters", "graph", "stream" }, "bench")
   local warmup = count(opts, "warmup", 3, 0)
   local rounds = count(opts, "rounds", 10, 1)
   local iters = count(opts, "iters", 1, 1)

@@ -305,11 +305,7 @@ local function measure(spk, o, backend, variant, batch, x, reference)
 end
 
 function M.run(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("benchmark: options must be a table", 2) end
-  for k in pairs(opts) do
-    if not known[k] then error(("benchmark: unknown option '%s'"):format(tostring(k)), 2) end
-  end
+  opts = require("spk.options").check_keys(opts, known, "benchmark")
   local spk = require "spk"
   local d = M.defaults
   local o = {
@@ -381,6 +377,12 @@ function M.run(opts)
                  rounds = o.rounds, warmup = o.warmup, batches = o.batches, backends = o.backends,
                  maths = o.maths, check = o.check }
   return rows, info
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.run = options.takes(1, "benchmark.run", M.run)
 end
 
 return M

@@ -41,9 +41,33 @@ return function(spk, core)
     local info = handle:info()
     self.handle, self.kernel, self.schedule = handle, info.kernel, info.schedule
     self.variant = describe(info.kernel, info.schedule, self.math)
-    return spk.lstm.new_plan(self, spk.lstm.userdata_plan)
+    return spk.lstm.new_plan(self)
   end
 
   function spk.lstm.cluster_stack(opts) return construct(opts, 2) end
+
+  -- What a tuning record may choose for this backend: a kernel table, checked
+  -- as a plan checks it (no device).
+  spk.lstm.tunables.cluster = require("spk.tuning").kernel_tunable(spk.lstm, "cluster")
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.cluster_variant = options.takes(3, "spk.lstm.cluster_variant", spk.lstm.cluster_variant)
+  spk.lstm.cluster_stack = options.takes(1, "spk.lstm.cluster_stack", spk.lstm.cluster_stack)
+  spk.lstm.tunables.cluster = options.takes(2, "spk.lstm.tunables.cluster", spk.lstm.tunables.cluster)
   spk.lstm.backends.cluster = spk.lstm.cluster_stack
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.cluster_stack, [[
+spk.lstm.cluster_stack{layers =, batch =, steps =, math = "fp32" | "tf32", kernel = {...}} -> plan
+The cluster backend's plan (spk.lstm.stack{backend = "cluster", ...}; compute capability 9.0): one
+thread-block cluster per batch tile and direction. Its kernel options are
+spk.lstm.kernel_options("cluster") (spk help lists them).]])
+  doc(spk.lstm.cluster_variant, [=[
+spk.lstm.cluster_variant([kernel[, batch = 1[, hidden = 128]]]) -> variant
+The cluster variant a plan of that batch compiles for the kernel table (every option left out at the
+batch's default): its options, file, sizes and defines; no device needed.]=])
+  doc.area { name = "cluster", source = "spk.cluster",
+             summary = "the cluster backend: thread-block clusters exchanging h through distributed shared memory",
+             contents = { spk.lstm.cluster_stack, spk.lstm.cluster_variant } }
 end

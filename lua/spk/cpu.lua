@@ -7,7 +7,7 @@
 --   plan:time{...}       -- the monotonic wall clock (spk.clock_ms) around whole forward calls
 -- The rest as every plan (lua/spk/stack.lua).
 return function(spk)
-  local impl = {}
+  local impl = { forward_options = { trace = true } }
 
   function impl.forward(self, x, opts)
     local trace = opts ~= nil and opts.trace or nil
@@ -39,7 +39,7 @@ return function(spk)
     return ("lstm stack (cpu reference, %d layers, batch %d, steps %d)"):format(#self.layers, self.batch, self.steps)
   end
 
-  spk.lstm.backends.cpu = function(opts)
+  local function cpu(opts)
     local self = spk.lstm.plan_options(opts, "cpu", { threads = true }, 2)
     if opts.threads ~= nil and (math.type(opts.threads) ~= "integer" or opts.threads < 1) then
       error(("spk.lstm.stack (cpu): threads must be a positive integer, got %s"):format(tostring(opts.threads)), 2)
@@ -48,4 +48,20 @@ return function(spk)
     self.variant = "f32 reference" .. (opts.threads and (", %d threads"):format(opts.threads) or "")
     return spk.lstm.new_plan(self, impl)
   end
+
+  -- A tuning record chooses no option of this backend.
+  local options = require "spk.options"
+  spk.lstm.tunables.cpu = options.takes(2, "spk.lstm.tunables.cpu", function(o)
+    return require("spk.tuning").check_option_keys(o, {}, "cpu")
+  end)
+  spk.lstm.backends.cpu = options.takes(1, "spk.lstm.backends.cpu", cpu)
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.backends.cpu, [[
+spk.lstm.backends.cpu{layers =, batch =, steps =, threads =} -> plan
+The f32 C reference as a plan (spk.lstm.stack{backend = "cpu"}), for machines without a GPU; forward
+takes a trace as spk.lstm.reference does.]])
+  doc.area { name = "cpu", source = "spk.cpu",
+             summary = "the cpu backend: the f32 C reference as a plan, where there is no GPU",
+             contents = { spk.lstm.backends.cpu } }
 end

@@ -11,13 +11,6 @@ return function(spk, core)
     spk[kind] = cuda[kind]
   end
 
-  -- #include "x.cuh" finds kernels/ beside lua/ (an installed tree or the
-  -- source tree); $SPK_KERNEL_DIR still wins, the build's source tree is the
-  -- fallback (both in C).
-  if core.lua_dir then
-    cuda.set_kernel_dir(core.lua_dir .. "/../kernels")
-  end
-
   --- spk.cuda.graph(function(s) ... end, [s]) -> graph
   -- Captures what fn enqueues on stream s (default: a new stream) and
   -- returns an instantiated graph; graph:replay([stream]) runs it again. An
@@ -45,5 +38,46 @@ return function(spk, core)
   end
 
   local bench = require "spk.bench"
-  spk.bench = function(fn, opts) return bench.run(fn, opts) end
+  local options = require "spk.options"
+  spk.bench = options.takes(2, "spk.bench", function(fn, opts) return bench.run(fn, opts) end)
+  -- An argument a function does not take is an error that names it.
+  cuda.graph = options.takes(2, "spk.cuda.graph", cuda.graph)
+  cuda.time = options.takes(2, "spk.cuda.time", cuda.time)
+
+  -- The one phrase for a machine without a usable GPU. The runtime's message
+  -- already says "spk.cuda: no CUDA device (<what CUDA said>)"; whoever
+  -- reports it (auto's reason, spk info, the experiments) passes it through
+  -- this, so the fact appears once, never wrapped in itself.
+  function cuda.no_device_reason(message)
+    if message == nil then
+      local ok, info = pcall(cuda.info)
+      message = ok and type(info) == "table" and info.error or nil
+    end
+    if message == nil then return "no CUDA device" end
+    local text = tostring(message):gsub("^spk%.cuda: ", "")
+    if text:match("^no CUDA device") then return text end
+    return ("no CUDA device (%s)"):format(text)
+  end
+
+  local doc = require "spk.doc"
+  doc(cuda.graph, [[
+spk.cuda.graph(function(s) ... end[, s]) -> graph
+Captures what fn enqueues on stream s (default: a new stream) and returns an instantiated graph;
+graph:replay([stream]) runs it again. An error inside fn ends the capture and is raised again.]])
+  cuda.no_device_reason = options.takes(1, "spk.cuda.no_device_reason", cuda.no_device_reason)
+  doc(cuda.no_device_reason, [[
+spk.cuda.no_device_reason([message]) -> "no CUDA device (...)"
+Why no GPU can be used, in one phrase: the runtime's own message (spk.cuda.info().error, or the
+message given) with "no CUDA device" said once.]])
+  doc(cuda.time, [[
+spk.cuda.time(fn[, stream]) -> ms
+One call of fn(stream) timed by two CUDA events on stream (default: the default stream).]])
+  doc(spk.bench, [[
+spk.bench(fn, {warmup = 3, rounds = 10, iters = 1, graph = false, stream =}) -> {median_ms, min_ms, max_ms, spread, samples}
+Times fn(stream)'s GPU work with CUDA events: warmup rounds discarded, then each round's iters calls
+(or graph replays of one captured call) between two events; spread = (max - min) / median.]])
+  doc.area { name = "cuda", source = "spk.cuda",
+             summary = "the GPU: devices, streams, events, graphs, NVRTC kernels and their cache, cuBLAS, timing",
+             contents = { cuda, blas, spk.bench, "spk.cuda.stream", "spk.cuda.event", "spk.cuda.graph",
+                          "spk.cuda.module", "spk.cuda.kernel", "spk.cuda.scalar" } }
 end

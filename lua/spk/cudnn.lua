@@ -77,7 +77,47 @@ return function(spk, core)
 
   spk.lstm.cudnn_algorithm_names = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
 
+  -- What a tuning record may choose for this backend (spk.lstm.tunables, lua/spk/stack.lua).
+  local layouts = { batch_major = true, seq_major = true }
+  local algorithms = {}
+  for _, name in ipairs(spk.lstm.cudnn_algorithm_names) do algorithms[name] = true end
+  if type(spk.lstm.tunables) == "table" then
+    spk.lstm.tunables.cudnn = require("spk.options").takes(2, "spk.lstm.tunables.cudnn", function(o)
+      local ok, why = require("spk.tuning").check_option_keys(o, { algo = true, layout = true }, "cudnn")
+      if not ok then return nil, why end
+      if o.algo ~= nil and not algorithms[o.algo] then
+        return nil, ("algo must be one of %s, got %s"):format(table.concat(spk.lstm.cudnn_algorithm_names, ", "),
+          tostring(o.algo))
+      end
+      if o.layout ~= nil and not layouts[o.layout] then
+        return nil, ("layout must be batch_major or seq_major, got %s"):format(tostring(o.layout))
+      end
+      return true
+    end)
+  end
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.cudnn_stack = options.takes(1, "spk.lstm.cudnn_stack", spk.lstm.cudnn_stack)
+  spk.lstm.cudnn_algorithms = options.takes(1, "spk.lstm.cudnn_algorithms", spk.lstm.cudnn_algorithms)
+  methods.time = options.takes(2, "time", methods.time)
+
   if type(spk.lstm.backends) == "table" then
     spk.lstm.backends.cudnn = spk.lstm.cudnn_stack
   end
+
+  local doc = require "spk.doc"
+  doc(methods.time, [[
+plan:time{rounds = 10, warmup = 3, iters = 1, graph = true, x = tensor, stream = s} -> {median_ms, ...}
+spk.bench over forward_into on device buffers made once.]])
+  doc(spk.lstm.cudnn_stack, [[
+spk.lstm.cudnn_stack{layers =, batch =, steps =, algo = "persist_static_small_h" | "standard" | "persist_static"
+                     | "persist_dynamic", layout = "batch_major" | "seq_major", math = "fp32" | "tf32", stream =} -> plan
+cuDNN 9's LSTM over the stack, weights placed from the ONNX layout (spk.lstm.stack{backend = "cudnn"}).]])
+  doc(spk.lstm.cudnn_algorithms, [[
+spk.lstm.cudnn_algorithms{batch =, steps = 589, layers = stack | count (4), hidden = 128, input = 60, layout =, math =}
+  -> {{algo =, ok =, reason =}, ...}
+Which cuDNN algorithms this device accepts for the shape, each tried by building its plan.]])
+  doc.area { name = "cudnn", source = "spk.cudnn", summary = "the cuDNN backend, the baseline of every comparison",
+             contents = { spk.lstm.cudnn_stack, spk.lstm.cudnn_algorithms, spk.cudnn, "spk.cudnn.stack" } }
 end

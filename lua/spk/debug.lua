@@ -180,11 +180,7 @@ return function(spk)
   end
 
   function debug.first_divergence(a, b, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then error("first_divergence: options must be a table {tol =}", 2) end
-    for k in pairs(opts) do
-      if k ~= "tol" then error(("first_divergence: unknown option '%s' (known: tol)"):format(tostring(k)), 2) end
-    end
+    opts = require("spk.options").check_keys(opts, { "tol" }, "first_divergence")
     local tol = opts.tol or 0
     if type(tol) ~= "number" or not (tol >= 0) then
       error("first_divergence: tol must be a number >= 0, got " .. tostring(tol), 2)
@@ -315,5 +311,31 @@ return function(spk)
                           numel = #values, dtype = t:dtype(), shape = t:shape() }, Summary)
   end
 
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  debug.first_divergence = options.takes(3, "spk.debug.first_divergence", debug.first_divergence)
+  debug.ulp_histogram = options.takes(2, "spk.debug.ulp_histogram", debug.ulp_histogram)
+  debug.summary = options.takes(1, "spk.debug.summary", debug.summary)
+  debug.ulp_distance = options.takes(3, "spk.debug.ulp_distance", debug.ulp_distance)
+  local doc = require "spk.doc"
+  doc(debug.first_divergence, [[
+spk.debug.first_divergence(a, b[, {tol = 0}]) -> where | nil
+The first place, in the order the recurrence computes them, where |a - b| > tol (or one side is NaN,
+or they differ in infinity). a and b are both stack outputs [B, T, 2H], or both lists of layer
+outputs (the result carries `layer`), or both h/c traces. where = {layer, direction, step (time t),
+order (processing step), batch, unit, a, b, diff, state, max_diff}, printing as one line.]])
+  doc(debug.ulp_histogram, [[
+spk.debug.ulp_histogram(a, b) -> histogram
+Distances in ulps (in the less precise dtype, as spk.compare's max_ulp) bucketed 0, 1, 2-3, 4-7, ...
+plus NaN mismatches: {buckets = {{lo, hi, count}, ...}, nan, count, max_ulp}; prints as a table.]])
+  doc(debug.summary, [[
+spk.debug.summary(t) -> {min, max, mean (over finite values), nan, inf, numel, dtype, shape}
+Printing as one line.]])
+  doc(debug.ulp_distance, [[
+spk.debug.ulp_distance(x, y, dtype) -> ulps
+The distance between two numbers in ulps of "f32" or "f64".]])
+  doc.area { name = "debug", source = "spk.debug",
+             summary = "numeric debugging: first divergence of two outputs or traces, ulp histograms, summaries",
+             contents = { debug } }
   spk.debug = debug
 end

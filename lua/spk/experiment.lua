@@ -25,8 +25,8 @@
 -- `--name=value` works too. A usage error prints the usage and exits 2.
 --
 -- The no-GPU policy: with gpu = "required", a machine without a usable CUDA
--- device gets the line "<name>: needs a CUDA GPU, and this machine has none
--- (...). Nothing was run." on stderr and exit status 3 (experiment.NO_GPU),
+-- device gets the line "<name>: needs a CUDA GPU: no CUDA device (...).
+-- Nothing was run." on stderr and exit status 3 (experiment.NO_GPU),
 -- before any folder is made. With gpu = "optional" the script runs and reads
 -- ex.gpu to decide which parts it can do.
 local M = {}
@@ -35,6 +35,7 @@ M.NO_GPU = 3
 
 local spk = require "spk"
 local report = require "spk.report"
+local options = require "spk.options"
 
 local function split_list(text, numbers, name)
   local out = {}
@@ -135,7 +136,7 @@ function M.gpu_status()
   if not (spk.cuda and spk.cuda.available) then return false, "spk was built without the GPU runtime" end
   local ok, available = pcall(spk.cuda.available)
   if ok and available then return true end
-  return false, "no CUDA device or driver"
+  return false, spk.cuda.no_device_reason()
 end
 
 local function mkdir(path)
@@ -154,6 +155,8 @@ function M.start(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" then
     error("experiment.start: expects {name =, ...}", 2)
   end
+  options.check_keys(spec, { "name", "about", "batches", "quick_batches", "options", "gpu", "arg" },
+    "experiment.start")
   local argv = {}
   for i, a in ipairs(spec.arg or _G.arg or {}) do argv[i] = a end
   local r, err = M.parse(spec, argv)
@@ -167,7 +170,7 @@ function M.start(spec)
   end
   local gpu, why = M.gpu_status()
   if spec.gpu == "required" and not gpu then
-    io.stderr:write(("%s: needs a CUDA GPU, and this machine has none (%s). Nothing was run.\n"):format(spec.name,
+    io.stderr:write(("%s: needs a CUDA GPU: %s. Nothing was run.\n"):format(spec.name,
       why))
     os.exit(M.NO_GPU)
   end
@@ -275,7 +278,7 @@ end
 -- times it: {rel_l2, max_abs, max_ulp, deterministic, median_ms, min_ms, spread}
 -- (raises on failure; the caller turns that into a row with a reason).
 function M.measure_plan(plan, x, reference, opts)
-  opts = opts or {}
+  opts = options.check_keys(opts, { "rounds", "warmup", "determinism" }, "experiment.measure_plan")
   local row = {}
   local y1 = plan:forward(x)
   local h1 = y1.device ~= nil and y1.device ~= "cpu" and y1:cpu() or y1
@@ -295,5 +298,9 @@ function M.measure_plan(plan, x, reference, opts)
     t.max_ms or t.max, t.spread
   return row
 end
+
+-- An argument a function does not take is an error that names it.
+M.start = options.takes(1, "experiment.start", M.start)
+M.measure_plan = options.takes(4, "experiment.measure_plan", M.measure_plan)
 
 return M

@@ -17,8 +17,23 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "persistent", "cluster", "cudnn", "debug", "auto" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "persistent", "cluster", "cudnn", "debug", "auto",
+                        "help" } do
   require("spk." .. area)(spk, core)
 end
+
+-- Every backend registers what a tuning record may choose for it; one doc
+-- covers them all, whichever backends exist.
+if type(spk.lstm.tunables) == "table" then
+  local doc = require "spk.doc"
+  for name, check in pairs(spk.lstm.tunables) do
+    doc(check, ("spk.lstm.tunables.%s(options[, shape]) -> true | nil, message\n"
+      .. "Whether a tuning record's options for backend %q are ones it takes (spk.tuning checks records with\n"
+      .. "it before backend \"auto\" uses them)."):format(name, name))
+  end
+end
+
+-- Errors about a script's arguments point at the script's line (spk.errors).
+require("spk.errors").install(spk)
 
 return spk

@@ -1,7 +1,91 @@
 -- spk.options: what the command-line commands (lua/spk/cli/) share to read
 -- their arguments. A bad argument raises {usage_error = message}, which the
 -- command catches, prints after its name and answers with exit status 2.
+--
+-- And the rule every spk function follows: an argument a function does not
+-- take is an error that names it. M.check_keys (an option table's keys) and
+-- M.takes (extra positional arguments) are the Lua side; the C bindings'
+-- spk_lua_checkkeys and spk_lua_noextra (src/lua/bind.c) give the same
+-- messages:
+--   "<where>: unknown option '<key>' (known: a, b, c)"
+--   "bad argument #<n> to '<where>' (unexpected argument (a <type>); it takes at most <k>)"
+-- A nil is no argument: trailing nils are fine, as for every optional one.
 local M = {}
+
+-- The name of a value's type for messages: a userdata by its metatable's
+-- __name (never "userdata" where one is known).
+local function type_name(v)
+  if type(v) == "userdata" then
+    local mt = debug.getmetatable(v)
+    local name = type(mt) == "table" and rawget(mt, "__name")
+    if type(name) == "string" then return name end
+  end
+  return type(v)
+end
+M.type_name = type_name
+
+local function article(word)
+  return (word:match("^[aeioAEIO]") and "an " or "a ") .. word
+end
+
+-- The sorted names of `known`, a set {name = true} or a list {"name", ...}.
+local function known_names(known)
+  local names = {}
+  for k, v in pairs(known) do
+    names[#names + 1] = type(k) == "string" and k or v
+  end
+  table.sort(names)
+  return names
+end
+
+-- Raises, at `level` as error() counts it from the caller (default 2: the
+-- caller's caller), the error naming the first key of `opts` that is not in
+-- `known` (read raw: no metamethod of opts runs). nil is fine; anything else
+-- that is not a table is an error too. Returns opts, or {} for nil.
+function M.check_keys(opts, known, where, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(("%s: options must be a table, got %s"):format(where, article(type_name(opts))), level)
+  end
+  local set = {}
+  for k, v in pairs(known) do set[type(k) == "string" and k or v] = true end
+  local key = next(opts)
+  while key ~= nil do
+    if not set[key] then
+      local names = table.concat(known_names(known), ", ")
+      if type(key) == "string" then
+        error(("%s: unknown option '%s' (known: %s)"):format(where, key, names), level)
+      end
+      error(("%s: unknown option %s (%s key; known: %s)"):format(where, tostring(key), article(type(key)), names),
+        level)
+    end
+    key = next(opts, key)
+  end
+  return opts
+end
+
+-- fn, wrapped so that a call with a non-nil argument after the first `max`
+-- is an error naming it ("bad argument #3 to 'spk.lstm.load' ..."). The
+-- wrapper tail-calls fn, so fn's own error levels still point at its caller.
+-- A method counts self, as the C bindings do.
+function M.takes(max, where, fn)
+  return function(...)
+    local n = select("#", ...)
+    for i = max + 1, n do
+      local v = select(i, ...)
+      if v ~= nil then
+        local errors = package.loaded["spk.errors"]
+        local info = errors and errors.call_info(1) or debug.getinfo(1, "n")
+        local shown_i, shown_max = i, max
+        if info and info.namewhat == "method" then shown_i, shown_max = i - 1, max - 1 end
+        error(("bad argument #%d to '%s' (unexpected argument (%s); it takes %s)"):format(shown_i, where,
+          article(type_name(v)), shown_max == 0 and "none" or ("at most " .. shown_max)), 2)
+      end
+    end
+    return fn(...)
+  end
+end
 
 -- Raises the usage error `message`.
 function M.fail(message)

@@ -25,7 +25,7 @@ return function(spk, core)
     return spk.lstm.kernel_variant { backend = "persistent", kernel = kernel, batch = batch, hidden = hidden }
   end
 
-  spk.lstm.backends.persistent = function(opts)
+  local function persistent(opts)
     local self = spk.lstm.plan_options(opts, "persistent", allowed, 2)
     if opts.schedule ~= nil then spk.schedule.check(opts.schedule, opts.batch) end
     local ok, handle = pcall(core.persistent_stack_new, { layers = opts.layers, batch = opts.batch,
@@ -50,6 +50,29 @@ return function(spk, core)
     self.variant = ("units %d, %d threads%s, tile %d %s%s"):format(k.units, k.threads, layout,
       self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential",
       self.math == "tf32" and ", tf32 projections" or "")
-    return spk.lstm.new_plan(self, spk.lstm.userdata_plan)
+    return spk.lstm.new_plan(self, { forward_options = { trace = true } })
   end
+
+  -- What a tuning record may choose for this backend: a kernel table, checked
+  -- as a plan checks it (no device).
+  spk.lstm.tunables.persistent = require("spk.tuning").kernel_tunable(spk.lstm, "persistent")
+
+  -- An argument a function does not take is an error that names it.
+  local options = require "spk.options"
+  spk.lstm.persistent_variant = options.takes(3, "spk.lstm.persistent_variant", spk.lstm.persistent_variant)
+  spk.lstm.backends.persistent = options.takes(1, "spk.lstm.backends.persistent", persistent)
+  spk.lstm.tunables.persistent = options.takes(2, "spk.lstm.tunables.persistent", spk.lstm.tunables.persistent)
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.persistent_variant, [=[
+spk.lstm.persistent_variant([kernel[, batch = 1[, hidden = 128]]]) -> variant
+The persistent kernel variant a plan of that batch compiles for the kernel table (every option left
+out at the batch's default): its options, geometry and defines; no device needed.]=])
+  doc(spk.lstm.backends.persistent, [[
+spk.lstm.backends.persistent{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =} -> plan
+The persistent cooperative kernel (spk.lstm.stack{backend = "persistent"}); its kernel options are
+spk.lstm.kernel_options("persistent") (spk help lists them).]])
+  doc.area { name = "persistent", source = "spk.persistent",
+             summary = "the persistent backend: a cooperative launch per layer and direction, h through global memory",
+             contents = { spk.lstm.backends.persistent, spk.lstm.persistent_variant } }
 end

@@ -74,7 +74,7 @@ local function decade_text(e)
 end
 
 function M.ticks(lo, hi, opts)
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "log", "count" }, "plot.ticks")
   if opts.log then
     if not (lo > 0 and hi > 0) then error("plot: a log axis needs positive limits", 2) end
     local e_lo = math.floor(math.log(lo, 10) + 1e-9)
@@ -313,6 +313,8 @@ end
 
 function M.line(opts)
   check_common(opts, "line")
+  require("spk.options").check_keys(opts, { "series", "x_range", "y_range", "x_log", "y_log", "markers", "title",
+                                            "x_label", "y_label", "width", "height" }, "plot.line")
   check_range(opts.x_range, opts.x_log, "x_range")
   check_range(opts.y_range, opts.y_log, "y_range")
   local xs, ys = {}, {}
@@ -358,6 +360,8 @@ end
 
 function M.bar(opts)
   check_common(opts, "bar")
+  require("spk.options").check_keys(opts, { "series", "categories", "y_range", "y_log", "title", "x_label",
+                                            "y_label", "width", "height" }, "plot.bar")
   check_range(opts.y_range, opts.y_log, "y_range")
   local cats = opts.categories
   if type(cats) ~= "table" or #cats == 0 then error("plot.bar: categories must be a non-empty list", 2) end
@@ -414,6 +418,14 @@ function M.save(path, svg)
   f:close()
   if not ok then error("plot.save: " .. path .. ": " .. tostring(werr), 2) end
   return path
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.ticks = options.takes(3, "plot.ticks", M.ticks)
+  M.line = options.takes(1, "plot.line", M.line)
+  M.bar = options.takes(1, "plot.bar", M.bar)
 end
 
 return M

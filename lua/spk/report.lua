@@ -191,7 +191,7 @@ end
 function M.table(rows, columns, opts)
   if type(rows) ~= "table" then error("report.table: rows must be a list of tables", 2) end
   columns = normalise_columns(columns, "report.table")
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "title", "sort", "separator", "footer" }, "report.table")
   local ordered = sorted_rows(rows, opts.sort)
   local sep = opts.separator or "  "
   local cells, widths, numeric = {}, {}, {}
@@ -398,6 +398,7 @@ local function encode(value, indent, depth, path, seen, out)
 end
 
 function M.json_encode(value, opts)
+  require("spk.options").check_keys(opts, { "indent" }, "report.json", 2)
   local indent = opts and opts.indent or 0
   if math.type(indent) ~= "integer" or indent < 0 then error("report.json: indent must be an integer >= 0", 2) end
   local out = {}
@@ -529,6 +530,14 @@ function M.json_decode(text)
   skip()
   if pos <= #text then fail("trailing characters") end
   return result
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.table = options.takes(3, "report.table", M.table)
+  M.json_encode = options.takes(2, "report.json_encode", M.json_encode)
+  M.json = options.takes(3, "report.json", M.json)
 end
 
 return M

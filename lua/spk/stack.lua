@@ -28,13 +28,17 @@
 --
 -- Backend registry. spk.lstm.backends maps a name to a constructor
 -- function(opts) -> plan; spk.lstm.stack(opts) checks opts.backend (default
--- "persistent") against it and returns backends[name](opts), opts unchanged.
--- A new backend registers from its area file (lua/spk/<area>.lua, loaded
--- after "stack" in lua/spk/init.lua) and builds its plan with
+-- "auto": a GPU kernel where there is a GPU, the C reference elsewhere, so
+-- one script runs on both) against it and returns backends[name](opts), opts
+-- unchanged. A new backend registers from its area file (lua/spk/<area>.lua,
+-- loaded after "stack" in lua/spk/init.lua) and builds its plan with
 -- spk.lstm.new_plan (below), which gives it the shared checks, :time,
--- :close, __close and __tostring; spk bench then times and checks it.
+-- :close, __close and __tostring; spk bench then times and checks it. It
+-- also registers spk.lstm.tunables[name] (below), or tuning records never
+-- choose it.
 return function(spk, core)
   spk.lstm = spk.lstm or {}
+  local options = require "spk.options"
 
   -- The input projections' math of the GPU stacks. check_math(value, backend)
   -- -> "fp32" | "tf32", or nil and the message (the caller adds its prefix and level).
@@ -55,6 +59,16 @@ return function(spk, core)
   local backends = {}
   spk.lstm.backends = backends
 
+  -- What a tuning record may choose for each backend (lua/spk/tuning.lua
+  -- checks records with it): tunables[name](options, shape) -> true, or nil
+  -- and why, for the options a record's winner carries for that backend, at
+  -- shape {hidden, input, layers, batch, steps}, checked without a device by
+  -- the backend's own option checks. Each backend registers its entry from
+  -- its own file; a backend without one is never a record's choice. The keys
+  -- a record may give are the tunable ones only, so it never sets layers,
+  -- batch, steps or math.
+  spk.lstm.tunables = {}
+
   local function registered()
     local names = {}
     for name in pairs(backends) do names[#names + 1] = name end
@@ -66,7 +80,7 @@ return function(spk, core)
     if type(opts) ~= "table" then
       error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
     end
-    local name = opts.backend or "persistent"
+    local name = opts.backend or "auto"
     local make = type(name) == "string" and backends[name] or nil
     if type(make) ~= "function" then
       error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
@@ -97,6 +111,7 @@ return function(spk, core)
     if type(opts) ~= "table" then
       error("spk.lstm.kernel_variant: expects a table {backend =, batch =, hidden =, kernel =}", 2)
     end
+    options.check_keys(opts, { "backend", "batch", "hidden", "kernel" }, "spk.lstm.kernel_variant", 2)
     local backend = family_of(opts.backend, 2)
     local ok, v = pcall(variants[backend], opts.kernel, opts.batch or 1, opts.hidden or 128)
     if not ok then error(("spk.lstm.kernel_variant (%s): %s"):format(backend, tostring(v)), 2) end
@@ -118,17 +133,17 @@ return function(spk, core)
   -- in `allowed` (a set; layers, batch, steps, backend and math are always
   -- allowed), backend (if given) the backend's name, layers, batch, steps and
   -- math. Returns the plan's fields {backend, layers, batch, steps, input,
-  -- hidden, math}; errors name the option, at `level` above the caller.
+  -- hidden, math}; errors name the option, at `level` above the caller
+  -- (1 when left out).
   function spk.lstm.plan_options(opts, backend, allowed, level)
+    if type(backend) ~= "string" then error("spk.lstm.plan_options: backend must be a string", 2) end
+    if type(allowed) ~= "table" then error("spk.lstm.plan_options: allowed must be a set {option = true}", 2) end
     local prefix = ("spk.lstm.stack (%s)"):format(backend)
-    level = level + 1
+    level = (level or 1) + 1
     if type(opts) ~= "table" then error(prefix .. ": expects a table {layers =, batch =, steps =, ...}", level) end
-    for key in pairs(opts) do
-      local common = key == "layers" or key == "batch" or key == "steps" or key == "backend" or key == "math"
-      if not common and not allowed[key] then
-        error(("%s: unknown option '%s'"):format(prefix, tostring(key)), level)
-      end
-    end
+    local known = { layers = true, batch = true, steps = true, backend = true, math = true }
+    for key in pairs(allowed) do known[key] = true end
+    options.check_keys(opts, known, prefix, level)
     if opts.backend ~= nil and opts.backend ~= backend then
       error(("%s: backend must be \"%s\", got %s"):format(prefix, backend, tostring(opts.backend)), level)
     end
@@ -144,14 +159,45 @@ return function(spk, core)
              hidden = dims.hidden, math = math_mode }
   end
 
+  -- The part of a GPU plan held by a C userdata (fields.handle, from
+  -- core.*_stack_new): its forward, time, close and __tostring.
+  local userdata_plan = {
+    forward = function(self, x, opts)
+      if opts == nil then return self.handle:forward(x) end
+      return self.handle:forward(x, opts)
+    end,
+    samples = function(self, x, rounds, warmup) return self.handle:time(x, rounds, warmup) end,
+    close = function(self) self.handle:close() end,
+    name = function(self) return tostring(self.handle) end,
+  }
+
   -- A plan from its fields (spk.lstm.plan_options' and the backend's own:
   -- variant, kernel, schedule, ...) and `impl`, the backend's part:
   --   impl.forward(plan, x, opts) -> y [, info]
   --   impl.samples(plan, x, rounds, warmup) -> {ms, ...}
   --   impl.close(plan)            (optional)
   --   impl.name(plan) -> string   (__tostring of the open plan)
-  -- The wrapper checks the plan is open, x is a tensor, and time's options.
+  --   impl.forward_options        (optional) the set of keys forward's
+  --                               options table may hold; without it
+  --                               forward takes no options
+  -- With fields.handle, a C plan userdata (core.*_stack_new), the functions
+  -- impl leaves out (impl itself may be left out) are the handle's forward,
+  -- time, close and __tostring. The wrapper checks the plan is open, x is a
+  -- tensor, and forward's and time's options.
   function spk.lstm.new_plan(fields, impl)
+    if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table", 2) end
+    if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table", 2) end
+    if fields.handle ~= nil then
+      local merged = {}
+      for key, value in pairs(userdata_plan) do merged[key] = value end
+      for key, value in pairs(impl or {}) do merged[key] = value end
+      impl = merged
+    end
+    for _, key in ipairs { "forward", "samples", "name" } do
+      if type(impl) ~= "table" or type(impl[key]) ~= "function" then
+        error(("spk.lstm.new_plan: impl.%s must be a function (or fields.handle a C plan)"):format(key), 2)
+      end
+    end
     fields.impl = impl
     return setmetatable(fields, Plan)
   end
@@ -163,7 +209,15 @@ return function(spk, core)
   function Plan:forward(x, opts)
     check_open(self, "forward", 2)
     if not spk.is_tensor(x) then error("forward: x must be a tensor", 2) end
-    if opts ~= nil and type(opts) ~= "table" then error("forward: options must be a table", 2) end
+    if opts ~= nil then
+      if type(opts) ~= "table" then error("forward: options must be a table", 2) end
+      local known = self.impl.forward_options
+      if not known then
+        error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\")"):format(
+          self.backend), 2)
+      end
+      options.check_keys(opts, known, "forward", 2)
+    end
     return self.impl.forward(self, x, opts)
   end
 
@@ -182,21 +236,20 @@ return function(spk, core)
     check_open(self, "time", 2)
     opts = opts or {}
     if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =}", 2) end
-    for key in pairs(opts) do
-      if not time_options[key] then error(("time: unknown option '%s'"):format(tostring(key)), 2) end
-    end
+    options.check_keys(opts, time_options, "time", 2)
     local rounds, warmup = count(opts, "rounds", 7, 1), count(opts, "warmup", 2, 0)
     local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
     if not spk.is_tensor(x) then error("time: x must be a tensor", 2) end
     return require("spk.bench").summarize(self.impl.samples(self, x, rounds, warmup))
   end
 
-  function Plan:close()
+  local function close(self)
+    if getmetatable(self) ~= Plan then error("close: expects an lstm stack plan, got a " .. type(self), 2) end
     if not self.closed and self.impl.close then self.impl.close(self) end
     self.closed = true
   end
-
-  Plan.__close = Plan.close
+  Plan.close = close
+  Plan.__close = close -- Lua passes __close the error too
 
   function Plan:is_closed()
     return self.closed == true
@@ -207,14 +260,57 @@ return function(spk, core)
     return self.impl.name(self)
   end
 
-  -- The part of a GPU plan held by a C userdata (core.*_stack_new).
-  spk.lstm.userdata_plan = {
-    forward = function(self, x, opts)
-      if opts == nil then return self.handle:forward(x) end
-      return self.handle:forward(x, opts)
-    end,
-    samples = function(self, x, rounds, warmup) return self.handle:time(x, rounds, warmup) end,
-    close = function(self) self.handle:close() end,
-    name = function(self) return tostring(self.handle) end,
-  }
+  -- An argument a function does not take is an error that names it.
+  spk.lstm.check_math = options.takes(2, "spk.lstm.check_math", spk.lstm.check_math)
+  spk.lstm.stack = options.takes(1, "spk.lstm.stack", spk.lstm.stack)
+  spk.lstm.kernel_options = options.takes(1, "spk.lstm.kernel_options", spk.lstm.kernel_options)
+  spk.lstm.kernel_variant = options.takes(1, "spk.lstm.kernel_variant", spk.lstm.kernel_variant)
+  spk.lstm.plan_options = options.takes(4, "spk.lstm.plan_options", spk.lstm.plan_options)
+  spk.lstm.new_plan = options.takes(2, "spk.lstm.new_plan", spk.lstm.new_plan)
+  for name, max in pairs { forward = 3, time = 2, close = 1, is_closed = 1 } do
+    Plan[name] = options.takes(max, name, Plan[name])
+  end
+
+  local doc = require "spk.doc"
+  doc(spk.lstm.stack, [[
+spk.lstm.stack{layers =, batch =, steps =, backend = "auto" | "persistent" | "cluster" | "cudnn" | "cpu", ...} -> plan
+The stack as a plan on a registered backend (spk.lstm.backends); without backend, "auto": a GPU
+kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
+plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
+options: help "persistent", help "cluster", help "cudnn", help "cpu", help "auto".]])
+  doc(spk.lstm.check_math, [[
+spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | nil, message
+The input projections' math a backend accepts (nil, the default: "fp32").]])
+  doc(spk.lstm.kernel_options, [[
+spk.lstm.kernel_options(backend) -> {backend =, options = {{name =, takes =, default =, help =, ...}, ...}, rules =, text =}
+The kernel options of backend "persistent" or "cluster" as data, from the backend's option table in C
+(the list spk help prints).]])
+  doc(spk.lstm.kernel_variant, [[
+spk.lstm.kernel_variant{backend =, batch = 1, hidden = 128, kernel = {...}} -> variant
+The variant a plan of that batch compiles for the kernel table (every option left out at the batch's
+default): its options, sizes and defines; no device needed.]])
+  doc(spk.lstm.plan_options, [[
+spk.lstm.plan_options(opts, backend, allowed[, level]) -> fields
+The checks every backend's constructor makes first (option keys: layers, batch, steps, backend, math
+and the set `allowed`; the layers' shapes); returns {backend, layers, batch, steps, input, hidden, math}.]])
+  doc(spk.lstm.new_plan, [[
+spk.lstm.new_plan(fields[, impl]) -> plan
+A backend's plan from its fields and impl {forward =, samples =, name =, close =, forward_options =}
+(what impl leaves out: fields.handle's, a C plan), with the shared checks, time, close and __tostring.]])
+  doc.type("lstm stack plan", Plan, [[
+lstm stack plan: spk.lstm.stack's plan on every backend but cudnn; fields backend, variant, math, batch,
+steps, input, hidden, and kernel and schedule on the GPU kernels.]])
+  doc(Plan.forward, [[
+plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> y[, info]
+x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace
+(backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's.]])
+  doc(Plan.time, [[
+plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
+ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend.]])
+  doc(Plan.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards (also <close>).")
+  doc(Plan.is_closed, "plan:is_closed() -> boolean")
+  doc.area { name = "stack", source = "spk.stack",
+             summary = "spk.lstm.stack: the stack as a plan on a backend (auto, persistent, cluster, cudnn, cpu)",
+             contents = { spk.lstm.stack, spk.lstm.backends, spk.lstm.kernel_options, spk.lstm.kernel_variant,
+                          spk.lstm.check_math, spk.lstm.plan_options, spk.lstm.new_plan, "lstm stack plan" } }
 end

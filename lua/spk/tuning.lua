@@ -33,8 +33,23 @@
 --     folder (made if missing), then renamed over the record, so a reader sees
 --     the old record or the new one, never half of one.
 --   tuning.load(path[, fields]) -> record | nil, reason: reason says why the
---     file is no record (missing, not JSON, wrong format) or, given fields,
---     stale (its key fields differ from them). No warning.
+--     file is no record (missing, larger than MAX_RECORD_BYTES, not JSON, not
+--     of the schema below) or, given fields, stale (its key fields differ from
+--     them). No warning.
+--   tuning.decode(text) -> record | nil, reason: the same for a file's text.
+--   tuning.check_record(record) -> true | nil, reason: the schema. Every field
+--     has a type and a range (sizes and batches positive integers, times
+--     positive finite numbers, hashes 64 hex digits, steps_class the power of
+--     two of steps); objects hold only the fields below; a winner's backend is
+--     one that spk.lstm.tunables knows (not "auto"), and its options are the
+--     ones that backend lets a record choose (a kernel table, cuDNN's algo and
+--     layout; never layers, batch, steps or math), checked by the backend's
+--     own option checks without a device. The reason names the field
+--     ("entries[2].winner.median_ms must be a positive number, got \"abc\"").
+--   tuning.kernel_tunable(spk.lstm, backend) -> the check a kernel backend
+--     registers as spk.lstm.tunables[backend]: a kernel table whose keys and
+--     value types come from the backend's option table, fitted at the
+--     record's shape by the backend's own checks.
 --   tuning.find([fields[, dir]]) -> record, path | nil, reason, path
 --     The record of these fields (default tuning.facts()). A corrupt or stale
 --     file is ignored with one warning per file per process (tuning.warn).
@@ -59,13 +74,19 @@
 --     chosen plan cannot be built.
 --   tuning.choose(shape[, {facts =, why =, dir =}]) -> {backend, options, source = "record" | "default",
 --     record = path | nil, reason, tuned_batch}
+--     A record that is not of the schema is ignored with one warning (the
+--     documented default is chosen, and the reason says why).
 --     facts = false means "no CUDA device" (for tests and scripts); why, the
 --     runtime's message then, is added to the reason.
 --   tuning.warn(message): prints "spk: warning: <message>" on stderr; replace
---     it to capture warnings.
+--     it to capture warnings. tuning.warned[path] is true once a file has
+--     been warned about.
 local M = {}
 
 M.FORMAT = 1
+-- A record of a few hundred entries is tens of kilobytes; a file larger
+-- than this is no record.
+M.MAX_RECORD_BYTES = 16 << 20
 
 local function core_cuda()
   local ok, core = pcall(require, "spk.core")
@@ -101,11 +122,11 @@ end
 
 -- ------------------------------------------------------------------ the key
 
+-- Through spk's reader: a regular file (a FIFO never blocks), bounded.
 local function read_all(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
+  local _, core = core_cuda()
+  local ok, text = pcall(core.files.read, path)
+  if not ok then return nil, text end
   return text
 end
 
@@ -148,12 +169,7 @@ end
 function M.facts()
   local cuda, core = core_cuda()
   if not cuda or not cuda.available() then
-    local why = "no CUDA device"
-    if cuda then
-      local ok, info = pcall(cuda.info)
-      if ok and info.error then why = info.error end
-    end
-    return nil, why
+    return nil, cuda and cuda.no_device_reason and cuda.no_device_reason() or "no CUDA device"
   end
   local info = cuda.info()
   local ordinal = 0
@@ -229,22 +245,298 @@ local function differences(a, b)
   return out
 end
 
-function M.load(path, fields)
-  local text, err = read_all(path)
-  if not text then return nil, "cannot read it (" .. tostring(err) .. ")" end
+-- ------------------------------------------------------------------ the schema
+
+local function is_array(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n == #t
+end
+
+-- A value as a message shows it (strings cut at 40 characters).
+local function shown(v)
+  if type(v) == "string" then return ("%q"):format(#v > 40 and v:sub(1, 40) .. "..." or v) end
+  if type(v) == "table" then
+    if v == require("spk.report").null then return "null" end
+    if next(v) == nil then return "an empty object or list" end
+    return is_array(v) and "a list" or "an object"
+  end
+  return tostring(v)
+end
+
+-- Value checks: each returns true, or nil and what the value must be.
+local function positive_integer(max)
+  return function(v)
+    if math.type(v) == "integer" and v >= 1 and v <= max then return true end
+    return nil, ("must be an integer in 1 .. %d"):format(max)
+  end
+end
+local function natural(v)
+  if math.type(v) == "integer" and v >= 0 then return true end
+  return nil, "must be an integer >= 0"
+end
+local function positive_number(v)
+  if type(v) == "number" and v > 0 and v < math.huge then return true end
+  return nil, "must be a positive number"
+end
+local function nonnegative_number(v)
+  if type(v) == "number" and v >= 0 and v < math.huge then return true end
+  return nil, "must be a number >= 0"
+end
+local function text(v)
+  if type(v) == "string" then return true end
+  return nil, "must be a string"
+end
+local function boolean(v)
+  if type(v) == "boolean" then return true end
+  return nil, "must be true or false"
+end
+local function hex64(v)
+  if type(v) == "string" and #v == 64 and v:match("^%x+$") then return true end
+  return nil, "must be 64 hex digits"
+end
+
+local SIZE = positive_integer(1 << 24)
+
+-- Structure checks (objects, lists) report their own problem, with its path,
+-- into `problems`; a value check returns why, and the object holding it
+-- reports "<path> <why>, got <value>".
+local function check_value(check, v, where, problems)
+  local ok, why = check(v, where, problems)
+  if not ok and why then problems[#problems + 1] = ("%s %s, got %s"):format(where, why, shown(v)) end
+  return ok
+end
+
+local function is_null(v)
+  return v == require("spk.report").null
+end
+
+-- Objects: field -> check; `required` lists the fields that must be there.
+local function object(fields, required)
+  return function(v, where, problems)
+    local problem
+    if type(v) ~= "table" or is_null(v) or (next(v) ~= nil and is_array(v)) then
+      problem = "must be an object, got " .. shown(v)
+    else
+      for k in pairs(v) do
+        if type(k) ~= "string" or not fields[k] then
+          problem = "has no field " .. shown(k)
+          break
+        end
+      end
+      for _, k in ipairs(required or {}) do
+        if not problem and v[k] == nil then problem = "needs the field " .. k end
+      end
+    end
+    if problem then
+      problems[#problems + 1] = where .. " " .. problem
+      return nil
+    end
+    for k, check in pairs(fields) do
+      if v[k] ~= nil and not check_value(check, v[k], where .. "." .. k, problems) then return nil end
+    end
+    return true
+  end
+end
+
+local function array(item)
+  return function(v, where, problems)
+    if type(v) ~= "table" or is_null(v) or not is_array(v) then
+      problems[#problems + 1] = ("%s must be a list, got %s"):format(where, shown(v))
+      return nil
+    end
+    for i, x in ipairs(v) do
+      if not check_value(item, x, ("%s[%d]"):format(where, i), problems) then return nil end
+    end
+    return true
+  end
+end
+
+-- What spk.lstm says a record may choose: {name = check(options, shape)}.
+local function tunables()
+  local ok, spk = pcall(require, "spk")
+  return ok and type(spk) == "table" and type(spk.lstm) == "table" and type(spk.lstm.tunables) == "table"
+    and spk.lstm.tunables or {}
+end
+
+local function backend_name(v)
+  if type(v) == "string" and type(tunables()[v]) == "function" then return true end
+  local names = {}
+  for name in pairs(tunables()) do names[#names + 1] = name end
+  table.sort(names)
+  return nil, ("must be one of %s"):format(table.concat(names, ", "))
+end
+
+local function any_object(v)
+  if type(v) == "table" and not is_null(v) and (next(v) == nil or not is_array(v)) then return true end
+  return nil, "must be an object"
+end
+local options_shape = object({ kernel = any_object, algo = text, layout = text })
+
+local winner = object({ backend = backend_name, options = options_shape, variant = text, median_ms = positive_number,
+                        rel_l2 = nonnegative_number, speedup = positive_number }, { "backend", "median_ms" })
+local candidate = object({ backend = text, options = options_shape, variant = text, median_ms = positive_number,
+                           min_ms = positive_number, spread = nonnegative_number, rel_l2 = nonnegative_number,
+                           max_abs = nonnegative_number, bound = nonnegative_number, bound_ok = boolean,
+                           speedup = positive_number, eligible = boolean, error = text })
+local cudnn_best = object({ variant = text, median_ms = positive_number }, { "median_ms" })
+local function winner_or_none(v, where, problems)
+  if v == false then return true end
+  return winner(v, where, problems)
+end
+local entry = object({ hidden = SIZE, input = SIZE, layers = positive_integer(64), batch = SIZE, steps = SIZE,
+                       steps_class = SIZE, rounds = SIZE, date = text, winner = winner_or_none,
+                       cudnn_best = cudnn_best, candidates = array(candidate) },
+                     { "hidden", "input", "layers", "batch", "steps_class" })
+local function kernels(v, where, problems)
+  if type(v) ~= "table" or is_null(v) or (next(v) ~= nil and is_array(v)) then return nil, "must be an object" end
+  for name, hash in pairs(v) do
+    if type(name) ~= "string" or not name:match("^[%w_.-]+%.cuh?$") then
+      problems[#problems + 1] = ("%s has a name that is no kernel source: %s"):format(where, shown(name))
+      return nil
+    end
+    if not check_value(hex64, hash, ("%s[%q]"):format(where, name), problems) then return nil end
+  end
+  return true
+end
+local function cc(v)
+  if type(v) == "string" and v:match("^%d+%.%d+$") then return true end
+  return nil, "must be a compute capability \"major.minor\""
+end
+local function cudnn_version(v)
+  if v == "none" or math.type(v) == "integer" and v > 0 then return true end
+  return nil, "must be a positive integer or \"none\""
+end
+local key_fields = object({ device = text, cc = cc, sms = SIZE, driver = natural, runtime = natural,
+                            cudnn = cudnn_version, kernels = kernels }, KEY_FIELDS)
+local record_schema = object({ format = function(v)
+                                 if v == M.FORMAT then return true end
+                                 return nil, ("must be %d"):format(M.FORMAT)
+                               end,
+                               key = hex64, fields = key_fields, date = text, command = text,
+                               environment = object({ device = text, driver = text, runtime = text, cudnn = text,
+                                                      date = text }),
+                               entries = array(entry) },
+                             { "format", "key", "fields", "entries" })
+
+-- What the schema cannot say field by field: steps_class is the class of
+-- steps, and a winner's options are ones its backend takes at that shape.
+local function check_entries(record)
+  local choices = tunables()
+  for i, e in ipairs(record.entries) do
+    local where = ("entries[%d]"):format(i)
+    if e.steps ~= nil and e.steps_class ~= M.steps_class(e.steps) then
+      return nil, ("%s.steps_class must be %d (the class of %d steps), got %d"):format(where,
+        M.steps_class(e.steps), e.steps, e.steps_class)
+    end
+    if e.steps_class & (e.steps_class - 1) ~= 0 then
+      return nil, ("%s.steps_class must be a power of two, got %d"):format(where, e.steps_class)
+    end
+    local w = e.winner
+    if w then
+      local ok, why = choices[w.backend](w.options or {}, { hidden = e.hidden, input = e.input, layers = e.layers,
+                                                            batch = e.batch, steps = e.steps or e.steps_class })
+      if not ok then
+        return nil, ("%s.winner.options are not ones backend %s takes: %s"):format(where, w.backend,
+          tostring(why):gsub("^[^\n]-:%d+: ", ""))
+      end
+    end
+  end
+  return true
+end
+
+function M.check_record(record)
+  local problems = {}
+  if not record_schema(record, "record", problems) then
+    local problem = problems[1] or "record is malformed"
+    if problem:match("^record ") then
+      return nil, ("not a tuning record of format %d (the %s)"):format(M.FORMAT, problem)
+    end
+    return nil, (problem:gsub("^record%.", ""))
+  end
+  return check_entries(record)
+end
+
+-- Helpers for the backends' checks (spk.lstm.tunables): only `allowed` keys in o.
+function M.check_option_keys(o, allowed, backend)
+  if type(o) ~= "table" then return nil, "options must be an object" end
+  for key in pairs(o) do
+    if not allowed[key] then
+      return nil, ("%s is not an option a record chooses for backend %s"):format(shown(key), backend)
+    end
+  end
+  return true
+end
+
+-- A kernel table against `known` (option -> "integer" | "boolean" | "string");
+-- integers are bounded before any C code reads them as an int.
+function M.check_kernel(kernel, known, where)
+  if kernel == nil then return true end
+  if type(kernel) ~= "table" then return nil, where .. " must be an object" end
+  for key, value in pairs(kernel) do
+    local kind = type(key) == "string" and known[key]
+    if not kind then return nil, ("%s has no option %s"):format(where, shown(key)) end
+    local ok = kind == "integer" and math.type(value) == "integer" and value >= 1 and value <= 1 << 20
+      or kind == "boolean" and type(value) == "boolean" or kind == "string" and type(value) == "string"
+    if not ok then
+      return nil, ("%s.%s must be %s, got %s"):format(where, key,
+        kind == "integer" and "an integer in 1 .. 1048576" or kind == "boolean" and "true or false" or "a string",
+        shown(value))
+    end
+  end
+  return true
+end
+
+-- The check a kernel backend registers as spk.lstm.tunables[backend]
+-- ("persistent", "cluster"): a record chooses a kernel table only, whose keys
+-- and value types are the backend's option table's (lstm.kernel_options, from
+-- C: a word option takes a string, the others an integer), and the variant a
+-- plan of the record's shape would compile from it passes the backend's own
+-- checks (lstm.kernel_variant; no device).
+function M.kernel_tunable(lstm, backend)
+  local known
+  return function(o, shape)
+    local ok, why = M.check_option_keys(o, { kernel = true }, backend)
+    if not ok then return nil, why end
+    if not known then
+      known = {}
+      for _, option in ipairs(lstm.kernel_options(backend).options) do
+        known[option.name] = option.words and "string" or "integer"
+      end
+    end
+    ok, why = M.check_kernel(o.kernel, known, "kernel")
+    if not ok then return nil, why end
+    shape = type(shape) == "table" and shape or {}
+    local fits, err = pcall(lstm.kernel_variant, { backend = backend, kernel = o.kernel, batch = shape.batch,
+                                                   hidden = shape.hidden })
+    if not fits then return nil, tostring(err) end
+    return true
+  end
+end
+
+function M.decode(text)
+  if type(text) ~= "string" then return nil, "the record is not text" end
+  if #text > M.MAX_RECORD_BYTES then
+    return nil, ("larger than %d bytes, so no record"):format(M.MAX_RECORD_BYTES)
+  end
   local report = require "spk.report"
   local ok, record = pcall(report.json_decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(record) .. ")" end
-  if type(record) ~= "table" or record.format ~= M.FORMAT or type(record.fields) ~= "table"
-      or type(record.entries) ~= "table" then
-    return nil, ("not a tuning record of format %d"):format(M.FORMAT)
-  end
-  for _, e in ipairs(record.entries) do
-    if type(e) ~= "table" then return nil, "an entry is not an object" end
-  end
+  local valid, why = M.check_record(record)
+  if not valid then return nil, why end
   local kok, key = pcall(M.key, record.fields)
   if not kok then return nil, "its key fields are incomplete" end
   if record.key ~= key then return nil, "its key does not match its fields" end
+  return record
+end
+
+function M.load(path, fields)
+  -- spk's reader: a regular file (a FIFO never blocks), at most the record limit
+  local _, core = core_cuda()
+  local ok, text = pcall(core.files.read, path, M.MAX_RECORD_BYTES)
+  if not ok then return nil, "cannot read it (" .. tostring(text):gsub("^[^:]*%.lua:%d+: ", "") .. ")" end
+  local record, why = M.decode(text)
+  if not record then return nil, why end
   if fields then
     local diff = differences(record.fields, fields)
     if #diff > 0 then return nil, "stale: made for other drivers or kernels (" .. table.concat(diff, ", ") .. ")" end
@@ -252,7 +544,9 @@ function M.load(path, fields)
   return record
 end
 
-local warned = {}
+-- The files tuning.find has warned about (one warning per file per process).
+M.warned = {}
+local warned = M.warned
 
 function M.find(fields, dir)
   if fields == nil then
@@ -261,9 +555,8 @@ function M.find(fields, dir)
     if not fields then return nil, why end
   end
   local path = M.path(M.key(fields), dir)
-  local f = io.open(path, "rb")
-  if not f then return nil, "no tuning record for this device, drivers and kernels", path end
-  f:close()
+  local _, core = core_cuda()
+  if not core.files.kind(path) then return nil, "no tuning record for this device, drivers and kernels", path end
   local record, why = M.load(path, fields)
   if not record then
     if not warned[path] then
@@ -354,7 +647,7 @@ end
 -- own table carry their variants, so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
-    return { backend = "cpu", options = {}, reason = "no CUDA device: the f32 CPU reference" }
+    return { backend = "cpu", options = {}, reason = "the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
   -- The cluster kernel is the faster at every batch measured up to 256 (README's
@@ -383,12 +676,14 @@ end
 
 function M.choose(shape, opts)
   check_shape(shape, 3)
-  opts = opts or {}
+  opts = require("spk.options").check_keys(opts, { "facts", "why", "dir" }, "tuning.choose")
   local facts, why = opts.facts, opts.why
   if facts == nil then facts, why = M.facts() end
   if not facts then
     local c = M.default_choice(nil, shape.batch)
-    if why then c.reason = ("%s (%s)"):format(c.reason, why) end
+    local cuda = core_cuda()
+    why = cuda and cuda.no_device_reason and cuda.no_device_reason(why or "no CUDA device") or why
+    c.reason = ("%s: %s"):format(c.reason, why or "no CUDA device")
     c.source = "default"
     return c
   end
@@ -397,7 +692,7 @@ function M.choose(shape, opts)
     path = detail
     local entry, rule = M.lookup(record, shape)
     if entry then
-      local w = entry.winner
+      local w = entry.winner -- of the schema: M.find loads only records that are
       return { backend = w.backend, options = type(w.options) == "table" and w.options or {}, source = "record",
                record = path, tuned_batch = entry.batch,
                reason = ("tuning record: %s (%s), %s ms there, %s"):format(w.backend, tostring(w.variant),
@@ -409,6 +704,13 @@ function M.choose(shape, opts)
   c.source = "default"
   c.reason = ("%s; %s"):format(c.reason, detail)
   return c
+end
+
+-- An argument a function does not take is an error that names it.
+do
+  local options = require "spk.options"
+  M.choose = options.takes(2, "tuning.choose", M.choose)
+  M.lookup = options.takes(2, "tuning.lookup", M.lookup)
 end
 
 return M

@@ -17,8 +17,12 @@ int spk_cli_docall(lua_State *L, int narg, int nres, int traceback);
  * prefixed with "spk: " and pops it. Returns status. */
 int spk_cli_report(lua_State *L, int status);
 
-/* Runs the interactive session on L until end of input. Sets the global
- * `spk` first. Returns an exit status. */
+/* Runs the interactive session on L until end of input. Sets the globals
+ * first (spk_cli_open_session_globals). Returns an exit status. */
 int spk_repl(lua_State *L);
+
+/* A lua_CFunction: sets the globals a session has, `spk` (require "spk")
+ * and `help` (spk.help); `spk -e` gets them too. */
+int spk_cli_open_session_globals(lua_State *L);
 
 #endif

@@ -1,6 +1,7 @@
 /* The spk program: a Lua 5.4 interpreter with the spk module built in.
  *
  *   spk [options] [script [args...]]     as lua(1): -e, -l, -i, -v, -h, --, -
+ *                                        (-e statements see the globals spk and help)
  *   spk run script [args...]             the same as `spk script [args...]`
  *   spk repl                             the interactive session (repl.c)
  *   spk <command> [args...]              a command written in Lua: the module
@@ -20,9 +21,14 @@
 #include <cuda_runtime_api.h> /* CUDART_VERSION: the toolkit spk is built with */
 #include <lauxlib.h>
 #include <lua.h>
+
+#include "lua/bind.h"
 #include <lualib.h>
 
 #include "cli/cli.h"
+#include "core/cancel.h"
+#include "core/paths.h"
+#include "core/file.h"
 #include "core/version.h"
 #include "lstm/cluster.h"
 #include "lstm/persistent.h"
@@ -37,18 +43,22 @@ static const char *progname = "spk";
 /* The state a Ctrl-C interrupts. Signal handlers cannot take arguments. */
 static lua_State *running_state = NULL;
 
-/* Raises "interrupted!" at the next hook event, as lua.c does: the handler
+/* Raises "interrupted" at the next hook event, as lua.c does: the handler
  * itself only arms a hook, since it may run at any point inside Lua. */
 static void stop_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    luaL_error(L, "interrupted");
 }
 
+/* Ctrl-C: Lua code stops at its next instruction (the hook), C code at its
+ * next poll of the core's cancellation flag (core/cancel.h), which fails the
+ * call with "interrupted". Both are async-signal-safe. */
 static void on_interrupt(int sig)
 {
-    signal(sig, SIG_DFL); /* a second Ctrl-C kills the process */
+    signal(sig, SIG_DFL); /* a second Ctrl-C before the first took effect kills the process */
+    spk_cancel_request();
     lua_sethook(running_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
@@ -56,6 +66,7 @@ static const char *error_text(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
+        /* metamethods wanted: the error object's own text, as lua.c prints it; nothing is held */
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
@@ -81,11 +92,15 @@ int spk_cli_docall(lua_State *L, int narg, int nres, int traceback)
     lua_pushcfunction(L, traceback ? message_with_traceback : message_only);
     lua_insert(L, base);
     lua_State *outer = running_state;
+    if (outer == NULL)
+        spk_cancel_reset(); /* an interrupt ends the call it came in, not the next one */
     running_state = L;
     void (*old)(int) = signal(SIGINT, on_interrupt);
     int status = lua_pcall(L, narg, nres, base);
     signal(SIGINT, old);
     running_state = outer;
+    if (outer == NULL)
+        spk_cancel_reset();
     lua_remove(L, base);
     return status;
 }
@@ -118,7 +133,7 @@ static int open_program_info(lua_State *L)
 
 static void preload(lua_State *L)
 {
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* made by luaL_openlibs */
     lua_pushcfunction(L, luaopen_spk);
     lua_setfield(L, -2, "spk");
     lua_pushcfunction(L, luaopen_spk_core);
@@ -130,10 +145,10 @@ static void preload(lua_State *L)
 
 static int require_core_lua_dir(lua_State *L)
 {
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk.core");
     lua_call(L, 1, 1);
-    lua_getfield(L, -1, "lua_dir");
+    spk_lua_rawfield(L, -1, "lua_dir");
     return 1;
 }
 
@@ -151,8 +166,8 @@ static int find_lua_dir(lua_State *L, char *out, size_t size)
 /* Puts lua/ first on package.path, so spk.cli.<command> is found. */
 static void add_lua_dir_to_path(lua_State *L, const char *dir)
 {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
+    spk_lua_rawglobal(L, "package");
+    spk_lua_rawfield(L, -1, "path");
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
@@ -182,7 +197,7 @@ static int is_lua_command(lua_State *L, const char *name)
 static void read_summary(const char *file, char *out, size_t size)
 {
     out[0] = '\0';
-    FILE *f = fopen(file, "r");
+    FILE *f = spk_file_fopen(file, NULL); /* never blocks on a FIFO there */
     if (!f)
         return;
     char line[256];
@@ -370,21 +385,30 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script)
     lua_setglobal(L, "arg");
 }
 
-/* Runs the -e and -l options in order. */
+/* Runs the -e and -l options in order. The first -e gets the globals a
+ * session has (spk, help), so `spk -e 'print(spk.zeros(2))'` works as the
+ * REPL does. */
 static int run_options(lua_State *L, char **argv, int end)
 {
+    int session_globals = 0;
     for (int i = 1; i < end; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l'))
             continue;
         const char *value = a[2] != '\0' ? a + 2 : argv[++i];
         int status;
+        if (a[1] == 'e' && !session_globals) {
+            session_globals = 1;
+            lua_pushcfunction(L, spk_cli_open_session_globals);
+            if (spk_cli_report(L, spk_cli_docall(L, 0, 0, 1)) != LUA_OK)
+                return SPK_EXIT_ERROR;
+        }
         if (a[1] == 'e') {
             status = luaL_loadbuffer(L, value, strlen(value), "=(command line)");
             if (status == LUA_OK)
                 status = spk_cli_docall(L, 0, 0, 1);
         } else {
-            lua_getglobal(L, "require");
+            spk_lua_rawglobal(L, "require");
             lua_pushstring(L, value);
             status = spk_cli_docall(L, 1, 1, 1);
             if (status == LUA_OK)
@@ -398,9 +422,9 @@ static int run_options(lua_State *L, char **argv, int end)
 
 static int push_script_args(lua_State *L)
 {
-    if (lua_getglobal(L, "arg") != LUA_TTABLE)
+    if (spk_lua_rawglobal(L, "arg") != LUA_TTABLE)
         luaL_error(L, "'arg' is not a table");
-    int n = (int)luaL_len(L, -1);
+    int n = spk_lua_rawcount(L, -1);
     luaL_checkstack(L, n + 3, "too many arguments to script");
     for (int i = 1; i <= n; i++)
         lua_rawgeti(L, -i, i);
@@ -413,6 +437,9 @@ static int run_script(lua_State *L, char **argv, int script)
     const char *name = argv[script];
     if (strcmp(name, "-") == 0 && strcmp(argv[script - 1], "--") != 0)
         name = NULL; /* standard input */
+    char shipped[PATH_MAX];
+    if (name && access(name, F_OK) != 0 && spk_find_file(name, shipped, sizeof shipped) == 0)
+        name = shipped; /* experiments/x.lua, tools/x.lua: the ones spk ships, from any folder */
     int status = luaL_loadfile(L, name);
     if (status == LUA_OK) {
         int n = push_script_args(L);
@@ -427,7 +454,7 @@ static int run_command(lua_State *L, char **argv, int argc, int index)
     char dir[PATH_MAX];
     if (find_lua_dir(L, dir, sizeof dir))
         add_lua_dir_to_path(L, dir);
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushfstring(L, "spk.cli.%s", argv[index]);
     int status = spk_cli_docall(L, 1, 1, 1);
     if (spk_cli_report(L, status) != LUA_OK)
@@ -496,8 +523,7 @@ static int protected_main(lua_State *L)
         default:
             if (o.first_word == 0 && !o.interactive && !o.executes && !o.version) {
                 if (isatty(STDIN_FILENO)) {
-                    print_version();
-                    o.interactive = 1;
+                    o.interactive = 1; /* the session prints its banner */
                 } else { /* as lua: run the script on standard input */
                     int status = luaL_loadfile(L, NULL);
                     if (status == LUA_OK)

@@ -1,7 +1,8 @@
 /* The interactive session: `spk repl`, `spk -i`, and `spk` on a terminal.
  *
  * On a terminal: readline editing with history saved across sessions
- * ($SPK_HISTORY or ~/.spk_history), prompts "> " and ">> ". Ctrl-C cancels
+ * ($SPK_HISTORY or ~/.spk_history, each entry appended as it is entered),
+ * prompts "> " and ">> ". Ctrl-C cancels
  * the input being typed (or interrupts running code), Ctrl-D ends the session.
  * When standard input is not a terminal (a pipe, a file), lines are read
  * plainly and no prompts are printed, so the output holds only results and
@@ -9,9 +10,13 @@
  *
  * A line is first tried as an expression ("return <line>", as lua.c 5.4
  * does), so `1 + 1` prints 2; a chunk that ends early ("<eof>") continues on
- * the next line. Results print through spk.repl.format (lua/spk/repl.lua),
- * separated by tabs; errors print their message and the session goes on. */
+ * the next line; "?name" prints help for name. Results print through
+ * spk.repl.format (lua/spk/repl.lua), separated by tabs; errors print their
+ * message and the session goes on. Tab completes Lua names through
+ * spk.repl.complete (file names inside a string). On a terminal the session
+ * opens with a one-line banner. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +31,22 @@
 #include <lua.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "lua/bind.h"
 
 #define HISTORY_LENGTH 1000
 #define PROMPT "> "
 #define PROMPT_MORE ">> "
 #define CHUNK_NAME "=stdin"
+#define REPL_FORMAT_KEY "spk.repl.format"
+#define REPL_COMPLETE_KEY "spk.repl.complete"
+#define REPL_HELP_KEY "spk.repl.help_topic"
 
 struct session {
     int terminal;        /* stdin is a terminal: readline and prompts */
     char history[4096];  /* history file, "" when history is not kept */
+    int history_warned;  /* a history error was reported (once a session) */
 };
 
 /* ---- reading lines ----------------------------------------------------- */
@@ -119,7 +131,20 @@ static char *read_line(struct session *s, const char *prompt, int *cancelled)
     return read_plain_line();
 }
 
-/* ---- history ----------------------------------------------------------- */
+/* ---- history -----------------------------------------------------------
+ * Each entry is appended to the file as soon as it is entered, so no way of
+ * ending the session (Ctrl-D, a second Ctrl-C, a crash, kill -9) loses it.
+ * The file is cut to the last HISTORY_LENGTH entries when a session opens
+ * and when it ends. */
+
+static void history_warning(struct session *s, const char *what, int err)
+{
+    if (s->history_warned)
+        return;
+    s->history_warned = 1;
+    fprintf(stderr, "spk: cannot %s history file %s: %s (history is not saved)\n", what, s->history, strerror(err));
+    fflush(stderr);
+}
 
 static void open_history(struct session *s)
 {
@@ -131,26 +156,44 @@ static void open_history(struct session *s)
         snprintf(s->history, sizeof s->history, "%s/.spk_history", getenv("HOME"));
     if (!s->history[0])
         return;
+    int fd = spk_file_open(s->history, NULL); /* a FIFO there would block readline's open */
+    if (fd >= 0)
+        close(fd);
+    else if (access(s->history, F_OK) == 0) {
+        fprintf(stderr, "spk: warning: %s; history is not kept\n", spk_last_error());
+        s->history[0] = '\0';
+        return;
+    }
     using_history();
     stifle_history(HISTORY_LENGTH);
-    read_history(s->history); /* a missing file is the normal first session */
+    /* append_history needs the file to exist; entries may hold secrets. */
+    int created = open(s->history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (created < 0) {
+        history_warning(s, "open", errno);
+        return;
+    }
+    close(created);
+    history_truncate_file(s->history, HISTORY_LENGTH);
+    read_history(s->history);
 }
 
 static void remember(struct session *s, const char *chunk)
 {
-    if (s->history[0] && chunk[strspn(chunk, " \t")] != '\0')
-        add_history(chunk);
+    if (!s->history[0] || chunk[strspn(chunk, " \t")] == '\0')
+        return;
+    add_history(chunk);
+    int err = append_history(1, s->history);
+    if (err != 0)
+        history_warning(s, "append to", err);
 }
 
-static void save_history(struct session *s)
+static void close_history(struct session *s)
 {
     if (!s->history[0])
         return;
-    int err = write_history(s->history);
-    if (err == 0)
-        err = history_truncate_file(s->history, HISTORY_LENGTH);
+    int err = history_truncate_file(s->history, HISTORY_LENGTH);
     if (err != 0)
-        fprintf(stderr, "spk: cannot save history to %s: %s\n", s->history, strerror(err));
+        history_warning(s, "trim", err);
     clear_history();
 }
 
@@ -169,14 +212,31 @@ static int is_incomplete(lua_State *L, int status)
 enum { INPUT_READY, INPUT_CANCELLED, INPUT_END };
 
 /* Reads and compiles one chunk, leaving the function (or the syntax error
- * message) on the stack with *status. Returns INPUT_READY, INPUT_CANCELLED
- * (Ctrl-C: nothing pushed) or INPUT_END (end of input: nothing pushed). */
-static int read_chunk(lua_State *L, struct session *s, int *status)
+ * message) and *narg arguments on the stack with *status. Returns
+ * INPUT_READY, INPUT_CANCELLED (Ctrl-C: nothing pushed) or INPUT_END (end of
+ * input: nothing pushed). */
+static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
 {
     int cancelled;
+    *narg = 0;
     char *line = read_line(s, PROMPT, &cancelled);
     if (line == NULL)
         return cancelled ? INPUT_CANCELLED : INPUT_END;
+
+    /* "?name": help for name (spk.repl.help_topic). */
+    const char *start = line + strspn(line, " \t");
+    if (*start == '?') {
+        spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_HELP_KEY);
+        if (lua_isfunction(L, -1)) {
+            lua_pushstring(L, start + 1);
+            *status = LUA_OK;
+            *narg = 1;
+            remember(s, line);
+            free(line);
+            return INPUT_READY;
+        }
+        lua_pop(L, 1); /* no helpers: the line is compiled as Lua, which reports it */
+    }
 
     /* An expression: print its values. "=expr" is accepted as in Lua 5.1. */
     const char *expr = line[0] == '=' ? line + 1 : line;
@@ -213,13 +273,116 @@ static int read_chunk(lua_State *L, struct session *s, int *status)
             *status = luaL_loadbuffer(L, text, len, CHUNK_NAME);
             break;
         }
-        lua_pushfstring(L, "\n%s", more);
+        lua_pushfstring(L, "%s\n%s", lua_tostring(L, -1), more);
         free(more);
-        lua_concat(L, 2);
+        lua_remove(L, -2);
     }
     remember(s, lua_tostring(L, -2));
     lua_remove(L, -2);
     return INPUT_READY;
+}
+
+/* ---- completion ---------------------------------------------------------
+ * Tab asks spk.repl.complete for the Lua name before the cursor (the word
+ * break characters leave "a.b:c" whole). Inside a string readline completes
+ * file names instead. Matches list without their common "a.b." part. */
+
+static lua_State *completion_state = NULL;
+static char **completion_list = NULL;
+static size_t completion_count = 0, completion_next = 0;
+
+static void completion_free(void)
+{
+    for (size_t i = completion_next; i < completion_count; i++)
+        free(completion_list[i]);
+    free(completion_list);
+    completion_list = NULL;
+    completion_count = completion_next = 0;
+}
+
+/* Fills completion_list from spk.repl.complete(text); errors give no matches. */
+static int collect_matches(lua_State *L)
+{
+    const char *text = lua_touserdata(L, 1);
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_COMPLETE_KEY);
+    lua_pushstring(L, text);
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return 0;
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    completion_list = calloc((size_t)(n > 0 ? n : 1), sizeof *completion_list);
+    if (!completion_list)
+        return 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, -1, i) == LUA_TSTRING) {
+            char *copy = strdup(lua_tostring(L, -1));
+            if (copy)
+                completion_list[completion_count++] = copy;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static char *next_match(const char *text, int state)
+{
+    if (state == 0) {
+        completion_free();
+        lua_State *L = completion_state;
+        int top = lua_gettop(L);
+        lua_pushcfunction(L, collect_matches);
+        lua_pushlightuserdata(L, (void *)text);
+        lua_pcall(L, 1, 0, 0); /* an error leaves the matches found so far */
+        lua_settop(L, top);
+    }
+    if (completion_next < completion_count)
+        return completion_list[completion_next++]; /* readline frees it */
+    completion_free();
+    return NULL;
+}
+
+static char **complete_lua(const char *text, int start, int end)
+{
+    (void)start;
+    (void)end;
+    if (rl_completion_quote_character != 0)
+        return NULL; /* inside a string: readline's file names */
+    rl_attempted_completion_over = 1;
+    rl_completion_append_character = '\0';
+    return rl_completion_matches(text, next_match);
+}
+
+/* Lists matches without the part before their last '.' or ':'. */
+static void display_matches(char **matches, int count, int longest)
+{
+    (void)longest;
+    char **shown = calloc((size_t)count + 2, sizeof *shown);
+    if (!shown)
+        return;
+    int width = 0;
+    shown[0] = matches[0];
+    for (int i = 1; i <= count; i++) {
+        const char *cut = strrchr(matches[i], '.'), *colon = strrchr(matches[i], ':');
+        if (colon && (!cut || colon > cut))
+            cut = colon;
+        shown[i] = (char *)(cut ? cut + 1 : matches[i]);
+        int len = (int)strlen(shown[i]);
+        if (len > width)
+            width = len;
+    }
+    rl_display_match_list(shown, count, width);
+    rl_forced_update_display();
+    free(shown);
+}
+
+static void setup_completion(lua_State *L)
+{
+    completion_state = L;
+    rl_attempted_completion_function = complete_lua;
+    rl_completion_display_matches_hook = display_matches;
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(+-*/%^~#[],";
+    rl_completer_word_break_characters = rl_basic_word_break_characters;
+    rl_completer_quote_characters = "\"'";
 }
 
 /* ---- showing results --------------------------------------------------- */
@@ -228,14 +391,14 @@ static int read_chunk(lua_State *L, struct session *s, int *status)
 static const char *format_value(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
-    lua_getfield(L, LUA_REGISTRYINDEX, "spk.repl.format");
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_FORMAT_KEY);
     if (lua_isfunction(L, -1)) {
         lua_pushvalue(L, idx);
         if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
     }
     lua_pop(L, 1);
-    return luaL_tolstring(L, idx, NULL);
+    return luaL_tolstring(L, idx, NULL); /* metamethods wanted: a result prints as print() shows it */
 }
 
 static void print_results(lua_State *L, int base)
@@ -253,17 +416,37 @@ static void print_results(lua_State *L, int base)
     fflush(stdout);
 }
 
-static int load_helpers(lua_State *L)
+int spk_cli_open_session_globals(lua_State *L)
 {
-    lua_getglobal(L, "require");
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk");
     lua_call(L, 1, 1);
+    spk_lua_rawfield(L, -1, "help");
+    lua_setglobal(L, "help");
     lua_setglobal(L, "spk");
-    lua_getglobal(L, "require");
+    return 0;
+}
+
+/* The session's helpers from lua/spk/repl.lua, kept in the registry so that
+ * a script replacing the globals cannot break the session. */
+static int load_helpers(lua_State *L)
+{
+    spk_cli_open_session_globals(L);
+    spk_lua_rawglobal(L, "require");
     lua_pushstring(L, "spk.repl");
     lua_call(L, 1, 1);
-    lua_getfield(L, -1, "format");
-    lua_setfield(L, LUA_REGISTRYINDEX, "spk.repl.format");
+    static const char *const helpers[][2] = {
+        {"format", REPL_FORMAT_KEY}, {"complete", REPL_COMPLETE_KEY}, {"help_topic", REPL_HELP_KEY}};
+    for (size_t i = 0; i < sizeof helpers / sizeof *helpers; i++) {
+        spk_lua_rawfield(L, -1, helpers[i][0]);
+        lua_setfield(L, LUA_REGISTRYINDEX, helpers[i][1]);
+    }
+    if (lua_toboolean(L, lua_upvalueindex(1))) {
+        spk_lua_rawfield(L, -1, "banner");
+        lua_call(L, 0, 1);
+        puts(lua_tostring(L, -1) ? lua_tostring(L, -1) : "spk");
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -277,21 +460,25 @@ int spk_repl(lua_State *L)
     }
     open_history(&s);
 
-    /* The session's conveniences: the global spk and the result printer. A
-     * failure (a broken module) is reported; the session still starts. */
-    lua_pushcfunction(L, load_helpers);
+    /* The session's conveniences: the globals spk and help, the result
+     * printer, completion, and the banner on a terminal. A failure (a broken
+     * module) is reported; the session still starts. */
+    lua_pushboolean(L, s.terminal);
+    lua_pushcclosure(L, load_helpers, 1);
     spk_cli_report(L, spk_cli_docall(L, 0, 0, 0));
+    if (s.terminal)
+        setup_completion(L);
 
     for (;;) {
         lua_settop(L, 0);
-        int status = LUA_OK;
-        int input = read_chunk(L, &s, &status);
+        int status = LUA_OK, narg = 0;
+        int input = read_chunk(L, &s, &status, &narg);
         if (input == INPUT_END)
             break;
         if (input == INPUT_CANCELLED)
             continue;
         if (status == LUA_OK)
-            status = spk_cli_docall(L, 0, LUA_MULTRET, 0);
+            status = spk_cli_docall(L, narg, LUA_MULTRET, 0);
         if (status == LUA_OK)
             print_results(L, 0);
         else
@@ -299,6 +486,6 @@ int spk_repl(lua_State *L)
     }
     lua_settop(L, 0); /* readline has ended the line at Ctrl-D */
     fflush(stdout);
-    save_history(&s);
+    close_history(&s);
     return SPK_EXIT_OK;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 static double load(const spk_tensor *t, int64_t off)
@@ -108,6 +109,8 @@ int spk_compare(const spk_tensor *a, const spk_tensor *b, spk_comparison *out)
     pair_iter it;
     pair_init(&it, a, b);
     for (int64_t i = 0; i < n; i++, pair_next(&it)) {
+        if (spk_cancel_due(i))
+            return spk_cancel_check();
         double x = load(a, it.oa), y = load(b, it.ob);
         bool xn = isnan(x), yn = isnan(y);
         if (xn || yn) {
@@ -155,6 +158,8 @@ int spk_allclose(const spk_tensor *a, const spk_tensor *b, double rtol, double a
     pair_init(&it, a, b);
     bool close = true;
     for (int64_t i = 0; i < n && close; i++, pair_next(&it)) {
+        if (spk_cancel_due(i))
+            return spk_cancel_check();
         double x = load(a, it.oa), y = load(b, it.ob);
         if (isnan(x) || isnan(y))
             close = isnan(x) && isnan(y);

@@ -15,13 +15,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
+#include "core/file.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
 #define NPY_MAX_HEADER 65536 /* larger headers are refused (NumPy's own default limit is 10000) */
 
 typedef struct npy_header {
+    int version; /* format major version: 1, 2 or 3 */
     spk_dtype dtype;
     bool fortran_order;
     int ndim;
@@ -33,7 +36,7 @@ typedef struct npy_header {
 /* Reads magic, version and header length from the first bytes (at most 12);
  * sets where the header starts and how long it is. */
 static int parse_preamble(const uint8_t *p, size_t avail, uint64_t file_size, const char *name,
-                          size_t *header_start, size_t *header_len)
+                          size_t *header_start, size_t *header_len, int *version)
 {
     if (avail < NPY_MAGIC_LEN || memcmp(p, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
         return spk_fail("%s: not a .npy file (bad magic: expected \\x93NUMPY)", name);
@@ -53,6 +56,7 @@ static int parse_preamble(const uint8_t *p, size_t avail, uint64_t file_size, co
     for (size_t i = 0; i < len_bytes; i++)
         len |= (uint64_t)p[8 + i] << (8 * i);
     *header_start = 8 + len_bytes;
+    *version = major;
     if (len > NPY_MAX_HEADER)
         return spk_fail("%s: .npy header of %" PRIu64 " bytes exceeds the %d-byte limit", name, len, NPY_MAX_HEADER);
     if (len > file_size - *header_start)
@@ -85,24 +89,51 @@ static bool accept(cursor *c, char ch)
     return false;
 }
 
-/* A quoted Python string without escapes (keys and descr never need them). */
+/* The bytes at p (n of them) as a Python literal would show them: printable
+ * ASCII as is, anything else as \xNN, so a message names the exact value. */
+static void shown(const char *p, size_t n, char *out, size_t size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 5 < size; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[k++] = (char)ch;
+        else
+            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
+    }
+    out[k] = '\0';
+}
+
+/* A quoted Python string of printable ASCII without escapes (keys and descr
+ * never need them). Anything else is refused rather than read as something
+ * NumPy would not: '<f4\x00' is not '<f4'. */
 static int parse_string(cursor *c, char *out, size_t size, const char *what)
 {
     skip_space(c);
     if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
         return spk_fail("%s: .npy header: expected a quoted string for %s", c->name, what);
     char quote = *c->p++;
-    size_t n = 0;
-    while (c->p < c->end && *c->p != quote) {
-        if (*c->p == '\\')
-            return spk_fail("%s: .npy header: escapes in %s are not supported", c->name, what);
-        if (n + 1 >= size)
-            return spk_fail("%s: .npy header: %s is too long", c->name, what);
-        out[n++] = *c->p++;
-    }
+    const char *start = c->p;
+    while (c->p < c->end && *c->p != quote)
+        c->p++;
     if (c->p >= c->end)
         return spk_fail("%s: .npy header: unterminated string in %s", c->name, what);
+    size_t n = (size_t)(c->p - start);
     c->p++;
+    char value[4 * 64 + 8];
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)start[i];
+        if (ch == '\\' || ch < 0x20 || ch >= 0x7f) {
+            shown(start, n < 64 ? n : 64, value, sizeof value);
+            return spk_fail("%s: .npy header: %s '%s' holds %s", c->name, what, value,
+                            ch == '\\' ? "an escape (not supported)" : "a byte that is not printable ASCII");
+        }
+    }
+    if (n + 1 > size) {
+        shown(start, n < 64 ? n : 64, value, sizeof value);
+        return spk_fail("%s: .npy header: %s '%s%s' is too long", c->name, what, value, n > 64 ? "..." : "");
+    }
+    memcpy(out, start, n);
     out[n] = '\0';
     return 0;
 }
@@ -166,6 +197,8 @@ static int parse_shape(cursor *c, npy_header *h)
             return spk_fail("%s: .npy header: 'shape' must hold non-negative integers", c->name);
         if (h->ndim == SPK_MAX_DIMS)
             return spk_fail("%s: .npy shape has more than %d dims", c->name, SPK_MAX_DIMS);
+        if (*c->p == '0' && c->p + 1 < c->end && isdigit((unsigned char)c->p[1]))
+            return spk_fail("%s: .npy shape entry %d has a leading zero (not a Python 3 integer)", c->name, h->ndim);
         int64_t v = 0;
         while (c->p < c->end && isdigit((unsigned char)*c->p)) {
             int digit = *c->p++ - '0';
@@ -173,14 +206,17 @@ static int parse_shape(cursor *c, npy_header *h)
                 return spk_fail("%s: .npy shape entry %d is too large", c->name, h->ndim);
             v = v * 10 + digit;
         }
-        if (c->p < c->end && *c->p == 'L') /* written by Python 2 */
+        /* Python 2's long suffix; NumPy drops it in versions 1.0 and 2.0 only. */
+        if (c->p < c->end && *c->p == 'L' && h->version < 3)
             c->p++;
         h->shape[h->ndim++] = v;
         if (accept(c, ','))
             continue;
-        if (accept(c, ')'))
+        /* (2) is the integer 2, not a tuple: one entry needs its comma. */
+        if (h->ndim > 1 && accept(c, ')'))
             return 0;
-        return spk_fail("%s: .npy header: malformed 'shape' tuple", c->name);
+        return spk_fail("%s: .npy header: malformed 'shape' tuple%s", c->name,
+                        h->ndim == 1 ? " (a one-entry tuple is written (n,))" : "");
     }
 }
 
@@ -311,9 +347,9 @@ spk_tensor *spk_npy_parse(const void *bytes, size_t size, const char *name)
     if (!name)
         name = "(memory)";
     size_t start, len;
-    if (parse_preamble(p, size, size, name, &start, &len))
-        return NULL;
     npy_header h = {0};
+    if (parse_preamble(p, size, size, name, &start, &len, &h.version))
+        return NULL;
     if (parse_dict((const char *)p + start, len, name, &h))
         return NULL;
     if (check_data_size(&h, size - start - len, name))
@@ -327,23 +363,27 @@ spk_tensor *spk_npy_parse(const void *bytes, size_t size, const char *name)
     return finish(t, &h);
 }
 
+/* In chunks, so a cancellation request stops a large read within one chunk. */
 static int read_exact(FILE *f, void *buf, size_t n, const char *name)
 {
-    if (n && fread(buf, 1, n, f) != n)
-        return spk_fail("%s: read failed: %s", name, ferror(f) ? strerror(errno) : "unexpected end of file");
+    for (size_t done = 0, chunk; done < n; done += chunk) {
+        if (spk_cancel_check()) {
+            spk_error_prefix("%s", name);
+            return -1;
+        }
+        chunk = n - done < SPK_READ_CHUNK ? n - done : SPK_READ_CHUNK;
+        if (fread((char *)buf + done, 1, chunk, f) != chunk)
+            return spk_fail("%s: read failed: %s", name, ferror(f) ? strerror(errno) : "unexpected end of file");
+    }
     return 0;
 }
 
 spk_tensor *spk_npy_load(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return spk_fail_null("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return spk_fail_null("%s: not a regular file", path);
-    }
+    FILE *f = spk_file_fopen(path, &st);
+    if (!f)
+        return NULL;
     uint64_t file_size = (uint64_t)st.st_size;
     uint8_t pre[12];
     size_t got = fread(pre, 1, sizeof pre, f);
@@ -351,7 +391,7 @@ spk_tensor *spk_npy_load(const char *path)
     char *header = NULL;
     spk_tensor *t = NULL;
     npy_header h = {0};
-    if (parse_preamble(pre, got, file_size, path, &start, &len))
+    if (parse_preamble(pre, got, file_size, path, &start, &len, &h.version))
         goto fail;
     header = malloc(len ? len : 1); /* len <= NPY_MAX_HEADER and within the file */
     if (!header) {

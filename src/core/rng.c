@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 static uint64_t splitmix64(uint64_t *x)
@@ -77,6 +78,8 @@ static int fill_with(spk_rng *rng, spk_tensor *t, double a, double b, bool norma
     int64_t n = spk_tensor_numel(t);
     int64_t idx[SPK_MAX_DIMS] = {0};
     for (int64_t i = 0; i < n; i++) {
+        if (spk_cancel_due(i))
+            return spk_cancel_check();
         double v;
         if (normal)
             v = a + b * spk_rng_normal(rng);
@@ -94,12 +97,34 @@ static int fill_with(spk_rng *rng, spk_tensor *t, double a, double b, bool norma
     return 0;
 }
 
+int spk_rng_uniform_check(double low, double high)
+{
+    if (!isfinite(low) || !isfinite(high))
+        return spk_fail("rand: low and high must be finite, got low = %g, high = %g", low, high);
+    if (low > high)
+        return spk_fail("rand: low = %g is above high = %g (the range is [low, high))", low, high);
+    return 0;
+}
+
+int spk_rng_normal_check(double mean, double std)
+{
+    if (!isfinite(mean))
+        return spk_fail("randn: mean must be finite, got %g", mean);
+    if (!isfinite(std) || std < 0)
+        return spk_fail("randn: std must be finite and >= 0, got %g", std);
+    return 0;
+}
+
 int spk_rng_fill_uniform(spk_rng *rng, spk_tensor *t, double low, double high)
 {
+    if (spk_rng_uniform_check(low, high))
+        return -1;
     return fill_with(rng, t, low, high, false, "rand");
 }
 
 int spk_rng_fill_normal(spk_rng *rng, spk_tensor *t, double mean, double std)
 {
+    if (spk_rng_normal_check(mean, std))
+        return -1;
     return fill_with(rng, t, mean, std, true, "randn");
 }

@@ -28,7 +28,12 @@ double spk_rng_normal(spk_rng *rng);
 
 /* Fill a host tensor in row-major order of its view.
  * uniform: low + (high - low) * u (u drawn in the tensor's precision);
- * normal: mean + std * n. */
+ * normal: mean + std * n.
+ * The parameters must be finite with low <= high and std >= 0 (low == high
+ * and std == 0 give constants); anything else is an error naming the values
+ * (the _check functions alone test them). */
+int spk_rng_uniform_check(double low, double high);
+int spk_rng_normal_check(double mean, double std);
 int spk_rng_fill_uniform(spk_rng *rng, spk_tensor *t, double low, double high);
 int spk_rng_fill_normal(spk_rng *rng, spk_tensor *t, double mean, double std);
 

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
+#include "core/file.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) /* as the reference implementation */
 
@@ -56,6 +58,39 @@ static int json_expect(json *j, char c)
     return json_fail(j, what);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0. */
+static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || (size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) || (c == 0xF0 && p[1] < 0x90) ||
+        (c == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+/* Bytes as a message shows them: printable ASCII as is, others as \xNN. */
+static void shown(const char *p, size_t n, char *out, size_t size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 5 < size; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[k++] = (char)ch;
+        else
+            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
+    }
+    out[k] = '\0';
+}
+
 static int hex4(json *j, unsigned *out)
 {
     if (j->end - j->p < 4)
@@ -77,9 +112,11 @@ static int hex4(json *j, unsigned *out)
     return 0;
 }
 
-/* A JSON string, unescaped into a malloc'd NUL-terminated UTF-8 buffer (its
- * length never exceeds the escaped text's). Embedded NULs are refused. */
-static int json_string(json *j, char **out)
+/* A JSON string, unescaped into a NUL-terminated UTF-8 buffer (its length
+ * never exceeds the escaped text's): `buf` where it fits in `size` bytes (keys
+ * that are only compared), else a malloc'd one the caller frees. Embedded
+ * NULs are refused. */
+static int json_string_in(json *j, char *buf, size_t size, char **out)
 {
     json_space(j);
     if (j->p >= j->end || *j->p != '"')
@@ -90,15 +127,39 @@ static int json_string(json *j, char **out)
         q += (*q == '\\' && q + 1 < j->end) ? 2 : 1;
     if (q >= j->end)
         return json_fail(j, "unterminated string");
-    char *s = malloc((size_t)(q - j->p) + 1);
+    char *s = (size_t)(q - j->p) < size ? buf : malloc((size_t)(q - j->p) + 1);
     if (!s)
         return spk_fail("%s: out of memory reading the header", j->name);
     size_t n = 0;
     while (*j->p != '"') {
         unsigned char c = (unsigned char)*j->p++;
         if (c < 0x20) {
-            free(s);
+            if (s != buf)
+                free(s);
             return json_fail(j, "control character in string");
+        }
+        if (c >= 0x80) {
+            /* JSON text is UTF-8; a name of other bytes is no name another
+             * reader would agree on. */
+            const char *at = j->p - 1;
+            size_t len = utf8_sequence((const unsigned char *)at, (const unsigned char *)j->end);
+            if (len == 0) {
+                char text[4 * 48 + 8];
+                const char *open = at;
+                while (open > j->start && open[-1] != '"')
+                    open--;
+                const char *close = memchr(at, '"', (size_t)(j->end - at));
+                size_t span = (size_t)((close ? close : j->end) - open);
+                shown(open, span < 48 ? span : 48, text, sizeof text);
+                if (s != buf)
+                    free(s);
+                return spk_fail("%s: safetensors header: the string \"%s%s\" is not valid UTF-8 (byte 0x%02x at byte %td)",
+                                j->name, text, span > 48 ? "..." : "", c, at - j->start);
+            }
+            memcpy(s + n, at, len);
+            n += len;
+            j->p = at + len;
+            continue;
         }
         if (c != '\\') {
             s[n++] = (char)c;
@@ -168,8 +229,14 @@ static int json_string(json *j, char **out)
     *out = s;
     return 0;
 fail:
-    free(s);
+    if (s != buf)
+        free(s);
     return -1;
+}
+
+static int json_string(json *j, char **out)
+{
+    return json_string_in(j, NULL, 0, out);
 }
 
 /* A non-negative JSON integer (no sign, fraction or exponent: shapes and
@@ -244,8 +311,8 @@ static void entries_free(entries *e)
 
 static int parse_dtype(json *j, const char *tensor, spk_dtype *out)
 {
-    char *d;
-    if (json_string(j, &d))
+    char small[16], *d;
+    if (json_string_in(j, small, sizeof small, &d))
         return -1;
     static const struct {
         const char *name;
@@ -254,12 +321,14 @@ static int parse_dtype(json *j, const char *tensor, spk_dtype *out)
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(d, known[i].name) == 0) {
             *out = known[i].dtype;
-            free(d);
+            if (d != small)
+                free(d);
             return 0;
         }
     }
     spk_fail("%s: tensor '%s' has unsupported dtype '%s' (supported: F32, F64, I32, U64)", j->name, tensor, d);
-    free(d);
+    if (d != small)
+        free(d);
     return -1;
 }
 
@@ -270,8 +339,8 @@ static int parse_tensor(json *j, entry *e)
         return -1;
     if (!json_accept(j, '}')) {
         for (;;) {
-            char *key;
-            if (json_string(j, &key))
+            char small[16], *key;
+            if (json_string_in(j, small, sizeof small, &key))
                 return -1;
             int rc = json_expect(j, ':');
             bool *seen = NULL;
@@ -303,7 +372,8 @@ static int parse_tensor(json *j, entry *e)
             }
             if (rc == 0 && *seen)
                 rc = spk_fail("%s: tensor '%s' repeats the key '%s'", j->name, e->name, key);
-            free(key);
+            if (key != small)
+                free(key);
             if (rc)
                 return -1;
             *seen = true;
@@ -346,6 +416,34 @@ static int skip_metadata(json *j)
     }
 }
 
+static int cmp_entry_name(const void *a, const void *b)
+{
+    return strcmp((*(const entry *const *)a)->name, (*(const entry *const *)b)->name);
+}
+
+/* No tensor name twice: sorted, so a header of n names costs n log n. */
+static int check_unique_names(const entries *es, const char *name)
+{
+    if (es->count < 2)
+        return 0;
+    const entry **order = malloc(es->count * sizeof *order);
+    if (!order)
+        return spk_fail("%s: out of memory reading the header", name);
+    bool sorted = true;
+    for (size_t i = 0; i < es->count; i++) {
+        order[i] = &es->items[i];
+        sorted = sorted && (i == 0 || cmp_entry_name(&order[i - 1], &order[i]) <= 0);
+    }
+    if (!sorted) /* spk writes names sorted: no sort for its own files */
+        qsort(order, es->count, sizeof *order, cmp_entry_name);
+    int rc = 0;
+    for (size_t i = 1; i < es->count && rc == 0; i++)
+        if (strcmp(order[i]->name, order[i - 1]->name) == 0)
+            rc = spk_fail("%s: tensor '%s' appears twice in the header", name, order[i]->name);
+    free(order);
+    return rc;
+}
+
 static int parse_header(const char *text, size_t len, const char *name, entries *out)
 {
     json j = {text, text + len, text, name};
@@ -371,13 +469,6 @@ static int parse_header(const char *text, size_t len, const char *name, entries 
                 if (skip_metadata(&j))
                     return -1;
             } else {
-                for (size_t i = 0; i < out->count; i++) {
-                    if (strcmp(out->items[i].name, key) == 0) {
-                        spk_fail("%s: tensor '%s' appears twice in the header", name, key);
-                        free(key);
-                        return -1;
-                    }
-                }
                 if (out->count == out->cap) {
                     size_t cap = out->cap ? out->cap * 2 : 8;
                     entry *items = realloc(out->items, cap * sizeof *items);
@@ -403,7 +494,7 @@ static int parse_header(const char *text, size_t len, const char *name, entries 
     json_space(&j);
     if (j.p != j.end)
         return json_fail(&j, "text after the JSON object");
-    return 0;
+    return check_unique_names(out, name);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -413,8 +504,10 @@ static int cmp_begin(const void *a, const void *b)
 }
 
 /* Each tensor's bytes lie within the data section, match its shape, and
- * overlap no other tensor's. */
-static int check_offsets(const entries *es, uint64_t data_len, const char *name)
+ * overlap no other tensor's. On success *order holds the entries sorted by
+ * where their data begins (the caller frees it), so that the data is read
+ * front to back. */
+static int check_offsets(const entries *es, uint64_t data_len, const char *name, const entry ***order_out)
 {
     for (size_t i = 0; i < es->count; i++) {
         const entry *e = &es->items[i];
@@ -446,24 +539,40 @@ static int check_offsets(const entries *es, uint64_t data_len, const char *name)
                             bytes, e->begin, e->end, e->end - e->begin);
         }
     }
-    if (es->count < 2)
-        return 0;
-    const entry **order = malloc(es->count * sizeof *order);
+    const entry **order = malloc((es->count ? es->count : 1) * sizeof *order);
     if (!order)
         return spk_fail("%s: out of memory checking offsets", name);
-    for (size_t i = 0; i < es->count; i++)
+    bool sorted = true;
+    for (size_t i = 0; i < es->count; i++) {
         order[i] = &es->items[i];
-    qsort(order, es->count, sizeof *order, cmp_begin);
+        sorted = sorted && (i == 0 || order[i - 1]->begin <= order[i]->begin);
+    }
+    if (!sorted)
+        qsort(order, es->count, sizeof *order, cmp_begin);
+    /* The tensors tile the data section, as the reference implementation
+     * demands: bytes no tensor owns are a sign of a writer that got its
+     * offsets wrong, as trailing bytes are in a .npy file. */
     int rc = 0;
     const entry *prev = NULL;
+    uint64_t covered = 0;
     for (size_t i = 0; i < es->count && rc == 0; i++) {
         if (order[i]->end == order[i]->begin)
             continue; /* empty tensors occupy nothing */
         if (prev && order[i]->begin < prev->end)
             rc = spk_fail("%s: tensors '%s' and '%s' overlap in the data section", name, prev->name, order[i]->name);
+        else if (order[i]->begin > covered)
+            rc = spk_fail("%s: bytes %" PRIu64 " to %" PRIu64 " of the data section belong to no tensor (the next "
+                          "is '%s' at %" PRIu64 ")", name, covered, order[i]->begin, order[i]->name, order[i]->begin);
         prev = order[i];
+        covered = order[i]->end;
     }
-    free(order);
+    if (rc == 0 && covered < data_len)
+        rc = spk_fail("%s: %" PRIu64 " trailing bytes after the last tensor's data (the data section holds %" PRIu64
+                      " bytes, the tensors %" PRIu64 ")", name, data_len - covered, data_len, covered);
+    if (rc)
+        free(order);
+    else
+        *order_out = order;
     return rc;
 }
 
@@ -475,8 +584,9 @@ static int build_list(const char *name, const char *header, size_t header_len, u
                       void *ctx, spk_tensor_list *out)
 {
     entries es = {0};
+    const entry **order = NULL;
     spk_tensor_list list = {0};
-    if (parse_header(header, header_len, name, &es) || check_offsets(&es, data_len, name))
+    if (parse_header(header, header_len, name, &es) || check_offsets(&es, data_len, name, &order))
         goto fail;
     if (es.count) {
         list.items = calloc(es.count, sizeof *list.items);
@@ -484,26 +594,30 @@ static int build_list(const char *name, const char *header, size_t header_len, u
             spk_fail("%s: out of memory", name);
             goto fail;
         }
+        list.count = es.count; /* slots not yet filled are NULL, which the list's free skips */
     }
-    /* Allocations now add up to at most the data section (offsets checked, no overlap). */
-    for (size_t i = 0; i < es.count; i++) {
+    /* Allocations now add up to at most the data section (offsets checked, no
+     * overlap). The list keeps the header's order; data is read in file order. */
+    for (size_t k = 0; k < es.count; k++) {
+        size_t i = (size_t)(order[k] - es.items);
         entry *e = &es.items[i];
         spk_tensor *t = spk_tensor_new(e->dtype, e->ndim, e->shape);
         if (!t) {
             spk_error_prefix("%s: tensor '%s'", name, e->name);
             goto fail;
         }
-        list.items[list.count].name = e->name;
-        list.items[list.count].tensor = t;
-        list.count++;
+        list.items[i].name = e->name;
+        list.items[i].tensor = t;
         e->name = NULL; /* now owned by the list */
         if (read(ctx, e->begin, t->storage->data, (size_t)(e->end - e->begin), name))
             goto fail;
     }
+    free(order);
     entries_free(&es);
     *out = list;
     return 0;
 fail:
+    free(order);
     entries_free(&es);
     spk_tensor_list_free(&list);
     return -1;
@@ -523,15 +637,32 @@ static int read_memory(void *ctx, uint64_t offset, void *dst, size_t n, const ch
 typedef struct file_source {
     FILE *f;
     uint64_t data_start;
+    uint64_t at; /* the stream's position in the data section */
 } file_source;
 
+/* Tensors come in file order, mostly back to back: a seek only over a gap,
+ * so the stream's buffer serves many small tensors per read. */
 static int read_file(void *ctx, uint64_t offset, void *dst, size_t n, const char *name)
 {
     file_source *src = ctx;
     if (n == 0)
         return 0;
-    if (fseeko(src->f, (off_t)(src->data_start + offset), SEEK_SET) != 0 || fread(dst, 1, n, src->f) != n)
-        return spk_fail("%s: read failed: %s", name, ferror(src->f) ? strerror(errno) : "unexpected end of file");
+    if (offset != src->at && fseeko(src->f, (off_t)(src->data_start + offset), SEEK_SET) != 0)
+        return spk_fail("%s: seek failed: %s", name, strerror(errno));
+    src->at = offset + n;
+    /* In chunks, so a cancellation request stops a large read within one chunk. */
+    for (size_t done = 0, chunk; done < n; done += chunk) {
+        if (spk_cancel_check()) {
+            src->at = UINT64_MAX;
+            spk_error_prefix("%s", name);
+            return -1;
+        }
+        chunk = n - done < SPK_READ_CHUNK ? n - done : SPK_READ_CHUNK;
+        if (fread((char *)dst + done, 1, chunk, src->f) != chunk) {
+            src->at = UINT64_MAX;
+            return spk_fail("%s: read failed: %s", name, ferror(src->f) ? strerror(errno) : "unexpected end of file");
+        }
+    }
     return 0;
 }
 
@@ -569,14 +700,10 @@ int spk_safetensors_parse(const void *bytes, size_t size, const char *name, spk_
 
 int spk_safetensors_load(const char *path, spk_tensor_list *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return spk_fail("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return spk_fail("%s: not a regular file", path);
-    }
+    FILE *f = spk_file_fopen(path, &st);
+    if (!f)
+        return -1;
     uint64_t size = (uint64_t)st.st_size;
     uint8_t len[8];
     char *header = NULL;
@@ -597,7 +724,7 @@ int spk_safetensors_load(const char *path, spk_tensor_list *out)
         spk_fail("%s: read failed: %s", path, ferror(f) ? strerror(errno) : "unexpected end of file");
         goto done;
     }
-    file_source src = {f, 8 + n};
+    file_source src = {f, 8 + n, 0};
     rc = build_list(path, header, (size_t)n, size - 8 - n, read_file, &src, out);
 done:
     free(header);
@@ -697,6 +824,19 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
                             it->tensor->storage->device);
         if (strcmp(it->name, "__metadata__") == 0)
             return spk_fail("%s: '__metadata__' is reserved and cannot name a tensor", path);
+        const unsigned char *p = (const unsigned char *)it->name, *end = p + strlen(it->name);
+        while (p < end) {
+            size_t len = utf8_sequence(p, end);
+            if (len == 0) {
+                char text[4 * 48 + 8];
+                size_t n = strlen(it->name);
+                shown(it->name, n < 48 ? n : 48, text, sizeof text);
+                return spk_fail("%s: tensor name \"%s%s\" is not valid UTF-8 (byte 0x%02x at %td); "
+                                "safetensors headers are JSON text", path, text, n > 48 ? "..." : "", *p,
+                                (const char *)p - it->name);
+            }
+            p += len;
+        }
     }
     size_t *order = malloc((count ? count : 1) * sizeof *order);
     if (!order)

@@ -229,14 +229,21 @@ void spk_tensor_free(spk_tensor *t)
     free(t);
 }
 
-spk_tensor *spk_tensor_full(spk_dtype dtype, int ndim, const int64_t *shape, double value)
+static int fill_scalar(spk_tensor *t, spk_scalar value, const char *what);
+
+spk_tensor *spk_tensor_full_scalar(spk_dtype dtype, int ndim, const int64_t *shape, spk_scalar value)
 {
     spk_tensor *t = spk_tensor_new(dtype, ndim, shape);
-    if (t && value != 0.0 && spk_tensor_fill(t, value)) {
+    if (t && fill_scalar(t, value, "full")) {
         spk_tensor_free(t);
         return NULL;
     }
     return t;
+}
+
+spk_tensor *spk_tensor_full(spk_dtype dtype, int ndim, const int64_t *shape, double value)
+{
+    return spk_tensor_full_scalar(dtype, ndim, shape, spk_scalar_float(value));
 }
 
 /* ---- properties -------------------------------------------------------- */
@@ -313,6 +320,16 @@ static spk_tensor *view_of(const spk_tensor *t)
     return v;
 }
 
+/* *offset += index * stride, refusing what int64 cannot hold. */
+static int offset_add(int64_t *offset, int64_t index, int64_t stride, const char *what)
+{
+    int64_t delta;
+    if (__builtin_mul_overflow(index, stride, &delta) || __builtin_add_overflow(*offset, delta, offset))
+        return spk_fail("%s: the offset of index %" PRId64 " (stride %" PRId64 ") overflows int64", what, index,
+                        stride);
+    return 0;
+}
+
 static int check_dim(const spk_tensor *t, int dim, const char *what)
 {
     if (t->ndim == 0)
@@ -333,10 +350,13 @@ spk_tensor *spk_tensor_narrow(const spk_tensor *t, int dim, int64_t start, int64
     if (length < 0 || length > size - start)
         return spk_fail_null("narrow: length %" PRId64 " of dim %d is out of range [0, %" PRId64 "] for start %" PRId64,
                              length, dim, size - start, start);
+    int64_t offset = t->offset;
+    if (offset_add(&offset, start, t->strides[dim], "narrow"))
+        return NULL;
     spk_tensor *v = view_of(t);
     if (!v)
         return NULL;
-    v->offset += start * t->strides[dim];
+    v->offset = offset;
     v->shape[dim] = length;
     return v;
 }
@@ -353,10 +373,13 @@ spk_tensor *spk_tensor_select(const spk_tensor *t, int dim, int64_t index)
         return spk_fail_null("select: index %" PRId64 " of dim %d is out of range [0, %" PRId64 "]",
                              index, dim, size - 1);
     }
+    int64_t offset = t->offset;
+    if (offset_add(&offset, index, t->strides[dim], "select"))
+        return NULL;
     spk_tensor *v = view_of(t);
     if (!v)
         return NULL;
-    v->offset += index * t->strides[dim];
+    v->offset = offset;
     for (int d = dim; d < t->ndim - 1; d++) {
         v->shape[d] = t->shape[d + 1];
         v->strides[d] = t->strides[d + 1];
@@ -392,13 +415,20 @@ spk_tensor *spk_tensor_slice(const spk_tensor *t, int dim, int64_t start, int64_
         length = (stop - start - 1) / step + 1;
     else if (step < 0 && stop < start)
         length = (start - stop - 1) / (-step) + 1;
+    /* With fewer than two elements the stride is never used; keeping the
+     * base's spares a product that a huge step would overflow. */
+    int64_t stride = t->strides[dim], offset = t->offset;
+    if (length > 1 && __builtin_mul_overflow(t->strides[dim], step, &stride))
+        return spk_fail_null("slice: step %" PRId64 " of dim %d times its stride %" PRId64 " overflows int64",
+                             step, dim, t->strides[dim]);
+    if (length > 0 && offset_add(&offset, start, t->strides[dim], "slice"))
+        return NULL;
     spk_tensor *v = view_of(t);
     if (!v)
         return NULL;
-    if (length > 0)
-        v->offset += start * t->strides[dim];
+    v->offset = offset;
     v->shape[dim] = length;
-    v->strides[dim] = t->strides[dim] * step;
+    v->strides[dim] = stride;
     return v;
 }
 
@@ -552,6 +582,14 @@ static inline void store_i64(void *base, spk_dtype dtype, int64_t i, int64_t v)
     }
 }
 
+static void store_scalar(void *base, spk_dtype dtype, int64_t i, spk_scalar v)
+{
+    if (v.is_integer)
+        store_i64(base, dtype, i, v.i);
+    else
+        store_f64(base, dtype, i, v.f);
+}
+
 /* An unsigned value read from u64 stays exact when moved between integer
  * dtypes; conversions touching floats go through double. */
 static inline void convert_one(void *dst, spk_dtype dt, int64_t di, const void *src, spk_dtype st, int64_t si)
@@ -635,47 +673,81 @@ double spk_tensor_flat_get(const spk_tensor *t, int64_t i)
     return load_f64(t->storage->data, t->dtype, flat_offset(t, i));
 }
 
-int spk_tensor_fill(spk_tensor *t, double value)
+/* Whether `value` can be stored in `dtype` without changing it: floats take
+ * any number (f32 rounds); integer dtypes take integers they hold, a u64 also
+ * a negative int64 standing for its two's complement (as Lua writes values
+ * above 2^63), and floats only when integral and in range. */
+static int check_storable(spk_dtype dtype, spk_scalar v, const char *what)
 {
-    if (require_host(t, "fill"))
+    if (dtype_is_float(dtype))
+        return 0;
+    if (v.is_integer) {
+        if (dtype == SPK_I32 && (v.i < INT32_MIN || v.i > INT32_MAX))
+            return spk_fail("%s: %" PRId64 " does not fit in i32", what, v.i);
+        return 0;
+    }
+    if (v.f != floor(v.f)) /* NaN and fractions; Inf is caught by the range */
+        return spk_fail("%s: %s needs an integer, got %.17g", what, spk_dtype_name(dtype), v.f);
+    bool fits = dtype == SPK_I32 ? v.f >= -2147483648.0 && v.f <= 2147483647.0
+                                 : v.f >= 0 && v.f < 18446744073709551616.0;
+    if (!fits)
+        return spk_fail("%s: %.17g does not fit in %s", what, v.f, spk_dtype_name(dtype));
+    return 0;
+}
+
+static int fill_scalar(spk_tensor *t, spk_scalar value, const char *what)
+{
+    if (require_host(t, what) || check_storable(t->dtype, value, what))
         return -1;
     int64_t n = spk_tensor_numel(t);
     void *base = t->storage->data;
     if (spk_tensor_is_contiguous(t)) {
         int64_t o = t->offset;
         if (t->dtype == SPK_F32) {
-            float v = (float)value, *p = (float *)base + o;
+            float v = (float)value.f, *p = (float *)base + o;
             for (int64_t i = 0; i < n; i++)
                 p[i] = v;
         } else if (t->dtype == SPK_F64) {
             double *p = (double *)base + o;
             for (int64_t i = 0; i < n; i++)
-                p[i] = value;
+                p[i] = value.f;
         } else {
             for (int64_t i = 0; i < n; i++)
-                store_f64(base, t->dtype, o + i, value);
+                store_scalar(base, t->dtype, o + i, value);
         }
         return 0;
     }
     iter it;
     iter_init(&it, t);
     for (int64_t i = 0; i < n; i++, iter_next(&it))
-        store_f64(base, t->dtype, it.pos, value);
+        store_scalar(base, t->dtype, it.pos, value);
     return 0;
 }
 
+int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value) { return fill_scalar(t, value, "fill"); }
+int spk_tensor_fill(spk_tensor *t, double value) { return fill_scalar(t, spk_scalar_float(value), "fill"); }
+
 spk_tensor *spk_tensor_arange(spk_dtype dtype, double start, double stop, double step)
 {
-    if (!(step != 0) || isnan(step))
-        return spk_fail_null("arange: step must be non-zero");
     if (!isfinite(start) || !isfinite(stop) || !isfinite(step))
-        return spk_fail_null("arange: start, stop and step must be finite");
+        return spk_fail_null("arange: start, stop and step must be finite (got %g, %g, %g)", start, stop, step);
+    if (step == 0)
+        return spk_fail_null("arange: step must not be zero");
     double len = ceil((stop - start) / step);
     if (!(len > 0))
         len = 0;
     if (len > 9.0e15)
         return spk_fail_null("arange: %g elements is too many", len);
     int64_t n = (int64_t)len;
+    if (!dtype_is_float(dtype)) {
+        /* every value start + i * step is then an integer; the ends bound them */
+        if (start != floor(start) || step != floor(step))
+            return spk_fail_null("arange: %s needs an integer start and step, got %.17g and %.17g",
+                                 spk_dtype_name(dtype), start, step);
+        if (n > 0 && (check_storable(dtype, spk_scalar_float(start), "arange") ||
+                      check_storable(dtype, spk_scalar_float(start + (double)(n - 1) * step), "arange")))
+            return NULL;
+    }
     spk_tensor *t = spk_tensor_new(dtype, 1, &n);
     if (!t)
         return NULL;
@@ -746,107 +818,304 @@ spk_tensor *spk_tensor_contiguous(const spk_tensor *t)
 
 /* ---- elementwise ------------------------------------------------------- */
 
-typedef enum { OP_ADD, OP_SUB, OP_MUL } binop;
-
-static inline double apply_f(binop op, double x, double y)
+const char *spk_binop_name(spk_binop op)
 {
-    switch (op) {
-    case OP_ADD: return x + y;
-    case OP_SUB: return x - y;
-    case OP_MUL: return x * y;
-    }
-    return NAN;
+    static const char *const names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+    return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
-/* Integer arithmetic wraps (done in uint64 so overflow is defined). */
-static inline int64_t apply_i(binop op, int64_t x, int64_t y)
+static bool is_comparison(spk_binop op) { return op >= SPK_OP_EQ && op <= SPK_OP_GE; }
+
+/* The table in tensor.h: equal dtypes stay; any two different ones of f32,
+ * f64, i32 and u64 meet only in f64. */
+spk_dtype spk_dtype_promote(spk_dtype a, spk_dtype b) { return a == b ? a : SPK_F64; }
+
+spk_dtype spk_binop_dtype(spk_binop op, spk_dtype a, spk_dtype b)
 {
-    uint64_t a = (uint64_t)x, b = (uint64_t)y;
-    switch (op) {
-    case OP_ADD: return (int64_t)(a + b);
-    case OP_SUB: return (int64_t)(a - b);
-    case OP_MUL: return (int64_t)(a * b);
+    spk_dtype p = spk_dtype_promote(a, b);
+    if (is_comparison(op))
+        return SPK_I32;
+    if (op == SPK_OP_DIV)
+        return p == SPK_F32 ? SPK_F32 : SPK_F64;
+    return p;
+}
+
+int spk_scalar_dtype(spk_dtype t, spk_scalar s, spk_dtype *out)
+{
+    if (dtype_is_float(t)) {
+        *out = t;
+        return 0;
     }
+    if (!s.is_integer) {
+        *out = SPK_F64;
+        return 0;
+    }
+    if ((t == SPK_I32 && (s.i < INT32_MIN || s.i > INT32_MAX)) || (t == SPK_U64 && s.i < 0))
+        return spk_fail("the integer %" PRId64 " does not fit the tensor's dtype %s (convert the tensor with to(), "
+                        "or write the number as a float)", s.i, spk_dtype_name(t));
+    *out = t;
     return 0;
 }
 
-static spk_tensor *binary(const spk_tensor *a, const spk_tensor *b, binop op, const char *what)
+int spk_broadcast_shape(const spk_tensor *a, const spk_tensor *b, int *ndim, int64_t *shape)
 {
-    if (require_host(a, what) || require_host(b, what) || require_same_shape(a, b, what))
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int k = 0; k < n; k++) {
+        int da = a->ndim - n + k, db = b->ndim - n + k;
+        int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
+        if (sa != sb && sa != 1 && sb != 1) {
+            char ta[160], tb[160];
+            return spk_fail("shapes %s and %s do not broadcast (sizes %" PRId64 " and %" PRId64
+                            " meet and neither is 1)",
+                            spk_shape_string(a, ta, sizeof ta), spk_shape_string(b, tb, sizeof tb), sa, sb);
+        }
+        shape[k] = sa == 1 ? sb : sa;
+    }
+    *ndim = n;
+    return 0;
+}
+
+/* Walks an output shape in row-major order with the positions of two
+ * operands whose strides are 0 along the dims they repeat. */
+typedef struct pair_iter {
+    int ndim;
+    int64_t idx[SPK_MAX_DIMS], shape[SPK_MAX_DIMS], sa[SPK_MAX_DIMS], sb[SPK_MAX_DIMS];
+    int64_t pa, pb;
+} pair_iter;
+
+static void broadcast_strides(const spk_tensor *t, int ndim, const int64_t *shape, int64_t *strides)
+{
+    for (int k = 0; k < ndim; k++) {
+        int d = t->ndim - ndim + k;
+        strides[k] = d >= 0 && t->shape[d] == shape[k] ? t->strides[d] : 0;
+    }
+}
+
+static void pair_init(pair_iter *it, int ndim, const int64_t *shape, const spk_tensor *a, const spk_tensor *b)
+{
+    it->ndim = ndim;
+    for (int k = 0; k < ndim; k++) {
+        it->idx[k] = 0;
+        it->shape[k] = shape[k];
+    }
+    broadcast_strides(a, ndim, shape, it->sa);
+    broadcast_strides(b, ndim, shape, it->sb);
+    it->pa = a->offset;
+    it->pb = b->offset;
+}
+
+static inline void pair_next(pair_iter *it)
+{
+    for (int d = it->ndim - 1; d >= 0; d--) {
+        if (++it->idx[d] < it->shape[d]) {
+            it->pa += it->sa[d];
+            it->pb += it->sb[d];
+            return;
+        }
+        it->pa -= it->sa[d] * (it->shape[d] - 1);
+        it->pb -= it->sb[d] * (it->shape[d] - 1);
+        it->idx[d] = 0;
+    }
+}
+
+static inline double apply_f64(spk_binop op, double x, double y)
+{
+    switch (op) {
+    case SPK_OP_ADD: return x + y;
+    case SPK_OP_SUB: return x - y;
+    case SPK_OP_MUL: return x * y;
+    case SPK_OP_DIV: return x / y;
+    default: return NAN;
+    }
+}
+
+static inline float apply_f32(spk_binop op, float x, float y)
+{
+    switch (op) {
+    case SPK_OP_ADD: return x + y;
+    case SPK_OP_SUB: return x - y;
+    case SPK_OP_MUL: return x * y;
+    case SPK_OP_DIV: return x / y;
+    default: return NAN;
+    }
+}
+
+/* Integer arithmetic wraps: done in uint64, where overflow is defined, and
+ * cut to the result's width when stored. */
+static inline uint64_t apply_int(spk_binop op, uint64_t x, uint64_t y)
+{
+    switch (op) {
+    case SPK_OP_ADD: return x + y;
+    case SPK_OP_SUB: return x - y;
+    case SPK_OP_MUL: return x * y;
+    default: return 0;
+    }
+}
+
+/* A comparison from the sign of x - y (-1, 0, 1), or `unordered` (a NaN). */
+static inline int32_t compare_result(spk_binop op, int sign, bool unordered)
+{
+    if (unordered)
+        return op == SPK_OP_NE;
+    switch (op) {
+    case SPK_OP_EQ: return sign == 0;
+    case SPK_OP_NE: return sign != 0;
+    case SPK_OP_LT: return sign < 0;
+    case SPK_OP_LE: return sign <= 0;
+    case SPK_OP_GT: return sign > 0;
+    case SPK_OP_GE: return sign >= 0;
+    default: return 0;
+    }
+}
+
+static inline int32_t compare_f64(spk_binop op, double x, double y)
+{
+    return compare_result(op, (x > y) - (x < y), isnan(x) || isnan(y));
+}
+
+static spk_tensor *binary_impl(spk_binop op, const spk_tensor *a, const spk_tensor *b)
+{
+    const char *what = spk_binop_name(op);
+    if (require_host(a, what) || require_host(b, what))
         return NULL;
-    spk_dtype rt = (a->dtype == SPK_F64 || b->dtype == SPK_F64) ? SPK_F64 : a->dtype;
-    spk_tensor *out = spk_tensor_new(rt, a->ndim, a->shape);
+    int ndim;
+    int64_t shape[SPK_MAX_DIMS];
+    if (spk_broadcast_shape(a, b, &ndim, shape)) {
+        spk_error_prefix("%s", what);
+        return NULL;
+    }
+    spk_dtype rt = spk_binop_dtype(op, a->dtype, b->dtype);
+    /* comparisons happen in the promoted dtype, arithmetic in the result's */
+    spk_dtype ct = is_comparison(op) ? spk_dtype_promote(a->dtype, b->dtype) : rt;
+    spk_tensor *out = spk_tensor_new(rt, ndim, shape);
     if (!out)
         return NULL;
-    int64_t n = spk_tensor_numel(a);
+    int64_t n = spk_tensor_numel(out);
     const void *ab = a->storage->data, *bb = b->storage->data;
     void *ob = out->storage->data;
-    bool contiguous = spk_tensor_is_contiguous(a) && spk_tensor_is_contiguous(b);
-    if (contiguous && a->dtype == b->dtype && rt == SPK_F32) {
-        const float *x = (const float *)ab + a->offset, *y = (const float *)bb + b->offset;
-        float *o = ob;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = op == OP_ADD ? x[i] + y[i] : op == OP_SUB ? x[i] - y[i] : x[i] * y[i];
-        return out;
+    if (!is_comparison(op) && a->dtype == b->dtype && a->dtype == rt && spk_tensor_same_shape(a, b) &&
+        spk_tensor_is_contiguous(a) && spk_tensor_is_contiguous(b)) {
+        if (rt == SPK_F32) {
+            const float *x = (const float *)ab + a->offset, *y = (const float *)bb + b->offset;
+            float *o = ob;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = apply_f32(op, x[i], y[i]);
+            return out;
+        }
+        if (rt == SPK_F64) {
+            const double *x = (const double *)ab + a->offset, *y = (const double *)bb + b->offset;
+            double *o = ob;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = apply_f64(op, x[i], y[i]);
+            return out;
+        }
     }
-    if (contiguous && a->dtype == b->dtype && rt == SPK_F64) {
-        const double *x = (const double *)ab + a->offset, *y = (const double *)bb + b->offset;
-        double *o = ob;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = op == OP_ADD ? x[i] + y[i] : op == OP_SUB ? x[i] - y[i] : x[i] * y[i];
-        return out;
-    }
-    bool integer = !dtype_is_float(a->dtype) && !dtype_is_float(b->dtype);
-    iter ai, bi;
-    iter_init(&ai, a);
-    iter_init(&bi, b);
-    for (int64_t i = 0; i < n; i++, iter_next(&ai), iter_next(&bi)) {
-        if (integer)
-            store_i64(ob, rt, i, apply_i(op, load_i64(ab, a->dtype, ai.pos), load_i64(bb, b->dtype, bi.pos)));
-        else if (rt == SPK_F32) /* f32 result: round each operand and the result to f32 */
-            ((float *)ob)[i] = (float)apply_f(op, (float)load_f64(ab, a->dtype, ai.pos),
-                                              (float)load_f64(bb, b->dtype, bi.pos));
-        else
-            store_f64(ob, rt, i, apply_f(op, load_f64(ab, a->dtype, ai.pos), load_f64(bb, b->dtype, bi.pos)));
+    pair_iter it;
+    pair_init(&it, ndim, shape, a, b);
+    for (int64_t i = 0; i < n; i++, pair_next(&it)) {
+        if (is_comparison(op)) {
+            int32_t r;
+            if (ct == SPK_I32) {
+                int64_t x = load_i64(ab, a->dtype, it.pa), y = load_i64(bb, b->dtype, it.pb);
+                r = compare_result(op, (x > y) - (x < y), false);
+            } else if (ct == SPK_U64) {
+                uint64_t x = (uint64_t)load_i64(ab, a->dtype, it.pa), y = (uint64_t)load_i64(bb, b->dtype, it.pb);
+                r = compare_result(op, (x > y) - (x < y), false);
+            } else { /* f32 values compare the same in f64 */
+                r = compare_f64(op, load_f64(ab, a->dtype, it.pa), load_f64(bb, b->dtype, it.pb));
+            }
+            ((int32_t *)ob)[i] = r;
+        } else if (ct == SPK_F32) {
+            ((float *)ob)[i] = apply_f32(op, (float)load_f64(ab, a->dtype, it.pa), (float)load_f64(bb, b->dtype, it.pb));
+        } else if (ct == SPK_F64) {
+            ((double *)ob)[i] = apply_f64(op, load_f64(ab, a->dtype, it.pa), load_f64(bb, b->dtype, it.pb));
+        } else {
+            uint64_t v = apply_int(op, (uint64_t)load_i64(ab, a->dtype, it.pa), (uint64_t)load_i64(bb, b->dtype, it.pb));
+            store_i64(ob, rt, i, (int64_t)v);
+        }
     }
     return out;
 }
 
-spk_tensor *spk_tensor_add(const spk_tensor *a, const spk_tensor *b) { return binary(a, b, OP_ADD, "add"); }
-spk_tensor *spk_tensor_sub(const spk_tensor *a, const spk_tensor *b) { return binary(a, b, OP_SUB, "sub"); }
-spk_tensor *spk_tensor_mul(const spk_tensor *a, const spk_tensor *b) { return binary(a, b, OP_MUL, "mul"); }
-
-spk_tensor *spk_tensor_scale(const spk_tensor *a, double s)
+spk_tensor *spk_tensor_binary(spk_binop op, const spk_tensor *a, const spk_tensor *b)
 {
-    if (require_host(a, "scale"))
-        return NULL;
-    spk_tensor *out = spk_tensor_new(a->dtype, a->ndim, a->shape);
+    if (!a || !b)
+        return spk_fail_null("%s: tensor is NULL", spk_binop_name(op));
+    if ((unsigned)op > SPK_OP_GE)
+        return spk_fail_null("binary: unknown operation %d", (int)op);
+    return binary_impl(op, a, b);
+}
+
+/* An integer tensor compared with an integer: exact for every int64 value,
+ * which need not fit the tensor's dtype. */
+static spk_tensor *compare_integer(spk_binop op, const spk_tensor *a, int64_t v, bool scalar_first)
+{
+    spk_tensor *out = spk_tensor_new(SPK_I32, a->ndim, a->shape);
     if (!out)
         return NULL;
     int64_t n = spk_tensor_numel(a);
     const void *ab = a->storage->data;
-    void *ob = out->storage->data;
-    if (spk_tensor_is_contiguous(a) && a->dtype == SPK_F32) {
-        const float *x = (const float *)ab + a->offset;
-        float *o = ob, f = (float)s;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = x[i] * f;
-        return out;
-    }
     iter it;
     iter_init(&it, a);
     for (int64_t i = 0; i < n; i++, iter_next(&it)) {
-        if (a->dtype == SPK_F32)
-            ((float *)ob)[i] = ((const float *)ab)[it.pos] * (float)s;
-        else
-            store_f64(ob, a->dtype, i, load_f64(ab, a->dtype, it.pos) * s);
+        int sign;
+        if (a->dtype == SPK_U64) {
+            uint64_t x = ((const uint64_t *)ab)[it.pos];
+            sign = v < 0 ? 1 : (x > (uint64_t)v) - (x < (uint64_t)v);
+        } else {
+            int64_t x = load_i64(ab, a->dtype, it.pos);
+            sign = (x > v) - (x < v);
+        }
+        ((int32_t *)out->storage->data)[i] = compare_result(op, scalar_first ? -sign : sign, false);
     }
     return out;
 }
 
-spk_tensor *spk_tensor_abs(const spk_tensor *a)
+spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scalar s, bool scalar_first)
 {
-    if (require_host(a, "abs"))
+    const char *what = spk_binop_name(op);
+    if (!a)
+        return spk_fail_null("%s: tensor is NULL", what);
+    if ((unsigned)op > SPK_OP_GE)
+        return spk_fail_null("binary: unknown operation %d", (int)op);
+    if (require_host(a, what))
+        return NULL;
+    if (is_comparison(op) && s.is_integer && !dtype_is_float(a->dtype))
+        return compare_integer(op, a, s.i, scalar_first);
+    spk_dtype sd;
+    if (op == SPK_OP_DIV && !dtype_is_float(a->dtype)) {
+        sd = SPK_F64; /* integers divide in f64, where any integer has a value */
+    } else if (spk_scalar_dtype(a->dtype, s, &sd)) {
+        spk_error_prefix("%s", what);
+        return NULL;
+    }
+    /* the scalar as a 0-d tensor of the dtype it takes, broadcast */
+    spk_tensor *st = spk_tensor_new(sd, 0, NULL);
+    if (!st)
+        return NULL;
+    store_scalar(st->storage->data, sd, 0, s);
+    spk_tensor *out = scalar_first ? binary_impl(op, st, a) : binary_impl(op, a, st);
+    spk_tensor_free(st);
+    return out;
+}
+
+spk_tensor *spk_tensor_add(const spk_tensor *a, const spk_tensor *b) { return spk_tensor_binary(SPK_OP_ADD, a, b); }
+spk_tensor *spk_tensor_sub(const spk_tensor *a, const spk_tensor *b) { return spk_tensor_binary(SPK_OP_SUB, a, b); }
+spk_tensor *spk_tensor_mul(const spk_tensor *a, const spk_tensor *b) { return spk_tensor_binary(SPK_OP_MUL, a, b); }
+spk_tensor *spk_tensor_div(const spk_tensor *a, const spk_tensor *b) { return spk_tensor_binary(SPK_OP_DIV, a, b); }
+
+spk_tensor *spk_tensor_scale(const spk_tensor *a, double s)
+{
+    return spk_tensor_binary_scalar(SPK_OP_MUL, a, spk_scalar_float(s), false);
+}
+
+typedef enum { UNARY_NEG, UNARY_ABS } unary;
+
+static spk_tensor *unary_op(const spk_tensor *a, unary u, const char *what)
+{
+    if (!a)
+        return spk_fail_null("%s: tensor is NULL", what);
+    if (require_host(a, what))
         return NULL;
     spk_tensor *out = spk_tensor_new(a->dtype, a->ndim, a->shape);
     if (!out)
@@ -858,89 +1127,338 @@ spk_tensor *spk_tensor_abs(const spk_tensor *a)
     iter_init(&it, a);
     for (int64_t i = 0; i < n; i++, iter_next(&it)) {
         switch (a->dtype) {
-        case SPK_F32: ((float *)ob)[i] = fabsf(((const float *)ab)[it.pos]); break;
-        case SPK_F64: ((double *)ob)[i] = fabs(((const double *)ab)[it.pos]); break;
-        case SPK_I32: {
-            int32_t v = ((const int32_t *)ab)[it.pos];
-            /* |INT32_MIN| does not fit; it wraps to itself as in two's complement. */
-            ((int32_t *)ob)[i] = v < 0 ? (int32_t)(0u - (uint32_t)v) : v;
+        case SPK_F32: {
+            float v = ((const float *)ab)[it.pos];
+            ((float *)ob)[i] = u == UNARY_NEG ? -v : fabsf(v);
             break;
         }
-        case SPK_U64: ((uint64_t *)ob)[i] = ((const uint64_t *)ab)[it.pos]; break;
+        case SPK_F64: {
+            double v = ((const double *)ab)[it.pos];
+            ((double *)ob)[i] = u == UNARY_NEG ? -v : fabs(v);
+            break;
+        }
+        case SPK_I32: {
+            /* in uint32, where -INT32_MIN wraps to itself as in two's complement */
+            int32_t v = ((const int32_t *)ab)[it.pos];
+            uint32_t m = 0u - (uint32_t)v;
+            ((int32_t *)ob)[i] = u == UNARY_NEG || v < 0 ? (int32_t)m : v;
+            break;
+        }
+        case SPK_U64: {
+            uint64_t v = ((const uint64_t *)ab)[it.pos];
+            ((uint64_t *)ob)[i] = u == UNARY_NEG ? 0u - v : v;
+            break;
+        }
         }
     }
     return out;
 }
 
+spk_tensor *spk_tensor_neg(const spk_tensor *a) { return unary_op(a, UNARY_NEG, "neg"); }
+spk_tensor *spk_tensor_abs(const spk_tensor *a) { return unary_op(a, UNARY_ABS, "abs"); }
+
+int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src)
+{
+    if (require_host(dst, "assign (destination)") || require_host(src, "assign (source)"))
+        return -1;
+    int ndim;
+    int64_t shape[SPK_MAX_DIMS];
+    char sd[160], ss[160];
+    /* Leading dims of size 1 beyond dst's are dropped, as NumPy does. */
+    spk_tensor trimmed = *src;
+    while (trimmed.ndim > dst->ndim && trimmed.shape[0] == 1) {
+        memmove(trimmed.shape, trimmed.shape + 1, sizeof trimmed.shape[0] * (size_t)(trimmed.ndim - 1));
+        memmove(trimmed.strides, trimmed.strides + 1, sizeof trimmed.strides[0] * (size_t)(trimmed.ndim - 1));
+        trimmed.ndim--;
+    }
+    if (spk_broadcast_shape(dst, &trimmed, &ndim, shape) || ndim != dst->ndim ||
+        memcmp(shape, dst->shape, sizeof shape[0] * (size_t)ndim) != 0)
+        return spk_fail("assign: a tensor of shape %s does not broadcast to %s", spk_shape_string(src, ss, sizeof ss),
+                        spk_shape_string(dst, sd, sizeof sd));
+    src = &trimmed;
+    /* Reading and writing the same storage in one pass would see values it
+     * already wrote where the views overlap; read from a copy instead. */
+    spk_tensor *copy = NULL;
+    if (src->storage == dst->storage) {
+        copy = spk_tensor_clone(src);
+        if (!copy)
+            return -1;
+        src = copy;
+    }
+    int64_t n = spk_tensor_numel(dst);
+    pair_iter it;
+    pair_init(&it, ndim, shape, dst, src);
+    for (int64_t i = 0; i < n; i++, pair_next(&it))
+        convert_one(dst->storage->data, dst->dtype, it.pa, src->storage->data, src->dtype, it.pb);
+    spk_tensor_free(copy);
+    return 0;
+}
+
 /* ---- reductions -------------------------------------------------------- */
 
-typedef enum { RED_SUM, RED_MIN, RED_MAX, RED_SUMSQ } reduction;
-
-static int reduce(const spk_tensor *t, reduction r, const char *what, double *out)
+const char *spk_reduction_name(spk_reduction r)
 {
+    static const char *const names[] = {"sum", "mean", "min", "max", "norm", "argmin", "argmax"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+spk_dtype spk_reduction_dtype(spk_reduction r, spk_dtype in)
+{
+    switch (r) {
+    case SPK_RED_SUM: return in == SPK_I32 ? SPK_F64 : in;
+    case SPK_RED_MEAN:
+    case SPK_RED_NORM: return in == SPK_F32 ? SPK_F32 : SPK_F64;
+    case SPK_RED_MIN:
+    case SPK_RED_MAX: return in;
+    case SPK_RED_ARGMIN:
+    case SPK_RED_ARGMAX: return SPK_I32;
+    }
+    return in;
+}
+
+int spk_norm_order_check(double p)
+{
+    if (isnan(p) || (isfinite(p) && p < 0))
+        return spk_fail("norm: p = %g is not supported (p >= 0, math.huge or -math.huge: 2 is the Euclidean "
+                        "norm, 1 the sum of |x|, 0 the count of non-zeros, +-Inf the max/min of |x|)", p);
+    return 0;
+}
+
+/* Reductions that need at least one element. */
+static bool needs_element(spk_reduction r, double p)
+{
+    return r == SPK_RED_MIN || r == SPK_RED_MAX || r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX ||
+           (r == SPK_RED_NORM && isinf(p));
+}
+
+/* One group's running value. */
+typedef struct accum {
+    spk_reduction r;
+    double p;
+    spk_dtype dtype;
+    int64_t count;
+    double f;     /* float sums, and the best float value so far */
+    uint64_t u;   /* integer sums (wrapping), and the best integer's bits */
+    int64_t best; /* position of the best value, -1 before the first */
+    bool nan;     /* the best is a NaN: it stays */
+} accum;
+
+static void accum_start(accum *a, spk_reduction r, double p, spk_dtype dtype)
+{
+    *a = (accum){r, p, dtype, 0, 0.0, 0, -1, false};
+}
+
+/* Keeps the better of the best so far and v at `index` (max: larger). */
+static inline void keep_best_f64(accum *a, double v, int64_t index, bool max)
+{
+    if (a->nan)
+        return;
+    if (isnan(v)) {
+        a->nan = true;
+        a->f = v;
+        a->best = index;
+    } else if (a->best < 0 || (max ? v > a->f : v < a->f)) {
+        a->f = v;
+        a->best = index;
+    }
+}
+
+static inline void accum_add(accum *a, const void *base, int64_t pos, int64_t index)
+{
+    spk_dtype dt = a->dtype;
+    a->count++;
+    switch (a->r) {
+    case SPK_RED_SUM:
+        if (dtype_is_float(dt))
+            a->f += load_f64(base, dt, pos);
+        else
+            a->u += (uint64_t)load_i64(base, dt, pos);
+        return;
+    case SPK_RED_MEAN: a->f += load_f64(base, dt, pos); return;
+    case SPK_RED_NORM: {
+        double v = fabs(load_f64(base, dt, pos));
+        if (a->p == 2)
+            a->f += v * v;
+        else if (a->p == 1)
+            a->f += v;
+        else if (a->p == 0)
+            a->f += v != 0; /* NaN counts, as NumPy's x != 0 */
+        else if (isinf(a->p))
+            keep_best_f64(a, v, index, a->p > 0);
+        else
+            a->f += pow(v, a->p);
+        return;
+    }
+    case SPK_RED_MIN:
+    case SPK_RED_MAX:
+    case SPK_RED_ARGMIN:
+    case SPK_RED_ARGMAX: {
+        bool max = a->r == SPK_RED_MAX || a->r == SPK_RED_ARGMAX;
+        if (dtype_is_float(dt)) {
+            keep_best_f64(a, load_f64(base, dt, pos), index, max);
+        } else if (dt == SPK_U64) {
+            uint64_t v = ((const uint64_t *)base)[pos];
+            if (a->best < 0 || (max ? v > a->u : v < a->u)) {
+                a->u = v;
+                a->best = index;
+            }
+        } else {
+            int64_t v = load_i64(base, dt, pos), b = (int64_t)a->u;
+            if (a->best < 0 || (max ? v > b : v < b)) {
+                a->u = (uint64_t)v;
+                a->best = index;
+            }
+        }
+        return;
+    }
+    }
+}
+
+static spk_scalar accum_result(const accum *a)
+{
+    switch (a->r) {
+    case SPK_RED_SUM: return dtype_is_float(a->dtype) ? spk_scalar_float(a->f) : spk_scalar_int((int64_t)a->u);
+    case SPK_RED_MEAN: return spk_scalar_float(a->f / (double)a->count); /* 0 / 0 is NaN */
+    case SPK_RED_NORM:
+        if (a->p == 2)
+            return spk_scalar_float(sqrt(a->f));
+        if (a->p == 1 || a->p == 0 || isinf(a->p))
+            return spk_scalar_float(a->f);
+        return spk_scalar_float(pow(a->f, 1.0 / a->p));
+    case SPK_RED_MIN:
+    case SPK_RED_MAX: return dtype_is_float(a->dtype) ? spk_scalar_float(a->f) : spk_scalar_int((int64_t)a->u);
+    case SPK_RED_ARGMIN:
+    case SPK_RED_ARGMAX: return spk_scalar_int(a->best);
+    }
+    return spk_scalar_float(NAN);
+}
+
+static int reduce_checks(const spk_tensor *t, spk_reduction r, double p)
+{
+    const char *what = spk_reduction_name(r);
+    if (!t)
+        return spk_fail("%s: tensor is NULL", what);
+    if ((unsigned)r > SPK_RED_ARGMAX)
+        return spk_fail("reduce: unknown reduction %d", (int)r);
     if (require_host(t, what))
         return -1;
+    if (r == SPK_RED_NORM && spk_norm_order_check(p))
+        return -1;
+    return 0;
+}
+
+int spk_tensor_reduce_value(const spk_tensor *t, spk_reduction r, double p, spk_scalar *out)
+{
+    if (reduce_checks(t, r, p))
+        return -1;
     int64_t n = spk_tensor_numel(t);
-    if (n == 0 && (r == RED_MIN || r == RED_MAX))
-        return spk_fail("%s of an empty tensor is undefined", what);
+    if (n == 0 && (needs_element(r, p) || r == SPK_RED_MEAN))
+        return spk_fail("%s of an empty tensor is undefined", spk_reduction_name(r));
+    accum a;
+    accum_start(&a, r, p, t->dtype);
     const void *base = t->storage->data;
-    double acc = r == RED_MIN ? INFINITY : r == RED_MAX ? -INFINITY : 0.0;
-    bool saw_nan = false;
     iter it;
     iter_init(&it, t);
-    bool contiguous = spk_tensor_is_contiguous(t);
-    for (int64_t i = 0; i < n; i++) {
-        double v = load_f64(base, t->dtype, contiguous ? t->offset + i : it.pos);
-        if (!contiguous)
-            iter_next(&it);
-        switch (r) {
-        case RED_SUM: acc += v; break;
-        case RED_SUMSQ: acc += v * v; break;
-        case RED_MIN:
-            if (isnan(v))
-                saw_nan = true;
-            else if (v < acc)
-                acc = v;
-            break;
-        case RED_MAX:
-            if (isnan(v))
-                saw_nan = true;
-            else if (v > acc)
-                acc = v;
-            break;
+    for (int64_t i = 0; i < n; i++, iter_next(&it))
+        accum_add(&a, base, it.pos, i);
+    *out = accum_result(&a);
+    return 0;
+}
+
+spk_tensor *spk_tensor_reduce(const spk_tensor *t, spk_reduction r, int dim, bool keepdim, double p,
+                              spk_tensor **indices)
+{
+    if (indices)
+        *indices = NULL;
+    if (reduce_checks(t, r, p))
+        return NULL;
+    const char *what = spk_reduction_name(r);
+    if (dim != SPK_ALL_DIMS && check_dim(t, dim, what))
+        return NULL;
+    /* The groups: the elements sharing every index but `dim`'s (one group
+     * of every element for SPK_ALL_DIMS), visited in row-major order. */
+    spk_tensor outer = *t;
+    int64_t inner = spk_tensor_numel(t), inner_stride = 0;
+    if (dim != SPK_ALL_DIMS) {
+        inner = t->shape[dim];
+        inner_stride = t->strides[dim];
+        for (int d = dim; d < t->ndim - 1; d++) {
+            outer.shape[d] = t->shape[d + 1];
+            outer.strides[d] = t->strides[d + 1];
+        }
+        outer.ndim--;
+    } else {
+        outer.ndim = 0;
+    }
+    int ndim = 0;
+    int64_t shape[SPK_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) {
+        if (dim == SPK_ALL_DIMS || d == dim) {
+            if (keepdim)
+                shape[ndim++] = 1;
+        } else {
+            shape[ndim++] = t->shape[d];
         }
     }
-    /* min/max propagate NaN, as NumPy does. */
-    *out = saw_nan ? NAN : acc;
-    return 0;
+    if (inner == 0 && needs_element(r, p)) {
+        if (dim == SPK_ALL_DIMS)
+            return spk_fail_null("%s of an empty tensor is undefined", what);
+        return spk_fail_null("%s over dim %d, which is empty, is undefined", what, dim);
+    }
+    bool positions = r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX || (indices && (r == SPK_RED_MIN || r == SPK_RED_MAX));
+    if (positions && inner > INT32_MAX)
+        return spk_fail_null("%s: %" PRId64 " positions do not fit in i32", what, inner);
+    spk_dtype rt = spk_reduction_dtype(r, t->dtype);
+    spk_tensor *out = spk_tensor_new(rt, ndim, shape);
+    if (!out)
+        return NULL;
+    spk_tensor *pos_out = NULL;
+    if (indices && (r == SPK_RED_MIN || r == SPK_RED_MAX)) {
+        pos_out = spk_tensor_new(SPK_I32, ndim, shape);
+        if (!pos_out) {
+            spk_tensor_free(out);
+            return NULL;
+        }
+    }
+    const void *base = t->storage->data;
+    int64_t groups = spk_tensor_numel(out);
+    iter og;
+    iter_init(&og, &outer);
+    for (int64_t g = 0; g < groups; g++, iter_next(&og)) {
+        accum a;
+        accum_start(&a, r, p, t->dtype);
+        if (dim == SPK_ALL_DIMS) {
+            iter it;
+            iter_init(&it, t);
+            for (int64_t k = 0; k < inner; k++, iter_next(&it))
+                accum_add(&a, base, it.pos, k);
+        } else {
+            for (int64_t k = 0; k < inner; k++)
+                accum_add(&a, base, og.pos + k * inner_stride, k);
+        }
+        store_scalar(out->storage->data, rt, g, accum_result(&a));
+        if (pos_out)
+            ((int32_t *)pos_out->storage->data)[g] = (int32_t)a.best;
+    }
+    if (indices)
+        *indices = pos_out;
+    return out;
 }
 
-int spk_tensor_sum(const spk_tensor *t, double *out) { return reduce(t, RED_SUM, "sum", out); }
-int spk_tensor_min(const spk_tensor *t, double *out) { return reduce(t, RED_MIN, "min", out); }
-int spk_tensor_max(const spk_tensor *t, double *out) { return reduce(t, RED_MAX, "max", out); }
-
-int spk_tensor_mean(const spk_tensor *t, double *out)
+static int reduce_double(const spk_tensor *t, spk_reduction r, double p, double *out)
 {
-    if (require_host(t, "mean"))
+    spk_scalar v;
+    if (spk_tensor_reduce_value(t, r, p, &v))
         return -1;
-    int64_t n = spk_tensor_numel(t);
-    if (n == 0)
-        return spk_fail("mean of an empty tensor is undefined");
-    double s;
-    if (reduce(t, RED_SUM, "mean", &s))
-        return -1;
-    *out = s / (double)n;
+    *out = v.is_integer ? (double)v.i : v.f;
     return 0;
 }
 
-int spk_tensor_norm(const spk_tensor *t, double *out)
-{
-    double s;
-    if (reduce(t, RED_SUMSQ, "norm", &s))
-        return -1;
-    *out = sqrt(s);
-    return 0;
-}
+int spk_tensor_sum(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_SUM, 0, out); }
+int spk_tensor_mean(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_MEAN, 0, out); }
+int spk_tensor_min(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_MIN, 0, out); }
+int spk_tensor_max(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_MAX, 0, out); }
+int spk_tensor_norm(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_NORM, 2, out); }
 
 /* ---- formatting -------------------------------------------------------- */
 
@@ -980,12 +1498,21 @@ static void sb_append(strbuf *sb, const char *fmt, ...)
     }
 }
 
+/* NaN prints as "nan" whatever its sign bit, as NumPy prints it. */
+static void format_float(strbuf *sb, double v)
+{
+    if (isnan(v))
+        sb_append(sb, "nan");
+    else
+        sb_append(sb, "%g", v);
+}
+
 static void format_value(strbuf *sb, const spk_tensor *t, int64_t off)
 {
     const void *base = t->storage->data;
     switch (t->dtype) {
-    case SPK_F32: sb_append(sb, "%g", (double)((const float *)base)[off]); break;
-    case SPK_F64: sb_append(sb, "%g", ((const double *)base)[off]); break;
+    case SPK_F32: format_float(sb, (double)((const float *)base)[off]); break;
+    case SPK_F64: format_float(sb, ((const double *)base)[off]); break;
     case SPK_I32: sb_append(sb, "%" PRId32, ((const int32_t *)base)[off]); break;
     case SPK_U64: sb_append(sb, "%" PRIu64, ((const uint64_t *)base)[off]); break;
     }

@@ -43,6 +43,17 @@ typedef struct spk_tensor {
     int64_t offset;                /* in elements */
 } spk_tensor;
 
+/* A number: an integer (exact in int64) or a float, kept apart because
+ * promotion treats them differently (see Elementwise below). */
+typedef struct spk_scalar {
+    bool is_integer; /* i holds the value; else f does */
+    int64_t i;
+    double f;
+} spk_scalar;
+
+static inline spk_scalar spk_scalar_int(int64_t v) { return (spk_scalar){true, v, (double)v}; }
+static inline spk_scalar spk_scalar_float(double v) { return (spk_scalar){false, 0, v}; }
+
 /* dtypes */
 size_t spk_dtype_size(spk_dtype dtype);
 const char *spk_dtype_name(spk_dtype dtype);           /* "f32", "f64", "i32", "u64" */
@@ -62,8 +73,13 @@ spk_tensor *spk_tensor_new(spk_dtype dtype, int ndim, const int64_t *shape);
 /* A contiguous tensor over the given storage (retains it), e.g. device memory. */
 spk_tensor *spk_tensor_on_storage(spk_storage *storage, spk_dtype dtype, int ndim,
                                   const int64_t *shape);
+/* Filled with value; an integer dtype takes only integers it can hold
+ * (full(i32, 1.5) and full(i32, 2^40) are errors naming the value). */
 spk_tensor *spk_tensor_full(spk_dtype dtype, int ndim, const int64_t *shape, double value);
-/* [start, stop) by step, length ceil((stop - start) / step), 1-D. */
+spk_tensor *spk_tensor_full_scalar(spk_dtype dtype, int ndim, const int64_t *shape, spk_scalar value);
+/* [start, stop) by step, length ceil((stop - start) / step), 1-D. start,
+ * stop and step must be finite and step non-zero; for an integer dtype,
+ * start and step must be integers and every value must fit the dtype. */
 spk_tensor *spk_tensor_arange(spk_dtype dtype, double start, double stop, double step);
 void spk_tensor_free(spk_tensor *t); /* releases its storage reference; NULL is fine */
 
@@ -80,7 +96,9 @@ char *spk_shape_string(const spk_tensor *t, char *buf, size_t size);
 /* Views: share storage (retained), work on host and device tensors alike. */
 spk_tensor *spk_tensor_narrow(const spk_tensor *t, int dim, int64_t start, int64_t length);
 spk_tensor *spk_tensor_select(const spk_tensor *t, int dim, int64_t index); /* drops dim */
-/* Python-style start:stop:step on one dim (negative indices count from the end). */
+/* Python-style start:stop:step on one dim (negative indices count from the end).
+ * Sizes, strides and offsets of views are computed with overflow checks: a
+ * view that cannot be addressed in int64 is an error, never a wrapped stride. */
 spk_tensor *spk_tensor_slice(const spk_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
 spk_tensor *spk_tensor_transpose(const spk_tensor *t, int dim0, int dim1);
 /* Reshape of contiguous data; one entry of shape may be -1 (inferred). */
@@ -102,16 +120,119 @@ int64_t spk_tensor_get_i64(const spk_tensor *t, const int64_t *idx);
 void spk_tensor_set_i64(spk_tensor *t, const int64_t *idx, int64_t value);
 /* Element at linear position i in row-major order of the view. */
 double spk_tensor_flat_get(const spk_tensor *t, int64_t i);
+/* Every element of the view set to value (integer dtypes: as spk_tensor_full). */
 int spk_tensor_fill(spk_tensor *t, double value);
+int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value);
 
-/* Elementwise (host, same shape; result dtype: f64 if either is f64, else a's) */
+/* ---- Elementwise arithmetic and comparisons (host) ---------------------
+ *
+ * Dtype promotion is NumPy's (np.result_type) for these four dtypes:
+ *
+ *          f32  f64  i32  u64
+ *     f32  f32  f64  f64  f64
+ *     f64  f64  f64  f64  f64
+ *     i32  f64  f64  i32  f64
+ *     u64  f64  f64  f64  u64
+ *
+ * (i32 with f32 is f64 because f32 cannot hold every i32; i32 with u64 is f64
+ * because no integer dtype holds both.) Then per operation:
+ *   add, sub, mul: the promoted dtype. Integers wrap around (two's complement
+ *     for i32, modulo 2^64 for u64), as NumPy's arrays do; f32 is computed in f32.
+ *   div: true division, as NumPy's `/`: f32 if the promoted dtype is f32, else
+ *     f64 (so i32 / i32 is f64; x / 0 is ±Inf or NaN, never an error).
+ *   eq, ne, lt, le, gt, ge: compared in the promoted dtype (NaN is unequal to
+ *     everything); the result is i32 holding 1 or 0 (spk has no bool dtype).
+ * Shapes broadcast as in NumPy: aligned from the last dim, each pair of sizes
+ * equal or one of them 1 (which repeats).
+ *
+ * A scalar (a Lua number) beside a tensor is "weak", as in NumPy 2 (NEP 50):
+ *   an integer takes the tensor's dtype; with an integer tensor it must fit
+ *     that dtype (i32: -2^31 .. 2^31-1, u64: 0 .. 2^63-1 as Lua integers),
+ *     else the operation is an error naming the value (x_i32 + 2^40);
+ *   a float takes the tensor's dtype if that is f32 or f64 (x_f32 * 0.1 is
+ *     f32, 0.1 rounded to f32 first), and f64 with an integer tensor
+ *     (x_i32 * 0.5 is f64, so nothing is truncated);
+ *   div of an integer tensor happens in f64, so any number divides it;
+ *   comparisons with an integer are exact for integer tensors whatever its
+ *     value (u64 > -1 is 1 everywhere; i32 == 2^40 is 0), as in NumPy 2. */
+typedef enum {
+    SPK_OP_ADD, SPK_OP_SUB, SPK_OP_MUL, SPK_OP_DIV,
+    SPK_OP_EQ, SPK_OP_NE, SPK_OP_LT, SPK_OP_LE, SPK_OP_GT, SPK_OP_GE
+} spk_binop;
+
+const char *spk_binop_name(spk_binop op); /* "add", ..., "ge" */
+spk_dtype spk_dtype_promote(spk_dtype a, spk_dtype b);
+/* The dtype of `op`'s result for operands of dtypes a and b. */
+spk_dtype spk_binop_dtype(spk_binop op, spk_dtype a, spk_dtype b);
+/* The dtype a scalar takes beside a tensor of dtype t (the rules above);
+ * -1 with a message naming the value when an integer does not fit t. */
+int spk_scalar_dtype(spk_dtype t, spk_scalar s, spk_dtype *out);
+/* The shape a and b broadcast to; -1 with a message naming both shapes. */
+int spk_broadcast_shape(const spk_tensor *a, const spk_tensor *b, int *ndim, int64_t *shape);
+
+spk_tensor *spk_tensor_binary(spk_binop op, const spk_tensor *a, const spk_tensor *b);
+/* a op s, or s op a when scalar_first. */
+spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scalar s, bool scalar_first);
 spk_tensor *spk_tensor_add(const spk_tensor *a, const spk_tensor *b);
 spk_tensor *spk_tensor_sub(const spk_tensor *a, const spk_tensor *b);
 spk_tensor *spk_tensor_mul(const spk_tensor *a, const spk_tensor *b);
+spk_tensor *spk_tensor_div(const spk_tensor *a, const spk_tensor *b);
+/* a * s with s a float scalar (the rules above: an integer tensor gives f64). */
 spk_tensor *spk_tensor_scale(const spk_tensor *a, double s);
+/* Negation and absolute value keep the dtype; integers wrap (-INT32_MIN and
+ * |INT32_MIN| are INT32_MIN, -1 in u64 is 2^64 - 1), as in NumPy. */
+spk_tensor *spk_tensor_neg(const spk_tensor *a);
 spk_tensor *spk_tensor_abs(const spk_tensor *a);
+/* dst[...] = src, src broadcast to dst's shape (extra leading dims of size 1
+ * dropped, as NumPy does) and converted to its dtype (floats to integers
+ * truncate toward zero and saturate, NaN gives 0). */
+int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src);
 
-/* Reductions over all elements (host), in f64. Return 0 or -1 (empty / device). */
+/* ---- Reductions (host) ---------------------------------------------------
+ *
+ * Over one dim (0-based; SPK_ALL_DIMS for every element). keepdim keeps the
+ * reduced dim with size 1. Result dtypes (NumPy's where spk has the dtype):
+ *
+ *                   f32  f64  i32  u64
+ *     sum           f32  f64  f64  u64   (NumPy: i32 sums to int64; spk has
+ *                                         no i64, and f64 is exact below 2^53)
+ *     mean, norm    f32  f64  f64  f64
+ *     min, max      f32  f64  i32  u64
+ *     argmin/argmax i32  i32  i32  i32   (0-based here; NumPy gives int64)
+ *
+ * Float sums accumulate in f64 and are rounded once to the result dtype;
+ * integer sums are exact (u64 wraps modulo 2^64). min and max propagate NaN,
+ * and argmin/argmax give the first NaN's position, as NumPy does; ties give
+ * the first position. A mean over an empty dim is NaN; min, max, argmin and
+ * argmax over an empty dim, or a norm with p = ±Inf, are errors.
+ *
+ * norm(p): p = 2 (sqrt of the sum of squares), 1 (sum of |x|), any other
+ * finite p > 0 ((sum |x|^p)^(1/p)), 0 (the count of non-zero elements),
+ * +Inf (max |x|) and -Inf (min |x|), as NumPy's vector norms; negative
+ * finite p and NaN are refused. */
+typedef enum {
+    SPK_RED_SUM, SPK_RED_MEAN, SPK_RED_MIN, SPK_RED_MAX, SPK_RED_NORM, SPK_RED_ARGMIN, SPK_RED_ARGMAX
+} spk_reduction;
+
+#define SPK_ALL_DIMS (-1)
+
+const char *spk_reduction_name(spk_reduction r); /* "sum", ..., "argmax" */
+spk_dtype spk_reduction_dtype(spk_reduction r, spk_dtype in);
+/* 0 if p is a norm order spk computes, else -1 with a message naming it. */
+int spk_norm_order_check(double p);
+/* The reduced tensor (p is used by SPK_RED_NORM only). For SPK_RED_MIN and
+ * SPK_RED_MAX, `indices` (may be NULL) receives the 0-based positions (i32)
+ * of the values along `dim`, as argmin/argmax give them. */
+spk_tensor *spk_tensor_reduce(const spk_tensor *t, spk_reduction r, int dim, bool keepdim, double p,
+                              spk_tensor **indices);
+/* Every element reduced to one value, computed in f64 and not rounded to the
+ * result dtype: an integer for sum, min and max of integer tensors (exact;
+ * a u64 above 2^63 reads as a negative int64) and for argmin/argmax (the
+ * 0-based flat position in row-major order), a float otherwise. Empty
+ * tensors: sum 0, norm 0 (p finite); mean and the others are errors. */
+int spk_tensor_reduce_value(const spk_tensor *t, spk_reduction r, double p, spk_scalar *out);
+
+/* Whole-tensor reductions as doubles (spk_tensor_reduce_value). */
 int spk_tensor_sum(const spk_tensor *t, double *out);
 int spk_tensor_mean(const spk_tensor *t, double *out);
 int spk_tensor_min(const spk_tensor *t, double *out);

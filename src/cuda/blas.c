@@ -32,9 +32,22 @@ int spk_math_mode_from_name(const char *name, spk_math_mode *out)
         *out = SPK_MATH_TF32;
     else if (strcmp(name, "pedantic") == 0)
         *out = SPK_MATH_PEDANTIC;
+    else if (strcmp(name, "3xtf32") == 0)
+        *out = SPK_MATH_3XTF32;
     else
-        return spk_fail("gemm: math \"%s\" is not \"fp32\", \"tf32\" or \"pedantic\"", name);
+        return spk_fail("gemm: math \"%s\" is not \"fp32\", \"tf32\", \"pedantic\" or \"3xtf32\"", name);
     return 0;
+}
+
+const char *spk_math_mode_name(spk_math_mode math)
+{
+    switch (math) {
+    case SPK_MATH_FP32: return "fp32";
+    case SPK_MATH_TF32: return "tf32";
+    case SPK_MATH_PEDANTIC: return "pedantic";
+    case SPK_MATH_3XTF32: return "3xtf32";
+    }
+    return "unknown";
 }
 
 /* How a tensor reads as a row-major matrix, or as a batch of them: its
@@ -199,6 +212,18 @@ int spk_gemm(const spk_gemm_args *g)
     if (!s)
         return -1;
     int device = g->c->storage->device;
+    if (g->math == SPK_MATH_3XTF32) {
+        if (m == 0 || n == 0 || count == 0)
+            return 0;
+        int prev_device = 0;
+        cudaGetDevice(&prev_device);
+        if (prev_device != device)
+            cudaSetDevice(device);
+        int rc = spk_gemm_3xtf32(g, m, n, k, count, s);
+        if (prev_device != device)
+            cudaSetDevice(prev_device);
+        return rc;
+    }
     cublasHandle_t h = NULL;
     if (handle_for(device, &h))
         return -1;

@@ -2,20 +2,31 @@
  *
  * Cache layout: one file per compile, <dir>/<key>.bin, where key is the
  * SHA-256 (hex) of everything that decides the output (see spk_compile_key).
- * An entry is a 56-byte header followed by the code:
+ * An entry is an 88-byte header followed by the code:
  *   8 bytes  magic "SPKCACHE"
- *   4 bytes  format version (1), little-endian
+ *   4 bytes  format version (2), little-endian
  *   4 bytes  kind: 0 cubin, 1 PTX
  *   8 bytes  payload length
+ *  32 bytes  the key the entry was made for (the SHA-256 its name spells)
  *  32 bytes  SHA-256 of the payload
  * Entries are written to a temporary file in the same folder and renamed into
  * place, so a reader sees a whole entry or none; a short or mismatching entry
  * (a crash, a full disk, tampering) is counted as rejected, recompiled and
- * rewritten. */
+ * rewritten.
+ *
+ * The folder is a trust boundary: whoever can write it can plant code that
+ * spk loads. It is created with mode 0700, opened once, and used only if it
+ * is a folder this user owns that nobody else can write; every entry is then
+ * reached through that descriptor (openat, renameat), so the folder that was
+ * checked is the one used, and entry paths never need PATH_MAX. Only files
+ * the cache wrote (a <64 hex>.bin name and the SPKCACHE header) are counted
+ * or removed. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,86 +37,18 @@
 #include <nvrtc.h>
 
 #include "core/error.h"
+#include "core/paths.h"
+#include "core/file.h"
 #include "cuda/internal.h"
+#include "cuda/kernel_files.h"
 #include "cuda/runtime.h"
 
-#ifndef SPK_SOURCE_KERNEL_DIR
-#define SPK_SOURCE_KERNEL_DIR "kernels"
-#endif
-
 /* ---- small helpers ----------------------------------------------------- */
-
-typedef struct buffer {
-    char *data;
-    size_t len, cap;
-} buffer;
-
-static int buf_add(buffer *b, const void *data, size_t len)
-{
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *grown = realloc(b->data, cap);
-        if (!grown)
-            return spk_fail("out of memory");
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-/* Adds a length-prefixed field, so that no two inputs hash alike by shifting
- * text from one field into the next. */
-static int buf_field(buffer *b, const char *tag, const void *data, size_t len)
-{
-    char head[96];
-    int n = snprintf(head, sizeof head, "%s %zu\n", tag, len);
-    return buf_add(b, head, (size_t)n) || buf_add(b, data, len) || buf_add(b, "\n", 1);
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    buffer b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (buf_add(&b, chunk, n)) {
-            free(b.data);
-            fclose(f);
-            return NULL;
-        }
-    }
-    fclose(f);
-    if (!b.data && buf_add(&b, "", 0))
-        return NULL;
-    if (len)
-        *len = b.len;
-    return b.data;
-}
 
 static bool is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static void dirname_of(const char *path, char *out, size_t size)
-{
-    snprintf(out, size, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out)
-        out[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(out, size, ".");
 }
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
@@ -125,13 +68,10 @@ void spk_set_kernel_dir(const char *dir)
 
 const char *spk_kernel_dir(void)
 {
-    const char *env = getenv("SPK_KERNEL_DIR");
-    if (env && *env)
-        return env;
     if (kernel_dir_override[0])
         return kernel_dir_override;
-    /* The build's source tree, or (a tree copied elsewhere) ./kernels. */
-    return is_dir(SPK_SOURCE_KERNEL_DIR) || !is_dir("kernels") ? SPK_SOURCE_KERNEL_DIR : "kernels";
+    static _Thread_local char dir[PATH_MAX];
+    return spk_find_dir("kernels", dir, sizeof dir) == 0 ? dir : NULL;
 }
 
 static const char *cuda_home(void)
@@ -160,146 +100,196 @@ static int check_arch(const char *arch)
 
 static bool arch_is_ptx(const char *arch) { return strncmp(arch, "compute_", 8) == 0; }
 
-/* The include folders, in search order: the source file's folder, the
- * kernel folder, then -I / --include-path options. */
-typedef struct include_path {
-    char dirs[16][PATH_MAX];
-    int n;
-} include_path;
+/* The NVRTC options spk passes on: only those whose whole effect is on the
+ * code NVRTC returns (or its log), so a compile reads nothing the cache key
+ * does not cover, writes no file, and yields a cubin or PTX. The list is of
+ * NVRTC's documented options (CUDA 13); anything not in it is refused, so an
+ * option a later NVRTC adds is not passed on unexamined. */
+typedef struct option_rule {
+    const char *name;
+    char form;       /* 'f' a flag, '=' takes "=value", 'p' a value attached (-Idir) */
+    const char *why; /* NULL: accepted; else why it is refused */
+} option_rule;
 
-static void add_dir(include_path *ip, const char *dir)
+#define WRITES "writes a file"
+#define NO_CODE "produces no cubin or PTX that spk can load"
+#define RDC "separate compilation needs a device-link step that spk does not run"
+#define READS "reads a file that the cache key does not cover (#include it in the source instead)"
+
+static const option_rule option_rules[] = {
+    {"-D", 'p', NULL}, {"--define-macro=", 'p', NULL}, {"-U", 'p', NULL}, {"--undefine-macro=", 'p', NULL},
+    {"-I", 'p', NULL}, {"--include-path=", 'p', NULL},
+    {"-G", 'f', NULL}, {"--device-debug", 'f', NULL}, {"-lineinfo", 'f', NULL}, {"--generate-line-info", 'f', NULL},
+    {"-dopt", '=', NULL}, {"--dopt", '=', NULL}, {"-Ofc", '=', NULL}, {"--Ofast-compile", '=', NULL},
+    {"-Xptxas", '=', NULL}, {"--ptxas-options", '=', NULL},
+    {"-maxrregcount", '=', NULL}, {"--maxrregcount", '=', NULL},
+    {"-ftz", '=', NULL}, {"--ftz", '=', NULL}, {"-prec-sqrt", '=', NULL}, {"--prec-sqrt", '=', NULL},
+    {"-prec-div", '=', NULL}, {"--prec-div", '=', NULL}, {"-fmad", '=', NULL}, {"--fmad", '=', NULL},
+    {"-use_fast_math", 'f', NULL}, {"--use_fast_math", 'f', NULL},
+    {"-extra-device-vectorization", 'f', NULL}, {"--extra-device-vectorization", 'f', NULL},
+    {"-modify-stack-limit", '=', NULL}, {"--modify-stack-limit", '=', NULL},
+    {"-jtd", '=', NULL}, {"--jump-table-density", '=', NULL},
+    {"-device-stack-protector", '=', NULL}, {"--device-stack-protector", '=', NULL},
+    {"-split-compile", '=', NULL}, {"--split-compile", '=', NULL},
+    {"-frandom-seed", '=', NULL}, {"--frandom-seed", '=', NULL},
+    {"-std", '=', NULL}, {"--std", '=', NULL},
+    {"-builtin-move-forward", '=', NULL}, {"--builtin-move-forward", '=', NULL},
+    {"-builtin-initializer-list", '=', NULL}, {"--builtin-initializer-list", '=', NULL},
+    {"-w", 'f', NULL}, {"--disable-warnings", 'f', NULL}, {"-restrict", 'f', NULL}, {"--restrict", 'f', NULL},
+    {"-default-device", 'f', NULL}, {"--device-as-default-execution-space", 'f', NULL},
+    {"-device-int128", 'f', NULL}, {"--device-int128", 'f', NULL},
+    {"-err-no", 'f', NULL}, {"--display-error-number", 'f', NULL},
+    {"-no-err-no", 'f', NULL}, {"--no-display-error-number", 'f', NULL},
+    {"-diag-error", '=', NULL}, {"--diag-error", '=', NULL}, {"-diag-suppress", '=', NULL},
+    {"--diag-suppress", '=', NULL}, {"-diag-warn", '=', NULL}, {"--diag-warn", '=', NULL},
+    {"-brief-diag", '=', NULL}, {"--brief-diagnostics", '=', NULL},
+    {"-opt-info", '=', NULL}, {"--optimization-info", '=', NULL},
+    {"-no-source-include", 'f', NULL}, {"--no-source-include", 'f', NULL},
+    {"-minimal", 'f', NULL}, {"--minimal", 'f', NULL},
+    /* refused */
+    {"-arch", '=', "sets the target, which is the arch = field"},
+    {"--gpu-architecture", '=', "sets the target, which is the arch = field"},
+    {"-time", '=', WRITES " (a CSV of compile-phase times)"}, {"--time", '=', WRITES " (a CSV of compile-phase times)"},
+    {"-fdevice-time-trace", '=', WRITES " (a time trace)"}, {"--fdevice-time-trace", '=', WRITES " (a time trace)"},
+    {"-create-pch", '=', WRITES " (a precompiled header)"}, {"--create-pch", '=', WRITES " (a precompiled header)"},
+    {"-pch", 'f', WRITES " (precompiled headers)"}, {"--pch", 'f', WRITES " (precompiled headers)"},
+    {"-pch-dir", '=', WRITES " (precompiled headers)"}, {"--pch-dir", '=', WRITES " (precompiled headers)"},
+    {"-use-pch", '=', READS}, {"--use-pch", '=', READS}, {"-include", '=', READS}, {"--pre-include", '=', READS},
+    {"-pch-verbose", '=', "concerns precompiled headers, which spk does not use"},
+    {"--pch-verbose", '=', "concerns precompiled headers, which spk does not use"},
+    {"-pch-messages", '=', "concerns precompiled headers, which spk does not use"},
+    {"--pch-messages", '=', "concerns precompiled headers, which spk does not use"},
+    {"-instantiate-templates-in-pch", '=', "concerns precompiled headers, which spk does not use"},
+    {"--instantiate-templates-in-pch", '=', "concerns precompiled headers, which spk does not use"},
+    {"-dlto", 'f', NO_CODE " (LTO IR)"}, {"--dlink-time-opt", 'f', NO_CODE " (LTO IR)"},
+    {"-gen-opt-lto", 'f', NO_CODE " (LTO IR)"}, {"--gen-opt-lto", 'f', NO_CODE " (LTO IR)"},
+    {"-optix-ir", 'f', NO_CODE " (OptiX IR)"}, {"--optix-ir", 'f', NO_CODE " (OptiX IR)"},
+    {"-fdevice-syntax-only", 'f', NO_CODE " (a syntax check only)"},
+    {"--fdevice-syntax-only", 'f', NO_CODE " (a syntax check only)"},
+    {"-rdc", '=', RDC}, {"--relocatable-device-code", '=', RDC}, {"-dc", 'f', RDC}, {"--device-c", 'f', RDC},
+    {"-dw", 'f', RDC}, {"--device-w", 'f', RDC}, {"-ewp", 'f', RDC}, {"--extensible-whole-program", 'f', RDC},
+};
+
+/* The ptxas option in --ptxas-options= (NVRTC hands the value to ptxas as
+ * one argument; repeat the option for more): reports and code generation
+ * only (ptxas also has options that write files). */
+static const char *const ptxas_accepted[] = {
+    "-v", "--verbose", "--warn-on-spills", "--warn-on-local-memory-usage", "--warn-on-double-precision-use",
+    "-O0", "-O1", "-O2", "-O3", "--allow-expensive-optimizations=true", "--allow-expensive-optimizations=false",
+    "--disable-optimizer-constants", NULL,
+};
+static const char *const ptxas_prefixes[] = {"--opt-level=", "--maxrregcount=", "-maxrregcount=",
+                                             "--def-load-cache=", "--def-store-cache=", "--fmad=", NULL};
+
+static int check_ptxas(const char *option, const char *value)
 {
-    if (ip->n < 16 && dir && *dir)
-        snprintf(ip->dirs[ip->n++], PATH_MAX, "%s", dir);
+    for (int i = 0; ptxas_accepted[i]; i++)
+        if (strcmp(value, ptxas_accepted[i]) == 0)
+            return 0;
+    for (int i = 0; ptxas_prefixes[i]; i++) {
+        size_t m = strlen(ptxas_prefixes[i]);
+        if (strncmp(value, ptxas_prefixes[i], m) == 0 && value[m] && strspn(value + m, "0123456789abcdefghijklmnopqrstuvwxyz") == strlen(value + m))
+            return 0;
+    }
+    return spk_fail("spk.cuda.compile: option \"%s\": the ptxas option \"%s\" is not one spk passes on "
+                    "(accepted, one per option: -v, --warn-on-spills, --warn-on-local-memory-usage, "
+                    "--warn-on-double-precision-use, -O0..-O3, --opt-level=N, --maxrregcount=N, "
+                    "--allow-expensive-optimizations=true|false, --def-load-cache=, --def-store-cache=, --fmad=, "
+                    "--disable-optimizer-constants)", option, value);
 }
 
-static void build_include_path(const spk_compile_options *opts, include_path *ip)
+static int check_option(const char *o)
+{
+    for (size_t i = 0; i < sizeof option_rules / sizeof *option_rules; i++) {
+        const option_rule *r = &option_rules[i];
+        size_t n = strlen(r->name);
+        bool match;
+        if (r->form == 'f')
+            match = strcmp(o, r->name) == 0;
+        else if (r->form == '=')
+            match = strncmp(o, r->name, n) == 0 && (o[n] == '=' || o[n] == '\0');
+        else
+            match = strncmp(o, r->name, n) == 0;
+        if (!match)
+            continue;
+        if (r->why)
+            return spk_fail("spk.cuda.compile: option \"%s\" is refused: it %s", o, r->why);
+        if (r->form == '=' && o[n] != '=')
+            return spk_fail("spk.cuda.compile: option \"%s\" needs a value (%s=...)", o, r->name);
+        if (r->form == 'p' && o[n] == '\0')
+            return spk_fail("spk.cuda.compile: option \"%s\" needs its value attached (%s<value>)", o, r->name);
+        if (strcmp(r->name, "-Xptxas") == 0 || strcmp(r->name, "--ptxas-options") == 0)
+            return check_ptxas(o, o + n + 1);
+        return 0;
+    }
+    return spk_fail("spk.cuda.compile: option \"%s\" is not an NVRTC option spk passes on (it accepts -D, -U, -I, "
+                    "-G, -lineinfo, --ptxas-options=, --maxrregcount=, --ftz=, --prec-div=, --prec-sqrt=, --fmad=, "
+                    "--use_fast_math, --std=, --dopt=, -Ofc=, diagnostics and the other options that change only "
+                    "the code: see docs/reliability.md)", o);
+}
+
+static int check_inputs(const spk_compile_options *opts)
+{
+    for (int i = 0; i < opts->noptions; i++)
+        if (!opts->options[i] || check_option(opts->options[i]))
+            return opts->options[i] ? -1 : spk_fail("spk.cuda.compile: options[%d] is NULL", i + 1);
+    return 0;
+}
+
+static int build_include_path(const spk_compile_options *opts, spk_include_path *ip)
 {
     ip->n = 0;
     if (opts->file) {
         char dir[PATH_MAX];
-        dirname_of(opts->file, dir, sizeof dir);
-        add_dir(ip, dir);
+        spk_dirname(opts->file, dir, sizeof dir);
+        if (spk_include_path_add(ip, dir))
+            return -1;
     }
-    add_dir(ip, spk_kernel_dir());
+    if (spk_include_path_add(ip, spk_kernel_dir()))
+        return -1;
     for (int i = 0; i < opts->noptions; i++) {
         const char *o = opts->options[i];
+        int rc = 0;
         if (strncmp(o, "-I", 2) == 0 && o[2])
-            add_dir(ip, o + 2);
+            rc = spk_include_path_add(ip, o + 2);
         else if (strncmp(o, "--include-path=", 15) == 0)
-            add_dir(ip, o + 15);
-    }
-}
-
-/* ---- the cache key ----------------------------------------------------- */
-
-/* Hashes the content of every #include "name" in text, recursively. Angle
- * includes are the toolkit's: they are covered by the NVRTC version. */
-static int hash_includes(buffer *key, const char *text, const char *from_dir, const include_path *ip,
-                         char (*seen)[PATH_MAX], int *nseen, int depth)
-{
-    if (depth > 32)
-        return spk_fail("spk.cuda.compile: #include nesting deeper than 32");
-    for (const char *line = text; line && *line;) {
-        const char *p = line + strspn(line, " \t");
-        const char *next = strchr(line, '\n');
-        line = next ? next + 1 : NULL;
-        if (*p != '#')
-            continue;
-        p += 1 + strspn(p + 1, " \t");
-        if (strncmp(p, "include", 7) != 0)
-            continue;
-        p += 7 + strspn(p + 7, " \t");
-        if (*p != '"')
-            continue;
-        const char *end = strchr(p + 1, '"');
-        if (!end || (next && end > next))
-            continue;
-        char name[PATH_MAX];
-        snprintf(name, sizeof name, "%.*s", (int)(end - p - 1), p + 1);
-
-        char found[PATH_MAX] = "";
-        char candidate[PATH_MAX];
-        if (name[0] == '/') {
-            snprintf(candidate, sizeof candidate, "%s", name);
-            if (access(candidate, R_OK) == 0)
-                snprintf(found, sizeof found, "%s", candidate);
-        } else {
-            const char *dirs[17];
-            int ndirs = 0;
-            if (from_dir)
-                dirs[ndirs++] = from_dir;
-            for (int i = 0; i < ip->n; i++)
-                dirs[ndirs++] = ip->dirs[i];
-            for (int i = 0; i < ndirs && !found[0]; i++) {
-                if (snprintf(candidate, sizeof candidate, "%s/%s", dirs[i], name) >= (int)sizeof candidate)
-                    continue;
-                if (access(candidate, R_OK) == 0)
-                    snprintf(found, sizeof found, "%s", candidate);
-            }
-        }
-        if (!found[0]) {
-            if (buf_field(key, "missing-include", name, strlen(name)))
-                return -1;
-            continue;
-        }
-        char real[PATH_MAX];
-        if (!realpath(found, real))
-            snprintf(real, sizeof real, "%s", found);
-        bool again = false;
-        for (int i = 0; i < *nseen; i++)
-            again = again || strcmp(seen[i], real) == 0;
-        if (again)
-            continue;
-        if (*nseen < 256)
-            snprintf(seen[(*nseen)++], PATH_MAX, "%s", real);
-        size_t len;
-        char *content = read_file(found, &len);
-        if (!content)
-            return spk_fail("spk.cuda.compile: cannot read include %s: %s", found, strerror(errno));
-        char dir[PATH_MAX];
-        dirname_of(found, dir, sizeof dir);
-        int rc = buf_field(key, "include", name, strlen(name)) || buf_field(key, "content", content, len) ||
-                 hash_includes(key, content, dir, ip, seen, nseen, depth + 1);
-        free(content);
+            rc = spk_include_path_add(ip, o + 15);
         if (rc)
             return -1;
     }
     return 0;
 }
 
-static int key_for(const spk_compile_options *opts, const char *source, const char *arch, char out[65])
+/* ---- the cache key ----------------------------------------------------- */
+
+static int key_for(const spk_compile_options *opts, const char *source, const char *arch, uint8_t out[32])
 {
-    buffer key = {0};
+    spk_buffer key = {0};
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     char version[64];
     snprintf(version, sizeof version, "%d.%d", major, minor);
-    int rc = buf_field(&key, "spk-kernel-cache", "1", 1) || buf_field(&key, "nvrtc", version, strlen(version)) ||
-             buf_field(&key, "arch", arch, strlen(arch)) || buf_field(&key, "source", source, strlen(source));
+    int rc = spk_buffer_field(&key, "spk-kernel-cache", "1", 1) || spk_buffer_field(&key, "nvrtc", version, strlen(version)) ||
+             spk_buffer_field(&key, "arch", arch, strlen(arch)) || spk_buffer_field(&key, "source", source, strlen(source));
     for (int i = 0; !rc && i < opts->ndefines; i++) {
         const char *value = opts->defines[i].value;
-        rc = buf_field(&key, "define", opts->defines[i].name, strlen(opts->defines[i].name)) ||
-             (value ? buf_field(&key, "value", value, strlen(value)) : buf_field(&key, "novalue", "", 0));
+        rc = spk_buffer_field(&key, "define", opts->defines[i].name, strlen(opts->defines[i].name)) ||
+             (value ? spk_buffer_field(&key, "value", value, strlen(value)) : spk_buffer_field(&key, "novalue", "", 0));
     }
     for (int i = 0; !rc && i < opts->noptions; i++)
-        rc = buf_field(&key, "option", opts->options[i], strlen(opts->options[i]));
+        rc = spk_buffer_field(&key, "option", opts->options[i], strlen(opts->options[i]));
     if (!rc) {
-        include_path ip;
-        build_include_path(opts, &ip);
-        char(*seen)[PATH_MAX] = malloc(256 * sizeof *seen);
-        int nseen = 0;
+        spk_include_path *ip = malloc(sizeof *ip);
         char from[PATH_MAX];
         if (opts->file)
-            dirname_of(opts->file, from, sizeof from);
-        rc = !seen ? spk_fail("out of memory") : hash_includes(&key, source, opts->file ? from : NULL, &ip, seen, &nseen, 0);
-        free(seen);
+            spk_dirname(opts->file, from, sizeof from);
+        rc = !ip ? spk_fail("out of memory")
+             : build_include_path(opts, ip) ? -1
+             : spk_hash_includes(&key, source, opts->file ? from : NULL, ip);
+        free(ip);
     }
-    if (!rc) {
-        uint8_t digest[32];
-        spk_sha256(key.data, key.len, digest);
-        hex(digest, 32, out);
-    }
+    if (!rc)
+        spk_sha256(key.data, key.len, out);
     free(key.data);
     return rc ? -1 : 0;
 }
@@ -310,9 +300,9 @@ static char *load_source(const spk_compile_options *opts)
         return strdup(opts->source);
     if (!opts->file)
         return spk_fail_null("spk.cuda.compile: give source or file");
-    char *text = read_file(opts->file, NULL);
+    char *text = spk_kernel_source_read(opts->file, "a kernel source", NULL);
     if (!text)
-        return spk_fail_null("spk.cuda.compile: cannot read %s: %s", opts->file, strerror(errno));
+        spk_error_prefix("spk.cuda.compile");
     return text;
 }
 
@@ -320,13 +310,16 @@ int spk_compile_key(const spk_compile_options *opts, char key_hex[65])
 {
     if (!opts->arch)
         return spk_fail("spk.cuda.compile: the cache key needs an arch");
-    if (check_arch(opts->arch))
+    if (check_arch(opts->arch) || check_inputs(opts))
         return -1;
     char *source = load_source(opts);
     if (!source)
         return -1;
-    int rc = key_for(opts, source, opts->arch, key_hex);
+    uint8_t key[32];
+    int rc = key_for(opts, source, opts->arch, key);
     free(source);
+    if (rc == 0)
+        hex(key, 32, key_hex);
     return rc;
 }
 
@@ -335,17 +328,28 @@ int spk_compile_key(const spk_compile_options *opts, char key_hex[65])
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     bool resolved;
-    bool writable;
+    bool writable; /* entries are written (and read) */
     bool warned;
+    int fd;        /* the folder, checked and held open; -1: no cache this session */
     char dir[PATH_MAX];
     long hits, misses, rejected;
-} cache;
+} cache = {.fd = -1};
 static char cache_dir_override[PATH_MAX];
+static bool cache_dir_override_too_long;
 
-#define ENTRY_MAGIC "SPKCACHE"
-#define ENTRY_HEADER 56
-#define ENTRY_VERSION 1u
 
+/* Call with cache_lock held. Resets the state (and the warning) to "not yet
+ * resolved". */
+static void cache_forget(void)
+{
+    if (cache.fd >= 0)
+        close(cache.fd);
+    memset(&cache, 0, sizeof cache);
+    cache.fd = -1;
+}
+
+/* Creates the missing folders of `path` with mode 0700 (the cache is
+ * private; ~/.cache should be too). */
 static int mkdirs(const char *path)
 {
     char tmp[PATH_MAX];
@@ -354,154 +358,247 @@ static int mkdirs(const char *path)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(tmp, 0755) && errno != EEXIST)
+        if (mkdir(tmp, 0700) && errno != EEXIST)
             return -1;
         *p = '/';
     }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
+    if (mkdir(tmp, 0700) && errno != EEXIST)
         return -1;
     return is_dir(tmp) ? 0 : (errno = ENOTDIR, -1);
 }
 
-static void warn_unwritable(const char *why)
+/* Call with cache_lock held: one warning per folder and session. */
+static void warn_no_cache(const char *fmt, const char *why)
 {
     if (cache.warned)
         return;
     cache.warned = true;
-    fprintf(stderr, "spk: warning: kernel cache %s is not writable (%s); compiling without a cache\n",
-            cache.dir, why);
+    size_t n = strlen(cache.dir);
+    if (n > 160) /* a path near PATH_MAX: its start and end say enough */
+        fprintf(stderr, "spk: warning: kernel cache %.80s...%s ", cache.dir, cache.dir + n - 60);
+    else
+        fprintf(stderr, "spk: warning: kernel cache %s ", cache.dir);
+    fprintf(stderr, fmt, why);
+    fprintf(stderr, "; compiling without a cache\n");
 }
 
-/* Call with cache_lock held. */
+/* The home folder: $HOME, else the password database's. */
+static const char *home_dir(char *buf, size_t size)
+{
+    const char *home = getenv("HOME");
+    if (home && *home)
+        return home;
+    struct passwd pw, *found = NULL;
+    char scratch[4096];
+    if (getpwuid_r(geteuid(), &pw, scratch, sizeof scratch, &found) == 0 && found && found->pw_dir &&
+        found->pw_dir[0] == '/' && snprintf(buf, size, "%s", found->pw_dir) < (int)size)
+        return buf;
+    return NULL;
+}
+
+/* Call with cache_lock held. The folder: the override, $SPK_CACHE_DIR,
+ * $XDG_CACHE_HOME/spk, ~/.cache/spk, or (no home) /tmp/spk-cache-<uid>; it
+ * is used only if it is this user's and nobody else can write it. */
 static void resolve_cache(void)
 {
     if (cache.resolved)
         return;
     cache.resolved = true;
+    cache.fd = -1;
     const char *env = getenv("SPK_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    if (cache_dir_override[0])
-        snprintf(cache.dir, sizeof cache.dir, "%s", cache_dir_override);
-    else if (env && *env)
-        snprintf(cache.dir, sizeof cache.dir, "%s", env);
-    else if (xdg && *xdg)
-        snprintf(cache.dir, sizeof cache.dir, "%s/spk", xdg);
-    else
-        snprintf(cache.dir, sizeof cache.dir, "%s/.cache/spk", home && *home ? home : "/tmp");
-    cache.writable = mkdirs(cache.dir) == 0 && access(cache.dir, W_OK | X_OK) == 0;
+    char home_buf[PATH_MAX];
+    const char *home = home_dir(home_buf, sizeof home_buf);
+    int n;
+    size_t want;
+    if (cache_dir_override[0] || cache_dir_override_too_long) {
+        n = snprintf(cache.dir, sizeof cache.dir, "%s", cache_dir_override);
+        want = cache_dir_override_too_long ? sizeof cache.dir : (size_t)n;
+    } else if (env && *env) {
+        n = snprintf(cache.dir, sizeof cache.dir, "%s", env);
+        want = (size_t)n;
+    } else if (xdg && *xdg) {
+        n = snprintf(cache.dir, sizeof cache.dir, "%s/spk", xdg);
+        want = (size_t)n;
+    } else if (home) {
+        n = snprintf(cache.dir, sizeof cache.dir, "%s/.cache/spk", home);
+        want = (size_t)n;
+    } else {
+        n = snprintf(cache.dir, sizeof cache.dir, "/tmp/spk-cache-%u", (unsigned)geteuid());
+        want = (size_t)n;
+    }
+    if (want >= sizeof cache.dir) {
+        char why[64];
+        snprintf(why, sizeof why, "%zu bytes or more, the limit is %d", want, PATH_MAX - 1);
+        warn_no_cache("path is too long (%s)", why);
+        return;
+    }
+    if (mkdirs(cache.dir) != 0) {
+        warn_no_cache("is not writable (%s)", strerror(errno));
+        return;
+    }
+    int fd = open(cache.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        warn_no_cache("is not writable (%s)", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char why[160] = "";
+    if (st.st_uid != geteuid())
+        snprintf(why, sizeof why, "is owned by uid %u, not by this user (uid %u)", (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(why, sizeof why, "can be written by %s (mode %04o)",
+                 (st.st_mode & S_IWOTH) ? "every user" : "its group", (unsigned)(st.st_mode & 07777));
+    if (why[0]) {
+        close(fd);
+        warn_no_cache("is not safe: it %s, so others could plant code in it", why);
+        return;
+    }
+    cache.fd = fd;
+    cache.writable = access(cache.dir, W_OK | X_OK) == 0;
     if (!cache.writable)
-        warn_unwritable(strerror(errno));
+        warn_no_cache("is not writable (%s)", strerror(errno));
+}
+
+/* The folder's descriptor for one operation, or -1: the checked folder
+ * opened anew (its own directory offset for readdir; a concurrent
+ * spk_cache_set_dir cannot close it under the caller). */
+static int cache_fd(bool *writable)
+{
+    pthread_mutex_lock(&cache_lock);
+    resolve_cache();
+    int fd = cache.fd >= 0 ? openat(cache.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (writable)
+        *writable = cache.writable && fd >= 0;
+    pthread_mutex_unlock(&cache_lock);
+    return fd;
 }
 
 void spk_cache_set_dir(const char *dir)
 {
     pthread_mutex_lock(&cache_lock);
-    snprintf(cache_dir_override, sizeof cache_dir_override, "%s", dir ? dir : "");
-    memset(&cache, 0, sizeof cache);
+    cache_forget();
+    cache_dir_override_too_long =
+        snprintf(cache_dir_override, sizeof cache_dir_override, "%s", dir ? dir : "") >= (int)sizeof cache_dir_override;
     pthread_mutex_unlock(&cache_lock);
 }
 
 void spk_cache_reset(void)
 {
     pthread_mutex_lock(&cache_lock);
-    memset(&cache, 0, sizeof cache);
+    cache_forget();
     pthread_mutex_unlock(&cache_lock);
 }
 
-static void entry_path(const char *key, char *out, size_t size)
+/* Whether `name` in the folder is a regular file that starts with the
+ * cache's magic: a file the cache wrote. Its size in *bytes. */
+static bool is_cache_file(int dir, const char *name, uint64_t *bytes)
 {
-    if (snprintf(out, size, "%s/%s.bin", cache.dir, key) >= (int)size)
-        out[0] = '\0'; /* an over-long folder: the read and write then fail */
+    struct stat st;
+    int fd = spk_file_openat(dir, name, name, &st);
+    if (fd < 0)
+        return false;
+    char magic[8];
+    bool ok = read(fd, magic, sizeof magic) == (ssize_t)sizeof magic && memcmp(magic, SPK_ENTRY_MAGIC, 8) == 0;
+    close(fd);
+    if (ok && bytes)
+        *bytes = (uint64_t)st.st_size;
+    return ok;
 }
 
-static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t get_u32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-/* 1: hit (code filled), 0: absent, -1: present but invalid. */
-static int cache_read(const char *key, bool ptx, void **code, size_t *bytes)
+/* 1: hit (code filled), 0: absent, -1: present but refused (counted and
+ * recompiled; a file that is no entry at all, or one made for another key,
+ * is also named in a warning, since the cache never writes such a file). */
+static int cache_read(int dir, const uint8_t key[32], const char *name, bool ptx, void **code, size_t *bytes)
 {
-    char path[PATH_MAX];
-    entry_path(key, path, sizeof path);
-    size_t len;
-    char *data = read_file(path, &len);
-    if (!data)
+    char shown[PATH_MAX + 80];
+    pthread_mutex_lock(&cache_lock);
+    snprintf(shown, sizeof shown, "%s/%s", cache.dir, name);
+    pthread_mutex_unlock(&cache_lock);
+    struct stat st;
+    if (fstatat(dir, name, &st, 0) != 0 && errno == ENOENT)
         return 0;
-    const uint8_t *h = (const uint8_t *)data;
-    uint8_t digest[32];
-    bool valid = len >= ENTRY_HEADER && memcmp(h, ENTRY_MAGIC, 8) == 0 && get_u32(h + 8) == ENTRY_VERSION &&
-                 get_u32(h + 12) == (ptx ? 1u : 0u) && get_u64(h + 16) == len - ENTRY_HEADER;
-    if (valid) {
-        spk_sha256(h + ENTRY_HEADER, len - ENTRY_HEADER, digest);
-        valid = memcmp(digest, h + 24, 32) == 0;
+    int fd = spk_file_openat(dir, name, shown, &st);
+    size_t len = 0;
+    char *data = fd < 0 ? NULL : spk_file_read_fd(fd, shown, SPK_ENTRY_MAX, "a kernel-cache entry", &len);
+    if (fd >= 0)
+        close(fd);
+    if (!data) {
+        if (errno == ENOENT && fstatat(dir, name, &st, 0) != 0)
+            return 0; /* removed in between */
+        fprintf(stderr, "spk: warning: %s; recompiling\n", spk_last_error());
+        return -1;
     }
-    if (!valid) {
+    spk_entry_status status = spk_entry_check(data, len, key, ptx, bytes);
+    if (status == SPK_ENTRY_OTHER_KEY)
+        fprintf(stderr, "spk: warning: kernel-cache entry %s was made for another key; recompiling\n", shown);
+    if (status != SPK_ENTRY_OK) {
         free(data);
         return -1;
     }
-    *bytes = len - ENTRY_HEADER;
     *code = malloc(*bytes ? *bytes : 1);
     if (!*code) {
         free(data);
         return 0;
     }
-    memcpy(*code, h + ENTRY_HEADER, *bytes);
+    memcpy(*code, data + SPK_ENTRY_HEADER, *bytes);
     free(data);
     return 1;
 }
 
-static void cache_write(const char *key, bool ptx, const void *code, size_t bytes)
+static void cache_write(int dir, const uint8_t key[32], const char *name, bool ptx, const void *code, size_t bytes)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 64];
-    entry_path(key, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", path, (long)getpid(), (unsigned long)pthread_self());
-    uint8_t header[ENTRY_HEADER];
-    memcpy(header, ENTRY_MAGIC, 8);
-    put_u32(header + 8, ENTRY_VERSION);
-    put_u32(header + 12, ptx ? 1u : 0u);
-    put_u64(header + 16, bytes);
-    spk_sha256(code, bytes, header + 24);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    char tmp[SPK_KEY_HEX + 80];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", name, (long)getpid(), (unsigned long)pthread_self());
+    uint8_t header[SPK_ENTRY_HEADER];
+    spk_entry_header(header, key, ptx, code, bytes);
+    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int err = errno;
         pthread_mutex_lock(&cache_lock);
         cache.writable = false;
-        warn_unwritable(strerror(errno));
+        warn_no_cache("is not writable (%s)", strerror(err));
         pthread_mutex_unlock(&cache_lock);
+        return;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        unlinkat(dir, tmp, 0);
         return;
     }
     bool ok = fwrite(header, 1, sizeof header, f) == sizeof header && fwrite(code, 1, bytes, f) == bytes;
     ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    if (!ok || renameat(dir, tmp, dir, name) != 0)
+        unlinkat(dir, tmp, 0);
 }
 
 int spk_cache_get_info(spk_cache_info *out)
 {
     memset(out, 0, sizeof *out);
+    int dir = cache_fd(&out->writable);
     pthread_mutex_lock(&cache_lock);
-    resolve_cache();
     snprintf(out->dir, sizeof out->dir, "%s", cache.dir);
-    out->writable = cache.writable;
     out->hits = cache.hits;
     out->misses = cache.misses;
     out->rejected = cache.rejected;
     pthread_mutex_unlock(&cache_lock);
-    DIR *d = opendir(out->dir);
-    if (!d)
+    if (dir < 0)
         return 0;
+    DIR *d = fdopendir(dir);
+    if (!d) {
+        close(dir);
+        return 0;
+    }
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".bin") != 0)
-            continue;
-        char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", out->dir, e->d_name);
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        uint64_t size;
+        if (spk_is_entry_name(e->d_name) && is_cache_file(dirfd(d), e->d_name, &size)) {
             out->entries++;
-            out->bytes += (uint64_t)st.st_size;
+            out->bytes += size;
         }
     }
     closedir(d);
@@ -510,26 +607,36 @@ int spk_cache_get_info(spk_cache_info *out)
 
 int spk_cache_clear(void)
 {
-    pthread_mutex_lock(&cache_lock);
-    resolve_cache();
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", cache.dir);
-    pthread_mutex_unlock(&cache_lock);
-    DIR *d = opendir(dir);
-    if (!d)
-        return errno == ENOENT ? 0 : spk_fail("spk.cuda.cache_clear: %s: %s", dir, strerror(errno));
+    int dir = cache_fd(NULL);
+    if (dir < 0) {
+        pthread_mutex_lock(&cache_lock);
+        int rc = spk_fail("spk.cuda.cache_clear: the kernel cache %s is not in use (see the warning)", cache.dir);
+        pthread_mutex_unlock(&cache_lock);
+        return rc;
+    }
+    DIR *d = fdopendir(dir);
+    if (!d) {
+        int err = errno;
+        close(dir);
+        return spk_fail("spk.cuda.cache_clear: %s: %s", cache.dir, strerror(err));
+    }
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        bool entry = n > 4 && strcmp(e->d_name + n - 4, ".bin") == 0;
-        bool temp = strstr(e->d_name, ".bin.tmp.") != NULL;
-        if (!entry && !temp)
+        /* Only what the cache wrote: an entry name and header, or one of its
+         * temporary files; a user's firmware.bin stays. */
+        struct stat st;
+        bool ours = spk_is_entry_name(e->d_name) ? is_cache_file(dirfd(d), e->d_name, NULL)
+                    : spk_is_entry_temp_name(e->d_name) ? fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                                    S_ISREG(st.st_mode)
+                                              : false;
+        if (!ours)
             continue;
-        char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) != 0 && errno != ENOENT)
-            rc = spk_fail("spk.cuda.cache_clear: %s: %s", path, strerror(errno));
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
+            pthread_mutex_lock(&cache_lock);
+            rc = spk_fail("spk.cuda.cache_clear: %s/%s: %s", cache.dir, e->d_name, strerror(errno));
+            pthread_mutex_unlock(&cache_lock);
+        }
     }
     closedir(d);
     return rc;
@@ -641,8 +748,9 @@ static char *program_log(nvrtcProgram prog)
 static int run_nvrtc(const spk_compile_options *opts, const char *source, const char *arch,
                      void **code, size_t *bytes, char **log_out)
 {
-    include_path ip;
-    build_include_path(opts, &ip);
+    spk_include_path ip;
+    if (build_include_path(opts, &ip))
+        return -1;
     int nopts = 0, cap = 8 + opts->ndefines + opts->noptions + ip.n;
     char **argv = calloc((size_t)cap, sizeof *argv);
     if (!argv)
@@ -711,6 +819,13 @@ static int run_nvrtc(const spk_compile_options *opts, const char *source, const 
         spk_fail("spk.cuda.compile: fetching the %s: %s", ptx ? "PTX" : "cubin", nvrtcGetErrorString(r));
         goto done;
     }
+    /* A compile that returns no code (whatever option caused it) is no module. */
+    if (*bytes <= (ptx ? 1u : 0u)) {
+        free(*code);
+        *code = NULL;
+        spk_fail("spk.cuda.compile: %s for %s: NVRTC returned no %s", name, arch, ptx ? "PTX" : "cubin");
+        goto done;
+    }
     rc = 0;
 done:
     if (prog)
@@ -736,25 +851,27 @@ spk_module *spk_compile(const spk_compile_options *opts)
         spk_error_prefix("spk.cuda.compile: no arch given and the device's is unknown");
         return NULL;
     }
+    if (check_inputs(opts))
+        return NULL;
     char *source = load_source(opts);
     if (!source)
         return NULL;
-    char key[65];
+    uint8_t key[32];
     if (key_for(opts, source, arch, key)) {
         free(source);
         return NULL;
     }
+    char key_hex[SPK_KEY_HEX + 1], name[SPK_KEY_HEX + 8];
+    hex(key, 32, key_hex);
+    snprintf(name, sizeof name, "%s.bin", key_hex);
     bool ptx = arch_is_ptx(arch);
 
-    pthread_mutex_lock(&cache_lock);
-    resolve_cache();
-    bool use_cache = !opts->no_cache;
-    pthread_mutex_unlock(&cache_lock);
-
+    bool writable = false;
+    int dir = opts->no_cache ? -1 : cache_fd(&writable);
     void *code = NULL;
     size_t bytes = 0;
-    if (use_cache) {
-        int found = cache_read(key, ptx, &code, &bytes);
+    if (dir >= 0) {
+        int found = cache_read(dir, key, name, ptx, &code, &bytes);
         pthread_mutex_lock(&cache_lock);
         if (found == 1)
             cache.hits++;
@@ -764,23 +881,26 @@ spk_module *spk_compile(const spk_compile_options *opts)
             cache.rejected++;
         pthread_mutex_unlock(&cache_lock);
         if (found == 1) {
+            close(dir);
             free(source);
-            return module_new(code, bytes, ptx, arch, key, "", true);
+            return module_new(code, bytes, ptx, arch, key_hex, "", true);
         }
     }
     char *log = NULL;
     int rc = run_nvrtc(opts, source, arch, &code, &bytes, &log);
     free(source);
     if (rc) {
+        if (dir >= 0)
+            close(dir);
         free(log);
         return NULL;
     }
-    pthread_mutex_lock(&cache_lock);
-    bool writable = cache.writable;
-    pthread_mutex_unlock(&cache_lock);
-    if (use_cache && writable)
-        cache_write(key, ptx, code, bytes);
-    spk_module *m = module_new(code, bytes, ptx, arch, key, log, false);
+    if (dir >= 0) {
+        if (writable)
+            cache_write(dir, key, name, ptx, code, bytes);
+        close(dir);
+    }
+    spk_module *m = module_new(code, bytes, ptx, arch, key_hex, log, false);
     free(log);
     return m;
 }

@@ -873,6 +873,7 @@ void spk_cuda_release_process_state(void)
         }
     retry_deferred_frees();
     spk_blas_release();
+    spk_gemm_3xtf32_release();
     spk_cudnn_release();
     pthread_mutex_lock(&default_lock);
     for (int d = 0; d < MAX_DEVICES; d++) {

@@ -166,10 +166,14 @@ typedef struct spk_define {
 
 typedef struct spk_compile_options {
     const char *source;      /* the CUDA C++ text, or NULL to read `file` */
-    const char *file;        /* path; also names the program in the log */
+    const char *file;        /* path (a regular file of at most 16 MiB, as are its includes);
+                                also names the program in the log */
     const spk_define *defines;
     int ndefines;
-    const char *const *options; /* extra NVRTC options, e.g. "-lineinfo" */
+    /* extra NVRTC options, e.g. "-lineinfo": only those that change nothing
+     * but the code (no option that writes or reads files, or yields no cubin
+     * or PTX); others are refused, naming the option */
+    const char *const *options;
     int noptions;
     /* "sm_90" (cubin), "compute_90" (PTX), or NULL for the current device's
      * sm_XX (which needs a device). */
@@ -197,9 +201,11 @@ const char *spk_module_key(const spk_module *m);   /* cache key, 64 hex digits *
  * arch and the NVRTC version. Needs no device; `arch` NULL fails here. */
 int spk_compile_key(const spk_compile_options *opts, char key_hex[65]);
 
-/* Folder searched for #include "x.cuh": $SPK_KERNEL_DIR, else the folder
- * given to spk_set_kernel_dir (the Lua module gives <lua dir>/../kernels),
- * else the source tree's kernels/ (SPK_SOURCE_KERNEL_DIR), else ./kernels. */
+/* The kernel folder (the built-in kernels, and searched for #include
+ * "x.cuh"): the folder given to spk_set_kernel_dir for this process, else
+ * spk_find_dir("kernels") ($SPK_KERNEL_DIR, the installed share/spk/kernels,
+ * the source tree's kernels/: core/paths.h). NULL, with the message set, when
+ * there is none. */
 const char *spk_kernel_dir(void);
 void spk_set_kernel_dir(const char *dir);
 
@@ -211,9 +217,15 @@ typedef struct spk_cache_info {
     long hits, misses, rejected; /* rejected: corrupt entries recompiled */
 } spk_cache_info;
 /* Cache folder: $SPK_CACHE_DIR, else $XDG_CACHE_HOME/spk, else ~/.cache/spk
- * (read when first needed; spk_cache_reset() re-reads it, for tests). */
+ * (the home from the password database where $HOME is unset; else
+ * /tmp/spk-cache-<uid>), created with mode 0700. It is used only if this user
+ * owns it and no one else can write it (else one warning, and compiles go on
+ * without a cache). Read when first needed; spk_cache_reset() re-reads it,
+ * for tests. entries and bytes count only the files the cache wrote. */
 int spk_cache_get_info(spk_cache_info *out);
-int spk_cache_clear(void); /* removes every entry; counters stay */
+/* Removes every entry the cache wrote (and its temporary files), nothing
+ * else; counters stay. */
+int spk_cache_clear(void);
 void spk_cache_reset(void);
 /* Uses `dir` instead of the environment's choice (NULL: back to it); resets
  * the counters and the unwritable warning. */
@@ -304,10 +316,13 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
 typedef enum {
     SPK_MATH_FP32 = 0,     /* CUBLAS_COMPUTE_32F: IEEE FP32 products and sums (default) */
     SPK_MATH_TF32 = 1,     /* CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, TF32 inputs */
-    SPK_MATH_PEDANTIC = 2  /* CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision shortcuts */
+    SPK_MATH_PEDANTIC = 2, /* CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision shortcuts */
+    SPK_MATH_3XTF32 = 3    /* kernels/gemm_3xtf32.cu: tensor cores, split TF32 operands, FP32 sums */
 } spk_math_mode;
 
-int spk_math_mode_from_name(const char *name, spk_math_mode *out); /* "fp32", "tf32", "pedantic" */
+/* "fp32", "tf32", "pedantic", "3xtf32" */
+int spk_math_mode_from_name(const char *name, spk_math_mode *out);
+const char *spk_math_mode_name(spk_math_mode math);
 
 typedef struct spk_gemm_args {
     const spk_tensor *a, *b; /* device f32 2-D, or 3-D [count, ...]; rows contiguous or a transposed view */
@@ -332,7 +347,19 @@ int spk_blas_prepare(int device);
 void spk_blas_release(void);
 
 /* spk_gemm_check, then cublasGemmEx on the stream (a batch:
- * cublasGemmStridedBatchedEx, one launch). */
+ * cublasGemmStridedBatchedEx, one launch); math SPK_MATH_3XTF32 launches
+ * spk's split-TF32 kernel instead (one launch for a batch too). */
 int spk_gemm(const spk_gemm_args *g);
+/* Makes now, on the current device, what a gemm in `math` creates on first
+ * use (the cuBLAS handle, or the 3xtf32 kernel's compile and load), so that
+ * the gemm can be captured in a graph. */
+int spk_gemm_prepare(spk_math_mode math);
+/* Compiles the 3xtf32 kernel in spk's configuration for `arch` ("sm_90";
+ * NULL: the current device's), as the gemm does. Needs no device with arch. */
+spk_module *spk_gemm_3xtf32_compile(const char *arch);
+/* Its wgmma form, for sm_90a (the gemm's choice on compute capability 9.0). */
+spk_module *spk_gemm_3xtf32_wgmma_compile(void);
+/* Unloads the 3xtf32 kernels (loaded again on next use). */
+void spk_gemm_3xtf32_release(void);
 
 #endif

@@ -301,8 +301,11 @@ spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char
     spk_cluster_sizes sizes;
     if (spk_cluster_variant_derive(v, 0, &sizes) != 0)
         return NULL;
+    const char *kernels = spk_kernel_dir();
+    if (!kernels)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", spk_kernel_dir(), sizes.file);
+    snprintf(path, sizeof path, "%s/%s", kernels, sizes.file);
     spk_define defines[SPK_KERNEL_OPTIONS_MAX];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
     spk_compile_options opts = {0};

@@ -77,7 +77,7 @@ int spk_kernel_option_index(const spk_kernel_family *f, const char *name)
     names[0] = '\0';
     for (int i = 0; i < f->count && n < sizeof names; i++)
         n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", f->options[i].name);
-    return spk_fail("unknown kernel option '%s' (backend %s takes %s)", name, f->backend, names);
+    return spk_fail("kernel: unknown option '%s' (known: %s)", name, names);
 }
 
 int spk_kernel_option_refuse(const spk_kernel_option *o, const char *got)

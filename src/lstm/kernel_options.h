@@ -75,8 +75,8 @@ typedef struct spk_kernel_choice {
     int values[SPK_KERNEL_OPTIONS_MAX];
 } spk_kernel_choice;
 
-/* The index of option `name`, or -1 with "unknown kernel option 'x' (backend
- * cluster takes: push, cluster, ...)". */
+/* The index of option `name`, or -1 with "kernel: unknown option 'x' (known:
+ * hidden, push, cluster, ...)", the message every unknown option gets. */
 int spk_kernel_option_index(const spk_kernel_family *f, const char *name);
 /* Records a value the script gave, checked against the option's values
  * ("kernel.gate_block must be 1 or 4, got 2"; a word option named with an

@@ -36,6 +36,22 @@ static int shape_error(int layer, const char *name, const spk_tensor *t, int ndi
     return spk_fail("layer %d: %s has shape %s, expected %s", layer + 1, name, got, want);
 }
 
+/* The sizes a stack of hidden size H is made of: 4H gate rows, 8H biases and
+ * 2H inputs of every layer after the first. H from a script or a file can be
+ * anything, so the products are checked instead of wrapping. */
+typedef struct gate_sizes {
+    int64_t two, four, eight;
+} gate_sizes;
+
+static int gate_sizes_of(int64_t hidden, gate_sizes *g, const char *what)
+{
+    if (__builtin_mul_overflow(hidden, 2, &g->two) || __builtin_mul_overflow(hidden, 4, &g->four) ||
+        __builtin_mul_overflow(hidden, 8, &g->eight))
+        return spk_fail("%s: hidden size %lld is too large (8 * hidden, the bias length, overflows int64)", what,
+                        (long long)hidden);
+    return 0;
+}
+
 static int check_tensor(int layer, const char *name, const spk_tensor *t)
 {
     if (!t)
@@ -53,6 +69,7 @@ int spk_lstm_validate(const spk_lstm_layer *layers, int count, spk_lstm_dims *ou
     if (!layers || count < 1)
         return spk_fail("an LSTM stack needs at least one layer, got %d", count);
     int64_t hidden = 0, input = 0;
+    gate_sizes g = {0, 0, 0};
     for (int k = 0; k < count; k++) {
         const spk_lstm_layer *l = &layers[k];
         if (check_tensor(k, "W", l->W) || check_tensor(k, "R", l->R) || check_tensor(k, "B", l->B))
@@ -60,21 +77,25 @@ int spk_lstm_validate(const spk_lstm_layer *layers, int count, spk_lstm_dims *ou
         if (k == 0) {
             /* Layer 1 fixes H (from R) and the stack's input width (from W). */
             const spk_tensor *R = l->R;
-            if (R->ndim != 3 || R->shape[0] != 2 || R->shape[2] < 1 || R->shape[1] != 4 * R->shape[2]) {
+            int64_t rows;
+            if (R->ndim != 3 || R->shape[0] != 2 || R->shape[2] < 1 || __builtin_mul_overflow(R->shape[2], 4, &rows) ||
+                R->shape[1] != rows) {
                 char got[128];
                 return spk_fail("layer 1: R has shape %s, expected [2, 4H, H]",
                                 spk_shape_string(R, got, sizeof got));
             }
             hidden = R->shape[2];
+            if (gate_sizes_of(hidden, &g, "layer 1: R"))
+                return -1;
             if (l->W->ndim != 3 || l->W->shape[2] < 1) {
                 char got[128];
                 return spk_fail("layer 1: W has shape %s, expected [2, %lld, in]",
-                                spk_shape_string(l->W, got, sizeof got), (long long)(4 * hidden));
+                                spk_shape_string(l->W, got, sizeof got), (long long)g.four);
             }
             input = l->W->shape[2];
         }
-        int64_t in = k == 0 ? input : 2 * hidden;
-        const int64_t w[3] = {2, 4 * hidden, in}, r[3] = {2, 4 * hidden, hidden}, b[2] = {2, 8 * hidden};
+        int64_t in = k == 0 ? input : g.two;
+        const int64_t w[3] = {2, g.four, in}, r[3] = {2, g.four, hidden}, b[2] = {2, g.eight};
         if (!has_shape(l->W, 3, w))
             return shape_error(k, "W", l->W, 3, w);
         if (!has_shape(l->R, 3, r))
@@ -110,16 +131,24 @@ int spk_lstm_random(int count, int64_t input, int64_t hidden, uint64_t seed, dou
         return spk_fail("lstm random: dtype must be f32 or f64, got %s", spk_dtype_name(dtype));
     if (!(scale >= 0) || isinf(scale))
         return spk_fail("lstm random: scale must be finite and >= 0, got %g", scale);
+    gate_sizes g = {0, 0, 0};
+    if (gate_sizes_of(hidden, &g, "lstm random"))
+        return -1;
     memset(out, 0, sizeof *out * (size_t)count);
     spk_rng rng;
     spk_rng_seed(&rng, seed);
     double bound = scale / sqrt((double)hidden);
     for (int k = 0; k < count; k++) {
-        int64_t in = k == 0 ? input : 2 * hidden;
-        const int64_t w[3] = {2, 4 * hidden, in}, r[3] = {2, 4 * hidden, hidden}, b[2] = {2, 8 * hidden};
+        int64_t in = k == 0 ? input : g.two;
+        const int64_t w[3] = {2, g.four, in}, r[3] = {2, g.four, hidden}, b[2] = {2, g.eight};
         out[k].W = spk_tensor_new(dtype, 3, w);
-        out[k].R = spk_tensor_new(dtype, 3, r);
-        out[k].B = spk_tensor_new(dtype, 2, b);
+        if (!out[k].W)
+            spk_error_prefix("lstm random: layer %d W [2, 4 * %lld, %lld]", k + 1, (long long)hidden, (long long)in);
+        out[k].R = out[k].W ? spk_tensor_new(dtype, 3, r) : NULL;
+        if (out[k].W && !out[k].R)
+            spk_error_prefix("lstm random: layer %d R [2, 4 * %lld, %lld]", k + 1, (long long)hidden,
+                             (long long)hidden);
+        out[k].B = out[k].R ? spk_tensor_new(dtype, 2, b) : NULL;
         if (!out[k].W || !out[k].R || !out[k].B || spk_rng_fill_uniform(&rng, out[k].W, -bound, bound) ||
             spk_rng_fill_uniform(&rng, out[k].R, -bound, bound) ||
             spk_rng_fill_uniform(&rng, out[k].B, -bound, bound)) {
@@ -177,20 +206,24 @@ int spk_lstm_from_torch(const spk_lstm_torch_layer *torch, int layer, spk_lstm_w
                 return -1;
         }
     const spk_tensor *hh = parts[1][0];
-    if (hh->ndim != 2 || hh->shape[1] < 1 || hh->shape[0] != 4 * hh->shape[1]) {
+    int64_t rows;
+    if (hh->ndim != 2 || hh->shape[1] < 1 || __builtin_mul_overflow(hh->shape[1], 4, &rows) || hh->shape[0] != rows) {
         char got[128];
         return spk_fail("layer %d: weight_hh_l%d has shape %s, expected [4H, H]", layer + 1, layer,
                         spk_shape_string(hh, got, sizeof got));
     }
     int64_t hidden = hh->shape[1];
+    gate_sizes g = {0, 0, 0};
+    if (gate_sizes_of(hidden, &g, "weight_hh"))
+        return -1;
     const spk_tensor *ih = parts[0][0];
     if (ih->ndim != 2 || ih->shape[1] < 1) {
         char got[128];
         return spk_fail("layer %d: weight_ih_l%d has shape %s, expected [%lld, in]", layer + 1, layer,
-                        spk_shape_string(ih, got, sizeof got), (long long)(4 * hidden));
+                        spk_shape_string(ih, got, sizeof got), (long long)g.four);
     }
     int64_t in = ih->shape[1];
-    const int64_t want[4][2] = {{4 * hidden, in}, {4 * hidden, hidden}, {4 * hidden, 0}, {4 * hidden, 0}};
+    const int64_t want[4][2] = {{g.four, in}, {g.four, hidden}, {g.four, 0}, {g.four, 0}};
     for (int which = 0; which < 4; which++)
         for (int d = 0; d < 2; d++) {
             int ndim = which < 2 ? 2 : 1;
@@ -200,7 +233,7 @@ int spk_lstm_from_torch(const spk_lstm_torch_layer *torch, int layer, spk_lstm_w
         }
 
     spk_dtype dtype = ih->dtype;
-    const int64_t w[3] = {2, 4 * hidden, in}, r[3] = {2, 4 * hidden, hidden}, b[2] = {2, 8 * hidden};
+    const int64_t w[3] = {2, g.four, in}, r[3] = {2, g.four, hidden}, b[2] = {2, g.eight};
     out->W = spk_tensor_new(dtype, 3, w);
     out->R = spk_tensor_new(dtype, 3, r);
     out->B = spk_tensor_new(dtype, 2, b);
@@ -219,7 +252,7 @@ int spk_lstm_from_torch(const spk_lstm_torch_layer *torch, int layer, spk_lstm_w
             else {
                 /* B row d is [bias_ih (4H), bias_hh (4H)] */
                 spk_tensor *row = spk_tensor_select(out->B, 0, d);
-                spk_tensor *slot = row ? spk_tensor_narrow(row, 0, (which - 2) * 4 * hidden, 4 * hidden) : NULL;
+                spk_tensor *slot = row ? spk_tensor_narrow(row, 0, (which - 2) * g.four, g.four) : NULL;
                 rc = slot ? spk_tensor_copy(slot, onnx) : -1;
                 spk_tensor_free(slot);
                 spk_tensor_free(row);
@@ -240,7 +273,10 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8])
     spk_lstm_dims dims;
     if (spk_lstm_validate(layer, 1, &dims))
         return -1;
-    int64_t g = 4 * dims.hidden;
+    gate_sizes sizes = {0, 0, 0};
+    if (gate_sizes_of(dims.hidden, &sizes, "to_torch"))
+        return -1;
+    int64_t g = sizes.four;
     for (int d = 0; d < 2; d++) {
         spk_tensor *w = spk_tensor_select(layer->W, 0, d);
         spk_tensor *r = spk_tensor_select(layer->R, 0, d);

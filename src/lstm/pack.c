@@ -3,6 +3,7 @@
  * reads one contiguous slab of W, R and the pre-summed bias. */
 #include <string.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 #include "lstm/lstm.h"
 
@@ -71,6 +72,8 @@ static spk_tensor *move_rows(const spk_tensor *W, const char *from, const char *
     for (int64_t dir = 0; dir < 2; dir++)
         for (int g = 0; g < 4; g++)
             for (int64_t u = 0; u < hidden; u++) {
+                if (spk_cancel_requested()) /* a row copy outweighs the poll */
+                    goto cancelled;
                 int64_t onnx = dir * 4 * hidden + g * hidden + u;
                 int64_t packed = dir * 4 * hidden + u * 4 + position[g];
                 if (unpack)
@@ -80,6 +83,11 @@ static spk_tensor *move_rows(const spk_tensor *W, const char *from, const char *
             }
     spk_tensor_free(src);
     return dst;
+cancelled:
+    spk_tensor_free(src);
+    spk_tensor_free(dst);
+    spk_cancel_check();
+    return NULL;
 }
 
 spk_tensor *spk_lstm_pack_directions(const spk_tensor *W, const char *from, const char *to)
@@ -117,6 +125,12 @@ spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char
     for (int64_t dir = 0; dir < 2; dir++)
         for (int g = 0; g < 4; g++)
             for (int64_t u = 0; u < hidden; u++) {
+                if (spk_cancel_due(u)) {
+                    spk_tensor_free(src);
+                    spk_tensor_free(dst);
+                    spk_cancel_check();
+                    return NULL;
+                }
                 int64_t wb = dir * 8 * hidden + g * hidden + u, rb = wb + 4 * hidden;
                 int64_t packed = dir * 4 * hidden + u * 4 + position[g];
                 if (src->dtype == SPK_F32) {
@@ -157,9 +171,16 @@ spk_tensor *spk_lstm_reorder_gates(const spk_tensor *t, int dim, const char *fro
     size_t block = (size_t)(hidden * inner) * spk_dtype_size(src->dtype);
     const char *s = spk_tensor_data(src);
     char *d = spk_tensor_data(dst);
-    for (int64_t o = 0; o < outer; o++)
+    for (int64_t o = 0; o < outer; o++) {
+        if (spk_cancel_requested()) { /* four block copies outweigh the poll */
+            spk_tensor_free(src);
+            spk_tensor_free(dst);
+            spk_cancel_check();
+            return NULL;
+        }
         for (int g = 0; g < 4; g++)
             memcpy(d + (size_t)(o * 4 + position[g]) * block, s + (size_t)(o * 4 + g) * block, block);
+    }
     spk_tensor_free(src);
     return dst;
 }

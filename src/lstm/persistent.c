@@ -182,8 +182,11 @@ static spk_module *compile_variant(const spk_persistent_variant *v, const char *
 {
     if (spk_persistent_variant_check(v, NULL) != 0)
         return NULL;
+    const char *kernels = spk_kernel_dir();
+    if (!kernels)
+        return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
+    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", kernels);
     spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
     int n = spk_kernel_defines(&spk_persistent_family, v, defines, text);

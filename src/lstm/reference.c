@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 #include "lstm/lstm.h"
 
@@ -98,7 +99,7 @@ static void *work(void *arg)
     struct worker *w = arg;
     struct layer_job *job = w->job;
     int64_t items = job->batch * 2;
-    for (;;) {
+    while (!spk_cancel_requested()) {
         int64_t item = atomic_fetch_add(&job->next_item, 1);
         if (item >= items)
             break;
@@ -112,7 +113,9 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* Runs every item of `job` on `count` workers (the caller's thread is one). */
+/* Runs every item of `job` on `count` workers (the caller's thread is one).
+ * -1 with "interrupted" when cancellation was requested meanwhile (on this
+ * thread, where the message is read). */
 static int run_layer(struct layer_job *job, struct worker *workers, int count)
 {
     atomic_store(&job->next_item, 0);
@@ -125,7 +128,7 @@ static int run_layer(struct layer_job *job, struct worker *workers, int count)
     work(&workers[0]);
     for (int i = 1; i <= started; i++)
         pthread_join(workers[i].thread, NULL);
-    return 0;
+    return spk_cancel_check();
 }
 
 spk_lstm_reference_options spk_lstm_reference_defaults(void)
@@ -313,7 +316,8 @@ int spk_lstm_reference(const spk_lstm_layer *layers, int count, const spk_tensor
             job.trace_h = spk_tensor_data(out->trace_h);
             job.trace_c = spk_tensor_data(out->trace_c);
         }
-        run_layer(&job, workers, threads);
+        if (run_layer(&job, workers, threads))
+            goto done;
         prepared_free(&prep);
         /* With layers_out the result owns every layer's output and prev is
          * borrowed from it; otherwise prev is owned here. */

@@ -58,16 +58,23 @@ static void FN(matvec_)(const REAL *v, int64_t K, const REAL *M, int64_t N, REAL
 }
 
 /* G[t][j] = x[t] · Wt[:, j] for every step: column blocks outermost, so one
- * block's slab of Wt (K x BLOCK) stays in cache across all T steps. */
+ * block's slab of Wt (K x BLOCK) stays in cache across all T steps. Stops
+ * early (G incomplete) when cancellation is requested, polled per block. */
 static void FN(project_)(const REAL *x, int64_t T, int64_t K, const REAL *Wt, int64_t N, REAL *G)
 {
     int64_t j = 0;
-    for (; j + BLOCK <= N; j += BLOCK)
+    for (; j + BLOCK <= N; j += BLOCK) {
+        if (spk_cancel_requested())
+            return;
         for (int64_t t = 0; t < T; t++)
             FN(dot_block_)(x + t * K, K, Wt, N, j, G + t * N);
-    for (; j < N; j += LANES)
+    }
+    for (; j < N; j += LANES) {
+        if (spk_cancel_requested())
+            return;
         for (int64_t t = 0; t < T; t++)
             FN(dot_vector_)(x + t * K, K, Wt, N, j, G + t * N);
+    }
 }
 
 static inline REAL FN(sigmoid_)(REAL v)
@@ -75,7 +82,8 @@ static inline REAL FN(sigmoid_)(REAL v)
     return (REAL)1 / ((REAL)1 + EXP(-v));
 }
 
-/* One (batch row, direction) item of one layer. */
+/* One (batch row, direction) item of one layer. Polls cancellation once per
+ * step; a cancelled item leaves its output incomplete (the caller discards it). */
 static void FN(run_item_)(const struct layer_job *job, int64_t b, int d, struct scratch *s)
 {
     const int64_t T = job->steps, K = job->input, H = job->hidden, N = 4 * H;
@@ -89,7 +97,7 @@ static void FN(run_item_)(const struct layer_job *job, int64_t b, int d, struct 
     FN(project_)(x, T, K, Wt, N, G);
     for (int64_t u = 0; u < H; u++)
         h[u] = c[u] = 0;
-    for (int64_t step = 0; step < T; step++) {
+    for (int64_t step = 0; step < T && !spk_cancel_requested(); step++) {
         int64_t t = d ? T - 1 - step : step;
         FN(matvec_)(h, H, Rt, N, acc);
         const REAL *g = G + t * N;

@@ -7,6 +7,7 @@
 
 static int module_clock_ms(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     lua_pushnumber(L, (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
@@ -15,6 +16,14 @@ static int module_clock_ms(lua_State *L)
 
 void spk_open_clock(lua_State *L, int module)
 {
-    lua_pushcfunction(L, module_clock_ms);
-    lua_setfield(L, module, "clock_ms");
+    static const spk_lua_reg functions[] = {
+        {"clock_ms", module_clock_ms,
+         "spk.clock_ms() -> milliseconds\n"
+         "The monotonic clock, for wall-clock timing of host work; only differences mean anything\n"
+         "(GPU work is timed with CUDA events: spk.bench)."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

@@ -10,7 +10,9 @@
  *                                    (options by name, file, sizes, defines, launch_tile_rows)
  *   core.cluster_options() -> the option table as data (lstm/kernel_options.h)
  *   core.cluster_schedule_pick(batch, {heights}, {max_active}, forced) -> schedule table
- * Layers are a list of tables {W =, R =, B =} of host tensors. */
+ * Layers are a list of tables {W =, R =, B =} of host tensors. Argument
+ * tables are read raw and the tensors' pointers taken after the last
+ * allocation (lua/bind.h); extra arguments are errors. */
 #include <string.h>
 
 #include "core/error.h"
@@ -34,6 +36,7 @@ static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_c
 
 static int l_variant(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     spk_kernel_choice choice;
     spk_lua_read_kernel_choice(L, 1, &spk_cluster_family, &choice);
     lua_Integer batch = luaL_checkinteger(L, 2), hidden = luaL_optinteger(L, 3, 128);
@@ -52,6 +55,7 @@ static int l_variant(lua_State *L)
 
 static int l_options(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_lua_push_kernel_family(L, &spk_cluster_family);
     return 1;
 }
@@ -71,7 +75,7 @@ static void push_schedule(lua_State *L, const spk_cluster_schedule *s)
 static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *what)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
-    int n = (int)lua_rawlen(L, idx);
+    int n = spk_lua_rawcount(L, idx);
     if (n < 1 || n > max)
         return luaL_error(L, "%s must list 1 .. %d integers", what, max);
     for (int i = 0; i < n; i++) {
@@ -87,6 +91,7 @@ static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *w
 
 static int l_schedule_pick(lua_State *L)
 {
+    spk_lua_noextra(L, 4);
     lua_Integer batch = luaL_checkinteger(L, 1);
     int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
     int n = read_list(L, 2, heights, SPK_CLUSTER_MAX_HEIGHTS + 1, "heights");
@@ -123,18 +128,20 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.cluster_s
 
 static int l_stack_new(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* first: nothing allocates after the layers are read */
     spk_cluster_plan_options o;
     memset(&o, 0, sizeof o);
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_pushliteral(L, "kernel");
-    lua_rawget(L, 1);
+    spk_lua_rawfield(L, 1, "kernel");
     spk_lua_read_kernel_choice(L, -1, &spk_cluster_family, &o.kernel);
     lua_pop(L, 1);
     o.math = spk_lua_read_math(L, 1);
     o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
-    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
     if (!(*slot = spk_cluster_plan_new(&o)))
         return spk_lua_fail(L);
+    lua_pushvalue(L, 2);
     return 1;
 }
 
@@ -142,6 +149,8 @@ static spk_cluster_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_chec
 
 static int l_forward(lua_State *L)
 {
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_cluster_plan *p = check_plan(L);
     spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
     return 1;
@@ -149,7 +158,10 @@ static int l_forward(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const spk_cluster_plan_info *info = spk_cluster_plan_get_info(check_plan(L));
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
+    /* a copy: the tables made below may run a finalizer that closes the plan */
+    const spk_cluster_plan_info copy = *spk_cluster_plan_get_info(check_plan(L)), *info = &copy;
     lua_createtable(L, 0, 8);
     push_variant(L, &info->variant, &info->sizes);
     lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
@@ -169,8 +181,23 @@ static int l_info(lua_State *L)
 void spk_open_cluster(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "cluster_stack_new");
-    lua_pushcfunction(L, l_variant), lua_setfield(L, module, "cluster_variant");
-    lua_pushcfunction(L, l_options), lua_setfield(L, module, "cluster_options");
-    lua_pushcfunction(L, l_schedule_pick), lua_setfield(L, module, "cluster_schedule_pick");
+    static const spk_lua_reg functions[] = {
+        {"cluster_stack_new", l_stack_new,
+         "spk.core.cluster_stack_new{layers =, batch =, steps =, math =, kernel = {...}} -> plan\n"
+         "The cluster kernel's plan (what spk.lstm.stack{backend = \"cluster\"} builds)."},
+        {"cluster_variant", l_variant,
+         "spk.core.cluster_variant(kernel, batch[, hidden = 128]) -> variant\n"
+         "The variant a plan of that batch compiles (options left out: the batch's default), its file, sizes\n"
+         "and defines; what spk.lstm.kernel_variant{backend = \"cluster\"} calls. No device needed."},
+        {"cluster_options", l_options,
+         "spk.core.cluster_options() -> {backend =, options = {...}, rules = {...}, text =}\n"
+         "The cluster kernels' option table as data (what spk.lstm.kernel_options(\"cluster\") returns)."},
+        {"cluster_schedule_pick", l_schedule_pick,
+         "spk.core.cluster_schedule_pick(batch, heights, max_active[, tile_rows]) -> schedule\n"
+         "The tile height and waves the cluster plan picks, given each height's co-resident clusters."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

@@ -11,8 +11,8 @@
 
 static double number_field(lua_State *L, int idx, const char *key)
 {
-    lua_getfield(L, idx, key);
-    double v = lua_tonumber(L, -1);
+    spk_lua_rawfield(L, idx, key);
+    double v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0.0;
     lua_pop(L, 1);
     return v;
 }
@@ -27,12 +27,12 @@ static int comparison_tostring(lua_State *L)
     snprintf(text, sizeof text, "max_abs %.6g  max_rel %.6g  rel_l2 %.6g  max_ulp %.6g", number_field(L, 1, "max_abs"),
              number_field(L, 1, "max_rel"), number_field(L, 1, "rel_l2"), number_field(L, 1, "max_ulp"));
     luaL_addstring(&b, text);
-    lua_getfield(L, 1, "worst");
-    if (lua_type(L, -1) == LUA_TTABLE && luaL_len(L, -1) > 0) {
+    spk_lua_rawfield(L, 1, "worst");
+    if (lua_type(L, -1) == LUA_TTABLE && lua_rawlen(L, -1) > 0) {
         luaL_addstring(&b, "  worst [");
-        lua_Integer n = luaL_len(L, -1);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
         for (lua_Integer i = 1; i <= n; i++) {
-            lua_geti(L, -1, i);
+            lua_rawgeti(L, -1, i);
             snprintf(text, sizeof text, "%s%lld", i > 1 ? ", " : "", (long long)lua_tointeger(L, -1));
             lua_pop(L, 1);
             luaL_addstring(&b, text);
@@ -66,17 +66,18 @@ static void set_integer(lua_State *L, const char *key, int64_t v)
  * finite pair exists. */
 static int module_compare(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     spk_tensor *a = spk_lua_checktensor(L, 1);
     spk_tensor *b = spk_lua_checktensor(L, 2);
     spk_comparison c;
     if (spk_compare(a, b, &c) != 0)
         return spk_lua_fail(L);
+    int n = c.worst_flat >= 0 ? a->ndim : 0; /* before any allocation: a finalizer may close a */
     lua_createtable(L, 0, 10);
     set_number(L, "max_abs", c.max_abs);
     set_number(L, "max_rel", c.max_rel);
     set_number(L, "rel_l2", c.rel_l2);
     set_number(L, "max_ulp", c.max_ulp);
-    int n = c.worst_flat >= 0 ? a->ndim : 0;
     lua_createtable(L, n, 0);
     for (int d = 0; d < n; d++) {
         lua_pushinteger(L, (lua_Integer)c.worst[d] + 1);
@@ -99,11 +100,14 @@ static const char *const allclose_options[] = {"rtol", "atol", NULL};
 /* spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]), NumPy's defaults. */
 static int module_allclose(lua_State *L)
 {
-    spk_tensor *a = spk_lua_checktensor(L, 1);
-    spk_tensor *b = spk_lua_checktensor(L, 2);
+    spk_lua_noextra(L, 3);
+    spk_lua_checktensor(L, 1); /* arguments in order, the options read before the tensors are taken */
+    spk_lua_checktensor(L, 2);
     spk_lua_checkoptions(L, 3, allclose_options);
     double rtol = spk_lua_optfield_number(L, 3, "rtol", 1e-5);
     double atol = spk_lua_optfield_number(L, 3, "atol", 1e-8);
+    spk_tensor *a = spk_lua_checktensor(L, 1);
+    spk_tensor *b = spk_lua_checktensor(L, 2);
     bool close;
     if (spk_allclose(a, b, rtol, atol, &close) != 0)
         return spk_lua_fail(L);
@@ -111,10 +115,16 @@ static int module_allclose(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg module_functions[] = {
-    {"compare", module_compare},
-    {"allclose", module_allclose},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"compare", module_compare,
+     "spk.compare(a, b) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst, nan_mismatch,\n"
+     "                      inf_mismatch, count}\n"
+     "Metrics of a against the truth b (same shape, host): rel_l2 = ||a - b|| / ||b||, max_ulp in the less\n"
+     "precise dtype, worst = the 1-based index of the largest |a - b|. Prints as one line."},
+    {"allclose", module_allclose,
+     "spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
+     "Whether |a - b| <= atol + rtol * |b| everywhere (NaN matches NaN), as NumPy's allclose."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_compare(lua_State *L, int module)
@@ -125,6 +135,6 @@ void spk_open_compare(lua_State *L, int module)
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
     lua_pop(L, 1);
 }

@@ -46,7 +46,7 @@ static spk_stream *opt_stream(lua_State *L, int idx)
 /* The stream in field `stream` of the table at idx (nil: default). */
 static spk_stream *field_stream(lua_State *L, int idx, const char *key)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     spk_stream *s = NULL;
     if (!lua_isnil(L, -1)) {
         lua_stream *u = luaL_testudata(L, -1, STREAM_MT);
@@ -68,12 +68,14 @@ static spk_stream *field_stream(lua_State *L, int idx, const char *key)
 
 static int l_available(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     lua_pushboolean(L, spk_cuda_available());
     return 1;
 }
 
 static int l_require(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     CHECK_OK(L, spk_cuda_require());
     return 0;
 }
@@ -113,6 +115,7 @@ static void push_props(lua_State *L, const spk_device_props *p)
 
 static int l_device(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     int ordinal;
     if (lua_isnoneornil(L, 1))
         CHECK_OK(L, spk_device_current(&ordinal));
@@ -126,6 +129,7 @@ static int l_device(lua_State *L)
 
 static int l_devices(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     int n;
     CHECK_OK(L, spk_device_count(&n));
     lua_createtable(L, n, 0);
@@ -140,12 +144,14 @@ static int l_devices(lua_State *L)
 
 static int l_set_device(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_device_set((int)luaL_checkinteger(L, 1)));
     return 0;
 }
 
 static int l_current_device(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     int d;
     CHECK_OK(L, spk_device_current(&d));
     lua_pushinteger(L, d);
@@ -154,12 +160,14 @@ static int l_current_device(lua_State *L)
 
 static int l_synchronize(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     CHECK_OK(L, spk_device_synchronize());
     return 0;
 }
 
 static int l_info(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_cuda_info info;
     spk_cuda_get_info(&info);
     lua_createtable(L, 0, 8);
@@ -198,6 +206,7 @@ static void push_stream(lua_State *L, spk_stream *s)
 
 static int l_stream(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_stream *s = spk_stream_new();
     if (!s)
         return spk_lua_fail(L);
@@ -207,6 +216,7 @@ static int l_stream(lua_State *L)
 
 static int l_default_stream(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_stream *s = spk_stream_default();
     if (!s)
         return spk_lua_fail(L);
@@ -226,12 +236,16 @@ static int stream_close(lua_State *L)
 
 static int stream_synchronize(lua_State *L)
 {
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_stream_synchronize(check_open(L, 1, STREAM_MT, "stream")));
     return 0;
 }
 
 static int stream_query(lua_State *L)
 {
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     bool done;
     CHECK_OK(L, spk_stream_query(check_open(L, 1, STREAM_MT, "stream"), &done));
     lua_pushboolean(L, done);
@@ -240,6 +254,8 @@ static int stream_query(lua_State *L)
 
 static int stream_wait(lua_State *L)
 {
+    check_open(L, 1, STREAM_MT, "stream"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_stream *s = check_open(L, 1, STREAM_MT, "stream");
     CHECK_OK(L, spk_stream_wait_event(s, check_open(L, 2, EVENT_MT, "event")));
     return 0;
@@ -259,6 +275,7 @@ static int stream_tostring(lua_State *L)
 
 static int l_event(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     bool timing = lua_isnoneornil(L, 1) ? true : lua_toboolean(L, 1);
     spk_event *e = spk_event_new(timing);
     if (!e)
@@ -279,6 +296,8 @@ static int event_close(lua_State *L)
 
 static int event_record(lua_State *L)
 {
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_event *e = check_open(L, 1, EVENT_MT, "event");
     CHECK_OK(L, spk_event_record(e, opt_stream(L, 2)));
     lua_settop(L, 1);
@@ -287,12 +306,16 @@ static int event_record(lua_State *L)
 
 static int event_synchronize(lua_State *L)
 {
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_event_synchronize(check_open(L, 1, EVENT_MT, "event")));
     return 0;
 }
 
 static int event_query(lua_State *L)
 {
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     bool done;
     CHECK_OK(L, spk_event_query(check_open(L, 1, EVENT_MT, "event"), &done));
     lua_pushboolean(L, done);
@@ -312,6 +335,8 @@ static int event_tostring(lua_State *L)
 /* start:elapsed(stop) -> milliseconds from start to stop. */
 static int event_elapsed(lua_State *L)
 {
+    check_open(L, 1, EVENT_MT, "event"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     float ms;
     spk_event *start = check_open(L, 1, EVENT_MT, "event"); /* in order: self's error first */
     spk_event *stop = check_open(L, 2, EVENT_MT, "event");
@@ -324,18 +349,21 @@ static int event_elapsed(lua_State *L)
 
 static int l_capture_begin(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     CHECK_OK(L, spk_graph_capture_begin(opt_stream(L, 1)));
     return 0;
 }
 
 static int l_capture_abort(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     spk_graph_capture_abort(opt_stream(L, 1));
     return 0;
 }
 
 static int l_capture_end(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     spk_graph *g = spk_graph_capture_end(opt_stream(L, 1));
     if (!g)
         return spk_lua_fail(L);
@@ -355,12 +383,16 @@ static int graph_close(lua_State *L)
 
 static int graph_replay(lua_State *L)
 {
+    check_open(L, 1, GRAPH_MT, "graph"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     CHECK_OK(L, spk_graph_replay(check_open(L, 1, GRAPH_MT, "graph"), opt_stream(L, 2)));
     return 0;
 }
 
 static int graph_nodes(lua_State *L)
 {
+    check_open(L, 1, GRAPH_MT, "graph"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     size_t n;
     CHECK_OK(L, spk_graph_node_count(check_open(L, 1, GRAPH_MT, "graph"), &n));
     lua_pushinteger(L, (lua_Integer)n);
@@ -372,6 +404,8 @@ static int graph_nodes(lua_State *L)
 /* t:cuda([stream]) */
 static int tensor_cuda(lua_State *L)
 {
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_stream *s = opt_stream(L, 2);
     if (spk_tensor_is_device(t)) {
@@ -385,6 +419,8 @@ static int tensor_cuda(lua_State *L)
 /* t:cpu([stream]) */
 static int tensor_cpu(lua_State *L)
 {
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_stream *s = opt_stream(L, 2);
     if (!spk_tensor_is_device(t)) {
@@ -398,6 +434,8 @@ static int tensor_cpu(lua_State *L)
 /* t:to("cuda" | "cuda:N" | "cpu", [stream]), reached through t:to(). */
 static int tensor_to_device(lua_State *L)
 {
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 3);
     spk_lua_checktensor(L, 1);
     const char *name = luaL_checkstring(L, 2);
     lua_settop(L, 3);
@@ -421,13 +459,14 @@ static int tensor_to_device(lua_State *L)
 /* spk.cuda.empty / zeros(shape table, dtype[, stream]): a zero-filled device tensor. */
 static int l_zeros(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     luaL_checktype(L, 1, LUA_TTABLE);
-    int ndim = (int)luaL_len(L, 1);
+    int ndim = spk_lua_rawcount(L, 1);
     if (ndim > SPK_MAX_DIMS)
         return luaL_argerror(L, 1, "too many dimensions");
     int64_t shape[SPK_MAX_DIMS];
     for (int i = 0; i < ndim; i++) {
-        lua_geti(L, 1, i + 1);
+        lua_rawgeti(L, 1, i + 1);
         shape[i] = (int64_t)luaL_checkinteger(L, -1);
         lua_pop(L, 1);
     }
@@ -440,16 +479,19 @@ static int l_zeros(lua_State *L)
 
 /* ---- compile ----------------------------------------------------------- */
 
-static const char *opt_string_field(lua_State *L, int idx, const char *key)
+/* A string field; the value stays on the stack (popped by the caller) so
+ * that it stays alive whatever happens to the table. */
+static const char *opt_string_field(lua_State *L, int idx, const char *key, const char *where)
 {
-    lua_getfield(L, idx, key);
-    const char *v = NULL;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "compile: %s must be a string, got %s", key, luaL_typename(L, -1));
-        v = lua_tostring(L, -1); /* anchored in the options table */
-    }
-    lua_pop(L, 1);
+    spk_lua_rawfield(L, idx, key);
+    if (lua_isnil(L, -1))
+        return NULL;
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: %s must be a string, got %s", where, key, luaL_typename(L, -1));
+    size_t len;
+    const char *v = lua_tolstring(L, -1, &len);
+    if (strlen(v) != len) /* NVRTC and the file system would stop reading at the NUL */
+        luaL_error(L, "%s: %s holds a NUL byte at offset %d (of %d)", where, key, (int)strlen(v), (int)len);
     return v;
 }
 
@@ -460,34 +502,26 @@ static int compare_names(const void *a, const void *b)
 
 static int l_compile(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     static const char *const known[] = {"source", "file", "defines", "options", "arch", "cache", NULL};
-    lua_pushnil(L);
-    while (lua_next(L, 1)) {
-        bool ok = false;
-        if (lua_type(L, -2) == LUA_TSTRING)
-            for (int i = 0; known[i]; i++)
-                ok = ok || strcmp(lua_tostring(L, -2), known[i]) == 0;
-        if (!ok)
-            return luaL_error(L, "compile: unknown option '%s' (expected source, file, defines, options, arch, cache)",
-                              lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
-        lua_pop(L, 1);
-    }
+    spk_lua_checkkeys(L, 1, known, "compile");
+    /* Every string used is kept alive on the stack (source, file, arch at 2, 3, 4)
+     * or in the holder table at 5, whatever happens to the caller's tables. */
+    lua_settop(L, 1);
     spk_compile_options o = {0};
-    o.source = opt_string_field(L, 1, "source");
-    o.file = opt_string_field(L, 1, "file");
-    o.arch = opt_string_field(L, 1, "arch");
+    o.source = opt_string_field(L, 1, "source", "compile");
+    o.file = opt_string_field(L, 1, "file", "compile");
+    o.arch = opt_string_field(L, 1, "arch", "compile");
     if (!o.source == !o.file)
         return luaL_error(L, "compile: give exactly one of source = and file =");
-    lua_getfield(L, 1, "cache");
+    spk_lua_rawfield(L, 1, "cache");
     o.no_cache = !lua_isnil(L, -1) && !lua_toboolean(L, -1);
     lua_pop(L, 1);
 
-    /* Strings converted here are kept alive in a holder table at index 2. */
-    lua_settop(L, 1);
     lua_newtable(L);
-    int holder = 2, held = 0;
-    lua_getfield(L, 1, "defines");
+    int holder = 5, held = 0;
+    spk_lua_rawfield(L, 1, "defines");
     int nd = 0;
     if (!lua_isnil(L, -1)) {
         luaL_checktype(L, -1, LUA_TTABLE);
@@ -506,6 +540,8 @@ static int l_compile(lua_State *L)
             if (lua_type(L, -2) != LUA_TSTRING)
                 return luaL_error(L, "compile: defines must map names to values");
             defs[i].name = lua_tostring(L, -2);
+            lua_pushvalue(L, -2);
+            lua_rawseti(L, holder, ++held);
             if (lua_type(L, -1) == LUA_TBOOLEAN) {
                 if (!lua_toboolean(L, -1)) { /* NAME = false: not defined */
                     lua_pop(L, 1);
@@ -528,14 +564,14 @@ static int l_compile(lua_State *L)
     o.ndefines = i;
     lua_pop(L, 1);
 
-    lua_getfield(L, 1, "options");
-    int no = lua_isnil(L, -1) ? 0 : (luaL_checktype(L, -1, LUA_TTABLE), (int)luaL_len(L, -1));
+    spk_lua_rawfield(L, 1, "options");
+    int no = lua_isnil(L, -1) ? 0 : (luaL_checktype(L, -1, LUA_TTABLE), spk_lua_rawcount(L, -1));
     const char **opts = lua_newuserdatauv(L, (size_t)(no ? no : 1) * sizeof *opts, 0);
     lua_rawseti(L, holder, ++held);
     for (int j = 0; j < no; j++) {
-        lua_geti(L, -1, j + 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "compile: options[%d] must be a string", j + 1);
+        lua_rawgeti(L, -1, j + 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
+            return luaL_error(L, "compile: options[%d] must be a string without a NUL byte", j + 1);
         opts[j] = lua_tostring(L, -1);
         lua_rawseti(L, holder, ++held);
     }
@@ -561,6 +597,8 @@ static int module_close(lua_State *L)
 
 static int module_code(lua_State *L)
 {
+    check_open(L, 1, MODULE_MT, "module"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     spk_module *m = check_open(L, 1, MODULE_MT, "module");
     size_t bytes;
     const char *code = spk_module_code(m, &bytes);
@@ -574,8 +612,11 @@ static int module_code(lua_State *L)
 
 static int module_kernel(lua_State *L)
 {
-    spk_module *m = check_open(L, 1, MODULE_MT, "module");
-    spk_kernel *k = spk_module_kernel(m, luaL_checkstring(L, 2));
+    check_open(L, 1, MODULE_MT, "module"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
+    check_open(L, 1, MODULE_MT, "module");
+    const char *name = luaL_checkstring(L, 2); /* a number made a string allocates: the module is taken after */
+    spk_kernel *k = spk_module_kernel(check_open(L, 1, MODULE_MT, "module"), name);
     if (!k)
         return spk_lua_fail(L);
     lua_kernel *u = lua_newuserdatauv(L, sizeof *u, 0);
@@ -587,7 +628,9 @@ static int module_kernel(lua_State *L)
 static int module_index(lua_State *L)
 {
     spk_module *m = check_open(L, 1, MODULE_MT, "module");
-    const char *key = luaL_checkstring(L, 2);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    const char *key = lua_tostring(L, 2);
     if (strcmp(key, "ptx") == 0) {
         if (!spk_module_is_ptx(m))
             return 0;
@@ -612,8 +655,8 @@ static int module_index(lua_State *L)
         lua_pushstring(L, spk_module_is_ptx(m) ? "ptx" : "cubin");
     else {
         luaL_getmetatable(L, MODULE_MT);
-        lua_getfield(L, -1, "methods");
-        lua_getfield(L, -1, key);
+        spk_lua_rawfield(L, -1, "methods");
+        spk_lua_rawfield(L, -1, key);
     }
     return 1;
 }
@@ -634,6 +677,7 @@ static int module_tostring(lua_State *L)
 
 static int l_cache_info(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_cache_info info;
     CHECK_OK(L, spk_cache_get_info(&info));
     lua_createtable(L, 0, 7);
@@ -656,6 +700,7 @@ static int l_cache_info(lua_State *L)
 
 static int l_cache_clear(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     CHECK_OK(L, spk_cache_clear());
     return 0;
 }
@@ -664,12 +709,14 @@ static int l_cache_clear(lua_State *L)
  * (nil: back to $SPK_CACHE_DIR or the per-user default). Resets counters. */
 static int l_set_cache_dir(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     spk_cache_set_dir(luaL_optstring(L, 1, NULL));
     return 0;
 }
 
 static int l_set_kernel_dir(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     const char *dir = luaL_checkstring(L, 1);
     struct stat st;
     bool ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
@@ -681,13 +728,18 @@ static int l_set_kernel_dir(lua_State *L)
 
 static int l_kernel_dir(lua_State *L)
 {
-    lua_pushstring(L, spk_kernel_dir());
+    spk_lua_noextra(L, 0);
+    const char *dir = spk_kernel_dir();
+    if (!dir)
+        return luaL_error(L, "spk.cuda.kernel_dir: %s", spk_last_error());
+    lua_pushstring(L, dir);
     return 1;
 }
 
 /* spk.cuda.sha256(text) -> 64 hex digits (the hash the kernel cache uses). */
 static int l_sha256(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     uint8_t digest[32];
@@ -714,7 +766,10 @@ static bool is_kernel_source(const char *name)
  * dir (default: the kernel folder), so a script can hash the kernel sources. */
 static int l_kernel_files(lua_State *L)
 {
-    const char *dir = luaL_optstring(L, 1, spk_kernel_dir());
+    spk_lua_noextra(L, 1);
+    const char *dir = lua_isnoneornil(L, 1) ? spk_kernel_dir() : luaL_checkstring(L, 1);
+    if (!dir)
+        return luaL_error(L, "spk.cuda.kernel_files: %s", spk_last_error());
     DIR *d = opendir(dir);
     if (!d)
         return luaL_error(L, "spk.cuda.kernel_files: cannot read the folder %s", dir);
@@ -750,6 +805,7 @@ static int l_kernel_files(lua_State *L)
 
 static int make_scalar(lua_State *L, spk_arg_kind kind)
 {
+    spk_lua_noextra(L, 1);
     spk_arg a = {.kind = kind};
     switch (kind) {
     case SPK_ARG_F32:
@@ -835,11 +891,11 @@ static int read_args(lua_State *L, int idx, const char *kernel, spk_arg *args, s
         return 0;
     if (!lua_istable(L, idx))
         return luaL_error(L, "kernel %s: args must be a table", kernel);
-    int n = (int)luaL_len(L, idx);
+    int n = spk_lua_rawcount(L, idx);
     if (n > SPK_MAX_KERNEL_ARGS)
         return luaL_error(L, "kernel %s: %d arguments is more than the %d supported", kernel, n, SPK_MAX_KERNEL_ARGS);
     for (int i = 0; i < n; i++) {
-        lua_geti(L, idx, i + 1);
+        lua_rawgeti(L, idx, i + 1);
         spk_arg *scalar = luaL_testudata(L, -1, SCALAR_MT);
         spk_tensor *t = scalar ? NULL : spk_lua_totensor(L, -1);
         uses[i] = NULL;
@@ -868,13 +924,14 @@ static int read_args(lua_State *L, int idx, const char *kernel, spk_arg *args, s
  * launch makes, without a GPU (so it can be tested anywhere). */
 static int l_pack_args(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     luaL_checktype(L, 1, LUA_TTABLE);
-    int np = (int)luaL_len(L, 1);
+    int np = spk_lua_rawcount(L, 1);
     if (np > SPK_MAX_KERNEL_ARGS)
         return luaL_argerror(L, 1, "too many parameters");
     size_t sizes[SPK_MAX_KERNEL_ARGS];
     for (int i = 0; i < np; i++) {
-        lua_geti(L, 1, i + 1);
+        lua_rawgeti(L, 1, i + 1);
         sizes[i] = (size_t)luaL_checkinteger(L, -1);
         lua_pop(L, 1);
     }
@@ -909,7 +966,7 @@ static int kernel_close(lua_State *L)
 /* A dim3 from a number or {x, y, z}. */
 static void read_dim3(lua_State *L, int idx, const char *key, unsigned out[3], unsigned fallback)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     out[0] = out[1] = out[2] = 1;
     if (lua_isnil(L, -1)) {
         out[0] = fallback;
@@ -921,11 +978,11 @@ static void read_dim3(lua_State *L, int idx, const char *key, unsigned out[3], u
             luaL_error(L, "%s must be positive, got %I", key, (lua_Integer)v);
         out[0] = (unsigned)v;
     } else if (lua_istable(L, -1)) {
-        int n = (int)luaL_len(L, -1);
+        int n = spk_lua_rawcount(L, -1);
         if (n < 1 || n > 3)
             luaL_error(L, "%s must have 1 to 3 entries", key);
         for (int i = 0; i < n; i++) {
-            lua_geti(L, -1, i + 1);
+            lua_rawgeti(L, -1, i + 1);
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
                 luaL_error(L, "%s[%d] must be a positive integer", key, i + 1);
             out[i] = (unsigned)lua_tointeger(L, -1);
@@ -939,7 +996,7 @@ static void read_dim3(lua_State *L, int idx, const char *key, unsigned out[3], u
 
 static size_t opt_size_field(lua_State *L, int idx, const char *key)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
     if (v < 0)
         luaL_error(L, "%s must not be negative", key);
@@ -949,8 +1006,12 @@ static size_t opt_size_field(lua_State *L, int idx, const char *key)
 
 static int kernel_launch(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const known[] = {"grid", "block", "cluster", "smem", "stream", "cooperative", "args", NULL};
+    spk_lua_checkkeys(L, 2, known, "launch"); /* the raw readers below make no allocation, so k stays valid */
     spk_launch_config cfg = {0};
     read_dim3(L, 2, "grid", cfg.grid, 0);
     read_dim3(L, 2, "block", cfg.block, 0);
@@ -959,12 +1020,12 @@ static int kernel_launch(lua_State *L)
     read_dim3(L, 2, "cluster", cfg.cluster, 0);
     cfg.smem = opt_size_field(L, 2, "smem");
     cfg.stream = field_stream(L, 2, "stream");
-    lua_getfield(L, 2, "cooperative");
+    spk_lua_rawfield(L, 2, "cooperative");
     cfg.cooperative = lua_toboolean(L, -1);
     lua_pop(L, 1);
     spk_arg args[SPK_MAX_KERNEL_ARGS];
     spk_storage *uses[SPK_MAX_KERNEL_ARGS], *compact[SPK_MAX_KERNEL_ARGS];
-    lua_getfield(L, 2, "args");
+    spk_lua_rawfield(L, 2, "args");
     int n = read_args(L, lua_gettop(L), spk_kernel_name(k), args, uses);
     lua_pop(L, 1);
     int nuses = 0;
@@ -979,6 +1040,8 @@ static int kernel_launch(lua_State *L)
 
 static int kernel_attributes(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     spk_kernel_attrs a;
     CHECK_OK(L, spk_kernel_attributes(check_open(L, 1, KERNEL_MT, "kernel"), &a));
     lua_createtable(L, 0, 8);
@@ -998,6 +1061,8 @@ static int kernel_attributes(lua_State *L)
 static void read_block_smem(lua_State *L, int *block, size_t *smem)
 {
     luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const known[] = {"block", "smem", NULL};
+    spk_lua_checkkeys(L, 2, known, "occupancy");
     unsigned dims[3];
     read_dim3(L, 2, "block", dims, 0);
     if (!dims[0])
@@ -1008,6 +1073,8 @@ static void read_block_smem(lua_State *L, int *block, size_t *smem)
 
 static int kernel_occupancy(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int block, blocks;
     size_t smem;
@@ -1019,6 +1086,8 @@ static int kernel_occupancy(lua_State *L)
 
 static int kernel_capacity(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int block, blocks;
     size_t smem;
@@ -1030,6 +1099,8 @@ static int kernel_capacity(lua_State *L)
 
 static int kernel_params(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
     int n;
     size_t sizes[SPK_MAX_KERNEL_ARGS];
@@ -1044,6 +1115,8 @@ static int kernel_params(lua_State *L)
 
 static int kernel_set_max_smem(lua_State *L)
 {
+    check_open(L, 1, KERNEL_MT, "kernel"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     CHECK_OK(L, spk_kernel_set_max_dynamic_smem(check_open(L, 1, KERNEL_MT, "kernel"),
                                                 (size_t)luaL_checkinteger(L, 2)));
     return 0;
@@ -1052,14 +1125,16 @@ static int kernel_set_max_smem(lua_State *L)
 static int kernel_index(lua_State *L)
 {
     spk_kernel *k = check_open(L, 1, KERNEL_MT, "kernel");
-    const char *key = luaL_checkstring(L, 2);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    const char *key = lua_tostring(L, 2);
     if (strcmp(key, "name") == 0) {
         lua_pushstring(L, spk_kernel_name(k));
         return 1;
     }
     luaL_getmetatable(L, KERNEL_MT);
-    lua_getfield(L, -1, "methods");
-    lua_getfield(L, -1, key);
+    spk_lua_rawfield(L, -1, "methods");
+    spk_lua_rawfield(L, -1, key);
     return 1;
 }
 
@@ -1074,7 +1149,7 @@ static int kernel_tostring(lua_State *L)
 
 static spk_tensor *field_tensor(lua_State *L, int idx, const char *key)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     spk_tensor *t = spk_lua_totensor(L, -1);
     if (!t)
         luaL_error(L, "gemm: %s must be a tensor, got %s", key, luaL_typename(L, -1));
@@ -1084,30 +1159,35 @@ static spk_tensor *field_tensor(lua_State *L, int idx, const char *key)
 
 static double opt_number_field(lua_State *L, int idx, const char *key, double fallback)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     double v = lua_isnil(L, -1) ? fallback : luaL_checknumber(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
+static const char *const gemm_options[] = {"a", "b", "c", "transa", "transb", "alpha", "beta", "math", "stream", NULL};
+
 static int l_gemm(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkkeys(L, 1, gemm_options, "gemm");
     spk_gemm_args g = {0};
-    g.a = field_tensor(L, 1, "a");
+    g.a = field_tensor(L, 1, "a"); /* the raw readers make no allocation: the pointers stay valid */
     g.b = field_tensor(L, 1, "b");
     g.c = field_tensor(L, 1, "c");
-    lua_getfield(L, 1, "transa");
+    spk_lua_rawfield(L, 1, "transa");
     g.transa = lua_toboolean(L, -1);
-    lua_getfield(L, 1, "transb");
+    spk_lua_rawfield(L, 1, "transb");
     g.transb = lua_toboolean(L, -1);
     lua_pop(L, 2);
     g.alpha = (float)opt_number_field(L, 1, "alpha", 1.0);
     g.beta = (float)opt_number_field(L, 1, "beta", 0.0);
-    const char *math = opt_string_field(L, 1, "math");
+    const char *math = opt_string_field(L, 1, "math", "gemm");
     g.math = SPK_MATH_FP32;
     if (math && spk_math_mode_from_name(math, &g.math))
         return spk_lua_fail(L);
+    lua_pop(L, 1);
     g.stream = field_stream(L, 1, "stream");
     CHECK_OK(L, spk_gemm(&g));
     return 0;
@@ -1116,14 +1196,16 @@ static int l_gemm(lua_State *L)
 /* spk.blas.gemm_check{...} -> m, n, k, count: the shape checks alone (no GPU). */
 static int l_gemm_check(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkkeys(L, 1, gemm_options, "gemm");
     spk_gemm_args g = {0};
-    g.a = field_tensor(L, 1, "a");
+    g.a = field_tensor(L, 1, "a"); /* the raw readers make no allocation: the pointers stay valid */
     g.b = field_tensor(L, 1, "b");
     g.c = field_tensor(L, 1, "c");
-    lua_getfield(L, 1, "transa");
+    spk_lua_rawfield(L, 1, "transa");
     g.transa = lua_toboolean(L, -1);
-    lua_getfield(L, 1, "transb");
+    spk_lua_rawfield(L, 1, "transb");
     g.transb = lua_toboolean(L, -1);
     lua_pop(L, 2);
     int64_t m, n, k, count;
@@ -1137,16 +1219,20 @@ static int l_gemm_check(lua_State *L)
 
 /* ---- registration ------------------------------------------------------ */
 
-static void new_type(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction close,
-                     lua_CFunction tostring, lua_CFunction index)
+/* A userdata type: its methods (and :close()) documented, recorded in the doc
+ * registry as `doc`'s type. */
+static void new_type(lua_State *L, const char *mt, const spk_lua_reg *methods, lua_CFunction close,
+                     lua_CFunction tostring, lua_CFunction index, const char *doc)
 {
     luaL_newmetatable(L, mt);
     lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
+    spk_lua_setfuncs(L, methods, 0);
     if (close) {
-        lua_pushcfunction(L, close);
+        spk_lua_push_close_method(L, close);
+        spk_lua_setdoc(L, -1, "x:close()\nReleases it now (also at <close> and collection); later use is an error.");
         lua_setfield(L, -2, "close");
     }
+    spk_lua_settype(L, mt, -1, doc);
     if (index) {
         lua_setfield(L, -2, "methods");
         lua_pushcfunction(L, index);
@@ -1181,7 +1267,7 @@ static int state_closed(lua_State *L)
 
 static void register_state(lua_State *L)
 {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, STATE_SENTINEL) != LUA_TNIL) {
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, STATE_SENTINEL) != LUA_TNIL) {
         lua_pop(L, 1);
         return;
     }
@@ -1198,73 +1284,138 @@ static void register_state(lua_State *L)
 void spk_open_cuda(lua_State *L, int module)
 {
     register_state(L);
-    static const luaL_Reg stream_methods[] = {
-        {"synchronize", stream_synchronize}, {"query", stream_query}, {"wait", stream_wait}, {NULL, NULL}};
-    static const luaL_Reg event_methods[] = {{"record", event_record},   {"synchronize", event_synchronize},
-                                             {"query", event_query},     {"elapsed", event_elapsed},
-                                             {NULL, NULL}};
-    static const luaL_Reg graph_methods[] = {{"replay", graph_replay}, {"nodes", graph_nodes}, {NULL, NULL}};
-    static const luaL_Reg module_methods[] = {{"kernel", module_kernel}, {"code", module_code}, {NULL, NULL}};
-    static const luaL_Reg kernel_methods[] = {{"launch", kernel_launch},
-                                              {"attributes", kernel_attributes},
-                                              {"occupancy", kernel_occupancy},
-                                              {"cooperative_capacity", kernel_capacity},
-                                              {"params", kernel_params},
-                                              {"set_max_dynamic_smem", kernel_set_max_smem},
-                                              {NULL, NULL}};
-    static const luaL_Reg no_methods[] = {{NULL, NULL}};
-    new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL);
-    new_type(L, EVENT_MT, event_methods, event_close, event_tostring, NULL);
-    new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL);
-    new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index);
-    new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index);
-    new_type(L, SCALAR_MT, no_methods, NULL, scalar_tostring, scalar_index);
+    static const spk_lua_reg stream_methods[] = {
+        {"synchronize", stream_synchronize, "s:synchronize()\nWaits until the work enqueued on s is done."},
+        {"query", stream_query, "s:query() -> boolean\nWhether the work enqueued on s is done (no waiting)."},
+        {"wait", stream_wait, "s:wait(event)\nLater work on s waits for the event (a cross-stream dependency, no host wait)."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg event_methods[] = {
+        {"record", event_record, "e:record([stream]) -> e\nRecords e on stream (default: the default stream)."},
+        {"synchronize", event_synchronize, "e:synchronize()\nWaits until the work before e's record is done."},
+        {"query", event_query, "e:query() -> boolean\nWhether e has completed (no waiting)."},
+        {"elapsed", event_elapsed, "start:elapsed(stop) -> ms\nMilliseconds of GPU time from start's record to stop's."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg graph_methods[] = {
+        {"replay", graph_replay, "g:replay([stream])\nLaunches the captured work again on stream (default: the default stream)."},
+        {"nodes", graph_nodes, "g:nodes() -> integer\nThe number of nodes (kernels, copies, ...) in the graph."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg module_methods[] = {
+        {"kernel", module_kernel, "m:kernel(name) -> kernel\nThe __global__ function `name` of the compiled module."},
+        {"code", module_code, "m:code() -> text, bytes\nThe module's PTX text or cubin bytes, and its size."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg kernel_methods[] = {
+        {"launch", kernel_launch,
+         "k:launch{grid =, block =, args = {...}, smem = 0, stream =, cooperative = false, cluster =}\n"
+         "Enqueues the kernel. grid, block and cluster are a number or {x, y, z}; args are device tensors and\n"
+         "typed scalars (spk.u32(n), spk.f32(x), ...), checked in count and size against the kernel's\n"
+         "parameters before launch."},
+        {"attributes", kernel_attributes,
+         "k:attributes() -> {registers, local_bytes, static_smem, const_bytes, max_threads, max_dynamic_smem,\n"
+         "                   ptx_version, binary_version}"},
+        {"occupancy", kernel_occupancy,
+         "k:occupancy{block =, smem = 0} -> integer\nResident blocks per SM at that block size and dynamic shared memory."},
+        {"cooperative_capacity", kernel_capacity,
+         "k:cooperative_capacity{block =, smem = 0} -> integer\nThe most blocks a cooperative launch may have on this device."},
+        {"params", kernel_params, "k:params() -> {bytes, ...}\nThe size of each kernel parameter, in order."},
+        {"set_max_dynamic_smem", kernel_set_max_smem,
+         "k:set_max_dynamic_smem(bytes)\nAllows launches with up to `bytes` of dynamic shared memory."},
+        {NULL, NULL, NULL}};
+    static const spk_lua_reg no_methods[] = {{NULL, NULL, NULL}};
+    new_type(L, STREAM_MT, stream_methods, stream_close, stream_tostring, NULL,
+             "stream: a CUDA stream (spk.cuda.stream()); work enqueued on it runs in order.");
+    new_type(L, EVENT_MT, event_methods, event_close, event_tostring, NULL,
+             "event: a CUDA event (spk.cuda.event()), for ordering streams and timing GPU work.");
+    new_type(L, GRAPH_MT, graph_methods, graph_close, NULL, NULL,
+             "graph: captured GPU work (spk.cuda.graph(fn)), replayed with one launch.");
+    new_type(L, MODULE_MT, module_methods, module_close, module_tostring, module_index,
+             "module: NVRTC-compiled code (spk.cuda.compile{...}); fields arch, format (\"cubin\" | \"ptx\"),\n"
+             "size, key (the cache key), log (the compiler's), cached (loaded from the kernel cache), ptx.");
+    new_type(L, KERNEL_MT, kernel_methods, kernel_close, kernel_tostring, kernel_index,
+             "kernel: a __global__ function of a module (m:kernel(name)); field name.");
+    new_type(L, SCALAR_MT, no_methods, NULL, scalar_tostring, scalar_index,
+             "scalar: a typed kernel argument (spk.u32(n), spk.f32(x), ...); fields kind, size, value.");
 
-    static const luaL_Reg cuda_functions[] = {
-        {"available", l_available},
-        {"require", l_require},
-        {"info", l_info},
-        {"device", l_device},
-        {"devices", l_devices},
-        {"set_device", l_set_device},
-        {"current_device", l_current_device},
-        {"synchronize", l_synchronize},
-        {"stream", l_stream},
-        {"default_stream", l_default_stream},
-        {"event", l_event},
-        {"capture_begin", l_capture_begin},
-        {"capture_end", l_capture_end},
-        {"capture_abort", l_capture_abort},
-        {"zeros", l_zeros},
-        {"compile", l_compile},
-        {"cache_info", l_cache_info},
-        {"cache_clear", l_cache_clear},
-        {"set_cache_dir", l_set_cache_dir},
-        {"set_kernel_dir", l_set_kernel_dir},
-        {"kernel_dir", l_kernel_dir},
-        {"kernel_files", l_kernel_files},
-        {"sha256", l_sha256},
-        {"pack_args", l_pack_args},
-        {"u32", l_u32},
-        {"i32", l_i32},
-        {"u64", l_u64},
-        {"i64", l_i64},
-        {"f32", l_f32},
-        {"f64", l_f64},
-        {NULL, NULL},
+    static const spk_lua_reg cuda_functions[] = {
+        {"available", l_available, "spk.cuda.available() -> boolean\nWhether a usable CUDA device is present."},
+        {"require", l_require,
+         "spk.cuda.require()\nAn error (\"spk.cuda: no CUDA device (...)\") unless a device is usable."},
+        {"info", l_info,
+         "spk.cuda.info() -> {available, runtime_version, driver_version, nvrtc_version, devices, error}\n"
+         "What the runtime reports; without a device, error says why (never raises)."},
+        {"device", l_device,
+         "spk.cuda.device([ordinal = current]) -> {index, name, cc, sms, memory_bytes, ...}\n"
+         "One device's properties (ordinals 0-based, as CUDA counts)."},
+        {"devices", l_devices, "spk.cuda.devices() -> {device, ...}\nEvery device's properties (see spk.cuda.device)."},
+        {"set_device", l_set_device, "spk.cuda.set_device(ordinal)\nMakes device `ordinal` (0-based) current."},
+        {"current_device", l_current_device, "spk.cuda.current_device() -> ordinal\nThe current device (0-based)."},
+        {"synchronize", l_synchronize, "spk.cuda.synchronize()\nWaits until all work on the current device is done."},
+        {"stream", l_stream, "spk.cuda.stream() -> stream\nA new non-blocking stream on the current device."},
+        {"default_stream", l_default_stream,
+         "spk.cuda.default_stream() -> stream\nspk's default stream of the current device (the one calls use without a stream)."},
+        {"event", l_event, "spk.cuda.event() -> event\nA new event with timing, for e:record and start:elapsed(stop)."},
+        {"capture_begin", l_capture_begin,
+         "spk.cuda.capture_begin([stream])\nStarts capturing what is enqueued on stream into a graph (spk.cuda.graph does this)."},
+        {"capture_end", l_capture_end, "spk.cuda.capture_end([stream]) -> graph\nEnds the capture and instantiates the graph."},
+        {"capture_abort", l_capture_abort, "spk.cuda.capture_abort([stream])\nEnds a capture, discarding it."},
+        {"zeros", l_zeros,
+         "spk.cuda.zeros(shape[, dtype = \"f32\"[, stream]]) -> tensor\n"
+         "A zero-filled tensor on the current device (freed in stream order)."},
+        {"compile", l_compile,
+         "spk.cuda.compile{source = text | file = path, defines = {NAME = value}, options = {...}, arch =,\n"
+         "                 cache = true} -> module\n"
+         "Compiles CUDA C++ with NVRTC (arch: the current device's, e.g. \"sm_90\"); #include finds the\n"
+         "kernels folder. Results are cached on disk by SHA-256 of source, includes, defines, options, arch\n"
+         "and NVRTC version. A compile error is raised with the compiler's log."},
+        {"cache_info", l_cache_info,
+         "spk.cuda.cache_info() -> {dir, writable, entries, bytes, hits, misses, rejected}\n"
+         "The kernel cache's folder, its entries and this session's counters."},
+        {"cache_clear", l_cache_clear, "spk.cuda.cache_clear()\nDeletes the kernel cache's entries."},
+        {"set_cache_dir", l_set_cache_dir,
+         "spk.cuda.set_cache_dir(dir | nil)\n"
+         "The kernel cache's folder for this session (nil: $SPK_CACHE_DIR or the per-user default); resets counters."},
+        {"set_kernel_dir", l_set_kernel_dir,
+         "spk.cuda.set_kernel_dir(dir) -> boolean\nThe folder #include searches for kernel headers; false if dir is no folder."},
+        {"kernel_dir", l_kernel_dir, "spk.cuda.kernel_dir() -> path\nThe kernel folder in use."},
+        {"kernel_files", l_kernel_files,
+         "spk.cuda.kernel_files([dir = kernel_dir()]) -> {name, ...}\nThe sorted *.cu and *.cuh files of a folder."},
+        {"sha256", l_sha256, "spk.cuda.sha256(text) -> hex\nSHA-256 of text as 64 hex digits (the kernel cache's hash)."},
+        {"pack_args", l_pack_args,
+         "spk.cuda.pack_args(param_sizes, args[, name]) -> {{kind =, size =}, ...}\n"
+         "The argument check a launch makes, without a GPU."},
+        {"u32", l_u32, "spk.u32(n) -> scalar\nA 32-bit unsigned kernel argument."},
+        {"i32", l_i32, "spk.i32(n) -> scalar\nA 32-bit signed kernel argument."},
+        {"u64", l_u64, "spk.u64(n) -> scalar\nA 64-bit unsigned kernel argument."},
+        {"i64", l_i64, "spk.i64(n) -> scalar\nA 64-bit signed kernel argument."},
+        {"f32", l_f32, "spk.f32(x) -> scalar\nA float kernel argument."},
+        {"f64", l_f64, "spk.f64(x) -> scalar\nA double kernel argument."},
+        {NULL, NULL, NULL},
     };
     lua_newtable(L);
-    luaL_setfuncs(L, cuda_functions, 0);
+    spk_lua_setfuncs(L, cuda_functions, 0);
     lua_setfield(L, module, "cuda");
 
-    static const luaL_Reg blas_functions[] = {{"gemm", l_gemm}, {"gemm_check", l_gemm_check}, {NULL, NULL}};
+    static const spk_lua_reg blas_functions[] = {
+        {"gemm", l_gemm,
+         "spk.blas.gemm{a =, b =, c =, transa = false, transb = false, alpha = 1, beta = 0,\n"
+         "              math = \"fp32\" | \"tf32\", stream =}\n"
+         "c = alpha * op(a) * op(b) + beta * c with cuBLAS on device f32 tensors (FP32 strict by default). A\n"
+         "3-d c [count, m, n] is a batch of count products in one launch; a and b are each count matrices\n"
+         "or one shared by all."},
+        {"gemm_check", l_gemm_check,
+         "spk.blas.gemm_check{a =, b =, c =, transa =, transb =} -> m, n, k, count\n"
+         "The shape checks of spk.blas.gemm alone (no GPU needed)."},
+        {NULL, NULL, NULL}};
     lua_newtable(L);
-    luaL_setfuncs(L, blas_functions, 0);
+    spk_lua_setfuncs(L, blas_functions, 0);
     lua_setfield(L, module, "blas");
 
-    static const luaL_Reg tensor_methods[] = {
-        {"cuda", tensor_cuda}, {"cpu", tensor_cpu}, {"to_device", tensor_to_device}, {NULL, NULL}};
+    static const spk_lua_reg tensor_methods[] = {
+        {"cuda", tensor_cuda, "t:cuda([stream]) -> tensor\nA copy on the current CUDA device (t itself if already there)."},
+        {"cpu", tensor_cpu, "t:cpu([stream]) -> tensor\nA host copy of a device tensor (t itself if on the host)."},
+        {"to_device", tensor_to_device,
+         "t:to_device(\"cuda\" | \"cuda:N\" | \"cpu\"[, stream]) -> tensor\nWhat t:to(device) calls."},
+        {NULL, NULL, NULL}};
     spk_lua_push_tensor_methods(L);
-    luaL_setfuncs(L, tensor_methods, 0);
+    spk_lua_setfuncs(L, tensor_methods, 0);
     lua_pop(L, 1);
 }

@@ -37,16 +37,16 @@ static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         luaL_error(L, "cudnn stack: layers must be an array of {W =, R =, B =} (got %s)", luaL_typename(L, arg));
-    int count = (int)luaL_len(L, arg);
+    int count = spk_lua_rawcount(L, arg);
     if (count < 1 || count > MAX_LAYERS)
         luaL_error(L, "cudnn stack: layers must hold 1..%d layers, got %d", MAX_LAYERS, count);
     for (int k = 1; k <= count; k++) {
-        if (lua_geti(L, arg, k) != LUA_TTABLE)
+        if (lua_rawgeti(L, arg, k) != LUA_TTABLE)
             luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
         const char *keys[3] = {"W", "R", "B"};
         const spk_tensor **slots[3] = {&out[k - 1].W, &out[k - 1].R, &out[k - 1].B};
         for (int i = 0; i < 3; i++) {
-            lua_getfield(L, -1, keys[i]);
+            spk_lua_rawfield(L, -1, keys[i]);
             *slots[i] = NULL;
             if (!lua_isnil(L, -1) && !(*slots[i] = spk_lua_totensor(L, -1)))
                 luaL_error(L, "layer %d: %s is not a tensor (got %s)", k, keys[i],
@@ -61,7 +61,7 @@ static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
 /* Integer field `key` of the table at `arg`; `fallback` when absent, an error when required and absent. */
 static int64_t int_field(lua_State *L, int arg, const char *key, bool required, int64_t fallback)
 {
-    int t = lua_getfield(L, arg, key);
+    int t = spk_lua_rawfield(L, arg, key);
     int64_t v = fallback;
     if (t == LUA_TNIL) {
         if (required)
@@ -70,8 +70,7 @@ static int64_t int_field(lua_State *L, int arg, const char *key, bool required, 
         int ok = 0;
         v = (int64_t)lua_tointegerx(L, -1, &ok);
         if (!ok)
-            luaL_error(L, "cudnn stack: %s must be an integer (got %s)", key,
-                       t == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            luaL_error(L, "cudnn stack: %s must be an integer (got %s)", key, spk_lua_describe(L, -1));
     }
     lua_pop(L, 1);
     return v;
@@ -79,7 +78,7 @@ static int64_t int_field(lua_State *L, int arg, const char *key, bool required, 
 
 static const char *string_field(lua_State *L, int arg, const char *key, const char *fallback)
 {
-    int t = lua_getfield(L, arg, key);
+    int t = spk_lua_rawfield(L, arg, key);
     const char *s = fallback;
     if (t == LUA_TSTRING)
         s = lua_tostring(L, -1); /* stays valid: the options table holds it */
@@ -99,7 +98,7 @@ static void read_options(lua_State *L, int arg, spk_cudnn_stack_options *o)
         spk_cudnn_layout_from_name(string_field(L, arg, "layout", "batch_major"), &o->layout) ||
         spk_cudnn_math_from_name(string_field(L, arg, "math", "fp32"), &o->math))
         spk_lua_fail(L);
-    lua_getfield(L, arg, "stream");
+    spk_lua_rawfield(L, arg, "stream");
     o->stream = opt_stream(L, -1, "cudnn stack");
     lua_pop(L, 1); /* the caller's options table keeps the stream object alive */
 }
@@ -109,18 +108,23 @@ static const char *const stack_options[] = {"layers", "batch", "steps", "algo", 
 /* stack{layers =, batch =, steps = 589, algo = "standard", layout = "batch_major", math = "fp32", stream =} */
 static int l_stack(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkoptions(L, 1, stack_options);
-    spk_cudnn_stack_options o;
-    read_options(L, 1, &o);
-    spk_lstm_layer layers[MAX_LAYERS];
-    lua_getfield(L, 1, "layers");
-    int count = check_layers(L, lua_gettop(L), layers);
+    /* The plan's slot first: after it, nothing allocates before the layers
+     * and the stream are used. */
     lua_plan *ud = lua_newuserdatauv(L, sizeof *ud, 0);
     ud->plan = NULL;
     luaL_setmetatable(L, PLAN_MT);
+    int slot = lua_gettop(L);
+    spk_cudnn_stack_options o;
+    read_options(L, 1, &o);
+    spk_lstm_layer layers[MAX_LAYERS];
+    spk_lua_rawfield(L, 1, "layers");
+    int count = check_layers(L, lua_gettop(L), layers);
     if (!(ud->plan = spk_cudnn_stack_new(layers, count, &o)))
         return spk_lua_fail(L);
+    lua_pushvalue(L, slot);
     return 1;
 }
 
@@ -131,6 +135,7 @@ static const char *const algorithms_options[] = {"layers", "batch", "steps", "la
  * -> {{algo =, ok =, reason =}, ...}; a random stack of the given sizes when layers is a count or absent. */
 static int l_algorithms(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkoptions(L, 1, algorithms_options);
     spk_cudnn_stack_options o;
@@ -138,9 +143,9 @@ static int l_algorithms(lua_State *L)
     spk_lstm_layer layers[MAX_LAYERS];
     spk_lstm_weights random[MAX_LAYERS];
     int count = 0, owned = 0;
-    int t = lua_getfield(L, 1, "layers");
+    int t = spk_lua_rawfield(L, 1, "layers");
     if (t == LUA_TTABLE) {
-        if (lua_getfield(L, 1, "hidden") != LUA_TNIL || lua_getfield(L, 1, "input") != LUA_TNIL)
+        if (spk_lua_rawfield(L, 1, "hidden") != LUA_TNIL || spk_lua_rawfield(L, 1, "input") != LUA_TNIL)
             return luaL_error(L, "cudnn algorithms: hidden and input are for a random stack; the layers given fix them");
         lua_pop(L, 2);
         count = check_layers(L, lua_gettop(L), layers);
@@ -173,7 +178,7 @@ static int l_algorithms(lua_State *L)
         lua_setfield(L, -2, "ok");
         lua_pushstring(L, results[a].reason);
         lua_setfield(L, -2, "reason");
-        lua_seti(L, -2, a + 1);
+        lua_rawseti(L, -2, a + 1);
     }
     return 1;
 }
@@ -191,6 +196,8 @@ static spk_cudnn_stack *check_plan(lua_State *L, int idx)
 /* plan:forward(x[, stream]) -> y on x's side */
 static int plan_forward(lua_State *L)
 {
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 3);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_stream *s = opt_stream(L, 3, "forward");
@@ -201,6 +208,8 @@ static int plan_forward(lua_State *L)
 /* plan:forward_into(x, y[, stream]) -> y: device tensors, only enqueued (capturable). */
 static int plan_forward_into(lua_State *L)
 {
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 4);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *y = spk_lua_checktensor(L, 3);
@@ -216,6 +225,8 @@ static int plan_forward_into(lua_State *L)
  * copy of a host x, or a device x itself. */
 static int plan_device_buffers(lua_State *L)
 {
+    check_plan(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 3);
     spk_cudnn_stack *p = check_plan(L, 1);
     const spk_tensor *given = lua_isnoneornil(L, 2) ? NULL : spk_lua_checktensor(L, 2);
     spk_stream *s = opt_stream(L, 3, "device_buffers");
@@ -227,13 +238,22 @@ static int plan_device_buffers(lua_State *L)
         return spk_lua_fail(L);
     const int64_t xs[3] = {info.batch, info.steps, info.dims.input};
     const int64_t ys[3] = {info.batch, info.steps, 2 * info.dims.hidden};
-    if (!given)
-        spk_lua_pushtensor(L, spk_device_tensor_new(SPK_F32, 3, xs, s));
-    else if (spk_tensor_is_host(given))
-        spk_lua_pushtensor(L, spk_tensor_to_device(given, s));
+    /* Both made before either is pushed: a push may collect, and a finalizer
+     * may close the stream or the given tensor. */
+    spk_tensor *x = !given ? spk_device_tensor_new(SPK_F32, 3, xs, s)
+                    : spk_tensor_is_host(given) ? spk_tensor_to_device(given, s) : NULL;
+    if (given && !x && spk_tensor_is_host(given))
+        return spk_lua_fail(L);
+    spk_tensor *y = spk_device_tensor_new(SPK_F32, 3, ys, s);
+    if (!y) {
+        spk_tensor_free(x);
+        return spk_lua_fail(L);
+    }
+    if (x)
+        spk_lua_pushtensor(L, x);
     else
         lua_pushvalue(L, 2);
-    spk_lua_pushtensor(L, spk_device_tensor_new(SPK_F32, 3, ys, s));
+    spk_lua_pushtensor(L, y);
     return 2;
 }
 
@@ -245,8 +265,17 @@ static int plan_release(lua_State *L)
     return 0;
 }
 
+/* plan:close(): the release, refusing extra arguments (which __close gets). */
+static int plan_close_method(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    return plan_release(L);
+}
+
 static int plan_is_closed(lua_State *L)
 {
+    luaL_checkudata(L, 1, PLAN_MT); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
     lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
     lua_pushboolean(L, ud->plan == NULL);
     return 1;
@@ -290,10 +319,10 @@ static bool push_field(lua_State *L, const spk_cudnn_stack_info *in, const char 
 static int plan_index(lua_State *L)
 {
     lua_pushvalue(L, 2);
-    if (lua_gettable(L, lua_upvalueindex(1)) != LUA_TNIL)
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
         return 1;
     lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
-    const char *key = lua_tostring(L, 2);
+    const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
     if (!key || !ud->plan) {
         lua_pushnil(L);
         return 1;
@@ -323,32 +352,46 @@ static int plan_tostring(lua_State *L)
 
 static int l_version(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     lua_pushinteger(L, (lua_Integer)spk_cudnn_version());
     lua_pushinteger(L, (lua_Integer)spk_cudnn_header_version());
     return 2;
 }
 
-static const luaL_Reg plan_methods[] = {
-    {"forward", plan_forward},
-    {"forward_into", plan_forward_into},
-    {"device_buffers", plan_device_buffers},
-    {"close", plan_release},
-    {"is_closed", plan_is_closed},
-    {NULL, NULL},
+static const spk_lua_reg plan_methods[] = {
+    {"forward", plan_forward,
+     "plan:forward(x[, stream]) -> y\n"
+     "x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side."},
+    {"forward_into", plan_forward_into,
+     "plan:forward_into(x, y[, stream])\nDevice x and y; enqueued only, nothing waits (what a CUDA graph captures)."},
+    {"device_buffers", plan_device_buffers,
+     "plan:device_buffers([x[, stream]]) -> x_device, y_device\nDevice tensors shaped for forward_into (x copied if given)."},
+    {"close", plan_close_method, "plan:close()\nFrees the plan's device memory now (also <close> and collection)."},
+    {"is_closed", plan_is_closed, "plan:is_closed() -> boolean"},
+    {NULL, NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"stack", l_stack},
-    {"algorithms", l_algorithms},
-    {"version", l_version},
-    {NULL, NULL},
+static const spk_lua_reg module_functions[] = {
+    {"stack", l_stack,
+     "spk.core.cudnn.stack{layers =, batch =, steps =, algo =, layout =, math =, stream =} -> plan\n"
+     "What spk.lstm.cudnn_stack calls."},
+    {"algorithms", l_algorithms,
+     "spk.core.cudnn.algorithms{batch =, steps =, layers =, hidden =, input =, layout =, math =} -> results\n"
+     "What spk.lstm.cudnn_algorithms calls."},
+    {"version", l_version,
+     "spk.cudnn.version() -> runtime, header\nThe cuDNN library's version and the one spk was built with (e.g. 91400)."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_cudnn(lua_State *L, int module)
 {
     lua_newtable(L); /* core.cudnn */
-    luaL_setfuncs(L, module_functions, 0);
-    luaL_newlib(L, plan_methods);
+    spk_lua_setfuncs(L, module_functions, 0);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, plan_methods, 0);
+    spk_lua_settype(L, PLAN_MT, -1,
+                    "cudnn stack plan: cuDNN's LSTM over the stack (spk.lstm.cudnn_stack{...}); fields algo, layout,\n"
+                    "math, batch, steps, layers, hidden, input, device, weight_bytes, workspace_bytes, reserve_bytes.");
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "methods"); /* lua/spk/cudnn.lua adds :time() here */
     luaL_newmetatable(L, PLAN_MT);

@@ -1,9 +1,16 @@
 /* Lua bindings of tensor files: .npy (one tensor) and .safetensors (a table
  * name -> tensor). spk.load / spk.save choose the format from the extension;
  * the core's messages name the file and the problem. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/error.h"
+#include "core/file.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "lua/tensor_area.h"
@@ -35,8 +42,8 @@ static int push_safetensors(lua_State *L, const char *path)
     lua_createtable(L, (int)list.count, 0);
     for (size_t i = 0; i < list.count; i++) {
         lua_pushstring(L, list.items[i].name);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-        lua_pushstring(L, list.items[i].name);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, (lua_Integer)i + 1);
         spk_lua_pushtensor(L, list.items[i].tensor);
         list.items[i].tensor = NULL; /* now owned by the userdata */
         lua_rawset(L, -4);
@@ -76,7 +83,13 @@ static int save_safetensors(lua_State *L, const char *path, int arg)
         if (!u || !u->t)
             luaL_argerror(L, arg, lua_pushfstring(L, "entry '%s' is %s, expected an open tensor",
                                                   lua_tostring(L, -2), u ? "a closed tensor" : luaL_typename(L, -1)));
-        items[n].name = (char *)lua_tostring(L, -2);
+        size_t len;
+        const char *name = lua_tolstring(L, -2, &len);
+        if (strlen(name) != len)
+            luaL_argerror(L, arg, lua_pushfstring(L, "tensor name '%s\\0%s' holds a NUL byte (a safetensors "
+                                                     "name is JSON text; the name would be cut there)",
+                                                  name, name + strlen(name) + 1));
+        items[n].name = (char *)name;
         items[n].tensor = u->t;
         n++;
         lua_pop(L, 1);
@@ -97,6 +110,7 @@ static int unknown_kind(lua_State *L, const char *what, const char *path)
  * file order) for .safetensors. */
 static int module_load(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -113,6 +127,7 @@ static int module_load(lua_State *L)
  * .safetensors. */
 static int module_save(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -130,17 +145,21 @@ static int module_save(lua_State *L)
 
 static int module_load_safetensors(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     return push_safetensors(L, luaL_checkstring(L, 1));
 }
 
 static int module_save_safetensors(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     return save_safetensors(L, luaL_checkstring(L, 1), 2);
 }
 
 /* t:save(path): .npy only. */
 static int tensor_save(lua_State *L)
 {
+    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
     spk_lua_checktensor(L, 1);
     const char *path = luaL_checkstring(L, 2);
     if (kind_of(path) != FILE_NPY)
@@ -149,21 +168,129 @@ static int tensor_save(lua_State *L)
     return save_npy(L, path, 1);
 }
 
-static const luaL_Reg module_functions[] = {
-    {"load", module_load},
-    {"save", module_save},
-    {"load_safetensors", module_load_safetensors},
-    {"save_safetensors", module_save_safetensors},
-    {NULL, NULL},
+/* ---- spk.files: the reader every part of spk uses, for Lua --------------- */
+
+#define READ_DEFAULT_MAX ((lua_Integer)64 << 20)
+
+/* spk.files.read(path[, max_bytes]) -> the file's bytes: a regular file
+ * (never blocks on a FIFO or device), at most max_bytes (default 64 MiB). */
+static int files_read(lua_State *L)
+{
+    spk_lua_noextra(L, 2);
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer max = luaL_optinteger(L, 2, READ_DEFAULT_MAX);
+    luaL_argcheck(L, max >= 0, 2, "max_bytes must be >= 0");
+    size_t len;
+    char *text = spk_file_read(path, (size_t)max, NULL, &len);
+    if (!text)
+        return spk_lua_fail(L);
+    lua_pushlstring(L, text, len);
+    free(text);
+    return 1;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* spk.files.list(folder) -> the names in it (no "." or ".."), sorted. */
+static int files_list(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    const char *path = luaL_checkstring(L, 1);
+    DIR *d = opendir(path); /* O_DIRECTORY: never blocks on a FIFO */
+    if (!d)
+        return luaL_error(L, "%s: cannot list the folder: %s", path, strerror(errno));
+    lua_newtable(L);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(d);
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -2, i + 1);
+        names[i] = lua_tostring(L, -1); /* kept alive by the first table */
+        lua_pop(L, 1);
+    }
+    qsort(names, (size_t)n, sizeof *names, compare_strings);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* spk.files.kind(path) -> "file" | "folder" | "fifo" | "socket" |
+ * "character device" | "block device", following links; nil and a message
+ * naming the path where there is nothing to stat. Never opens the path. */
+static int files_kind(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_pushstring(L, S_ISREG(st.st_mode)    ? "file"
+                      : S_ISDIR(st.st_mode)  ? "folder"
+                      : S_ISFIFO(st.st_mode) ? "fifo"
+                      : S_ISSOCK(st.st_mode) ? "socket"
+                      : S_ISCHR(st.st_mode)  ? "character device"
+                      : S_ISBLK(st.st_mode)  ? "block device"
+                                             : "other");
+    return 1;
+}
+
+static const spk_lua_reg files_functions[] = {
+    {"read", files_read,
+     "spk.files.read(path[, max_bytes = 64 MiB]) -> string\n"
+     "The bytes of a regular file, read without blocking (a FIFO or a device is an error naming it) and\n"
+     "refused past max_bytes: the reader every part of spk uses."},
+    {"list", files_list, "spk.files.list(folder) -> {name, ...}\nThe names in a folder (no . or ..), sorted."},
+    {"kind", files_kind,
+     "spk.files.kind(path) -> \"file\" | \"folder\" | \"fifo\" | \"socket\" | ... | nil, message\n"
+     "What is at path (links followed), without opening it."},
+    {NULL, NULL, NULL},
+};
+
+static const spk_lua_reg module_functions[] = {
+    {"load", module_load,
+     "spk.load(path) -> tensor | tensors, names\n"
+     "A .npy file (versions 1.0-3.0, Fortran order read) as a host tensor; a .safetensors file as a table\n"
+     "name -> tensor and the list of names in file order. Bad files are errors naming the file."},
+    {"save", module_save,
+     "spk.save(path, tensor | {name = tensor, ...})\n"
+     "Writes a .npy file (one tensor) or a .safetensors file (named tensors), chosen by the extension."},
+    {"load_safetensors", module_load_safetensors,
+     "spk.load_safetensors(path) -> tensors, names\nA .safetensors file as name -> tensor, and the names in file order."},
+    {"save_safetensors", module_save_safetensors,
+     "spk.save_safetensors(path, {name = tensor, ...})\nWrites named tensors to a .safetensors file (sorted by name)."},
+    {NULL, NULL, NULL},
+};
+
+static const spk_lua_reg tensor_file_methods[] = {
+    {"save", tensor_save, "t:save(path)\nWrites t to a .npy file (spk.save_safetensors writes named tensors)."},
+    {NULL, NULL, NULL},
 };
 
 void spk_open_files(lua_State *L, int module)
 {
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs(L, module_functions, 0);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, files_functions, 0);
+    lua_setfield(L, -2, "files");
     lua_pop(L, 1);
     spk_lua_push_tensor_methods(L);
-    lua_pushcfunction(L, tensor_save);
-    lua_setfield(L, -2, "save");
+    spk_lua_setfuncs(L, tensor_file_methods, 0);
     lua_pop(L, 1);
 }

@@ -1,5 +1,5 @@
-/* What the bindings of the GPU stack plans share (stack.c: core.stack_new,
- * cluster.c: core.cluster_stack_new): the option readers, the info fields of
+/* What the bindings of the GPU stack plans share (persistent.c:
+ * core.persistent_stack_new, cluster.c: core.cluster_stack_new): the option readers, the info fields of
  * every plan, and the plan userdata with its time, close and __tostring. */
 #ifndef SPK_LUA_GPU_PLAN_H
 #define SPK_LUA_GPU_PLAN_H
@@ -18,7 +18,8 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t);
  * table at argument 1 (which must be a table): layers, a list of
  * {W =, R =, B =} (the list stays on the Lua stack, so its tensors stay
  * referenced for the call), batch and steps ("stack.batch must be an
- * integer, ..."). */
+ * integer, ..."). Read raw; the layers' pointers stay valid while nothing
+ * allocates, so the plan's slot is pushed before this is called. */
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps);
 
 /* Reads a kernel table (argument idx; nil: no option given) into `choice`

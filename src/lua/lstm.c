@@ -19,7 +19,7 @@
  * value is an error naming the layer. */
 static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const char *key)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     const spk_tensor *t = NULL;
     if (!lua_isnil(L, -1)) {
         t = spk_lua_totensor(L, -1);
@@ -35,13 +35,13 @@ static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const cha
 static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
 {
     luaL_checktype(L, arg, LUA_TTABLE);
-    int count = (int)luaL_len(L, arg);
+    int count = spk_lua_rawcount(L, arg);
     if (count < 1)
         luaL_argerror(L, arg, "a stack needs at least one layer {W =, R =, B =}");
     if (count > MAX_LAYERS)
         luaL_argerror(L, arg, lua_pushfstring(L, "at most %d layers, got %d", MAX_LAYERS, count));
     for (int k = 1; k <= count; k++) {
-        if (lua_geti(L, arg, k) != LUA_TTABLE)
+        if (lua_rawgeti(L, arg, k) != LUA_TTABLE)
             luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
         int idx = lua_gettop(L);
         out[k - 1].W = layer_field(L, idx, k, "W");
@@ -54,6 +54,7 @@ static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
 
 static int l_validate(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     spk_lstm_layer layers[MAX_LAYERS];
     int count = check_layers(L, 1, layers);
     spk_lstm_dims dims;
@@ -71,27 +72,36 @@ static int l_validate(lua_State *L)
 
 static int l_pack_directions(lua_State *L)
 {
-    /* Arguments checked in order, so the first bad one is the one reported. */
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    /* Arguments checked in order, so the first bad one is the one reported;
+     * the tensor is taken last (a number made a string allocates). */
+    spk_lua_noextra(L, 3);
+    spk_lua_checktensor(L, 1);
     const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_lua_pushtensor(L, spk_lstm_pack_directions(t, from, to));
     return 1;
 }
 
 static int l_unpack_directions(lua_State *L)
 {
-    /* Arguments checked in order, so the first bad one is the one reported. */
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    /* Arguments checked in order, so the first bad one is the one reported;
+     * the tensor is taken last (a number made a string allocates). */
+    spk_lua_noextra(L, 3);
+    spk_lua_checktensor(L, 1);
     const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_lua_pushtensor(L, spk_lstm_unpack_directions(t, from, to));
     return 1;
 }
 
 static int l_pack_bias(lua_State *L)
 {
-    /* Arguments checked in order, so the first bad one is the one reported. */
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    /* Arguments checked in order, so the first bad one is the one reported;
+     * the tensor is taken last (a number made a string allocates). */
+    spk_lua_noextra(L, 3);
+    spk_lua_checktensor(L, 1);
     const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_lua_pushtensor(L, spk_lstm_pack_bias(t, from, to));
     return 1;
 }
@@ -99,9 +109,11 @@ static int l_pack_bias(lua_State *L)
 /* reorder_gates(t, dim (1-based), from, to) */
 static int l_reorder_gates(lua_State *L)
 {
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_lua_noextra(L, 4);
+    spk_lua_checktensor(L, 1);
     lua_Integer dim = luaL_checkinteger(L, 2);
     const char *from = luaL_checkstring(L, 3), *to = luaL_checkstring(L, 4);
+    const spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_lua_pushtensor(L, spk_lstm_reorder_gates(t, (int)dim - 1, from, to));
     return 1;
 }
@@ -125,6 +137,7 @@ static const char *const torch_names[8] = {"weight_ih", "weight_hh", "bias_ih", 
 /* from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer (1-based)) -> {W, R, B} */
 static int l_from_torch(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     luaL_checktype(L, 1, LUA_TTABLE);
     int layer = (int)luaL_checkinteger(L, 2);
     const spk_tensor *t[8];
@@ -143,6 +156,7 @@ static int l_from_torch(lua_State *L)
 /* to_torch({W, R, B}) -> {weight_ih =, ..., bias_hh_reverse =} (names without the _l<k> part) */
 static int l_to_torch(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lstm_layer layer = {layer_field(L, 1, 1, "W"), layer_field(L, 1, 1, "R"), layer_field(L, 1, 1, "B")};
     spk_tensor *out[8];
@@ -159,6 +173,7 @@ static int l_to_torch(lua_State *L)
 /* random(layers, input, hidden, seed, scale, dtype) -> array of {W, R, B} */
 static int l_random(lua_State *L)
 {
+    spk_lua_noextra(L, 6);
     lua_Integer count = luaL_checkinteger(L, 1);
     lua_Integer input = luaL_checkinteger(L, 2), hidden = luaL_checkinteger(L, 3);
     lua_Integer seed = luaL_checkinteger(L, 4);
@@ -172,7 +187,7 @@ static int l_random(lua_State *L)
     lua_createtable(L, (int)count, 0);
     for (int k = 0; k < count; k++) {
         push_layer(L, &w[k]);
-        lua_seti(L, -2, k + 1);
+        lua_rawseti(L, -2, k + 1);
     }
     return 1;
 }
@@ -183,21 +198,22 @@ static const char *const trace_options[] = {"layer", "direction", "steps", NULL}
 /* reference(layers, x, options) -> y, info (see lua/spk/lstm.lua) */
 static int l_reference(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     spk_lstm_layer layers[MAX_LAYERS];
-    int count = check_layers(L, 1, layers);
-    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    check_layers(L, 1, layers); /* arguments in order; the pointers are taken again after the options */
+    spk_lua_checktensor(L, 2);
     spk_lstm_reference_options opt = spk_lstm_reference_defaults();
     int64_t steps[1024];
     if (spk_lua_checkoptions(L, 3, reference_options)) {
-        lua_getfield(L, 3, "precision");
+        spk_lua_rawfield(L, 3, "precision");
         if (!lua_isnil(L, -1)) {
-            const char *p = lua_tostring(L, -1);
-            if (lua_type(L, -1) != LUA_TSTRING || (strcmp(p, "f64") != 0 && strcmp(p, "f32") != 0))
+            const char *p = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            if (strcmp(p, "f64") != 0 && strcmp(p, "f32") != 0)
                 luaL_argerror(L, 3, "option 'precision' must be \"f64\" or \"f32\"");
             opt.precision = strcmp(p, "f64") == 0 ? SPK_F64 : SPK_F32;
         }
         lua_pop(L, 1);
-        lua_getfield(L, 3, "threads");
+        spk_lua_rawfield(L, 3, "threads");
         if (!lua_isnil(L, -1)) {
             int isint = 0;
             lua_Integer n = lua_tointegerx(L, -1, &isint);
@@ -206,30 +222,32 @@ static int l_reference(lua_State *L)
             opt.threads = n > 4096 ? 4096 : (int)n;
         }
         lua_pop(L, 1);
-        lua_getfield(L, 3, "layers_out");
+        spk_lua_rawfield(L, 3, "layers_out");
         opt.layers_out = lua_toboolean(L, -1);
         lua_pop(L, 1);
-        if (lua_getfield(L, 3, "trace") != LUA_TNIL) {
+        if (spk_lua_rawfield(L, 3, "trace") != LUA_TNIL) {
             int tr = lua_gettop(L);
-            spk_lua_checkoptions(L, tr, trace_options);
-            lua_getfield(L, tr, "layer");
+            if (lua_type(L, tr) != LUA_TTABLE)
+                luaL_argerror(L, 3, "option 'trace' must be a table {layer =, direction =, steps =}");
+            spk_lua_checkkeys(L, tr, trace_options, "reference: option 'trace'");
+            spk_lua_rawfield(L, tr, "layer");
             int isint = 0;
             lua_Integer layer = lua_tointegerx(L, -1, &isint);
             if (!isint)
                 luaL_argerror(L, 3, "option 'trace.layer' must be a layer number (from 1)");
             opt.trace_layer = (int)(layer - 1);
-            lua_getfield(L, tr, "direction");
-            const char *dir = lua_isnil(L, -1) ? "forward" : lua_tostring(L, -1);
+            spk_lua_rawfield(L, tr, "direction");
+            const char *dir = lua_isnil(L, -1) ? "forward" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
             if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
                 luaL_argerror(L, 3, "option 'trace.direction' must be \"forward\" or \"reverse\"");
             opt.trace_direction = strcmp(dir, "reverse") == 0;
-            if (lua_getfield(L, tr, "steps") != LUA_TTABLE)
+            if (spk_lua_rawfield(L, tr, "steps") != LUA_TTABLE)
                 luaL_argerror(L, 3, "option 'trace.steps' must be a list of steps (from 1)");
-            lua_Integer n = luaL_len(L, -1);
+            lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
             if (n < 1 || n > (lua_Integer)(sizeof steps / sizeof *steps))
                 luaL_argerror(L, 3, "option 'trace.steps' must list 1 to 1024 steps");
             for (lua_Integer i = 1; i <= n; i++) {
-                lua_geti(L, -1, i);
+                lua_rawgeti(L, -1, i);
                 lua_Integer s = lua_tointegerx(L, -1, &isint);
                 if (!isint)
                     luaL_argerror(L, 3, "option 'trace.steps' must hold integers");
@@ -242,6 +260,9 @@ static int l_reference(lua_State *L)
         }
         lua_pop(L, 1);
     }
+    /* No allocation from here to the call: the pointers stay valid. */
+    int count = check_layers(L, 1, layers);
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_lstm_reference_result res;
     if (spk_lstm_reference(layers, count, x, &opt, &res))
         return spk_lua_fail(L);
@@ -252,7 +273,7 @@ static int l_reference(lua_State *L)
         lua_createtable(L, res.layer_count, 0);
         for (int k = 0; k < res.layer_count; k++) {
             spk_lua_pushtensor(L, res.layer_outputs[k]);
-            lua_seti(L, -2, k + 1);
+            lua_rawseti(L, -2, k + 1);
         }
         lua_setfield(L, -2, "layers");
     }
@@ -269,7 +290,7 @@ static int l_reference(lua_State *L)
         lua_createtable(L, opt.trace_count, 0);
         for (int i = 0; i < opt.trace_count; i++) {
             lua_pushinteger(L, steps[i] + 1);
-            lua_seti(L, -2, i + 1);
+            lua_rawseti(L, -2, i + 1);
         }
         lua_setfield(L, -2, "steps");
         lua_setfield(L, -2, "trace");
@@ -281,6 +302,7 @@ static int l_reference(lua_State *L)
 /* make_directory(path): creates one directory; an existing one is fine. */
 static int l_make_directory(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
         return luaL_error(L, "%s: cannot create directory: %s", path, strerror(errno));
@@ -293,6 +315,7 @@ static int l_make_directory(lua_State *L)
 /* is_directory(path) -> boolean */
 static int l_is_directory(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
     struct stat st;
     lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
     return 1;
@@ -320,16 +343,17 @@ static void push_schedule(lua_State *L, const spk_schedule *s)
 /* new(batch, capacity, concurrent_capacity or nil, groups, heights) -> fields */
 static int l_schedule_new(lua_State *L)
 {
+    spk_lua_noextra(L, 5);
     lua_Integer batch = luaL_checkinteger(L, 1), capacity = luaL_checkinteger(L, 2);
     lua_Integer concurrent = lua_isnoneornil(L, 3) ? SPK_SCHEDULE_UNKNOWN : luaL_checkinteger(L, 3);
     lua_Integer groups = luaL_checkinteger(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
-    int n = (int)luaL_len(L, 5);
+    int n = spk_lua_rawcount(L, 5);
     if (n < 1 || n > SPK_SCHEDULE_MAX_HEIGHTS)
         luaL_argerror(L, 5, lua_pushfstring(L, "between 1 and %d heights needed", SPK_SCHEDULE_MAX_HEIGHTS));
     int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
     for (int i = 1; i <= n; i++) {
-        lua_geti(L, 5, i);
+        lua_rawgeti(L, 5, i);
         int isint = 0;
         heights[i - 1] = lua_tointegerx(L, -1, &isint);
         if (!isint)
@@ -346,7 +370,7 @@ static int l_schedule_new(lua_State *L)
 /* Reads an integer field of a schedule table, an error naming it otherwise. */
 static int64_t schedule_field(lua_State *L, int idx, const char *key)
 {
-    lua_getfield(L, idx, key);
+    spk_lua_rawfield(L, idx, key);
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isint);
     if (!isint || lua_type(L, -1) != LUA_TNUMBER) /* no strings such as "3" */
@@ -358,6 +382,7 @@ static int64_t schedule_field(lua_State *L, int idx, const char *key)
 /* launches(tiles, tiles_per_launch) -> { {first = 0, count = n}, ... } */
 static int l_schedule_launches(lua_State *L)
 {
+    spk_lua_noextra(L, 2);
     spk_schedule s = {.tiles = luaL_checkinteger(L, 1), .tiles_per_launch = luaL_checkinteger(L, 2)};
     int64_t n = spk_schedule_launch_count(&s);
     lua_createtable(L, (int)n, 0);
@@ -369,7 +394,7 @@ static int l_schedule_launches(lua_State *L)
         lua_setfield(L, -2, "first");
         lua_pushinteger(L, count);
         lua_setfield(L, -2, "count");
-        lua_seti(L, -2, i + 1);
+        lua_rawseti(L, -2, i + 1);
     }
     return 1;
 }
@@ -377,6 +402,7 @@ static int l_schedule_launches(lua_State *L)
 /* check(schedule fields, batch, launches list) -> true, or an error */
 static int l_schedule_check(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer batch = luaL_checkinteger(L, 2);
     luaL_checktype(L, 3, LUA_TTABLE);
@@ -387,11 +413,11 @@ static int l_schedule_check(lua_State *L)
         .tiles_per_launch = schedule_field(L, 1, "tiles_per_launch"),
         .groups = schedule_field(L, 1, "groups"),
     };
-    lua_Integer n = luaL_len(L, 3);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
     int64_t *firsts = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);
     int64_t *counts = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);
     for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_geti(L, 3, i) != LUA_TTABLE)
+        if (lua_rawgeti(L, 3, i) != LUA_TTABLE)
             return luaL_error(L, "schedule check: launch %d is not a table {first =, count =}", (int)i);
         int at = lua_gettop(L);
         firsts[i - 1] = schedule_field(L, at, "first");
@@ -406,28 +432,51 @@ static int l_schedule_check(lua_State *L)
 
 void spk_open_lstm(lua_State *L, int module)
 {
-    static const luaL_Reg lstm[] = {
-        {"validate", l_validate},
-        {"pack_directions", l_pack_directions},
-        {"unpack_directions", l_unpack_directions},
-        {"pack_bias", l_pack_bias},
-        {"reorder_gates", l_reorder_gates},
-        {"from_torch", l_from_torch},
-        {"to_torch", l_to_torch},
-        {"random", l_random},
-        {"reference", l_reference},
-        {"make_directory", l_make_directory},
-        {"is_directory", l_is_directory},
-        {NULL, NULL},
+    static const spk_lua_reg lstm[] = {
+        {"validate", l_validate,
+         "spk.lstm.validate(layers) -> {layers = n, hidden = H, input = in}\n"
+         "Checks a stack {{W = [2, 4H, in], R = [2, 4H, H], B = [2, 8H]}, ...} (ONNX layout, f32 or f64):\n"
+         "shapes, dtypes and the chain of inputs (2H after layer 1); an error names the layer and tensor."},
+        {"pack_directions", l_pack_directions,
+         "spk.core.lstm.pack_directions(W, from, to) -> tensor\nWhat spk.lstm.pack_directions calls (orders given)."},
+        {"unpack_directions", l_unpack_directions,
+         "spk.core.lstm.unpack_directions(P, from, to) -> tensor\nWhat spk.lstm.unpack_directions calls (orders given)."},
+        {"pack_bias", l_pack_bias,
+         "spk.core.lstm.pack_bias(B, from, to) -> tensor\nWhat spk.lstm.pack_bias calls (orders given)."},
+        {"reorder_gates", l_reorder_gates,
+         "spk.lstm.reorder_gates(t, dim, from, to) -> tensor\n"
+         "The four gate blocks along dimension dim (1-based, size 4H) moved from gate order `from` to `to`\n"
+         "(permutations of \"iofc\"; PyTorch's i, f, g, o is \"ifco\")."},
+        {"from_torch", l_from_torch,
+         "spk.core.lstm.from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer) -> {W, R, B}\n"
+         "One nn.LSTM layer's tensors in ONNX layout (what spk.lstm.load does with PyTorch names)."},
+        {"to_torch", l_to_torch,
+         "spk.core.lstm.to_torch({W =, R =, B =}) -> {weight_ih =, ..., bias_hh_reverse =}\n"
+         "One layer in nn.LSTM's names and gate order (what spk.lstm.save{format = \"torch\"} writes)."},
+        {"random", l_random,
+         "spk.core.lstm.random(layers, input, hidden, seed, scale, dtype) -> layers\nWhat spk.lstm.random calls."},
+        {"reference", l_reference,
+         "spk.core.lstm.reference(layers, x, options) -> y, info\nWhat spk.lstm.reference calls."},
+        {"make_directory", l_make_directory,
+         "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine)."},
+        {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean"},
+        {NULL, NULL, NULL},
     };
-    static const luaL_Reg schedule[] = {
-        {"new", l_schedule_new},
-        {"launches", l_schedule_launches},
-        {"check", l_schedule_check},
-        {NULL, NULL},
+    static const spk_lua_reg schedule[] = {
+        {"new", l_schedule_new,
+         "spk.core.schedule.new(batch, capacity, concurrent_capacity, groups, heights) -> fields\n"
+         "What spk.schedule.new calls."},
+        {"launches", l_schedule_launches,
+         "spk.core.schedule.launches(tiles, tiles_per_launch) -> {{first = 0, count = n}, ...}\n"
+         "The launch ranges of a schedule (0-based tiles, as the kernel sees them)."},
+        {"check", l_schedule_check,
+         "spk.core.schedule.check(fields, batch, launches) -> true\nWhat spk.schedule.check calls."},
+        {NULL, NULL, NULL},
     };
-    luaL_newlib(L, lstm);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, lstm, 0);
     lua_setfield(L, module, "lstm");
-    luaL_newlib(L, schedule);
+    lua_newtable(L);
+    spk_lua_setfuncs(L, schedule, 0);
     lua_setfield(L, module, "schedule");
 }

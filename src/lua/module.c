@@ -2,69 +2,49 @@
  * lua/spk/init.lua, which builds the friendly API on top of it. The same
  * entry points serve build/spk.so (loaded by lua5.4 and busted) and the spk
  * program (which preloads them). */
-#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "core/error.h"
+#include "core/paths.h"
 #include "lua/bind.h"
-
-#ifndef SPK_SOURCE_LUA_DIR
-#define SPK_SOURCE_LUA_DIR "lua"
-#endif
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
 
-static int has_init(const char *dir)
+/* spk.find_dir(kind) -> the folder of spk's files of that kind ("lua",
+ * "kernels", "experiments", "tools"; the rule is in src/core/paths.h), or nil
+ * and a message naming where it looked. spk.find_dir() -> {kind = folder or
+ * false} for every kind. */
+static int l_find_dir(lua_State *L)
 {
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/spk/init.lua", dir);
-    return access(path, R_OK) == 0;
-}
-
-/* Finds lua/ (the folder holding spk/init.lua): $SPK_LUA_DIR, then beside the
- * binary or module (build/../lua, or <prefix>/lua), then the source tree this
- * was built from. */
-static int find_lua_dir(char *out, size_t size)
-{
-    const char *env = getenv("SPK_LUA_DIR");
-    if (env && *env && has_init(env)) {
-        snprintf(out, size, "%s", env);
-        return 1;
-    }
-    char self[PATH_MAX] = "";
-    Dl_info info;
-    if (dladdr((void *)luaopen_spk_core, &info) && info.dli_fname && realpath(info.dli_fname, self) == NULL)
-        self[0] = '\0';
-    if (!self[0]) {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[n > 0 ? n : 0] = '\0';
-    }
-    char *slash = strrchr(self, '/');
-    if (slash) {
-        *slash = '\0';
-        const char *candidates[] = {"%s/../lua", "%s/lua", "%s/../share/spk/lua"};
-        for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-            char dir[PATH_MAX + 32];
-            snprintf(dir, sizeof dir, candidates[i], self);
-            char real[PATH_MAX];
-            if (realpath(dir, real) && has_init(real)) {
-                snprintf(out, size, "%s", real);
-                return 1;
-            }
+    spk_lua_noextra(L, 1);
+    char dir[PATH_MAX];
+    if (lua_isnoneornil(L, 1)) {
+        lua_newtable(L);
+        for (int i = 0; spk_dir_kind(i); i++) {
+            if (spk_find_dir(spk_dir_kind(i), dir, sizeof dir) == 0)
+                lua_pushstring(L, dir);
+            else
+                lua_pushboolean(L, 0);
+            lua_setfield(L, -2, spk_dir_kind(i));
         }
-    }
-    if (has_init(SPK_SOURCE_LUA_DIR)) {
-        snprintf(out, size, "%s", SPK_SOURCE_LUA_DIR);
+        spk_clear_error();
         return 1;
     }
-    return 0;
+    const char *kind = luaL_checkstring(L, 1);
+    if (spk_find_dir(kind, dir, sizeof dir) != 0) {
+        if (!spk_dir_env(kind))
+            return luaL_argerror(L, 1, spk_last_error());
+        luaL_pushfail(L);
+        lua_pushstring(L, spk_last_error());
+        return 2;
+    }
+    lua_pushstring(L, dir);
+    return 1;
 }
 
 int luaopen_spk_core(lua_State *L)
@@ -78,23 +58,36 @@ int luaopen_spk_core(lua_State *L)
     spk_open_cluster(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);
+    static const spk_lua_reg paths[] = {
+        {"find_dir", l_find_dir,
+         "spk.find_dir([kind]) -> folder | nil, message\n"
+         "Where spk's lua, kernels, experiments or tools files are ($SPK_*_DIR, the install prefix, the\n"
+         "source tree); no kind: a table of every kind."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, paths, 0);
+    lua_pop(L, 1);
+    spk_open_doc(L, module);
+    spk_open_onnx(L, module);
     char dir[PATH_MAX];
-    if (find_lua_dir(dir, sizeof dir)) {
+    if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);
         lua_setfield(L, module, "lua_dir");
     }
+    spk_clear_error();
     return 1;
 }
 
 int luaopen_spk(lua_State *L)
 {
     char dir[PATH_MAX];
-    if (!find_lua_dir(dir, sizeof dir))
-        return luaL_error(L, "spk: cannot find lua/spk/init.lua (set SPK_LUA_DIR to the folder holding spk/)");
+    if (spk_find_dir("lua", dir, sizeof dir) != 0)
+        return luaL_error(L, "cannot load spk: %s", spk_last_error());
 
     /* package.loaded["spk.core"] = the C table, so init.lua can require it. */
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, "spk.core");
+    spk_lua_rawfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* made by luaL_openlibs */
+    spk_lua_rawfield(L, -1, "spk.core");
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         luaopen_spk_core(L);
@@ -104,8 +97,8 @@ int luaopen_spk(lua_State *L)
     lua_pop(L, 2);
 
     /* Put lua/ first on package.path so spk.* Lua modules are found. */
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
+    spk_lua_rawglobal(L, "package");
+    spk_lua_rawfield(L, -1, "path");
     const char *old = lua_tostring(L, -1);
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, old ? old : "");
     lua_setfield(L, -3, "path");

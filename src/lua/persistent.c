@@ -12,7 +12,9 @@
  *   core.persistent_options() -> the option table as data (lstm/kernel_options.h)
  *   core.persistent_schedule_fits(schedule, kernel_table, capacity[, concurrent[, hidden]]) -> true
  *   core.persistent_trace_check(trace_table, layers, steps) -> true, or the error a traced forward gives
- * Layers are a list of tables {W =, R =, B =} of host tensors. */
+ * Layers are a list of tables {W =, R =, B =} of host tensors. Argument
+ * tables are read raw and the tensors' pointers taken after the last
+ * allocation (lua/bind.h); extra arguments are errors. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +45,7 @@ static void read_variant(lua_State *L, int idx, int64_t batch, int hidden, spk_p
 
 static int l_variant(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     lua_Integer batch = luaL_checkinteger(L, 2), hidden = luaL_optinteger(L, 3, 128);
     if (batch < 1 || hidden < 1 || hidden > 1 << 20)
         return luaL_error(L, "persistent_variant: batch and hidden must be positive");
@@ -58,6 +61,7 @@ static int l_variant(lua_State *L)
 
 static int l_options(lua_State *L)
 {
+    spk_lua_noextra(L, 0);
     spk_lua_push_kernel_family(L, &spk_persistent_family);
     return 1;
 }
@@ -72,7 +76,7 @@ static void read_schedule(lua_State *L, int idx, spk_schedule *s)
     s->tile_rows = spk_lua_int_field(L, t, "tile_rows", 0, "schedule");
     s->tiles = spk_lua_int_field(L, t, "tiles", 0, "schedule");
     s->tiles_per_launch = spk_lua_int_field(L, t, "tiles_per_launch", s->tiles, "schedule");
-    lua_getfield(L, t, "concurrent");
+    spk_lua_rawfield(L, t, "concurrent");
     s->concurrent = lua_toboolean(L, -1);
     lua_pop(L, 1);
 }
@@ -124,16 +128,18 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
 
 static int l_stack_new(lua_State *L)
 {
+    spk_lua_noextra(L, 1);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* first: nothing allocates after the layers are read */
     spk_persistent_plan_options o;
     memset(&o, 0, sizeof o);
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_pushliteral(L, "kernel");
-    lua_rawget(L, 1);
+    spk_lua_rawfield(L, 1, "kernel");
     spk_lua_read_kernel_choice(L, -1, &spk_persistent_family, &o.kernel);
     lua_pop(L, 1);
     o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     spk_schedule schedule;
-    if (lua_getfield(L, 1, "schedule") != LUA_TNIL) {
+    if (spk_lua_rawfield(L, 1, "schedule") != LUA_TNIL) {
         read_schedule(L, -1, &schedule);
         o.schedule = &schedule;
     }
@@ -144,9 +150,9 @@ static int l_stack_new(lua_State *L)
     if (timeout_ms < 0)
         return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
     o.timeout_ns = (uint64_t)timeout_ms * 1000000u;
-    void **slot = spk_lua_gpu_plan_push(L, &plan_type);
     if (!(*slot = spk_persistent_plan_new(&o)))
         return spk_lua_fail(L);
+    lua_pushvalue(L, 2);
     return 1;
 }
 
@@ -168,21 +174,21 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
         lua_pop(L, 1);
     }
     int isint = 0;
-    lua_getfield(L, t, "layer");
+    spk_lua_rawfield(L, t, "layer");
     lua_Integer layer = lua_tointegerx(L, -1, &isint);
     if (!isint)
         luaL_error(L, "trace.layer must be a layer number (from 1), got %s", luaL_typename(L, -1));
-    lua_getfield(L, t, "direction");
-    const char *dir = lua_isnil(L, -1) ? "forward" : lua_tostring(L, -1);
-    if (lua_type(L, -1) == LUA_TNUMBER || !dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
+    spk_lua_rawfield(L, t, "direction");
+    const char *dir = lua_isnil(L, -1) ? "forward" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
         luaL_error(L, "trace.direction must be \"forward\" or \"reverse\"");
-    if (lua_getfield(L, t, "steps") != LUA_TTABLE)
+    if (spk_lua_rawfield(L, t, "steps") != LUA_TTABLE)
         luaL_error(L, "trace.steps must be a list of time positions (from 1)");
-    lua_Integer n = luaL_len(L, -1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n < 1 || n > SPK_LSTM_TRACE_MAX_STEPS)
         luaL_error(L, "trace.steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS, (int)n);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, -1, i);
+        lua_rawgeti(L, -1, i);
         lua_Integer step = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_error(L, "trace.steps[%d] must be an integer, got %s", (int)i, luaL_typename(L, -1));
@@ -198,10 +204,12 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
 
 static int l_forward(lua_State *L)
 {
-    spk_persistent_plan *p = check_plan(L);
-    spk_tensor *x = spk_lua_checktensor(L, 2);
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 3);
+    check_plan(L); /* arguments in order; the pointers are taken after the last allocation */
+    spk_lua_checktensor(L, 2);
     if (lua_isnoneornil(L, 3)) {
-        spk_lua_pushtensor(L, spk_persistent_plan_forward(p, x));
+        spk_lua_pushtensor(L, spk_persistent_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     luaL_checktype(L, 3, LUA_TTABLE);
@@ -212,14 +220,16 @@ static int l_forward(lua_State *L)
                               lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
         lua_pop(L, 1);
     }
-    lua_getfield(L, 3, "trace");
+    spk_lua_rawfield(L, 3, "trace");
     if (lua_isnil(L, -1)) {
-        spk_lua_pushtensor(L, spk_persistent_plan_forward(p, x));
+        spk_lua_pushtensor(L, spk_persistent_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
     read_trace(L, -2, &trace, steps);
+    spk_persistent_plan *p = check_plan(L);
+    spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *h = NULL, *c = NULL;
     spk_tensor *y = spk_persistent_plan_forward_trace(p, x, &trace, &h, &c);
     if (!y)
@@ -243,6 +253,7 @@ static int l_forward(lua_State *L)
 
 static int l_trace_check(lua_State *L)
 {
+    spk_lua_noextra(L, 3);
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
     read_trace(L, 1, &trace, steps);
@@ -254,7 +265,10 @@ static int l_trace_check(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const spk_persistent_plan_info *info = spk_persistent_plan_get_info(check_plan(L));
+    check_plan(L); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 1);
+    /* a copy: the tables made below may run a finalizer that closes the plan */
+    const spk_persistent_plan_info copy = *spk_persistent_plan_get_info(check_plan(L)), *info = &copy;
     lua_createtable(L, 0, 16);
     push_variant(L, &info->variant, &info->geometry);
     lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
@@ -274,6 +288,7 @@ static int l_info(lua_State *L)
 
 static int l_schedule_fits(lua_State *L)
 {
+    spk_lua_noextra(L, 5);
     spk_schedule s;
     read_schedule(L, 1, &s);
     spk_persistent_variant v;
@@ -288,9 +303,25 @@ static int l_schedule_fits(lua_State *L)
 void spk_open_persistent(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    lua_pushcfunction(L, l_stack_new), lua_setfield(L, module, "persistent_stack_new");
-    lua_pushcfunction(L, l_variant), lua_setfield(L, module, "persistent_variant");
-    lua_pushcfunction(L, l_options), lua_setfield(L, module, "persistent_options");
-    lua_pushcfunction(L, l_schedule_fits), lua_setfield(L, module, "persistent_schedule_fits");
-    lua_pushcfunction(L, l_trace_check), lua_setfield(L, module, "persistent_trace_check");
+    static const spk_lua_reg functions[] = {
+        {"persistent_stack_new", l_stack_new,
+         "spk.core.persistent_stack_new{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =,\n"
+         "  math =} -> plan\nThe persistent kernel's plan (what spk.lstm.stack{backend = \"persistent\"} builds)."},
+        {"persistent_variant", l_variant,
+         "spk.core.persistent_variant(kernel, batch[, hidden = 128]) -> variant\n"
+         "The variant a plan of that batch compiles (options left out: the batch's default); what\n"
+         "spk.lstm.kernel_variant{backend = \"persistent\"} calls. No device needed."},
+        {"persistent_options", l_options,
+         "spk.core.persistent_options() -> {backend =, options = {...}, rules = {...}, text =}\n"
+         "The persistent kernel's option table as data (what spk.lstm.kernel_options(\"persistent\") returns)."},
+        {"persistent_schedule_fits", l_schedule_fits,
+         "spk.core.persistent_schedule_fits(schedule, kernel, capacity[, concurrent[, hidden = 128]]) -> true\n"
+         "Whether a schedule's launches fit the device's co-resident blocks, or an error saying why."},
+        {"persistent_trace_check", l_trace_check,
+         "spk.core.persistent_trace_check(trace, layers, steps) -> true\nThe error a traced forward would give, or true."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
 }

@@ -4,7 +4,9 @@
  * script always draws the same numbers. To draw a sequence, make a generator:
  * spk.generator(seed) is a "spk.generator" userdata whose :uniform, :normal
  * and :next_u64 continue from where the previous call stopped. */
+#include "core/error.h"
 #include "core/rng.h"
+#include "lua/args.h"
 #include "lua/tensor_area.h"
 
 #define GENERATOR_MT "spk.generator"
@@ -19,8 +21,8 @@ static uint64_t check_seed(lua_State *L, int arg)
 {
     int isint = 0;
     lua_Integer seed = lua_tointegerx(L, arg, &isint);
-    if (!isint)
-        luaL_typeerror(L, arg, "integer seed");
+    if (!isint || lua_type(L, arg) != LUA_TNUMBER)
+        luaL_argerror(L, arg, lua_pushfstring(L, "seed must be an integer, got %s", spk_lua_describe(L, arg)));
     return (uint64_t)seed;
 }
 
@@ -28,26 +30,29 @@ static uint64_t opt_seed_field(lua_State *L, int arg)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return 0;
-    lua_getfield(L, arg, "seed");
+    spk_lua_rawfield(L, arg, "seed");
     uint64_t seed = 0;
     if (!lua_isnil(L, -1)) {
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
-        if (!isint)
+        if (!isint || lua_type(L, -1) != LUA_TNUMBER)
             luaL_argerror(L, arg, lua_pushfstring(L, "option 'seed' must be an integer, got %s",
-                                                  luaL_tolstring(L, -1, NULL)));
+                                                  spk_lua_describe(L, -1)));
         seed = (uint64_t)v;
     }
     lua_pop(L, 1);
     return seed;
 }
 
-/* Reads (shape..., opts) from `arg` on, creates the tensor and fills it. */
+/* Reads (shape..., opts) from `arg` on, creates the tensor and fills it.
+ * The distribution's parameters are checked by the core (core/rng.h); its
+ * message becomes an error against the options argument. */
 static int draw(lua_State *L, spk_rng *rng, int arg, bool normal, const char *const *known, const char *what)
 {
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
     int opts = spk_lua_checkshape(L, arg, &ndim, shape, false);
+    spk_lua_check_end(L, opts + 1);
     spk_lua_checkoptions(L, opts, known);
     spk_dtype dtype = spk_lua_optfield_dtype(L, opts, SPK_F32);
     if (dtype != SPK_F32 && dtype != SPK_F64)
@@ -55,6 +60,8 @@ static int draw(lua_State *L, spk_rng *rng, int arg, bool normal, const char *co
                                                spk_dtype_name(dtype)));
     double a = spk_lua_optfield_number(L, opts, normal ? "mean" : "low", 0.0);
     double b = spk_lua_optfield_number(L, opts, normal ? "std" : "high", 1.0);
+    if ((normal ? spk_rng_normal_check(a, b) : spk_rng_uniform_check(a, b)) != 0)
+        luaL_argerror(L, opts, lua_pushfstring(L, "%s", spk_last_error()));
     spk_rng fresh;
     if (!rng) {
         spk_rng_seed(&fresh, opt_seed_field(L, opts));
@@ -81,55 +88,89 @@ static int module_generator(lua_State *L)
     return 1;
 }
 
+static spk_rng *check_generator(lua_State *L, int arg)
+{
+    spk_rng *rng = luaL_testudata(L, arg, GENERATOR_MT);
+    if (!rng)
+        spk_lua_typeerror(L, arg, "generator");
+    return rng;
+}
+
 static int generator_uniform(lua_State *L)
 {
-    return draw(L, luaL_checkudata(L, 1, GENERATOR_MT), 2, false, uniform_options, "uniform");
+    return draw(L, check_generator(L, 1), 2, false, uniform_options, "uniform");
 }
 
 static int generator_normal(lua_State *L)
 {
-    return draw(L, luaL_checkudata(L, 1, GENERATOR_MT), 2, true, normal_options, "normal");
+    return draw(L, check_generator(L, 1), 2, true, normal_options, "normal");
 }
 
 /* The next raw 64-bit output; values above 2^63 read as negative Lua
  * integers (compare them with math.ult). */
 static int generator_next_u64(lua_State *L)
 {
-    spk_rng *rng = luaL_checkudata(L, 1, GENERATOR_MT);
+    spk_rng *rng = check_generator(L, 1);
     lua_pushinteger(L, (lua_Integer)spk_rng_next(rng));
     return 1;
 }
 
 static int generator_tostring(lua_State *L)
 {
-    lua_pushfstring(L, "generator (%p)", luaL_checkudata(L, 1, GENERATOR_MT));
+    lua_pushfstring(L, "generator (%p)", (void *)check_generator(L, 1));
     return 1;
 }
 
-static const luaL_Reg generator_methods[] = {
-    {"uniform", generator_uniform},
-    {"normal", generator_normal},
-    {"next_u64", generator_next_u64},
-    {NULL, NULL},
+static const spk_lua_checked_reg generator_methods[] = {
+    {"uniform", generator_uniform,
+     "g:uniform(shape[, {dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "The next draws of g, uniform in [low, high); shape is {2, 3} or 2, 3.",
+     "shape..., options"},
+    {"normal", generator_normal,
+     "g:normal(shape[, {dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "The next draws of g, normal (Box-Muller); shape is {2, 3} or 2, 3.",
+     "shape..., options"},
+    {"next_u64", generator_next_u64,
+     "g:next_u64() -> integer\nThe next raw 64-bit output (above 2^63 it reads negative: compare with math.ult).",
+     ""},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"rand", module_rand},
-    {"randn", module_randn},
-    {"generator", module_generator},
-    {NULL, NULL},
+static const spk_lua_checked_reg module_functions[] = {
+    {"rand", module_rand,
+     "spk.rand(shape[, {seed = 0, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "Uniform in [low, high) from a generator seeded with seed (the same numbers every run; see\n"
+     "src/core/rng.h for the algorithm).",
+     "shape..., options"},
+    {"randn", module_randn,
+     "spk.randn(shape[, {seed = 0, dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "Normal draws (Box-Muller) from a generator seeded with seed.",
+     "shape..., options"},
+    {"generator", module_generator,
+     "spk.generator([seed = 0]) -> generator\n"
+     "A seeded generator (SplitMix64-seeded xoshiro256**) whose :uniform, :normal and :next_u64 continue\n"
+     "where the previous call stopped.",
+     "seed"},
+    {NULL, NULL, NULL, NULL},
 };
+
+static const spk_lua_self generator_self = {"generator", NULL};
 
 void spk_open_random(lua_State *L, int module)
 {
     luaL_newmetatable(L, GENERATOR_MT);
+    lua_pushliteral(L, "generator"); /* for Lua's own messages ("got generator") */
+    lua_setfield(L, -2, "__name");
     lua_pushcfunction(L, generator_tostring);
     lua_setfield(L, -2, "__tostring");
-    luaL_newlib(L, generator_methods);
+    lua_newtable(L);
+    spk_lua_setfuncs_checked(L, generator_methods, &generator_self);
+    spk_lua_settype(L, GENERATOR_MT, -1,
+                    "generator: a seeded random stream (spk.generator(seed)); each draw continues the stream.");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     lua_pop(L, 1);
 }

@@ -5,7 +5,11 @@
  * Lua is 1-based: dims, indices, narrow starts and slice bounds given from Lua
  * are translated here before the 0-based C core sees them. Arguments are
  * checked here so errors name the argument (luaL_argerror); failures inside
- * the core are raised with spk_last_error(). */
+ * the core are raised with spk_last_error(). Functions are registered through
+ * spk_lua_setfuncs (args.h), which refuses arguments past each one's list.
+ * The rules for dtypes, broadcasting, numbers beside tensors and reductions
+ * are the core's (core/tensor.h); this file only passes Lua integers and
+ * floats on as such. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lua/args.h"
 #include "lua/tensor_area.h"
 
 #define TENSOR_METHODS_KEY "spk.tensor.methods"
@@ -37,7 +42,9 @@ spk_tensor *spk_lua_totensor(lua_State *L, int idx)
 
 spk_tensor *spk_lua_checktensor(lua_State *L, int idx)
 {
-    spk_lua_tensor *u = luaL_checkudata(L, idx, SPK_TENSOR_MT);
+    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
+    if (!u)
+        spk_lua_typeerror(L, idx, "tensor");
     if (!u->t)
         luaL_argerror(L, idx, "tensor is closed");
     return u->t;
@@ -54,7 +61,12 @@ void spk_lua_pushtensor(lua_State *L, spk_tensor *t)
 
 void spk_lua_push_tensor_methods(lua_State *L)
 {
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
+    }
 }
 
 spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
@@ -62,7 +74,7 @@ spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
     if (lua_isnoneornil(L, arg))
         return fallback;
     if (lua_type(L, arg) != LUA_TSTRING)
-        luaL_typeerror(L, arg, "dtype name");
+        spk_lua_typeerror(L, arg, "dtype name");
     const char *name = lua_tostring(L, arg);
     spk_dtype dtype;
     if (spk_dtype_from_name(name, &dtype) != 0)
@@ -73,10 +85,10 @@ spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
 static int64_t shape_entry(lua_State *L, int arg, int pos, int entry, bool allow_infer)
 {
     int isint = 0;
-    lua_Integer v = lua_tointegerx(L, pos, &isint);
+    lua_Integer v = lua_type(L, pos) == LUA_TNUMBER ? lua_tointegerx(L, pos, &isint) : 0;
     if (!isint)
         luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d must be an integer, got %s", entry,
-                                              luaL_typename(L, pos)));
+                                              spk_lua_describe(L, pos)));
     if (v < 0 && !(allow_infer && v == -1))
         luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d is negative (%I)", entry, v));
     return (int64_t)v;
@@ -87,7 +99,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
 {
     int n = 0;
     if (lua_type(L, arg) == LUA_TTABLE) {
-        lua_Integer len = luaL_len(L, arg);
+        lua_Integer len = (lua_Integer)lua_rawlen(L, arg);
         if (len > SPK_MAX_DIMS)
             luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, at most %d are supported", len,
                                                   SPK_MAX_DIMS));
@@ -100,7 +112,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
         if (entries != len)
             luaL_argerror(L, arg, "shape table must be a list of integers (it has other keys)");
         for (lua_Integer i = 1; i <= len; i++) {
-            lua_geti(L, arg, i);
+            lua_rawgeti(L, arg, i);
             shape[n++] = shape_entry(L, arg, lua_gettop(L), (int)i, allow_infer);
             lua_pop(L, 1);
         }
@@ -115,7 +127,7 @@ static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape
         n++;
     }
     if (a == arg && !lua_isnoneornil(L, arg) && lua_type(L, arg) != LUA_TSTRING)
-        luaL_typeerror(L, arg, "shape (table or integers)");
+        spk_lua_typeerror(L, arg, "shape (table or integers)");
     *ndim = n;
     return a;
 }
@@ -133,22 +145,9 @@ bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known)
     lua_pushnil(L);
     while (lua_next(L, arg)) {
         lua_pop(L, 1);
-        bool ok = false;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *k = known; *k && !ok; k++)
-                ok = strcmp(*k, lua_tostring(L, -1)) == 0;
-        if (!ok) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (const char *const *k = known; *k; k++) {
-                if (k != known)
-                    luaL_addstring(&b, ", ");
-                luaL_addstring(&b, *k);
-            }
-            luaL_pushresult(&b);
-            luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (known: %s)",
-                                                  luaL_tolstring(L, -2, NULL), lua_tostring(L, -1)));
-        }
+        const char *message = spk_lua_unknown_key(L, -1, known);
+        if (message)
+            luaL_argerror(L, arg, message);
     }
     return true;
 }
@@ -157,12 +156,12 @@ double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fa
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, key);
+    spk_lua_rawfield(L, arg, key);
     double v = fallback;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER)
             luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' must be a number, got %s", key,
-                                                  luaL_typename(L, -1)));
+                                                  spk_lua_typename(L, -1)));
         v = lua_tonumber(L, -1);
     }
     lua_pop(L, 1);
@@ -173,13 +172,12 @@ spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
         return fallback;
-    lua_getfield(L, arg, "dtype");
+    spk_lua_rawfield(L, arg, "dtype");
     spk_dtype dtype = fallback;
     if (!lua_isnil(L, -1)) {
-        const char *name = lua_tostring(L, -1);
-        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(name, &dtype) != 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got '%s'",
-                                                  luaL_tolstring(L, -1, NULL)));
+        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(lua_tostring(L, -1), &dtype) != 0)
+            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got %s",
+                                                  spk_lua_describe(L, -1)));
     }
     lua_pop(L, 1);
     return dtype;
@@ -198,6 +196,44 @@ static int check_dim(lua_State *L, int arg, const spk_tensor *t)
     if (d < 1 || d > t->ndim)
         luaL_argerror(L, arg, lua_pushfstring(L, "dim %I out of range 1..%d", luaL_checkinteger(L, arg), t->ndim));
     return (int)d - 1;
+}
+
+/* A Lua number as a core scalar: integers stay exact. */
+static spk_scalar to_scalar(lua_State *L, int idx)
+{
+    if (lua_isinteger(L, idx))
+        return spk_scalar_int((int64_t)lua_tointeger(L, idx));
+    return spk_scalar_float((double)lua_tonumber(L, idx));
+}
+
+/* An optional dim of a reduction: nil for every element. */
+static int opt_reduce_dim(lua_State *L, int arg, const spk_tensor *t)
+{
+    if (lua_isnoneornil(L, arg))
+        return SPK_ALL_DIMS;
+    int isint = 0;
+    if (lua_type(L, arg) == LUA_TNUMBER)
+        lua_tointegerx(L, arg, &isint);
+    if (!isint)
+        luaL_argerror(L, arg, lua_pushfstring(L, "dim must be an integer, got %s", spk_lua_describe(L, arg)));
+    return check_dim(L, arg, t);
+}
+
+/* A number argument; strings are not converted (a tensor value is never text). */
+static spk_scalar check_number(lua_State *L, int arg)
+{
+    if (lua_type(L, arg) != LUA_TNUMBER)
+        spk_lua_typeerror(L, arg, "number");
+    return to_scalar(L, arg);
+}
+
+static bool opt_keepdim(lua_State *L, int arg)
+{
+    if (lua_isnoneornil(L, arg))
+        return false;
+    if (lua_type(L, arg) != LUA_TBOOLEAN)
+        luaL_argerror(L, arg, lua_pushfstring(L, "keepdim must be a boolean, got %s", spk_lua_describe(L, arg)));
+    return lua_toboolean(L, arg);
 }
 
 /* A 1-based index into dim `dim`; returns it 0-based. */
@@ -228,6 +264,14 @@ static void require_host(lua_State *L, const spk_tensor *t, const char *what)
 
 static bool dtype_is_integer(spk_dtype dtype) { return dtype == SPK_I32 || dtype == SPK_U64; }
 
+static void push_scalar(lua_State *L, spk_scalar v)
+{
+    if (v.is_integer)
+        lua_pushinteger(L, (lua_Integer)v.i);
+    else
+        lua_pushnumber(L, (lua_Number)v.f);
+}
+
 static void push_element(lua_State *L, const spk_tensor *t, const int64_t *idx)
 {
     if (dtype_is_integer(t->dtype))
@@ -241,7 +285,7 @@ static void push_element(lua_State *L, const spk_tensor *t, const int64_t *idx)
 static void store_element(lua_State *L, spk_tensor *t, const int64_t *idx, int pos, int arg, const char *where)
 {
     if (lua_type(L, pos) != LUA_TNUMBER)
-        luaL_argerror(L, arg, lua_pushfstring(L, "%s: expected a number, got %s", where, luaL_typename(L, pos)));
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s: expected a number, got %s", where, spk_lua_typename(L, pos)));
     if (!dtype_is_integer(t->dtype)) {
         spk_tensor_set_f64(t, idx, lua_tonumber(L, pos));
         return;
@@ -258,9 +302,13 @@ static void store_element(lua_State *L, spk_tensor *t, const int64_t *idx, int p
 
 /* ---- the userdata ---- */
 
+/* The slot of a tensor (open or closed) at idx. */
 static spk_lua_tensor *check_slot(lua_State *L, int idx)
 {
-    return luaL_checkudata(L, idx, SPK_TENSOR_MT);
+    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
+    if (!u)
+        spk_lua_typeerror(L, idx, "tensor");
+    return u;
 }
 
 /* Idempotent: shared by __gc, __close and t:close(). */
@@ -294,12 +342,46 @@ static int tensor_tostring(lua_State *L)
     return 1;
 }
 
+/* x[i]: the 1-based position i along dim 1 (negative counts from the end).
+ * Returns it 0-based; the message names the index and the size. */
+static int64_t first_dim_index(lua_State *L, const spk_tensor *t, int key)
+{
+    int isint = 0;
+    lua_Integer i = lua_tointegerx(L, key, &isint);
+    if (!isint)
+        luaL_error(L, "tensor index must be an integer, got %s", spk_lua_describe(L, key));
+    if (t->ndim == 0)
+        luaL_error(L, "x[%I]: a 0-d tensor has no dims to index (read it with x:get())", i);
+    lua_Integer size = t->shape[0];
+    lua_Integer at = i < 0 ? size + i + 1 : i;
+    if (at < 1 || at > size)
+        luaL_error(L, "x[%I]: index out of range 1..%I (or -%I..-1) for dim 1 of size %I", i, size, size, size);
+    return (int64_t)at - 1;
+}
+
+/* Methods by name, `device`, and x[i]: along dim 1 a view of the rest (a
+ * 1-d tensor gives the element itself, as a number). */
 static int tensor_index(lua_State *L)
 {
+    int kt = lua_type(L, 2);
+    if (kt == LUA_TNUMBER) {
+        spk_tensor *t = spk_lua_checktensor(L, 1);
+        int64_t i = first_dim_index(L, t, 2);
+        if (t->ndim == 1) {
+            require_host(L, t, "x[i]");
+            push_element(L, t, &i);
+        } else {
+            spk_lua_pushtensor(L, spk_tensor_select(t, 0, i));
+        }
+        return 1;
+    }
+    if (kt != LUA_TSTRING)
+        return luaL_error(L, "a tensor is indexed by an integer (x[i]) or a method name, got %s",
+                          spk_lua_describe(L, 2));
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
         return 1;
-    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "device") == 0) {
+    if (strcmp(lua_tostring(L, 2), "device") == 0) {
         spk_tensor *t = spk_lua_checktensor(L, 1);
         if (spk_tensor_is_host(t))
             lua_pushliteral(L, "cpu");
@@ -308,6 +390,36 @@ static int tensor_index(lua_State *L)
         return 1;
     }
     return 1; /* nil */
+}
+
+/* x[i] = v: a number fills the selected part (sets the element of a 1-d
+ * tensor); a tensor is copied into it, broadcast and converted as
+ * spk_tensor_assign does. */
+static int tensor_newindex(lua_State *L)
+{
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    if (lua_type(L, 2) != LUA_TNUMBER)
+        return luaL_error(L, "x[%s] = ...: only x[i] = value can be set on a tensor (it has no fields to set)",
+                          spk_lua_describe(L, 2));
+    int64_t i = first_dim_index(L, t, 2);
+    require_host(L, t, "x[i] = value");
+    spk_tensor *dst = spk_tensor_select(t, 0, i);
+    if (!dst)
+        return spk_lua_fail(L);
+    spk_lua_pushtensor(L, dst); /* owned by Lua from here: an error below leaves it to the collector */
+    spk_tensor *src = spk_lua_totensor(L, 3);
+    int rc;
+    if (src) {
+        rc = spk_tensor_assign(dst, src);
+    } else if (lua_type(L, 3) == LUA_TNUMBER) {
+        rc = spk_tensor_fill_scalar(dst, to_scalar(L, 3));
+    } else {
+        return luaL_error(L, "x[%I] = value: expected a number or a tensor, got %s", (lua_Integer)i + 1,
+                          spk_lua_typename(L, 3));
+    }
+    if (rc)
+        return spk_lua_fail(L);
+    return 0;
 }
 
 static int tensor_len(lua_State *L)
@@ -320,7 +432,8 @@ static int tensor_len(lua_State *L)
 }
 
 /* Same object only: Lua calls __eq only for two distinct userdata, so this
- * is always false there. Compare values with spk.allclose or spk.compare. */
+ * is always false there. Compare values with x:eq(y), spk.allclose or
+ * spk.compare. */
 static int tensor_eq(lua_State *L)
 {
     lua_pushboolean(L, lua_rawequal(L, 1, 2));
@@ -336,49 +449,58 @@ static spk_tensor *operand(lua_State *L, int idx)
     return u ? u->t : NULL;
 }
 
-static int binary_metamethod(lua_State *L, spk_tensor *(*op)(const spk_tensor *, const spk_tensor *),
-                             const char *symbol)
-{
-    spk_tensor *a = operand(L, 1), *b = operand(L, 2);
-    if (!a || !b)
-        return luaL_error(L, "tensor %s %s: both operands must be tensors (got %s and %s)", symbol, symbol,
-                          luaL_typename(L, 1), luaL_typename(L, 2));
-    spk_lua_pushtensor(L, op(a, b));
-    return 1;
-}
-
-static int tensor_add_mm(lua_State *L) { return binary_metamethod(L, spk_tensor_add, "+"); }
-static int tensor_sub_mm(lua_State *L) { return binary_metamethod(L, spk_tensor_sub, "-"); }
-
-static int tensor_mul_mm(lua_State *L)
+/* a op b with tensors or numbers on either side (at least one tensor). */
+static int arith(lua_State *L, spk_binop op, const char *symbol)
 {
     spk_tensor *a = operand(L, 1), *b = operand(L, 2);
     if (a && b)
-        spk_lua_pushtensor(L, spk_tensor_mul(a, b));
+        spk_lua_pushtensor(L, spk_tensor_binary(op, a, b));
     else if (a && lua_type(L, 2) == LUA_TNUMBER)
-        spk_lua_pushtensor(L, spk_tensor_scale(a, lua_tonumber(L, 2)));
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, to_scalar(L, 2), false));
     else if (b && lua_type(L, 1) == LUA_TNUMBER)
-        spk_lua_pushtensor(L, spk_tensor_scale(b, lua_tonumber(L, 1)));
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, b, to_scalar(L, 1), true));
     else
-        return luaL_error(L, "tensor *: expected tensor * tensor or a number, got %s and %s", luaL_typename(L, 1),
-                          luaL_typename(L, 2));
+        return luaL_error(L, "%s %s %s: expected tensors or numbers", spk_lua_typename(L, 1), symbol,
+                          spk_lua_typename(L, 2));
     return 1;
 }
 
-static int tensor_div_mm(lua_State *L)
-{
-    spk_tensor *a = operand(L, 1);
-    if (!a || lua_type(L, 2) != LUA_TNUMBER)
-        return luaL_error(L, "tensor /: only tensor / number is supported, got %s and %s", luaL_typename(L, 1),
-                          luaL_typename(L, 2));
-    spk_lua_pushtensor(L, spk_tensor_scale(a, 1.0 / lua_tonumber(L, 2)));
-    return 1;
-}
+static int tensor_add_mm(lua_State *L) { return arith(L, SPK_OP_ADD, "+"); }
+static int tensor_sub_mm(lua_State *L) { return arith(L, SPK_OP_SUB, "-"); }
+static int tensor_mul_mm(lua_State *L) { return arith(L, SPK_OP_MUL, "*"); }
+static int tensor_div_mm(lua_State *L) { return arith(L, SPK_OP_DIV, "/"); }
 
 static int tensor_unm_mm(lua_State *L)
 {
-    spk_lua_pushtensor(L, spk_tensor_scale(spk_lua_checktensor(L, 1), -1.0));
+    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
     return 1;
+}
+
+/* Operators tensors do not have: a message saying what to use instead
+ * (rather than Lua's "attempt to perform arithmetic on a userdata value"). */
+static int unsupported(lua_State *L, const char *symbol, const char *instead)
+{
+    return luaL_error(L, "%s %s %s: tensors do not support '%s'%s", spk_lua_typename(L, 1), symbol,
+                      spk_lua_typename(L, 2), symbol, instead);
+}
+
+static int tensor_idiv_mm(lua_State *L) { return unsupported(L, "//", " (divide with / and convert with to())"); }
+static int tensor_mod_mm(lua_State *L) { return unsupported(L, "%", ""); }
+static int tensor_pow_mm(lua_State *L) { return unsupported(L, "^", " (multiply: x * x)"); }
+static int tensor_concat_mm(lua_State *L) { return unsupported(L, "..", " (tostring(x) gives the text)"); }
+static int tensor_bitwise_mm(lua_State *L) { return unsupported(L, "&, |, ~, << or >>", ""); }
+static int tensor_lt_mm(lua_State *L)
+{
+    return unsupported(L, "<", ": elementwise, x:lt(y) (also le, gt, ge, eq, ne) gives 1 where it holds");
+}
+static int tensor_le_mm(lua_State *L)
+{
+    return unsupported(L, "<=", ": elementwise, x:le(y) (also lt, gt, ge, eq, ne) gives 1 where it holds");
+}
+static int tensor_call_mm(lua_State *L)
+{
+    spk_lua_checktensor(L, 1);
+    return luaL_error(L, "a tensor is not a function (x[i] selects, x:get(i, ...) reads an element)");
 }
 
 /* ---- properties ---- */
@@ -391,8 +513,12 @@ static int tensor_is_closed(lua_State *L)
     return 1;
 }
 
-static void push_int64_list(lua_State *L, int n, const int64_t *v)
+/* v is copied first: the table's allocation may run a finalizer that closes
+ * the tensor v belongs to. */
+static void push_int64_list(lua_State *L, int n, const int64_t *from)
 {
+    int64_t v[SPK_MAX_DIMS];
+    memcpy(v, from, sizeof *v * (size_t)n);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)v[i]);
@@ -414,10 +540,14 @@ static int tensor_strides(lua_State *L)
     return 1;
 }
 
+/* size(): the whole shape, as Torch's; size(d): dim d's size. */
 static int tensor_size(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    lua_pushinteger(L, (lua_Integer)t->shape[check_dim(L, 2, t)]);
+    if (lua_isnoneornil(L, 2))
+        push_int64_list(L, t->ndim, t->shape);
+    else
+        lua_pushinteger(L, (lua_Integer)t->shape[check_dim(L, 2, t)]);
     return 1;
 }
 
@@ -538,7 +668,8 @@ static int tensor_view(lua_State *L)
     spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_checkshape(L, 2, &ndim, shape, true);
+    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
+    t = spk_lua_checktensor(L, 1); /* the shape table's metamethods may have closed it */
     if (!spk_tensor_is_contiguous(t))
         return luaL_error(L, "view: the tensor is not contiguous; use reshape() or contiguous() first");
     spk_lua_pushtensor(L, spk_tensor_view(t, ndim, shape));
@@ -551,7 +682,8 @@ static int tensor_reshape(lua_State *L)
     spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_checkshape(L, 2, &ndim, shape, true);
+    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
+    t = spk_lua_checktensor(L, 1);
     spk_tensor *c = spk_tensor_contiguous(t);
     if (!c)
         return spk_lua_fail(L);
@@ -579,8 +711,9 @@ static int tensor_clone(lua_State *L)
  * (installed by the CUDA bindings) when present. */
 static int tensor_to(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_lua_checktensor(L, 1); /* self first; a number name is made a string below (an allocation) */
     const char *name = luaL_checkstring(L, 2);
+    spk_tensor *t = spk_lua_checktensor(L, 1);
     spk_dtype dtype;
     if (spk_dtype_from_name(name, &dtype) == 0) {
         spk_lua_pushtensor(L, spk_tensor_to_dtype(t, dtype));
@@ -588,7 +721,7 @@ static int tensor_to(lua_State *L)
     }
     spk_clear_error();
     spk_lua_push_tensor_methods(L);
-    if (lua_getfield(L, -1, "to_device") != LUA_TNIL) {
+    if (spk_lua_rawfield(L, -1, "to_device") != LUA_TNIL) {
         lua_pushvalue(L, 1);
         lua_pushvalue(L, 2);
         lua_call(L, 2, 1);
@@ -624,7 +757,7 @@ static int tensor_set(lua_State *L)
 static int tensor_fill(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    if (spk_tensor_fill(t, luaL_checknumber(L, 2)) != 0)
+    if (spk_tensor_fill_scalar(t, check_number(L, 2)) != 0)
         return spk_lua_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -648,43 +781,52 @@ static void push_list(lua_State *L, const spk_tensor *t, int dim, int64_t *idx)
 /* Nested Lua tables (a number for a 0-d tensor). */
 static int tensor_tolist(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
+    spk_tensor *t = spk_lua_holdtensor(L, 1); /* the tables made below may run finalizers */
     require_host(L, t, "tolist");
     int64_t idx[SPK_MAX_DIMS] = {0};
     push_list(L, t, 0, idx);
     return 1;
 }
 
-/* ---- arithmetic and reductions ---- */
+/* ---- arithmetic, comparisons and reductions ---- */
 
-static int tensor_add(lua_State *L)
+/* self op other, other a tensor or a number (the core's promotion rules). */
+static int method_binary(lua_State *L, spk_binop op)
 {
     spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
+    if (lua_type(L, 2) == LUA_TNUMBER) {
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, to_scalar(L, 2), false));
+        return 1;
+    }
+    if (!spk_lua_totensor(L, 2) && !luaL_testudata(L, 2, SPK_TENSOR_MT))
+        spk_lua_typeerror(L, 2, "tensor or number");
     spk_tensor *b = spk_lua_checktensor(L, 2);
-    spk_lua_pushtensor(L, spk_tensor_add(a, b));
+    spk_lua_pushtensor(L, spk_tensor_binary(op, a, b));
     return 1;
 }
 
-static int tensor_sub(lua_State *L)
-{
-    spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
-    spk_tensor *b = spk_lua_checktensor(L, 2);
-    spk_lua_pushtensor(L, spk_tensor_sub(a, b));
-    return 1;
-}
+static int tensor_add(lua_State *L) { return method_binary(L, SPK_OP_ADD); }
+static int tensor_sub(lua_State *L) { return method_binary(L, SPK_OP_SUB); }
+static int tensor_mul(lua_State *L) { return method_binary(L, SPK_OP_MUL); }
+static int tensor_div(lua_State *L) { return method_binary(L, SPK_OP_DIV); }
+static int tensor_eq_method(lua_State *L) { return method_binary(L, SPK_OP_EQ); }
+static int tensor_ne(lua_State *L) { return method_binary(L, SPK_OP_NE); }
+static int tensor_lt(lua_State *L) { return method_binary(L, SPK_OP_LT); }
+static int tensor_le(lua_State *L) { return method_binary(L, SPK_OP_LE); }
+static int tensor_gt(lua_State *L) { return method_binary(L, SPK_OP_GT); }
+static int tensor_ge(lua_State *L) { return method_binary(L, SPK_OP_GE); }
 
-static int tensor_mul(lua_State *L)
-{
-    spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
-    spk_tensor *b = spk_lua_checktensor(L, 2);
-    spk_lua_pushtensor(L, spk_tensor_mul(a, b));
-    return 1;
-}
-
+/* scale(s): self * s for a number s (as x * s). */
 static int tensor_scale(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_tensor_scale(t, luaL_checknumber(L, 2)));
+    spk_lua_pushtensor(L, spk_tensor_binary_scalar(SPK_OP_MUL, t, check_number(L, 2), false));
+    return 1;
+}
+
+static int tensor_neg(lua_State *L)
+{
+    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
     return 1;
 }
 
@@ -694,20 +836,69 @@ static int tensor_abs(lua_State *L)
     return 1;
 }
 
-static int reduction(lua_State *L, int (*fn)(const spk_tensor *, double *))
+/* 0-based positions (a new i32 tensor) to 1-based ones, replacing it. */
+static spk_tensor *one_based(spk_tensor *positions)
 {
-    double v;
-    if (fn(spk_lua_checktensor(L, 1), &v) != 0)
-        return spk_lua_fail(L);
-    lua_pushnumber(L, v);
-    return 1;
+    if (!positions)
+        return NULL;
+    spk_tensor *r = spk_tensor_binary_scalar(SPK_OP_ADD, positions, spk_scalar_int(1), false);
+    spk_tensor_free(positions);
+    return r;
 }
 
-static int tensor_sum(lua_State *L) { return reduction(L, spk_tensor_sum); }
-static int tensor_mean(lua_State *L) { return reduction(L, spk_tensor_mean); }
-static int tensor_min(lua_State *L) { return reduction(L, spk_tensor_min); }
-static int tensor_max(lua_State *L) { return reduction(L, spk_tensor_max); }
-static int tensor_norm(lua_State *L) { return reduction(L, spk_tensor_norm); }
+/* The reduction `r` of self with its optional dim and keepdim at `arg`,
+ * arg + 1. Without either: the whole-tensor value as a Lua number (an
+ * integer where the core's value is one; positions 1-based). With them: a
+ * tensor, and for min and max a second one of 1-based positions. */
+static int reduce(lua_State *L, spk_reduction r, double p, int arg)
+{
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    int dim = opt_reduce_dim(L, arg, t);
+    bool keepdim = opt_keepdim(L, arg + 1);
+    if (dim == SPK_ALL_DIMS && !keepdim) {
+        spk_scalar v;
+        if (spk_tensor_reduce_value(t, r, p, &v) != 0)
+            return spk_lua_fail(L);
+        if (r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX)
+            v.i += 1;
+        push_scalar(L, v);
+        return 1;
+    }
+    bool with_positions = r == SPK_RED_MIN || r == SPK_RED_MAX;
+    spk_tensor *positions = NULL;
+    spk_tensor *out = spk_tensor_reduce(t, r, dim, keepdim, p, with_positions ? &positions : NULL);
+    if (!out)
+        return spk_lua_fail(L);
+    if (r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX)
+        out = one_based(out);
+    spk_lua_pushtensor(L, out);
+    if (!with_positions)
+        return 1;
+    spk_lua_pushtensor(L, one_based(positions));
+    return 2;
+}
+
+static int tensor_sum(lua_State *L) { return reduce(L, SPK_RED_SUM, 0, 2); }
+static int tensor_mean(lua_State *L) { return reduce(L, SPK_RED_MEAN, 0, 2); }
+static int tensor_min(lua_State *L) { return reduce(L, SPK_RED_MIN, 0, 2); }
+static int tensor_max(lua_State *L) { return reduce(L, SPK_RED_MAX, 0, 2); }
+static int tensor_argmin(lua_State *L) { return reduce(L, SPK_RED_ARGMIN, 0, 2); }
+static int tensor_argmax(lua_State *L) { return reduce(L, SPK_RED_ARGMAX, 0, 2); }
+
+/* norm(p = 2, dim, keepdim) */
+static int tensor_norm(lua_State *L)
+{
+    spk_lua_checktensor(L, 1);
+    double p = 2;
+    if (!lua_isnoneornil(L, 2)) {
+        if (lua_type(L, 2) != LUA_TNUMBER)
+            luaL_argerror(L, 2, lua_pushfstring(L, "p must be a number, got %s", spk_lua_describe(L, 2)));
+        p = lua_tonumber(L, 2);
+        if (spk_norm_order_check(p) != 0)
+            luaL_argerror(L, 2, spk_last_error());
+    }
+    return reduce(L, SPK_RED_NORM, p, 3);
+}
 
 /* ---- constructors ---- */
 
@@ -717,6 +908,7 @@ static int new_filled(lua_State *L, double value)
     int64_t shape[SPK_MAX_DIMS];
     int next = spk_lua_checkshape(L, 1, &ndim, shape, false);
     spk_dtype dtype = spk_lua_optdtype(L, next, SPK_F32);
+    spk_lua_check_end(L, next + 1);
     spk_lua_pushtensor(L, spk_tensor_full(dtype, ndim, shape, value));
     return 1;
 }
@@ -734,12 +926,20 @@ static int module_full(lua_State *L)
         value_arg = spk_lua_checkshape(L, 1, &ndim, shape, false);
     } else {
         int top = lua_gettop(L);
+        while (top > 1 && lua_isnil(L, top))
+            top--;
         value_arg = lua_type(L, top) == LUA_TSTRING ? top - 1 : top;
-        read_shape(L, 1, value_arg - 1, &ndim, shape, false);
+        if (value_arg < 1)
+            value_arg = 1;
+        int after = read_shape(L, 1, value_arg - 1, &ndim, shape, false);
+        if (after < value_arg)
+            luaL_argerror(L, after, lua_pushfstring(L, "shape entry %d must be an integer, got %s", after,
+                                                    spk_lua_describe(L, after)));
     }
-    double value = luaL_checknumber(L, value_arg);
+    spk_scalar value = check_number(L, value_arg);
     spk_dtype dtype = spk_lua_optdtype(L, value_arg + 1, SPK_F32);
-    spk_lua_pushtensor(L, spk_tensor_full(dtype, ndim, shape, value));
+    spk_lua_check_end(L, value_arg + 2);
+    spk_lua_pushtensor(L, spk_tensor_full_scalar(dtype, ndim, shape, value));
     return 1;
 }
 
@@ -751,13 +951,14 @@ static int module_arange(lua_State *L)
     while (n < 3 && lua_type(L, n + 1) == LUA_TNUMBER)
         n++;
     if (n == 0)
-        luaL_typeerror(L, 1, "number");
+        spk_lua_typeerror(L, 1, "number");
     double start = n >= 2 ? lua_tonumber(L, 1) : 0.0;
     double stop = n >= 2 ? lua_tonumber(L, 2) : lua_tonumber(L, 1);
     double step = n == 3 ? lua_tonumber(L, 3) : 1.0;
     if (step == 0)
         luaL_argerror(L, 3, "step must not be zero");
     spk_dtype dtype = spk_lua_optdtype(L, n + 1, SPK_F32);
+    spk_lua_check_end(L, n + 2);
     spk_lua_pushtensor(L, spk_tensor_arange(dtype, start, stop, step));
     return 1;
 }
@@ -791,7 +992,7 @@ static void fill_nested(lua_State *L, spk_tensor *t, int depth, int64_t *idx)
     if (lua_type(L, -1) != LUA_TTABLE) {
         describe_path(where, sizeof where, depth, idx);
         luaL_argerror(L, 1, lua_pushfstring(L, "ragged nested table: entry %s is a %s, expected a table of %I",
-                                            where, luaL_typename(L, -1), (lua_Integer)t->shape[depth]));
+                                            where, spk_lua_typename(L, -1), (lua_Integer)t->shape[depth]));
     }
     lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
     if (len != t->shape[depth]) {
@@ -814,8 +1015,9 @@ static int module_tensor(lua_State *L)
 {
     int type = lua_type(L, 1);
     if (type != LUA_TTABLE && type != LUA_TNUMBER)
-        luaL_typeerror(L, 1, "nested table of numbers");
+        spk_lua_typeerror(L, 1, "nested table of numbers");
     spk_dtype dtype = spk_lua_optdtype(L, 2, SPK_F32);
+    spk_lua_check_end(L, 3);
     int ndim = 0;
     int64_t shape[SPK_MAX_DIMS];
     lua_pushvalue(L, 1);
@@ -847,48 +1049,154 @@ static int module_is_tensor(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg tensor_methods[] = {
-    {"close", tensor_close},
-    {"is_closed", tensor_is_closed},
-    {"shape", tensor_shape},
-    {"size", tensor_size},
-    {"dim", tensor_dim},
-    {"strides", tensor_strides},
-    {"offset", tensor_offset},
-    {"dtype", tensor_dtype},
-    {"numel", tensor_numel},
-    {"data_ptr", tensor_data_ptr},
-    {"is_contiguous", tensor_is_contiguous},
-    {"narrow", tensor_narrow},
-    {"select", tensor_select},
-    {"slice", tensor_slice},
-    {"transpose", tensor_transpose},
-    {"view", tensor_view},
-    {"reshape", tensor_reshape},
-    {"contiguous", tensor_contiguous},
-    {"clone", tensor_clone},
-    {"to", tensor_to},
-    {"fill", tensor_fill},
-    {"get", tensor_get},
-    {"set", tensor_set},
-    {"tolist", tensor_tolist},
-    {"add", tensor_add},
-    {"sub", tensor_sub},
-    {"mul", tensor_mul},
-    {"scale", tensor_scale},
-    {"abs", tensor_abs},
-    {"sum", tensor_sum},
-    {"mean", tensor_mean},
-    {"min", tensor_min},
-    {"max", tensor_max},
-    {"norm", tensor_norm},
-    {NULL, NULL},
+/* Parameters as the argument check shows them (args.h); "..." marks lists the function
+ * checks itself (spk_lua_check_end, or get/set's count of indices). */
+static const spk_lua_checked_reg tensor_methods[] = {
+    {"close", tensor_close,
+     "t:close()\nFrees the tensor's storage now (also at <close> and collection); later use is an error.",
+     ""},
+    {"is_closed", tensor_is_closed,
+     "t:is_closed() -> boolean\nWhether t was closed.",
+     ""},
+    {"shape", tensor_shape,
+     "t:shape() -> {size, ...}\nThe size of every dimension, as a new list.",
+     ""},
+    {"size", tensor_size,
+     "t:size([dim]) -> {size, ...} | integer\nThe shape as a new list, or the size of dimension dim (1-based; negative counts from the last).",
+     "dim"},
+    {"dim", tensor_dim,
+     "t:dim() -> integer\nThe number of dimensions (0 for a scalar tensor).",
+     ""},
+    {"strides", tensor_strides,
+     "t:strides() -> {stride, ...}\nElements to step per dimension in the storage.",
+     ""},
+    {"offset", tensor_offset,
+     "t:offset() -> integer\nWhere the view starts in its storage, in elements (0-based).",
+     ""},
+    {"dtype", tensor_dtype,
+     "t:dtype() -> \"f32\" | \"f64\" | \"i32\" | \"u64\"",
+     ""},
+    {"numel", tensor_numel,
+     "t:numel() -> integer\nThe number of elements.",
+     ""},
+    {"data_ptr", tensor_data_ptr,
+     "t:data_ptr() -> integer\nThe address of the first element (host or device), for kernels and debugging.",
+     ""},
+    {"is_contiguous", tensor_is_contiguous,
+     "t:is_contiguous() -> boolean\nWhether the elements are dense in row-major order.",
+     ""},
+    {"narrow", tensor_narrow,
+     "t:narrow(dim, start, length) -> view\n"
+     "The `length` entries of dimension dim from index start (1-based), sharing t's storage.",
+     "dim, start, length"},
+    {"select", tensor_select,
+     "t:select(dim, index) -> view\nEntry `index` (1-based) of dimension dim, that dimension removed; shares storage.",
+     "dim, index"},
+    {"slice", tensor_slice,
+     "t:slice(dim, first[, last = -1[, step = 1]]) -> view\n"
+     "Entries first..last of dimension dim by step, bounds inclusive and 1-based like string.sub (negative\n"
+     "ones count from the end); a negative step walks backwards. Shares storage.",
+     "dim, first, last, step"},
+    {"transpose", tensor_transpose,
+     "t:transpose([dim1, dim2]) -> view\nSwaps two dimensions (a 2-d tensor: 1 and 2 by default); shares storage.",
+     "dim1, dim2"},
+    {"view", tensor_view,
+     "t:view(shape) -> view\n"
+     "The same elements in another shape ({2, -1}: one size inferred); t must be contiguous (else reshape).",
+     "shape..."},
+    {"reshape", tensor_reshape,
+     "t:reshape(shape) -> tensor\nAs view, copying first when t is not contiguous.",
+     "shape..."},
+    {"contiguous", tensor_contiguous,
+     "t:contiguous() -> tensor\nA dense row-major copy (t itself when it already is).",
+     ""},
+    {"clone", tensor_clone,
+     "t:clone() -> tensor\nA copy with its own storage, on t's device.",
+     ""},
+    {"to", tensor_to,
+     "t:to(dtype | \"cuda\" | \"cuda:N\" | \"cpu\"[, stream]) -> tensor\n"
+     "A copy converted to dtype (\"f32\", \"f64\", \"i32\", \"u64\"), or moved to a device.",
+     "dtype or device"},
+    {"fill", tensor_fill,
+     "t:fill(value) -> t\nSets every element to value (host tensors).",
+     "value"},
+    {"get", tensor_get,
+     "t:get(i, j, ...) -> number\nThe element at 1-based indices, one per dimension (host tensors).",
+     "index..."},
+    {"set", tensor_set,
+     "t:set(i, j, ..., value) -> t\nStores value at 1-based indices, one per dimension (exact for i32 and u64).",
+     "index..., value"},
+    {"tolist", tensor_tolist,
+     "t:tolist() -> nested tables\nThe elements as nested Lua lists (a number for a 0-d tensor).",
+     ""},
+    {"add", tensor_add,
+     "t:add(u) -> tensor\nElementwise t + u, u a tensor or a number, with NumPy's broadcasting and dtype promotion; also t + u.",
+     "other"},
+    {"sub", tensor_sub,
+     "t:sub(u) -> tensor\nElementwise t - u, broadcast and promoted as add; also t - u.",
+     "other"},
+    {"mul", tensor_mul,
+     "t:mul(u) -> tensor\nElementwise t * u, broadcast and promoted as add; also t * u.",
+     "other"},
+    {"div", tensor_div,
+     "t:div(u) -> tensor\nElementwise true division t / u (f32 for f32 operands, else f64); also t / u.",
+     "other"},
+    {"eq", tensor_eq_method,
+     "t:eq(u) -> tensor\nElementwise t == u as an i32 tensor of 1 and 0 (broadcast; exact for integers).",
+     "other"},
+    {"ne", tensor_ne,
+     "t:ne(u) -> tensor\nElementwise t ~= u as i32 1 and 0.",
+     "other"},
+    {"lt", tensor_lt,
+     "t:lt(u) -> tensor\nElementwise t < u as i32 1 and 0.",
+     "other"},
+    {"le", tensor_le,
+     "t:le(u) -> tensor\nElementwise t <= u as i32 1 and 0.",
+     "other"},
+    {"gt", tensor_gt,
+     "t:gt(u) -> tensor\nElementwise t > u as i32 1 and 0.",
+     "other"},
+    {"ge", tensor_ge,
+     "t:ge(u) -> tensor\nElementwise t >= u as i32 1 and 0.",
+     "other"},
+    {"scale", tensor_scale,
+     "t:scale(number) -> tensor\nEvery element times number.",
+     "factor"},
+    {"neg", tensor_neg,
+     "t:neg() -> tensor\nElementwise -t (integers wrap); also -t.",
+     ""},
+    {"abs", tensor_abs,
+     "t:abs() -> tensor\nElementwise absolute value.",
+     ""},
+    {"sum", tensor_sum,
+     "t:sum([dim[, keepdim]]) -> number | tensor\nThe sum of every element, or over dimension dim (1-based, negative from the end) as a tensor,\nthat dimension kept with size 1 when keepdim (i32 sums are f64).",
+     "dim, keepdim"},
+    {"mean", tensor_mean,
+     "t:mean([dim[, keepdim]]) -> number | tensor\nThe mean of every element, or over dimension dim, as sum.",
+     "dim, keepdim"},
+    {"min", tensor_min,
+     "t:min([dim[, keepdim]]) -> number | tensor, positions\nThe smallest element, or over dimension dim the smallest values and their 1-based positions.",
+     "dim, keepdim"},
+    {"max", tensor_max,
+     "t:max([dim[, keepdim]]) -> number | tensor, positions\nThe largest element, or over dimension dim the largest values and their 1-based positions.",
+     "dim, keepdim"},
+    {"argmin", tensor_argmin,
+     "t:argmin([dim[, keepdim]]) -> integer | tensor\nThe 1-based position of the smallest element (row-major), or along dim as an i32 tensor.",
+     "dim, keepdim"},
+    {"argmax", tensor_argmax,
+     "t:argmax([dim[, keepdim]]) -> integer | tensor\nThe 1-based position of the largest element (row-major), or along dim as an i32 tensor.",
+     "dim, keepdim"},
+    {"norm", tensor_norm,
+     "t:norm([p = 2[, dim[, keepdim]]]) -> number | tensor\nThe p-norm of every element or over dim: p = 2, 1, any p > 0, 0 (non-zeros), math.huge (max |x|)\nor -math.huge (min |x|).",
+     "p, dim, keepdim"},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const luaL_Reg tensor_metamethods[] = {
     {"__gc", tensor_release},
     {"__close", tensor_release},
     {"__tostring", tensor_tostring},
+    {"__newindex", tensor_newindex},
     {"__len", tensor_len},
     {"__eq", tensor_eq},
     {"__add", tensor_add_mm},
@@ -896,28 +1204,73 @@ static const luaL_Reg tensor_metamethods[] = {
     {"__mul", tensor_mul_mm},
     {"__div", tensor_div_mm},
     {"__unm", tensor_unm_mm},
+    {"__idiv", tensor_idiv_mm},
+    {"__mod", tensor_mod_mm},
+    {"__pow", tensor_pow_mm},
+    {"__concat", tensor_concat_mm},
+    {"__band", tensor_bitwise_mm},
+    {"__bor", tensor_bitwise_mm},
+    {"__bxor", tensor_bitwise_mm},
+    {"__shl", tensor_bitwise_mm},
+    {"__shr", tensor_bitwise_mm},
+    {"__bnot", tensor_bitwise_mm},
+    {"__lt", tensor_lt_mm},
+    {"__le", tensor_le_mm},
+    {"__call", tensor_call_mm},
     {NULL, NULL},
 };
 
-static const luaL_Reg module_functions[] = {
-    {"tensor", module_tensor},
-    {"zeros", module_zeros},
-    {"ones", module_ones},
-    {"full", module_full},
-    {"arange", module_arange},
-    {"is_tensor", module_is_tensor},
-    {NULL, NULL},
+static const spk_lua_checked_reg module_functions[] = {
+    {"tensor", module_tensor,
+     "spk.tensor(nested_table[, dtype = \"f32\"]) -> tensor\n"
+     "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor.",
+     "values, dtype"},
+    {"zeros", module_zeros,
+     "spk.zeros(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of zeros; shape is {2, 3} or 2, 3.",
+     "shape..., dtype"},
+    {"ones", module_ones,
+     "spk.ones(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of ones; shape is {2, 3} or 2, 3.",
+     "shape..., dtype"},
+    {"full", module_full,
+     "spk.full(shape, value[, dtype = \"f32\"]) -> tensor\nA host tensor with every element value.",
+     "shape..., value, dtype"},
+    {"arange", module_arange,
+     "spk.arange([start = 0, ]stop[, step = 1][, dtype = \"f32\"]) -> tensor\n"
+     "The 1-d tensor start, start + step, ... up to but not including stop, as NumPy's arange.",
+     "start, stop, step, dtype"},
+    {"is_tensor", module_is_tensor,
+     "spk.is_tensor(value) -> boolean\nWhether value is a tensor (open or closed).",
+     "value"},
+    {NULL, NULL, NULL, NULL},
 };
+
+static bool tensor_closed(lua_State *L, int idx)
+{
+    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
+    return u && !u->t;
+}
+
+static const spk_lua_self tensor_self = {"tensor", tensor_closed};
+
+#define TENSOR_DOC \
+    "tensor: an n-d array (up to 8 dims) of f32, f64, i32 or u64 on the host or a CUDA device.\n" \
+    "Dims and indices are 1-based. Views (narrow, select, slice, transpose, view) share storage;\n" \
+    "t.device is \"cpu\" or \"cuda:N\"; #t is the first dimension's size; + - * / work elementwise."
 
 void spk_open_tensor(lua_State *L, int module)
 {
     /* The methods table lives in the registry so other areas can extend it;
      * an existing one is kept (and so are methods others added to it). */
     spk_lua_push_tensor_methods(L);
-    luaL_setfuncs(L, tensor_methods, 0);
+    spk_lua_setfuncs_checked(L, tensor_methods, &tensor_self);
     int methods = lua_gettop(L);
+    spk_lua_settype(L, SPK_TENSOR_MT, methods, TENSOR_DOC);
 
-    luaL_newmetatable(L, SPK_TENSOR_MT); /* sets __name */
+    luaL_newmetatable(L, SPK_TENSOR_MT);
+    /* The name Lua's own messages use ("number expected, got tensor"); the
+     * registry key stays SPK_TENSOR_MT. */
+    lua_pushliteral(L, "tensor");
+    lua_setfield(L, -2, "__name");
     luaL_setfuncs(L, tensor_metamethods, 0);
     lua_pushvalue(L, methods);
     lua_pushcclosure(L, tensor_index, 1);
@@ -925,7 +1278,7 @@ void spk_open_tensor(lua_State *L, int module)
     lua_pop(L, 2);
 
     lua_pushvalue(L, module);
-    luaL_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     static const char *const dtypes[] = {"f32", "f64", "i32", "u64"};
     lua_createtable(L, 4, 0);
     for (int i = 0; i < 4; i++) {

@@ -6,12 +6,22 @@
 #define SPK_CHECK_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_tests_passed, check_tests_failed, check_current_failed;
 
 #define TEST(name) static void name(void)
+
+/* Whether to print measurements beside the results (SPK_VERBOSE set and not
+ * "0"): make test leaves them out, so its output reads as a test report. */
+static inline bool check_verbose(void)
+{
+    const char *v = getenv("SPK_VERBOSE");
+    return v && *v && strcmp(v, "0") != 0;
+}
 
 #define CHECK(cond)                                                              \
     do {                                                                         \

@@ -304,7 +304,7 @@ TEST(defines_name_every_macro)
     CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &c, units, 5) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units must be 4, 8, 16 or 32");
     CHECK(spk_kernel_option_index(&spk_persistent_family, "gather") < 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "unknown kernel option 'gather' (backend persistent takes hidden, units,");
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'gather' (known: hidden, units,");
 }
 
 /* Options left out take the batch's default: all of it when none is

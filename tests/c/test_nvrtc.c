@@ -2,11 +2,13 @@
  * the no-device errors: everything in src/cuda that needs no GPU. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -110,6 +112,28 @@ TEST(every_kernel_compiles_for_sm80_and_sm90)
     }
     closedir(d);
     CHECK(compiled >= 4); /* selftest.cu and lstm_recurrence.cu, two arches each */
+}
+
+/* The 3xtf32 gemm's two forms as the gemm compiles them: the wgmma form for
+ * sm_90a holds the real kernel (for other targets it is a trap, a few KB). */
+TEST(gemm_3xtf32_forms_compile)
+{
+    char dir[512];
+    use_cache_dir("gemm-3xtf32", dir, sizeof dir);
+    spk_module *mma = spk_gemm_3xtf32_compile("sm_80");
+    spk_module *wg = spk_gemm_3xtf32_wgmma_compile();
+    CHECK(mma != NULL && wg != NULL);
+    if (!mma || !wg) {
+        fprintf(stderr, "  %s\n", spk_last_error());
+    } else {
+        size_t mma_bytes = 0, wg_bytes = 0;
+        spk_module_code(mma, &mma_bytes);
+        spk_module_code(wg, &wg_bytes);
+        CHECK(strcmp(spk_module_arch(wg), "sm_90a") == 0);
+        CHECK(wg_bytes > 32768 && mma_bytes > 32768);
+    }
+    spk_module_release(mma);
+    spk_module_release(wg);
 }
 
 TEST(compute_arch_gives_ptx_for_that_target)
@@ -372,6 +396,364 @@ TEST(unwritable_cache_warns_once)
     CHECK(!info.writable);
 }
 
+/* Runs fn with stderr going to a file; returns how many lines of it contain
+ * `needle` (the warning's text). */
+static int count_stderr(void (*fn)(void *), void *ctx, const char *needle, char *last, size_t last_size)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s/stderr-%d.txt", tmp_root, (int)getpid());
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    fn(ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(log, "r");
+    int n = 0;
+    char line[2048];
+    if (last)
+        last[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, needle)) {
+            n++;
+            if (last)
+                snprintf(last, last_size, "%s", line);
+        }
+    }
+    if (f)
+        fclose(f);
+    unlink(log);
+    return n;
+}
+
+typedef struct compile_run {
+    spk_compile_options o;
+    spk_module *m[2];
+} compile_run;
+
+static void compile_twice(void *ctx)
+{
+    compile_run *r = ctx;
+    r->m[0] = spk_compile(&r->o);
+    r->m[1] = spk_compile(&r->o);
+}
+
+/* cache_clear removes the cache's entries and temporary files and nothing
+ * else; cache_info counts only entries. */
+TEST(cache_touches_only_its_own_files)
+{
+    char dir[512], path[900];
+    use_cache_dir("own-files", dir, sizeof dir);
+    spk_define defs[] = {{"SCALE", "7.0f"}};
+    spk_compile_options o = {.source = SAXPY, .defines = defs, .ndefines = 1, .arch = "sm_90"};
+    spk_module *m = spk_compile(&o);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    const char *key = spk_module_key(m);
+    const char *foreign[] = {"firmware.bin", "notes.txt", "0123.bin",
+                             /* a cache-like name without the cache's header */
+                             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bin"};
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, foreign[i]);
+        write_text(path, "the user's own bytes\n");
+    }
+    snprintf(path, sizeof path, "%s/%s.bin.tmp.123.abc", dir, key); /* a writer's leftover */
+    write_text(path, "");
+    spk_cache_info info;
+    spk_cache_get_info(&info);
+    CHECK(info.entries == 1);
+    CHECK(spk_cache_clear() == 0);
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, foreign[i]);
+        CHECK(access(path, F_OK) == 0);
+    }
+    snprintf(path, sizeof path, "%s/%s.bin", dir, key);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/%s.bin.tmp.123.abc", dir, key);
+    CHECK(access(path, F_OK) != 0);
+    spk_module_release(m);
+}
+
+/* A folder the cache makes is private; a folder others can write, or that
+ * another user owns, is refused with one warning, and compiles go on
+ * without reading or writing it. */
+TEST(cache_folder_must_be_private)
+{
+    char dir[512];
+    use_cache_dir("private/made/here", dir, sizeof dir);
+    spk_cache_info info;
+    spk_cache_get_info(&info);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
+    char parent[600];
+    snprintf(parent, sizeof parent, "%s/private/made", tmp_root);
+    CHECK(stat(parent, &st) == 0 && (st.st_mode & 0777) == 0700);
+
+    const char *modes[] = {"others", "group"};
+    for (int i = 0; i < 2; i++) {
+        char shared[512];
+        snprintf(shared, sizeof shared, "%s/shared-%s", tmp_root, modes[i]);
+        mkdir(shared, 0700);
+        chmod(shared, i == 0 ? 0777 : 0770);
+        setenv("SPK_CACHE_DIR", shared, 1);
+        spk_cache_reset();
+        spk_define defs[] = {{"SCALE", "8.0f"}};
+        compile_run r = {.o = {.source = SAXPY, .defines = defs, .ndefines = 1, .arch = "sm_90"}};
+        char last[2048];
+        int warnings = count_stderr(compile_twice, &r, "spk: warning: kernel cache", last, sizeof last);
+        CHECK(warnings == 1);
+        CHECK_STR_CONTAINS(last, "is not safe: it can be written by");
+        CHECK(r.m[0] && r.m[1] && !spk_module_from_cache(r.m[1]));
+        CHECK(count_entries(shared, ".bin") == 0);
+        spk_cache_get_info(&info);
+        CHECK(!info.writable && info.entries == 0);
+        CHECK(spk_cache_clear() == -1);
+        CHECK_STR_CONTAINS(spk_last_error(), "is not in use");
+        spk_module_release(r.m[0]);
+        spk_module_release(r.m[1]);
+    }
+
+    /* Owned by someone else: as root, a folder given to another uid; as
+     * another user, the root-owned filesystem root. */
+    char other[512];
+    if (geteuid() == 0) {
+        snprintf(other, sizeof other, "%s/someone-else", tmp_root);
+        mkdir(other, 0700);
+        CHECK(chown(other, 65534, 65534) == 0);
+    } else {
+        snprintf(other, sizeof other, "/");
+    }
+    setenv("SPK_CACHE_DIR", other, 1);
+    spk_cache_reset();
+    spk_define defs[] = {{"SCALE", "9.0f"}};
+    compile_run r = {.o = {.source = SAXPY, .defines = defs, .ndefines = 1, .arch = "sm_90"}};
+    char last[2048];
+    CHECK(count_stderr(compile_twice, &r, "spk: warning: kernel cache", last, sizeof last) == 1);
+    CHECK_STR_CONTAINS(last, "is owned by uid");
+    CHECK(r.m[0] && r.m[1] && !spk_module_from_cache(r.m[1]));
+    CHECK(count_entries(other, ".bin") == 0);
+    spk_module_release(r.m[0]);
+    spk_module_release(r.m[1]);
+}
+
+/* With HOME unset the folder is the password database's home, never the
+ * shared /tmp/.cache/spk. */
+TEST(cache_without_home_is_not_shared)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsetenv("HOME");
+        unsetenv("XDG_CACHE_HOME");
+        unsetenv("SPK_CACHE_DIR");
+        spk_cache_reset();
+        spk_cache_info info;
+        spk_cache_get_info(&info);
+        _exit(strncmp(info.dir, "/tmp/.cache", 11) == 0 ? 1 : strstr(info.dir, "/.cache/spk") || strstr(info.dir, "spk-cache-") ? 0 : 2);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void compile_once(void *ctx)
+{
+    compile_run *r = ctx;
+    r->m[0] = spk_compile(&r->o);
+}
+
+/* A folder path too long for PATH_MAX: a warning, no cache, and nothing
+ * written to the current folder; a long path that fits works, entries and
+ * all (they are reached relative to the folder). */
+TEST(cache_folder_near_path_max)
+{
+    char cwd[PATH_MAX];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    char work[600];
+    snprintf(work, sizeof work, "%s/cwd", tmp_root);
+    mkdir(work, 0700);
+    CHECK(chdir(work) == 0);
+    char *long_dir = malloc(PATH_MAX + 512);
+    int n = snprintf(long_dir, PATH_MAX + 512, "%s", tmp_root);
+    while (n < PATH_MAX + 100)
+        n += snprintf(long_dir + n, (size_t)(PATH_MAX + 512 - n), "/%0200d", 0);
+    spk_cache_set_dir(long_dir);
+    spk_define defs[] = {{"SCALE", "10.0f"}};
+    compile_run r = {.o = {.source = SAXPY, .defines = defs, .ndefines = 1, .arch = "sm_90"}};
+    char last[2048];
+    CHECK(count_stderr(compile_once, &r, "spk: warning: kernel cache", last, sizeof last) == 1);
+    CHECK_STR_CONTAINS(last, "path is too long");
+    CHECK(r.m[0] != NULL);
+    spk_module_release(r.m[0]);
+    DIR *d = opendir(work);
+    int names = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        names += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d)
+        closedir(d);
+    CHECK(names == 0); /* no ./.tmp.<pid>.<tid>, no entry */
+    spk_cache_info info;
+    spk_cache_get_info(&info);
+    CHECK(!info.writable);
+
+    /* About 4000 bytes: entry paths would pass PATH_MAX, the folder's does not. */
+    n = snprintf(long_dir, PATH_MAX + 512, "%s", tmp_root);
+    while (n < PATH_MAX - 300)
+        n += snprintf(long_dir + n, (size_t)(PATH_MAX + 512 - n), "/%0200d", 1);
+    n += snprintf(long_dir + n, (size_t)(PATH_MAX + 512 - n), "/%0*d", PATH_MAX - 40 - n, 2);
+    CHECK(n < PATH_MAX && n + 70 > PATH_MAX);
+    spk_cache_set_dir(long_dir);
+    spk_module *a = spk_compile(&r.o), *b = spk_compile(&r.o);
+    CHECK(a && b && !spk_module_from_cache(a) && spk_module_from_cache(b));
+    spk_cache_get_info(&info);
+    CHECK(info.writable && info.entries == 1);
+    spk_module_release(a);
+    spk_module_release(b);
+    CHECK(spk_cache_clear() == 0);
+    spk_cache_set_dir(NULL);
+    CHECK(chdir(cwd) == 0);
+    free(long_dir);
+}
+
+/* An entry records its key: a valid entry copied to another key's name is
+ * refused with a warning and recompiled. */
+TEST(cache_entry_is_checked_against_its_key)
+{
+    char dir[512];
+    use_cache_dir("keys", dir, sizeof dir);
+    spk_define d1[] = {{"SCALE", "11.0f"}}, d2[] = {{"SCALE", "12.0f"}};
+    spk_compile_options a = {.source = SAXPY, .defines = d1, .ndefines = 1, .arch = "sm_90"};
+    spk_compile_options b = a;
+    b.defines = d2;
+    char key_b[65];
+    CHECK(spk_compile_key(&b, key_b) == 0);
+    spk_module *ma = spk_compile(&a);
+    CHECK(ma != NULL);
+    if (!ma)
+        return;
+    char from[900], to[900], cmd[2000];
+    snprintf(from, sizeof from, "%s/%s.bin", dir, spk_module_key(ma));
+    snprintf(to, sizeof to, "%s/%s.bin", dir, key_b);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    CHECK(system(cmd) == 0);
+    compile_run r = {.o = b};
+    char last[2048];
+    CHECK(count_stderr(compile_once, &r, "was made for another key", last, sizeof last) == 1);
+    CHECK(r.m[0] && !spk_module_from_cache(r.m[0]));
+    spk_cache_info info;
+    spk_cache_get_info(&info);
+    CHECK(info.rejected == 1);
+    spk_module *again = spk_compile(&b);
+    CHECK(again && spk_module_from_cache(again)); /* rewritten for its own key */
+    spk_module_release(again);
+    spk_module_release(r.m[0]);
+    spk_module_release(ma);
+}
+
+/* NVRTC options that write or read files, or yield no cubin, are refused
+ * before NVRTC runs; the ones that change only the code pass. */
+TEST(compile_options_that_touch_files_are_refused)
+{
+    char dir[512];
+    use_cache_dir("options", dir, sizeof dir);
+    char time_file[600];
+    snprintf(time_file, sizeof time_file, "--time=%s/time.csv", tmp_root);
+    const char *refused[] = {time_file, "--create-pch=x.pch", "--pch", "--pch-dir=/tmp", "--use-pch=x.pch",
+                             "--fdevice-time-trace=t.json", "--pre-include=x.h", "-include=x.h", "-dlto",
+                             "--dlink-time-opt", "--gen-opt-lto", "--optix-ir", "--fdevice-syntax-only", "-rdc=true",
+                             "-dc", "--device-c", "-arch=sm_80", "--gpu-architecture=sm_80", "--bogus", "-I",
+                             "--ptxas-options=-o", "--ptxas-options=--output-file=x", "-lineinfo=1"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        const char *opt[] = {refused[i]};
+        spk_compile_options o = {.source = "extern \"C\" __global__ void k() {}\n", .arch = "sm_90", .options = opt,
+                                 .noptions = 1};
+        spk_module *m = spk_compile(&o);
+        CHECK(m == NULL);
+        if (m)
+            fprintf(stderr, "  accepted: %s\n", refused[i]);
+        CHECK_STR_CONTAINS(spk_last_error(), refused[i]);
+        char key[65];
+        CHECK(spk_compile_key(&o, key) == -1);
+        spk_module_release(m);
+    }
+    snprintf(time_file, sizeof time_file, "%s/time.csv", tmp_root);
+    CHECK(access(time_file, F_OK) != 0);
+    const char *accepted[] = {"-lineinfo", "-G", "--ptxas-options=-v", "-Xptxas=--warn-on-spills", "--maxrregcount=64",
+                              "--ftz=true", "--use_fast_math", "--std=c++17", "-DX=1", "-UX", "--dopt=on",
+                              "--diag-suppress=177", "-w"};
+    for (size_t i = 0; i < sizeof accepted / sizeof *accepted; i++) {
+        const char *opt[] = {accepted[i]};
+        spk_compile_options o = {.source = "extern \"C\" __global__ void k(float *p) { p[0] = 1; }\n", .arch = "sm_90",
+                                 .options = opt, .noptions = 1, .no_cache = true};
+        spk_module *m = spk_compile(&o);
+        CHECK(m != NULL);
+        if (!m)
+            fprintf(stderr, "  refused: %s: %s\n", accepted[i], spk_last_error());
+        spk_module_release(m);
+    }
+}
+
+/* Sources and includes: a folder, a FIFO, a NUL, a file over 16 MiB, and
+ * more included files than the bound, each an error naming the file. */
+TEST(sources_and_includes_are_bounded)
+{
+    char path[600], fifo[600];
+    snprintf(path, sizeof path, "%s/with-nul.cu", tmp_root);
+    FILE *f = fopen(path, "wb");
+    fwrite("extern \"C\" __global__ void k() {}\0junk", 1, 38, f);
+    fclose(f);
+    spk_compile_options o = {.file = path, .arch = "sm_90", .no_cache = true};
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "with-nul.cu: holds a NUL byte at offset 33");
+    o.file = tmp_root;
+    CHECK(spk_compile(&o) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "not a regular file (a folder)");
+    snprintf(fifo, sizeof fifo, "%s/pipe.cuh", tmp_root);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    char src[800];
+    snprintf(src, sizeof src, "#include \"%s\"\nextern \"C\" __global__ void k() {}\n", fifo);
+    spk_compile_options inc = {.source = src, .arch = "sm_90", .no_cache = true};
+    CHECK(spk_compile(&inc) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "pipe.cuh: not a regular file (a FIFO)");
+    snprintf(path, sizeof path, "%s/big.cuh", tmp_root);
+    CHECK(truncate(path, 0) == 0 || (fclose(fopen(path, "w")), 1));
+    CHECK(truncate(path, (off_t)17 << 20) == 0);
+    snprintf(src, sizeof src, "#include \"%s\"\n", path);
+    CHECK(spk_compile(&inc) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "big.cuh: larger than the 16 MiB limit for an included file");
+    /* 300 distinct files included: more than the bound of 256. */
+    char *many = malloc(300 * 700);
+    size_t at = 0;
+    for (int i = 0; i < 300; i++) {
+        char name[700];
+        snprintf(name, sizeof name, "%s/part%d.cuh", tmp_root, i);
+        write_text(name, "\n");
+        at += (size_t)snprintf(many + at, 300 * 700 - at, "#include \"%s\"\n", name);
+    }
+    inc.source = many;
+    CHECK(spk_compile(&inc) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "more than 256 files included");
+    free(many);
+    /* 2 MiB of unterminated "#include <" lines: the scan stays linear. */
+    size_t big = (size_t)2 << 20;
+    char *lines = malloc(big + 1);
+    for (size_t i = 0; i < big; i += 11)
+        memcpy(lines + i, "#include <\n", i + 11 <= big ? 11 : big - i);
+    lines[big] = '\0';
+    spk_compile_options scan = {.source = lines, .arch = "sm_90"};
+    char key[65];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(spk_compile_key(&scan, key) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 2.0);
+    free(lines);
+}
+
 TEST(pack_args_checks_count_and_sizes)
 {
     spk_arg args[4] = {{.kind = SPK_ARG_U32, .v.u32 = 7},
@@ -551,6 +933,7 @@ int main(void)
     }
     RUN(sha256_known_vectors);
     RUN(every_kernel_compiles_for_sm80_and_sm90);
+    RUN(gemm_3xtf32_forms_compile);
     RUN(compute_arch_gives_ptx_for_that_target);
     RUN(compile_error_carries_nvrtc_log);
     RUN(include_from_kernel_dir_and_toolkit);
@@ -558,6 +941,13 @@ int main(void)
     RUN(cache_hits_then_recompiles_corrupt_entries);
     RUN(cache_concurrent_writers);
     RUN(unwritable_cache_warns_once);
+    RUN(cache_touches_only_its_own_files);
+    RUN(cache_folder_must_be_private);
+    RUN(cache_without_home_is_not_shared);
+    RUN(cache_folder_near_path_max);
+    RUN(cache_entry_is_checked_against_its_key);
+    RUN(compile_options_that_touch_files_are_refused);
+    RUN(sources_and_includes_are_bounded);
     RUN(pack_args_checks_count_and_sizes);
     RUN(gemm_checks_shapes_without_a_gpu);
     RUN(gemm_checks_batches_without_a_gpu);

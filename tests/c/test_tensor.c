@@ -55,9 +55,20 @@ TEST(creation_and_shape_checks)
     CHECK(spk_tensor_new(SPK_F32, 9, nine) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "[0, 8]");
 
-    spk_tensor *f = spk_tensor_full(SPK_I32, 2, shape, 7.9);
+    spk_tensor *f = spk_tensor_full(SPK_I32, 2, shape, 7.0);
     CHECK(f && at2(f, 1, 2) == 7.0);
     spk_tensor_free(f);
+    /* an integer dtype takes no fraction and nothing out of its range */
+    CHECK(spk_tensor_full(SPK_I32, 2, shape, 7.9) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "full: i32 needs an integer, got 7.9");
+    CHECK(spk_tensor_full(SPK_I32, 2, shape, NAN) == NULL);
+    CHECK(spk_tensor_full(SPK_I32, 2, shape, 2147483648.0) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "does not fit in i32");
+    CHECK(spk_tensor_full(SPK_U64, 2, shape, -1.0) == NULL);
+    CHECK(spk_tensor_full_scalar(SPK_I32, 2, shape, spk_scalar_int(INT64_C(1) << 40)) == NULL);
+    spk_tensor *umax = spk_tensor_full_scalar(SPK_U64, 2, shape, spk_scalar_int(-1)); /* 2^64 - 1 */
+    CHECK(umax && ((uint64_t *)spk_tensor_data(umax))[5] == UINT64_MAX);
+    spk_tensor_free(umax);
 
     spk_tensor *scalar = spk_tensor_full(SPK_F64, 0, NULL, 2.5);
     CHECK(scalar && spk_tensor_numel(scalar) == 1 && spk_tensor_get_f64(scalar, NULL) == 2.5);
@@ -71,6 +82,13 @@ TEST(creation_and_shape_checks)
     CHECK(down && down->shape[0] == 3 && spk_tensor_flat_get(down, 2) == 1.0);
     spk_tensor_free(down);
     CHECK(spk_tensor_arange(SPK_F32, 0, 1, 0) == NULL);
+    CHECK(spk_tensor_arange(SPK_F32, 0, NAN, 1) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "finite");
+    CHECK(spk_tensor_arange(SPK_I32, 0, 1, 0.25) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "i32 needs an integer start and step");
+    CHECK(spk_tensor_arange(SPK_I32, 0, 4e9, 1e9) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "does not fit in i32");
+    CHECK(spk_tensor_arange(SPK_U64, -2, 2, 1) == NULL);
 }
 
 TEST(views_share_storage)
@@ -303,8 +321,14 @@ TEST(elementwise_known_values)
     CHECK(ab && at2(ab, 2, 1) == 3.0);
     int64_t s3[1] = {3};
     spk_tensor *wrong = spk_tensor_new(SPK_F32, 1, s3);
-    CHECK(spk_tensor_add(a, wrong) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "shapes differ");
+    spk_tensor *row_added = spk_tensor_add(a, wrong); /* [2, 3] + [3] broadcasts */
+    CHECK(row_added && row_added->ndim == 2 && at2(row_added, 1, 2) == 6);
+    spk_tensor_free(row_added);
+    int64_t s4[1] = {4};
+    spk_tensor *four = spk_tensor_new(SPK_F32, 1, s4);
+    CHECK(spk_tensor_add(a, four) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "add: shapes [2, 3] and [4] do not broadcast");
+    spk_tensor_free(four);
 
     spk_tensor *ia = spk_tensor_arange(SPK_I32, -3, 3, 1);
     spk_tensor *iab = spk_tensor_abs(ia);
@@ -338,6 +362,184 @@ TEST(reductions_known_values)
     spk_tensor_free(e);
     spk_tensor_free(col);
     spk_tensor_free(a);
+}
+
+/* A 1-d tensor of dtype d holding the doubles v[0..n-1]. */
+static spk_tensor *vec(spk_dtype d, int64_t n, const double *v)
+{
+    spk_tensor *t = spk_tensor_new(d, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        spk_tensor_set_f64(t, &i, v[i]);
+    return t;
+}
+
+TEST(promotion_table_and_scalars)
+{
+    const spk_dtype all[4] = {SPK_F32, SPK_F64, SPK_I32, SPK_U64};
+    /* NumPy's np.result_type for these dtypes, row a, column b */
+    const spk_dtype want[4][4] = {{SPK_F32, SPK_F64, SPK_F64, SPK_F64},
+                                  {SPK_F64, SPK_F64, SPK_F64, SPK_F64},
+                                  {SPK_F64, SPK_F64, SPK_I32, SPK_F64},
+                                  {SPK_F64, SPK_F64, SPK_F64, SPK_U64}};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            CHECK(spk_dtype_promote(all[i], all[j]) == want[i][j]);
+            spk_dtype div = spk_binop_dtype(SPK_OP_DIV, all[i], all[j]);
+            CHECK(div == (want[i][j] == SPK_F32 ? SPK_F32 : SPK_F64));
+            CHECK(spk_binop_dtype(SPK_OP_LT, all[i], all[j]) == SPK_I32);
+        }
+    spk_dtype d;
+    CHECK(spk_scalar_dtype(SPK_I32, spk_scalar_int(3), &d) == 0 && d == SPK_I32);
+    CHECK(spk_scalar_dtype(SPK_I32, spk_scalar_float(0.5), &d) == 0 && d == SPK_F64);
+    CHECK(spk_scalar_dtype(SPK_F32, spk_scalar_float(0.1), &d) == 0 && d == SPK_F32);
+    CHECK(spk_scalar_dtype(SPK_F32, spk_scalar_int(1 << 30), &d) == 0 && d == SPK_F32);
+    CHECK(spk_scalar_dtype(SPK_I32, spk_scalar_int(INT64_C(1) << 31), &d) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "2147483648");
+    CHECK(spk_scalar_dtype(SPK_U64, spk_scalar_int(-1), &d) == -1);
+
+    const double one[2] = {1, 1}, q[2] = {0.75, 0.75};
+    spk_tensor *i = vec(SPK_I32, 2, one), *f = vec(SPK_F32, 2, q);
+    spk_tensor *mixed = spk_tensor_add(i, f); /* was i32 [1, 1] */
+    CHECK(mixed && mixed->dtype == SPK_F64 && spk_tensor_flat_get(mixed, 1) == 1.75);
+    spk_tensor *half = spk_tensor_scale(i, 0.5); /* was i32 [0, 0] */
+    CHECK(half && half->dtype == SPK_F64 && spk_tensor_flat_get(half, 0) == 0.5);
+    spk_tensor *third = spk_tensor_div(i, i);
+    CHECK(third && third->dtype == SPK_F64);
+    spk_tensor *f01 = spk_tensor_binary_scalar(SPK_OP_ADD, f, spk_scalar_float(0.1), false);
+    CHECK(f01 && f01->dtype == SPK_F32 && spk_tensor_flat_get(f01, 0) == (double)(0.75f + 0.1f));
+    spk_tensor *rsub = spk_tensor_binary_scalar(SPK_OP_SUB, i, spk_scalar_int(10), true); /* 10 - i */
+    CHECK(rsub && rsub->dtype == SPK_I32 && spk_tensor_flat_get(rsub, 0) == 9);
+    spk_tensor *rdiv = spk_tensor_binary_scalar(SPK_OP_DIV, f, spk_scalar_int(3), true); /* 3 / f */
+    CHECK(rdiv && rdiv->dtype == SPK_F32 && spk_tensor_flat_get(rdiv, 0) == (double)(3.0f / 0.75f));
+    CHECK(spk_tensor_binary_scalar(SPK_OP_ADD, i, spk_scalar_int(INT64_C(1) << 40), false) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "add: the integer 1099511627776");
+    /* comparisons with any integer are exact */
+    spk_tensor *big = spk_tensor_binary_scalar(SPK_OP_LT, i, spk_scalar_int(INT64_C(1) << 40), false);
+    CHECK(big && big->dtype == SPK_I32 && spk_tensor_flat_get(big, 0) == 1);
+    spk_tensor *u = spk_tensor_to_dtype(i, SPK_U64);
+    spk_tensor *gt = spk_tensor_binary_scalar(SPK_OP_GT, u, spk_scalar_int(-1), false);
+    CHECK(gt && spk_tensor_flat_get(gt, 0) == 1);
+    spk_tensor *list[] = {i, f, mixed, half, third, f01, rsub, rdiv, big, u, gt};
+    for (size_t k = 0; k < sizeof list / sizeof list[0]; k++)
+        spk_tensor_free(list[k]);
+}
+
+TEST(integers_wrap_and_compare)
+{
+    const double v[3] = {2147483647.0, -2147483648.0, 5};
+    spk_tensor *i = vec(SPK_I32, 3, v);
+    spk_tensor *s = spk_tensor_binary_scalar(SPK_OP_ADD, i, spk_scalar_int(1), false);
+    CHECK(s && spk_tensor_flat_get(s, 0) == -2147483648.0 && spk_tensor_flat_get(s, 2) == 6);
+    spk_tensor *n = spk_tensor_neg(i);
+    CHECK(n && n->dtype == SPK_I32 && spk_tensor_flat_get(n, 1) == -2147483648.0 && spk_tensor_flat_get(n, 2) == -5);
+    spk_tensor *u = spk_tensor_full_scalar(SPK_U64, 1, (int64_t[]){2}, spk_scalar_int(1));
+    spk_tensor *un = spk_tensor_neg(u);
+    CHECK(un && ((uint64_t *)spk_tensor_data(un))[0] == UINT64_MAX);
+    const double w[3] = {NAN, 1, 2};
+    spk_tensor *f = vec(SPK_F64, 3, w);
+    spk_tensor *eq = spk_tensor_binary(SPK_OP_EQ, f, f), *ne = spk_tensor_binary(SPK_OP_NE, f, f);
+    CHECK(eq && spk_tensor_flat_get(eq, 0) == 0 && spk_tensor_flat_get(eq, 1) == 1);
+    CHECK(ne && spk_tensor_flat_get(ne, 0) == 1 && spk_tensor_flat_get(ne, 2) == 0);
+    spk_tensor *list[] = {i, s, n, u, un, f, eq, ne};
+    for (size_t k = 0; k < sizeof list / sizeof list[0]; k++)
+        spk_tensor_free(list[k]);
+}
+
+TEST(reductions_over_dims)
+{
+    spk_tensor *a = make_2x3(); /* [[1, 2, 3], [4, 5, 6]] */
+    spk_tensor *s0 = spk_tensor_reduce(a, SPK_RED_SUM, 0, false, 0, NULL);
+    CHECK(s0 && s0->ndim == 1 && s0->shape[0] == 3 && spk_tensor_flat_get(s0, 2) == 9);
+    spk_tensor *s1 = spk_tensor_reduce(a, SPK_RED_MEAN, 1, true, 0, NULL);
+    CHECK(s1 && s1->ndim == 2 && s1->shape[0] == 2 && s1->shape[1] == 1 && at2(s1, 1, 0) == 5);
+    spk_tensor *pos = NULL;
+    spk_tensor *mx = spk_tensor_reduce(a, SPK_RED_MAX, 1, false, 0, &pos);
+    CHECK(mx && pos && pos->dtype == SPK_I32 && spk_tensor_flat_get(mx, 0) == 3 && spk_tensor_flat_get(pos, 1) == 2);
+    spk_tensor *am = spk_tensor_reduce(a, SPK_RED_ARGMIN, 0, false, 0, NULL);
+    CHECK(am && am->dtype == SPK_I32 && spk_tensor_flat_get(am, 0) == 0);
+    spk_tensor *n1 = spk_tensor_reduce(a, SPK_RED_NORM, 0, false, 1, NULL);
+    CHECK(n1 && spk_tensor_flat_get(n1, 1) == 7);
+    spk_tensor *ninf = spk_tensor_reduce(a, SPK_RED_NORM, 1, false, INFINITY, NULL);
+    CHECK(ninf && spk_tensor_flat_get(ninf, 0) == 3 && spk_tensor_flat_get(ninf, 1) == 6);
+    spk_tensor *all = spk_tensor_reduce(a, SPK_RED_SUM, SPK_ALL_DIMS, true, 0, NULL);
+    CHECK(all && all->ndim == 2 && all->shape[0] == 1 && all->shape[1] == 1 && at2(all, 0, 0) == 21);
+    spk_scalar v;
+    CHECK(spk_tensor_reduce_value(a, SPK_RED_ARGMAX, 0, &v) == 0 && v.is_integer && v.i == 5);
+    CHECK(spk_tensor_reduce_value(a, SPK_RED_NORM, 3, &v) == 0);
+    CHECK_NEAR(v.f, pow(441.0, 1.0 / 3.0), 1e-12);
+    CHECK(spk_tensor_reduce_value(a, SPK_RED_NORM, 0, &v) == 0 && v.f == 6);
+    CHECK(spk_tensor_reduce_value(a, SPK_RED_NORM, -1, &v) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "p = -1 is not supported");
+    CHECK(spk_tensor_reduce(a, SPK_RED_SUM, 2, false, 0, NULL) == NULL);
+    /* dtypes of the table in tensor.h */
+    spk_tensor *ai = spk_tensor_to_dtype(a, SPK_I32);
+    spk_tensor *si = spk_tensor_reduce(ai, SPK_RED_SUM, 0, false, 0, NULL);
+    spk_tensor *mi = spk_tensor_reduce(ai, SPK_RED_MAX, 0, false, 0, NULL);
+    CHECK(si && si->dtype == SPK_F64 && mi && mi->dtype == SPK_I32);
+    CHECK(spk_tensor_reduce_value(ai, SPK_RED_SUM, 0, &v) == 0 && v.is_integer && v.i == 21);
+    /* empty dims: sum 0, mean NaN, max an error */
+    int64_t s30[2] = {3, 0};
+    spk_tensor *e = spk_tensor_new(SPK_F32, 2, s30);
+    spk_tensor *es = spk_tensor_reduce(e, SPK_RED_SUM, 1, false, 0, NULL);
+    spk_tensor *em = spk_tensor_reduce(e, SPK_RED_MEAN, 1, false, 0, NULL);
+    CHECK(es && spk_tensor_flat_get(es, 2) == 0 && em && isnan(spk_tensor_flat_get(em, 0)));
+    CHECK(spk_tensor_reduce(e, SPK_RED_MAX, 1, false, 0, NULL) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "max over dim 1, which is empty");
+    spk_tensor *e0 = spk_tensor_reduce(e, SPK_RED_MAX, 0, false, 0, NULL); /* [0] groups of 3 */
+    CHECK(e0 && e0->shape[0] == 0);
+    /* NaN: max propagates it, argmax points at the first one */
+    const double w[4] = {1, NAN, 3, NAN};
+    spk_tensor *nanv = vec(SPK_F64, 4, w);
+    CHECK(spk_tensor_reduce_value(nanv, SPK_RED_MAX, 0, &v) == 0 && isnan(v.f));
+    CHECK(spk_tensor_reduce_value(nanv, SPK_RED_ARGMAX, 0, &v) == 0 && v.i == 1);
+    spk_tensor *list[] = {s0, s1, pos, mx, am, n1, ninf, all, ai, si, mi, e, es, em, e0, nanv, a};
+    for (size_t k = 0; k < sizeof list / sizeof list[0]; k++)
+        spk_tensor_free(list[k]);
+}
+
+TEST(view_arithmetic_is_checked)
+{
+    spk_tensor *r = spk_tensor_arange(SPK_F32, 0, 24, 1);
+    int64_t s[3] = {2, 3, 4};
+    spk_tensor *t = spk_tensor_view(r, 3, s);
+    /* a step beyond the tensor keeps one element; its stride is never formed */
+    spk_tensor *one = spk_tensor_slice(t, 0, 0, 2, INT64_MAX);
+    CHECK(one && one->shape[0] == 1 && one->strides[0] == 12);
+    spk_tensor *again = spk_tensor_slice(one, 1, 0, 3, INT64_MAX - 1);
+    CHECK(again && again->shape[1] == 1);
+    /* offsets that int64 cannot hold are errors, not wrapped values */
+    spk_tensor fake = *t;
+    fake.strides[0] = INT64_MAX / 2 + 1;
+    fake.shape[0] = 3;
+    CHECK(spk_tensor_select(&fake, 0, 2) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "overflows int64");
+    CHECK(spk_tensor_slice(&fake, 0, 0, 3, 2) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "overflows int64");
+    spk_tensor_free(again);
+    spk_tensor_free(one);
+    spk_tensor_free(t);
+    spk_tensor_free(r);
+}
+
+TEST(assign_broadcasts_and_handles_overlap)
+{
+    spk_tensor *a = make_2x3();
+    const double row[3] = {7, 8, 9};
+    spk_tensor *r = vec(SPK_F64, 3, row);
+    CHECK(spk_tensor_assign(a, r) == 0 && at2(a, 1, 2) == 9 && at2(a, 0, 0) == 7);
+    spk_tensor *shifted_src = spk_tensor_narrow(a, 1, 0, 2), *shifted_dst = spk_tensor_narrow(a, 1, 1, 2);
+    spk_tensor_set_f64(a, (int64_t[]){0, 0}, 1);
+    spk_tensor_set_f64(a, (int64_t[]){0, 1}, 2);
+    spk_tensor_set_f64(a, (int64_t[]){0, 2}, 3);
+    CHECK(spk_tensor_assign(shifted_dst, shifted_src) == 0); /* a[:, 1:] = a[:, :2] */
+    CHECK(at2(a, 0, 0) == 1 && at2(a, 0, 1) == 1 && at2(a, 0, 2) == 2);
+    int64_t two = 2;
+    spk_tensor *bad = spk_tensor_new(SPK_F32, 1, &two);
+    CHECK(spk_tensor_assign(a, bad) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "does not broadcast to [2, 3]");
+    spk_tensor *list[] = {a, r, shifted_src, shifted_dst, bad};
+    for (size_t k = 0; k < sizeof list / sizeof list[0]; k++)
+        spk_tensor_free(list[k]);
 }
 
 TEST(format_small_and_special)
@@ -402,6 +604,11 @@ int main(void)
     RUN(get_set_and_conversion);
     RUN(elementwise_known_values);
     RUN(reductions_known_values);
+    RUN(promotion_table_and_scalars);
+    RUN(integers_wrap_and_compare);
+    RUN(reductions_over_dims);
+    RUN(view_arithmetic_is_checked);
+    RUN(assign_broadcasts_and_handles_overlap);
     RUN(format_small_and_special);
     RUN(format_summarises_large);
     return CHECK_SUMMARY();

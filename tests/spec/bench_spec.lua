@@ -16,7 +16,8 @@ describe("spk.bench", function()
 
   it("checks its arguments before looking for a GPU", function()
     assert.has_error(function() spk.bench(nil) end, "bench: the first argument must be a function")
-    assert.has_error(function() spk.bench(function() end, { round = 3 }) end, "bench: unknown option 'round'")
+    assert.has_error(function() spk.bench(function() end, { round = 3 }) end,
+      "bench: unknown option 'round' (known: graph, iters, rounds, stream, warmup)")
     assert.has_error(function() spk.bench(function() end, { rounds = 0 }) end,
       "bench: rounds must be an integer >= 1, got 0")
     assert.has_error(function() spk.bench(function() end, { iters = 1.5 }) end,

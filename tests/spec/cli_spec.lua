@@ -1,5 +1,6 @@
 -- The spk program, driven from outside as a user runs it: arguments, exit
 -- statuses, error output, commands, and the REPL through standard input.
+local spk = require "spk"
 local function temp_file(text)
   local path = os.tmpname()
   if text then write_file(path, text) end
@@ -88,15 +89,20 @@ print("before", arg[-1], arg[-2])
     end)
 
     it("runs the README's quick start", function()
-      local out, err, code = run_spk({ "run", "experiments/quickstart.lua", "1" })
+      local dir = spec_tmpdir()
+      local out, err, code = run_spk({ "run", "experiments/quickstart.lua", "--batches", "1", "--out", dir })
+      local files = read_file(dir .. "/quickstart.csv")
+      os.execute("rm -rf " .. shell_quote(dir))
       assert.are.equal(0, code, err)
-      assert.matches("^stack: 4 bidirectional layers, hidden 128, input 60; x %[1, 589, 60%]\n", out)
-      assert.matches("\nbackend: %a+ %(", out)
+      assert.matches("^quickstart: results in " .. dir:gsub("%p", "%%%0") .. "/", out)
+      assert.matches("\nstack: 4 bidirectional layers, hidden 128, input 60; x %[1, 589, 60%]\n", out)
+      assert.matches("\nbackend: %a+, ", out)
       local rel = tonumber(out:match("against the f64 reference: rel_l2 (%S+),"))
       assert.is_true(rel ~= nil and rel <= 1e-4, out)
       assert.matches("\n[%d.]+ ms per forward %(median of 5%)\n", out)
       assert.matches("\nok\n$", out)
-      local _, usage, bad = run_spk({ "run", "experiments/quickstart.lua", "zero" })
+      assert.matches("^batch,backend,variant,rel_l2", files)
+      local _, usage, bad = run_spk({ "run", "experiments/quickstart.lua", "--batches", "zero" })
       assert.are.equal(2, bad)
       assert.matches("usage: spk run experiments/quickstart.lua", usage, 1, true)
     end)
@@ -318,6 +324,120 @@ print("before", arg[-1], arg[-2])
   end)
 end)
 
+-- A REPL running in the background, fed through a FIFO, so a spec can send
+-- lines, wait for output and signal the process in between.
+local function background_repl(env)
+  local dir = spec_tmpdir()
+  local r = { dir = dir, fifo = dir .. "/in", out = dir .. "/out", err = dir .. "/err" }
+  assert(os.execute("mkfifo " .. shell_quote(r.fifo)))
+  local vars = {}
+  for name, value in pairs(env or {}) do vars[#vars + 1] = name .. "=" .. shell_quote(value) end
+  local shell = io.popen(("env %s %s repl <%s >%s 2>%s & echo $!"):format(table.concat(vars, " "),
+    shell_quote(SPK), shell_quote(r.fifo), shell_quote(r.out), shell_quote(r.err)))
+  r.pid = assert(math.tointeger(tonumber(shell:read("l"))))
+  shell:close()
+  r.input = assert(io.open(r.fifo, "w")) -- returns once spk has opened the FIFO
+  function r.send(line)
+    r.input:write(line, "\n")
+    r.input:flush()
+  end
+  -- Waits until file (r.out or r.err) contains text; returns the ms waited, or nil at the deadline.
+  function r.wait_for(file, text, deadline_ms)
+    local start = spk.clock_ms()
+    repeat
+      if (read_file(file) or ""):find(text, 1, true) then return spk.clock_ms() - start end
+      os.execute("sleep 0.01")
+    until spk.clock_ms() - start > deadline_ms
+    return nil
+  end
+  function r.alive() return os.execute("kill -0 " .. r.pid .. " 2>/dev/null") == true end
+  function r.finish()
+    if r.input then r.input:close() end
+    r.input = nil
+    if r.alive() then os.execute("kill -9 " .. r.pid .. " 2>/dev/null") end
+    os.execute("rm -rf " .. shell_quote(dir))
+  end
+  return r
+end
+
+describe("the REPL keeps the user's work", function()
+  local LONG_CALL = "y = spk.lstm.reference(layers, x)" -- f64 at batch 64: seconds on any CPU
+  local SETUP = { "layers = spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 1}",
+                  "x = spk.randn({64, 589, 60}, {seed = 1})" }
+
+  it("Ctrl-C (SIGINT) stops a long C computation with \"interrupted\" at once; the session goes on", function()
+    local r = background_repl()
+    local ok, err = pcall(function()
+      for _, line in ipairs(SETUP) do r.send(line) end
+      r.send('print("started")')
+      r.send(LONG_CALL)
+      assert.is_truthy(r.wait_for(r.out, "started", 20000), "the REPL did not start")
+      os.execute("sleep 0.5") -- well inside the reference call
+      assert.is_true(os.execute("kill -INT " .. r.pid))
+      local waited = r.wait_for(r.err, "interrupted", 5000)
+      assert.is_truthy(waited, "no \"interrupted\" within 5 s: " .. tostring(read_file(r.err)))
+      -- the design bound is 100 ms (the reference polls once per step); a
+      -- loaded machine gets some margin
+      assert.is_true(waited < 1000, ("\"interrupted\" came %.0f ms after SIGINT"):format(waited))
+      assert.is_true(r.alive(), "the REPL ended")
+      r.send('print("alive", #layers, y == nil)')
+      assert.is_truthy(r.wait_for(r.out, "alive\t4\ttrue", 5000), read_file(r.out))
+      -- a second interrupt, of a Lua loop this time, works the same
+      r.send("while true do end")
+      os.execute("sleep 0.3")
+      assert.is_true(os.execute("kill -INT " .. r.pid))
+      r.send('print("again")')
+      assert.is_truthy(r.wait_for(r.out, "again", 5000), read_file(r.err))
+      assert.are.equal(2, select(2, read_file(r.err):gsub("spk: interrupted\n", "")), read_file(r.err))
+    end)
+    r.finish()
+    assert(ok, err)
+  end)
+
+  it("keeps every entry in the history file when the process is killed (kill -9)", function()
+    local history = os.tmpname()
+    os.remove(history)
+    local r = background_repl({ SPK_HISTORY = history })
+    local ok, err = pcall(function()
+      r.send("a = 1")
+      r.send("function f()")
+      r.send("return 2 end")
+      r.send('print("seen", f())')
+      assert.is_truthy(r.wait_for(r.out, "seen\t2", 10000), read_file(r.err))
+      assert.is_true(os.execute("kill -9 " .. r.pid))
+      os.execute("sleep 0.1")
+      assert.are.equal('a = 1\nfunction f()\nreturn 2 end\nprint("seen", f())\n', read_file(history))
+    end)
+    r.finish()
+    os.remove(history)
+    assert(ok, err)
+  end)
+
+  it("on a terminal, a typed Ctrl-C interrupts the call and the next line runs", function()
+    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then
+      pending("script(1) cannot make a terminal here")
+      return
+    end
+    local home = spec_tmpdir()
+    local log = home .. "/log"
+    local typing = "(sleep 0.5; printf '%s\\r'; printf '%s\\r'; printf '%s\\r'; sleep 1.5; printf '\\003';"
+      .. " sleep 0.5; printf 'print(\"after\", #layers)\\r'; sleep 0.3; printf '\\004'; sleep 0.5)"
+    typing = typing:format(SETUP[1], SETUP[2], LONG_CALL)
+    local start = spk.clock_ms()
+    -- timeout: a REPL that misses the Ctrl-C must fail the spec, not hang it
+    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home)
+      .. " timeout -s KILL 60 script -qfec " .. shell_quote(SPK .. " repl") .. " /dev/null >" .. shell_quote(log)
+      .. " 2>&1")
+    local elapsed = spk.clock_ms() - start
+    local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
+    os.execute("rm -rf " .. shell_quote(home))
+    assert.is_true(ok == true, out)
+    assert.matches("spk: interrupted\n", out, 1, true)
+    assert.matches("after\t4\n", out, 1, true)
+    assert.is_true(elapsed < 8000, ("the session took %.0f ms"):format(elapsed))
+  end)
+end)
+
 describe("spk.repl.format", function()
   local format = require("spk.repl").format
 
@@ -356,6 +476,7 @@ describe("spk info (the command module)", function()
     local code = info({}, {
       program = program,
       cuda = cuda,
+      find_dir = false,
       write = function(...) lines[#lines + 1] = table.concat { ... } end,
     })
     return table.concat(lines), code
@@ -388,6 +509,20 @@ describe("spk info (the command module)", function()
     assert.matches("CUDA driver: 13.1\n", text, 1, true)
     assert.matches("GPU 0: NVIDIA H200 (compute capability 9.0, 132 SMs, 150.0 GiB)\n"
       .. "GPU 1: Other (compute capability 8.0, 108 SMs, 40.0 GiB)\n", text, 1, true)
+  end)
+
+  it("says where each kind of spk's files is, and why one is missing", function()
+    local lines = {}
+    local function find_dir(kind)
+      local found = { lua = "/p/share/lua/5.4", kernels = false }
+      if kind == nil then return found end
+      if found[kind] then return found[kind] end
+      return nil, "the installed spk at /p has no kernels folder"
+    end
+    assert.are.equal(0, info({}, { program = program, cuda = false, find_dir = find_dir,
+      write = function(...) lines[#lines + 1] = table.concat { ... } end }))
+    assert.matches("GPU runtime: not built in\nkernels folder: not found: the installed spk at /p has no "
+      .. "kernels folder\nlua folder: /p/share/lua/5.4\n$", table.concat(lines))
   end)
 
   it("turns a failing spk.cuda.info into a no-device answer", function()

@@ -34,10 +34,10 @@ describe("cluster backend options", function()
       "kernel.cluster must be 1, 2, 4, 8 or 16 %(.*%), got 3")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { threads = 384 } }, "kernel.threads 384")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { tile_rows = 33 } }, "kernel.tile_rows must be 1 .. 32")
-    refuses({ layers = layers, batch = 2, steps = 3, kernel = { weights = "global" } }, "unknown kernel option 'weights'")
-    refuses({ layers = layers, batch = 2, steps = 3, kernel = { math = "tf32" } }, "unknown kernel option 'math'")
+    refuses({ layers = layers, batch = 2, steps = 3, kernel = { weights = "global" } }, "kernel: unknown option 'weights'")
+    refuses({ layers = layers, batch = 2, steps = 3, kernel = { math = "tf32" } }, "kernel: unknown option 'math'")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { unroll = 2 } },
-      "unknown kernel option 'unroll' %(backend cluster takes hidden, push, cluster,")
+      "kernel: unknown option 'unroll' %(known: hidden, push, cluster,")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { hidden = 64 } }, "hidden size 128, the kernel variant 64")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = "warp" }, "kernel must be a table of kernel options")
     local bad = { { W = layers[1].W, R = spk.zeros({ 2, 512, 64 }, "f32"), B = layers[1].B } }
@@ -81,7 +81,7 @@ describe("cluster backend options", function()
     refuses({ push = "warp", gate_block = 4, tile_rows = 1, row_phases = 2 },
       "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1")
     for _, gone in ipairs { "cell", "store", "exchange", "directions", "weights", "math" } do
-      refuses({ [gone] = 1 }, "unknown kernel option '" .. gone .. "'")
+      refuses({ [gone] = 1 }, "kernel: unknown option '" .. gone .. "'")
     end
     -- options left out: the batch's default, refitted where what they follow changed
     local halves = spk.lstm.cluster_variant({ push = "warp", gate_block = 4, tile_rows = 2, row_phases = 2,

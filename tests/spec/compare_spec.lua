@@ -76,7 +76,7 @@ describe("spk.compare", function()
     local closed = spk.zeros(2)
     closed:close()
     assert.matches("tensor is closed", error_of(function() return spk.compare(closed, spk.zeros(2)) end))
-    assert.matches("bad argument #2 to 'compare' %(spk.tensor expected, got number%)",
+    assert.matches("bad argument #2 to 'compare' %(tensor expected, got number%)",
       error_of(function() return spk.compare(spk.zeros(2), 1) end))
   end)
 end)

@@ -59,7 +59,7 @@ describe("experiments", function()
     end)
   end
 
-  for _, name in ipairs { "tile_sweep", "batch_sweep", "gate_order", "error_growth" } do
+  for _, name in ipairs { "quickstart", "tile_sweep", "batch_sweep", "gate_order", "error_growth" } do
     it(name .. " --help prints its options and exits 0; a bad option exits 2", function()
       local code, out = run("experiments/" .. name .. ".lua --help")
       assert.are.equal(0, code)
@@ -71,6 +71,21 @@ describe("experiments", function()
       assert.matches("unknown option", out)
     end)
   end
+
+  it("quickstart --quick checks the auto backend against f64 and writes CSV, JSON and SVG", function()
+    local code, out = run(("experiments/quickstart.lua --quick --steps 20 --out '%s'"):format(dir))
+    assert.are.equal(0, code, out)
+    assert.matches("quickstart %(quick%): results in ", out)
+    local header, rows = csv_rows(read(dir .. "/quickstart.csv"))
+    assert.are.equal("batch", header[1])
+    assert.are.equal("1", rows[1].batch)
+    if gpu then assert.are_not.equal("cpu", rows[1].backend) else assert.are.equal("cpu", rows[1].backend) end
+    assert.is_true(tonumber(rows[1].rel_l2) <= 1e-4)
+    assert.is_true(tonumber(rows[1].median_ms) > 0)
+    local json = report.json_decode(read(dir .. "/quickstart.json"))
+    assert.are.equal(rows[1].backend, json.auto[1].backend)
+    assert.is_true(xml.check(read(dir .. "/quickstart.svg")))
+  end)
 
   it("gate_order --quick checks all 24 orders and writes CSV, JSON and SVG", function()
     local code, out = run(("experiments/gate_order.lua --quick --rounds 1 --steps 3 --out '%s'"):format(dir))

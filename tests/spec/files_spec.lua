@@ -253,3 +253,145 @@ with open(d + "/np_v2.npy", "wb") as f:
     assert.are.same({ 9, 10 }, spk.load(path("np_v2.npy")):tolist())
   end)
 end)
+
+-- Header fields read as NumPy reads them: thousands of seeded variants of a
+-- .npy header (one to three tokens replaced, inserted or deleted: quotes,
+-- NUL and other bytes, Python 2 longs, leading zeros, tuples without their
+-- comma, other dtypes, keys, comments...), in versions 1.0 to 3.0. Whatever
+-- spk accepts, NumPy accepts with the same dtype, shape and bytes; spk may
+-- refuse more (it reads four dtypes, and no escapes).
+describe("NumPy differential of .npy headers", function()
+  numpy_it("spk accepts no header NumPy refuses or reads differently", function()
+    local base = { "{", "'descr'", ": ", "'<f4'", ", ", "'fortran_order'", ": ", "False", ", ", "'shape'", ": ",
+                   "(", "2", ",", ")", ", ", "}" }
+    local tokens = { "'", '"', "(", ")", ",", ":", " ", "\t", "\n", "\0", "\x0c", "L", "0", "1", "02", "+", "-",
+                     "True", "False", "None", "'<f8'", "'<i4'", "'<u8'", "'f4'", "'=f4'", "'|f4'", "'>f4'",
+                     "'<f4\0'", "'<f4 '", "u", "b", "\\", "#", "{", "}", "[", "]", "'descr'", "'shape'",
+                     "'fortran_order'", "2L", "0x2", "1_0", "2.", "e", "\xff", "\x80", "(2)", "(1,2)", "()" }
+    local rng = spk.generator(20261201)
+    local function pick(n) return rng:next_u64() % n + 1 end -- 1..n
+    local N = 3000
+    local cases = {}
+    for i = 1, N do
+      local parts = { table.unpack(base) }
+      for _ = 1, ({ 1, 1, 1, 1, 2, 3 })[pick(6)] do
+        local k, t, op = pick(#parts), tokens[pick(#tokens)], pick(3)
+        if op == 1 then parts[k] = t elseif op == 2 then table.insert(parts, k, t) else table.remove(parts, k) end
+      end
+      local major = ({ 1, 1, 2, 3 })[pick(4)]
+      local data = {}
+      for j = 1, ({ 8, 8, 8, 8, 8, 8, 0, 4, 16, 32 })[pick(10)] do data[j] = string.char(pick(256) - 1) end
+      local name = ("diff%04d.npy"):format(i)
+      write_bytes(name, npy_bytes(table.concat(parts), table.concat(data), major))
+      cases[i] = name
+    end
+    python(([==[
+import numpy as np
+d = %q
+with open(d + "/numpy.txt", "w") as out:
+    for i in range(1, %d + 1):
+        name = "diff%%04d.npy" %% i
+        try:
+            a = np.load(d + "/" + name)
+            out.write("%%s ok %%s %%s %%s\n" %% (name, a.dtype.str, ",".join(map(str, a.shape)), a.tobytes().hex()))
+        except Exception:
+            out.write("%%s refused\n" %% name)
+]==]):format(dir, N))
+    local numpy = {}
+    for line in io.lines(path("numpy.txt")) do
+      local name, rest = line:match("^(%S+) (.*)$")
+      numpy[name] = rest
+    end
+    local descr = { f32 = "<f4", f64 = "<f8", i32 = "<i4", u64 = "<u8" }
+    local both, spk_refused, wrong = 0, 0, {}
+    for _, name in ipairs(cases) do
+      local ok, t = pcall(spk.load, path(name))
+      if ok then
+        t:save(path("back.npy"))
+        local raw = read_file(path("back.npy"))
+        local data = raw:sub(11 + string.unpack("<I2", raw, 9))
+        local mine = ("ok %s %s %s"):format(descr[t:dtype()], table.concat(t:shape(), ","),
+          (data:gsub(".", function(c) return ("%02x"):format(c:byte()) end)))
+        if mine == numpy[name] then
+          both = both + 1
+        else
+          wrong[#wrong + 1] = ("%s: spk %s, NumPy %s: %q"):format(name, mine:sub(1, 40), tostring(numpy[name]):sub(1, 40),
+            read_file(path(name)):sub(11, 90))
+        end
+      else
+        spk_refused = spk_refused + 1
+      end
+    end
+    local numpy_ok = 0
+    for _, r in pairs(numpy) do numpy_ok = numpy_ok + (r:match("^ok") and 1 or 0) end
+    assert.are.same({}, wrong)
+    -- the comparison has teeth: most of what NumPy reads, spk reads too
+    assert.is_true(both >= 50 and both >= numpy_ok // 2,
+      ("only %d variants read by both (NumPy read %d)"):format(both, numpy_ok))
+    assert.are.equal(N, both + spk_refused)
+  end)
+
+  it("names the value it refuses", function()
+    local cases = {
+      { "{'descr': '<f4\0', 'fortran_order': False, 'shape': (2,), }", "'descr' '<f4\\x00' holds a byte" },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (02,), }", "shape entry 0 has a leading zero" },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (2), }", "a one%-entry tuple is written %(n,%)" },
+      { "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,), }", "holds an escape" },
+    }
+    for i, c in ipairs(cases) do
+      local p = write_bytes(("named%d.npy"):format(i), npy_bytes(c[1], f32s(1, 2)))
+      assert_refused(spk.load, p, c[2])
+    end
+    -- Python 2's 2L is read in versions 1.0 and 2.0, as NumPy reads it, not in 3.0
+    local long = "{'descr': '<f4', 'fortran_order': False, 'shape': (2L,), }"
+    assert.are.same({ 1, 2 }, spk.load(write_bytes("long1.npy", npy_bytes(long, f32s(1, 2), 1))):tolist())
+    assert_refused(spk.load, write_bytes("long3.npy", npy_bytes(long, f32s(1, 2), 3)), "malformed 'shape'")
+  end)
+end)
+
+describe(".safetensors names and layout", function()
+  local function entry(name, a, b)
+    return ('"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}'):format(name, (b - a) // 4, a, b)
+  end
+
+  it("refuses names that are not UTF-8, naming them", function()
+    for i, bad in ipairs { "a\xffb", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "caf\xc3" } do
+      local p = write_bytes(("utf8_%d.safetensors"):format(i), st_bytes("{" .. entry(bad, 0, 4) .. "}", f32s(1)))
+      assert_refused(spk.load_safetensors, p, "is not valid UTF%-8")
+    end
+    local ok = write_bytes("utf8_ok.safetensors", st_bytes("{" .. entry("caf\xc3\xa9 \xf0\x9f\x98\x80", 0, 4) .. "}", f32s(1)))
+    assert.truthy(spk.load_safetensors(ok)["caf\xc3\xa9 \xf0\x9f\x98\x80"])
+    local err = error_of(function() spk.save_safetensors(path("bad.safetensors"), { ["a\xffb"] = spk.zeros(1) }) end)
+    assert.matches('tensor name "a\\xffb" is not valid UTF%-8', err)
+  end)
+
+  it("refuses a name with a NUL on save instead of cutting it", function()
+    local err = error_of(function() spk.save_safetensors(path("nul.safetensors"), { ["a\0b"] = spk.zeros(1) }) end)
+    assert.matches("tensor name 'a\\0b' holds a NUL byte", err, 1, true)
+    assert.is_nil(read_file(path("nul.safetensors")))
+  end)
+
+  it("refuses data no tensor owns, as the reference implementation does", function()
+    local gap = write_bytes("gap.safetensors", st_bytes("{" .. entry("a", 0, 4) .. "," .. entry("b", 8, 12) .. "}",
+      f32s(1, 2, 3)))
+    assert_refused(spk.load_safetensors, gap, "bytes 4 to 8 of the data section belong to no tensor")
+    local tail = write_bytes("tail.safetensors", st_bytes("{" .. entry("a", 0, 4) .. "}", f32s(1, 2)))
+    assert_refused(spk.load_safetensors, tail, "4 trailing bytes after the last tensor's data")
+  end)
+
+  it("reads a header of 100,000 tensors in a few seconds (no pairwise name check)", function()
+    local n = 100000
+    local parts = {}
+    for i = 1, n do parts[i] = entry("t" .. i, 4 * (i - 1), 4 * i) end
+    local p = write_bytes("many.safetensors", st_bytes("{" .. table.concat(parts, ",") .. "}", string.rep("\0", 4 * n)))
+    local t0 = spk.clock_ms()
+    local named, names = spk.load_safetensors(p)
+    local ms = spk.clock_ms() - t0
+    assert.are.equal(n, #names)
+    assert.truthy(named.t77777)
+    assert.is_true(ms < 5000, ("%.0f ms for %d tensors"):format(ms, n)) -- was 34 s
+    parts[n + 1] = entry("t5", 4 * n, 4 * n + 4) -- a duplicate among them, found
+    local dup = write_bytes("dup.safetensors", st_bytes("{" .. table.concat(parts, ",") .. "}", string.rep("\0", 4 * n + 4)))
+    assert_refused(spk.load_safetensors, dup, "tensor 't5' appears twice")
+  end)
+end)

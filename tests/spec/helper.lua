@@ -1,52 +1,11 @@
--- Loaded by busted before the specs (see .busted): shared assertions and the
--- GPU gate.
+-- Loaded by busted before the specs (see .busted). The GPU gate (gpu_it,
+-- nogpu_it) and the assertions (tensor_near, bits_equal, within_reference,
+-- no_slower) are spk's own test helpers, lua/spk/busted.lua, the module
+-- researchers' suites use through `spk test`; what follows is particular to
+-- this repository's specs.
 local spk = require "spk"
-
--- GPU specs: gpu_it(name, fn) runs fn where a CUDA device is present and is
--- reported as skipped (pending) elsewhere, so the count stays visible.
-local function has_gpu()
-  return spk.cuda ~= nil and spk.cuda.available ~= nil and spk.cuda.available()
-end
-
--- busted's own it/pending (the helper does not run in the spec environment).
-local busted = require "busted"
-
-function _G.gpu_it(name, fn)
-  if has_gpu() then
-    busted.it(name, fn)
-  else
-    busted.pending(name .. " [GPU: no CUDA device]")
-  end
-end
-
--- Specs about a machine without a GPU (the no-device errors): reported as
--- skipped where there is one, never passed there without running.
-function _G.nogpu_it(name, fn)
-  if has_gpu() then
-    busted.pending(name .. " [needs a machine without a CUDA device]")
-  else
-    busted.it(name, fn)
-  end
-end
-
--- assert.tensor_near(expected, actual, {rel_l2 = ..., max_abs = ...}): actual
--- matches the truth `expected` within the given bounds (see spk.check_near).
--- The failure message shows the measured rel_l2 and max_abs, the bounds, the
--- worst index and both values there.
 local luassert = require "luassert"
-local say = require "say"
-
-local function tensor_near(_, arguments)
-  local ok, report = spk.check_near(arguments[1], arguments[2], arguments[3])
-  -- the message shows the report instead of the raw arguments
-  arguments[1], arguments.n, arguments.nofmt = report, 1, { true }
-  return ok
-end
-
-say:set("assertion.tensor_near.positive", "Expected tensors to be near:\n%s")
-say:set("assertion.tensor_near.negative", "Expected tensors not to be near:\n%s")
-luassert:register("assertion", "tensor_near", tensor_near,
-  "assertion.tensor_near.positive", "assertion.tensor_near.negative")
+require "spk.busted"
 
 -- Scratch files for a spec: spec_tmpdir() makes a fresh folder; the spec
 -- removes it (os.execute("rm -rf ...")) in its teardown.
@@ -115,10 +74,23 @@ end
 -- The built program: $BUILD/spk (build/spk by default).
 _G.SPK = (os.getenv("BUILD") or "build") .. "/spk"
 
--- run_spk(args, {stdin =, env =}): runs the program with the argument list
--- `args`; opts.stdin is written to its standard input (empty otherwise);
--- opts.env sets variables (a value of false unsets one). Returns stdout,
--- stderr and the exit status; a run killed by a signal fails the spec.
+-- The working folder, and a path made absolute against it.
+local cwd
+function _G.absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  if not cwd then
+    local p = io.popen("pwd")
+    cwd = p:read("l")
+    p:close()
+  end
+  return cwd .. "/" .. path
+end
+
+-- run_spk(args, {stdin =, env =, cwd =}): runs the program with the argument
+-- list `args`; opts.stdin is written to its standard input (empty otherwise);
+-- opts.env sets variables (a value of false unsets one); opts.cwd is the
+-- folder it runs in (default: this one). Returns stdout, stderr and the exit
+-- status; a run killed by a signal fails the spec.
 function _G.run_spk(args, opts)
   opts = opts or {}
   local input, out, err = os.tmpname(), os.tmpname(), os.tmpname()
@@ -133,10 +105,10 @@ function _G.run_spk(args, opts)
   end
   table.sort(unset)
   table.sort(set)
-  local words = { "env" }
+  local words = { opts.cwd and ("cd " .. shell_quote(opts.cwd) .. " && env") or "env" }
   table.move(unset, 1, #unset, #words + 1, words)
   table.move(set, 1, #set, #words + 1, words)
-  words[#words + 1] = shell_quote(SPK)
+  words[#words + 1] = shell_quote(opts.cwd and absolute(SPK) or SPK)
   for _, a in ipairs(args) do words[#words + 1] = shell_quote(a) end
   local command = table.concat(words, " ") .. " <" .. shell_quote(input) .. " >" .. shell_quote(out)
     .. " 2>" .. shell_quote(err)

@@ -195,7 +195,7 @@ local function objects()
     list[#list + 1] = { "event", function() return spk.cuda.event() end }
     list[#list + 1] = { "device tensor", function() return spk.cuda.zeros { 2, 3 } end }
     list[#list + 1] = { "persistent plan", function()
-      return spk.lstm.stack { layers = layers, batch = 1, steps = 2, timeout_ms = 2000 } end }
+      return spk.lstm.stack { layers = layers, batch = 1, steps = 2, timeout_ms = 2000, backend = "persistent" } end }
     list[#list + 1] = { "cudnn plan", function()
       return spk.lstm.stack { layers = layers, batch = 1, steps = 2, backend = "cudnn" } end }
   end

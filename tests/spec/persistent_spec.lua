@@ -4,6 +4,12 @@
 local spk = require "spk"
 local core = require "spk.core"
 
+-- The persistent backend (spk.lstm.stack's default is "auto").
+local function stack(opts)
+  if opts.backend == nil then opts.backend = "persistent" end
+  return spk.lstm.stack(opts)
+end
+
 local function small_layers(seed, scale)
   return spk.lstm.random { layers = 2, input = 6, hidden = 128, seed = seed or 1, scale = scale or 1 }
 end
@@ -12,18 +18,18 @@ describe("spk.lstm.stack arguments", function()
   local layers = small_layers()
 
   it("refuses batch or steps of 0 and unknown backends or options", function()
-    assert.has_error(function() spk.lstm.stack { layers = layers, batch = 0, steps = 3 } end,
+    assert.has_error(function() stack { layers = layers, batch = 0, steps = 3 } end,
       "spk.lstm.stack (persistent): batch must be a positive integer, got 0")
-    assert.has_error(function() spk.lstm.stack { layers = layers, batch = 2, steps = 0 } end,
+    assert.has_error(function() stack { layers = layers, batch = 2, steps = 0 } end,
       "spk.lstm.stack (persistent): steps must be a positive integer, got 0")
-    assert.has_error(function() spk.lstm.stack { layers = layers, batch = 2, steps = 3, backend = "tpu" } end)
-    assert.has_error(function() spk.lstm.stack { layers = layers, batch = 2, steps = 3, stride = 2 } end)
-    assert.has_error(function() spk.lstm.stack { layers = {}, batch = 2, steps = 3 } end)
+    assert.has_error(function() stack { layers = layers, batch = 2, steps = 3, backend = "tpu" } end)
+    assert.has_error(function() stack { layers = layers, batch = 2, steps = 3, stride = 2 } end)
+    assert.has_error(function() stack { layers = {}, batch = 2, steps = 3 } end)
   end)
 
   it("refuses wrong weight shapes before looking for a device", function()
     local bad = { { W = layers[1].W, R = spk.zeros({ 2, 512, 64 }, "f32"), B = layers[1].B } }
-    local ok, err = pcall(spk.lstm.stack, { layers = bad, batch = 1, steps = 2 })
+    local ok, err = pcall(stack, { layers = bad, batch = 1, steps = 2 })
     assert.is_false(ok)
     assert.matches("R", tostring(err))
   end)
@@ -31,20 +37,20 @@ describe("spk.lstm.stack arguments", function()
   it("refuses non-finite weights with the layer named", function()
     local W = layers[2].W:clone()
     W:set(1, 1, 1, 0 / 0)
-    local ok, err = pcall(spk.lstm.stack, { layers = { layers[1], { W = W, R = layers[2].R, B = layers[2].B } },
+    local ok, err = pcall(stack, { layers = { layers[1], { W = W, R = layers[2].R, B = layers[2].B } },
                                             batch = 1, steps = 2, backend = "persistent" })
     assert.is_false(ok)
     assert.matches("layer 2: W has a non%-finite value", tostring(err))
   end)
 
   it("refuses kernel variants the kernel cannot compile", function()
-    local ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, kernel = { units = 5 } })
+    local ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, kernel = { units = 5 } })
     assert.is_false(ok)
     assert.matches("kernel.units must be 4, 8, 16 or 32", tostring(err))
-    ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, kernel = { threads = 96 } })
+    ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, kernel = { threads = 96 } })
     assert.is_false(ok)
     assert.matches("kernel.threads 96", tostring(err))
-    ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, kernel = { hidden = 64 } })
+    ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, kernel = { hidden = 64 } })
     assert.is_false(ok)
     assert.matches("hidden size 128, the kernel variant 64", tostring(err))
   end)
@@ -103,7 +109,7 @@ describe("spk.lstm.stack arguments", function()
     refused({ units = 16, gate_block = 2 }, "kernel.gate_block must be 1 or 4")
     refused({ units = 16, row_group = 3 }, "kernel.row_group must be 1, 2, 4 or 8")
     refused({ units = 16, gate_block = 4, row_group = 4, tile_rows = 32 }, "kernel.tile_rows")
-    refused({ gather = 2 }, "unknown kernel option 'gather'")
+    refused({ gather = 2 }, "kernel: unknown option 'gather'")
     refused({ units = 32, gate_block = 1 }, "kernel.units 32 needs kernel.gate_block 4")
     refused({ units = "four" }, 'kernel.units must be 4, 8, 16 or 32 %(.*%), got "four"')
     refused({ units = {} }, "kernel.units must be 4, 8, 16 or 32 %(.*%), got table")
@@ -130,7 +136,7 @@ describe("spk.lstm.stack arguments", function()
 
   it("backend cpu traces as the reference does", function()
     local x = lcg_uniform({ 2, 5, 6 }, 3)
-    local plan = spk.lstm.stack { layers = layers, batch = 2, steps = 5, backend = "cpu" }
+    local plan = stack { layers = layers, batch = 2, steps = 5, backend = "cpu" }
     local trace = { layer = 2, direction = "reverse", steps = { 5, 1 } }
     local y, info = plan:forward(x, { trace = trace })
     local yref, ref = spk.lstm.reference(layers, x, { precision = "f32", trace = trace })
@@ -153,7 +159,7 @@ describe("spk.lstm.stack arguments", function()
 
   it("backend cpu equals the f32 reference and checks x", function()
     local x = lcg_uniform({ 3, 5, 6 }, 7)
-    local plan = spk.lstm.stack { layers = layers, batch = 3, steps = 5, backend = "cpu" }
+    local plan = stack { layers = layers, batch = 3, steps = 5, backend = "cpu" }
     local y = plan:forward(x)
     local ref = spk.lstm.reference(layers, x, { precision = "f32" })
     assert.are.same(ref:shape(), y:shape())
@@ -176,7 +182,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
       local layers = spk.lstm.load(dir)
       local x = spk.load(dir .. "/x.npy")
       local s = x:shape()
-      local plan = spk.lstm.stack { layers = layers, batch = s[1], steps = s[2] }
+      local plan = stack { layers = layers, batch = s[1], steps = s[2] }
       local y = plan:forward(x)
       check_against_cudnn(y, spk.load(dir .. "/y_f64.npy"), spk.load(dir .. "/y_cudnn_f32.npy"))
       assert.are.equal(0, plan.kernel.spills, ("local memory per thread (hidden %d, %d threads)"):format(
@@ -194,7 +200,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
     gpu_it(("batch %d steps %d: within cuDNN's error, bitwise repeatable"):format(batch, steps), function()
       local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = batch * 7919 + steps }
       local x = lcg_uniform({ batch, steps, 60 }, batch + steps)
-      local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps }
+      local plan = stack { layers = layers, batch = batch, steps = steps }
       local y = plan:forward(x)
       local ycudnn, y64 = cudnn_oracle(layers, x)
       y64 = y64 or spk.lstm.reference(layers, x, { precision = "f64" })
@@ -212,24 +218,24 @@ describe("spk.lstm.stack persistent (GPU)", function()
   gpu_it("a schedule forced to sequential launches gives the same bits as the concurrent one", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 3 }
     local x = lcg_uniform({ 64, 589, 60 }, 11)
-    local concurrent = spk.lstm.stack { layers = layers, batch = 64, steps = 589 }
+    local concurrent = stack { layers = layers, batch = 64, steps = 589 }
     assert.is_true(concurrent.schedule.concurrent)
-    local sequential = spk.lstm.stack { layers = layers, batch = 64, steps = 589, capacity = 32,
+    local sequential = stack { layers = layers, batch = 64, steps = 589, capacity = 32,
       kernel = { units = 4 } }
     assert.is_false(sequential.schedule.concurrent)
     assert.is_true(#sequential.schedule.launches() > 1)
     assert.is_true(same_bits(concurrent:forward(x), sequential:forward(x)))
-    local tile8 = spk.lstm.stack { layers = layers, batch = 64, steps = 589, kernel = { units = 4 },
+    local tile8 = stack { layers = layers, batch = 64, steps = 589, kernel = { units = 4 },
       schedule = { batch = 64, groups = 32, tile_rows = 8, tiles = 8, tiles_per_launch = 8, concurrent = false } }
     assert.is_true(same_bits(tile8:forward(x), concurrent:forward(x)))
   end)
 
   gpu_it("a schedule needing more blocks than the device holds is refused before launch", function()
     local layers = spk.lstm.random { layers = 1, input = 60, hidden = 128, seed = 1 }
-    local ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 1, steps = 2, capacity = 31 })
+    local ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, capacity = 31 })
     assert.is_false(ok)
     assert.matches("co%-resident", tostring(err))
-    ok, err = pcall(spk.lstm.stack, { layers = layers, batch = 4096, steps = 2, kernel = { units = 4 },
+    ok, err = pcall(stack, { layers = layers, batch = 4096, steps = 2, kernel = { units = 4 },
       schedule = { batch = 4096, groups = 32, tile_rows = 32, tiles = 128, tiles_per_launch = 128 } })
     assert.is_false(ok)
     assert.matches("co%-resident blocks", tostring(err))
@@ -237,7 +243,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
 
   gpu_it("refuses wrong x shapes and dtypes; NaN in x gives NaN, not a hang", function()
     local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 2 }
-    local plan = spk.lstm.stack { layers = layers, batch = 2, steps = 4 }
+    local plan = stack { layers = layers, batch = 2, steps = 4 }
     assert.has_error(function() plan:forward(spk.zeros({ 2, 5, 60 }, "f32")) end)
     assert.has_error(function() plan:forward(spk.zeros({ 2, 4, 60 }, "f64")) end)
     local x = spk.zeros({ 2, 4, 60 }, "f32")
@@ -252,7 +258,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
   gpu_it("every unit count, layout, row group and tile height gives the same bits", function()
     local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 9 }
     local x = lcg_uniform({ 33, 50, 60 }, 5)
-    local base = spk.lstm.stack { layers = layers, batch = 33, steps = 50,
+    local base = stack { layers = layers, batch = 33, steps = 50,
                                   kernel = { units = 4, gate_block = 1, row_group = 1 } }
     local y = base:forward(x)
     for _, kernel in ipairs { {}, { units = 8, gate_block = 1 }, { units = 16, gate_block = 1, row_group = 1 },
@@ -262,7 +268,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
                               { units = 4, gate_block = 4 }, { units = 8, gate_block = 4, tile_rows = 16 },
                               { units = 16, gate_block = 4 }, { units = 16, gate_block = 4, row_group = 4 },
                               { units = 32 } } do
-      local plan = spk.lstm.stack { layers = layers, batch = 33, steps = 50, kernel = kernel }
+      local plan = stack { layers = layers, batch = 33, steps = 50, kernel = kernel }
       assert.is_true(same_bits(plan:forward(x), y), plan.variant)
       assert.are.equal(0, plan.kernel.spills)
       plan:close()
@@ -274,7 +280,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
     local x = lcg_uniform({ 3, 9, 60 }, 8)
     for _, kernel in ipairs { { units = 4 }, { units = 8 }, { units = 8, row_group = 8 },
                               { units = 16, gate_block = 4 } } do
-      local plan = spk.lstm.stack { layers = layers, batch = 3, steps = 9, kernel = kernel }
+      local plan = stack { layers = layers, batch = 3, steps = 9, kernel = kernel }
       local plain = plan:forward(x)
       for _, trace in ipairs { { layer = 1, direction = "forward", steps = { 1, 2, 9 } },
                                { layer = 2, direction = "reverse", steps = { 9, 5, 1, 5 } },
@@ -305,7 +311,7 @@ describe("spk.lstm.stack persistent (GPU)", function()
 
   gpu_it("reports the compiled variant and times with CUDA graphs", function()
     local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 5 }
-    local plan = spk.lstm.stack { layers = layers, batch = 8, steps = 589, kernel = { units = 8 } }
+    local plan = stack { layers = layers, batch = 8, steps = 589, kernel = { units = 8 } }
     assert.are.equal(16, plan.kernel.groups)
     assert.is_true(plan.kernel.registers > 0 and plan.kernel.capacity >= 16)
     local t = plan:time { rounds = 3, warmup = 1 }

@@ -44,7 +44,7 @@ describe("math option of spk.lstm.stack", function()
       local ok, err = pcall(spk.lstm.stack, { backend = backend, layers = layers, batch = 2, steps = 3,
                                               kernel = { math = "tf32" } })
       assert.is_false(ok)
-      assert.matches("unknown kernel option 'math'", tostring(err))
+      assert.matches("kernel: unknown option 'math'", tostring(err))
     end
   end)
 

@@ -1,9 +1,10 @@
--- versions of spk, Lua and CUDA, and the GPU devices this machine has
+-- versions of spk, Lua and CUDA, the GPU devices this machine has, and spk's folders
 --
 -- spk info: prints what spk was built with and what the machine offers. A
 -- machine without a GPU or driver is a normal answer ("no CUDA device"), not
 -- an error. The optional second argument lets tests supply the facts:
--- {program = ..., cuda = ..., write = function(text)}.
+-- {program = ..., cuda = ..., find_dir = ..., write = function(text)}
+-- (find_dir = false leaves the folder lines out).
 
 -- 13000 -> "13.0", 12080 -> "12.8" (CUDA's 1000 * major + 10 * minor).
 local function cuda_version(number)
@@ -27,6 +28,31 @@ local function cuda_area()
   return nil
 end
 
+-- Where spk reads its own files from (spk.find_dir: installed, or a source tree).
+local function folder_lines(find_dir, say)
+  if find_dir == nil then
+    local ok, spk = pcall(require, "spk")
+    find_dir = ok and type(spk) == "table" and spk.find_dir
+  end
+  if type(find_dir) ~= "function" then return end
+  local kinds = {}
+  for kind in pairs(find_dir()) do kinds[#kinds + 1] = kind end
+  table.sort(kinds)
+  for _, kind in ipairs(kinds) do
+    local dir, why = find_dir(kind)
+    say(kind .. " folder: " .. (dir or ("not found: " .. tostring(why))))
+  end
+end
+
+-- "no CUDA device (<what the runtime said>)", said once (spk.cuda.no_device_reason).
+local function no_device(message)
+  local real = cuda_area()
+  if type(real) == "table" and type(real.no_device_reason) == "function" then
+    return real.no_device_reason(message or "no CUDA device")
+  end
+  return tostring(message or "no CUDA device")
+end
+
 local function gpu_lines(cuda, say)
   if type(cuda) ~= "table" or type(cuda.info) ~= "function" then
     say("GPU runtime: not built in")
@@ -35,7 +61,7 @@ local function gpu_lines(cuda, say)
   local ok, info = pcall(cuda.info)
   if not ok then
     -- The runtime exists but could not answer: say why, still no crash.
-    say("GPU: no CUDA device (" .. tostring(info) .. ")")
+    say("GPU: " .. no_device(info))
     return
   end
   say("CUDA runtime: " .. (cuda_version(info.runtime_version) or "unknown"))
@@ -43,7 +69,7 @@ local function gpu_lines(cuda, say)
   say("NVRTC: " .. tostring(info.nvrtc_version or "unknown"))
   local devices = info.devices or {}
   if #devices == 0 then
-    say("GPU: " .. tostring(info.error or "no CUDA device"))
+    say("GPU: " .. no_device(info.error))
     return
   end
   for _, d in ipairs(devices) do
@@ -67,5 +93,6 @@ return function(args, context)
   local cuda = context.cuda
   if cuda == nil then cuda = cuda_area() end
   gpu_lines(cuda, say)
+  folder_lines(context.find_dir, say)
   return 0
 end

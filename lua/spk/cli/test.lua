@@ -1,0 +1,228 @@
+-- run busted specs with spk's test helpers (--init DIR writes a variant's suite)
+--
+-- spk test [PATH...] [busted options]: runs busted, inside this program, on
+-- the spec files under each PATH (files whose names match busted's pattern,
+-- _spec by default), with spk on the module path and spk.busted loaded
+-- (gpu_it, nogpu_it, assert.tensor_near, assert.bits_equal,
+-- assert.within_reference, assert.no_slower). No .busted file is needed; one
+-- in the current folder (or -C DIR, -f FILE) is honoured as busted honours it.
+-- Whatever busted prints comes first; the last line is the summary the
+-- project's own suite ends with, "N passed, N failed[, N skipped]"
+-- (spk.busted.counter and summary_line), counting as busted's TAP output
+-- does.
+--
+-- Exit status: 0 when every spec passed or was skipped, 1 on any failure or
+-- error (and when no spec ran at all, or busted is not installed), 2 for bad
+-- arguments of spk test's own.
+
+local USAGE = [[
+usage: spk test [PATH...] [--update-baseline] [--baselines DIR] [busted options]
+       spk test --init DIR [--force]
+
+Runs the busted specs under each PATH (default: the ROOT of a .busted file in
+the current folder, else the current folder) with spk and its test helpers
+loaded: gpu_it / nogpu_it, assert.tensor_near, assert.bits_equal,
+assert.within_reference and assert.no_slower (require "spk.busted"; see
+docs/testing.md). The last line reads "N passed, N failed[, N skipped]"; the
+exit status is 1 on any failure.
+
+  --update-baseline  assert.no_slower against a stored baseline records a new
+                     one (this device's entry of <name>.json) instead of
+                     comparing; those specs are reported as skipped
+  --baselines DIR    where stored baselines live (default $SPK_BASELINE_DIR,
+                     else baselines/ beside each spec file)
+  --init DIR         write DIR/variant_spec.lua, a suite for one kernel
+                     variant: its options, the f64 reference bound,
+                     determinism across repeats and tile heights, and not
+                     slower than its stored baseline; --force overwrites
+
+Every other argument goes to busted, for example:
+  -o, --output=NAME   output handler (utfTerminal on a terminal, else plainTerminal; TAP, json, ...)
+  --filter=PATTERN    only specs whose names match; -t, --tags=TAGS
+  -p, --pattern=PAT   spec file names (default _spec)
+  -C, --directory=DIR change to DIR first; -f, --config-file=FILE a .busted file
+  -v, --verbose       tracebacks with failures; --list  list the specs, run none
+  --shuffle, --seed=N, --repeat=N, -m, --lpath=PATH, --helper=FILE ...]]
+
+local options = require "spk.options"
+local fail = options.fail
+
+-- busted's options that take a value (busted 2.x); the other words that do
+-- not start with "-" are PATHs.
+local BUSTED_VALUE_OPTIONS = {
+  ["-p"] = true, ["--pattern"] = true, ["--exclude-pattern"] = true, ["-e"] = true, ["-o"] = true,
+  ["--output"] = true, ["-C"] = true, ["--directory"] = true, ["-f"] = true, ["--config-file"] = true,
+  ["--coverage-config-file"] = true, ["-t"] = true, ["--tags"] = true, ["--exclude-tags"] = true,
+  ["--filter"] = true, ["--filter-out"] = true, ["-m"] = true, ["--lpath"] = true, ["--cpath"] = true,
+  ["-r"] = true, ["--run"] = true, ["--repeat"] = true, ["--seed"] = true, ["--lang"] = true,
+  ["--loaders"] = true, ["--helper"] = true, ["--lua"] = true, ["-Xoutput"] = true, ["-Xhelper"] = true,
+}
+
+local function parse(args)
+  local o = { busted = {}, paths = 0 }
+  local i = 1
+  local function value(name)
+    i = i + 1
+    if args[i] == nil then fail(("--%s needs a value"):format(name)) end
+    return args[i]
+  end
+  while i <= #args do
+    local a = args[i]
+    if a == "--help" or a == "-h" then o.help = true
+    elseif a == "--init" then o.init = value("init")
+    elseif a == "--force" then o.force = true
+    elseif a == "--update-baseline" then o.update_baseline = true
+    elseif a == "--baselines" then o.baselines = value("baselines")
+    else
+      local b = o.busted
+      b[#b + 1] = a
+      local name = a:match("^(%-[^=]+)=") or a
+      if a == "-l" or a == "--list" then o.list = true end
+      if a == "-C" or a:match("^%-%-directory") then o.directory = a:match("=(.*)$") or args[i + 1] end
+      if a == "-f" or a:match("^%-%-config%-file") then o.config = true end
+      if BUSTED_VALUE_OPTIONS[name] and not a:find("=", 1, true) then
+        i = i + 1
+        if args[i] == nil then fail(("%s needs a value"):format(a)) end
+        b[#b + 1] = args[i]
+      elseif a:sub(1, 1) ~= "-" then
+        o.paths = o.paths + 1
+      end
+    end
+    i = i + 1
+  end
+  if o.force and not o.init then fail("--force goes with --init DIR") end
+  if o.init and (#o.busted > 0 or o.update_baseline or o.baselines) then
+    fail("--init DIR takes no other arguments (but --force)")
+  end
+  return o
+end
+
+local function file_exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- --init DIR: the template from the module path (lua/spk/templates/), written once.
+local TEMPLATES = { "variant_spec.lua" }
+
+local function init(dir, force)
+  local sources = {}
+  for _, name in ipairs(TEMPLATES) do
+    local path = package.searchpath("spk.templates." .. name:gsub("%.lua$", ""), package.path)
+    local f = path and io.open(path, "rb")
+    if not f then
+      io.stderr:write("spk test: cannot find the template spk/templates/", name, " on the module path\n")
+      return 1
+    end
+    sources[name] = f:read("a")
+    f:close()
+    if not force and file_exists(dir .. "/" .. name) then
+      io.stderr:write(("spk test: %s/%s exists; --force overwrites it\n"):format(dir, name))
+      return 1
+    end
+  end
+  if not os.execute("mkdir -p " .. shell_quote(dir) .. " 2>/dev/null") then
+    io.stderr:write("spk test: cannot make the folder ", dir, "\n")
+    return 1
+  end
+  for _, name in ipairs(TEMPLATES) do
+    local path = dir .. "/" .. name
+    local f, err = io.open(path, "wb")
+    if not f then
+      io.stderr:write("spk test: cannot write ", tostring(err), "\n")
+      return 1
+    end
+    f:write(sources[name])
+    f:close()
+    io.stdout:write("wrote ", path, "\n")
+  end
+  io.stdout:write(("run it with: spk test %s\n"):format(dir),
+    "(on a GPU the first run records the speed baseline in ", dir, "/baselines/ and reports that spec as skipped;\n",
+    " edit the variant at the top of the file, and see docs/testing.md)\n")
+  return 0
+end
+
+-- A busted exit raised as an error, so that the summary line comes after it.
+local Exit = { __tostring = function(e) return ("os.exit(%s) called while the specs ran"):format(tostring(e.code)) end }
+Exit.__index = Exit
+
+local function run_busted(o)
+  local found, runner = pcall(require, "busted.runner")
+  if not found then
+    io.stderr:write("spk test: busted is not installed where Lua finds it (Debian: apt-get install lua-busted; ",
+      "or put it on LUA_PATH / LUA_CPATH): ", tostring(runner):match("^[^\n]*"), "\n")
+    return 1
+  end
+  local helpers = require "spk.busted"
+  helpers.config.update_baseline = o.update_baseline or nil
+  helpers.config.baseline_dir = o.baselines
+  helpers.config.report = true
+
+  local args = {}
+  for i, a in ipairs(o.busted) do args[i] = a end
+  local dir = o.directory or "."
+  if o.paths == 0 and not o.config and not file_exists(dir .. "/.busted") then args[#args + 1] = "." end
+  args[0] = "spk test"
+
+  -- The counter joins busted's events after its output handler, so the summary follows what the handler prints.
+  local counts
+  local loader_name = "busted.modules.output_handler_loader"
+  local real_loader = require(loader_name)
+  package.loaded[loader_name] = function()
+    local load = real_loader()
+    return function(busted, output, handler_options)
+      load(busted, output, handler_options)
+      counts = helpers.counter(busted)
+    end
+  end
+  local saved_arg, saved_exit = _G.arg, os.exit
+  _G.arg = args
+  os.exit = function(code)
+    error(setmetatable({ code = code == true and 0 or code == false and 1 or tonumber(code) or 0 }, Exit), 0)
+  end
+  local chunk = assert(load("local runner = ...; runner({ standalone = false }); return 0", "@spk test"))
+  local ok, result = pcall(chunk, runner)
+  os.exit, _G.arg = saved_exit, saved_arg
+  package.loaded[loader_name] = real_loader
+  io.stdout:flush()
+
+  local code, stopped = 0, false
+  if ok then
+    code = result
+  elseif getmetatable(result) == Exit then
+    code = result.code
+  else
+    io.stderr:write("spk test: busted stopped: ", tostring(result), "\n")
+    code, stopped = 1, true
+  end
+  if counts == nil then
+    -- busted stopped before any spec (its usage error, --help, --version, a helper that failed)
+    if code ~= 0 then io.stdout:write(helpers.summary_line { passed = 0, failed = 1, skipped = 0 }, "\n") end
+    return code ~= 0 and 1 or 0
+  end
+  if o.list then return code ~= 0 and 1 or 0 end
+  if stopped then
+    counts.failed = counts.failed + 1 -- what had not run yet is lost: one more failure, as scripts/test.sh counts
+  elseif counts.passed + counts.failed + counts.skipped == 0 then
+    io.stderr:write("spk test: no specs ran (no file matching busted's pattern, _spec by default, or every spec ",
+      "filtered out)\n")
+    counts.failed = 1
+  elseif code ~= 0 and counts.failed == 0 then
+    io.stderr:write(("spk test: busted reported a failure outside the specs (exit %d)\n"):format(code))
+    counts.failed = 1
+  end
+  io.stdout:write(helpers.summary_line(counts), "\n")
+  return counts.failed > 0 and 1 or 0
+end
+
+return function(args, io_override)
+  local o, code = options.start("test", parse, args, io_override, USAGE)
+  if not o then return code end
+  if o.init then return init(o.init, o.force) end
+  return run_busted(o)
+end

@@ -1,0 +1,421 @@
+-- The catalogue the argument specs share (rawargs_spec.lua, arguments_spec.lua):
+-- every function spk exports and every method of the objects it hands out,
+-- found by walking the module tables and the objects' metatables (so a new
+-- function or method is in it without being listed), and a valid call of each
+-- (a recipe: a fresh set of arguments per call, so a call may close or
+-- consume them).
+--
+-- A recipe is {n = the most positional arguments the function takes,
+-- args = function(m) return ... end, opts = the position of an options table
+-- (its keys are checked), gpu = true where the call needs a CUDA device to
+-- get past its first checks, area = "tensor" for the tensor area's functions
+-- and methods (their argument rule is that area's)}. m makes the arguments
+-- and keeps every object it made, so m.close_all() can close them all.
+local M = {}
+
+local SOURCE = 'extern "C" __global__ void k(float *p, unsigned long long n) { if (threadIdx.x < n) p[threadIdx.x] = 1; }'
+
+function M.maker(spk)
+  local m = { objects = {} }
+  function m.keep(o)
+    m.objects[#m.objects + 1] = o
+    return o
+  end
+  function m.t23() return m.keep(spk.arange(6):view { 2, 3 }) end
+  function m.t(shape, dtype) return m.keep(spk.zeros(shape, dtype)) end
+  function m.layers()
+    local layers = spk.lstm.random { layers = 1, input = 3, hidden = 2, seed = 1 }
+    for _, l in ipairs(layers) do m.keep(l.W); m.keep(l.R); m.keep(l.B) end
+    return layers
+  end
+  -- the GPU plans' kernels want a hidden size their variants fit
+  function m.gpu_layers()
+    local layers = spk.lstm.random { layers = 1, input = 3, hidden = 128, seed = 1 }
+    for _, l in ipairs(layers) do m.keep(l.W); m.keep(l.R); m.keep(l.B) end
+    return layers
+  end
+  function m.x() return m.keep(spk.rand({ 1, 2, 3 }, { seed = 2 })) end
+  function m.y() return m.keep(spk.rand({ 1, 2, 4 }, { seed = 3 })) end
+  function m.torch()
+    local named = {}
+    for name, t in pairs(spk.core.lstm.to_torch(m.layers()[1])) do named[name] = m.keep(t) end
+    return named
+  end
+  function m.stack(backend)
+    backend = backend or "cpu"
+    return m.keep(spk.lstm.stack { layers = backend == "cpu" and m.layers() or m.gpu_layers(), batch = 1, steps = 2,
+                                   backend = backend })
+  end
+  function m.module() return m.keep(spk.cuda.compile { source = SOURCE, arch = "sm_90" }) end
+  function m.kernel() return m.keep(m.module():kernel("k")) end
+  function m.stream() return m.keep(spk.cuda.stream()) end
+  function m.event() return m.keep(spk.cuda.event()) end
+  function m.device(shape) return m.keep(spk.cuda.zeros(shape or { 2, 3 })) end
+  function m.close_all()
+    for i = #m.objects, 1, -1 do
+      local o = m.objects[i]
+      pcall(function() o:close() end)
+    end
+    m.objects = {}
+  end
+  return m
+end
+
+-- Files a recipe reads, made in the current folder: t.npy, t.safetensors and
+-- the weight folder w.
+function M.setup_files(spk)
+  spk.save("t.npy", spk.arange(6):view { 2, 3 })
+  spk.save_safetensors("t.safetensors", { a = spk.arange(6):view { 2, 3 } })
+  spk.lstm.save("w", spk.lstm.random { layers = 1, input = 3, hidden = 2, seed = 1 })
+end
+
+local function fn_args(fn)
+  return function() return fn end
+end
+
+-- ------------------------------------------------------------------ functions
+
+M.recipes = {
+  -- the tensor area
+  ["spk.tensor"] = { area = "tensor", n = 2, args = function() return { { 1, 2 }, { 3, 4 } }, "f64" end },
+  ["spk.zeros"] = { area = "tensor", n = 2, args = function() return { 2, 3 }, "f64" end },
+  ["spk.ones"] = { area = "tensor", n = 2, args = function() return { 2 } end },
+  ["spk.full"] = { area = "tensor", n = 3, args = function() return { 2, 2 }, 1.5 end },
+  ["spk.arange"] = { area = "tensor", n = 4, args = function() return 0, 4, 1 end },
+  ["spk.is_tensor"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.rand"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2, 2 }, { seed = 1, low = 0, high = 2 } end },
+  ["spk.randn"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2 }, { seed = 1, mean = 0, std = 1 } end },
+  ["spk.generator"] = { area = "tensor", n = 1, args = function() return 1 end },
+  -- files, comparison, clock
+  ["spk.load"] = { n = 1, args = function() return "t.npy" end },
+  ["spk.save"] = { n = 2, args = function(m) return "s.npy", m.t23() end },
+  ["spk.load_safetensors"] = { n = 1, args = function() return "t.safetensors" end },
+  ["spk.save_safetensors"] = { n = 2, args = function(m) return "s.safetensors", { a = m.t23(), b = m.t23() } end },
+  ["spk.compare"] = { n = 2, args = function(m) return m.t23(), m.t23() end },
+  ["spk.allclose"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rtol = 1e-5, atol = 1e-8 } end },
+  ["spk.check_near"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rel_l2 = 1e-3 } end },
+  ["spk.clock_ms"] = { n = 0, args = function() end },
+  ["spk.bench"] = { n = 2, opts = 2, gpu = true, args = function() return function() end, { rounds = 1, warmup = 0 } end },
+  -- cuBLAS
+  ["spk.blas.gemm"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    return { a = m.device { 2, 3 }, b = m.device { 3, 4 }, c = m.device { 2, 4 }, alpha = 1, beta = 0, math = "fp32" }
+  end },
+  ["spk.blas.gemm_check"] = { n = 1, opts = 1, args = function(m)
+    return { a = m.t { 2, 3 }, b = m.t { 3, 4 }, c = m.t { 2, 4 }, transa = false }
+  end },
+  -- the GPU runtime
+  ["spk.cuda.available"] = { n = 0, args = function() end },
+  ["spk.cuda.require"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.info"] = { n = 0, args = function() end },
+  ["spk.cuda.device"] = { n = 1, gpu = true, args = function() return 0 end },
+  ["spk.cuda.devices"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.set_device"] = { n = 1, gpu = true, args = function() return 0 end },
+  ["spk.cuda.current_device"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.synchronize"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.stream"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.default_stream"] = { n = 0, gpu = true, args = function() end },
+  ["spk.cuda.event"] = { n = 1, gpu = true, args = function() return true end },
+  ["spk.cuda.capture_begin"] = { n = 1, gpu = true, args = function(m) return m.stream() end },
+  ["spk.cuda.capture_end"] = { n = 1, gpu = true, args = function(m) return m.stream() end },
+  ["spk.cuda.capture_abort"] = { n = 1, gpu = true, args = function(m) return m.stream() end },
+  ["spk.cuda.graph"] = { n = 2, gpu = true, args = function(m) return function() end, m.stream() end },
+  ["spk.cuda.time"] = { n = 2, gpu = true, args = function(m) return function() end, m.stream() end },
+  ["spk.cuda.zeros"] = { n = 3, gpu = true, args = function() return { 2, 3 }, "f32" end },
+  ["spk.cuda.compile"] = { n = 1, opts = 1, args = function()
+    return { source = SOURCE, arch = "sm_90", defines = { N = 2, FLAG = true }, options = { "-lineinfo" } }
+  end },
+  ["spk.cuda.cache_info"] = { n = 0, args = function() end },
+  ["spk.cuda.cache_clear"] = { n = 0, args = function() end },
+  ["spk.cuda.set_cache_dir"] = { n = 1, args = function() return "cache" end },
+  ["spk.cuda.set_kernel_dir"] = { n = 1, args = function(_) return require("spk").cuda.kernel_dir() end },
+  ["spk.cuda.kernel_dir"] = { n = 0, args = function() end },
+  ["spk.cuda.kernel_files"] = { n = 1, args = function() return require("spk").cuda.kernel_dir() end },
+  ["spk.cuda.sha256"] = { n = 1, args = function() return "abc" end },
+  ["spk.cuda.no_device_reason"] = { n = 1, args = function() return "spk.cuda: no CUDA device (test)" end },
+  ["spk.find_dir"] = { n = 1, args = function() return "kernels" end },
+  ["spk.files.read"] = { n = 2, args = function() return "t.npy", 4096 end },
+  ["spk.files.list"] = { n = 1, args = function() return "." end },
+  ["spk.files.kind"] = { n = 1, args = function() return "t.npy" end },
+  ["spk.onnx.load_lstm"] = { n = 1, args = function() return require("spk").find_dir("lua") .. "/../tests/fixtures/onnx/seg_torchscript.onnx" end },
+  ["spk.onnx.save_lstm"] = { n = 2, args = function(m) return "s.onnx", m.layers() end },
+  ["spk.doc_registry"] = { n = 0, args = function() end },
+  ["spk.help"] = { n = 1, args = function() return "no such word anywhere" end },
+  ["spk.cuda.pack_args"] = { n = 3, args = function() return { 8, 4 }, { require("spk").u64(1), require("spk").f32(2) }, "k" end },
+  ["spk.u32"] = { n = 1, args = function() return 3 end },
+  ["spk.i32"] = { n = 1, args = function() return -3 end },
+  ["spk.u64"] = { n = 1, args = function() return 3 end },
+  ["spk.i64"] = { n = 1, args = function() return -3 end },
+  ["spk.f32"] = { n = 1, args = function() return 1.5 end },
+  ["spk.f64"] = { n = 1, args = function() return 1.5 end },
+  -- the LSTM area
+  ["spk.lstm.validate"] = { n = 1, args = function(m) return m.layers() end },
+  ["spk.lstm.load"] = { n = 1, args = function() return "w" end },
+  ["spk.lstm.save"] = { n = 3, opts = 3, args = function(m) return "w2", m.layers(), { format = "npy" } end },
+  ["spk.lstm.random"] = { n = 1, opts = 1, args = function() return { layers = 1, input = 3, hidden = 2, seed = 1 } end },
+  ["spk.lstm.pack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
+  ["spk.lstm.unpack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
+  ["spk.lstm.pack_bias"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].B, { from = "iofc", to = "ifco" } end },
+  ["spk.lstm.reorder_gates"] = { n = 4, args = function(m) return m.layers()[1].W, 2, "iofc", "ifco" end },
+  ["spk.lstm.reference"] = { n = 3, opts = 3, args = function(m)
+    return m.layers(), m.x(), { precision = "f64", threads = 1, layers_out = true,
+                                trace = { layer = 1, direction = "reverse", steps = { 1, 2 } } }
+  end },
+  ["spk.lstm.stack"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, backend = "cpu" } end },
+  ["spk.lstm.backends.cpu"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, threads = 1 } end },
+  ["spk.lstm.backends.persistent"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4 }, timeout_ms = 2000 }
+  end },
+  ["spk.lstm.backends.cluster"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { cluster = 2 } }
+  end },
+  ["spk.lstm.backends.cudnn"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.backends.auto"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
+  ["spk.lstm.auto_choice"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
+  ["spk.lstm.check_math"] = { n = 2, args = function() return "fp32", "cpu" end },
+  ["spk.lstm.persistent_variant"] = { n = 3, args = function() return { units = 4 }, 8, 128 end },
+  ["spk.lstm.cluster_variant"] = { n = 3, args = function() return { cluster = 2 }, 8, 128 end },
+  ["spk.lstm.kernel_options"] = { n = 1, args = function() return "cluster" end },
+  ["spk.lstm.kernel_variant"] = { n = 1, opts = 1, args = function()
+    return { backend = "persistent", batch = 8, hidden = 128, kernel = { units = 8 } }
+  end },
+  ["spk.lstm.plan_options"] = { n = 4, opts = 1, args = function(m)
+    return { layers = m.layers(), batch = 1, steps = 2 }, "mine", { threads = true }, 1
+  end },
+  ["spk.lstm.new_plan"] = { n = 2, args = function()
+    return { backend = "mine", batch = 1, steps = 2, input = 3, hidden = 2 },
+      { forward = function() end, samples = function() return { 1 } end, name = function() return "mine" end }
+  end },
+  ["spk.lstm.cluster_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.cudnn_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.lstm.cudnn_algorithms"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, layers = 1, hidden = 8, input = 4 } end },
+  ["spk.lstm.tunables.persistent"] = { n = 2, args = function() return { kernel = { units = 4 } }, { hidden = 128, batch = 8 } end },
+  ["spk.lstm.tunables.cluster"] = { n = 2, args = function() return { kernel = { cluster = 2 } }, { hidden = 128, batch = 8 } end },
+  ["spk.lstm.tunables.cudnn"] = { n = 2, args = function() return { algo = "standard" }, { hidden = 128, batch = 8 } end },
+  ["spk.lstm.tunables.cpu"] = { n = 2, args = function() return {}, { hidden = 128, batch = 8 } end },
+  ["spk.schedule.new"] = { n = 1, opts = 1, args = function() return { batch = 8, capacity = 16, groups = 2, heights = { 8 } } end },
+  ["spk.schedule.check"] = { n = 2, args = function() return { tile_rows = 8, tiles = 1, tiles_per_launch = 1, groups = 2 }, 8 end },
+  -- numeric debugging
+  ["spk.debug.first_divergence"] = { n = 3, opts = 3, args = function(m) return m.y(), m.y(), { tol = 0 } end },
+  ["spk.debug.ulp_histogram"] = { n = 2, args = function(m) return m.t23(), m.t23() end },
+  ["spk.debug.summary"] = { n = 1, args = function(m) return m.t23() end },
+  ["spk.debug.ulp_distance"] = { n = 3, args = function() return 1.0, 1.5, "f32" end },
+  -- the bindings under spk.core that scripts reach through the Lua API
+  ["spk.core.lstm.pack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
+  ["spk.core.lstm.unpack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
+  ["spk.core.lstm.pack_bias"] = { n = 3, args = function(m) return m.layers()[1].B, "iofc", "ifco" end },
+  ["spk.core.lstm.random"] = { n = 6, args = function() return 1, 3, 2, 1, 1.0, "f32" end },
+  ["spk.core.lstm.from_torch"] = { n = 2, args = function(m) return m.torch(), 1 end },
+  ["spk.core.lstm.to_torch"] = { n = 1, args = function(m) return m.layers()[1] end },
+  ["spk.core.lstm.make_directory"] = { n = 1, args = function() return "made" end },
+  ["spk.core.lstm.is_directory"] = { n = 1, args = function() return "." end },
+  ["spk.core.schedule.new"] = { n = 5, args = function() return 8, 16, nil, 32, { 8, 16 } end },
+  ["spk.core.schedule.launches"] = { n = 2, args = function() return 4, 2 end },
+  ["spk.core.schedule.check"] = { n = 3, args = function()
+    return { tile_rows = 8, tiles = 1, tiles_per_launch = 1, groups = 2 }, 8, { { first = 0, count = 1 } }
+  end },
+  ["spk.core.persistent_stack_new"] = { n = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4, hidden = 128 }, timeout_ms = 2000 }
+  end },
+  ["spk.core.persistent_variant"] = { n = 3, args = function() return { units = 4, gate_block = 1 }, 8, 128 end },
+  ["spk.core.persistent_options"] = { n = 0, args = function() end },
+  ["spk.core.persistent_schedule_fits"] = { n = 5, args = function()
+    return { batch = 8, groups = 1, tile_rows = 8, tiles = 1, tiles_per_launch = 1 }, { units = 4 }, 1000, 1000, 128
+  end },
+  ["spk.core.persistent_trace_check"] = { n = 3, args = function()
+    return { layer = 1, direction = "forward", steps = { 1, 2 } }, 1, 2
+  end },
+  ["spk.core.cluster_stack_new"] = { n = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { hidden = 128, cluster = 2 } }
+  end },
+  ["spk.core.cluster_variant"] = { n = 3, args = function() return { cluster = 2, push = "scalar" }, 8, 128 end },
+  ["spk.core.cluster_options"] = { n = 0, args = function() end },
+  ["spk.core.cluster_schedule_pick"] = { n = 4, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0 end },
+  ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
+  ["spk.cudnn.version"] = { n = 0, args = function() end },
+}
+
+-- Functions of the Lua library modules that take an options table.
+M.modules = {
+  ["report.table"] = { n = 3, opts = 3, args = function() return { { a = 1 } }, { "a" }, { title = "t" } end },
+  ["report.json_encode"] = { n = 2, opts = 2, args = function() return { a = 1 }, { indent = 1 } end },
+  ["report.json"] = { n = 3, opts = 3, args = function() return "r.json", { a = 1 }, { indent = 1 } end },
+  ["plot.ticks"] = { n = 3, opts = 3, args = function() return 1, 10, { log = true } end },
+  ["plot.line"] = { n = 1, opts = 1, args = function() return { series = { { name = "a", x = { 1, 2 }, y = { 1, 2 } } } } end },
+  ["plot.bar"] = { n = 1, opts = 1, args = function() return { categories = { "a" }, series = { { name = "a", y = { 1 } } } } end },
+  ["benchmark.run"] = { n = 1, opts = 1, args = function()
+    return { batches = { 1 }, steps = 2, layers = 1, backends = { "cpu" }, rounds = 1, warmup = 0, check = false,
+             progress = function() end }
+  end },
+  ["experiment.measure_plan"] = { n = 4, opts = 4, args = function(m) return m.stack(), m.x(), nil, { rounds = 1, warmup = 0 } end },
+  ["tuning.choose"] = { n = 2, opts = 2, args = function() return { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 }, { facts = false } end },
+  ["tuning.lookup"] = { n = 2, args = function() return { entries = {} }, { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 } end },
+}
+
+-- ------------------------------------------------------------------ objects
+
+-- The kinds of object spk hands out: how to make one, the metatable name it
+-- carries (the registry's spk.* metatables must all be covered), and
+-- recipes for its methods (self first). A method without a recipe is called
+-- with self alone.
+M.objects = {
+  { kind = "tensor", area = "tensor", metatable = "spk.tensor", make = function(m) return m.t23() end, methods = {
+      size = { 1 }, narrow = { 1, 1, 1 }, select = { 1, 1 }, slice = { 2, 1, 3, 2 }, transpose = { 1, 2 },
+      view = { { 3, 2 } }, reshape = { { 3, 2 } }, to = { "f64" }, fill = { 2 }, get = { 1, 2 }, set = { 1, 2, 5 },
+      add = { "t" }, sub = { "t" }, mul = { "t" }, scale = { 2 }, save = { "m.npy" }, to_device = { "cpu" },
+      __add = { "t" }, __sub = { "t" }, __mul = { 2 }, __div = { 2 }, __eq = { "t" },
+    } },
+  { kind = "generator", area = "tensor", metatable = "spk.generator", make = function() return require("spk").generator(3) end,
+    methods = { uniform = { { 2 }, { low = 0, high = 1 } }, normal = { { 2 }, { mean = 0, std = 2 } } } },
+  { kind = "comparison", metatable = "spk.comparison", make = function(m) return require("spk").compare(m.t23(), m.t23()) end,
+    methods = {} },
+  { kind = "schedule", make = function() return require("spk").schedule.new { batch = 8, capacity = 16, groups = 2, heights = { 8 } } end,
+    methods = {}, arity = { launches = 1 } },
+  { kind = "cpu plan", make = function(m) return m.stack("cpu") end,
+    methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } },
+                time = { { rounds = 1, warmup = 0, x = "x" } } },
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
+  { kind = "cuda module", metatable = "spk.cuda.module", make = function(m) return m.module() end,
+    methods = { kernel = { "k" } }, arity = { kernel = 2, code = 1, close = 1 } },
+  { kind = "typed scalar", metatable = "spk.cuda.scalar", make = function() return require("spk").u32(3) end, methods = {} },
+  { kind = "stream", gpu = true, metatable = "spk.cuda.stream", make = function(m) return m.stream() end,
+    methods = { wait = { "event" } }, arity = { synchronize = 1, query = 1, wait = 2, close = 1 } },
+  { kind = "event", gpu = true, metatable = "spk.cuda.event", make = function(m) return m.event() end,
+    methods = { record = { "stream" }, elapsed = { "event" } },
+    arity = { record = 2, synchronize = 1, query = 1, elapsed = 2, close = 1 } },
+  { kind = "graph", gpu = true, metatable = "spk.cuda.graph", make = function(m)
+      return m.keep(require("spk").cuda.graph(function() end, m.stream()))
+    end, methods = { replay = { "stream" } }, arity = { replay = 2, nodes = 1, close = 1 } },
+  { kind = "kernel", gpu = true, metatable = "spk.cuda.kernel", make = function(m) return m.kernel() end,
+    methods = { launch = { { grid = 1, block = 32, args = { "device", "u64" }, smem = 0 } },
+                occupancy = { { block = 32, smem = 0 } }, cooperative_capacity = { { block = 32 } },
+                set_max_dynamic_smem = { 0 } },
+    arity = { launch = 2, attributes = 1, occupancy = 2, cooperative_capacity = 2, params = 1, set_max_dynamic_smem = 2,
+              close = 1 },
+    opts = { launch = 2, occupancy = 2, cooperative_capacity = 2 } },
+  { kind = "device tensor", gpu = true, area = "tensor", metatable = "spk.tensor", make = function(m) return m.device() end,
+    methods = { cpu = {}, to_device = { "cpu" } } },
+  { kind = "persistent plan", gpu = true, make = function(m) return m.stack("persistent") end,
+    methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } },
+                time = { { rounds = 1, warmup = 0, x = "x" } } },
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
+  { kind = "persistent plan (core)", gpu = true, metatable = "spk.lstm.stack", make = function(m) return m.stack("persistent").handle end,
+    methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } }, time = { "x", 1, 0 } },
+    arity = { forward = 3, time = 4, info = 1, close = 1 } },
+  { kind = "cluster plan", gpu = true, make = function(m) return m.stack("cluster") end,
+    methods = { forward = { "x" }, time = { { rounds = 1, warmup = 0, x = "x" } } },
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { time = 2 } },
+  { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").handle end,
+    methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 2, time = 4, info = 1, close = 1 } },
+  { kind = "cudnn plan", gpu = true, metatable = "spk.cudnn.stack", make = function(m) return m.stack("cudnn") end,
+    methods = { forward = { "x" }, forward_into = { "device x", "device y" }, device_buffers = { "x" },
+                time = { { rounds = 1, warmup = 0 } } },
+    arity = { forward = 3, forward_into = 4, device_buffers = 3, time = 2, is_closed = 1, close = 1 },
+    opts = { time = 2 } },
+}
+
+-- Resolves the placeholders of a method recipe ("t", "x", "event", ...) with
+-- fresh objects from m.
+function M.method_args(m, spec)
+  local spk = require "spk"
+  local out = {}
+  for i, a in ipairs(spec or {}) do
+    local v = a
+    if a == "t" then v = m.t23()
+    elseif a == "x" then v = m.x()
+    elseif a == "event" then v = m.event()
+    elseif a == "stream" then v = m.stream()
+    elseif a == "device x" then v = m.device { 1, 2, 3 }
+    elseif a == "device y" then v = m.device { 1, 2, 256 } -- the GPU plans' hidden 128, both directions
+    elseif type(a) == "table" then
+      v = {}
+      for k, x in pairs(a) do
+        if x == "x" then x = m.x() elseif x == "device" then x = m.device() elseif x == "u64" then x = spk.u64(6) end
+        if type(x) == "table" then
+          local inner = {}
+          for ik, ix in pairs(x) do
+            if ix == "device" then ix = m.device() elseif ix == "u64" then ix = spk.u64(6) elseif ix == "x" then ix = m.x() end
+            inner[ik] = ix
+          end
+          x = inner
+        end
+        v[k] = x
+      end
+    end
+    out[i] = v
+  end
+  return out
+end
+
+-- The methods of an object: its metatable's __index table (or the methods
+-- table a C __index closes over, or its "methods" field), its class's
+-- functions for Lua objects, and the metamethods it answers.
+function M.methods_of(object)
+  local mt = debug.getmetatable(object)
+  local index = mt and rawget(mt, "__index")
+  if type(index) == "function" then
+    local _, up = debug.getupvalue(index, 1)
+    index = type(up) == "table" and up or rawget(mt, "methods")
+  end
+  local out, seen = {}, {}
+  local function add(name, fn)
+    if type(fn) == "function" and not seen[name] then
+      seen[name] = true
+      out[#out + 1] = { name, fn }
+    end
+  end
+  if type(index) == "table" then
+    local keys = {}
+    for k, v in pairs(index) do if type(k) == "string" and type(v) == "function" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do add(k, index[k]) end
+  end
+  if mt then
+    for _, meta in ipairs { "__index", "__add", "__sub", "__mul", "__div", "__unm", "__len", "__eq", "__tostring",
+                            "__call", "__concat", "__lt", "__le" } do
+      add(meta, rawget(mt, meta))
+    end
+  end
+  return out
+end
+
+-- Every function reachable from spk's tables, once each (by its first name
+-- in sorted order); names[fn] lists every name it has.
+function M.functions(spk)
+  local out, names, seen = {}, {}, {}
+  local function walk(tbl, prefix)
+    if seen[tbl] then return end
+    seen[tbl] = true
+    local keys = {}
+    for k in pairs(tbl) do if type(k) == "string" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v = rawget(tbl, k)
+      if type(v) == "function" then
+        if not names[v] then
+          names[v] = {}
+          out[#out + 1] = { prefix .. k, v }
+        end
+        table.insert(names[v], prefix .. k)
+      elseif type(v) == "table" and getmetatable(v) == nil then
+        walk(v, prefix .. k .. ".")
+      end
+    end
+  end
+  -- the public names first, so an alias under spk.core is reported by them
+  local core = spk.core
+  local public = {}
+  for k, v in pairs(spk) do if k ~= "core" then public[k] = v end end
+  walk(public, "spk.")
+  walk(core, "spk.core.")
+  return out, names
+end
+
+-- The recipe of a function, under any of its names.
+function M.recipe(names, fn)
+  for _, name in ipairs(names[fn] or {}) do
+    if M.recipes[name] then return M.recipes[name], name end
+  end
+end
+
+return M

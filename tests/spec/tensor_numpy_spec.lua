@@ -1,0 +1,440 @@
+-- The tensor API against NumPy, case by case: seeded random operands (0-d
+-- to 8-d, sizes 0 to 5, every dtype), taken through views (narrow, select,
+-- slice with positive and negative steps, transpose: non-contiguous data),
+-- then one operation: every elementwise op (tensor op tensor with
+-- broadcasting and mixed dtypes, tensor op number, number op tensor, through
+-- methods and operators), every reduction with and without dim and keepdim,
+-- every comparison, x[i] = number or tensor through the views (the whole base
+-- is compared, so writes through strided views are checked), or the view
+-- itself. Each case is written as the Lua
+-- expression that computes it; spk runs them all, then one Python process
+-- (tests/spec/tensor_numpy_check.py) rebuilds every case in NumPy from the
+-- documented meaning of each call and compares the result's value, shape and
+-- dtype. A failure prints the case's expression, which reproduces it:
+--
+--     build/spk -e 'spk = require "spk" print(spk.tensor({1, 2}, "i32"):view{2}:sum(1))'
+--
+-- SPK_NUMPY_SEED and SPK_NUMPY_CASES change the seed (default 20261201) and
+-- the number of cases (default 10000).
+local spk = require "spk"
+
+local SEED = math.tointeger(tonumber(os.getenv("SPK_NUMPY_SEED") or "")) or 20261201
+local CASES = math.tointeger(tonumber(os.getenv("SPK_NUMPY_CASES") or "")) or 10000
+
+-- A 64-bit LCG of its own, so other specs' use of math.random does not matter.
+local state
+local function rand(n) -- 1..n
+  state = state * 6364136223846793005 + 1442695040888963407
+  return (state >> 33) % n + 1
+end
+local function chance(p) return rand(1000000) <= p * 1000000 end
+local function pick(list) return list[rand(#list)] end
+
+local DTYPES = { "f32", "f64", "i32", "u64" }
+
+-- ---- values: Lua literals and their JSON twins ----
+
+local function float_literal(v, dtype)
+  if v ~= v then return "(0/0)", "NaN" end
+  if v == math.huge then return "math.huge", "Infinity" end
+  if v == -math.huge then return "(-math.huge)", "-Infinity" end
+  local s = (dtype == "f32" and "%.9g" or "%.17g"):format(v)
+  if not s:find("[%.eEn]") then s = s .. ".0" end -- stays a float in Lua, keeps -0.0 in JSON
+  return s, s
+end
+
+-- u64 values are Lua integers whose bits are the value; JSON gets the
+-- unsigned decimal, as text.
+local function unsigned(v)
+  if v >= 0 then return ("%d"):format(v) end
+  local q = (v >> 1) // 5
+  return ("%d%d"):format(q, v - q * 10)
+end
+
+local function int_literal(v)
+  if v == math.mininteger then return "math.mininteger" end
+  return ("%d"):format(v)
+end
+
+local FLOATS = { 0.0, -0.0, 1.0, -1.0, 0.5, -2.25, 3.0, 7.0, 0.1, -0.3, 1e10, -1e-5, 2 ^ 24 + 1, 100.75, 1e30 }
+local I32_EDGES = { 2147483647, -2147483648, 65536, 46341, -46341 }
+local U64_EDGES = { math.mininteger, -1, (1 << 53) + 1, 1 << 32, math.maxinteger }
+
+local function random_value(dtype)
+  if dtype == "f32" or dtype == "f64" then
+    if chance(0.03) then return 0 / 0 end
+    if chance(0.02) then return chance(0.5) and math.huge or -math.huge end
+    if chance(0.4) then return pick(FLOATS) end
+    return (rand(2001) - 1001) / 8
+  elseif dtype == "i32" then
+    if chance(0.04) then return pick(I32_EDGES) end
+    return rand(41) - 21
+  else
+    if chance(0.04) then return pick(U64_EDGES) end
+    return rand(41) - 1
+  end
+end
+
+local function value_literals(dtype, v)
+  if dtype == "f32" or dtype == "f64" then return float_literal(v, dtype) end
+  if dtype == "u64" then return int_literal(v), '"' .. unsigned(v) .. '"' end
+  return int_literal(v), ("%d"):format(v)
+end
+
+-- ---- operands: a base tensor and views of it ----
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+local function random_shape(limit)
+  local ndim = pick { 0, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 5, 6, 7, 8 }
+  local shape = {}
+  for d = 1, ndim do shape[d] = ndim <= 3 and rand(5) or rand(3) end
+  if ndim > 0 and chance(0.08) then shape[rand(ndim)] = 0 end
+  while numel(shape) > limit do
+    local d = rand(ndim)
+    if shape[d] > 1 then shape[d] = shape[d] - 1 end
+  end
+  return shape
+end
+
+-- An operand: base values of `shape` in `dtype`, then views. Returns the
+-- operand's description and its current shape.
+local function new_operand(dtype, shape)
+  local lua, json = {}, {}
+  for i = 1, numel(shape) do
+    lua[i], json[i] = value_literals(dtype, random_value(dtype))
+  end
+  return { dtype = dtype, shape = shape, lua = lua, json = json, views = {} }
+end
+
+local function copy(list) return { table.unpack(list) } end
+
+-- A dim argument: 1-based, sometimes written from the end.
+local function dim_arg(d, ndim)
+  if chance(0.3) then return d - ndim - 1 end
+  return d
+end
+
+-- Applies one random view to `o` whose current shape is `shape`; returns the new shape.
+local function random_view(o, shape)
+  local ndim = #shape
+  if ndim == 0 then return shape end
+  local d = rand(ndim)
+  local size = shape[d]
+  local kind = pick { "narrow", "select", "slice", "slice", "transpose", "index" }
+  local out = copy(shape)
+  if kind == "index" and ndim >= 2 and shape[1] > 0 then -- x[i], i from the end now and then
+    local i = rand(shape[1])
+    o.views[#o.views + 1] = { "index", chance(0.3) and i - shape[1] - 1 or i }
+    table.remove(out, 1)
+  elseif kind == "transpose" and ndim >= 2 then
+    local e = rand(ndim)
+    o.views[#o.views + 1] = { "transpose", dim_arg(d, ndim), dim_arg(e, ndim) }
+    out[d], out[e] = shape[e], shape[d]
+  elseif size == 0 or kind == "index" or kind == "transpose" then
+    return shape
+  elseif kind == "narrow" then
+    local start = rand(size)
+    local length = rand(size - start + 2) - 1
+    o.views[#o.views + 1] = { "narrow", dim_arg(d, ndim), start, length }
+    out[d] = length
+  elseif kind == "select" then
+    local i = rand(size)
+    o.views[#o.views + 1] = { "select", dim_arg(d, ndim), i }
+    table.remove(out, d)
+  else
+    local step = pick { 1, 2, 3, -1, -2, -3, 1, -1, math.maxinteger, math.mininteger + 1 }
+    local first = rand(size)
+    local last = step > 0 and rand(size + 1) - 1 or rand(size)
+    local count
+    if step > 0 then
+      count = last >= first and (last - first) // step + 1 or 0
+    else
+      count = first >= last and (first - last) // (-step) + 1 or 0
+    end
+    local fa = chance(0.3) and first - size - 1 or first
+    local la = (last >= 1 and chance(0.3)) and last - size - 1 or last
+    o.views[#o.views + 1] = { "slice", dim_arg(d, ndim), fa, la, step }
+    out[d] = count
+  end
+  return out
+end
+
+-- An operand of exactly `shape`, laid out contiguously, transposed or strided.
+local function operand_of_shape(dtype, shape)
+  local ndim = #shape
+  local layout = ndim == 0 and "plain" or pick { "plain", "plain", "transposed", "strided" }
+  if layout == "transposed" and ndim >= 2 then
+    local i, j = rand(ndim), rand(ndim)
+    local base = copy(shape)
+    base[i], base[j] = shape[j], shape[i]
+    local o = new_operand(dtype, base)
+    o.views[1] = { "transpose", i, j }
+    return o
+  elseif layout == "strided" then
+    local d = rand(ndim)
+    local base = copy(shape)
+    if shape[d] == 0 then return new_operand(dtype, shape) end
+    base[d] = 2 * shape[d] - (chance(0.5) and 1 or 0)
+    local o = new_operand(dtype, base)
+    o.views[1] = chance(0.5) and { "slice", d, 1, -1, 2 } or { "slice", d, -1 - (base[d] - (2 * shape[d] - 1)), 1, -2 }
+    return o
+  end
+  return new_operand(dtype, shape)
+end
+
+local function random_operand(dtype)
+  local shape = random_shape(48)
+  local o = new_operand(dtype, shape)
+  for _ = 1, pick { 0, 0, 1, 1, 2, 3 } do shape = random_view(o, shape) end
+  return o, shape
+end
+
+-- A shape that broadcasts with `shape` (or, now and then, one that does not).
+local function partner_shape(shape)
+  local r = rand(100)
+  local out = copy(shape)
+  if r <= 55 then return out end
+  if r <= 85 then
+    for d = 1, #out do if chance(0.35) then out[d] = 1 end end
+    while #out > 0 and chance(0.3) do table.remove(out, 1) end
+    if chance(0.15) and #out < 8 then table.insert(out, 1, pick { 1, 2 }) end
+    return out
+  end
+  if r <= 92 then return {} end
+  if #out == 0 then return { 2 } end
+  local d = rand(#out)
+  out[d] = out[d] == 2 and 3 or 2 -- sizes differ and neither is 1 (unless it was)
+  return out
+end
+
+local function view_call(v)
+  if v[1] == "index" then return ("[%s]"):format(int_literal(v[2])) end
+  local args = {}
+  for i = 2, #v do args[#args + 1] = int_literal(v[i]) end
+  return (":%s(%s)"):format(v[1], table.concat(args, ", "))
+end
+
+local function operand_expr(o)
+  local shape = {}
+  for i, s in ipairs(o.shape) do shape[i] = tostring(s) end
+  local parts = { ("spk.tensor({%s}, %q):view{%s}"):format(table.concat(o.lua, ", "), o.dtype, table.concat(shape, ", ")) }
+  for _, v in ipairs(o.views) do parts[#parts + 1] = view_call(v) end
+  return table.concat(parts)
+end
+
+-- The base of `o` alone, and its views alone (to append to a variable).
+local function base_expr(o)
+  return operand_expr { dtype = o.dtype, shape = o.shape, lua = o.lua, views = {} }
+end
+local function views_expr(o)
+  local parts = {}
+  for _, v in ipairs(o.views) do parts[#parts + 1] = view_call(v) end
+  return table.concat(parts)
+end
+
+-- ---- JSON (just what the cases hold) ----
+
+local function json_list(items) return "[" .. table.concat(items, ",") .. "]" end
+local function json_ints(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = ("%d"):format(v) end
+  return json_list(out)
+end
+
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c) return ("\\u%04x"):format(c:byte()) end) .. '"'
+end
+
+local function operand_json(o)
+  local views = {}
+  for i, v in ipairs(o.views) do views[i] = ('["%s",%s]'):format(v[1], table.concat({ table.unpack(v, 2) }, ",")) end
+  return ('{"dtype":"%s","shape":%s,"data":%s,"views":%s}'):format(o.dtype, json_ints(o.shape), json_list(o.json),
+    json_list(views))
+end
+
+local function tensor_json(t)
+  local dtype = t:dtype()
+  local flat = t:reshape(t:numel()):tolist()
+  local data = {}
+  for i, v in ipairs(flat) do -- floats as exact f64 text
+    local _, j = value_literals(dtype == "f32" and "f64" or dtype, v)
+    data[i] = j
+  end
+  return ('"dtype":"%s","shape":%s,"data":%s'):format(dtype, json_ints(t:shape()), json_list(data))
+end
+
+-- ---- cases ----
+
+local BINARY = { "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge" }
+local OPERATOR = { add = "+", sub = "-", mul = "*", div = "/" }
+local REDUCTIONS = { "sum", "mean", "min", "max", "argmin", "argmax", "norm" }
+local NORM_P = { { "1", 1 }, { "2", 2 }, { "math.huge", '"inf"' }, { "-math.huge", '"-inf"' }, { "0", 0 }, { "3", 3 },
+                 { "0.5", 0.5 } }
+local INT_SCALARS = { 0, 1, 2, -3, 7, 100, 1 << 31, -1, -(1 << 31), 1 << 40, math.maxinteger }
+local FLOAT_SCALARS = { 0.5, -1.25, 0.1, 2.0, 1e10, -0.0, 0 / 0, math.huge, 1e300, 3.0 }
+
+-- One random case: the Lua expression and the JSON fields describing it.
+local function random_case()
+  local r = rand(100)
+  local a, shape = random_operand(pick(DTYPES))
+  local ea = operand_expr(a)
+  local fields = { '"a":' .. operand_json(a) }
+  local expr
+  if r <= 30 then -- tensor op tensor
+    local op = pick(BINARY)
+    local b = operand_of_shape(chance(0.5) and a.dtype or pick(DTYPES), partner_shape(shape))
+    local eb = operand_expr(b)
+    if OPERATOR[op] and chance(0.5) then
+      expr = ("(%s %s %s)"):format(ea, OPERATOR[op], eb)
+    else
+      expr = ("%s:%s(%s)"):format(ea, op, eb)
+    end
+    fields[#fields + 1] = ('"op":"%s","b":%s'):format(op, operand_json(b))
+  elseif r <= 52 then -- tensor op number, number op tensor
+    local op = pick(BINARY)
+    local integer = chance(0.5)
+    local s = integer and pick(INT_SCALARS) or pick(FLOAT_SCALARS)
+    local lit, js
+    if integer then
+      lit, js = int_literal(s), ("%d"):format(s)
+    else
+      lit, js = float_literal(s, "f64")
+    end
+    local first = OPERATOR[op] and chance(0.4)
+    if first then
+      expr = ("(%s %s %s)"):format(lit, OPERATOR[op], ea)
+    elseif OPERATOR[op] and chance(0.5) then
+      expr = ("(%s %s %s)"):format(ea, OPERATOR[op], lit)
+    elseif op == "mul" and chance(0.5) then
+      expr = ("%s:scale(%s)"):format(ea, lit)
+    else
+      expr = ("%s:%s(%s)"):format(ea, op, lit)
+    end
+    fields[#fields + 1] = ('"op":"%s","scalar":%s,"scalar_float":%s,"scalar_first":%s'):format(op, js,
+      tostring(not integer), tostring(first and true or false))
+  elseif r <= 60 then -- unary
+    local op = pick { "neg", "abs" }
+    expr = op == "neg" and (chance(0.5) and ("(-%s)"):format(ea) or ea .. ":neg()") or ea .. ":abs()"
+    fields[#fields + 1] = ('"op":"%s"'):format(op)
+  elseif r <= 95 then -- reductions
+    local op = pick(REDUCTIONS)
+    local ndim = #shape
+    local dim
+    if chance(0.6) then
+      if chance(0.05) or ndim == 0 then
+        dim = ndim + 1
+      else
+        dim = dim_arg(rand(ndim), ndim)
+      end
+    end
+    local keepdim = pick { "nil", "nil", "true", "false" }
+    local args = {}
+    if op == "norm" then
+      local p = pick(NORM_P)
+      args[1] = p[1]
+      fields[#fields + 1] = '"p":' .. p[2]
+    end
+    if dim or keepdim ~= "nil" then args[#args + 1] = dim and tostring(dim) or "nil" end
+    if keepdim ~= "nil" then args[#args + 1] = keepdim end
+    expr = ("%s:%s(%s)"):format(ea, op, table.concat(args, ", "))
+    fields[#fields + 1] = ('"op":"%s","dim":%s,"keepdim":%s'):format(op, dim and tostring(dim) or "null",
+      keepdim == "true" and "true" or "false")
+  elseif r <= 97 and #shape >= 1 and shape[1] > 0 then -- x[i] = number or tensor, through the views
+    local i = rand(shape[1])
+    if chance(0.3) then i = i - shape[1] - 1 end
+    local row = copy(shape)
+    table.remove(row, 1)
+    local integer_dst = a.dtype == "i32" or a.dtype == "u64"
+    local value
+    if chance(0.5) then -- a number the destination can hold
+      local s = integer_dst and rand(21) - 1 or pick { 0.5, -1.25, 3, 1e10, -0.0, 7.0 }
+      local lit, js
+      if math.type(s) == "integer" then
+        lit, js = int_literal(s), ("%d"):format(s)
+      else
+        lit, js = float_literal(s, "f64")
+      end
+      value = lit
+      fields[#fields + 1] = ('"scalar":%s,"scalar_float":%s'):format(js, tostring(math.type(s) == "float"))
+    else -- a tensor broadcast to the row; integers from integers only (NumPy's float-to-int casts of NaN differ)
+      local src_dtype = integer_dst and pick { "i32", "u64" } or pick(DTYPES)
+      local b = operand_of_shape(src_dtype, chance(0.7) and row or partner_shape(row))
+      value = operand_expr(b)
+      fields[#fields + 1] = '"b":' .. operand_json(b)
+    end
+    expr = ("(function() local x = %s; local v = x%s; v[%s] = %s; return x end)()"):format(base_expr(a), views_expr(a),
+      int_literal(i), value)
+    fields[#fields + 1] = ('"op":"assign","index":%d'):format(i)
+  else -- the view itself
+    expr = ea
+    fields[#fields + 1] = '"op":"view"'
+  end
+  return expr, fields, a
+end
+
+local ENV = setmetatable({ spk = spk }, { __index = _G })
+
+local function run_case(id, expr, fields, a)
+  local chunk = assert(load("return " .. expr, "=case", "t", ENV))
+  local got = table.pack(pcall(chunk))
+  local result
+  if not got[1] then
+    result = ('{"error":%s}'):format(json_string(tostring(got[2]):sub(1, 200)))
+  elseif spk.is_tensor(got[2]) then
+    result = "{" .. tensor_json(got[2]) .. "}"
+    if spk.is_tensor(got[3]) then fields[#fields + 1] = '"positions":{' .. tensor_json(got[3]) .. "}" end
+  elseif type(got[2]) == "number" then
+    local v, j = got[2], nil
+    if math.type(v) == "integer" then
+      j = a.dtype == "u64" and not expr:find(":arg", 1, true) and '"' .. unsigned(v) .. '"' or ("%d"):format(v)
+    else
+      local _
+      _, j = float_literal(v, "f64")
+    end
+    result = ('{"number":%s,"lua_type":"%s"}'):format(j, math.type(v))
+  else
+    result = ('{"error":"spk returned a %s"}'):format(type(got[2]))
+  end
+  fields[#fields + 1] = '"result":' .. result
+  return ('{"id":%d,%s}'):format(id, table.concat(fields, ","))
+end
+
+local numpy_it = has_numpy() and it or function(name) pending(name .. " [needs python3-numpy]") end
+
+describe("tensors against NumPy", function()
+  numpy_it(("agree on %d seeded random cases: values, shapes and dtypes"):format(CASES), function()
+    state = SEED
+    local dir = spec_tmpdir()
+    local path = dir .. "/cases.jsonl"
+    local f = assert(io.open(path, "w"))
+    local exprs = {}
+    for id = 1, CASES do
+      local expr, fields, a = random_case()
+      exprs[id] = expr
+      f:write(run_case(id, expr, fields, a), "\n")
+    end
+    f:close()
+    local pipe = assert(io.popen(("%s %s %s 2>&1"):format(PYTHON, shell_quote("tests/spec/tensor_numpy_check.py"),
+      shell_quote(path))))
+    local out = pipe:read("a")
+    pipe:close()
+    os.execute("rm -rf " .. shell_quote(dir))
+    local failures = {}
+    for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
+      if #failures < 20 then
+        failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
+          shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
+      end
+    end
+    local summary = out:match("checked (%d+) cases, (%d+) failed")
+    assert(summary, "the NumPy checker did not finish:\n" .. out:sub(-2000))
+    assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(SEED,
+      out:match("checked %d+ cases, (%d+) failed"), CASES, table.concat(failures, "\n")))
+    assert.are.equal(tostring(CASES), out:match("checked (%d+) cases"))
+  end)
+end)

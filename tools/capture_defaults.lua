@@ -1,0 +1,62 @@
+-- Records what the per-batch default kernels compute, so a change to the
+-- kernels or their option handling can be checked against it bit for bit.
+--
+--   spk run tools/capture_defaults.lua OUT.json [batch,...] [backend,...] [math,...]
+--
+-- For each backend (default cluster,persistent), math (fp32,tf32) and batch
+-- (default 1,5,8,32,37,64,128,200,256) it builds spk.lstm.stack with no
+-- kernel options (the batch's default variant), runs one forward pass of
+-- spk.randn({B, 589, 60}, {seed = 1}) through spk.lstm.random{seed = 1}
+-- weights, and writes the SHA-256 of the .npy file spk.save writes of the
+-- output, the variant's description, and whether a second forward gave the
+-- same digest. Needs a GPU.
+local spk = require "spk"
+local report = require "spk.report"
+
+local out = arg[1] or error("usage: capture_defaults.lua OUT.json [batches] [backends] [maths]", 0)
+local function list(s, default, num)
+  local t = {}
+  for w in (s or default):gmatch("[^,]+") do t[#t + 1] = num and math.tointeger(tonumber(w)) or w end
+  return t
+end
+local batches = list(arg[2], "1,5,8,32,37,64,128,200,256", true)
+local backends = list(arg[3], "cluster,persistent")
+local maths = list(arg[4], "fp32,tf32")
+local steps, seed = 589, 1
+
+local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = seed }
+local tmp = os.tmpname() .. ".npy"
+local function digest(y)
+  spk.save(tmp, y)
+  local f = assert(io.open(tmp, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return spk.cuda.sha256(bytes)
+end
+
+local records = {}
+for _, b in ipairs(batches) do
+  local x = spk.randn({ b, steps, 60 }, { seed = seed })
+  for _, backend in ipairs(backends) do
+    for _, m in ipairs(maths) do
+      local rec = { backend = backend, batch = b, math = m, steps = steps, seed = seed }
+      local ok, err = pcall(function()
+        local plan = spk.lstm.stack { layers = layers, batch = b, steps = steps, backend = backend, math = m }
+        rec.variant = plan.variant
+        local y1 = plan:forward(x):cpu()
+        rec.sha256 = digest(y1)
+        local y2 = plan:forward(x):cpu()
+        rec.repeat_same = digest(y2) == rec.sha256
+        if b == 1 and m == "fp32" then spk.save(out:gsub("%.json$", "") .. "_" .. backend .. "_b1.npy", y1) end
+        plan:close()
+      end)
+      if not ok then rec.error = tostring(err) end
+      records[#records + 1] = rec
+      io.stderr:write(("%-10s %-4s batch %3d  %s  %s\n"):format(backend, m, b, rec.sha256 or rec.error,
+        rec.variant or ""))
+    end
+  end
+end
+os.remove(tmp); os.remove((tmp:gsub("%.npy$", "")))
+report.json(out, { environment = require("spk.benchmark").environment(), records = records })
+print("wrote " .. out)
