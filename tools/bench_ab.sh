@@ -22,7 +22,9 @@ case "$mode" in
     rm -rf build-ref && mkdir -p build-ref
     git archive "$ref" | tar -x -C build-ref
     make -C build-ref --no-print-directory -j2 build/spk >/dev/null || exit 1
-    rm -rf build-ref/build/obj build-ref/build/libspk.a
+    # what a run needs: its program, Lua and kernels (less to carry to the GPU)
+    find build-ref -mindepth 1 -maxdepth 1 ! -name build ! -name lua ! -name kernels -exec rm -rf {} +
+    find build-ref/build -mindepth 1 -maxdepth 1 ! -name spk -exec rm -rf {} +
     echo "bench_ab: reference $ref built in build-ref/ (carry build, build-ref and .deps)"
     ;;
   run)
