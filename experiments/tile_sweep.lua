@@ -3,8 +3,8 @@
 -- Knobs of kernels/lstm_recurrence.cu (src/lstm/persistent.h): units per
 -- block (UNITS 4 or 8), threads per block (THREADS = units * 4 * chunks,
 -- chunks 2, 4 or 8), the tile height the schedule uses (8, 16 or 32 batch rows
--- per tile; the kernel is compiled with MAX_TILE_ROWS = that height) and the
--- exchange's memory order (relaxed, or release/acquire with --acq-rel).
+-- per tile; the kernel is compiled with MAX_TILE_ROWS = that height), one gate
+-- row a thread and no row groups (the other options' effect: tools/persistent_sweep.lua).
 -- For each variant and batch: compile through NVRTC (cached on disk), build
 -- the plan with a schedule of that tile height, check the output against the
 -- f64 reference and for determinism (two forwards bitwise equal), time it
@@ -15,7 +15,7 @@
 --
 -- GPU: required. Without one it says so and exits 3; nothing is written.
 -- Run: build/spk run experiments/tile_sweep.lua [--quick] [--batches 1,8,32] [--rounds 7]
---      [--acq_rel yes] [--out DIR]
+--      [--out DIR]
 -- Writes: tile_sweep.csv, tile_sweep.json, tile_sweep.svg (ms against batch
 -- per variant, cuDNN's best dashed), failures.csv (variants that did not run).
 local spk = require "spk"
@@ -28,26 +28,23 @@ local ex = experiment.start {
   name = "tile_sweep", gpu = "required",
   about = "Sweep the persistent kernel's variants (units, threads, tile rows) over batches against cuDNN.",
   batches = { 1, 8, 32, 64, 256 }, quick_batches = { 1, 8, 32 },
-  options = { { "rounds", 7, quick = 3, help = "timed rounds per variant" },
-              { "acq_rel", "no", help = "also sweep the release/acquire exchange (yes/no)" } },
+  options = { { "rounds", 7, quick = 3, help = "timed rounds per variant" } },
 }
 
 -- The variants: every (units, threads, tile) the sweep tries. A few on
 -- purpose do not pass the kernel's checks (a tile taller than a thread split
 -- carries), so the failure listing is exercised.
 local variants = {}
-local function add(units, threads, tile, acq_rel)
-  variants[#variants + 1] = { units = units, threads = threads, tile = tile, acq_rel = acq_rel,
-                              label = ("u%d t%d tile%d%s"):format(units, threads, tile, acq_rel and " acq_rel" or "") }
+local function add(units, threads, tile)
+  variants[#variants + 1] = { units = units, threads = threads, tile = tile,
+                              label = ("u%d t%d tile%d"):format(units, threads, tile) }
 end
 if ex.quick then
   add(4, 128, 8); add(8, 256, 8); add(8, 256, 16); add(4, 64, 32)
 else
-  for _, acq in ipairs(ex.opts.acq_rel == "yes" and { false, true } or { false }) do
-    for _, units in ipairs { 4, 8 } do
-      for _, chunks in ipairs { 2, 4, 8 } do
-        for _, tile in ipairs { 8, 16, 32 } do add(units, units * 4 * chunks, tile, acq) end
-      end
+  for _, units in ipairs { 4, 8 } do
+    for _, chunks in ipairs { 2, 4, 8 } do
+      for _, tile in ipairs { 8, 16, 32 } do add(units, units * 4 * chunks, tile) end
     end
   end
 end
@@ -57,11 +54,11 @@ local steps, rounds = 589, ex.opts.rounds
 
 -- A plan of variant v at batch b with tile height v.tile (raises with the reason).
 local function make_plan(v, batch)
-  local kernel = { units = v.units, threads = v.threads, tile_rows = v.tile, acq_rel = v.acq_rel }
+  local kernel = { units = v.units, threads = v.threads, tile_rows = v.tile, gate_block = 1, row_group = 1 }
   spk.lstm.persistent_variant(kernel) -- the kernel's static checks, before any compile
   local plan = spk.lstm.stack { layers = layers, batch = batch, steps = steps, backend = "persistent", kernel = kernel }
   if plan.schedule.tile_rows == v.tile then return plan end
-  -- The seed's rule picked another height: force this one on the same capacity.
+  -- The schedule's rule picked another height: force this one on the same capacity.
   local k = plan.kernel
   local s = spk.schedule.new { batch = batch, capacity = k.capacity, concurrent_capacity = k.concurrent_capacity,
                                groups = 128 // v.units, heights = { v.tile } }
@@ -89,7 +86,7 @@ for _, batch in ipairs(ex.batches) do
     if plan then plan:close() end
     if ok then
       result.batch, result.variant = batch, v.label
-      result.units, result.threads, result.tile, result.acq_rel = v.units, v.threads, v.tile, v.acq_rel or false
+      result.units, result.threads, result.tile = v.units, v.threads, v.tile
       rows[#rows + 1] = result
     else
       failures[#failures + 1] = { batch = batch, variant = v.label, reason = experiment.reason(result) }
@@ -126,7 +123,7 @@ ex:table(rows, columns, { title = ("Persistent kernel variants, median of %d rou
 if #failures > 0 then
   ex:table(failures, { "batch", "variant", "reason" }, { title = "Variants that did not run" })
 end
-ex:csv("tile_sweep.csv", rows, { "batch", "variant", "units", "threads", "tile", "acq_rel", "median_ms", "min_ms",
+ex:csv("tile_sweep.csv", rows, { "batch", "variant", "units", "threads", "tile", "median_ms", "min_ms",
                                  "max_ms", "spread", "speedup", "cudnn_best", "cudnn_ms", "rel_l2", "max_abs",
                                  "max_ulp", "deterministic", "schedule", "registers", "spills" })
 ex:csv("failures.csv", failures, { "batch", "variant", "reason" })

@@ -1,108 +1,21 @@
-// The persistent LSTM recurrence (DESIGN.md §3) and the clear kernel of its
-// exchange state. Compiled by NVRTC; every size is a macro so scripts compile
-// variants side by side:
-//   HIDDEN         hidden units H (64, 128, 256)
-//   UNITS          hidden units per block (4, 8 or 16; also 32 with GATE_BLOCK 4); GROUPS = HIDDEN / UNITS
-//                  blocks cover a tile
-//   GATE_BLOCK     gate rows a thread holds: 1 (the seed's layout) or 4 (the four gates of a unit, see
-//                  "Gate blocks" below)
-//   THREADS        threads per block = UNITS * (4 / GATE_BLOCK) * CHUNKS (CHUNKS = k-chunks per gate row:
-//                  2, 4 or 8)
-//   ROW_GROUP      batch rows reduced together over the chunk lanes (1, 2, 4, 8; at most CHUNKS): 1 is the
-//                  seed's all-reduce per row, more is the reduce-scatter of kernels/lstm_reduce.cuh
-//   MAX_TILE_ROWS  most batch rows a block carries (GATE_BLOCK 1: <= 4 * CHUNKS, one row per lane of a
-//                  unit's lanes; GATE_BLOCK 4: <= 4 * ROW_GROUP, up to 4 rows per lane)
-//   SPK_ACQ_REL    1: publish with st.release / poll with ld.acquire (conservative ordering, for A/B runs)
-//   GATHER         1: the seed's gather (each thread polls one word at a time, waiting on each in turn)
-//                  2: paired gather (two words per 16-byte load, every stale pair re-polled at once)
+// The persistent LSTM recurrence and the clear kernel of its exchange state.
+// Per layer and direction one cooperative launch runs the whole sequence:
+// block (g, y) owns hidden units g*UNITS .. g*UNITS+UNITS-1 of every row of
+// tile first_tile + y, keeps its slice of R in registers and its cells' c on
+// chip, and blocks exchange h through 64-bit words (flag << 32) | float_bits
+// in global memory, two parity slots a tile. Compiled by NVRTC; every size is
+// a macro, set from the option table of src/lstm/persistent.c (spk help
+// lists the options):
+//   HIDDEN, UNITS, THREADS, MAX_TILE_ROWS  sizes (THREADS = UNITS * (4 / GATE_BLOCK) * CHUNKS)
+//   GATE_BLOCK     gate rows a thread holds: 1, or 4 (the four gates of a unit)
+//   ROW_GROUP      batch rows reduced together over the chunk lanes (1, 2, 4, 8; at most CHUNKS)
 //   SPK_DEBUG_TRACE 1: the trace build: three extra kernel parameters, and h and c of chosen time
 //                  positions written to a trace buffer (SPK_TRACE_STEP); 0/undefined: no trace code
-//
-// Work split. Block (g, y) owns the units g*UNITS .. g*UNITS+UNITS-1 of every
-// row of tile first_tile + y. Thread t holds packed gate row j = t / CHUNKS of
-// this block (4*UNITS rows: row u*4 + p is gate p of unit u, gates [i, f, c, o])
-// and the columns of k-chunk q = t % CHUNKS in registers for the whole sequence.
-// Chunk q holds the float4 groups q, q + CHUNKS, q + 2*CHUNKS, ... of the row, so
-// the lanes of one gate row read 4*CHUNKS consecutive floats of h from shared
-// memory (no bank conflict, broadcast across gate rows).
-// A unit's four gate rows lie in 4*CHUNKS consecutive lanes of one warp (a whole
-// warp when CHUNKS = 8). Per step and batch row: a K-term partial dot product per
-// thread (4 interleaved FMA chains), an xor-shuffle tree over the CHUNKS lanes of
-// the gate row, then four shuffles bring the unit's four pre-activations to the
-// lane that owns that batch row (lane b of the unit's lanes owns row b, keeping
-// its cell state c in a register for the whole sequence). The owner lanes of all
-// rows then update c and h at once and publish h.
-//
-// Row groups (ROW_GROUP G > 1, GATE_BLOCK 1). G rows at a time: G partial dots
-// per thread, then the reduce-scatter over the CHUNKS lanes of the gate row
-// (G - 1 shuffles, plus one per mask left when G < CHUNKS) leaves lane q with
-// the sum of row spk_scatter_row(q); four shuffles bring the unit's four gates
-// of each row to the row's owner lane. 8 rows: 7 + 4 = 11 shuffles instead of
-// 8 * (3 + 4) = 56. Rows past the last whole group go one at a time, as G = 1.
-//
-// Gate blocks (GATE_BLOCK 4). Thread t holds all four gate rows of unit
-// t / CHUNKS at k-chunk q = t % CHUNKS (4 * FLOAT4_PER_CHUNK float4 registers),
-// so one float4 of h from shared memory feeds 16 FMAs instead of 4 (a quarter
-// of the shared-memory loads per FMA) and a unit's gates never leave its
-// lanes. Rows go in groups of ROW_GROUP: 4-gate partial dots of each row, the
-// reduce-scatter of the 4-gate vectors, and lane q < ROW_GROUP then holds the
-// four sums of row b0 + spk_scatter_row(q) and updates that cell at once (its
-// c in a register: up to four rows per lane, one per group). No gather
-// shuffles at all: 8 rows x 4 gates cost 16 + 8 + 4 = 28 shuffles per warp of
-// 4 units (the seed: 8 * 7 per unit).
-//
-// Exchange. The owner of (row b, unit u) stores the 64-bit word
-// (flag << 32) | float_bits(h) at state[tile][step & 1][b][u], flag =
-// flag_base + step + 1. At the next step every block gathers the whole h of its
-// tile's rows from the other parity slot into shared memory, polling each word
-// until its high half equals the expected flag. One 64-bit single-copy-atomic
-// access carries value and flag, so a matching flag implies the value of the
-// same store: no fence, no counter. Flags only grow within a pass (layer l uses
-// l*steps + 1 .. (l+1)*steps), the clear kernel zeroes the state once per pass
-// and flag 0 is never expected, so a stale word (earlier layer, earlier pass,
-// or two steps back in the same slot: flag smaller by 2) never matches.
-//
-// Slot reuse invariant (why two parity slots suffice). Block X overwrites slot
-// (s & 1) when it publishes step s + 2. It got there only after gathering step
-// s + 1 from every block of the tile (every block reads all H units). Any block
-// Y publishes step s + 1 only after its gather of step s (the words in slot
-// s & 1) has returned its values: the step s + 1 values Y stores are computed
-// from them (data dependency, plus the block barrier between gather and
-// compute). So no reader still needs slot s & 1 when X overwrites it, and no
-// block is ever more than one step ahead of another block of its tile. Even a
-// hypothetical reordering could only make a reader see a larger flag and keep
-// polling, never accept a wrong value; SPK_ACQ_REL=1 turns the data dependency
-// into a formal release/acquire edge for anyone who wants to measure the cost.
-//
-// The paired gather (GATHER 2). The PTX memory model treats a vector access as
-// the accesses of its elements, in an unspecified order; it promises nothing
-// about the vector as a whole. So ld.relaxed.gpu.v2.u64 is two single-copy-
-// atomic 64-bit loads, and each element carries its own flag as before: a
-// pair is accepted only when BOTH flags match, so nothing changes in what a
-// reader may accept. (Packing more floats behind one flag, e.g. flag + 3
-// floats in 16 bytes, would rest on a 128-bit atomicity the model does not
-// give, so it is not done.) What changes is the waiting: the seed waits on its
-// words one after another, so a thread whose words are still stale pays one
-// L2 round trip per stale word; here every stale pair of the thread is
-// re-polled in the same round, so a wait costs one round trip per round
-// however many words are late, and half as many load instructions are issued.
-//
-// Never waiting forever. The host only launches grids whose blocks are all
-// co-resident (cooperative launch within the occupancy capacity). Beyond that,
-// a poll that has not seen its flag for timeout_ns (globaltimer) writes a code
-// to *status, and every later poll of the grid gives up at once when status is
-// set, so the launch always ends; the host reports the status as an error.
-// NaN or infinite values never touch control flow: only flags do.
-//
-// Numerics. pre = (gates_x + dot(h, R_row)) + bias, with the dot product summed
-// in a fixed order (per thread: 4 FMA chains over its float4 groups, combined
-// (a0 + a1) + (a2 + a3); across chunks: an xor tree, masks 1, 2, 4). Every row
-// of every tile goes through the same instructions, so results are bitwise
-// identical across runs, tile heights and launch splits. Row groups and gate
-// blocks keep every one of these sums (kernels/lstm_reduce.cuh says why the
-// reduce-scatter adds the same pairs in the same order), so every variant
-// gives the same bits. Activations and the
-// cell update: kernels/lstm_cell.cuh (shared with the cluster kernel).
+// A step: gather h of the previous step (paired 16-byte polls of flagged
+// words), the dot products with their reduction, the cell, publish h.
+// docs/design.md has the work split, the exchange's memory-ordering argument
+// (why two parity slots suffice, why a matching flag implies its value,
+// never waiting forever) and the numerics; every variant gives the same bits.
 
 #ifndef HIDDEN
 #define HIDDEN 128
@@ -115,12 +28,6 @@
 #endif
 #ifndef MAX_TILE_ROWS
 #define MAX_TILE_ROWS 32
-#endif
-#ifndef SPK_ACQ_REL
-#define SPK_ACQ_REL 0
-#endif
-#ifndef GATHER
-#define GATHER 2
 #endif
 #ifndef SPK_DEBUG_TRACE
 #define SPK_DEBUG_TRACE 0
@@ -140,7 +47,6 @@
 #define ROW_SLOTS ((MAX_TILE_ROWS + ROW_GROUP - 1) / ROW_GROUP) // rows per lane (GATE_BLOCK 4)
 #define FLOAT4_PER_CHUNK (HIDDEN / (4 * CHUNKS))
 #define STATE_TILE (2 * MAX_TILE_ROWS * HIDDEN)
-#define POLL_BATCH 8
 // Paired gather: 16-byte pairs a thread keeps in flight per round (at most 8: 32 registers).
 #define GATHER_PAIRS_ALL ((MAX_TILE_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
 #define GATHER_PAIRS (GATHER_PAIRS_ALL < 8 ? GATHER_PAIRS_ALL : 8)
@@ -150,7 +56,6 @@
 static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16 || (UNITS == 32 && GATE_BLOCK == 4),
               "UNITS must be 4, 8 or 16 (or 32 with GATE_BLOCK 4)");
 static_assert(GATE_BLOCK == 1 || GATE_BLOCK == 4, "GATE_BLOCK must be 1 or 4");
-static_assert(GATHER == 1 || GATHER == 2, "GATHER must be 1 (per-word waits) or 2 (paired loads)");
 static_assert(HIDDEN % 2 == 0, "HIDDEN must be even (paired gather)");
 static_assert(HIDDEN % UNITS == 0, "HIDDEN must be a multiple of UNITS");
 static_assert(THREADS == CHUNK_THREADS * CHUNKS, "THREADS must be UNITS * (4 / GATE_BLOCK) * CHUNKS");
@@ -186,22 +91,7 @@ typedef unsigned long long u64;
 
 __device__ __forceinline__ void publish_word(u64 *address, u64 word)
 {
-#if SPK_ACQ_REL
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(word) : "memory");
-#else
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(word) : "memory");
-#endif
-}
-
-__device__ __forceinline__ u64 poll_word(const u64 *address)
-{
-    u64 word;
-#if SPK_ACQ_REL
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(address) : "memory");
-#else
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(address) : "memory");
-#endif
-    return word;
 }
 
 __device__ __forceinline__ unsigned poll_status(const unsigned *status)
@@ -218,33 +108,6 @@ __device__ __forceinline__ u64 global_ns()
     return ns;
 }
 
-// Polls one word until its flag matches. Returns false when the grid gave up
-// (timeout here or elsewhere); `given_up` then stays set for this thread.
-__device__ __forceinline__ u64 wait_word(const u64 *address, u64 word, unsigned flag, unsigned *status,
-                                      u64 timeout_ns, bool &given_up)
-{
-    u64 start = 0;
-    unsigned spins = 0;
-    while ((unsigned)(word >> 32) != flag) {
-        if (given_up)
-            return word;
-        if ((++spins & 63u) == 0) {
-            // Rare path (tens of microseconds of waiting): a normal wait is about a microsecond.
-            u64 now = global_ns();
-            if (start == 0)
-                start = now;
-            if (poll_status(status) != 0) {
-                given_up = true;
-            } else if (timeout_ns != 0 && now - start > timeout_ns) {
-                atomicCAS(status, 0u, STATUS_TIMEOUT);
-                given_up = true;
-            }
-        }
-        word = poll_word(address);
-    }
-    return word;
-}
-
 #include "lstm_cell.cuh"
 #include "lstm_reduce.cuh"
 #include "lstm_gate_block.cuh"
@@ -252,11 +115,7 @@ __device__ __forceinline__ u64 wait_word(const u64 *address, u64 word, unsigned 
 __device__ __forceinline__ ulonglong2 poll_pair(const ulonglong2 *address)
 {
     ulonglong2 pair;
-#if SPK_ACQ_REL
-    asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(pair.x), "=l"(pair.y) : "l"(address) : "memory");
-#else
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(pair.x), "=l"(pair.y) : "l"(address) : "memory");
-#endif
     return pair;
 }
 
@@ -323,6 +182,26 @@ __device__ __forceinline__ float chunk_sum(float v)
     return v;
 }
 
+// This thread's slice of R: gate row `row` (one gate row a thread), or the
+// four gate rows from `row` on (a gate block), at k-chunk q.
+__device__ __forceinline__ void load_weights(float4 (&w)[FLOAT4_PER_CHUNK], const float *r, int row, int q)
+{
+    const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)row * HIDDEN);
+#pragma unroll
+    for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+        w[k] = src[k * CHUNKS + q];
+}
+__device__ __forceinline__ void load_weights(float4 (&w)[4][FLOAT4_PER_CHUNK], const float *r, int row, int q)
+{
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)(row + p) * HIDDEN);
+#pragma unroll
+        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+            w[p][k] = src[k * CHUNKS + q];
+    }
+}
+
 extern "C" __global__ void SPK_LAUNCH_BOUNDS
 spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·Wᵀ of this direction, row b*steps + t
                     const float *__restrict__ r,     // [4H, H] packed
@@ -359,26 +238,14 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
 
     // This thread's slice of R, held for the whole sequence.
     float4 weights[FLOAT4_PER_CHUNK];
-    {
-        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(group * GATE_ROWS + j) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            weights[k] = row[k * CHUNKS + q];
-    }
+    load_weights(weights, r, group * GATE_ROWS + j, q);
 #else
     // Lane q < ROW_GROUP of a unit owns row s * ROW_GROUP + my_row of every group s.
     const bool lead = q < ROW_GROUP;
     const int my_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
     // The four gate rows of this thread's unit at chunk q, for the whole sequence.
     float4 weights[4][FLOAT4_PER_CHUNK];
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        const float4 *row =
-            reinterpret_cast<const float4 *>(r + (size_t)(group * GATE_ROWS + unit * 4 + p) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            weights[p][k] = row[k * CHUNKS + q];
-    }
+    load_weights(weights, r, group * GATE_ROWS + unit * 4, q);
 #endif
     const float4 b4 = reinterpret_cast<const float4 *>(bias)[hidden_unit];
 
@@ -418,26 +285,6 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
             // Gather h of step - 1 (flag flag_base + step) from the other slot.
             const u64 *slot = tile_state + ((step - 1) & 1) * (MAX_TILE_ROWS * HIDDEN);
             const unsigned flag = flag_base + (unsigned)step;
-#if GATHER == 1
-            for (int base = tid; base < words; base += THREADS * POLL_BATCH) {
-                u64 w[POLL_BATCH];
-#pragma unroll
-                for (int k = 0; k < POLL_BATCH; k++) {
-                    int i = base + k * THREADS;
-                    if (i < words)
-                        w[k] = poll_word(slot + i);
-                }
-#pragma unroll
-                for (int k = 0; k < POLL_BATCH; k++) {
-                    int i = base + k * THREADS;
-                    if (i < words) {
-                        if ((unsigned)(w[k] >> 32) != flag)
-                            w[k] = wait_word(slot + i, w[k], flag, status, timeout_ns, given_up);
-                        h_prev[i] = __uint_as_float((unsigned)w[k]);
-                    }
-                }
-            }
-#else
             // Paired gather: word i = b * HIDDEN + u, pairs (2i', 2i'+1) never straddle rows (HIDDEN even).
             const ulonglong2 *slot2 = reinterpret_cast<const ulonglong2 *>(slot);
             float2 *h_prev2 = reinterpret_cast<float2 *>(h_prev);
@@ -479,7 +326,6 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                         h_prev2[i] = make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
                 }
             }
-#endif
         }
         __syncthreads();
 

@@ -51,21 +51,20 @@ check_stack("persistent units 4, 128 threads, tile 32", { backend = "persistent"
 check_stack("cudnn", { backend = "cudnn" })
 if spk.lstm.backends.cluster and cuda.device().cluster then
   check_stack("cluster (default: gate blocks, direct pushes)", { backend = "cluster" })
+  check_stack("cluster baseline (scalar pushes, a cluster barrier a step)", { backend = "cluster",
+    kernel = { push = "scalar", cluster = 8 } })
   check_stack("cluster gate blocks, warp pushes, tile 2", { backend = "cluster",
-    kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
-               push = "warp" } })
+    kernel = { gate_block = 4, threads = 128, tile_rows = 2, push = "warp", cluster = 8, gates_ahead = 1 } })
   check_stack("cluster 2, 256 threads, gate blocks, warp pushes, gates 3 steps ahead, tile 2", { backend = "cluster",
-    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, cell = "lanes", store = "late",
-               exchange = "mbarrier", push = "warp", gates_ahead = 3 } })
-  check_stack("cluster both directions in a block, gates 3 steps ahead, tile 2", { backend = "cluster",
-    kernel = { gate_block = 4, threads = 128, tile_rows = 2, cell = "lanes", store = "late", exchange = "mbarrier",
-               push = "warp", gates_ahead = 3, directions = 2 } })
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, push = "warp", gates_ahead = 3 } })
+  check_stack("cluster one gate row a thread, direct pushes, tile 2", { backend = "cluster",
+    kernel = { gate_block = 1, cluster = 8, tile_rows = 2, push = "direct", gates_ahead = 1 } })
   check_stack("cluster 2, two row phases, direct pushes, gates 3 steps ahead, tile 8", { backend = "cluster",
-    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 8, cell = "lanes", store = "late",
-               exchange = "mbarrier", push = "direct", gates_ahead = 3, row_phases = 2 } })
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 8, push = "direct", gates_ahead = 3,
+               row_phases = 2 } })
   check_stack("cluster 2, two row phases, warp pushes, tile 2", { backend = "cluster",
-    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, cell = "lanes", store = "late",
-               exchange = "mbarrier", push = "warp", gates_ahead = 3, row_phases = 2 } })
+    kernel = { cluster = 2, gate_block = 4, threads = 256, tile_rows = 2, push = "warp", gates_ahead = 3,
+               row_phases = 2 } })
 else
   print("sanitize: cluster backend not present or no cluster launch on this device: skipped")
 end

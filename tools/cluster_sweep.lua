@@ -4,6 +4,7 @@
 --   build/spk run tools/cluster_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5]
 --                                         [--only "name,name"] [--tiles 2,4]
 --                                         [--no-mbarrier] [--budget 220]
+-- (--no-mbarrier: the baseline lines only)
 --
 -- Stack: 4 layers, input 60, hidden 128, 589 steps, random weights (seed 1),
 -- x standard normal. Per batch, cuDNN's algorithms first (persist_static and
@@ -15,65 +16,34 @@
 -- clusters and waves. Ends with the fastest bitwise-equal variant per batch
 -- as rows for batch_table in src/lstm/cluster.c.
 --
--- Variants (options of kernels/lstm_cluster.cu) and predicted effects, from
--- the 2026-11-30 figures (batch 1: 1.02 us per dependent step; floors:
--- cluster barrier ~0.19 us, DSMEM exchange + barrier 0.42-0.63 us):
---   plain          the kernel as measured: 2.41 / 3.08 (tile 1) / 5.8 / 9.35 / 26.7 ms
---   late           h to the output after barrier.cluster.arrive: if the
---                  release waits for the global store (L2 round trip, ~0.3
---                  us), batch 1 -> ~1.9 ms; nothing if it does not
---   lanes          cell in the reducing lanes: no `pre` round trip and no
---                  __syncthreads (~0.05-0.1 us a step): batch 1 -> ~2.2 ms
---   lanes+late     both: batch 1 ~1.7-2.0, batch 8 ~2.3-2.6
---   lanes+late+vec 16-byte pushes after a __syncthreads: 4x fewer remote
---                  stores (tall tiles: 512 -> 128 per block and peer); small
---                  tiles ~ lanes+late, batch 32/64 ~10-20% faster
---   late+vec       the `pre` form with vector pushes: batch 256 (tile 16/32:
---                  4096 scalar remote stores a block and step now) -> ~18-20 ms
---   mbar           no cluster barrier per step: st.async into the peers,
---                  each block waits on its mbarrier for its bytes only:
---                  predicted the fastest at batch 1-8 (~1.3-1.6 ms at batch 1)
---   lanes+mbar     the same with the cell in lanes and the late store
---   c16 lanes+mbar cluster 16, 256 threads (8 units a block, same bits):
---                  half the dot work per block, twice the peers
---   direct         lanes+mbar with direct pushes: every copy of a cell
---                  st.asyncs its h into its share of the blocks, no
---                  __syncthreads and no shared-memory round trip before the
---                  push: a step with no block barrier at all
---   c16 direct     the same at cluster 16; "c16 direct 128" with 128 threads
---                  (4 chunks a gate row: 32 FMAs a thread, two shuffle
---                  levels), "c16 direct 64" with 64 (2 chunks, one level);
---                  "c8 ... 256": cluster 8 with 4 chunks, "c8 direct 128" with 2;
---                  "c4 direct 256" / "512": cluster 4 (4 peers) with 2 / 4
---                  chunks: the same work a thread, fewer blocks to exchange with
---   c8 gb4 128     direct pushes with gate blocks (kernel.gate_block = 4): a
---                  thread holds its unit's four gate rows over 8 chunks, so
---                  one float4 of h feeds 16 FMAs (a quarter of the shared-
---                  memory loads) and a row's four sums end in the same lanes
---                  (no gather); "c8 gb4 64" with 4 chunks (128 weights a
---                  thread), "c16 gb4 64" at cluster 16, "c4 gb4 256" at 4
---   c8 warp 128    gate blocks with warp pushes (kernel.push = "warp"): a
---                  warp packs four consecutive units of a row into one
---                  16-byte st.async (four shuffles), 4x fewer remote stores
---   ... gaN        the same with x·Wᵀ fetched N steps ahead (kernel.gates_ahead:
---                  cp.async into shared-memory stages) instead of one
---   ... d2         both directions of a tile in one block (kernel.directions =
---                  2): half the clusters, blocks of 256 threads; one
---                  direction's warps compute while the other's wait for h
+-- Variants (kernel options; every line gives every option, so none takes
+-- the batch's default): the lines behind the batch table. The runs and their
+-- figures are in docs/results/ (docs/design.md says which measurement keeps
+-- which option).
+--   plain          the baseline (kernels/lstm_cluster_baseline.cu): scalar
+--                  pushes, a cluster barrier a step, cluster 8, 512 threads
+--   direct         the direct pushes, one gate row a thread: every copy of a
+--                  cell st.asyncs its h into its share of the blocks, each
+--                  block waits on its mbarrier, no block barrier in a step;
+--                  "c16 direct 128" cluster 16 with 128 threads (4 chunks),
+--                  "c8 direct 256", "c4 direct 512", ...: other splits
+--   c8 gb4 128     gate blocks (kernel.gate_block = 4): a thread holds its
+--                  unit's four gate rows, one float4 of h feeds 16 FMAs and
+--                  a row's four sums end in the same lanes
+--   c8 warp 128    gate blocks with warp pushes (kernel.push = "warp"): four
+--                  consecutive units of a row in one 16-byte st.async
+--   ... gaN        x·Wᵀ fetched N steps ahead (kernel.gates_ahead: cp.async stages)
 --   ... ph2        the tile's row groups in two halves that take turns
---                  (kernel.row_phases = 2): one half computes while the
---                  other's h crosses the cluster (tiles of 2 rows and up)
---   c2 gb4 512     cluster 2 with 8 chunks a gate block: 64 weight registers
---                  a thread, 16 warps an SM instead of 8 (at most 128
---                  registers); "rg4" with row groups of 4. Measured slower at
---                  batch 128 and 256: more instructions a step, no more
---                  issue (docs/performance.md)
+--                  (kernel.row_phases = 2)
+--   ... mbN        the register budget of N blocks an SM (kernel.min_blocks)
+--   c2 ... 256     cluster 2, 64 units a block; "c2 gb4 512" 8 chunks a gate
+--                  block, "rg4" row groups of 4
 -- A variant with another chunk split adds the same products in another order:
 -- its rel_l2 against the first line is ~1e-7, not 0. The summary takes the
 -- fastest line within 1e-6 (each split is bit-checked against the persistent
 -- kernel with the same split in tests/spec/cluster_spec.lua).
 --   default        what a plan picks without kernel options (batch_table)
--- The mbarrier lines come last in a batch; a wait that hangs is cut after a
+-- The direct-push lines come last in a batch; a wait that hangs is cut after a
 -- second and reported as an error line, not a stuck run.
 local spk = require "spk"
 
@@ -121,90 +91,70 @@ local function tiles_of(batch)
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
 
--- An mbarrier-exchange line with the cell in lanes and the late store; push
--- nil: the vector pushes; `extra` overrides fields.
-local function mbar_line(name, cluster, threads, push, extra)
-  local kernel = { cluster = cluster, threads = threads, cell = "lanes", store = "late", exchange = "mbarrier",
-                   push = push }
+-- A direct-push line (push "direct" or "warp"); `extra` overrides fields.
+local function fast_line(name, cluster, threads, push, extra)
+  local kernel = { cluster = cluster or 8, threads = threads, push = push, gate_block = 1, gates_ahead = 1,
+                   row_phases = 1 }
   for k, v in pairs(extra or {}) do kernel[k] = v end
-  return { name = name, kernel = kernel, mbarrier = true }
+  return { name = name, kernel = kernel, fast = true }
 end
 
 local variants = {
-  { name = "plain", kernel = {} },
-  { name = "late", kernel = { store = "late" } },
-  { name = "lanes", kernel = { cell = "lanes" } },
-  { name = "lanes+late", kernel = { cell = "lanes", store = "late" } },
-  { name = "lanes+late+vec", kernel = { cell = "lanes", store = "late", push = "vector" } },
-  { name = "late+vec", kernel = { store = "late", push = "vector" } },
-  { name = "mbar", kernel = { exchange = "mbarrier" }, mbarrier = true },
-  mbar_line("lanes+mbar"),
-  mbar_line("c16 lanes+mbar", 16),
-  mbar_line("direct", nil, nil, "direct"),
-  mbar_line("c16 direct", 16, nil, "direct"),
-  mbar_line("c16 direct 128", 16, 128, "direct"),
-  mbar_line("c16 direct 64", 16, 64, "direct"),
-  mbar_line("c16 lanes+mbar 128", 16, 128),
-  mbar_line("c8 direct 256", 8, 256, "direct"),
-  mbar_line("c8 lanes+mbar 256", 8, 256),
-  mbar_line("c8 direct 128", 8, 128, "direct"),
-  mbar_line("c4 direct 256", 4, 256, "direct"),
-  mbar_line("c4 direct 512", 4, 512, "direct"),
-  mbar_line("c16 direct 64 step", 16, 64, "direct", { store = "step" }),
-  mbar_line("c8 gb4 128", 8, 128, "direct", { gate_block = 4 }),
-  mbar_line("c8 gb4 64", 8, 64, "direct", { gate_block = 4 }),
-  mbar_line("c16 gb4 64", 16, 64, "direct", { gate_block = 4 }),
-  mbar_line("c4 gb4 256", 4, 256, "direct", { gate_block = 4 }),
-  mbar_line("c4 gb4 128", 4, 128, "direct", { gate_block = 4 }),
-  mbar_line("c8 warp 128", 8, 128, "warp", { gate_block = 4 }),
-  mbar_line("c4 warp 128", 4, 128, "warp", { gate_block = 4 }),
-  mbar_line("c4 warp 256", 4, 256, "warp", { gate_block = 4 }),
-  mbar_line("c16 warp 64", 16, 64, "warp", { gate_block = 4 }),
+  { name = "plain", kernel = { push = "scalar", cluster = 8 } },
+  fast_line("direct", 8, nil, "direct"),
+  fast_line("c16 direct", 16, nil, "direct"),
+  fast_line("c16 direct 128", 16, 128, "direct"),
+  fast_line("c16 direct 64", 16, 64, "direct"),
+  fast_line("c8 direct 256", 8, 256, "direct"),
+  fast_line("c8 direct 128", 8, 128, "direct"),
+  fast_line("c4 direct 256", 4, 256, "direct"),
+  fast_line("c4 direct 512", 4, 512, "direct"),
+  fast_line("c8 gb4 128", 8, 128, "direct", { gate_block = 4 }),
+  fast_line("c8 gb4 64", 8, 64, "direct", { gate_block = 4 }),
+  fast_line("c16 gb4 64", 16, 64, "direct", { gate_block = 4 }),
+  fast_line("c4 gb4 256", 4, 256, "direct", { gate_block = 4 }),
+  fast_line("c4 gb4 128", 4, 128, "direct", { gate_block = 4 }),
+  fast_line("c8 warp 128", 8, 128, "warp", { gate_block = 4 }),
+  fast_line("c4 warp 128", 4, 128, "warp", { gate_block = 4 }),
+  fast_line("c4 warp 256", 4, 256, "warp", { gate_block = 4 }),
+  fast_line("c16 warp 64", 16, 64, "warp", { gate_block = 4 }),
 }
 -- the gates fetched 2 .. 4 steps ahead (cp.async stages) on the gate-block lines
 for _, ahead in ipairs { 2, 3, 4 } do
   for _, line in ipairs { { "c8 warp 128", 8, "warp" }, { "c8 gb4 128", 8, "direct" },
                           { "c4 gb4 128", 4, "direct" }, { "c4 warp 128", 4, "warp" } } do
-    variants[#variants + 1] = mbar_line(line[1] .. " ga" .. ahead, line[2], 128, line[3],
+    variants[#variants + 1] = fast_line(line[1] .. " ga" .. ahead, line[2], 128, line[3],
       { gate_block = 4, gates_ahead = ahead })
   end
-end
--- both directions of a tile in one block (kernel.directions = 2)
-for _, line in ipairs { { "c4 gb4 128 ga3", 4, "direct", 3 }, { "c4 warp 128 ga3", 4, "warp", 3 },
-                        { "c8 warp 128", 8, "warp", 1 }, { "c8 gb4 128 ga3", 8, "direct", 3 },
-                        { "c8 warp 128 ga2", 8, "warp", 2 } } do
-  variants[#variants + 1] = mbar_line(line[1] .. " d2", line[2], 128, line[3],
-    { gate_block = 4, gates_ahead = line[4], directions = 2 })
 end
 -- cluster 2 (64 units a block, 256 threads: the same weights a thread as cluster 4 with 128)
 for _, line in ipairs { { "c2 gb4 256 ga3", "direct", 3 }, { "c2 warp 256 ga3", "warp", 3 },
                         { "c2 warp 256", "warp", 1 } } do
-  variants[#variants + 1] = mbar_line(line[1], 2, 256, line[2], { gate_block = 4, gates_ahead = line[3] })
+  variants[#variants + 1] = fast_line(line[1], 2, 256, line[2], { gate_block = 4, gates_ahead = line[3] })
 end
--- cluster 2 with 512 threads (8 chunks a gate block, 64 weight registers a thread, at most 128 registers):
--- 4 warps a scheduler instead of 2, for batch tiles where a step is issue-bound
+-- cluster 2 with 512 threads (8 chunks a gate block, 64 weight registers a thread, at most 128 registers)
 for _, line in ipairs { { "c2 gb4 512 ga3", "direct", 1, nil }, { "c2 gb4 512 ga3 rg4", "direct", 1, 4 },
                         { "c2 gb4 512 ga3 ph2", "direct", 2, nil }, { "c2 warp 512 ga3", "warp", 1, nil },
                         { "c2 warp 512 ga3 ph2", "warp", 2, nil } } do
-  variants[#variants + 1] = mbar_line(line[1], 2, 512, line[2],
+  variants[#variants + 1] = fast_line(line[1], 2, 512, line[2],
     { gate_block = 4, gates_ahead = 3, row_phases = line[3], row_group = line[4] })
 end
 -- two row phases (kernel.row_phases = 2): the tile's halves take turns, one
 -- computing while the other's h crosses the cluster (tiles of 2 rows and up)
 for _, line in ipairs { { "c2 gb4 256 ga3", 2, 256, "direct" }, { "c2 warp 256 ga3", 2, 256, "warp" },
                         { "c4 warp 128 ga3", 4, 128, "warp" }, { "c4 gb4 128 ga3", 4, 128, "direct" } } do
-  variants[#variants + 1] = mbar_line(line[1] .. " ph2", line[2], line[3], line[4],
+  variants[#variants + 1] = fast_line(line[1] .. " ph2", line[2], line[3], line[4],
     { gate_block = 4, gates_ahead = 3, row_phases = 2 })
 end
 -- three blocks an SM (kernel.min_blocks = 3: at most 168 registers): more clusters at once
 for _, line in ipairs { { "c4 gb4 128 ga3", "direct", 3 }, { "c4 warp 128 ga3", "warp", 3 },
                         { "c4 warp 128 ga2", "warp", 2 }, { "c4 warp 128", "warp", 1 } } do
-  variants[#variants + 1] = mbar_line(line[1] .. " mb3", 4, 128, line[2],
+  variants[#variants + 1] = fast_line(line[1] .. " mb3", 4, 128, line[2],
     { gate_block = 4, gates_ahead = line[3], min_blocks = 3 })
 end
 -- register budgets of the 64-thread direct variant (more blocks per SM: more clusters at once)
 for _, blocks in ipairs { 4, 6, 8 } do
-  variants[#variants + 1] = mbar_line("c16 direct 64 mb" .. blocks, 16, 64, "direct", { min_blocks = blocks })
+  variants[#variants + 1] = fast_line("c16 direct 64 mb" .. blocks, 16, 64, "direct", { min_blocks = blocks })
 end
 if type(only) == "string" then
   local wanted, picked = {}, {}
@@ -264,13 +214,13 @@ for _, batch in ipairs(batches) do
     end
   end
 
-  local lines, late_lines = {}, {} -- the mbarrier lines last, otherwise as listed
+  local lines, late_lines = {}, {} -- the direct-push lines last, otherwise as listed
   for _, tile in ipairs(tiles_of(batch)) do
     for _, v in ipairs(variants) do
-      if not (v.mbarrier and no_mbarrier) then
+      if not (v.fast and no_mbarrier) then
         local k = copy(v.kernel)
         k.tile_rows = math.min(tile, 32)
-        local into = v.mbarrier and late_lines or lines
+        local into = v.fast and late_lines or lines
         into[#into + 1] = { name = v.name, kernel = k }
       end
     end
@@ -312,17 +262,15 @@ end
 
 say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
   .. "src/lstm/cluster.c:")
-say("  {max_batch, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, cell_in_lanes, late_store, "
-  .. "vector_push, mbarrier_exchange, direct_push, warp_push}, directions")
+say("  {max_batch, push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases}, threads")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
     local k = b.kernel
-    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %d, %d, %d, %d, %d, %d, %s, %s, %s, %s, "
-      .. "%s, %s}, directions %d, threads %d", batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch,
-      k.cluster, b.tile, k.gate_block, k.chunks, k.gates_ahead, k.row_phases, tostring(k.cell == "lanes"),
-      tostring(k.store == "late"), tostring(k.push == "vector"), tostring(k.exchange == "mbarrier"),
-      tostring(k.push == "direct" or k.push == "warp"), tostring(k.push == "warp"), k.directions, k.threads)
+    local push = ({ scalar = "SPK_PUSH_SCALAR", direct = "SPK_PUSH_DIRECT", warp = "SPK_PUSH_WARP" })[k.push]
+    say("  batch %4d  %-22s %9.3f ms  cuDNN best %s %.3f ms  x%.2f  -> {%d, %s, %d, %d, %d, %d, %d, %d}, threads %d",
+      batch, b.label, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, push, k.cluster, b.tile, k.gate_block,
+      k.chunks, k.gates_ahead, k.row_phases, k.threads)
   end
 end
 say("cluster_sweep: %d s", elapsed())

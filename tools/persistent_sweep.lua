@@ -7,7 +7,7 @@
 -- PyTorch-initialised weights (seed 1), x standard normal (f32). For each batch
 -- and variant one line, printed as soon as it is measured:
 --   batch, variant, median ms per forward over CUDA graph replays (plan:time),
---   rel_l2 against the first variant's output (the seed kernel: 0 means the
+--   rel_l2 against the first variant's output (the plain variant: 0 means the
 --   same bits), rel_l2 against the f64 CPU reference (batch <= 8 only; the
 --   reference takes seconds per row there), the schedule (tile rows,
 --   concurrent or sequential, launches), registers and local bytes (spills),
@@ -15,48 +15,19 @@
 -- cuDNN's algorithms are timed first (spk.lstm.cudnn_stack{...}:time{}), so
 -- every kernel line can print its ratio. A variant that fails to build or fit
 -- is a line with the reason. At the end: the fastest variant per batch, the
--- rows of persistent.c's batch_table it suggests.
+-- rows of persistent.c's batch_table it suggests. The runs behind the table
+-- are in docs/results/ (docs/design.md names them).
 --
--- Variants and predictions (ms at batch 1 / 8 / 32 / 64 / 256; the seed's
--- figures are the H200's of 2026-11-30; the rest are predictions to check):
---   seed u4     units 4, gather 1 (per-word waits)  3.18 / 18.3 / 21.5 / 24.0 / 57.3 measured
---   seed u8     units 8, gather 1                   3.41 / 10.2 / 11.4 / 13.8 / 47.3 measured
---   paired u4   units 4, gather 2: one round trip per round of waits instead
---               of one per stale word, half the load instructions; batch 1
---               has one word per thread, so little changes there (~3.1), the
---               gains grow with words per thread: ~12 / 14 / 16 / 35
---   paired u8   ~3.3 / 7-8 / 8-9 / 10-11 / 30-35 (the default from batch 8)
---   paired u16  units 16, 512 threads: 8 blocks per tile, half the L2 polling
---               of u8, one block per SM at batch 256 (128 blocks): ~3.6 / 7-8 /
---               8-9 / 9-10 / 25-30; slower at batch 1 (more work per block)
---   u8 tile 16  units 8 with at most 16 rows per block: more blocks, fewer rows
---               each at batch 256 (sequential launches if they do not fit)
--- Measured 2026-11-30 (/work/notes/sweep.txt), paired: u4 2.69 / 4.61 / 6.52 /
--- 10.76 / 33.9, u8 2.93 / 6.02 / 7.36 / 10.19 / 32.6, u16 3.15 / 7.56 / 8.77 /
--- 9.80 / 32.4; the default table now follows them (u4 to batch 32, u16 above).
--- At batch 256 (13.8 us per step) the step is bound by the shared-memory
--- loads and the shuffles of the dot products, hence (paired gather, same bits):
---   rg8 u16/u8/u4  row_group 8: the 8 rows of a group reduced together over the
---               8 chunk lanes (reduce-scatter, 7 shuffles) and 4 shuffles to the
---               owners: 11 shuffles per 8 rows instead of 56. Predicted: b256
---               u16 27-30 (shuffles were ~1/4 of the step's compute), b64 u16
---               ~8.5-9, u4 b8 ~4.0-4.3 / b32 ~5.5-6.0 (tile 8: one group)
---   rg4 u16     row_group 4: 8 + 8 shuffles per 8 rows, fewer registers: ~28-31
---   gb4 u16     gate_block 4: a thread holds its unit's four gate rows (128
---               threads, 8 chunks), so each float4 of h feeds 16 FMAs (a
---               quarter of the shared loads per FMA), rows reduced 8 at a time
---               as 4-gate vectors (28 shuffles per 8 rows per warp of 4 units,
---               no gather shuffles), cells updated by the reducing lanes (up
---               to 4 rows per lane). ~200-220 registers: 2 blocks per SM, so
---               tile 16 concurrent at b256 (256 blocks): ~18-24; b64 ~7-9
---   gb4 u16 t32 the same with the tile forced to 32 rows (128 blocks, one per
---               SM, 4 warps each: latency-bound): ~22-28
---   gb4 u32     32 units per block (256 threads, 4 blocks per tile): tile 16 at
---               b256 is 128 blocks of 8 warps, half the L2 polling of u16: ~17-23
---   gb4 u8      64-thread blocks (16 per tile): more polling, more blocks: b256
---               ~22-28, b32/b64 maybe the best of all (~5-6 / ~7-8)
---   gb4 u4      32-thread blocks: batch 1 (one row, 2 pairs gathered per
---               thread) ~2.4-2.7; slow from batch 32 on (64 pairs per thread)
+-- Variants (kernel options; every one gives the same bits):
+--   u4, u8, u16   units 4, 8, 16 a block, one gate row a thread, no row groups
+--   u8 tile16     units 8 with at most 16 rows a block (more blocks, fewer rows each)
+--   rg8 u4/u8/u16 row_group 8: 8 rows reduced together over the chunk lanes
+--                 (reduce-scatter) and 4 shuffles to the owners
+--   rg4 u16       row_group 4: fewer registers, more shuffles
+--   gb4 u4 .. u32 gate_block 4: a thread holds its unit's four gate rows, so a
+--                 float4 of h feeds 16 FMAs and a row's sums end in its lanes
+--   gb4 u16 t32   the same with the tile forced to 32 rows (one block an SM)
+--   default       what a plan picks for the batch (persistent.c's batch_table)
 local spk = require "spk"
 
 local function option(name)
@@ -88,25 +59,23 @@ if not ok_gpu or not available then
 end
 
 local variants = {
-  { name = "seed u4", kernel = { units = 4, gather = 1 } },
-  { name = "seed u8", kernel = { units = 8, gather = 1 } },
-  { name = "paired u4", kernel = { units = 4, gather = 2 } },
-  { name = "paired u8", kernel = { units = 8, gather = 2 } },
-  { name = "paired u16", kernel = { units = 16, gather = 2 } },
-  { name = "u8 tile16", kernel = { units = 8, gather = 2, tile_rows = 16 } },
-  { name = "rg8 u4", kernel = { units = 4, gather = 2, row_group = 8 } },
-  { name = "rg8 u8", kernel = { units = 8, gather = 2, row_group = 8 } },
-  { name = "rg8 u16", kernel = { units = 16, gather = 2, row_group = 8 } },
-  { name = "rg4 u16", kernel = { units = 16, gather = 2, row_group = 4 } },
-  { name = "gb4 u4", kernel = { units = 4, gather = 2, gate_block = 4 } },
-  { name = "gb4 u8", kernel = { units = 8, gather = 2, gate_block = 4 } },
-  { name = "gb4 u16", kernel = { units = 16, gather = 2, gate_block = 4 } },
-  { name = "gb4 u16 t32", kernel = { units = 16, gather = 2, gate_block = 4 }, tile = 32, min_batch = 64 },
-  { name = "gb4 u32", kernel = { units = 32, gather = 2, gate_block = 4 } },
+  { name = "u4", kernel = { units = 4, gate_block = 1, row_group = 1 } },
+  { name = "u8", kernel = { units = 8, gate_block = 1, row_group = 1 } },
+  { name = "u16", kernel = { units = 16, gate_block = 1, row_group = 1 } },
+  { name = "u8 tile16", kernel = { units = 8, gate_block = 1, row_group = 1, tile_rows = 16 } },
+  { name = "rg8 u4", kernel = { units = 4, gate_block = 1, row_group = 8 } },
+  { name = "rg8 u8", kernel = { units = 8, gate_block = 1, row_group = 8 } },
+  { name = "rg8 u16", kernel = { units = 16, gate_block = 1, row_group = 8 } },
+  { name = "rg4 u16", kernel = { units = 16, gate_block = 1, row_group = 4 } },
+  { name = "gb4 u4", kernel = { units = 4, gate_block = 4 } },
+  { name = "gb4 u8", kernel = { units = 8, gate_block = 4 } },
+  { name = "gb4 u16", kernel = { units = 16, gate_block = 4 } },
+  { name = "gb4 u16 t32", kernel = { units = 16, gate_block = 4 }, tile = 32, min_batch = 64 },
+  { name = "gb4 u32", kernel = { units = 32, gate_block = 4 } },
   { name = "default", kernel = nil }, -- what a plan picks for the batch (persistent.c's batch_table)
 }
 if quick then
-  -- the seed rows stay as the reference of rel_l2 (0 = the same bits)
+  -- the plain rows stay as the reference of rel_l2 (0 = the same bits)
   local keep = {}
   for _, v in ipairs(variants) do
     if v.name ~= "u8 tile16" then keep[#keep + 1] = v end
@@ -167,9 +136,9 @@ for _, batch in ipairs(batches) do
       local vs_f64 = y64 and ("%.2e"):format(spk.compare(y, y64).rel_l2) or "-"
       local s = plan.schedule
       local k = plan.kernel
-      say("batch %4d  %-12s %9.3f ms  x%.2f vs %s  rel_l2 %.2e vs seed u4, %s vs f64  u%d/%d thr gather %d "
+      say("batch %4d  %-12s %9.3f ms  x%.2f vs %s  rel_l2 %.2e vs u4, %s vs f64  u%d/%d thr "
           .. "gb %d rg %d  tile %d %s %d launch(es)  regs %d spills %d cap %d", batch, v.name, ms, cudnn_best / ms,
-        cudnn_name, vs_first, vs_f64, k.units, k.threads, k.gather, k.gate_block or 1, k.row_group or 1,
+        cudnn_name, vs_first, vs_f64, k.units, k.threads, k.gate_block or 1, k.row_group or 1,
         s.tile_rows, s.concurrent and "conc" or "seq", #s.launches(), k.registers, k.spills, k.capacity or -1)
       if not best[batch] or ms < best[batch].ms then
         best[batch] = { ms = ms, name = v.name, kernel = k, cudnn = cudnn_best, cudnn_name = cudnn_name,
@@ -183,13 +152,12 @@ for _, batch in ipairs(batches) do
   end
 end
 
-say("\nfastest per batch (batch_table rows in src/lstm/persistent.c: {max_batch, units, gather, gate_block, "
-  .. "row_group}):")
+say("\nfastest per batch (batch_table rows in src/lstm/persistent.c: {max_batch, units, gate_block, row_group}):")
 for _, batch in ipairs(batches) do
   local b = best[batch]
   if b then
-    say("  batch %4d  %-12s %9.3f ms  cuDNN best %s %.3f ms  speed-up x%.2f  -> {%d, %d, %d, %d, %d}%s", batch,
-      b.name, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, b.kernel.units, b.kernel.gather,
+    say("  batch %4d  %-12s %9.3f ms  cuDNN best %s %.3f ms  speed-up x%.2f  -> {%d, %d, %d, %d}%s", batch,
+      b.name, b.ms, b.cudnn_name, b.cudnn, b.cudnn / b.ms, batch, b.kernel.units,
       b.kernel.gate_block or 1, b.kernel.row_group or 1,
       b.forced_tile and ("  (tile forced to %d: the table's plan takes the schedule's tile)"):format(b.forced_tile)
         or "")

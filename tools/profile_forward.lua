@@ -5,7 +5,7 @@
 --   build/spk run tools/profile_forward.lua [backend] [batch] [math] [kernel options]
 --   (defaults: cluster 1 fp32, the backend's default kernel); kernel options
 --   as key=value pairs for the cluster backend's `kernel` table, e.g.
---   "cluster=2,threads=512,gate_block=4,tile_rows=8,gates_ahead=3,cell=lanes,store=late,exchange=mbarrier,push=direct"
+--   "cluster=2,threads=512,gate_block=4,tile_rows=8,gates_ahead=3,push=direct" (left out: the batch's default)
 local spk = require "spk"
 local backend = arg[1] or "cluster"
 local batch = math.tointeger(tonumber(arg[2] or "1"))

@@ -120,10 +120,10 @@ end
 
 -- Bounds: backend -> a rel_l2 bound, or function(row, batch_rows) -> rel_l2 bound, max_abs bound (or nil).
 M.bounds = {
-  -- issue 6: every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
+  -- every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
   cudnn = function(row) return math_of(row) == "tf32" and M.tf32_bound or 1e-4 end,
   cpu = 1e-4,
-  -- issue 5: no worse than 1.1x / 2x cuDNN standard's error in the same math
+  -- no worse than 1.1x / 2x cuDNN standard's error in the same math
   persistent = function(row, batch_rows)
     local std = standard_row(batch_rows, math_of(row))
     if not std then
@@ -133,7 +133,7 @@ M.bounds = {
     return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
   end,
 }
--- The cluster kernel is held to the persistent kernel's bound (issue 8: the same bounds).
+-- The cluster kernel is held to the persistent kernel's bound (the same bounds).
 M.bounds.cluster = M.bounds.persistent
 
 local function list_of(value, what)

@@ -3,12 +3,12 @@
 -- install(spk, core) that adds that area's API to the module table.
 local core = require "spk.core"
 
--- The plan constructors and variant helpers of the GPU backends (stack_*,
--- cluster_*) are reached through spk.lstm (stack{backend = ...},
--- persistent_variant, cluster_variant, ...), the step timeline's bindings
+-- The plan constructors and variant helpers of the GPU backends
+-- (persistent_*, cluster_*) are reached through spk.lstm (stack{backend =
+-- ...}, kernel_variant, kernel_options, ...), the step timeline's bindings
 -- (timeline_*) through spk.timeline; they stay in spk.core only.
 local function internal(name)
-  return name:match("^stack_") or name:match("^cluster_") or name:match("^timeline_")
+  return name:match("^persistent_") or name:match("^cluster_") or name:match("^timeline_")
 end
 
 local spk = { core = core }
@@ -18,7 +18,8 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cluster", "cudnn", "debug", "auto", "timeline", "help" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "persistent", "cluster", "cudnn", "debug", "auto",
+                        "timeline", "help" } do
   require("spk." .. area)(spk, core)
 end
 

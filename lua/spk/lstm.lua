@@ -3,7 +3,7 @@
 -- the bindings core.lstm and core.schedule (src/lua/lstm.c).
 --
 -- A stack is an array of layers {W = [2, 4H, in], R = [2, 4H, H], B = [2, 8H]}
--- in ONNX layout, gate blocks i, o, f, c (DESIGN.md §2). Layers are counted
+-- in ONNX layout, gate blocks i, o, f, c. Layers are counted
 -- from 1 in Lua and in every message; files name them from 0 (l0_W.npy,
 -- weight_ih_l0), as PyTorch and the fixtures do.
 --

@@ -46,6 +46,10 @@
 --     layout; never layers, batch, steps or math), checked by the backend's
 --     own option checks without a device. The reason names the field
 --     ("entries[2].winner.median_ms must be a positive number, got \"abc\"").
+--   tuning.kernel_tunable(spk.lstm, backend) -> the check a kernel backend
+--     registers as spk.lstm.tunables[backend]: a kernel table whose keys and
+--     value types come from the backend's option table, fitted at the
+--     record's shape by the backend's own checks.
 --   tuning.find([fields[, dir]]) -> record, path | nil, reason, path
 --     The record of these fields (default tuning.facts()). A corrupt or stale
 --     file is ignored with one warning per file per process (tuning.warn).
@@ -64,7 +68,7 @@
 --   tuning.default_choice(facts, batch) -> {backend, options, reason}
 --     The documented default where no record applies (see docs/tuning.md):
 --     no CUDA device: "cpu"; compute capability >= 9.0: "cluster" (its own
---     per-batch default, spk.lstm.cluster_default); below 9.0: "persistent"
+--     per-batch default, spk.lstm.kernel_variant); below 9.0: "persistent"
 --     (its per-batch variant table).
 --   tuning.fallbacks(facts) -> backend names to try, in order, when the
 --     chosen plan cannot be built.
@@ -483,6 +487,33 @@ function M.check_kernel(kernel, known, where)
   return true
 end
 
+-- The check a kernel backend registers as spk.lstm.tunables[backend]
+-- ("persistent", "cluster"): a record chooses a kernel table only, whose keys
+-- and value types are the backend's option table's (lstm.kernel_options, from
+-- C: a word option takes a string, the others an integer), and the variant a
+-- plan of the record's shape would compile from it passes the backend's own
+-- checks (lstm.kernel_variant; no device).
+function M.kernel_tunable(lstm, backend)
+  local known
+  return function(o, shape)
+    local ok, why = M.check_option_keys(o, { kernel = true }, backend)
+    if not ok then return nil, why end
+    if not known then
+      known = {}
+      for _, option in ipairs(lstm.kernel_options(backend).options) do
+        known[option.name] = option.words and "string" or "integer"
+      end
+    end
+    ok, why = M.check_kernel(o.kernel, known, "kernel")
+    if not ok then return nil, why end
+    shape = type(shape) == "table" and shape or {}
+    local fits, err = pcall(lstm.kernel_variant, { backend = backend, kernel = o.kernel, batch = shape.batch,
+                                                   hidden = shape.hidden })
+    if not fits then return nil, tostring(err) end
+    return true
+  end
+end
+
 function M.decode(text)
   if type(text) ~= "string" then return nil, "the record is not text" end
   if #text > M.MAX_RECORD_BYTES then
@@ -610,20 +641,18 @@ local function cc_number(cc)
   return tonumber(major) + tonumber(minor) / 10
 end
 
--- The cluster plan's own per-batch default (spk.lstm.cluster_default: gate
--- blocks with direct pushes, clusters of 2 to 8 blocks, tiles of 1 to 8 rows
--- up to batch 256, 16 above) and the persistent plan's own table carry their
--- variants, so a default adds no options.
+-- The cluster plan's own per-batch default (spk.lstm.kernel_variant{backend
+-- = "cluster"}: gate blocks with direct pushes, clusters of 2 to 8 blocks,
+-- tiles of 1 to 8 rows up to batch 256, 16 above) and the persistent plan's
+-- own table carry their variants, so a default adds no options.
 function M.default_choice(facts, batch)
   if not facts then
     return { backend = "cpu", options = {}, reason = "the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
-  -- From `spk bench --backends persistent,cluster,cudnn` on the H200,
-  -- 2026-11-30 (README's results, commit 029f406): cluster 1.04 / 1.34 / 2.45
-  -- / 3.53 / 11.7 ms at batch 1 / 8 / 32 / 64 / 256 against persistent 2.36 /
-  -- 3.61 / 5.60 / 6.09 / 15.4. Above 256 the cluster rows are unmeasured
-  -- against the persistent kernel, which stays the default there.
+  -- The cluster kernel is the faster at every batch measured up to 256 (README's
+  -- results; docs/tuning.md); above 256 its rows are not measured against the
+  -- persistent kernel, which stays the default there.
   if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "

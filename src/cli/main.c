@@ -30,6 +30,8 @@
 #include "core/paths.h"
 #include "core/file.h"
 #include "core/version.h"
+#include "lstm/cluster.h"
+#include "lstm/persistent.h"
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
@@ -242,6 +244,19 @@ static void print_lua_commands(lua_State *L, FILE *out)
         read_summary(file, summary, sizeof summary);
         fprintf(out, "  %-22s %s\n", names[i], summary);
         free(names[i]);
+    }
+}
+
+/* The kernel options of the backends that have them, from their option
+ * tables (README's "Kernel options" shows the same text). */
+static void print_kernel_options(FILE *out)
+{
+    const spk_kernel_family *families[] = {&spk_persistent_family, &spk_cluster_family};
+    fprintf(out, "\nkernel options (spk.lstm.stack{backend = ..., kernel = {option = value, ...}}):\n");
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
+        char text[4096];
+        spk_kernel_family_describe(families[i], text, sizeof text);
+        fprintf(out, "backend %s:\n%s", families[i]->backend, text);
     }
 }
 
@@ -482,8 +497,10 @@ static int protected_main(lua_State *L)
     if (code == 0)
         code = classify(L, argv, &o);
     if (code != 0 || o.help || o.mode == MODE_HELP) {
-        if (code == 0)
+        if (code == 0) {
             print_usage(L, stdout);
+            print_kernel_options(stdout);
+        }
         lua_pushinteger(L, code);
         return 1;
     }

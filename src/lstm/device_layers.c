@@ -88,7 +88,7 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, sp
 {
     /* Both directions in one batched GEMM, a shared by the two: gates[d] =
      * a w[d]^T. One launch fills the last wave of tiles that two leave part
-     * empty (batch 64: 0.43 against 0.48 ms a layer on the H200). */
+     * empty (docs/results/2026-11-30-h200/bench_batched.txt). */
     spk_gemm_args ga = {.a = a, .b = layer->w, .c = gates, .transa = false, .transb = true, .alpha = 1.0f,
                         .beta = 0.0f, .math = math, .stream = s};
     return spk_gemm(&ga);

@@ -1,7 +1,7 @@
 /* The LSTM stack on the CPU: layer validation, gate packing, the reference
  * forward pass, and the tile schedules of the persistent kernel.
  *
- * Weights are in ONNX LSTM layout (DESIGN.md §2), per layer and both
+ * Weights are in ONNX LSTM layout, per layer and both
  * directions stacked: W [2, 4H, in], R [2, 4H, H], B [2, 8H] (the 4H input
  * biases Wb, then the 4H recurrent biases Rb). Gate row blocks are in ONNX
  * order i, o, f, c: row g*H + u is gate g of hidden unit u.
@@ -89,7 +89,7 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
 
 /* ---- The reference forward pass ---------------------------------------- */
 
-/* Numerics (DESIGN.md §2, ONNX Runtime's CPU order), in the chosen precision:
+/* Numerics (ONNX Runtime's CPU order), in the chosen precision:
  *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), every dot product summed in index order
  *   from its first term, no fused multiply-add;
  *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c),
@@ -127,7 +127,7 @@ int spk_lstm_reference(const spk_lstm_layer *layers, int count, const spk_tensor
                        const spk_lstm_reference_options *options, spk_lstm_reference_result *out);
 void spk_lstm_reference_result_free(spk_lstm_reference_result *result);
 
-/* ---- Tile schedules of the persistent kernel (DESIGN.md §3) ------------ */
+/* ---- Tile schedules of the persistent kernel ------------ */
 
 /* A batch is cut into `tiles` tiles of `tile_rows` rows; each tile is run by
  * `groups` co-resident blocks. Launches cover tiles_per_launch tiles each, in
@@ -144,7 +144,7 @@ typedef struct spk_schedule {
 #define SPK_SCHEDULE_UNKNOWN (-1) /* concurrent capacity not known */
 #define SPK_SCHEDULE_MAX_HEIGHTS 16
 
-/* The seed's rule: for each height in `heights` (in order), the first with
+/* The rule: for each height in `heights` (in order), the first with
  * tiles * 2 * groups <= min(capacity, concurrent_capacity) runs both directions
  * concurrently in one launch each. Otherwise the largest height, sequential
  * directions, tiles_per_launch = capacity / groups. An unknown concurrent

@@ -3,6 +3,7 @@
 #include "lstm/persistent.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,109 +14,131 @@
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
 
+/* ---- options ------------------------------------------------------------- */
+
+/* The persistent kernel's options (docs/design.md says why each exists and
+ * which measurement keeps it); spk_persistent_variant_check checks what
+ * needs the derived sizes. */
+#define FIELD(name) offsetof(spk_persistent_variant, name)
+enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_TILE_ROWS, O_COUNT };
+#define ON(o) (1u << (o))
+
+static const spk_kernel_option options[O_COUNT] = {
+    [O_HIDDEN] = {"hidden", "HIDDEN", {NULL}, 1, 1 << 20, 0, SPK_DEFAULT_LAYERS, 0, 0, FIELD(hidden),
+                  "hidden units, the layers' own"},
+    [O_UNITS] = {"units", "UNITS", {NULL}, 4, 32, SPK_BIT(4) | SPK_BIT(8) | SPK_BIT(16) | SPK_BIT(32),
+                 SPK_DEFAULT_BATCH, 4, 0, FIELD(units), "hidden units a block; hidden / units blocks a tile"},
+    [O_GATE_BLOCK] = {"gate_block", "GATE_BLOCK", {NULL}, 1, 4, SPK_BIT(1) | SPK_BIT(4), SPK_DEFAULT_BATCH, 1, 0,
+                      FIELD(gate_block), "gate rows a thread holds: one, or its unit's four"},
+    [O_THREADS] = {"threads", "THREADS", {NULL}, 32, 1024, 0, SPK_DEFAULT_FIT, 0, ON(O_UNITS) | ON(O_GATE_BLOCK),
+                   FIELD(threads), "threads a block: units * 4 / gate_block * chunks"},
+    [O_ROW_GROUP] = {"row_group", "ROW_GROUP", {NULL}, 1, 8, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8),
+                     SPK_DEFAULT_FIT, 0, ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS), FIELD(row_group),
+                     "batch rows reduced together over the chunk lanes"},
+    [O_TILE_ROWS] = {"tile_rows", "MAX_TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0,
+                     ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS) | ON(O_ROW_GROUP), FIELD(tile_rows),
+                     "the most batch rows a block carries"},
+};
+
+static const spk_kernel_rule rules[] = {
+    {"units", SPK_BIT(32), "gate_block", SPK_BIT(4), "kernel.units 32 needs kernel.gate_block 4"},
+};
+
+const spk_kernel_family spk_persistent_family = {"persistent", options, O_COUNT, rules,
+                                                 (int)(sizeof rules / sizeof *rules)};
+
 /* ---- variants ------------------------------------------------------------ */
 
-spk_lstm_variant spk_lstm_variant_default(void)
+/* The default variant per batch: the first row whose max_batch covers the
+ * batch, the fastest variant of each batch in tools/persistent_sweep.lua on
+ * the H200 (docs/design.md, "Why each default", has the figures). Threads
+ * and tile rows come from spk_persistent_variant_fit. */
+static const struct {
+    int64_t max_batch;
+    int units, gate_block, row_group;
+} batch_table[] = {
+    {1, 4, 1, 1},
+    {32, 4, 1, 8},
+    {64, 16, 4, 8},
+    {INT64_MAX, 8, 4, 8},
+};
+
+static spk_persistent_variant plain_variant(int hidden)
 {
-    spk_lstm_variant v = {.hidden = 128, .units = 4, .threads = 128, .max_tile_rows = 32, .acq_rel = false,
-                          .gather = 2, .gate_block = 1, .row_group = 1};
+    spk_persistent_variant v = {.hidden = hidden, .units = 4, .gate_block = 1, .row_group = 1};
+    spk_persistent_variant_fit(&v);
     return v;
 }
 
-/* The default variant per batch: the first row whose max_batch covers the
- * batch. The fastest variant of each batch in
- * `build/spk run tools/persistent_sweep.lua --quick` on the H200, 2026-11-30
- * (docs/results/2026-11-30-h200/persistent_sweep_final.txt; every variant gave
- * the same bits), ms per forward (4 layers, H 128, input 60, 589 steps,
- * median of CUDA graph replays), against cuDNN's best in the same run:
- *   batch 1    u4, paired gather          2.697  (persist_static 3.721)
- *   batch 8    u4, row groups of 8        4.105  (persist_static_small_h 9.513)
- *   batch 32   u4, row groups of 8        5.945  (persist_static_small_h 11.009)
- *   batch 64   u16, gate blocks of 4      7.801  (persist_static_small_h 12.101)
- *   batch 256  u8, gate blocks of 4       16.072 (persist_static_small_h 26.501)
- * One block per 4 units gathers the least per block, which wins while the step
- * is latency-bound (up to batch 32); from batch 64 on the arithmetic of a step
- * dominates, and a thread holding all four gate rows of its unit (gate blocks)
- * loads h from shared memory a quarter as often. Threads and tile rows come
- * from spk_lstm_variant_fit. */
-static const struct {
-    int64_t max_batch;
-    int units, gather, gate_block, row_group;
-} batch_table[] = {
-    {1, 4, 2, 1, 1},
-    {32, 4, 2, 1, 8},
-    {64, 16, 2, 4, 8},
-    {INT64_MAX, 8, 2, 4, 8},
-};
-
-spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch)
+spk_persistent_variant spk_persistent_variant_for_batch(int hidden, int64_t batch)
 {
-    spk_lstm_variant v = spk_lstm_variant_default();
-    v.hidden = hidden;
     size_t n = sizeof batch_table / sizeof *batch_table, i = 0;
     while (i + 1 < n && batch > batch_table[i].max_batch)
         i++;
-    v.units = batch_table[i].units;
-    v.gather = batch_table[i].gather;
-    v.gate_block = batch_table[i].gate_block;
-    v.row_group = batch_table[i].row_group;
-    spk_lstm_variant_fit(&v, false, false);
-    if (spk_lstm_variant_check(&v, NULL) == 0)
+    spk_persistent_variant v = {.hidden = hidden, .units = batch_table[i].units,
+                                .gate_block = batch_table[i].gate_block, .row_group = batch_table[i].row_group};
+    spk_persistent_variant_fit(&v);
+    if (spk_persistent_variant_check(&v, NULL) == 0)
         return v;
     /* The row was measured at hidden 128; a hidden size it does not fit
      * (e.g. 16: fewer chunks than its row group) keeps the row's units and
-     * layout with the row group the fit picks, else the generic default. */
+     * layout with the row group the fit picks, else the plain variant. */
     spk_clear_error();
     v.threads = 0;
-    v.max_tile_rows = spk_lstm_variant_default().max_tile_rows;
+    v.tile_rows = 0;
     v.row_group = 0;
-    spk_lstm_variant_fit(&v, false, false);
-    if (spk_lstm_variant_check(&v, NULL) == 0)
+    spk_persistent_variant_fit(&v);
+    if (spk_persistent_variant_check(&v, NULL) == 0)
         return v;
     spk_clear_error();
-    v = spk_lstm_variant_default();
-    v.hidden = hidden;
-    spk_lstm_variant_fit(&v, false, false);
-    return v;
+    return plain_variant(hidden);
 }
 
-void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given)
+int spk_persistent_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given,
+                                   spk_persistent_variant *out)
+{
+    spk_persistent_variant row = spk_persistent_variant_for_batch(hidden, batch);
+    memset(out, 0, sizeof *out);
+    spk_kernel_resolve(&spk_persistent_family, &row, given, out);
+    spk_persistent_variant_fit(out);
+    return spk_persistent_variant_check(out, NULL);
+}
+
+void spk_persistent_variant_fit(spk_persistent_variant *v)
 {
     /* The most chunks per gate row (so the most threads) that still divide
      * the hidden size and give whole warps; tile rows follow, as each of a
      * unit's 4 * chunks lanes owns one row. */
     int block = v->gate_block == 4 ? 4 : 1;
     int chunk_threads = 4 * v->units / block;
-    if (!threads_given) {
+    if (v->threads == 0 && chunk_threads > 0) {
         int chunks = 8;
         while (chunks > 2 && (v->hidden % (4 * chunks) != 0 || (chunk_threads * chunks) % 32 != 0))
             chunks /= 2;
         v->threads = chunk_threads * chunks;
     }
-    if (v->row_group <= 0)
-        v->row_group = block == 4 && v->threads % chunk_threads == 0 ? v->threads / chunk_threads : 1;
-    if (!tile_rows_given && v->threads % chunk_threads == 0) {
-        int most = block == 4 ? 4 * v->row_group : 4 * (v->threads / chunk_threads);
-        /* and the two h buffers within 48 KiB of shared memory */
-        if (v->hidden > 0 && most > 6144 / v->hidden)
-            most = 6144 / v->hidden;
-        if (v->max_tile_rows > most)
-            v->max_tile_rows = most;
+    if (v->row_group == 0)
+        v->row_group = block == 4 && chunk_threads > 0 && v->threads % chunk_threads == 0 ? v->threads / chunk_threads
+                                                                                          : 1;
+    if (v->tile_rows == 0) {
+        v->tile_rows = 32;
+        if (chunk_threads > 0 && v->threads % chunk_threads == 0) {
+            int most = block == 4 ? 4 * v->row_group : 4 * (v->threads / chunk_threads);
+            /* and the two h buffers within 48 KiB of shared memory */
+            if (v->hidden > 0 && most > 6144 / v->hidden)
+                most = 6144 / v->hidden;
+            if (v->tile_rows > most)
+                v->tile_rows = most;
+        }
     }
 }
 
-int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
+int spk_persistent_variant_check(const spk_persistent_variant *v, spk_persistent_geometry *out)
 {
     if (v->hidden < 1)
         return spk_fail("kernel.hidden must be positive, got %d", v->hidden);
-    if (v->gate_block != 1 && v->gate_block != 4)
-        return spk_fail("kernel.gate_block must be 1 (one gate row per thread) or 4 (a unit's four gate rows), "
-                        "got %d", v->gate_block);
-    if (v->units != 4 && v->units != 8 && v->units != 16 && !(v->units == 32 && v->gate_block == 4))
-        return spk_fail("kernel.units must be 4, 8 or 16 (or 32 with gate_block 4), got %d", v->units);
-    if (v->gather != 1 && v->gather != 2)
-        return spk_fail("kernel.gather must be 1 (the seed's per-word waits) or 2 (paired polls), got %d",
-                        v->gather);
+    if (spk_kernel_check_rules(&spk_persistent_family, v) != 0)
+        return -1;
     if (v->hidden % 2 != 0)
         return spk_fail("kernel.hidden %d must be even", v->hidden);
     if (v->hidden % v->units != 0)
@@ -129,8 +152,6 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
                         "(units %d, gate_block %d: %d, %d or %d)",
                         v->threads, 4 / v->gate_block, v->units, v->gate_block, chunk_threads * 2, chunk_threads * 4,
                         chunk_threads * 8);
-    if (v->row_group != 1 && v->row_group != 2 && v->row_group != 4 && v->row_group != 8)
-        return spk_fail("kernel.row_group must be 1, 2, 4 or 8, got %d", v->row_group);
     if (v->row_group > chunks)
         return spk_fail("kernel.row_group %d must be at most the %d chunks of %d threads", v->row_group, chunks,
                         v->threads);
@@ -138,66 +159,52 @@ int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out)
         return spk_fail("kernel.hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
                         4 * chunks, v->threads);
     int most_rows = v->gate_block == 4 ? 4 * v->row_group : 4 * chunks;
-    if (v->max_tile_rows < 1 || v->max_tile_rows > most_rows)
+    if (v->tile_rows < 1 || v->tile_rows > most_rows)
         return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads, %d units, "
                         "gate_block %d and row_group %d, got %d", most_rows, v->threads, v->units, v->gate_block,
-                        v->row_group, v->max_tile_rows);
-    size_t smem = 2u * (size_t)v->max_tile_rows * (size_t)v->hidden * sizeof(float);
+                        v->row_group, v->tile_rows);
+    size_t smem = 2u * (size_t)v->tile_rows * (size_t)v->hidden * sizeof(float);
     if (smem > 48u * 1024u)
         return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 49152 "
-                        "(use tile_rows <= %d)", v->hidden, v->max_tile_rows, smem, 6144 / v->hidden);
+                        "(use tile_rows <= %d)", v->hidden, v->tile_rows, smem, 6144 / v->hidden);
     if (out) {
+        memset(out, 0, sizeof *out);
         out->groups = v->hidden / v->units;
         out->gate_rows = gate_rows;
         out->chunks = chunks;
-        out->state_tile = 2 * (int64_t)v->max_tile_rows * v->hidden;
+        out->state_tile = 2 * (int64_t)v->tile_rows * v->hidden;
         out->smem_bytes = smem;
     }
     return 0;
 }
 
-void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_defines *out)
+static spk_module *compile_variant(const spk_persistent_variant *v, const char *arch, bool trace)
 {
-    static const char *names[SPK_LSTM_VARIANT_DEFINES] = {"HIDDEN",      "UNITS",  "THREADS",    "MAX_TILE_ROWS",
-                                                          "SPK_ACQ_REL", "GATHER", "GATE_BLOCK", "ROW_GROUP"};
-    int values[SPK_LSTM_VARIANT_DEFINES] = {v->hidden, v->units,  v->threads,    v->max_tile_rows,
-                                            v->acq_rel ? 1 : 0, v->gather, v->gate_block, v->row_group};
-    for (int i = 0; i < SPK_LSTM_VARIANT_DEFINES; i++) {
-        snprintf(out->text[i], sizeof out->text[i], "%d", values[i]);
-        out->defines[i].name = names[i];
-        out->defines[i].value = out->text[i];
-    }
-}
-
-static spk_module *compile_variant(const spk_lstm_variant *v, const char *arch, bool trace)
-{
-    if (spk_lstm_variant_check(v, NULL) != 0)
+    if (spk_persistent_variant_check(v, NULL) != 0)
         return NULL;
     const char *kernels = spk_kernel_dir();
     if (!kernels)
         return NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/lstm_recurrence.cu", kernels);
-    spk_lstm_variant_defines d;
-    spk_lstm_variant_defines_fill(v, &d);
-    spk_define defines[SPK_LSTM_VARIANT_DEFINES + 1];
-    memcpy(defines, d.defines, sizeof d.defines);
-    defines[SPK_LSTM_VARIANT_DEFINES].name = "SPK_DEBUG_TRACE";
-    defines[SPK_LSTM_VARIANT_DEFINES].value = "1";
+    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
+    char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int n = spk_kernel_defines(&spk_persistent_family, v, defines, text);
+    defines[n] = (spk_define){"SPK_DEBUG_TRACE", "1"};
     spk_compile_options opts = {0};
     opts.file = path;
     opts.defines = defines;
-    opts.ndefines = SPK_LSTM_VARIANT_DEFINES + (trace ? 1 : 0);
+    opts.ndefines = n + (trace ? 1 : 0);
     opts.arch = arch;
     return spk_compile(&opts);
 }
 
-spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch)
+spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, const char *arch)
 {
     return compile_variant(v, arch, false);
 }
 
-spk_module *spk_lstm_variant_compile_trace(const spk_lstm_variant *v, const char *arch)
+spk_module *spk_persistent_variant_compile_trace(const spk_persistent_variant *v, const char *arch)
 {
     return compile_variant(v, arch, true);
 }
@@ -217,30 +224,30 @@ int spk_lstm_trace_check(const spk_lstm_trace *t, int64_t layers, int64_t steps)
     return 0;
 }
 
-int spk_lstm_variant_heights(const spk_lstm_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
+int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
 {
-    static const int64_t seed[] = {8, 16, 32};
+    static const int64_t tried[] = {8, 16, 32};
     int n = 0;
-    for (size_t i = 0; i < sizeof seed / sizeof *seed; i++)
-        if (seed[i] <= v->max_tile_rows)
-            heights[n++] = seed[i];
-    if (n == 0 || heights[n - 1] != v->max_tile_rows)
-        heights[n++] = v->max_tile_rows;
+    for (size_t i = 0; i < sizeof tried / sizeof *tried; i++)
+        if (tried[i] <= v->tile_rows)
+            heights[n++] = tried[i];
+    if (n == 0 || heights[n - 1] != v->tile_rows)
+        heights[n++] = v->tile_rows;
     return n;
 }
 
-int spk_lstm_schedule_fits(const spk_schedule *s, const spk_lstm_variant *v, int64_t capacity,
+int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_variant *v, int64_t capacity,
                            int64_t concurrent_capacity)
 {
-    spk_lstm_geometry g;
-    if (spk_lstm_variant_check(v, &g) != 0)
+    spk_persistent_geometry g;
+    if (spk_persistent_variant_check(v, &g) != 0)
         return -1;
     if (s->groups != g.groups)
         return spk_fail("schedule: groups %lld, the kernel variant has %d (hidden %d / units %d)",
                         (long long)s->groups, g.groups, v->hidden, v->units);
-    if (s->tile_rows > v->max_tile_rows)
+    if (s->tile_rows > v->tile_rows)
         return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.tile_rows)",
-                        (long long)s->tile_rows, v->max_tile_rows);
+                        (long long)s->tile_rows, v->tile_rows);
     int64_t blocks = s->tiles_per_launch * s->groups;
     if (blocks > capacity)
         return spk_fail("schedule: a launch of %lld tiles needs %lld co-resident blocks, the device holds %lld",
@@ -258,8 +265,8 @@ int spk_lstm_schedule_fits(const spk_schedule *s, const spk_lstm_variant *v, int
 
 /* ---- plans --------------------------------------------------------------- */
 
-struct spk_lstm_plan {
-    spk_lstm_plan_info info;
+struct spk_persistent_plan {
+    spk_persistent_plan_info info;
     spk_module *module;
     spk_kernel *recurrence, *clear;
     spk_lstm_gpu_buffers buffers; /* layers, gates, output */
@@ -280,7 +287,7 @@ struct spk_lstm_plan {
     const int *trace_slot;
 };
 
-void spk_lstm_plan_free(spk_lstm_plan *p)
+void spk_persistent_plan_free(spk_persistent_plan *p)
 {
     if (!p)
         return;
@@ -298,23 +305,29 @@ void spk_lstm_plan_free(spk_lstm_plan *p)
     free(p);
 }
 
-const spk_lstm_plan_info *spk_lstm_plan_get_info(const spk_lstm_plan *plan) { return &plan->info; }
+const spk_persistent_plan_info *spk_persistent_plan_get_info(const spk_persistent_plan *plan) { return &plan->info; }
 
-int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x)
+int spk_persistent_plan_check_input(const spk_persistent_plan_info *info, const spk_tensor *x)
 {
     return spk_lstm_check_x(info->shape.batch, info->shape.steps, info->shape.input, x);
 }
 
-static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_lstm_plan_enqueue(plan, x); }
-static int finish_runner(void *plan) { return spk_lstm_plan_finish(plan); }
+static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_persistent_plan_enqueue(plan, x); }
+static int finish_runner(void *plan) { return spk_persistent_plan_finish(plan); }
 
-spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
+spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *o)
 {
-    spk_lstm_gpu_shape shape;
-    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, o->variant.hidden, o->math, &shape) != 0)
+    spk_lstm_dims dims;
+    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
         return NULL;
-    spk_lstm_geometry geometry;
-    if (spk_lstm_variant_check(&o->variant, &geometry) != 0)
+    spk_persistent_variant variant;
+    if (spk_persistent_variant_resolve((int)dims.hidden, o->batch, &o->kernel, &variant) != 0)
+        return NULL;
+    spk_lstm_gpu_shape shape;
+    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, variant.hidden, o->math, &shape) != 0)
+        return NULL;
+    spk_persistent_geometry geometry;
+    if (spk_persistent_variant_check(&variant, &geometry) != 0)
         return NULL;
     /* Flags: layer l step s carries l*steps + s + 1, which must fit 32 bits. */
     if ((int64_t)o->count * o->steps >= (int64_t)UINT32_MAX)
@@ -330,26 +343,27 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
         return NULL;
     }
 
-    spk_lstm_plan *p = calloc(1, sizeof *p);
+    spk_persistent_plan *p = calloc(1, sizeof *p);
     if (!p)
         return spk_fail_null("lstm stack: out of memory");
     p->timeout_ns = o->timeout_ns;
-    spk_lstm_plan_info *info = &p->info;
-    info->variant = o->variant;
-    info->geometry = geometry;
+    spk_persistent_plan_info *info = &p->info;
+    info->variant = variant;
     info->shape = shape;
+    if (spk_persistent_variant_check(&variant, &info->geometry) != 0)
+        goto fail;
 
-    if (!(p->module = spk_lstm_variant_compile(&o->variant, NULL)))
+    if (!(p->module = spk_persistent_variant_compile(&variant, NULL)))
         goto fail;
     snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(p->module));
     if (!(p->recurrence = spk_module_kernel(p->module, SPK_LSTM_RECURRENCE_KERNEL)) ||
         !(p->clear = spk_module_kernel(p->module, SPK_LSTM_CLEAR_KERNEL)))
         goto fail;
     if (spk_kernel_attributes(p->recurrence, &info->attrs) != 0 ||
-        spk_kernel_occupancy(p->recurrence, o->variant.threads, 0, &info->blocks_per_sm) != 0)
+        spk_kernel_occupancy(p->recurrence, variant.threads, 0, &info->blocks_per_sm) != 0)
         goto fail;
     int device_capacity;
-    if (spk_kernel_cooperative_capacity(p->recurrence, o->variant.threads, 0, &device_capacity) != 0)
+    if (spk_kernel_cooperative_capacity(p->recurrence, variant.threads, 0, &device_capacity) != 0)
         goto fail;
     info->device_capacity = device_capacity;
     if (o->capacity > device_capacity) {
@@ -360,8 +374,8 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     info->capacity = o->capacity > 0 ? o->capacity : device_capacity;
     /* Both directions' launches are the same kernel drawing on the same block
      * slots, so together they fit when their sum is within the capacity: the
-     * seed's rule 2 * tiles * groups <= min(capacity, concurrent) with the
-     * concurrent capacity equal to the capacity. */
+     * schedule's rule 2 * tiles * groups <= min(capacity, concurrent) with
+     * the concurrent capacity equal to the capacity. */
     info->concurrent_capacity = info->capacity;
 
     if (o->schedule) {
@@ -383,12 +397,12 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
             goto fail;
     } else {
         int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
-        int n = spk_lstm_variant_heights(&o->variant, heights);
+        int n = spk_persistent_variant_heights(&variant, heights);
         if (spk_schedule_new(&info->schedule, o->batch, info->capacity, info->concurrent_capacity, geometry.groups,
                              heights, n) != 0)
             goto fail;
     }
-    if (spk_lstm_schedule_fits(&info->schedule, &o->variant, info->capacity, info->concurrent_capacity) != 0)
+    if (spk_persistent_schedule_fits(&info->schedule, &variant, info->capacity, info->concurrent_capacity) != 0)
         goto fail;
 
     if (!(p->stream = spk_stream_new()) || !(p->side = spk_stream_new()) || !(p->fork = spk_event_new(false)) ||
@@ -404,13 +418,13 @@ spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *o)
     return p;
 fail:
     spk_error_prefix("lstm stack");
-    spk_lstm_plan_free(p);
+    spk_persistent_plan_free(p);
     return NULL;
 }
 
-static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
+static int launch_direction(spk_persistent_plan *p, int layer, int d, spk_stream *s)
 {
-    const spk_lstm_plan_info *info = &p->info;
+    const spk_persistent_plan_info *info = &p->info;
     const spk_schedule *sch = &info->schedule;
     int64_t H = info->shape.hidden, B = info->shape.batch, T = info->shape.steps;
     spk_lstm_device_layer *pl = &p->buffers.layers[layer];
@@ -472,7 +486,7 @@ static int launch_direction(spk_lstm_plan *p, int layer, int d, spk_stream *s)
  * stream: the reverse one on the side stream when the schedule is concurrent. */
 static int launch_layer(void *plan, int l)
 {
-    spk_lstm_plan *p = plan;
+    spk_persistent_plan *p = plan;
     spk_stream *s = p->stream;
     int rc;
     if (p->info.schedule.concurrent) {
@@ -485,7 +499,7 @@ static int launch_layer(void *plan, int l)
     return rc ? -1 : 0;
 }
 
-int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
+int spk_persistent_plan_enqueue(spk_persistent_plan *p, const spk_tensor *x)
 {
     if (spk_lstm_gpu_check_enqueue(&p->info.shape, x) != 0)
         return -1;
@@ -508,11 +522,11 @@ int spk_lstm_plan_enqueue(spk_lstm_plan *p, const spk_tensor *x)
     return spk_lstm_gpu_enqueue_layers(&p->buffers, &p->info.shape, x, s, launch_layer, p);
 }
 
-int spk_lstm_plan_finish(spk_lstm_plan *p)
+int spk_persistent_plan_finish(spk_persistent_plan *p)
 {
     if (spk_stream_synchronize(p->stream) != 0 || spk_stream_synchronize(p->side) != 0)
         return -1;
-    const spk_lstm_geometry *g = &p->info.geometry;
+    const spk_persistent_geometry *g = &p->info.geometry;
     uint64_t status = 0;
     const uint64_t *state = spk_tensor_data(p->state);
     if (spk_memcpy_d2h(&status, state + 2 * p->info.schedule.tiles * g->state_tile, sizeof status, p->stream) != 0)
@@ -526,24 +540,24 @@ int spk_lstm_plan_finish(spk_lstm_plan *p)
     return spk_lstm_gpu_check_status(code, known, (int)(sizeof known / sizeof *known), "recurrence");
 }
 
-spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *p, const spk_tensor *x)
+spk_tensor *spk_persistent_plan_forward(spk_persistent_plan *p, const spk_tensor *x)
 {
     return spk_lstm_gpu_forward(&p->runner, x);
 }
 
-int spk_lstm_plan_time(spk_lstm_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
+int spk_persistent_plan_time(spk_persistent_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
     return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
 }
 
 /* Compiles the trace build once; its occupancy can be lower (more registers),
  * so the plan's schedule must also fit its capacity before any launch. */
-static int prepare_trace_kernel(spk_lstm_plan *p)
+static int prepare_trace_kernel(spk_persistent_plan *p)
 {
     if (p->trace_recurrence)
         return 0;
-    const spk_lstm_plan_info *info = &p->info;
-    spk_module *m = spk_lstm_variant_compile_trace(&info->variant, NULL);
+    const spk_persistent_plan_info *info = &p->info;
+    spk_module *m = spk_persistent_variant_compile_trace(&info->variant, NULL);
     if (!m)
         return -1;
     spk_kernel *k = spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL);
@@ -551,7 +565,7 @@ static int prepare_trace_kernel(spk_lstm_plan *p)
     if (!k || spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0)
         goto fail;
     int64_t room = info->capacity < capacity ? info->capacity : capacity;
-    if (spk_lstm_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
+    if (spk_persistent_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
         spk_error_prefix("lstm stack: the trace build of the kernel holds %d co-resident blocks", capacity);
         goto fail;
     }
@@ -564,13 +578,13 @@ fail:
     return -1;
 }
 
-spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *p, const spk_tensor *x, const spk_lstm_trace *trace,
+spk_tensor *spk_persistent_plan_forward_trace(spk_persistent_plan *p, const spk_tensor *x, const spk_lstm_trace *trace,
                                         spk_tensor **trace_h, spk_tensor **trace_c)
 {
     *trace_h = *trace_c = NULL;
-    const spk_lstm_plan_info *info = &p->info;
+    const spk_persistent_plan_info *info = &p->info;
     if (spk_lstm_trace_check(trace, info->shape.layers, info->shape.steps) != 0 ||
-        spk_lstm_plan_check_input(info, x) != 0 ||
+        spk_persistent_plan_check_input(info, x) != 0 ||
         prepare_trace_kernel(p) != 0)
         return NULL;
     /* The kernel records each distinct time position once, in slot

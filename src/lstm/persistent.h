@@ -1,5 +1,5 @@
-/* The GPU LSTM stack on the persistent recurrence kernel (DESIGN.md §3,
- * kernels/lstm_recurrence.cu): packed weights on the device, per layer a cuBLAS
+/* The GPU LSTM stack on the persistent recurrence kernel
+ * (kernels/lstm_recurrence.cu, docs/design.md): packed weights on the device, per layer a cuBLAS
  * input projection per direction, then the cooperative recurrence launches of
  * the tile schedule (the reverse direction on a side stream when the schedule
  * is concurrent). Buffers are allocated once per plan and reused.
@@ -14,86 +14,80 @@
 #include "core/tensor.h"
 #include "cuda/runtime.h"
 #include "lstm/device_layers.h"
+#include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
 
 /* ---- Kernel variants (macros of kernels/lstm_recurrence.cu) ------------ */
 
-typedef struct spk_lstm_variant {
-    int hidden;        /* HIDDEN: 64, 128 or 256 */
-    int units;         /* UNITS: hidden units per block, 4, 8 or 16 (32 with gate_block 4) */
-    int threads;       /* THREADS = units * (4 / gate_block) * chunks, chunks 2, 4 or 8 */
-    int max_tile_rows; /* MAX_TILE_ROWS: 1 .. 4 * chunks (gate_block 4: 1 .. 4 * row_group), two h
-                          buffers within 48 KiB */
-    bool acq_rel;      /* SPK_ACQ_REL: release/acquire exchange instead of relaxed */
-    int gather;        /* GATHER: 1 the seed's per-word waits, 2 paired 16-byte polls (default) */
-    int gate_block;    /* GATE_BLOCK: gate rows per thread, 1 (the seed's layout) or 4 (a unit's four) */
-    int row_group;     /* ROW_GROUP: rows reduced together over the chunk lanes, 1, 2, 4 or 8 (<= chunks);
-                          1 is the seed's all-reduce per row; 0 in spk_lstm_variant_fit: choose */
-} spk_lstm_variant;
+/* One int per option of spk_persistent_family (persistent.c's option table
+ * says what each takes and means; the kernel's macro in brackets). */
+typedef struct spk_persistent_variant {
+    int hidden;     /* [HIDDEN] */
+    int units;      /* [UNITS] hidden units a block */
+    int gate_block; /* [GATE_BLOCK] gate rows a thread holds */
+    int threads;    /* [THREADS] = units * (4 / gate_block) * chunks */
+    int row_group;  /* [ROW_GROUP] rows reduced together over the chunk lanes */
+    int tile_rows;  /* [MAX_TILE_ROWS] the most batch rows a block carries */
+} spk_persistent_variant;
 
-/* Launch geometry derived from a variant, as the kernel derives it. */
-typedef struct spk_lstm_geometry {
+extern const spk_kernel_family spk_persistent_family;
+
+/* Launch geometry and defines derived from a variant, as the kernel derives it. */
+typedef struct spk_persistent_geometry {
     int groups;         /* blocks per tile: hidden / units */
     int gate_rows;      /* 4 * units packed rows of R per block */
     int chunks;         /* threads / (gate_rows / gate_block) k-chunks per gate row */
-    int64_t state_tile; /* 64-bit words per tile: 2 * max_tile_rows * hidden */
+    int64_t state_tile; /* 64-bit words per tile: 2 * tile_rows * hidden */
     size_t smem_bytes;  /* the kernel's static shared memory: 2 h buffers */
-} spk_lstm_geometry;
+} spk_persistent_geometry;
 
-/* hidden 128, units 4, threads 128, max_tile_rows 32, relaxed exchange, gather 2, gate_block 1,
- * row_group 1. */
-spk_lstm_variant spk_lstm_variant_default(void);
-/* The fastest variant known for a batch (a table in persistent.c, from
+/* The default variant for a batch (a table in persistent.c, from
  * tools/persistent_sweep.lua on the H200), fitted to `hidden`. */
-spk_lstm_variant spk_lstm_variant_for_batch(int hidden, int64_t batch);
-/* Checks a variant against the kernel's static_asserts and derives its geometry
- * (out may be NULL). Messages name the field, e.g. "kernel.threads 96 must be
- * units * 4 * chunks with chunks 2, 4 or 8". */
-/* Fills what a script left out: threads (the widest split that divides the
- * hidden size), row_group when 0 (1 for gate_block 1, chunks for gate_block 4)
- * and tile rows (capped by what that split can carry). */
-void spk_lstm_variant_fit(spk_lstm_variant *v, bool threads_given, bool tile_rows_given);
-int spk_lstm_variant_check(const spk_lstm_variant *v, spk_lstm_geometry *out);
-
-#define SPK_LSTM_VARIANT_DEFINES 8
-/* The NVRTC defines of a variant; `text` holds their values. */
-typedef struct spk_lstm_variant_defines {
-    spk_define defines[SPK_LSTM_VARIANT_DEFINES];
-    char text[SPK_LSTM_VARIANT_DEFINES][16];
-} spk_lstm_variant_defines;
-void spk_lstm_variant_defines_fill(const spk_lstm_variant *v, spk_lstm_variant_defines *out);
+spk_persistent_variant spk_persistent_variant_for_batch(int hidden, int64_t batch);
+/* The variant a plan of this batch compiles for the options a script gave
+ * (the rest by each option's default rule), checked. */
+int spk_persistent_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given,
+                                   spk_persistent_variant *out);
+/* Fills what is left 0: threads (the widest split that divides the hidden
+ * size), row_group (1 for gate_block 1, chunks for gate_block 4) and tile
+ * rows (what that split can carry, at most 32). */
+void spk_persistent_variant_fit(spk_persistent_variant *v);
+/* Checks a variant against the kernel's static_asserts and derives its
+ * geometry and defines (out may be NULL). Messages name the option, e.g.
+ * "kernel.threads 96 must be units * 4 * chunks with chunks 2, 4 or 8". */
+int spk_persistent_variant_check(const spk_persistent_variant *v, spk_persistent_geometry *out);
 
 /* Compiles the recurrence source (kernels/lstm_recurrence.cu in spk_kernel_dir())
  * for `arch` ("sm_90", "compute_80", or NULL for the current device). */
-spk_module *spk_lstm_variant_compile(const spk_lstm_variant *v, const char *arch);
+spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, const char *arch);
 /* The same variant's trace build (SPK_DEBUG_TRACE=1: three more kernel
  * parameters, h and c of chosen steps written to a trace buffer). */
-spk_module *spk_lstm_variant_compile_trace(const spk_lstm_variant *v, const char *arch);
+spk_module *spk_persistent_variant_compile_trace(const spk_persistent_variant *v, const char *arch);
 
 #define SPK_LSTM_RECURRENCE_KERNEL "spk_lstm_recurrence"
 #define SPK_LSTM_CLEAR_KERNEL "spk_lstm_clear"
 
-/* The tile heights the seed tries, limited to what a variant carries:
- * 8, 16, 32 (those <= max_tile_rows), else max_tile_rows alone. */
-int spk_lstm_variant_heights(const spk_lstm_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS]);
+/* The tile heights the schedule tries, limited to what a variant carries:
+ * 8, 16, 32 (those <= tile_rows), else tile_rows alone. */
+int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS]);
 
 /* Checks that a schedule suits a variant and a device capacity before any
- * launch: tile_rows <= max_tile_rows, groups == the variant's, every launch's
+ * launch: tile_rows <= the variant's, groups == the variant's, every launch's
  * blocks (tiles_per_launch * groups) within `capacity`, and a concurrent
  * schedule's two simultaneous launches within `concurrent_capacity`
  * (SPK_SCHEDULE_UNKNOWN: concurrent is refused). */
-int spk_lstm_schedule_fits(const spk_schedule *s, const spk_lstm_variant *v, int64_t capacity,
+int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_variant *v, int64_t capacity,
                            int64_t concurrent_capacity);
 
 /* ---- Plans ------------------------------------------------------------- */
 
-typedef struct spk_lstm_plan_options {
+typedef struct spk_persistent_plan_options {
     const spk_lstm_layer *layers; /* host f32/f64 weights, ONNX layout (lstm.h) */
     int count;
     int64_t batch, steps;
-    spk_lstm_variant variant;
-    /* Optional schedule made elsewhere (checked); NULL: the seed's rule on
-     * the capacity. */
+    spk_kernel_choice kernel; /* the kernel options a script gave; the rest: the batch's default */
+    /* Optional schedule made elsewhere (checked); NULL: spk_schedule_new's
+     * rule on the capacity. */
     const spk_schedule *schedule;
     /* > 0: use this many co-resident blocks instead of the occupancy figure
      * (must not exceed it); for forcing sequential schedules. */
@@ -104,13 +98,13 @@ typedef struct spk_lstm_plan_options {
      * SPK_MATH_TF32 (tensor cores, TF32 inputs, FP32 sums). The recurrent
      * product and the cell are FP32 strict either way. */
     spk_math_mode math;
-} spk_lstm_plan_options;
+} spk_persistent_plan_options;
 
-typedef struct spk_lstm_plan spk_lstm_plan;
+typedef struct spk_persistent_plan spk_persistent_plan;
 
-typedef struct spk_lstm_plan_info {
-    spk_lstm_variant variant;
-    spk_lstm_geometry geometry;
+typedef struct spk_persistent_plan_info {
+    spk_persistent_variant variant;
+    spk_persistent_geometry geometry;
     spk_schedule schedule;
     int64_t capacity;            /* co-resident blocks used for the schedule */
     int64_t device_capacity;     /* occupancy x SMs of the compiled variant */
@@ -119,26 +113,27 @@ typedef struct spk_lstm_plan_info {
     spk_kernel_attrs attrs;      /* registers, local (spill) bytes, smem, ... */
     char arch[16];
     spk_lstm_gpu_shape shape; /* layers, sizes, the input projections' math */
-} spk_lstm_plan_info;
+} spk_persistent_plan_info;
 
-/* Validates the layers (shapes, dtypes, finite values), compiles the variant,
+/* Validates the layers (shapes, dtypes, finite values), resolves the kernel
+ * options (spk_persistent_variant_resolve), compiles the variant,
  * builds the schedule, packs and uploads the weights and allocates every
  * buffer. Needs a device. */
-spk_lstm_plan *spk_lstm_plan_new(const spk_lstm_plan_options *options);
-void spk_lstm_plan_free(spk_lstm_plan *plan);
-const spk_lstm_plan_info *spk_lstm_plan_get_info(const spk_lstm_plan *plan);
+spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *options);
+void spk_persistent_plan_free(spk_persistent_plan *plan);
+const spk_persistent_plan_info *spk_persistent_plan_get_info(const spk_persistent_plan *plan);
 
 /* Enqueues one forward pass on the plan's stream: x is a contiguous device f32
  * [batch, steps, input] tensor, the result goes to the plan's output buffer. */
-int spk_lstm_plan_enqueue(spk_lstm_plan *plan, const spk_tensor *x);
+int spk_persistent_plan_enqueue(spk_persistent_plan *plan, const spk_tensor *x);
 /* Waits for the plan's streams and fails if a launch gave up (timeout). */
-int spk_lstm_plan_finish(spk_lstm_plan *plan);
+int spk_persistent_plan_finish(spk_persistent_plan *plan);
 /* x host or device f32 [batch, steps, input] (any strides); returns a new
  * [batch, steps, 2H] f32 tensor on x's device. Synchronous. */
-spk_tensor *spk_lstm_plan_forward(spk_lstm_plan *plan, const spk_tensor *x);
+spk_tensor *spk_persistent_plan_forward(spk_persistent_plan *plan, const spk_tensor *x);
 /* Captures one forward on x into a CUDA graph, replays it `warmup` times,
  * then `rounds` times, each timed with events: ms[rounds]. */
-int spk_lstm_plan_time(spk_lstm_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
+int spk_persistent_plan_time(spk_persistent_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
 
 /* ---- Traces (the kernel's SPK_DEBUG_TRACE build) ------------------------ */
 
@@ -156,13 +151,13 @@ typedef struct spk_lstm_trace {
  * messages count layers and steps from 1 (needs no device). */
 int spk_lstm_trace_check(const spk_lstm_trace *trace, int64_t layers, int64_t steps);
 
-/* As spk_lstm_plan_forward, through the variant's trace build (compiled on
+/* As spk_persistent_plan_forward, through the variant's trace build (compiled on
  * first use; its capacity is checked against the plan's schedule), and also
  * *trace_h, *trace_c: new host f32 [count, batch, H] tensors. */
-spk_tensor *spk_lstm_plan_forward_trace(spk_lstm_plan *plan, const spk_tensor *x, const spk_lstm_trace *trace,
+spk_tensor *spk_persistent_plan_forward_trace(spk_persistent_plan *plan, const spk_tensor *x, const spk_lstm_trace *trace,
                                         spk_tensor **trace_h, spk_tensor **trace_c);
 
 /* Shape checks of forward's input (needs no device). */
-int spk_lstm_plan_check_input(const spk_lstm_plan_info *info, const spk_tensor *x);
+int spk_persistent_plan_check_input(const spk_persistent_plan_info *info, const spk_tensor *x);
 
 #endif

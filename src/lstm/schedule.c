@@ -1,5 +1,5 @@
 /* Tile schedules of the persistent recurrence kernel: how a batch is cut into
- * tiles and how many tiles one cooperative launch can hold (DESIGN.md §3). */
+ * tiles and how many tiles one cooperative launch can hold. */
 #include "core/error.h"
 #include "lstm/lstm.h"
 

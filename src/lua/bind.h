@@ -110,7 +110,7 @@ void spk_lua_push_doc_registry(lua_State *L);
 void spk_open_tensor(lua_State *L, int module);
 void spk_open_cuda(lua_State *L, int module);
 void spk_open_lstm(lua_State *L, int module);
-void spk_open_stack(lua_State *L, int module);
+void spk_open_persistent(lua_State *L, int module);
 void spk_open_cluster(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
 void spk_open_clock(lua_State *L, int module);

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "core/error.h"
+
 typedef struct lua_gpu_plan {
     void *plan;
 } lua_gpu_plan;
@@ -71,14 +73,107 @@ const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t
     return layers;
 }
 
-void spk_lua_set_defines(lua_State *L, const spk_define *defines, int count)
+void spk_lua_read_kernel_choice(lua_State *L, int idx, const spk_kernel_family *f, spk_kernel_choice *choice)
 {
+    memset(choice, 0, sizeof *choice);
+    if (lua_isnoneornil(L, idx))
+        return;
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "kernel must be a table of kernel options, got %s", luaL_typename(L, idx));
+    int t = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, t)) { /* raw: no metamethod runs */
+        int option = lua_type(L, -2) == LUA_TSTRING ? spk_kernel_option_index(f, lua_tostring(L, -2))
+                                                     : spk_fail("kernel options are named by strings, got a %s key",
+                                                                luaL_typename(L, -2));
+        int rc = option;
+        if (option >= 0) {
+            int isint = 0;
+            lua_Integer value = lua_tointegerx(L, -1, &isint);
+            if (lua_type(L, -1) == LUA_TNUMBER && isint)
+                rc = spk_kernel_choice_set_int(f, choice, option, (long long)value);
+            else if (lua_type(L, -1) == LUA_TSTRING)
+                rc = spk_kernel_choice_set_word(f, choice, option, lua_tostring(L, -1));
+            else
+                rc = spk_kernel_option_refuse(&f->options[option], luaL_typename(L, -1));
+        }
+        if (rc < 0)
+            spk_lua_fail(L);
+        lua_pop(L, 1);
+    }
+}
+
+void spk_lua_set_kernel_options(lua_State *L, const spk_kernel_family *f, const void *variant)
+{
+    for (int i = 0; i < f->count; i++) {
+        const spk_kernel_option *o = &f->options[i];
+        int value = spk_kernel_option_get(o, variant);
+        const char *word = spk_kernel_option_word(o, value);
+        if (word)
+            lua_pushstring(L, word);
+        else
+            lua_pushinteger(L, value);
+        lua_setfield(L, -2, o->name);
+    }
+    spk_define defines[SPK_KERNEL_OPTIONS_MAX];
+    char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int count = spk_kernel_defines(f, variant, defines, text);
     lua_createtable(L, 0, count);
     for (int i = 0; i < count; i++) {
         lua_pushstring(L, defines[i].value);
         lua_setfield(L, -2, defines[i].name);
     }
     lua_setfield(L, -2, "defines");
+}
+
+void spk_lua_push_kernel_family(lua_State *L, const spk_kernel_family *f)
+{
+    static const char *defaults[] = {[SPK_DEFAULT_LAYERS] = "layers", [SPK_DEFAULT_BATCH] = "batch",
+                                     [SPK_DEFAULT_FIT] = "fit"};
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, f->backend), lua_setfield(L, -2, "backend");
+    lua_createtable(L, f->count, 0);
+    for (int i = 0; i < f->count; i++) {
+        const spk_kernel_option *o = &f->options[i];
+        lua_createtable(L, 0, 8);
+        lua_pushstring(L, o->name), lua_setfield(L, -2, "name");
+        if (o->macro)
+            lua_pushstring(L, o->macro), lua_setfield(L, -2, "macro");
+        if (o->words[0]) {
+            lua_createtable(L, SPK_OPTION_WORDS, 0);
+            for (int w = 0; w < SPK_OPTION_WORDS && o->words[w]; w++)
+                lua_pushstring(L, o->words[w]), lua_rawseti(L, -2, w + 1);
+            lua_setfield(L, -2, "words");
+        } else {
+            lua_pushinteger(L, o->min), lua_setfield(L, -2, "min");
+            lua_pushinteger(L, o->max), lua_setfield(L, -2, "max");
+            if (o->allowed) {
+                lua_createtable(L, 8, 0);
+                int n = 0;
+                for (int v = o->min; v <= o->max && v < 64; v++)
+                    if (o->allowed & SPK_BIT(v))
+                        lua_pushinteger(L, v), lua_rawseti(L, -2, ++n);
+                lua_setfield(L, -2, "values");
+            }
+        }
+        char values[160];
+        spk_kernel_option_values(o, values, sizeof values);
+        lua_pushstring(L, values), lua_setfield(L, -2, "takes");
+        lua_pushstring(L, defaults[o->from]), lua_setfield(L, -2, "default");
+        lua_pushstring(L, o->help), lua_setfield(L, -2, "help");
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "options");
+    lua_createtable(L, f->nrules, 0);
+    for (int r = 0; r < f->nrules; r++)
+        lua_pushstring(L, f->rules[r].message), lua_rawseti(L, -2, r + 1);
+    lua_setfield(L, -2, "rules");
+    int n = spk_kernel_family_describe(f, NULL, 0);
+    char *text = lua_newuserdatauv(L, (size_t)n + 1, 0);
+    spk_kernel_family_describe(f, text, (size_t)n + 1);
+    lua_pushstring(L, text);
+    lua_remove(L, -2);
+    lua_setfield(L, -2, "text");
 }
 
 void spk_lua_set_gpu_shape(lua_State *L, const spk_lstm_gpu_shape *shape)
@@ -184,7 +279,7 @@ void spk_lua_gpu_plan_register(lua_State *L, const spk_lua_gpu_plan_type *type, 
         lua_pushlightuserdata(L, (void *)type);
         spk_lua_setfuncs(L, methods, 1);
         spk_lua_settype(L, type->metatable, -1,
-                        "GPU stack plan: the C plan inside spk.lstm.stack's persistent and cluster plans (plan.plan).");
+                        "GPU stack plan: the C plan inside spk.lstm.stack's persistent and cluster plans (plan.handle).");
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);

@@ -1,10 +1,11 @@
-/* What the bindings of the GPU stack plans share (stack.c: core.stack_new,
- * cluster.c: core.cluster_stack_new): the option readers, the info fields of
+/* What the bindings of the GPU stack plans share (persistent.c:
+ * core.persistent_stack_new, cluster.c: core.cluster_stack_new): the option readers, the info fields of
  * every plan, and the plan userdata with its time, close and __tostring. */
 #ifndef SPK_LUA_GPU_PLAN_H
 #define SPK_LUA_GPU_PLAN_H
 
 #include "lstm/device_layers.h"
+#include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
 #include "lua/bind.h"
 
@@ -21,8 +22,18 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t);
  * allocates, so the plan's slot is pushed before this is called. */
 const spk_lstm_layer *spk_lua_read_stack_shape(lua_State *L, int *count, int64_t *batch, int64_t *steps);
 
-/* Sets t.defines = {NAME = "value", ...} on the table at the top. */
-void spk_lua_set_defines(lua_State *L, const spk_define *defines, int count);
+/* Reads a kernel table (argument idx; nil: no option given) into `choice`
+ * through the family's option table, with raw access; a key the family does
+ * not know or a value an option does not take is a Lua error naming it. */
+void spk_lua_read_kernel_choice(lua_State *L, int idx, const spk_kernel_family *f, spk_kernel_choice *choice);
+/* Sets each option of `variant` on the table at the top (a word option as
+ * its word) and t.defines = {MACRO = "value", ...}. */
+void spk_lua_set_kernel_options(lua_State *L, const spk_kernel_family *f, const void *variant);
+/* Pushes a family's option table as data: {backend =, options = {{name =,
+ * macro =, words = {...} | values = {...} | min =, max =, default =
+ * "layers" | "batch" | "fit", help =}, ...}, rules = {message, ...},
+ * text = what spk help prints}. */
+void spk_lua_push_kernel_family(lua_State *L, const spk_kernel_family *f);
 /* Sets layers, hidden, input, batch, steps and math on the table at the top. */
 void spk_lua_set_gpu_shape(lua_State *L, const spk_lstm_gpu_shape *shape);
 

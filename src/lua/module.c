@@ -54,7 +54,7 @@ int luaopen_spk_core(lua_State *L)
     spk_open_tensor(L, module);
     spk_open_cuda(L, module);
     spk_open_lstm(L, module);
-    spk_open_stack(L, module);
+    spk_open_persistent(L, module);
     spk_open_cluster(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);

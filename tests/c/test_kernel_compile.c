@@ -10,23 +10,28 @@
 #include "cuda/runtime.h"
 #include "lstm/persistent.h"
 
-static const spk_lstm_variant variants[] = {
-    {128, 4, 128, 32, false, 2, 1, 1},  {128, 8, 256, 32, false, 2, 1, 1},  {128, 4, 64, 16, false, 2, 1, 1},
-    {128, 4, 128, 8, false, 2, 1, 1},   {64, 4, 128, 32, false, 2, 1, 1},   {64, 8, 256, 32, false, 2, 1, 1},
-    {256, 4, 128, 16, false, 2, 1, 1},  {256, 8, 256, 16, false, 2, 1, 1},  {128, 4, 128, 32, true, 2, 1, 1},
-    {128, 4, 128, 32, false, 1, 1, 1},  {128, 8, 256, 32, false, 1, 1, 1},  {128, 4, 128, 32, true, 1, 1, 1},
-    {128, 16, 512, 32, false, 2, 1, 1}, {128, 16, 256, 16, false, 2, 1, 1}, {256, 16, 512, 16, false, 2, 1, 1},
-    /* row groups (reduce-scatter) in the seed's layout */
-    {128, 16, 512, 32, false, 2, 1, 8}, {128, 16, 512, 32, false, 2, 1, 4}, {128, 16, 512, 16, false, 2, 1, 8},
-    {128, 8, 256, 32, false, 2, 1, 8},  {128, 4, 128, 32, false, 2, 1, 8},  {128, 4, 128, 32, false, 1, 1, 2},
-    {64, 8, 256, 32, false, 2, 1, 8},   {256, 16, 512, 16, false, 2, 1, 8},
+/* {hidden, units, gate_block, threads, row_group, tile_rows} */
+static const spk_persistent_variant variants[] = {
+    {128, 4, 1, 128, 1, 32},  {128, 8, 1, 256, 1, 32},  {128, 4, 1, 64, 1, 16},
+    {128, 4, 1, 128, 1, 8},   {64, 4, 1, 128, 1, 32},   {64, 8, 1, 256, 1, 32},
+    {256, 4, 1, 128, 1, 16},  {256, 8, 1, 256, 1, 16},  {128, 16, 1, 512, 1, 32}, {128, 16, 1, 256, 1, 16}, {256, 16, 1, 512, 1, 16},
+    /* row groups (reduce-scatter), one gate row a thread */
+    {128, 16, 1, 512, 8, 32}, {128, 16, 1, 512, 4, 32}, {128, 16, 1, 512, 8, 16},
+    {128, 8, 1, 256, 8, 32},  {128, 4, 1, 128, 8, 32},  {64, 8, 1, 256, 8, 32},   {256, 16, 1, 512, 8, 16},
     /* gate blocks: a unit's four gate rows per thread */
-    {128, 16, 128, 32, false, 2, 4, 8}, {128, 16, 128, 16, false, 2, 4, 8}, {128, 32, 256, 16, false, 2, 4, 8},
-    {128, 32, 256, 32, false, 2, 4, 8}, {128, 8, 64, 32, false, 2, 4, 8},   {128, 8, 64, 16, false, 2, 4, 8},
-    {128, 4, 32, 32, false, 2, 4, 8},   {128, 16, 128, 16, false, 2, 4, 4}, {128, 16, 128, 32, true, 1, 4, 8},
-    {64, 16, 128, 32, false, 2, 4, 8},  {256, 16, 128, 16, false, 2, 4, 8}, {256, 32, 256, 16, false, 2, 4, 8},
+    {128, 16, 4, 128, 8, 32}, {128, 16, 4, 128, 8, 16}, {128, 32, 4, 256, 8, 16},
+    {128, 32, 4, 256, 8, 32}, {128, 8, 4, 64, 8, 32},   {128, 8, 4, 64, 8, 16},
+    {128, 4, 4, 32, 8, 32},   {128, 16, 4, 128, 4, 16}, {64, 16, 4, 128, 8, 32},  {256, 16, 4, 128, 8, 16}, {256, 32, 4, 256, 8, 16},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
+
+/* The plain variant: hidden 128, units 4, one gate row a thread, 128 threads, row groups of 1, 32 rows. */
+static spk_persistent_variant plain(void)
+{
+    spk_persistent_variant v = {.hidden = 128, .units = 4, .gate_block = 1, .threads = 128, .row_group = 1,
+                                .tile_rows = 32};
+    return v;
+}
 
 static void use_fresh_cache(void)
 {
@@ -53,20 +58,19 @@ static bool recurrence_report(const char *log, char *line, size_t size)
 }
 
 /* Compiles a variant (or its trace build) with ptxas's verbose report, uncached. */
-static spk_module *compile_verbose(const spk_lstm_variant *v, const char *arch, bool trace)
+static spk_module *compile_verbose(const spk_persistent_variant *v, const char *arch, bool trace)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/lstm_recurrence.cu", spk_kernel_dir());
-    spk_lstm_variant_defines d;
-    spk_lstm_variant_defines_fill(v, &d);
-    spk_define defines[SPK_LSTM_VARIANT_DEFINES + 1];
-    memcpy(defines, d.defines, sizeof d.defines);
-    defines[SPK_LSTM_VARIANT_DEFINES] = (spk_define){"SPK_DEBUG_TRACE", "1"};
+    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
+    char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int n = spk_kernel_defines(&spk_persistent_family, v, defines, text);
+    defines[n] = (spk_define){"SPK_DEBUG_TRACE", "1"};
     const char *options[] = {"--ptxas-options=-v"};
     spk_compile_options o = {0};
     o.file = path;
     o.defines = defines;
-    o.ndefines = SPK_LSTM_VARIANT_DEFINES + (trace ? 1 : 0);
+    o.ndefines = n + (trace ? 1 : 0);
     o.options = options;
     o.noptions = 1;
     o.arch = arch;
@@ -93,8 +97,8 @@ TEST(every_variant_and_trace_build_has_no_local_memory)
                 bool clean = strstr(line, " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != NULL;
                 CHECK(clean);
                 if (!clean)
-                    fprintf(stderr, "  variant %d (units %d threads %d gather %d) %s trace %d:%s\n", i,
-                            variants[i].units, variants[i].threads, variants[i].gather, arches[a], trace, line);
+                    fprintf(stderr, "  variant %d (units %d threads %d) %s trace %d:%s\n", i,
+                            variants[i].units, variants[i].threads, arches[a], trace, line);
                 spk_module_release(m);
             }
         }
@@ -104,9 +108,9 @@ TEST(every_variant_and_trace_build_has_no_local_memory)
 /* The trace build adds three kernel parameters; the normal build has none of them. */
 TEST(trace_code_only_in_the_trace_build)
 {
-    spk_lstm_variant v = spk_lstm_variant_default();
-    spk_module *normal = spk_lstm_variant_compile(&v, "compute_90");
-    spk_module *traced = spk_lstm_variant_compile_trace(&v, "compute_90");
+    spk_persistent_variant v = plain();
+    spk_module *normal = spk_persistent_variant_compile(&v, "compute_90");
+    spk_module *traced = spk_persistent_variant_compile_trace(&v, "compute_90");
     CHECK(normal != NULL && traced != NULL);
     if (normal && traced) {
         size_t nb = 0, tb = 0;
@@ -147,22 +151,22 @@ TEST(trace_requests_are_checked)
 
 TEST(the_batch_table_gives_valid_variants)
 {
-    spk_lstm_variant v = spk_lstm_variant_for_batch(128, 1);
-    CHECK(v.units == 4 && v.threads == 128 && v.max_tile_rows == 32);
-    v = spk_lstm_variant_for_batch(128, 32);
+    spk_persistent_variant v = spk_persistent_variant_for_batch(128, 1);
+    CHECK(v.units == 4 && v.threads == 128 && v.tile_rows == 32);
+    v = spk_persistent_variant_for_batch(128, 32);
     CHECK(v.units == 4 && v.threads == 128 && v.row_group == 8);
-    v = spk_lstm_variant_for_batch(128, 64);
-    CHECK(v.units == 16 && v.gate_block == 4 && v.threads == 128 && v.gather == 2);
-    v = spk_lstm_variant_for_batch(128, 256);
+    v = spk_persistent_variant_for_batch(128, 64);
+    CHECK(v.units == 16 && v.gate_block == 4 && v.threads == 128);
+    v = spk_persistent_variant_for_batch(128, 256);
     CHECK(v.units == 8 && v.gate_block == 4 && v.threads == 64);
     /* every hidden size of the fixtures too: the rows were measured at 128 */
     int hiddens[] = {16, 32, 64, 128, 256};
     int64_t batches[] = {1, 2, 4, 8, 33, 64, 256, 4096};
     for (int h = 0; h < 5; h++)
         for (int b = 0; b < 8; b++) {
-            v = spk_lstm_variant_for_batch(hiddens[h], batches[b]);
+            v = spk_persistent_variant_for_batch(hiddens[h], batches[b]);
             CHECK(v.hidden == hiddens[h]);
-            CHECK(spk_lstm_variant_check(&v, NULL) == 0);
+            CHECK(spk_persistent_variant_check(&v, NULL) == 0);
         }
 }
 
@@ -170,13 +174,13 @@ TEST(every_variant_compiles_for_sm80_and_sm90)
 {
     const char *arches[] = {"sm_80", "sm_90", "compute_90"};
     for (int i = 0; i < NVARIANTS; i++) {
-        CHECK(spk_lstm_variant_check(&variants[i], NULL) == 0);
+        CHECK(spk_persistent_variant_check(&variants[i], NULL) == 0);
         for (int a = 0; a < 3; a++) {
-            spk_module *m = spk_lstm_variant_compile(&variants[i], arches[a]);
+            spk_module *m = spk_persistent_variant_compile(&variants[i], arches[a]);
             if (!m) {
-                fprintf(stderr, "  variant %d (hidden %d units %d threads %d rows %d acq_rel %d) %s: %s\n", i,
-                        variants[i].hidden, variants[i].units, variants[i].threads, variants[i].max_tile_rows,
-                        variants[i].acq_rel, arches[a], spk_last_error());
+                fprintf(stderr, "  variant %d (hidden %d units %d threads %d rows %d) %s: %s\n", i,
+                        variants[i].hidden, variants[i].units, variants[i].threads, variants[i].tile_rows, arches[a],
+                        spk_last_error());
                 CHECK(m != NULL);
                 continue;
             }
@@ -185,19 +189,13 @@ TEST(every_variant_compiles_for_sm80_and_sm90)
             CHECK(code != NULL && bytes > 0);
             CHECK(strcmp(spk_module_arch(m), arches[a]) == 0);
             if (spk_module_is_ptx(m)) {
-                /* Both entries are extern "C", the exchange uses the 64-bit relaxed or
-                 * release/acquire accesses, and ex2.approx is the exponential. */
+                /* Both entries are extern "C", the exchange publishes 64-bit relaxed words and
+                 * polls them in 16-byte pairs, and ex2.approx is the exponential. */
                 CHECK(memmem(code, bytes, ".entry spk_lstm_recurrence", 26) != NULL);
                 CHECK(memmem(code, bytes, ".entry spk_lstm_clear", 21) != NULL);
                 CHECK(memmem(code, bytes, "ex2.approx.ftz.f32", 18) != NULL);
-                /* the seed's gather polls single words, the paired one 16-byte pairs */
-                const char *st = variants[i].acq_rel ? "st.release.gpu.global.u64" : "st.relaxed.gpu.global.u64";
-                const char *ld = variants[i].gather == 1
-                                     ? (variants[i].acq_rel ? "ld.acquire.gpu.global.u64" : "ld.relaxed.gpu.global.u64")
-                                     : (variants[i].acq_rel ? "ld.acquire.gpu.global.v2.u64"
-                                                            : "ld.relaxed.gpu.global.v2.u64");
-                CHECK(memmem(code, bytes, st, strlen(st)) != NULL);
-                CHECK(memmem(code, bytes, ld, strlen(ld)) != NULL);
+                CHECK(memmem(code, bytes, "st.relaxed.gpu.global.u64", 25) != NULL);
+                CHECK(memmem(code, bytes, "ld.relaxed.gpu.global.v2.u64", 28) != NULL);
             } else {
                 CHECK(bytes > 4 && memcmp(code, "\x7f" "ELF", 4) == 0);
                 CHECK(memmem(code, bytes, "spk_lstm_recurrence", 19) != NULL);
@@ -240,144 +238,178 @@ TEST(kernel_static_asserts_reject_bad_geometry)
         CHECK(m == NULL);
         CHECK_STR_CONTAINS(spk_last_error(), bad[i].message);
         spk_module_release(m);
-        spk_lstm_variant v = {atoi(bad[i].hidden), atoi(bad[i].units),      atoi(bad[i].threads),
-                              atoi(bad[i].rows),   false, 2, atoi(bad[i].gate_block), atoi(bad[i].row_group)};
-        CHECK(spk_lstm_variant_check(&v, NULL) != 0);
+        spk_persistent_variant v = {.hidden = atoi(bad[i].hidden), .units = atoi(bad[i].units),
+                                    .gate_block = atoi(bad[i].gate_block), .threads = atoi(bad[i].threads),
+                                    .row_group = atoi(bad[i].row_group), .tile_rows = atoi(bad[i].rows)};
+        CHECK(spk_persistent_variant_check(&v, NULL) != 0);
     }
 }
 
 TEST(geometry_is_derived_from_the_variant)
 {
-    spk_lstm_geometry g;
-    spk_lstm_variant v = spk_lstm_variant_default();
-    CHECK(spk_lstm_variant_check(&v, &g) == 0);
+    spk_persistent_geometry g;
+    spk_persistent_variant v = plain();
+    CHECK(spk_persistent_variant_check(&v, &g) == 0);
     CHECK(g.groups == 32 && g.gate_rows == 16 && g.chunks == 8);
-    CHECK(g.state_tile == 2 * 32 * 128); /* the seed's STATE_TILE */
+    CHECK(g.state_tile == 2 * 32 * 128); /* two parity slots of 32 rows */
     CHECK(g.smem_bytes == 2 * 32 * 128 * 4);
-    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2, 1, 1};
-    CHECK(spk_lstm_variant_check(&v8, &g) == 0);
+    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32};
+    CHECK(spk_persistent_variant_check(&v8, &g) == 0);
     CHECK(g.groups == 16 && g.gate_rows == 32 && g.chunks == 8);
-    spk_lstm_variant v64 = {128, 4, 64, 16, false, 2, 1, 1};
-    CHECK(spk_lstm_variant_check(&v64, &g) == 0);
+    spk_persistent_variant v64 = {128, 4, 1, 64, 1, 16};
+    CHECK(spk_persistent_variant_check(&v64, &g) == 0);
     CHECK(g.chunks == 4 && g.state_tile == 2 * 16 * 128);
-    spk_lstm_variant bad = {128, 4, 64, 32, false, 2, 1, 1};
-    CHECK(spk_lstm_variant_check(&bad, NULL) != 0);
+    spk_persistent_variant bad = {128, 4, 1, 64, 1, 32};
+    CHECK(spk_persistent_variant_check(&bad, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
     /* gate blocks: 16 units x 8 chunks = 128 threads, up to 4 rows per lane */
-    spk_lstm_variant b16 = {128, 16, 128, 32, false, 2, 4, 8};
-    CHECK(spk_lstm_variant_check(&b16, &g) == 0);
+    spk_persistent_variant b16 = {128, 16, 4, 128, 8, 32};
+    CHECK(spk_persistent_variant_check(&b16, &g) == 0);
     CHECK(g.groups == 8 && g.gate_rows == 64 && g.chunks == 8 && g.state_tile == 2 * 32 * 128);
-    spk_lstm_variant b32 = {128, 32, 256, 16, false, 2, 4, 8};
-    CHECK(spk_lstm_variant_check(&b32, &g) == 0);
+    spk_persistent_variant b32 = {128, 32, 4, 256, 8, 16};
+    CHECK(spk_persistent_variant_check(&b32, &g) == 0);
     CHECK(g.groups == 4 && g.chunks == 8);
     b32.gate_block = 1;
-    CHECK(spk_lstm_variant_check(&b32, NULL) != 0);
+    CHECK(spk_persistent_variant_check(&b32, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
-    spk_lstm_variant b4 = {128, 16, 128, 32, false, 2, 4, 4};
-    CHECK(spk_lstm_variant_check(&b4, NULL) != 0);
+    spk_persistent_variant b4 = {128, 16, 4, 128, 4, 32};
+    CHECK(spk_persistent_variant_check(&b4, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
-    spk_lstm_variant rg = {128, 4, 64, 16, false, 2, 1, 8};
-    CHECK(spk_lstm_variant_check(&rg, NULL) != 0);
+    spk_persistent_variant rg = {128, 4, 1, 64, 8, 16};
+    CHECK(spk_persistent_variant_check(&rg, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.row_group 8 must be at most the 4 chunks");
-    spk_lstm_variant gb = {128, 16, 128, 32, false, 2, 2, 8};
-    CHECK(spk_lstm_variant_check(&gb, NULL) != 0);
+    spk_persistent_variant gb = {128, 16, 2, 128, 8, 32};
+    CHECK(spk_persistent_variant_check(&gb, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block");
-    spk_lstm_variant bad_units = {128, 3, 96, 8, false, 2, 1, 1};
-    CHECK(spk_lstm_variant_check(&bad_units, NULL) != 0);
+    spk_persistent_variant bad_units = {128, 3, 1, 96, 1, 8};
+    CHECK(spk_persistent_variant_check(&bad_units, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
 }
 
 TEST(defines_name_every_macro)
 {
-    spk_lstm_variant v = {256, 8, 256, 16, true, 1, 1, 1};
-    spk_lstm_variant_defines d;
-    spk_lstm_variant_defines_fill(&v, &d);
-    CHECK(strcmp(d.defines[0].name, "HIDDEN") == 0 && strcmp(d.defines[0].value, "256") == 0);
-    CHECK(strcmp(d.defines[1].name, "UNITS") == 0 && strcmp(d.defines[1].value, "8") == 0);
-    CHECK(strcmp(d.defines[2].name, "THREADS") == 0 && strcmp(d.defines[2].value, "256") == 0);
-    CHECK(strcmp(d.defines[3].name, "MAX_TILE_ROWS") == 0 && strcmp(d.defines[3].value, "16") == 0);
-    CHECK(strcmp(d.defines[4].name, "SPK_ACQ_REL") == 0 && strcmp(d.defines[4].value, "1") == 0);
-    CHECK(strcmp(d.defines[5].name, "GATHER") == 0 && strcmp(d.defines[5].value, "1") == 0);
-    CHECK(strcmp(d.defines[6].name, "GATE_BLOCK") == 0 && strcmp(d.defines[6].value, "1") == 0);
-    CHECK(strcmp(d.defines[7].name, "ROW_GROUP") == 0 && strcmp(d.defines[7].value, "1") == 0);
-    spk_lstm_variant g3 = {128, 4, 128, 32, false, 3, 1, 1};
-    CHECK(spk_lstm_variant_check(&g3, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.gather");
+    spk_persistent_variant v = {.hidden = 256, .units = 8, .gate_block = 1, .threads = 256, .row_group = 1,
+                                .tile_rows = 16};
+    spk_define d[SPK_KERNEL_OPTIONS_MAX];
+    char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int n = spk_kernel_defines(&spk_persistent_family, &v, d, text);
+    const char *expected[][2] = {{"HIDDEN", "256"}, {"UNITS", "8"}, {"GATE_BLOCK", "1"},
+                                 {"THREADS", "256"}, {"ROW_GROUP", "1"}, {"MAX_TILE_ROWS", "16"}};
+    CHECK(n == 6);
+    for (int i = 0; i < n && i < 6; i++)
+        CHECK(strcmp(d[i].name, expected[i][0]) == 0 && strcmp(d[i].value, expected[i][1]) == 0);
+    /* options out of range, with the table's messages */
+    spk_kernel_choice c = {0};
+    int units = spk_kernel_option_index(&spk_persistent_family, "units");
+    CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &c, units, 5) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.units must be 4, 8, 16 or 32");
+    CHECK(spk_kernel_option_index(&spk_persistent_family, "gather") < 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'gather' (known: hidden, units,");
+}
+
+/* Options left out take the batch's default: all of it when none is
+ * given; the fitted sizes the row's while what they follow is. */
+TEST(options_left_out_take_the_batch_default)
+{
+    spk_kernel_choice none = {0};
+    spk_persistent_variant v;
+    for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
+        spk_persistent_variant row = spk_persistent_variant_for_batch(128, batch);
+        CHECK(spk_persistent_variant_resolve(128, batch, &none, &v) == 0 && memcmp(&row, &v, sizeof v) == 0);
+    }
+    /* batch 64 (16 units, gate blocks, row groups of 8): units 4 given keeps the gate blocks, refits the rest */
+    spk_kernel_choice c = {0};
+    CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &c, spk_kernel_option_index(&spk_persistent_family,
+                                                                                        "units"), 4) == 0);
+    CHECK(spk_persistent_variant_resolve(128, 64, &c, &v) == 0);
+    CHECK(v.units == 4 && v.gate_block == 4 && v.threads == 32 && v.row_group == 8 && v.tile_rows == 32);
+    /* units 32 at batch 1 (one gate row a thread): the gate blocks it needs */
+    spk_kernel_choice w = {0};
+    CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &w, spk_kernel_option_index(&spk_persistent_family,
+                                                                                        "units"), 32) == 0);
+    CHECK(spk_persistent_variant_resolve(128, 1, &w, &v) == 0);
+    CHECK(v.units == 32 && v.gate_block == 4);
+    /* an explicit contradiction: the rule's message */
+    CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &w, spk_kernel_option_index(&spk_persistent_family,
+                                                                                        "gate_block"), 1) == 0);
+    CHECK(spk_persistent_variant_resolve(128, 1, &w, &v) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.units 32 needs kernel.gate_block 4");
 }
 
 /* What a script leaves out: threads, the row group and the tile rows of a layout. */
 TEST(fit_fills_threads_row_group_and_tile_rows)
 {
-    spk_lstm_variant v = spk_lstm_variant_default();
+    spk_persistent_variant v = plain();
     v.units = 16;
     v.gate_block = 4;
-    v.row_group = 0;
-    spk_lstm_variant_fit(&v, false, false);
-    CHECK(v.threads == 128 && v.row_group == 8 && v.max_tile_rows == 32);
-    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
-    v = spk_lstm_variant_default();
+    v.row_group = v.threads = v.tile_rows = 0;
+    spk_persistent_variant_fit(&v);
+    CHECK(v.threads == 128 && v.row_group == 8 && v.tile_rows == 32);
+    CHECK(spk_persistent_variant_check(&v, NULL) == 0);
+    v = plain();
     v.units = 4;
     v.gate_block = 4;
     v.row_group = 4;
-    spk_lstm_variant_fit(&v, false, false);
-    CHECK(v.threads == 32 && v.row_group == 4 && v.max_tile_rows == 16);
-    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
-    v = spk_lstm_variant_default();
+    v.threads = v.tile_rows = 0;
+    spk_persistent_variant_fit(&v);
+    CHECK(v.threads == 32 && v.row_group == 4 && v.tile_rows == 16);
+    CHECK(spk_persistent_variant_check(&v, NULL) == 0);
+    v = plain();
     v.units = 16;
-    v.row_group = 0;
-    spk_lstm_variant_fit(&v, false, false);
-    CHECK(v.threads == 512 && v.row_group == 1 && v.max_tile_rows == 32);
-    v = spk_lstm_variant_default();
+    v.row_group = v.threads = v.tile_rows = 0;
+    spk_persistent_variant_fit(&v);
+    CHECK(v.threads == 512 && v.row_group == 1 && v.tile_rows == 32);
+    v = plain();
     v.hidden = 256;
     v.units = 32;
     v.gate_block = 4;
-    v.row_group = 0;
-    spk_lstm_variant_fit(&v, false, false);
-    CHECK(v.threads == 256 && v.row_group == 8 && v.max_tile_rows == 24);
-    CHECK(spk_lstm_variant_check(&v, NULL) == 0);
+    v.row_group = v.threads = v.tile_rows = 0;
+    spk_persistent_variant_fit(&v);
+    CHECK(v.threads == 256 && v.row_group == 8 && v.tile_rows == 24);
+    CHECK(spk_persistent_variant_check(&v, NULL) == 0);
 }
 
-TEST(heights_follow_the_seed_within_the_variant)
+TEST(heights_are_8_16_32_within_the_variant)
 {
     int64_t h[SPK_SCHEDULE_MAX_HEIGHTS];
-    spk_lstm_variant v = spk_lstm_variant_default();
-    CHECK(spk_lstm_variant_heights(&v, h) == 3 && h[0] == 8 && h[1] == 16 && h[2] == 32);
-    v.max_tile_rows = 16;
-    CHECK(spk_lstm_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 16);
-    v.max_tile_rows = 12;
-    CHECK(spk_lstm_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 12);
-    v.max_tile_rows = 4;
-    CHECK(spk_lstm_variant_heights(&v, h) == 1 && h[0] == 4);
+    spk_persistent_variant v = plain();
+    CHECK(spk_persistent_variant_heights(&v, h) == 3 && h[0] == 8 && h[1] == 16 && h[2] == 32);
+    v.tile_rows = 16;
+    CHECK(spk_persistent_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 16);
+    v.tile_rows = 12;
+    CHECK(spk_persistent_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 12);
+    v.tile_rows = 4;
+    CHECK(spk_persistent_variant_heights(&v, h) == 1 && h[0] == 4);
 }
 
 TEST(schedule_fits_capacity_and_variant)
 {
-    spk_lstm_variant v = spk_lstm_variant_default();
+    spk_persistent_variant v = plain();
     int64_t h[SPK_SCHEDULE_MAX_HEIGHTS];
-    int n = spk_lstm_variant_heights(&v, h);
+    int n = spk_persistent_variant_heights(&v, h);
     spk_schedule s;
-    /* The seed's vectors: batch 32, capacity 350 -> tile 8, 4 tiles, concurrent. */
+    /* Batch 32, capacity 350 -> tile 8, 4 tiles, concurrent. */
     CHECK(spk_schedule_new(&s, 32, 350, 350, 32, h, n) == 0);
     CHECK(s.tile_rows == 8 && s.tiles == 4 && s.concurrent);
-    CHECK(spk_lstm_schedule_fits(&s, &v, 350, 350) == 0);
+    CHECK(spk_persistent_schedule_fits(&s, &v, 350, 350) == 0);
     /* The same schedule on a device that holds fewer blocks is refused before launch. */
-    CHECK(spk_lstm_schedule_fits(&s, &v, 200, 200) != 0);
+    CHECK(spk_persistent_schedule_fits(&s, &v, 200, 200) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "co-resident blocks");
     /* Batch 65, capacity 65: sequential, tile 32, two launches. */
     CHECK(spk_schedule_new(&s, 65, 65, 65, 32, h, n) == 0);
     CHECK(!s.concurrent && s.tile_rows == 32 && s.tiles_per_launch == 2);
-    CHECK(spk_lstm_schedule_fits(&s, &v, 65, 65) == 0);
+    CHECK(spk_persistent_schedule_fits(&s, &v, 65, 65) == 0);
     /* A tile taller than the variant carries. */
-    spk_lstm_variant small = {128, 4, 128, 16, false, 2, 1, 1};
-    CHECK(spk_lstm_schedule_fits(&s, &small, 65, 65) != 0);
+    spk_persistent_variant small = {128, 4, 1, 128, 1, 16};
+    CHECK(spk_persistent_schedule_fits(&s, &small, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "tile_rows");
     /* Groups of another variant. */
-    spk_lstm_variant v8 = {128, 8, 256, 32, false, 2, 1, 1};
-    CHECK(spk_lstm_schedule_fits(&s, &v8, 65, 65) != 0);
+    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32};
+    CHECK(spk_persistent_schedule_fits(&s, &v8, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "groups");
     /* Concurrent needs a known concurrent capacity. */
     CHECK(spk_schedule_new(&s, 32, 350, 350, 32, h, n) == 0);
-    CHECK(spk_lstm_schedule_fits(&s, &v, 350, SPK_SCHEDULE_UNKNOWN) != 0);
+    CHECK(spk_persistent_schedule_fits(&s, &v, 350, SPK_SCHEDULE_UNKNOWN) != 0);
 }
 
 int main(void)
@@ -391,8 +423,9 @@ int main(void)
     RUN(kernel_static_asserts_reject_bad_geometry);
     RUN(geometry_is_derived_from_the_variant);
     RUN(defines_name_every_macro);
+    RUN(options_left_out_take_the_batch_default);
     RUN(fit_fills_threads_row_group_and_tile_rows);
-    RUN(heights_follow_the_seed_within_the_variant);
+    RUN(heights_are_8_16_32_within_the_variant);
     RUN(schedule_fits_capacity_and_variant);
     return CHECK_SUMMARY();
 }

@@ -46,14 +46,13 @@ TEST(persistent_plan_refuses_other_math_before_the_device)
 {
     zero_layer z;
     zero_layer_new(&z);
-    spk_lstm_plan_options o = {0};
+    spk_persistent_plan_options o = {0};
     o.layers = &z.layer;
     o.count = 1;
     o.batch = 2;
     o.steps = 3;
-    o.variant = spk_lstm_variant_for_batch(128, 2);
     o.math = SPK_MATH_PEDANTIC;
-    CHECK(spk_lstm_plan_new(&o) == NULL);
+    CHECK(spk_persistent_plan_new(&o) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\" or \"tf32\"");
     zero_layer_free(&z);
 }
@@ -67,8 +66,6 @@ TEST(cluster_plan_refuses_other_math_before_the_device)
     o.count = 1;
     o.batch = 2;
     o.steps = 3;
-    int64_t tile_rows;
-    o.variant = spk_cluster_variant_for_batch(128, 2, &tile_rows);
     o.math = (spk_math_mode)5;
     CHECK(spk_cluster_plan_new(&o) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\" or \"tf32\"");

@@ -1,4 +1,4 @@
-/* Gate orders, packing (the seed's own checks), PyTorch conversion and layer
+/* Gate orders, packing (its reference checks), PyTorch conversion and layer
  * validation. */
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +101,9 @@ TEST(pack_round_trips_every_permutation)
     spk_tensor_free(W);
 }
 
-/* The seed's check: packed rows 77*4 + 0..3 are ONNX rows i, f, c, o of unit
+/* A reference check: packed rows 77*4 + 0..3 are ONNX rows i, f, c, o of unit
  * 77 (rows 0H+77, 2H+77, 3H+77, 1H+77), in both directions. */
-TEST(seed_unit_77_both_directions)
+TEST(reference_unit_77_both_directions)
 {
     const int64_t H = 128, K = 60, shape[3] = {2, 4 * H, K};
     spk_tensor *W = filled(SPK_F32, 3, shape, 77);
@@ -123,8 +123,8 @@ TEST(seed_unit_77_both_directions)
     spk_tensor_free(W);
 }
 
-/* The seed's bias check: unit 5 of the reverse direction, Wb + Rb. */
-TEST(seed_bias_unit_5_reverse)
+/* The reference bias check: unit 5 of the reverse direction, Wb + Rb. */
+TEST(reference_bias_unit_5_reverse)
 {
     const int64_t H = 128, shape[2] = {2, 8 * H};
     spk_tensor *B = filled(SPK_F32, 2, shape, 5);
@@ -313,8 +313,8 @@ int main(void)
 {
     RUN(gate_orders_are_checked);
     RUN(pack_round_trips_every_permutation);
-    RUN(seed_unit_77_both_directions);
-    RUN(seed_bias_unit_5_reverse);
+    RUN(reference_unit_77_both_directions);
+    RUN(reference_bias_unit_5_reverse);
     RUN(pack_keeps_f64_and_rejects_bad_shapes);
     RUN(reorder_gates_torch_to_onnx);
     RUN(torch_conversion_round_trip);

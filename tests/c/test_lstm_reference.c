@@ -60,7 +60,7 @@ static bool bitwise_equal(const spk_tensor *a, const spk_tensor *b)
     return true;
 }
 
-/* Straight from DESIGN.md §2, one layer in double, for y [B, T, 2H] (f64). */
+/* Straight from the ONNX LSTM equations, one layer in double, for y [B, T, 2H] (f64). */
 static void naive_layer_f64(const spk_lstm_layer *l, const spk_tensor *x, spk_tensor *y)
 {
     int64_t B = x->shape[0], T = x->shape[1], K = x->shape[2], H = l->R->shape[2];

@@ -1,4 +1,4 @@
-/* Tile schedules: every test vector of DESIGN.md §3 (the seed crate's own),
+/* Tile schedules: every reference test vector,
  * plus the checker of script-made schedules. */
 #include "check.h"
 #include "core/error.h"

@@ -93,12 +93,12 @@ describe("spk.lstm.backends", function()
     assert.is_true(t.min_ms > 0 and t.min_ms <= t.median_ms and t.median_ms <= t.max_ms)
     assert.are.equal((t.max_ms - t.min_ms) / t.median_ms, t.spread)
     assert.is_nil(t.median) -- the old name is gone
-    assert.has_error(function() plan:time { round = 3 } end, "time: unknown option 'round'")
+    assert.has_error(function() plan:time { round = 3 } end, "time: unknown option 'round' (known: rounds, warmup, x)")
     assert.has_error(function() plan:time { rounds = 0 } end, "time: rounds must be an integer >= 1, got 0")
     assert.has_error(function() plan:time { x = spk.zeros({ 2, 4, 5 }, "f32") } end)
     assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
                                                  kernel = {} } end,
-      "spk.lstm.stack: unknown option 'kernel' for backend cpu")
+      "spk.lstm.stack (cpu): unknown option 'kernel' (known: backend, batch, layers, math, steps, threads)")
   end)
 end)
 

@@ -189,9 +189,19 @@ M.recipes = {
   ["spk.lstm.backends.auto"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.auto_choice"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.check_math"] = { n = 2, args = function() return "fp32", "cpu" end },
-  ["spk.lstm.persistent_variant"] = { n = 2, opts = 1, args = function() return { units = 4 }, 8 end },
-  ["spk.lstm.cluster_variant"] = { n = 1, opts = 1, args = function() return { cluster = 2 } end },
-  ["spk.lstm.cluster_default"] = { n = 2, args = function() return 8, 128 end },
+  ["spk.lstm.persistent_variant"] = { n = 3, args = function() return { units = 4 }, 8, 128 end },
+  ["spk.lstm.cluster_variant"] = { n = 3, args = function() return { cluster = 2 }, 8, 128 end },
+  ["spk.lstm.kernel_options"] = { n = 1, args = function() return "cluster" end },
+  ["spk.lstm.kernel_variant"] = { n = 1, opts = 1, args = function()
+    return { backend = "persistent", batch = 8, hidden = 128, kernel = { units = 8 } }
+  end },
+  ["spk.lstm.plan_options"] = { n = 4, opts = 1, args = function(m)
+    return { layers = m.layers(), batch = 1, steps = 2 }, "mine", { threads = true }, 1
+  end },
+  ["spk.lstm.new_plan"] = { n = 2, args = function()
+    return { backend = "mine", batch = 1, steps = 2, input = 3, hidden = 2 },
+      { forward = function() end, samples = function() return { 1 } end, name = function() return "mine" end }
+  end },
   ["spk.lstm.cluster_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.cudnn_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.cudnn_algorithms"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, layers = 1, hidden = 8, input = 4 } end },
@@ -220,21 +230,23 @@ M.recipes = {
   ["spk.core.schedule.check"] = { n = 3, args = function()
     return { tile_rows = 8, tiles = 1, tiles_per_launch = 1, groups = 2 }, 8, { { first = 0, count = 1 } }
   end },
-  ["spk.core.stack_new"] = { n = 1, gpu = true, args = function(m)
+  ["spk.core.persistent_stack_new"] = { n = 1, gpu = true, args = function(m)
     return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4, hidden = 128 }, timeout_ms = 2000 }
   end },
-  ["spk.core.stack_variant_check"] = { n = 2, args = function() return { units = 4, acq_rel = true }, 8 end },
-  ["spk.core.stack_variant_for_batch"] = { n = 2, args = function() return 8, 128 end },
-  ["spk.core.stack_schedule_fits"] = { n = 4, args = function()
-    return { batch = 8, groups = 1, tile_rows = 8, tiles = 1, tiles_per_launch = 1 }, { units = 4 }, 1000, 1000
+  ["spk.core.persistent_variant"] = { n = 3, args = function() return { units = 4, gate_block = 1 }, 8, 128 end },
+  ["spk.core.persistent_options"] = { n = 0, args = function() end },
+  ["spk.core.persistent_schedule_fits"] = { n = 5, args = function()
+    return { batch = 8, groups = 1, tile_rows = 8, tiles = 1, tiles_per_launch = 1 }, { units = 4 }, 1000, 1000, 128
   end },
-  ["spk.core.stack_trace_check"] = { n = 3, args = function() return { layer = 1, direction = "forward", steps = { 1, 2 } }, 1, 2 end },
+  ["spk.core.persistent_trace_check"] = { n = 3, args = function()
+    return { layer = 1, direction = "forward", steps = { 1, 2 } }, 1, 2
+  end },
   ["spk.core.cluster_stack_new"] = { n = 1, gpu = true, args = function(m)
     return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { hidden = 128, cluster = 2 } }
   end },
-  ["spk.core.cluster_variant_check"] = { n = 1, args = function() return { hidden = 128, cluster = 2, direct_push = false } end },
-  ["spk.core.cluster_variant_for_batch"] = { n = 2, args = function() return 128, 8 end },
-  ["spk.core.cluster_schedule_pick"] = { n = 5, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0, 1 end },
+  ["spk.core.cluster_variant"] = { n = 3, args = function() return { cluster = 2, push = "scalar" }, 8, 128 end },
+  ["spk.core.cluster_options"] = { n = 0, args = function() end },
+  ["spk.core.cluster_schedule_pick"] = { n = 4, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0 end },
   ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.version"] = { n = 0, args = function() end },
@@ -334,13 +346,13 @@ M.objects = {
     methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } },
                 time = { { rounds = 1, warmup = 0, x = "x" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
-  { kind = "persistent plan (core)", gpu = true, metatable = "spk.lstm.stack", make = function(m) return m.stack("persistent").plan end,
+  { kind = "persistent plan (core)", gpu = true, metatable = "spk.lstm.stack", make = function(m) return m.stack("persistent").handle end,
     methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } }, time = { "x", 1, 0 } },
     arity = { forward = 3, time = 4, info = 1, close = 1 } },
   { kind = "cluster plan", gpu = true, make = function(m) return m.stack("cluster") end,
     methods = { forward = { "x" }, time = { { rounds = 1, warmup = 0, x = "x" } } },
-    arity = { forward = 2, time = 2, close = 1, is_closed = 1 }, opts = { time = 2 } },
-  { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").plan end,
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { time = 2 } },
+  { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").handle end,
     methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 2, time = 4, info = 1, close = 1 } },
   { kind = "cudnn plan", gpu = true, metatable = "spk.cudnn.stack", make = function(m) return m.stack("cudnn") end,
     methods = { forward = { "x" }, forward_into = { "device x", "device y" }, device_buffers = { "x" },

@@ -167,8 +167,8 @@ end
 
 -- check_against_cudnn(y, y64, ycudnn, what): y within 1.1x cuDNN FP32's
 -- rel_l2 and 2x its max abs against the f64 truth y64; without ycudnn (no
--- torch), within the bound cuDNN's FP32 reaches on such weights (DESIGN.md
--- §4, 4e-6) with headroom. `what` (optional) heads the failure message.
+-- torch), within the bound cuDNN's FP32 reaches on such weights
+-- (4e-6, tests/fixtures/README.md) with headroom. `what` (optional) heads the failure message.
 function _G.check_against_cudnn(y, y64, ycudnn, what)
   local ours = spk.compare(y, y64)
   local head = what and (what .. ": ") or ""

@@ -199,7 +199,7 @@ describe("spk.lstm", function()
   end)
 
   describe("packing", function()
-    it("follows the seed's check: unit 77 in both directions, bias unit 5 reversed", function()
+    it("follows the packing's reference check: unit 77 in both directions, bias unit 5 reversed", function()
       local H = 128
       local W = spk.rand({ 2, 4 * H, 60 }, { seed = 77, low = -1, high = 1 })
       local P = spk.lstm.pack_directions(W, { from = "iofc", to = "ifco" })

@@ -19,9 +19,9 @@ describe("spk.lstm.stack arguments", function()
 
   it("refuses batch or steps of 0 and unknown backends or options", function()
     assert.has_error(function() stack { layers = layers, batch = 0, steps = 3 } end,
-      "spk.lstm.stack: batch must be a positive integer, got 0")
+      "spk.lstm.stack (persistent): batch must be a positive integer, got 0")
     assert.has_error(function() stack { layers = layers, batch = 2, steps = 0 } end,
-      "spk.lstm.stack: steps must be a positive integer, got 0")
+      "spk.lstm.stack (persistent): steps must be a positive integer, got 0")
     assert.has_error(function() stack { layers = layers, batch = 2, steps = 3, backend = "tpu" } end)
     assert.has_error(function() stack { layers = layers, batch = 2, steps = 3, stride = 2 } end)
     assert.has_error(function() stack { layers = {}, batch = 2, steps = 3 } end)
@@ -46,7 +46,7 @@ describe("spk.lstm.stack arguments", function()
   it("refuses kernel variants the kernel cannot compile", function()
     local ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, kernel = { units = 5 } })
     assert.is_false(ok)
-    assert.matches("kernel.units must be 4, 8 or 16", tostring(err))
+    assert.matches("kernel.units must be 4, 8, 16 or 32", tostring(err))
     ok, err = pcall(stack, { layers = layers, batch = 1, steps = 2, kernel = { threads = 96 } })
     assert.is_false(ok)
     assert.matches("kernel.threads 96", tostring(err))
@@ -56,73 +56,70 @@ describe("spk.lstm.stack arguments", function()
   end)
 
   it("derives the launch geometry of a variant as the kernel does", function()
-    local v = core.stack_variant_check { units = 8 }
+    local v = spk.lstm.persistent_variant { units = 8, gate_block = 1, row_group = 1 }
     assert.are.equal(256, v.threads)
     assert.are.equal(16, v.groups)
     assert.are.equal(2 * 32 * 128, v.state_tile)
     assert.are.equal("8", v.defines.UNITS)
   end)
 
-  it("takes the default variant of a batch from the per-batch table, script fields first", function()
-    assert.are.equal(4, core.stack_variant_for_batch(1).units)
-    assert.are.equal(4, core.stack_variant_for_batch(8).units)
-    assert.are.equal(4, core.stack_variant_for_batch(32).units)
-    assert.are.equal(16, core.stack_variant_for_batch(33).units)
-    assert.are.equal(8, core.stack_variant_for_batch(256).units)
-    assert.are.equal(4, core.stack_variant_for_batch(256).gate_block)
-    assert.are.equal(8, core.stack_variant_for_batch(32).row_group)
-    assert.are.equal(4, core.stack_variant_check({}, 1).units)
-    assert.are.equal(16, core.stack_variant_check({}, 64).units)
-    assert.are.equal(4, core.stack_variant_check({ units = 4 }, 64).units)
-    assert.are.equal(2, core.stack_variant_check({}, 64).gather)
-    assert.are.equal(1, core.stack_variant_check({ gather = 1 }, 64).gather)
-    assert.are.equal("1", core.stack_variant_check({ gather = 1 }).defines.GATHER)
+  it("takes every option left out from the batch's default, by each option's rule", function()
+    local function variant(kernel, batch) return spk.lstm.persistent_variant(kernel, batch) end
+    assert.are.equal(4, variant(nil, 1).units)
+    assert.are.equal(4, variant(nil, 8).units)
+    assert.are.equal(4, variant(nil, 32).units)
+    assert.are.equal(16, variant(nil, 33).units)
+    assert.are.equal(8, variant(nil, 256).units)
+    assert.are.equal(4, variant(nil, 256).gate_block)
+    assert.are.equal(8, variant(nil, 32).row_group)
+    -- kernel = {} is the batch's default too, option for option
+    for _, batch in ipairs { 1, 8, 32, 33, 64, 256, 1000 } do
+      assert.are.same(variant(nil, batch), variant({}, batch))
+    end
+    assert.are.equal(4, variant({ units = 4 }, 64).units)
     -- units from the script, the layout (gate blocks of 4) from batch 256's row
-    local v16 = core.stack_variant_check({ units = 16 }, 256)
+    local v16 = variant({ units = 16 }, 256)
     assert.are.equal(4, v16.gate_block)
     assert.are.equal(128, v16.threads)
     assert.are.equal(8, v16.groups)
-    assert.are.equal(512, core.stack_variant_check({ units = 16, gate_block = 1 }, 256).threads)
+    assert.are.equal(512, variant({ units = 16, gate_block = 1 }, 256).threads)
     -- threads that give fewer chunks than the row's row group: the fit picks one that fits
-    local few = core.stack_variant_check({ units = 4, threads = 64, gate_block = 1 }, 8)
+    local few = variant({ units = 4, threads = 64, gate_block = 1 }, 8)
     assert.are.same({ 4, 1 }, { few.chunks, few.row_group })
-    assert.are.equal(8, core.stack_variant_check({ units = 4, threads = 128, gate_block = 1 }, 8).row_group)
-    -- row groups and gate blocks: fields of their own, the layout's defaults when left out
-    -- (batch 1's row: no row groups, no gate blocks)
-    local rg = core.stack_variant_check({ units = 16, row_group = 8 }, 1)
+    assert.are.equal(8, variant({ units = 4, threads = 128, gate_block = 1 }, 8).row_group)
+    -- batch 1's row: no row groups, no gate blocks
+    local rg = variant({ units = 16, row_group = 8 }, 1)
     assert.are.equal(8, rg.row_group)
     assert.are.equal(1, rg.gate_block)
     assert.are.equal("8", rg.defines.ROW_GROUP)
-    local gb = core.stack_variant_check({ units = 16, gate_block = 4 }, 1)
+    local gb = variant({ units = 16, gate_block = 4 }, 1)
     assert.are.equal(128, gb.threads)
     assert.are.equal(8, gb.row_group)
     assert.are.equal(32, gb.tile_rows)
     assert.are.equal("4", gb.defines.GATE_BLOCK)
-    local gb32 = core.stack_variant_check({ units = 32, gate_block = 4 }, 1)
-    assert.are.equal(256, gb32.threads)
-    assert.are.equal(4, gb32.groups)
-    assert.are.equal(1, core.stack_variant_check({}, 1).row_group)
-    local ok, err = pcall(core.stack_variant_check, { units = 16, gate_block = 2 })
-    assert.is_false(ok)
-    assert.matches("kernel.gate_block must be 1", tostring(err))
-    ok, err = pcall(core.stack_variant_check, { units = 16, row_group = 3 })
-    assert.is_false(ok)
-    assert.matches("kernel.row_group must be 1, 2, 4 or 8", tostring(err))
-    ok, err = pcall(core.stack_variant_check, { units = 16, gate_block = 4, row_group = 4, tile_rows = 32 })
-    assert.is_false(ok)
-    assert.matches("kernel.tile_rows", tostring(err))
-    ok, err = pcall(core.stack_variant_check, { gather = 3 })
-    assert.is_false(ok)
-    assert.matches("kernel.gather must be 1", tostring(err))
-    ok, err = pcall(core.stack_variant_check, { units = 32 })
-    assert.is_false(ok)
-    assert.matches("kernel.units must be 4, 8 or 16 %(or 32 with gate_block 4%)", tostring(err))
+    -- units 32 needs gate blocks: left out, gate_block follows
+    local gb32 = variant({ units = 32 }, 1)
+    assert.are.same({ 4, 256, 4 }, { gb32.gate_block, gb32.threads, gb32.groups })
+    assert.are.equal(1, variant(nil, 1).row_group)
+    local function refused(kernel, pattern)
+      local ok, err = pcall(variant, kernel, 1)
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+    end
+    refused({ units = 16, gate_block = 2 }, "kernel.gate_block must be 1 or 4")
+    refused({ units = 16, row_group = 3 }, "kernel.row_group must be 1, 2, 4 or 8")
+    refused({ units = 16, gate_block = 4, row_group = 4, tile_rows = 32 }, "kernel.tile_rows")
+    refused({ gather = 2 }, "kernel: unknown option 'gather'")
+    refused({ units = 32, gate_block = 1 }, "kernel.units 32 needs kernel.gate_block 4")
+    refused({ units = "four" }, 'kernel.units must be 4, 8, 16 or 32 %(.*%), got "four"')
+    refused({ units = {} }, "kernel.units must be 4, 8, 16 or 32 %(.*%), got table")
+    refused("units", "kernel must be a table of kernel options, got string")
   end)
 
   it("checks trace requests as the reference does (layers and steps from 1)", function()
-    assert.is_true(core.stack_trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
+    assert.is_true(core.persistent_trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
     local function refused(trace, pattern)
-      local ok, err = pcall(core.stack_trace_check, trace, 2, 5)
+      local ok, err = pcall(core.persistent_trace_check, trace, 2, 5)
       assert.is_false(ok)
       assert.matches(pattern, tostring(err))
     end
@@ -154,8 +151,8 @@ describe("spk.lstm.stack arguments", function()
 
   it("refuses a schedule that does not fit the capacity", function()
     local s = spk.schedule.new { batch = 32, capacity = 350, concurrent_capacity = 350 }
-    assert.is_true(core.stack_schedule_fits(s, { units = 4 }, 350, 350))
-    local ok, err = pcall(core.stack_schedule_fits, s, { units = 4 }, 100, 100)
+    assert.is_true(core.persistent_schedule_fits(s, { units = 4, gate_block = 1, row_group = 1 }, 350, 350))
+    local ok, err = pcall(core.persistent_schedule_fits, s, { units = 4, gate_block = 1, row_group = 1 }, 100, 100)
     assert.is_false(ok)
     assert.matches("co%-resident blocks", tostring(err))
   end)
@@ -258,20 +255,21 @@ describe("spk.lstm.stack persistent (GPU)", function()
     assert.is_true(clean == clean)
   end)
 
-  gpu_it("every gather, unit count and tile height gives the same bits", function()
+  gpu_it("every unit count, layout, row group and tile height gives the same bits", function()
     local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 9 }
     local x = lcg_uniform({ 33, 50, 60 }, 5)
-    local base = stack { layers = layers, batch = 33, steps = 50, kernel = { units = 4, gather = 1 } }
+    local base = stack { layers = layers, batch = 33, steps = 50,
+                                  kernel = { units = 4, gate_block = 1, row_group = 1 } }
     local y = base:forward(x)
-    for _, kernel in ipairs { { units = 4, gather = 2 }, { units = 8, gather = 1 }, { units = 8, gather = 2 },
-                              { units = 16 }, { units = 8, tile_rows = 8 }, { units = 4, acq_rel = true },
-                              { units = 4, row_group = 8 }, { units = 16, row_group = 8 }, { units = 16, row_group = 4 },
-                              { units = 8, row_group = 2, gather = 1 }, { units = 4, gate_block = 4 },
-                              { units = 8, gate_block = 4, tile_rows = 16 }, { units = 16, gate_block = 4 },
-                              { units = 16, gate_block = 4, row_group = 4 }, { units = 32, gate_block = 4 },
-                              { units = 16, gate_block = 4, acq_rel = true, gather = 1 } } do
+    for _, kernel in ipairs { {}, { units = 8, gate_block = 1 }, { units = 16, gate_block = 1, row_group = 1 },
+                              { units = 8, gate_block = 1, tile_rows = 8 }, { units = 4, gate_block = 1 },
+                              { units = 4, row_group = 8, gate_block = 1 }, { units = 16, row_group = 8, gate_block = 1 },
+                              { units = 16, row_group = 4, gate_block = 1 }, { units = 8, row_group = 2, gate_block = 1 },
+                              { units = 4, gate_block = 4 }, { units = 8, gate_block = 4, tile_rows = 16 },
+                              { units = 16, gate_block = 4 }, { units = 16, gate_block = 4, row_group = 4 },
+                              { units = 32 } } do
       local plan = stack { layers = layers, batch = 33, steps = 50, kernel = kernel }
-      assert.is_true(same_bits(plan:forward(x), y), plan.variant .. " gather " .. plan.kernel.gather)
+      assert.is_true(same_bits(plan:forward(x), y), plan.variant)
       assert.are.equal(0, plan.kernel.spills)
       plan:close()
     end

@@ -1,4 +1,4 @@
--- spk.schedule: the seed's rule with every test vector of DESIGN.md §3, and
+-- spk.schedule: the tile-height rule with its reference test vectors, and
 -- the checker of script-made schedules. Launch `first` is a 0-based tile index.
 local spk = require "spk"
 

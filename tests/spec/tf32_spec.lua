@@ -39,20 +39,18 @@ describe("math option of spk.lstm.stack", function()
       'backend cpu has no math "tf32": the reference computes in f32 or f64 only')
   end)
 
-  it("cluster kernel.math tf32 is refused, pointing to the plan's math = \"tf32\"", function()
-    local ok, err = pcall(spk.lstm.stack, { backend = "cluster", layers = layers, batch = 2, steps = 3,
-                                            kernel = { math = "tf32" } })
-    assert.is_false(ok)
-    assert.matches("recurrent product R·h has no MMA form", tostring(err))
-    assert.matches('use the plan option math = "tf32"', tostring(err))
-    ok, err = pcall(spk.lstm.cluster_variant, { math = "tf32" })
-    assert.is_false(ok)
-    assert.matches('plan option math = "tf32"', tostring(err))
+  it("the kernels take no math option: the input projections' math is the plan's", function()
+    for _, backend in ipairs { "cluster", "persistent" } do
+      local ok, err = pcall(spk.lstm.stack, { backend = backend, layers = layers, batch = 2, steps = 3,
+                                              kernel = { math = "tf32" } })
+      assert.is_false(ok)
+      assert.matches("kernel: unknown option 'math'", tostring(err))
+    end
   end)
 
   it("the C bindings refuse other names themselves", function()
     local core = require "spk.core"
-    for _, make in ipairs { core.stack_new, core.cluster_stack_new } do
+    for _, make in ipairs { core.persistent_stack_new, core.cluster_stack_new } do
       local ok, err = pcall(make, { layers = layers, batch = 2, steps = 3, math = "pedantic" })
       assert.is_false(ok)
       assert.matches('stack.math must be "fp32" or "tf32", got pedantic', tostring(err))

@@ -53,7 +53,7 @@ describe("the tuning record's schema", function()
       bad_batch_negative = "batch must be an integer in 1 .. %d+, got %-8",
       bad_cudnn_algo = "backend cudnn takes: algo must be one of", bad_entry_field = 'has no field "layers_out"',
       bad_format = "format must be 1, got 2", bad_kernel_huge = "kernel.threads must be an integer in 1 .. 1048576",
-      bad_kernel_range = "kernel.tile_rows must be 1 .. 32, got 99",
+      bad_kernel_range = "kernel.tile_rows must be 1 .. 32 %(.-%), got 99",
       bad_kernel_type = 'kernel.tile_rows must be an integer in 1 .. 1048576, got "2"',
       bad_kernel_unknown = 'kernel has no option "unroll"', bad_key = "key does not match",
       bad_median_string = 'winner.median_ms must be a positive number, got "abc"', bad_not_json = "not valid JSON",
@@ -132,13 +132,15 @@ describe("the tuning record's schema", function()
                                                                    options = { kernel = kernel }, median_ms = 1 })) end
     local function cluster(kernel) return tuning.check_record(record_with({ backend = "cluster",
                                                                 options = { kernel = kernel }, median_ms = 1 })) end
-    assert.is_true(persistent { units = 4, acq_rel = true })
+    assert.is_true(persistent { units = 4, gate_block = 4 })
     assert.is_nil(persistent { units = 3 })                       -- refused by the variant check
     assert.is_nil(persistent { units = "4" })                     -- a string
     assert.is_nil(persistent { units = 4.5 })
     assert.is_nil(persistent { units = (1 << 32) + 4 })           -- would be 4 as an int
-    assert.is_nil(persistent { acq_rel = 1 })
-    assert.is_true(cluster { cluster = 8, cell = "lanes", store = "late", exchange = "mbarrier", push = "direct" })
+    assert.is_nil(persistent { gate_block = true })
+    assert.is_nil(persistent { acq_rel = true })                  -- an option the kernel no longer has
+    assert.is_true(cluster { cluster = 8, push = "direct", threads = 128, tile_rows = 1 })
+    assert.is_nil(cluster { cluster = 8, cell = "lanes", push = "direct" })
     assert.is_nil(cluster { cluster = 3 })
     assert.is_nil(cluster { push = "sideways" })
     assert.is_nil(cluster { math = "tf32" })

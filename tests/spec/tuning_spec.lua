@@ -405,22 +405,20 @@ describe("spk tune", function()
     assert.are.equal(0, code)
     -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways
     assert.matches("batch 1: 14 variants", out)
-    assert.matches("cluster %(tile_rows 1, cluster 8, threads 128, cell lanes, store late, push direct, "
-      .. "exchange mbarrier%)", out)
-    assert.matches("cluster %(tile_rows 1, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
-      .. "store late, push direct, exchange mbarrier%)", out)
-    assert.matches("cluster %(tile_rows 1, cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
-      .. "store late, push direct, exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 1%); cluster %(tile_rows 1, push scalar%)", out)
+    assert.matches("cluster %(tile_rows 1, push direct, cluster 8, threads 128, gate_block 1, gates_ahead 1, "
+      .. "row_phases 1%)", out)
+    assert.matches("cluster %(tile_rows 1, push direct, cluster 4, threads 128, gate_block 4, gates_ahead 3, "
+      .. "row_phases 1%)", out)
+    assert.matches("cluster %(tile_rows 1, push direct, cluster 2, threads 256, gate_block 4, gates_ahead 3, "
+      .. "row_phases 1%)", out)
     assert.matches("persistent %(defaults%)", out)
     assert.matches("persistent %(units 16%)", out)
-    assert.matches("cluster %(tile_rows 8, cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
-      .. "store late, push direct, exchange mbarrier, row_phases 2%)", out)
-    assert.is_nil(out:match("tile_rows [12], cluster 2, threads 256, gate_block 4, gates_ahead 3, cell lanes, "
-      .. "store late, push direct, exchange mbarrier, row_phases 2"))
-    assert.matches("batch 8: 31 variants: .*cluster %(tile_rows 8%); "
-      .. "cluster %(tile_rows 8, cell lanes, store late%)", out)
-    assert.matches("cluster %(tile_rows 8, cluster 4, threads 128, gate_block 4, gates_ahead 3, cell lanes, "
-      .. "store late, push direct, exchange mbarrier%)", out)
+    assert.matches("cluster %(tile_rows 8, push direct, cluster 2, threads 256, gate_block 4, gates_ahead 3, "
+      .. "row_phases 2%)", out)
+    assert.is_nil(out:match("tile_rows [12], push direct, cluster 2, threads 256, gate_block 4, gates_ahead 3, "
+      .. "row_phases 2"))
+    assert.matches("batch 8: 31 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     os.execute("rm -rf " .. shell_quote(dir))

@@ -1,9 +1,9 @@
 -- time the LSTM kernel variants on this GPU, record the fastest for backend "auto"
 --
 -- spk tune: times every candidate variant (the persistent kernel at 4, 8 and
--- 16 units; the cluster kernel with its per-batch default and each tile
--- height up to the batch, with the step-latency options cell = "lanes" and
--- store = "late" off and on) and every cuDNN algorithm with spk.benchmark at
+-- 16 units; the cluster kernels with their per-batch default and each tile
+-- height up to the batch, the batch's default, the baseline and the direct
+-- pushes at that height) and every cuDNN algorithm with spk.benchmark at
 -- each batch, checks each against the f64 reference, and keeps as the winner the fastest
 -- FP32-strict candidate within its correctness bound. The winners go into the
 -- tuning record of this device, drivers and kernel sources (lua/spk/tuning.lua),
@@ -34,12 +34,13 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
   --candidates LIST  backends that may win (default persistent,cluster; cudnn
                      may be added): persistent runs its per-batch default
                      and units 4, 8, 16; cluster its per-batch default, and
-                     tile heights 1, 2, 4, ... up to the batch, each plain,
-                     with cell=lanes store=late, and (up to tile 8) with the
-                     direct pushes (2 chunks a gate row where hidden <= 128)
-                     and with gate blocks (cluster 4, 4 chunks: threads =
-                     hidden, where hidden is a multiple of 32 up to 128;
-                     the gates fetched 3 steps ahead)
+                     tile heights 1, 2, 4, ... up to the batch, each with
+                     the rest of the batch's default and with the baseline
+                     (push=scalar), and (up to tile 8) with the direct pushes
+                     (2 chunks a gate row where hidden <= 128) and with gate
+                     blocks (cluster 4 or 2, 4 chunks, where hidden is a
+                     multiple of 32 up to 128; the gates fetched 3 steps
+                     ahead; from tile 4 at cluster 2 also in two row phases)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -86,32 +87,30 @@ local function variants(backend, batch, algos, hidden)
     -- units-only variants leave off), then units 4, 8 and 16
     return { {}, { kernel = { units = 4 } }, { kernel = { units = 8 } }, { kernel = { units = 16 } } }
   elseif backend == "cluster" then
-    -- its per-batch default, then each tile height with the step-latency
-    -- options off, with the cell in the reducing lanes and the late store,
-    -- and with the direct pushes (cluster 8, 2 chunks: threads = hidden),
-    -- one gate row or four (cluster 4, 4 chunks: threads = hidden; the gates 3 steps ahead) a thread,
-    -- and four at cluster 2 (4 chunks: threads = 2 * hidden, one block an SM), from tiles of 4 rows also
-    -- in two row phases
+    -- its per-batch default, then each tile height with the rest of the
+    -- default (options left out take the batch's default), the baseline
+    -- (scalar pushes), and up to tile 8 the direct pushes with one gate row a
+    -- thread (cluster 8, 2 chunks: threads = hidden) and with four (cluster 4
+    -- or 2, 4 chunks: threads = hidden * 4 / cluster; the gates 3 steps ahead),
+    -- from tiles of 4 rows at cluster 2 also in two row phases
     local out = { {} }
     local h = 1
     while h <= 32 and h <= batch do
       out[#out + 1] = { kernel = { tile_rows = h } }
-      out[#out + 1] = { kernel = { tile_rows = h, cell = "lanes", store = "late" } }
+      out[#out + 1] = { kernel = { tile_rows = h, push = "scalar" } }
       if h <= 8 then
-        local direct = { tile_rows = h, cluster = 8, cell = "lanes", store = "late", exchange = "mbarrier",
-                         push = "direct" }
+        local direct = { tile_rows = h, cluster = 8, push = "direct", gate_block = 1, gates_ahead = 1,
+                         row_phases = 1 }
         if hidden % 32 == 0 and hidden <= 128 then direct.threads = hidden end
         out[#out + 1] = { kernel = direct }
         if hidden % 32 == 0 and hidden <= 128 then
           for _, cluster in ipairs { 4, 2 } do -- 4 chunks: threads = hidden * 4 / cluster
             out[#out + 1] = { kernel = { tile_rows = h, cluster = cluster, threads = hidden * 4 // cluster,
-                                         gate_block = 4, gates_ahead = 3, cell = "lanes", store = "late",
-                                         exchange = "mbarrier", push = "direct" } }
+                                         gate_block = 4, gates_ahead = 3, push = "direct", row_phases = 1 } }
           end
           if h >= 4 then
             out[#out + 1] = { kernel = { tile_rows = h, cluster = 2, threads = hidden * 2, gate_block = 4,
-                                         gates_ahead = 3, cell = "lanes", store = "late", exchange = "mbarrier",
-                                         push = "direct", row_phases = 2 } }
+                                         gates_ahead = 3, push = "direct", row_phases = 2 } }
           end
         end
       end
@@ -129,8 +128,8 @@ local function describe(options)
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "cluster", "threads", "gate_block", "gates_ahead", "cell", "store",
-                         "push", "exchange", "row_phases" } do
+  for _, key in ipairs { "units", "tile_rows", "push", "cluster", "threads", "gate_block", "gates_ahead",
+                         "row_phases" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")

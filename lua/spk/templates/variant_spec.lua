@@ -16,12 +16,11 @@ local spk = require "spk"
 require "spk.busted" -- gpu_it and the assertions (spk test loads it too)
 
 -- The variant under test: a backend and its kernel options. These are the
--- cluster kernel's defaults at batch 8 spelled out (lua/spk/cluster.lua
--- documents each option; backend "persistent" takes the options of
--- lua/spk/stack.lua).
+-- cluster kernel's defaults at batch 8 spelled out (`spk help` lists each
+-- backend's options, spk.lstm.kernel_options(BACKEND) returns them; an option
+-- left out takes the batch's default).
 local BACKEND = "cluster"
-local KERNEL = { cluster = 4, threads = 128, gate_block = 4, gates_ahead = 3, push = "warp", exchange = "mbarrier",
-                 cell = "lanes", store = "late" }
+local KERNEL = { push = "warp", cluster = 4, threads = 128, gate_block = 4, gates_ahead = 3 }
 -- Tile heights that must give the same bits: a tile's rows change, the split
 -- of each gate row's dot product (threads, gate_block) does not.
 local TILE_HEIGHTS = { 1, 2, 4, 8 }
@@ -49,8 +48,7 @@ end
 
 -- The fitted variant of a kernel table, checked without a device.
 local function variant_of(kernel)
-  if BACKEND == "cluster" then return spk.lstm.cluster_variant(kernel) end
-  return spk.lstm.persistent_variant(kernel, SHAPE.batch)
+  return spk.lstm.kernel_variant { backend = BACKEND, kernel = kernel, batch = SHAPE.batch, hidden = SHAPE.hidden }
 end
 
 describe(("%s variant at batch %d"):format(BACKEND, SHAPE.batch), function()

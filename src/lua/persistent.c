@@ -1,16 +1,20 @@
-/* Bindings of the persistent GPU stack (lstm/persistent.h):
- *   core.stack_new{layers =, batch =, steps =, kernel = {...}, schedule = {...},
+/* Bindings of the persistent GPU stack (lstm/persistent.h): thin, the options
+ * and their defaults are spk_persistent_family's.
+ *   core.persistent_stack_new{layers =, batch =, steps =, kernel = {...}, schedule = {...},
  *                  capacity =, timeout_ms =, math = "fp32" | "tf32"}  -> plan userdata
  *   plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> tensor on x's device
  *                   (with a trace: y, {trace = {h =, c =, layer =, direction =, steps =}})
  *   plan:time(rounds, warmup) -> {ms, ...}
  *   plan:info() -> table (kernel attributes, schedule, capacities)
  *   plan:close()
- *   core.stack_variant_check(kernel_table[, batch]) -> table of the variant and geometry (what a
- *                   plan of that batch compiles: fields left out come from the per-batch table)
- *   core.stack_variant_for_batch(batch[, hidden]) -> the default variant of that batch
- *   core.stack_trace_check(trace_table, layers, steps) -> true, or the error a traced forward gives
- * Layers are a list of tables {W =, R =, B =} of host tensors. */
+ *   core.persistent_variant(kernel_table | nil, batch[, hidden]) -> the variant a plan of that batch
+ *                   compiles (options left out: each option's default rule) and its geometry
+ *   core.persistent_options() -> the option table as data (lstm/kernel_options.h)
+ *   core.persistent_schedule_fits(schedule, kernel_table, capacity[, concurrent[, hidden]]) -> true
+ *   core.persistent_trace_check(trace_table, layers, steps) -> true, or the error a traced forward gives
+ * Layers are a list of tables {W =, R =, B =} of host tensors. Argument
+ * tables are read raw and the tensors' pointers taken after the last
+ * allocation (lua/bind.h); extra arguments are errors. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,71 +24,45 @@
 #include "lua/bind.h"
 #include "lua/gpu_plan.h"
 
-static int opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *where)
-{
-    return (int)spk_lua_int_field(L, t, name, def, where);
-}
-
-/* Fields left out come from the batch's default (spk_lstm_variant_for_batch). */
-static void read_variant(lua_State *L, int idx, int64_t batch, spk_lstm_variant *v)
-{
-    *v = spk_lstm_variant_default();
-    if (lua_isnoneornil(L, idx)) {
-        *v = spk_lstm_variant_for_batch(v->hidden, batch);
-        return;
-    }
-    luaL_checktype(L, idx, LUA_TTABLE);
-    int t = lua_absindex(L, idx);
-    v->hidden = opt_int_field(L, t, "hidden", v->hidden, "kernel");
-    spk_lstm_variant pick = spk_lstm_variant_for_batch(v->hidden, batch);
-    v->units = opt_int_field(L, t, "units", pick.units, "kernel");
-    v->gather = opt_int_field(L, t, "gather", pick.gather, "kernel");
-    v->gate_block = opt_int_field(L, t, "gate_block", pick.gate_block, "kernel");
-    bool threads_given = spk_lua_rawfield(L, t, "threads") != LUA_TNIL;
-    bool rows_given = spk_lua_rawfield(L, t, "tile_rows") != LUA_TNIL;
-    lua_pop(L, 2);
-    v->threads = opt_int_field(L, t, "threads", v->threads, "kernel");
-    /* row_group left out: the table's when its layout and threads (so its
-     * chunks) are the same, else chosen by spk_lstm_variant_fit */
-    bool same_layout = v->gate_block == pick.gate_block && v->units == pick.units &&
-                       (!threads_given || v->threads == pick.threads);
-    v->row_group = opt_int_field(L, t, "row_group", same_layout ? pick.row_group : 0, "kernel");
-    v->max_tile_rows = opt_int_field(L, t, "tile_rows", v->max_tile_rows, "kernel");
-    spk_lstm_variant_fit(v, threads_given, rows_given);
-    spk_lua_rawfield(L, t, "acq_rel");
-    v->acq_rel = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-}
-
-static void push_variant(lua_State *L, const spk_lstm_variant *v, const spk_lstm_geometry *g)
+static void push_variant(lua_State *L, const spk_persistent_variant *v, const spk_persistent_geometry *g)
 {
     lua_createtable(L, 0, 12);
-    lua_pushinteger(L, v->hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, v->units), lua_setfield(L, -2, "units");
-    lua_pushinteger(L, v->threads), lua_setfield(L, -2, "threads");
-    lua_pushinteger(L, v->max_tile_rows), lua_setfield(L, -2, "tile_rows");
-    lua_pushboolean(L, v->acq_rel), lua_setfield(L, -2, "acq_rel");
-    lua_pushinteger(L, v->gather), lua_setfield(L, -2, "gather");
-    lua_pushinteger(L, v->gate_block), lua_setfield(L, -2, "gate_block");
-    lua_pushinteger(L, v->row_group), lua_setfield(L, -2, "row_group");
+    spk_lua_set_kernel_options(L, &spk_persistent_family, v);
     lua_pushinteger(L, g->groups), lua_setfield(L, -2, "groups");
     lua_pushinteger(L, g->chunks), lua_setfield(L, -2, "chunks");
     lua_pushinteger(L, g->state_tile), lua_setfield(L, -2, "state_tile");
     lua_pushinteger(L, (lua_Integer)g->smem_bytes), lua_setfield(L, -2, "smem_bytes");
-    spk_lstm_variant_defines d;
-    spk_lstm_variant_defines_fill(v, &d);
-    spk_lua_set_defines(L, d.defines, SPK_LSTM_VARIANT_DEFINES);
 }
 
-static int l_variant_check(lua_State *L)
+/* The variant a plan of `batch` compiles for the kernel table at idx. */
+static void read_variant(lua_State *L, int idx, int64_t batch, int hidden, spk_persistent_variant *v)
 {
-    spk_lua_noextra(L, 2);
-    spk_lstm_variant v;
-    read_variant(L, 1, luaL_optinteger(L, 2, 1), &v);
-    spk_lstm_geometry g;
-    if (spk_lstm_variant_check(&v, &g) != 0)
+    spk_kernel_choice choice;
+    spk_lua_read_kernel_choice(L, idx, &spk_persistent_family, &choice);
+    if (spk_persistent_variant_resolve(hidden, batch, &choice, v) != 0)
+        spk_lua_fail(L);
+}
+
+static int l_variant(lua_State *L)
+{
+    spk_lua_noextra(L, 3);
+    lua_Integer batch = luaL_checkinteger(L, 2), hidden = luaL_optinteger(L, 3, 128);
+    if (batch < 1 || hidden < 1 || hidden > 1 << 20)
+        return luaL_error(L, "persistent_variant: batch and hidden must be positive");
+    spk_persistent_variant v;
+    read_variant(L, 1, batch, (int)hidden, &v);
+    spk_persistent_geometry g;
+    if (spk_persistent_variant_check(&v, &g) != 0)
         return spk_lua_fail(L);
     push_variant(L, &v, &g);
+    lua_pushstring(L, "lstm_recurrence.cu"), lua_setfield(L, -2, "file");
+    return 1;
+}
+
+static int l_options(lua_State *L)
+{
+    spk_lua_noextra(L, 0);
+    spk_lua_push_kernel_family(L, &spk_persistent_family);
     return 1;
 }
 
@@ -126,16 +104,16 @@ static void push_schedule(lua_State *L, const spk_schedule *s)
     lua_setfield(L, -2, "launches");
 }
 
-static void plan_free(void *plan) { spk_lstm_plan_free(plan); }
+static void plan_free(void *plan) { spk_persistent_plan_free(plan); }
 
 static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    return spk_lstm_plan_time(plan, x, rounds, warmup, ms);
+    return spk_persistent_plan_time(plan, x, rounds, warmup, ms);
 }
 
 static void plan_push_name(lua_State *L, const void *plan)
 {
-    const spk_lstm_plan_info *i = spk_lstm_plan_get_info(plan);
+    const spk_persistent_plan_info *i = spk_persistent_plan_get_info(plan);
     lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)",
                     (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
                     i->schedule.concurrent ? "concurrent" : "sequential",
@@ -143,7 +121,7 @@ static void plan_push_name(lua_State *L, const void *plan)
 }
 
 static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
-                                                .closed_name = "lstm stack (closed)",
+                                                .closed_name = "lstm stack persistent (closed)",
                                                 .free = plan_free,
                                                 .time = plan_time,
                                                 .push_name = plan_push_name};
@@ -152,13 +130,14 @@ static int l_stack_new(lua_State *L)
 {
     spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
     void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* first: nothing allocates after the layers are read */
-    spk_lstm_plan_options o;
+    spk_persistent_plan_options o;
     memset(&o, 0, sizeof o);
-    o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     spk_lua_rawfield(L, 1, "kernel");
-    read_variant(L, -1, o.batch, &o.variant);
+    spk_lua_read_kernel_choice(L, -1, &spk_persistent_family, &o.kernel);
     lua_pop(L, 1);
+    o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
     spk_schedule schedule;
     if (spk_lua_rawfield(L, 1, "schedule") != LUA_TNIL) {
         read_schedule(L, -1, &schedule);
@@ -171,13 +150,13 @@ static int l_stack_new(lua_State *L)
     if (timeout_ms < 0)
         return luaL_error(L, "stack.timeout_ms must be >= 0, got %d", (int)timeout_ms);
     o.timeout_ns = (uint64_t)timeout_ms * 1000000u;
-    if (!(*slot = spk_lstm_plan_new(&o)))
+    if (!(*slot = spk_persistent_plan_new(&o)))
         return spk_lua_fail(L);
     lua_pushvalue(L, 2);
     return 1;
 }
 
-static spk_lstm_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
+static spk_persistent_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
 
 /* A trace table {layer = k (from 1), direction = "forward" | "reverse",
  * steps = {t, ...} (from 1)} as spk.lstm.reference takes it; `steps` receives
@@ -230,7 +209,7 @@ static int l_forward(lua_State *L)
     check_plan(L); /* arguments in order; the pointers are taken after the last allocation */
     spk_lua_checktensor(L, 2);
     if (lua_isnoneornil(L, 3)) {
-        spk_lua_pushtensor(L, spk_lstm_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
+        spk_lua_pushtensor(L, spk_persistent_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     luaL_checktype(L, 3, LUA_TTABLE);
@@ -243,16 +222,16 @@ static int l_forward(lua_State *L)
     }
     spk_lua_rawfield(L, 3, "trace");
     if (lua_isnil(L, -1)) {
-        spk_lua_pushtensor(L, spk_lstm_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
+        spk_lua_pushtensor(L, spk_persistent_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
         return 1;
     }
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
     read_trace(L, -2, &trace, steps);
-    spk_lstm_plan *p = check_plan(L);
+    spk_persistent_plan *p = check_plan(L);
     spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *h = NULL, *c = NULL;
-    spk_tensor *y = spk_lstm_plan_forward_trace(p, x, &trace, &h, &c);
+    spk_tensor *y = spk_persistent_plan_forward_trace(p, x, &trace, &h, &c);
     if (!y)
         return spk_lua_fail(L);
     spk_lua_pushtensor(L, y);
@@ -284,24 +263,12 @@ static int l_trace_check(lua_State *L)
     return 1;
 }
 
-static int l_variant_for_batch(lua_State *L)
-{
-    spk_lua_noextra(L, 2);
-    lua_Integer batch = luaL_checkinteger(L, 1), hidden = luaL_optinteger(L, 2, 128);
-    spk_lstm_variant v = spk_lstm_variant_for_batch((int)hidden, batch);
-    spk_lstm_geometry g;
-    if (spk_lstm_variant_check(&v, &g) != 0)
-        return spk_lua_fail(L);
-    push_variant(L, &v, &g);
-    return 1;
-}
-
 static int l_info(lua_State *L)
 {
     check_plan(L); /* self first: a closed one is what is wrong */
     spk_lua_noextra(L, 1);
     /* a copy: the tables made below may run a finalizer that closes the plan */
-    const spk_lstm_plan_info copy = *spk_lstm_plan_get_info(check_plan(L)), *info = &copy;
+    const spk_persistent_plan_info copy = *spk_persistent_plan_get_info(check_plan(L)), *info = &copy;
     lua_createtable(L, 0, 16);
     push_variant(L, &info->variant, &info->geometry);
     lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
@@ -321,34 +288,37 @@ static int l_info(lua_State *L)
 
 static int l_schedule_fits(lua_State *L)
 {
-    spk_lua_noextra(L, 4);
+    spk_lua_noextra(L, 5);
     spk_schedule s;
     read_schedule(L, 1, &s);
-    spk_lstm_variant v;
-    read_variant(L, 2, s.batch, &v);
+    spk_persistent_variant v;
+    read_variant(L, 2, s.batch, (int)luaL_optinteger(L, 5, 128), &v);
     lua_Integer cap = luaL_checkinteger(L, 3), conc = luaL_optinteger(L, 4, cap);
-    if (spk_lstm_schedule_fits(&s, &v, cap, conc) != 0)
+    if (spk_persistent_schedule_fits(&s, &v, cap, conc) != 0)
         return spk_lua_fail(L);
     lua_pushboolean(L, 1);
     return 1;
 }
 
-void spk_open_stack(lua_State *L, int module)
+void spk_open_persistent(lua_State *L, int module)
 {
     spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
     static const spk_lua_reg functions[] = {
-        {"stack_new", l_stack_new,
-         "spk.core.stack_new{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =, math =}\n"
-         "  -> plan\nThe persistent kernel's plan (what spk.lstm.stack{backend = \"persistent\"} builds)."},
-        {"stack_variant_check", l_variant_check,
-         "spk.core.stack_variant_check(kernel[, batch]) -> variant\nWhat spk.lstm.persistent_variant calls."},
-        {"stack_schedule_fits", l_schedule_fits,
-         "spk.core.stack_schedule_fits(schedule, kernel, capacity[, concurrent]) -> true\n"
+        {"persistent_stack_new", l_stack_new,
+         "spk.core.persistent_stack_new{layers =, batch =, steps =, kernel =, schedule =, capacity =, timeout_ms =,\n"
+         "  math =} -> plan\nThe persistent kernel's plan (what spk.lstm.stack{backend = \"persistent\"} builds)."},
+        {"persistent_variant", l_variant,
+         "spk.core.persistent_variant(kernel, batch[, hidden = 128]) -> variant\n"
+         "The variant a plan of that batch compiles (options left out: the batch's default); what\n"
+         "spk.lstm.kernel_variant{backend = \"persistent\"} calls. No device needed."},
+        {"persistent_options", l_options,
+         "spk.core.persistent_options() -> {backend =, options = {...}, rules = {...}, text =}\n"
+         "The persistent kernel's option table as data (what spk.lstm.kernel_options(\"persistent\") returns)."},
+        {"persistent_schedule_fits", l_schedule_fits,
+         "spk.core.persistent_schedule_fits(schedule, kernel, capacity[, concurrent[, hidden = 128]]) -> true\n"
          "Whether a schedule's launches fit the device's co-resident blocks, or an error saying why."},
-        {"stack_trace_check", l_trace_check,
-         "spk.core.stack_trace_check(trace, layers, steps) -> true\nThe error a traced forward would give, or true."},
-        {"stack_variant_for_batch", l_variant_for_batch,
-         "spk.core.stack_variant_for_batch(batch[, hidden = 128]) -> variant\nThe persistent kernel's default variant at a batch."},
+        {"persistent_trace_check", l_trace_check,
+         "spk.core.persistent_trace_check(trace, layers, steps) -> true\nThe error a traced forward would give, or true."},
         {NULL, NULL, NULL},
     };
     lua_pushvalue(L, module);

@@ -1,0 +1,312 @@
+// The stages of kernels/lstm_cluster.cu, the direct-push cluster recurrence:
+// a step of a block reads, per row phase, wait for h, take the gates, the dot
+// products with their reduction and the cell, publish h; then the output and
+// the next gates. Each stage is a function here; where a variant differs (gate
+// blocks or one gate row a thread, warp or direct pushes, the gates one or
+// more steps ahead) it picks its implementation at the stage boundary, by
+// overload or `if constexpr`, never by a branch inside the step. Included
+// after the kernel's macros and the primitives (cluster_sync.cuh).
+// docs/design.md has the work split and the exchange's memory-ordering
+// argument.
+//
+// (The stages take scalars and arrays, and hold no bool: written so, the
+// kernel compiles to the machine code it had as one function; a struct of
+// the block's context or a bool member gives ptxas other code.)
+#ifndef SPK_LSTM_CLUSTER_STAGES_CUH
+#define SPK_LSTM_CLUSTER_STAGES_CUH
+
+// ---- the cells a thread owns ---------------------------------------------------
+
+// Slot k of a thread is (row slot_row(k), unit lane_unit): every lane of a
+// unit holds a copy of the cell of its row after the reduction; copy (gate p,
+// chunk q) = p * CHUNKS / G + q / G pushes to blocks copy, copy + COPIES, ...
+// and copy 0 stores the output. Gate blocks: every lane of the unit holds the
+// four sums of its row; copy q / G pushes.
+#define COPIES (4 / GATE_BLOCK * CHUNKS / ROW_GROUP)
+// (Macros over lane_row, rows, cell_lane and store_lane in scope: functions
+// returning bool, or the tests written out, give other machine code.)
+#define SLOT_ROW(k) ((k) * ROW_GROUP + lane_row)
+#define SLOT_OWNED(k) (cell_lane && SLOT_ROW(k) < rows)
+#define SLOT_STORES(k) (store_lane && SLOT_OWNED(k))
+
+// ---- stage: the weights ------------------------------------------------------
+
+// This thread's slice of R for the whole sequence: gate row j (one gate row a
+// thread), or the four gate rows of unit j (gate blocks).
+__device__ __forceinline__ void load_weights(float4 (&w)[FLOAT4_PER_CHUNK], const float *r, unsigned rank, int j,
+                                             int q)
+{
+    load_gate_row(w, r, rank * GATE_ROWS + j, q);
+}
+__device__ __forceinline__ void load_weights(float4 (&w)[4][FLOAT4_PER_CHUNK], const float *r, unsigned rank, int j,
+                                             int q)
+{
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const float4 *row = reinterpret_cast<const float4 *>(r + (size_t)(rank * GATE_ROWS + j * 4 + p) * HIDDEN);
+#pragma unroll
+        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
+            w[p][k] = row[k * CHUNKS + q];
+    }
+}
+
+// The gates' stage a of slot k: a float4 a thread.
+#define STAGE(a, k) (stages + ((a) * SLOTS + (k)) * THREADS + tid)
+// x·Wᵀ of (row b, unit u) of this block at time t
+__device__ __forceinline__ const float4 *gates_at(const float4 *gates4, int row0, int steps, int first_unit, int b,
+                                                  int u, int t)
+{
+    return gates4 + ((size_t)(row0 + b) * steps + t) * HIDDEN + first_unit + u;
+}
+
+// ---- stage: the gates' first steps ------------------------------------------------
+
+// The bias and the first step's x·Wᵀ of each slot (GATES_AHEAD 1: into gx),
+// the cell state zero; with GATES_AHEAD > 1 the first GATES_AHEAD steps' x·Wᵀ
+// into the stages, one cp.async commit group a step (empty past the end), so
+// waiting for all but the newest GATES_AHEAD - 1 groups at step s means step
+// s's has landed (stage a holds step s's gates for s % GATES_AHEAD == a).
+__device__ __forceinline__ void prime_gates(int direction, int steps, int row0, int rows, int first_unit,
+                                            int lane_row, int lane_unit, bool cell_lane, const float4 *gates4,
+                                            const float *bias, float4 *stages, int tid, float (&c)[SLOTS],
+                                            float (&hv)[SLOTS], float4 (&gx)[SLOTS], float4 (&b4)[SLOTS])
+{
+#pragma unroll
+    for (int k = 0; k < SLOTS; k++) {
+        c[k] = hv[k] = 0.0f;
+        gx[k] = b4[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (SLOT_OWNED(k)) {
+            b4[k] = reinterpret_cast<const float4 *>(bias)[first_unit + lane_unit];
+            const int t = direction ? steps - 1 : 0;
+            if (GATES_AHEAD == 1)
+                gx[k] = __ldg(gates_at(gates4, row0, steps, first_unit, SLOT_ROW(k), lane_unit, t));
+        }
+    }
+    if constexpr (GATES_AHEAD > 1) {
+        for (int a = 0; a < GATES_AHEAD; a++) {
+#pragma unroll
+            for (int k = 0; k < SLOTS; k++)
+                if (SLOT_OWNED(k) && a < steps) {
+                    const int t = direction ? steps - 1 - a : a;
+                    copy_async16(STAGE(a, k), gates_at(gates4, row0, steps, first_unit, SLOT_ROW(k), lane_unit, t));
+                }
+            copy_async_commit();
+        }
+    }
+}
+
+// Rows of a phase (ROW_PHASES 1: the tile's). A phase without rows (the last
+// tile's second half, say) never arms, waits or pushes. (Macros over `rows`
+// in scope, as the slot tests above.)
+#define PHASE_ROWS(p)                                                                                                 \
+    (ROW_PHASES == 1 ? rows                                                                                         \
+                     : max(0, min(rows, PHASE_SLOT((p) + 1) * ROW_GROUP) - PHASE_SLOT(p) * ROW_GROUP))
+#define PHASE_HAS_ROWS(p) (ROW_PHASES == 1 || PHASE_ROWS(p) > 0) /* rows >= 1: the geometry check */
+
+// ---- stage: the exchange's start and end ------------------------------------------
+
+// Zeroes both h buffers: rows past `rows` stay zero, and no push may land before this.
+__device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
+{
+    for (int i = tid; i < 2 * h_floats; i += THREADS)
+        h_buffers[i] = 0.0f;
+}
+
+// Nobody leaves while a peer may still store into its shared memory.
+__device__ __forceinline__ void end_exchange()
+{
+    cluster_arrive();
+    cluster_wait();
+}
+
+// ---- stage: wait for h -------------------------------------------------------------
+
+// Step `step` (>= 1) of a phase waits until the bytes of its h have landed,
+// then thread 0 re-arms the barrier for step + 2's pushes into the same
+// buffer. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting: returns
+// whether to wait again.
+__device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int steps, int rows, int tid,
+                                           unsigned full0, unsigned bytes, bool waiting, unsigned *status)
+{
+    if (step > 0 && PHASE_HAS_ROWS(phase)) {
+        const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
+        if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+            waiting = false;
+            atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+        }
+        if (tid == 0 && step + 2 < steps)
+            mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
+    }
+    return waiting;
+}
+
+// ---- stage: take the gates -------------------------------------------------------
+
+// GATES_AHEAD > 1: this thread's copies of step `step` have landed; each
+// slot's x·Wᵀ from its stage (GATES_AHEAD 1: gx already holds it).
+__device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bool cell_lane, float4 *stages, int tid,
+                                           float4 (&gx)[SLOTS])
+{
+    if constexpr (GATES_AHEAD > 1) {
+        copy_async_wait<GATES_AHEAD - 1>();
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++)
+            if (SLOT_OWNED(k))
+                gx[k] = *STAGE(stage, k);
+    }
+}
+
+// ---- stage: dot products, reduction, cell ---------------------------------------
+
+// Gate blocks: the four gate sums of slot k's ROW_GROUP rows, reduce-scattered
+// over the chunk lanes, leave lane q with all four of row SLOT_ROW(k), which
+// finishes its cell. Each row's first float4 of h is loaded one row ahead, so
+// the load's latency passes under the previous row's FMAs (rows of a group
+// past `rows` are zeros in h).
+__device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHUNK], const float *h, int k, int rows,
+                                             int q, int lane_row, bool cell_lane, int unit_lane0, const float4 &gx,
+                                             const float4 &b4, float &c, float &hv)
+{
+    if (k * ROW_GROUP < rows) {
+        float v[ROW_GROUP][4];
+        const float *group_h = h + k * ROW_GROUP * HIDDEN;
+        float4 h_next = reinterpret_cast<const float4 *>(group_h)[q];
+#pragma unroll
+        for (int e = 0; e < ROW_GROUP; e++) {
+            const float4 h_first = h_next;
+            if (e + 1 < ROW_GROUP)
+                h_next = reinterpret_cast<const float4 *>(group_h + (e + 1) * HIDDEN)[q];
+            float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (k * ROW_GROUP + e < rows)
+                d = spk_partial_dot4_from<FLOAT4_PER_CHUNK, CHUNKS>(w, group_h + e * HIDDEN, q, h_first);
+            v[e][0] = d.x;
+            v[e][1] = d.y;
+            v[e][2] = d.z;
+            v[e][3] = d.w;
+        }
+        spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+        if (SLOT_OWNED(k))
+            hv = spk_lstm_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, c);
+    }
+}
+
+// One gate row a thread: the row sums, then the unit's four gates from the
+// lanes that hold them (the same chunk lane of each gate row, so the same row).
+__device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, int k, int rows,
+                                             int q, int lane_row, bool cell_lane, int unit_lane0, const float4 &gx,
+                                             const float4 &b4, float &c, float &hv)
+{
+    if (k * ROW_GROUP < rows) {
+        const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
+        const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
+        const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
+        const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
+        const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
+        if (SLOT_OWNED(k))
+            hv = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+    }
+}
+
+// ---- stage: publish h ---------------------------------------------------------------
+
+// The phase's h: at the last step to the output (no exchange follows); before
+// it into h[parity ^ 1] of every block of the cluster, this one's included:
+// each copy of a cell st.asyncs it into its share of the blocks (direct
+// pushes), or each warp packs its units (warp pushes).
+__device__ __forceinline__ void publish_h(int phase, int parity, bool last, int t, int steps, int row0, int rows,
+                                          int first_unit, int lane_row, int lane_unit, bool cell_lane,
+                                          bool store_lane, int copy, unsigned rank, int tid, float *h_buffers,
+                                          int h_floats, unsigned full0, const float (&hv)[SLOTS], float *output)
+{
+    const int next_offset = (parity ^ 1) * h_floats;
+#pragma unroll
+    for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+        if (SLOT_OWNED(k)) {
+            const int b = SLOT_ROW(k), u = lane_unit;
+            if (SLOT_STORES(k) && last)
+                output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
+            if (!last) {
+                if constexpr (!WARP_PUSH) {
+                    const unsigned local =
+                        (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
+                    const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+                    for (int g = copy; g < CLUSTER; g += COPIES) {
+                        const unsigned target = (rank + (unsigned)g) % CLUSTER;
+                        store_async1(map_rank(local, target), hv[k], map_rank(bar, target));
+                    }
+                }
+            }
+        }
+    }
+    if constexpr (WARP_PUSH) {
+        if (!last) {
+            const int lane = tid & 31;
+            const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
+            const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+            // per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4 (4 consecutive
+            // units of one row), each to every block: item i of a slot is (block i % CLUSTER, row
+            // (i / CLUSTER) % G, quad i / (CLUSTER * G)), its four values shuffled from the lanes
+            // that hold them
+#pragma unroll
+            for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+                if (k * ROW_GROUP < rows) {
+#pragma unroll
+                    for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
+                        const int item = item0 + lane;
+                        const int g = item % CLUSTER, rq = item / CLUSTER;
+                        const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
+                        const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+                        float4 v;
+                        v.x = __shfl_sync(FULL_MASK, hv[k], from);
+                        v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
+                        v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
+                        v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
+                        const int b = k * ROW_GROUP + e;
+                        if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
+                            const unsigned local = (unsigned)__cvta_generic_to_shared(
+                                h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
+                            const unsigned target = (rank + (unsigned)g) % CLUSTER;
+                            store_async4(map_rank(local, target), v, map_rank(bar, target));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- stage: the output and the next gates ----------------------------------------
+
+// While the step's h crosses the cluster: this step's h to the output, and
+// the x·Wᵀ of the step GATES_AHEAD ahead into its register (GATES_AHEAD 1)
+// or into the stage just read (its value is in gx), one commit group a step.
+// Returns the next step's stage.
+__device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int direction, int row0, int rows,
+                                               int first_unit, int lane_row, int lane_unit, bool cell_lane,
+                                               bool store_lane, const float4 *gates4, float4 *stages, int tid,
+                                               const float (&hv)[SLOTS], float4 (&gx)[SLOTS], int stage,
+                                               float *output)
+{
+    const int t_fetch = direction ? t - GATES_AHEAD : t + GATES_AHEAD; // the step whose gates load now
+#pragma unroll
+    for (int k = 0; k < SLOTS; k++) {
+        if (SLOT_OWNED(k)) {
+            const int b = SLOT_ROW(k), u = lane_unit;
+            if (SLOT_STORES(k))
+                output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
+            if constexpr (GATES_AHEAD > 1) {
+                if (step + GATES_AHEAD < steps)
+                    copy_async16(STAGE(stage, k), gates_at(gates4, row0, steps, first_unit, b, u, t_fetch));
+            } else {
+                gx[k] = __ldg(gates_at(gates4, row0, steps, first_unit, b, u, t_fetch));
+            }
+        }
+    }
+    if constexpr (GATES_AHEAD > 1) {
+        copy_async_commit();
+        return stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+    }
+    return stage;
+}
+
+#endif

@@ -1,0 +1,156 @@
+-- The per-batch defaults give the bits they gave before the kernel options
+-- became a table and the kernels named stages: every record of every fixture
+-- file in tests/fixtures/defaults/ (today defaults.json, made on the H200 at
+-- 8a53c77 by tools/capture_defaults.lua; the README there says how and what
+-- each holds) is run again: the plan's default kernel (no kernel options) at
+-- the record's backend, math and batch, its output saved by spk.save and that
+-- file's SHA-256 compared with the record's. Each spec is named by its file
+-- and record and says where the file was made, so a record from another file
+-- is never mistaken for one of these.
+--
+-- Without a GPU two things are still checked: the fixtures agree with
+-- themselves (y_b1.npy is the batch-1 FP32 output whose digest the records
+-- carry), and the variant this tree picks for each record's batch is the one
+-- the record says ran (its plan.variant then), so a default table that lost
+-- a row fails here too. GPU specs are skipped without a device, never passed.
+local spk = require "spk"
+local report = require "spk.report"
+
+local DIR = "tests/fixtures/defaults"
+-- The batch-1 FP32 output (both backends gave these bits at 8a53c77).
+local Y_B1 = DIR .. "/y_b1.npy"
+
+local function read(path)
+  return spk.files.read(path)
+end
+
+-- Every fixture file: {name =, environment =, records = {...}}.
+local function fixture_files()
+  local files = {}
+  for _, name in ipairs(spk.files.list(DIR)) do
+    if name:match("%.json$") then
+      local data = report.json_decode(read(DIR .. "/" .. name))
+      files[#files + 1] = { name = name, environment = data.environment or {}, records = data.records or {} }
+    end
+  end
+  return files
+end
+
+local function where(file)
+  local e = file.environment
+  return ("%s, %s"):format(tostring(e.device or "a device not recorded"), tostring(e.date or "a date not recorded"))
+end
+
+local function record_name(file, r)
+  return ("%s: %s %s batch %d"):format(file.name, r.backend, r.math, r.batch)
+end
+
+-- The options a record's plan.variant names (the words of that tree's
+-- describe functions), as this tree's option names.
+local function options_of(r)
+  local v = r.variant
+  if r.backend == "cluster" then
+    local cluster, threads, tile = v:match("^cluster (%d+), (%d+) threads, tile (%d+),")
+    return { cluster = tonumber(cluster), threads = tonumber(threads), tile_rows = tonumber(tile),
+             gate_block = tonumber(v:match("gate block (%d+)") or "1"),
+             gates_ahead = tonumber(v:match("gates (%d+) steps ahead") or "1"),
+             row_phases = v:find("2 row phases", 1, true) and 2 or 1,
+             push = v:find("warp push", 1, true) and "warp" or v:find("direct push", 1, true) and "direct"
+               or "scalar" }
+  end
+  local units, threads = v:match("^units (%d+), (%d+) threads")
+  local gate_block, row_group = v:match("gate block (%d+), row group (%d+)")
+  return { units = tonumber(units), threads = tonumber(threads), gate_block = tonumber(gate_block or "1"),
+           row_group = tonumber(row_group or "1") }
+end
+
+local files = fixture_files()
+
+describe("the fixtures of the per-batch defaults", function()
+  it("hold records of both kernel backends in both maths, an odd batch among them", function()
+    assert.is_true(#files > 0, "no fixture file in " .. DIR)
+    local seen, odd = {}, false
+    for _, file in ipairs(files) do
+      assert.is_true(#file.records > 0, file.name .. " has no records")
+      for _, r in ipairs(file.records) do
+        for _, key in ipairs { "backend", "math", "batch", "steps", "seed", "sha256", "variant" } do
+          assert.is_not_nil(r[key], ("%s: a record without %s"):format(file.name, key))
+        end
+        assert.is_nil(r.error, record_name(file, r) .. ": " .. tostring(r.error))
+        assert.matches("^%x+$", r.sha256)
+        assert.are.equal(64, #r.sha256)
+        seen[r.backend .. " " .. r.math] = true
+        odd = odd or r.batch % 2 == 1 and r.batch > 1
+      end
+    end
+    for _, key in ipairs { "cluster fp32", "cluster tf32", "persistent fp32", "persistent tf32" } do
+      assert.is_true(seen[key], "no record of " .. key)
+    end
+    assert.is_true(odd, "no odd batch above 1")
+  end)
+
+  it("agree with themselves: y_b1.npy is the batch-1 FP32 output the records' digest names", function()
+    local digest = spk.cuda.sha256(read(Y_B1))
+    local found = 0
+    for _, file in ipairs(files) do
+      for _, r in ipairs(file.records) do
+        if r.batch == 1 and r.math == "fp32" then
+          assert.are.equal(digest, r.sha256, record_name(file, r))
+          found = found + 1
+        end
+      end
+    end
+    assert.is_true(found >= 2, "no batch-1 FP32 record of both backends")
+    local y = spk.load(Y_B1)
+    assert.are.same({ 1, 589, 256 }, y:shape())
+  end)
+
+  it("name the variants this tree picks at their batches (no device needed)", function()
+    for _, file in ipairs(files) do
+      for _, r in ipairs(file.records) do
+        local want = options_of(r)
+        local v = spk.lstm.kernel_variant { backend = r.backend, batch = r.batch, hidden = 128 }
+        for key, value in pairs(want) do
+          local got = v[key]
+          if r.backend == "cluster" and key == "tile_rows" then got = v.launch_tile_rows end
+          assert.are.equal(value, got, ("%s (%s): %s"):format(record_name(file, r), r.variant, key))
+        end
+      end
+    end
+  end)
+end)
+
+describe("the per-batch defaults keep their bits", function()
+  local weights, inputs = {}, {}
+  local function layers(seed)
+    weights[seed] = weights[seed] or spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = seed }
+    return weights[seed]
+  end
+  local function input(batch, steps, seed)
+    local key = ("%d/%d/%d"):format(batch, steps, seed)
+    inputs[key] = inputs[key] or spk.randn({ batch, steps, 60 }, { seed = seed })
+    return inputs[key]
+  end
+
+  for _, file in ipairs(files) do
+    for _, r in ipairs(file.records) do
+      gpu_it(("%s, made on %s"):format(record_name(file, r), where(file)), function()
+        local plan = spk.lstm.stack { layers = layers(r.seed), batch = r.batch, steps = r.steps, backend = r.backend,
+                                      math = r.math }
+        finally(function() plan:close() end)
+        local y = plan:forward(input(r.batch, r.steps, r.seed))
+        local path = os.tmpname() .. ".npy"
+        spk.save(path, y)
+        local digest = spk.cuda.sha256(read(path))
+        os.remove(path)
+        if digest ~= r.sha256 and r.batch == 1 and r.math == "fp32" then
+          local at = spk.debug.first_divergence(spk.load(Y_B1), y)
+          error(("%s: other bits (%s now, %s then); first divergence from y_b1.npy: %s"):format(
+            record_name(file, r), plan.variant, r.variant, tostring(at)))
+        end
+        assert.are.equal(r.sha256, digest, ("%s: other bits (%s now, %s then)"):format(record_name(file, r),
+          plan.variant, r.variant))
+      end)
+    end
+  end
+end)

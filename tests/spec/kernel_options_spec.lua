@@ -1,0 +1,115 @@
+-- The kernel option tables (src/lstm/kernel_options.h): what spk help prints
+-- is README's list, every option of both families is there with its values,
+-- and the Lua side reads kernel tables through the tables (no option rule
+-- written a second time in Lua).
+local spk = require "spk"
+
+local function read(path)
+  local f = assert(io.open(path, "r"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+describe("kernel options", function()
+  it("spk help ends with the kernel options, and README shows the same text", function()
+    local out, _, code = run_spk { "help" }
+    assert.are.equal(0, code)
+    local printed = out:match("\n(kernel options %(.-)$")
+    assert.is_truthy(printed, "spk help has no kernel options section:\n" .. out)
+    local readme = read("README.md")
+    local block = readme:match("### Kernel options.-```text\n(.-)```")
+    assert.is_truthy(block, "README.md has no ```text block under ### Kernel options")
+    assert.are.equal(printed, block)
+  end)
+
+  it("lists every option of both families with its values, default rule and help", function()
+    for _, backend in ipairs { "persistent", "cluster" } do
+      local t = spk.lstm.kernel_options(backend)
+      assert.are.equal(backend, t.backend)
+      for _, o in ipairs(t.options) do
+        assert.is_truthy(t.text:find("  " .. o.name .. " ", 1, true), backend .. " " .. o.name)
+        assert.is_truthy(t.text:find(o.help, 1, true), o.name)
+        assert.is_truthy(o.default == "batch" or o.default == "fit" or o.default == "layers", o.name)
+        assert.is_truthy(o.macro, o.name .. " sets no macro")
+        if o.default ~= "layers" then assert.is_truthy(t.text:find(o.takes, 1, true), o.name) end
+      end
+      for _, rule in ipairs(t.rules) do assert.is_truthy(t.text:find(rule, 1, true), rule) end
+    end
+  end)
+
+  it("every value the table allows is accepted and the next one refused, with the table's words", function()
+    for _, backend in ipairs { "persistent", "cluster" } do
+      for _, o in ipairs(spk.lstm.kernel_options(backend).options) do
+        if o.words then
+          local ok, err = pcall(spk.lstm.kernel_variant, { backend = backend, kernel = { [o.name] = "nonsense" } })
+          assert.is_false(ok)
+          assert.matches("kernel." .. o.name .. " must be " .. o.takes:gsub("%p", "%%%0"), tostring(err))
+        elseif o.default ~= "layers" then
+          local ok, err = pcall(spk.lstm.kernel_variant, { backend = backend, kernel = { [o.name] = o.max + 1 } })
+          assert.is_false(ok)
+          assert.matches("kernel." .. o.name .. " must be " .. o.takes:gsub("%p", "%%%0"), tostring(err))
+          assert.matches(("got %d"):format(o.max + 1), tostring(err))
+        end
+      end
+    end
+  end)
+
+  it("each rule is enforced: its message when a script breaks it", function()
+    local breaking = {
+      cluster = {
+        { push = "scalar", gate_block = 4 }, { push = "warp", gate_block = 1 },
+        { push = "scalar", gates_ahead = 2 }, { push = "scalar", row_phases = 2 },
+      },
+      persistent = { { units = 32, gate_block = 1 } },
+    }
+    for backend, cases in pairs(breaking) do
+      local rules = spk.lstm.kernel_options(backend).rules
+      assert.are.equal(#rules, #cases, backend .. ": a case per rule")
+      for i, kernel in ipairs(cases) do
+        local ok, err = pcall(spk.lstm.kernel_variant, { backend = backend, kernel = kernel })
+        assert.is_false(ok)
+        assert.is_truthy(tostring(err):find(rules[i], 1, true), ("%s: %s"):format(rules[i], tostring(err)))
+      end
+    end
+  end)
+
+  it("the cluster kernels keep their shape: no function over 120 lines, at most 10 branches a file", function()
+    local files = { "kernels/lstm_cluster.cu", "kernels/lstm_cluster_baseline.cu", "kernels/lstm_cluster_stages.cuh",
+                    "kernels/cluster_sync.cuh", "kernels/cluster_dots.cuh" }
+    local out, _, code = run_spk { "run", "tools/kernel_metrics.lua", "--check", table.unpack(files) }
+    assert.are.equal(0, code, out)
+    for _, f in ipairs(files) do assert.is_truthy(out:find(f, 1, true), f) end
+    -- the check can fail: a function of 121 lines, or 11 branches in one, exits 1
+    local dir = spec_tmpdir()
+    local long = { "__device__ void f(int x)", "{" }
+    for i = 1, 119 do long[#long + 1] = ("    x += %d;"):format(i) end
+    long[#long + 1] = "}"
+    local branchy = { "__device__ void g(int x)", "{" }
+    for i = 1, 11 do
+      branchy[#branchy + 1] = ("#if A%d"):format(i)
+      branchy[#branchy + 1] = "    x++;"
+      branchy[#branchy + 1] = "#endif"
+    end
+    branchy[#branchy + 1] = "}"
+    for name, lines in pairs { ["long.cu"] = long, ["branchy.cu"] = branchy } do
+      local f = assert(io.open(dir .. "/" .. name, "w"))
+      f:write(table.concat(lines, "\n"), "\n")
+      f:close()
+      local text, _, bad = run_spk { "run", "tools/kernel_metrics.lua", "--check", dir .. "/" .. name }
+      assert.are.equal(1, bad, text)
+    end
+  end)
+
+  it("an option left out is the batch's default in both backends", function()
+    for _, backend in ipairs { "persistent", "cluster" } do
+      for _, batch in ipairs { 1, 8, 33, 64, 129, 256, 1000 } do
+        local default = spk.lstm.kernel_variant { backend = backend, batch = batch }
+        assert.are.same(default, spk.lstm.kernel_variant { backend = backend, batch = batch, kernel = {} })
+      end
+    end
+    local ok, err = pcall(spk.lstm.kernel_variant, { backend = "cudnn" })
+    assert.is_false(ok)
+    assert.matches("backend cudnn has no kernel options", tostring(err))
+  end)
+end)
