@@ -39,8 +39,10 @@
 --   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the persistent and cluster
 --   kernels with TF32 input projections 1.1 x / 2 x cuDNN standard TF32's
 --   errors at the same batch, or rel_l2 <= tf32_bound where that row is
---   missing. A row beyond its bound has bound_ok = false and is flagged in
---   the table.
+--   missing. 3xtf32 rows (split-TF32 projections, which claim FP32's
+--   accuracy) are held to the FP32 rows' bounds and their speed-up is
+--   against cuDNN's fastest FP32 algorithm (cuDNN has no such math). A row
+--   beyond its bound has bound_ok = false and is flagged in the table.
 -- * Failures. A backend or algorithm that fails (cuDNN refusing an algorithm
 --   for a shape, too little device capacity, ...) becomes a row carrying the
 --   error message; the run goes on.
@@ -52,8 +54,8 @@
 --     batches  = {1, 8, 32, 64, 256}, steps = 589,
 --     backends = {"persistent", "cudnn"}     names in spk.lstm.backends
 --     algos    = the four cuDNN algorithms   (cudnn variants, in this order)
---     maths    = {"fp32"}                    the maths to run ("fp32", "tf32"): cudnn
---                                            one row per algo and math, every GPU
+--     maths    = {"fp32"}                    the maths to run ("fp32", "tf32", "3xtf32"): cudnn
+--                                            one row per algo and math it has, every GPU
 --                                            backend one row per math (math = "tf32"),
 --                                            cpu its f32 row alone
 --     variants = {backend = {opts, ...}}     per-backend option tables, one row
@@ -83,11 +85,16 @@
 -- benchmark.environment() -> {device, driver, runtime, cudnn, date}: what the
 --   table header shows (strings; "none" where there is no GPU).
 -- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds;
--- benchmark.tf32_bound: the fixed TF32 rel_l2 bound (1e-2); benchmark.maths: {"fp32", "tf32"}.
+-- benchmark.tf32_bound: the fixed TF32 rel_l2 bound (1e-2); benchmark.maths: {"fp32", "tf32", "3xtf32"};
+-- benchmark.held_to: the cuDNN math each math's rows are bounded by and timed against (3xtf32: fp32).
 local M = {}
 
 M.cudnn_algorithms = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
-M.maths = { "fp32", "tf32" }
+M.maths = { "fp32", "tf32", "3xtf32" }
+-- The cuDNN math whose rows a row of each math is held to and timed against:
+-- 3xtf32 claims FP32's accuracy, so it gets FP32's bounds and FP32's
+-- fastest cuDNN algorithm; cuDNN runs only the maths that map to themselves.
+M.held_to = { fp32 = "fp32", tf32 = "tf32", ["3xtf32"] = "fp32" }
 -- TF32 rounds each product's inputs to 10 mantissa bits (about 5e-4 relative):
 -- cuDNN's TF32 algorithms are held to this, and so are the spk kernels' TF32
 -- rows at a batch without cuDNN standard TF32 to compare with.
@@ -107,10 +114,11 @@ M.defaults = {
   model = { layers = 4, input = 60, hidden = 128, seed = 1 },
 }
 
--- The cuDNN standard row of a math ("fp32", "tf32") at the same batch, if it ran and was checked.
+-- The cuDNN standard row a row of math_mode is held to at the same batch, if it ran and was checked.
 local function standard_row(batch_rows, math_mode)
+  local cudnn_math = M.held_to[math_mode] or math_mode
   for _, r in ipairs(batch_rows) do
-    if r.backend == "cudnn" and r.algo == "standard" and math_of(r) == math_mode and not r.error
+    if r.backend == "cudnn" and r.algo == "standard" and math_of(r) == cudnn_math and not r.error
         and r.rel_l2 ~= nil then
       return r
     end
@@ -167,7 +175,8 @@ function M.speedups(rows)
   end
   local out = {}
   for i, r in ipairs(rows) do
-    local f = by_math[math_of(r)] and by_math[math_of(r)][r.batch]
+    local against = M.held_to[math_of(r)] or math_of(r)
+    local f = by_math[against] and by_math[against][r.batch]
     if f and not r.error and type(r.median_ms) == "number" and r.median_ms > 0 then
       out[i] = f.median_ms / r.median_ms
     end
@@ -253,7 +262,9 @@ local function variants_of(backend, opts)
   for _, m in ipairs(opts.maths) do
     local math_mode = m ~= "fp32" and m or nil
     if backend == "cudnn" then
-      for _, a in ipairs(opts.algos) do out[#out + 1] = { algo = a, math = math_mode } end
+      if M.held_to[m] == m then -- a math cuDNN has
+        for _, a in ipairs(opts.algos) do out[#out + 1] = { algo = a, math = math_mode } end
+      end
     else
       out[#out + 1] = { math = math_mode }
     end
@@ -323,9 +334,9 @@ function M.run(opts)
   }
   for _, b in ipairs(o.batches) do integer_at_least(b, 1, "every batch") end
   for _, m in ipairs(o.maths) do
-    if m ~= "fp32" and m ~= "tf32" then
-      error(("benchmark: maths: unknown math %s (known: fp32, tf32)"):format(
-        type(m) == "string" and ("'" .. m .. "'") or tostring(m)), 2)
+    if M.held_to[m] == nil then
+      error(("benchmark: maths: unknown math %s (known: %s)"):format(
+        type(m) == "string" and ("'" .. m .. "'") or tostring(m), table.concat(M.maths, ", ")), 2)
     end
   end
   for _, name in ipairs(o.backends) do

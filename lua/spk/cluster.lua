@@ -27,10 +27,9 @@ return function(spk, core)
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.row_phases == 2 then options[#options + 1] = "2 row phases" end
-    if math_mode == "tf32" then options[#options + 1] = "tf32 projections" end
-    return ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s, %s"):format(k.cluster, k.threads,
+    return ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s, %s%s"):format(k.cluster, k.threads,
       schedule.tile_rows, schedule.clusters, schedule.waves, schedule.waves == 1 and "" or "s",
-      table.concat(options, ", "))
+      table.concat(options, ", "), spk.lstm.math_suffix(math_mode))
   end
 
   local function construct(opts, level)

@@ -49,7 +49,7 @@ return function(spk, core)
     end
     self.variant = ("units %d, %d threads%s, tile %d %s%s"):format(k.units, k.threads, layout,
       self.schedule.tile_rows, self.schedule.concurrent and "concurrent" or "sequential",
-      self.math == "tf32" and ", tf32 projections" or "")
+      spk.lstm.math_suffix(self.math))
     return spk.lstm.new_plan(self, { forward_options = { trace = true } })
   end
 

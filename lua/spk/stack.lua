@@ -6,13 +6,14 @@
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589, backend = "cluster",
 --                               kernel = {push = "warp", tile_rows = 2},  -- left out: the batch's default
 --                               math = "fp32"}       -- | "tf32": the input projections x·Wᵀ on tensor
---                                                    -- cores (TF32 inputs, FP32 sums); R·h and the cell
---                                                    -- stay FP32 strict
+--                                                    -- cores (TF32 inputs, FP32 sums) | "3xtf32": split
+--                                                    -- TF32 on tensor cores, FP32's accuracy; R·h and
+--                                                    -- the cell stay FP32 strict
 --   plan:forward(x)      -- x host or device f32 [batch, steps, in]; y [batch, steps, 2H] on x's side
 --   plan.variant         -- what runs, in words
 --   plan.kernel          -- the compiled variant: its options (every one, the defaults included),
 --                        -- sizes, registers, spills, defines, ...
---   plan.math            -- "fp32" or "tf32" (the input projections' math)
+--   plan.math            -- "fp32", "tf32" or "3xtf32" (the input projections' math)
 --   plan:time{rounds = 7, warmup = 2, x = tensor}
 --                        -- ms per forward, warm-up rounds discarded, with spk.bench's keys
 --                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}
@@ -41,19 +42,30 @@ return function(spk, core)
   local options = require "spk.options"
 
   -- The input projections' math of the GPU stacks. check_math(value, backend)
-  -- -> "fp32" | "tf32", or nil and the message (the caller adds its prefix and level).
-  spk.lstm.math_modes = { "fp32", "tf32" }
+  -- -> "fp32" | "tf32" | "3xtf32", or nil and the message (the caller adds its
+  -- prefix and level). "3xtf32": split-TF32 products on the tensor cores with
+  -- FP32 sums (spk.blas.gemm's math), held to FP32's accuracy; cuDNN has no
+  -- such math, and the cpu reference computes in f32 or f64 only.
+  spk.lstm.math_modes = { "fp32", "tf32", "3xtf32" }
+  local math_backends = { tf32 = "persistent, cluster, auto or cudnn", ["3xtf32"] = "persistent, cluster or auto" }
   function spk.lstm.check_math(value, backend)
     if value == nil or value == "fp32" then return "fp32" end
-    if value == "tf32" then
-      if backend == "cpu" then
-        return nil, "backend cpu has no math \"tf32\": the reference computes in f32 or f64 only "
-          .. "(math = \"tf32\" needs backend persistent, cluster, auto or cudnn)"
+    if math_backends[value] then
+      if backend == "cpu" or (value == "3xtf32" and backend == "cudnn") then
+        return nil, ("backend %s has no math \"%s\"%s (math = \"%s\" needs backend %s)"):format(backend, value,
+          backend == "cpu" and ": the reference computes in f32 or f64 only" or "", value, math_backends[value])
       end
-      return "tf32"
+      return value
     end
-    return nil, ("math must be \"fp32\" or \"tf32\", got %s"):format(
+    return nil, ("math must be \"fp32\", \"tf32\" or \"3xtf32\", got %s"):format(
       type(value) == "string" and ("\"" .. value .. "\"") or tostring(value))
+  end
+
+  -- What a plan's variant text adds for its math (src/lstm/device_layers.c's
+  -- spk_lstm_math_suffix says the same for the C side's names).
+  function spk.lstm.math_suffix(math_mode)
+    if math_mode == nil or math_mode == "fp32" then return "" end
+    return ", " .. math_mode .. " projections"
   end
 
   local backends = {}
@@ -262,6 +274,7 @@ return function(spk, core)
 
   -- An argument a function does not take is an error that names it.
   spk.lstm.check_math = options.takes(2, "spk.lstm.check_math", spk.lstm.check_math)
+  spk.lstm.math_suffix = options.takes(1, "spk.lstm.math_suffix", spk.lstm.math_suffix)
   spk.lstm.stack = options.takes(1, "spk.lstm.stack", spk.lstm.stack)
   spk.lstm.kernel_options = options.takes(1, "spk.lstm.kernel_options", spk.lstm.kernel_options)
   spk.lstm.kernel_variant = options.takes(1, "spk.lstm.kernel_variant", spk.lstm.kernel_variant)
@@ -278,8 +291,11 @@ The stack as a plan on a registered backend (spk.lstm.backends); without backend
 kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
 plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
 options: help "persistent", help "cluster", help "cudnn", help "cpu", help "auto".]])
+  doc(spk.lstm.math_suffix, [[
+spk.lstm.math_suffix(math) -> "" | ", tf32 projections" | ", 3xtf32 projections"
+What a GPU plan's variant text adds for its input projections' math.]])
   doc(spk.lstm.check_math, [[
-spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | nil, message
+spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | "3xtf32" | nil, message
 The input projections' math a backend accepts (nil, the default: "fp32").]])
   doc(spk.lstm.kernel_options, [[
 spk.lstm.kernel_options(backend) -> {backend =, options = {{name =, takes =, default =, help =, ...}, ...}, rules =, text =}

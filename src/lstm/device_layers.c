@@ -73,15 +73,23 @@ spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, 
 
 int spk_lstm_check_math(spk_math_mode math)
 {
-    if (math == SPK_MATH_PEDANTIC)
-        return spk_fail("lstm stack: math must be \"fp32\" or \"tf32\" (the input projections), got \"pedantic\"");
-    if (math != SPK_MATH_FP32 && math != SPK_MATH_TF32)
-        return spk_fail("lstm stack: math must be \"fp32\" or \"tf32\" (the input projections), got mode %d",
-                        (int)math);
+    if (math != SPK_MATH_FP32 && math != SPK_MATH_TF32 && math != SPK_MATH_3XTF32)
+        return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got \"%s\"",
+                        spk_math_mode_name(math));
     return 0;
 }
 
-const char *spk_lstm_math_name(spk_math_mode math) { return math == SPK_MATH_TF32 ? "tf32" : "fp32"; }
+const char *spk_lstm_math_name(spk_math_mode math) { return spk_math_mode_name(math); }
+
+const char *spk_lstm_math_suffix(spk_math_mode math)
+{
+    switch (math) {
+    case SPK_MATH_FP32: return "";
+    case SPK_MATH_TF32: return ", tf32 projections";
+    case SPK_MATH_3XTF32: return ", 3xtf32 projections";
+    default: return ", pedantic projections";
+    }
+}
 
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
                      spk_stream *s)
@@ -133,6 +141,10 @@ int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *laye
                              spk_dtype words_dtype, int64_t words_numel, spk_tensor **words, spk_stream *s)
 {
     b->count = (int)shape->layers;
+    /* The projections' GEMM made ready now (a 3xtf32 kernel's compile and
+     * load), so that a forward can be captured in a graph. */
+    if (spk_gemm_prepare(shape->math))
+        return -1;
     if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, s)))
         return -1;
     int64_t H = shape->hidden, B = shape->batch, T = shape->steps;

@@ -30,17 +30,22 @@ typedef struct spk_lstm_device_layer {
 spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count, spk_stream *s);
 void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
-/* gates[d] = a · W[d]ᵀ for both directions (cuBLAS on s, in `math`:
- * SPK_MATH_FP32 strict or SPK_MATH_TF32 tensor cores): a is the layer's
+/* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
+ * SPK_MATH_FP32 strict, SPK_MATH_TF32 tensor cores, or SPK_MATH_3XTF32 split
+ * TF32 on tensor cores with FP32 sums): a is the layer's
  * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
                      spk_stream *s);
 
-/* The projection math a GPU stack plan accepts: "fp32" (default) or "tf32";
- * fails naming both otherwise. Needs no device. */
+/* The projection math a GPU stack plan accepts: "fp32" (default), "tf32" or
+ * "3xtf32"; fails naming them otherwise. Needs no device. */
 int spk_lstm_check_math(spk_math_mode math);
-/* "fp32" or "tf32" (the names spk_math_mode_from_name reads). */
+/* The math's name (spk_math_mode_name: what spk_math_mode_from_name reads). */
 const char *spk_lstm_math_name(spk_math_mode math);
+/* What a plan's description adds for its math: "" for fp32, else
+ * ", tf32 projections" or ", 3xtf32 projections" (spk.lstm.math_suffix says
+ * the same in Lua). */
+const char *spk_lstm_math_suffix(spk_math_mode math);
 
 /* Shape and dtype of a forward's x: f32 [batch, steps, input]. */
 int spk_lstm_check_x(int64_t batch, int64_t steps, int64_t input, const spk_tensor *x);

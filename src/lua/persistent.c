@@ -116,8 +116,7 @@ static void plan_push_name(lua_State *L, const void *plan)
     const spk_persistent_plan_info *i = spk_persistent_plan_get_info(plan);
     lua_pushfstring(L, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)",
                     (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, (int)i->schedule.tile_rows,
-                    i->schedule.concurrent ? "concurrent" : "sequential",
-                    i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
+                    i->schedule.concurrent ? "concurrent" : "sequential", spk_lstm_math_suffix(i->shape.math));
 }
 
 static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",

@@ -150,6 +150,7 @@ M.recipes = {
   ["spk.cuda.sha256"] = { n = 1, args = function() return "abc" end },
   ["spk.cuda.no_device_reason"] = { n = 1, args = function() return "spk.cuda: no CUDA device (test)" end },
   ["spk.find_dir"] = { n = 1, args = function() return "kernels" end },
+  ["spk.lstm.math_suffix"] = { n = 1, args = function() return "3xtf32" end },
   ["spk.files.read"] = { n = 2, args = function() return "t.npy", 4096 end },
   ["spk.files.list"] = { n = 1, args = function() return "." end },
   ["spk.files.kind"] = { n = 1, args = function() return "t.npy" end },

@@ -18,13 +18,13 @@ end
 describe("math option of spk.lstm.stack", function()
   local layers = spk.lstm.random { layers = 2, input = 6, hidden = 128, seed = 1 }
 
-  it("accepts fp32 and tf32 and names both for anything else, on every GPU backend", function()
-    assert.are.same({ "fp32", "tf32" }, spk.lstm.math_modes)
+  it("accepts fp32, tf32 and 3xtf32 and names them for anything else, on every GPU backend", function()
+    assert.are.same({ "fp32", "tf32", "3xtf32" }, spk.lstm.math_modes)
     for _, backend in ipairs { "persistent", "cluster", "auto" } do
       for _, bad in ipairs { "fp16", "TF32", 32, true } do
         local shown = type(bad) == "string" and ('"' .. bad .. '"') or tostring(bad)
         refuses({ backend = backend, layers = layers, batch = 2, steps = 3, math = bad },
-          'math must be "fp32" or "tf32", got ' .. shown)
+          'math must be "fp32", "tf32" or "3xtf32", got ' .. shown)
       end
     end
     assert.are.equal("tf32", spk.lstm.check_math("tf32", "persistent"))
@@ -175,7 +175,7 @@ describe("benchmark with tf32 rows", function()
     assert.are.equal("standard tf32", rows[4].variant)
     assert.is_nil(rows[2].bound) -- no bound rule for "fake"
     assert.has_error(function() benchmark.run { maths = { "fp16" }, backends = { "cpu" } } end,
-      "benchmark: maths: unknown math 'fp16' (known: fp32, tf32)")
+      "benchmark: maths: unknown math 'fp16' (known: fp32, tf32, 3xtf32)")
   end)
 end)
 
@@ -183,13 +183,13 @@ describe("spk bench --math", function()
   it("is in the usage and refuses other names", function()
     local out, _, code = run_spk { "bench", "--help" }
     assert.are.equal(0, code)
-    assert.matches("%-%-math fp32,tf32", out)
+    assert.matches("%-%-math fp32,tf32,3xtf32", out)
     assert.is_truthy(out:find("TF32 rows: cuDNN TF32", 1, true), out)
     local err
     out, err, code = run_spk { "bench", "--math", "fp32,bf16", "--backends", "cpu" }
     assert.are.equal(2, code)
     assert.are.equal("", out)
-    assert.is_truthy(err:find("--math: unknown math 'bf16' (known: fp32, tf32)", 1, true), err)
+    assert.is_truthy(err:find("--math: unknown math 'bf16' (known: 3xtf32, fp32, tf32)", 1, true), err)
   end)
 
   it("says how tf32 rows are bounded and compared", function()

@@ -10,7 +10,7 @@
 local USAGE = [[
 usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
                  [--backends persistent,cudnn] [--algos standard,persist_static,...]
-                 [--math fp32,tf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
+                 [--math fp32,tf32,3xtf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
                  [--layers 4] [--hidden 128] [--input 60]
                  [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
 
@@ -29,12 +29,15 @@ that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
                    cpu (the f32 CPU reference) runs without a GPU
   --algos LIST     cuDNN algorithms (default: standard, persist_static,
                    persist_static_small_h, persist_dynamic)
-  --math LIST      fp32 and/or tf32 (default fp32). tf32 adds rows of the
+  --math LIST      fp32, tf32 and/or 3xtf32 (default fp32). tf32 adds rows of the
                    persistent and cluster kernels with TF32 input projections
                    (math = "tf32": tensor cores, FP32 sums; the recurrence
                    stays FP32) and cuDNN's algorithms in TF32. Their bound:
                    1.1x rel L2 and 2x max abs of cuDNN standard TF32's at the
-                   batch (rel L2 1e-2 without that row); cuDNN TF32: 1e-2
+                   batch (rel L2 1e-2 without that row); cuDNN TF32: 1e-2.
+                   3xtf32 adds rows with split-TF32 projections (tensor
+                   cores, FP32's accuracy): held to the FP32 rows' bounds and
+                   timed against cuDNN's fastest FP32 algorithm
   --units LIST     persistent kernel variants, one row each (4 and/or 8;
                    default: the kernel's own choice)
   --rounds N       timed rounds (default 7); --warmup N untimed (default 2)
@@ -72,7 +75,7 @@ local function parse(args)
     elseif a == "--backends" then o.backends = list(value("backends"), "backends")
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
     elseif a == "--math" then
-      o.maths = options.choices(value("math"), "math", "math", { fp32 = true, tf32 = true })
+      o.maths = options.choices(value("math"), "math", "math", require("spk.benchmark").held_to)
     elseif a == "--json" then o.json = value("json")
     elseif a == "--csv" then o.csv = value("csv")
     else fail(("unknown argument '%s' (see spk bench --help)"):format(a)) end
@@ -194,6 +197,12 @@ return function(args, io_override)
     footer[#footer + 1] = ("tf32 rows: cuDNN %g; persistent and cluster (TF32 input projections, FP32 recurrence) "
       .. "1.1x (and max abs 2x) cuDNN standard tf32's at that batch, else %g."):format(benchmark.tf32_bound,
       benchmark.tf32_bound)
+  end
+  for _, m in ipairs(info.maths) do
+    if m == "3xtf32" then
+      footer[#footer + 1] = "3xtf32 rows (split-TF32 input projections, FP32 recurrence): the FP32 rows' bounds; "
+        .. "vs cuDNN best: the fastest cuDNN FP32 algorithm."
+    end
   end
   if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
   if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end

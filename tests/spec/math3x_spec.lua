@@ -1,0 +1,77 @@
+-- math = "3xtf32" for the GPU stacks: split-TF32 input projections held to
+-- FP32's accuracy class; the benchmark bounds and times their rows against
+-- cuDNN's FP32 rows, since cuDNN has no such math.
+local spk = require "spk"
+local benchmark = require "spk.benchmark"
+
+describe("math 3xtf32", function()
+  it("is a math of the kernel backends and auto, not of cpu or cudnn", function()
+    for _, backend in ipairs { "persistent", "cluster", "auto" } do
+      assert.are.equal("3xtf32", spk.lstm.check_math("3xtf32", backend))
+    end
+    local ok, why = spk.lstm.check_math("3xtf32", "cudnn")
+    assert.is_nil(ok)
+    assert.matches('backend cudnn has no math "3xtf32"', why)
+    ok, why = spk.lstm.check_math("3xtf32", "cpu")
+    assert.is_nil(ok)
+    assert.matches("the reference computes in f32 or f64 only", why)
+    assert.are.equal(", 3xtf32 projections", spk.lstm.math_suffix("3xtf32"))
+    assert.are.equal("", spk.lstm.math_suffix("fp32"))
+  end)
+
+  it("rows are held to the FP32 rows' bounds and timed against cuDNN's fastest FP32 algorithm", function()
+    local rows = {
+      { batch = 4, backend = "cudnn", algo = "standard", variant = "standard", median_ms = 9, rel_l2 = 2e-7, max_abs = 1e-7 },
+      { batch = 4, backend = "cudnn", algo = "persist_static", variant = "persist_static", median_ms = 3,
+        rel_l2 = 3e-6, max_abs = 1e-6 },
+      { batch = 4, backend = "cudnn", algo = "standard", variant = "standard tf32", math = "tf32", median_ms = 2,
+        rel_l2 = 3e-4, max_abs = 1e-4 },
+      { batch = 4, backend = "cluster", math = "3xtf32", median_ms = 1.5, rel_l2 = 2.1e-7, max_abs = 1.9e-7 },
+      { batch = 4, backend = "cluster", math = "3xtf32", median_ms = 1.5, rel_l2 = 2.3e-7, max_abs = 1e-7 },
+      { batch = 4, backend = "persistent", math = "3xtf32", median_ms = 2, rel_l2 = 1e-7, max_abs = 2.1e-7 },
+    }
+    local verdicts = benchmark.judge(rows)
+    assert.are.equal(1.1 * 2e-7, verdicts[4].bound) -- cuDNN standard FP32's, not its TF32 row's
+    assert.is_true(verdicts[4].bound_ok)
+    assert.is_false(verdicts[5].bound_ok) -- rel_l2 past 1.1x FP32's
+    assert.is_false(verdicts[6].bound_ok) -- max abs past 2x FP32's
+    local speedups = benchmark.speedups(rows)
+    assert.are.equal(3 / 1.5, speedups[4]) -- cuDNN's fastest FP32 (3 ms), not its TF32 row (2 ms)
+  end)
+
+  it("gives cuDNN no rows of a math it does not have", function()
+    local saved = spk.lstm.backends.fake
+    spk.lstm.backends.fake = function(o)
+      return { batch = o.batch, steps = o.steps, input = 6, hidden = 4, variant = "fake " .. (o.math or "fp32"),
+               forward = function() return spk.zeros(o.batch, o.steps, 8) end,
+               time = function() return { median_ms = 1, min_ms = 1, max_ms = 1, spread = 0, samples = { 1 } } end,
+               close = function() end }
+    end
+    local ok, rows = pcall(benchmark.run, { batches = { 1 }, steps = 2, backends = { "fake", "cudnn" }, maths = { "3xtf32" },
+      algos = { "standard" }, check = false, rounds = 1, warmup = 0,
+      layers = spk.lstm.random { layers = 1, input = 6, hidden = 4, seed = 1 } })
+    spk.lstm.backends.fake = saved
+    assert.is_true(ok, tostring(rows))
+    assert.are.equal(1, #rows)
+    assert.are.same({ "fake", "3xtf32" }, { rows[1].backend, rows[1].math })
+  end)
+
+  gpu_it("runs a stack to FP32's accuracy, bitwise repeatably, on both kernel backends", function()
+    local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 3 }
+    local x = spk.randn({ 5, 40, 60 }, { seed = 4 })
+    local truth = spk.lstm.reference(layers, x, { precision = "f64" })
+    for _, backend in ipairs { "cluster", "persistent" } do
+      local fp32 = spk.lstm.stack { layers = layers, batch = 5, steps = 40, backend = backend }
+      local split = spk.lstm.stack { layers = layers, batch = 5, steps = 40, backend = backend, math = "3xtf32" }
+      assert.are.equal("3xtf32", split.math)
+      assert.matches("3xtf32 projections", split.variant)
+      local y32, y3 = fp32:forward(x), split:forward(x)
+      local e32, e3 = spk.compare(y32, truth), spk.compare(y3, truth)
+      assert.is_true(e3.rel_l2 <= 1.5 * e32.rel_l2 + 1e-9,
+        ("%s: 3xtf32 rel_l2 %.3g against fp32's %.3g"):format(backend, e3.rel_l2, e32.rel_l2))
+      assert.are.equal(0, spk.compare(split:forward(x), y3).max_abs)
+      fp32:close()
+      split:close()
+    end
+  end)
+end)
