@@ -26,10 +26,11 @@ spk_math_mode spk_lua_read_math(lua_State *L, int t)
 {
     spk_math_mode math = SPK_MATH_FP32;
     if (spk_lua_rawfield(L, t, "math") != LUA_TNIL) {
-        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!name || (strcmp(name, "fp32") != 0 && strcmp(name, "tf32") != 0))
-            luaL_error(L, "stack.math must be \"fp32\" or \"tf32\", got %s", name ? name : luaL_typename(L, -1));
-        math = strcmp(name, "tf32") == 0 ? SPK_MATH_TF32 : SPK_MATH_FP32;
+        /* the names and the stacks' rule are the C side's (spk_math_mode_from_name, spk_lstm_check_math) */
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "stack.math must be a string, got %s", luaL_typename(L, -1));
+        if (spk_math_mode_from_name(lua_tostring(L, -1), &math) != 0 || spk_lstm_check_math(math) != 0)
+            spk_lua_fail(L);
     }
     lua_pop(L, 1);
     return math;

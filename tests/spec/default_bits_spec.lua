@@ -21,7 +21,7 @@ local DIR = "tests/fixtures/defaults"
 local Y_B1 = DIR .. "/y_b1.npy"
 
 local function read(path)
-  return spk.files.read(path)
+  return spk.files.read(path, 1 << 31) -- an output at batch 256 is 154 MB
 end
 
 -- Every fixture file: {name =, environment =, records = {...}}.

@@ -53,7 +53,10 @@ describe("math option of spk.lstm.stack", function()
     for _, make in ipairs { core.persistent_stack_new, core.cluster_stack_new } do
       local ok, err = pcall(make, { layers = layers, batch = 2, steps = 3, math = "pedantic" })
       assert.is_false(ok)
-      assert.matches('stack.math must be "fp32" or "tf32", got pedantic', tostring(err))
+      assert.matches('math must be "fp32", "tf32" or "3xtf32" %(the input projections%), got "pedantic"', tostring(err))
+      ok, err = pcall(make, { layers = layers, batch = 2, steps = 3, math = "bf16" })
+      assert.is_false(ok)
+      assert.matches('math "bf16" is not', tostring(err))
     end
   end)
 end)
