@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 
@@ -73,10 +74,13 @@ spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, 
 
 int spk_lstm_check_math(spk_math_mode math)
 {
-    if (math != SPK_MATH_FP32 && math != SPK_MATH_TF32 && math != SPK_MATH_3XTF32)
-        return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got \"%s\"",
-                        spk_math_mode_name(math));
-    return 0;
+    if (math == SPK_MATH_FP32 || math == SPK_MATH_TF32 || math == SPK_MATH_3XTF32)
+        return 0;
+    const char *name = spk_math_mode_name(math);
+    if (strcmp(name, "unknown") == 0)
+        return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got mode %d",
+                        (int)math);
+    return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got \"%s\"", name);
 }
 
 const char *spk_lstm_math_name(spk_math_mode math) { return spk_math_mode_name(math); }

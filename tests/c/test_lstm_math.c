@@ -29,17 +29,21 @@ static void zero_layer_free(zero_layer *z)
     spk_tensor_free(z->B);
 }
 
-TEST(fp32_and_tf32_are_the_modes)
+TEST(fp32_tf32_and_3xtf32_are_the_modes)
 {
     CHECK(spk_lstm_check_math(SPK_MATH_FP32) == 0);
     CHECK(spk_lstm_check_math(SPK_MATH_TF32) == 0);
+    CHECK(spk_lstm_check_math(SPK_MATH_3XTF32) == 0);
     CHECK(spk_lstm_check_math(SPK_MATH_PEDANTIC) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\" or \"tf32\"");
+    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\", \"tf32\" or \"3xtf32\"");
     CHECK_STR_CONTAINS(spk_last_error(), "pedantic");
     CHECK(spk_lstm_check_math((spk_math_mode)7) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "mode 7");
     CHECK(strcmp(spk_lstm_math_name(SPK_MATH_FP32), "fp32") == 0);
     CHECK(strcmp(spk_lstm_math_name(SPK_MATH_TF32), "tf32") == 0);
+    CHECK(strcmp(spk_lstm_math_name(SPK_MATH_3XTF32), "3xtf32") == 0);
+    CHECK(strcmp(spk_lstm_math_suffix(SPK_MATH_FP32), "") == 0);
+    CHECK(strcmp(spk_lstm_math_suffix(SPK_MATH_3XTF32), ", 3xtf32 projections") == 0);
 }
 
 TEST(persistent_plan_refuses_other_math_before_the_device)
@@ -53,7 +57,7 @@ TEST(persistent_plan_refuses_other_math_before_the_device)
     o.steps = 3;
     o.math = SPK_MATH_PEDANTIC;
     CHECK(spk_persistent_plan_new(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\" or \"tf32\"");
+    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\", \"tf32\" or \"3xtf32\"");
     zero_layer_free(&z);
 }
 
@@ -68,13 +72,13 @@ TEST(cluster_plan_refuses_other_math_before_the_device)
     o.steps = 3;
     o.math = (spk_math_mode)5;
     CHECK(spk_cluster_plan_new(&o) == NULL);
-    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\" or \"tf32\"");
+    CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\", \"tf32\" or \"3xtf32\"");
     zero_layer_free(&z);
 }
 
 int main(void)
 {
-    RUN(fp32_and_tf32_are_the_modes);
+    RUN(fp32_tf32_and_3xtf32_are_the_modes);
     RUN(persistent_plan_refuses_other_math_before_the_device);
     RUN(cluster_plan_refuses_other_math_before_the_device);
     return CHECK_SUMMARY();
