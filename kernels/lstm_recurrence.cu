@@ -87,6 +87,12 @@ static_assert(2 * MAX_TILE_ROWS * HIDDEN * 4 <= 48 * 1024, "the two h buffers mu
 #define SPK_TRACE_PARAMS
 #define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS)
 #endif
+#if defined(SPK_TIMELINE) && SPK_TIMELINE
+// The timeline build's few extra registers must not spill either (batch 1's
+// default spilled 4 bytes at the plain build's bounds).
+#undef SPK_LAUNCH_BOUNDS
+#define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
+#endif
 
 typedef unsigned long long u64;
 
