@@ -7,14 +7,29 @@
 #ifndef SPK_CLUSTER_DOTS_CUH
 #define SPK_CLUSTER_DOTS_CUH
 
+#include "spk_timeline.cuh"
+
+// The timeline build: row_sums stamps `dot_mark` (of the including kernel's
+// CLUSTER_TIMELINE_STAGES) where its partial dot products end; its callers
+// pass ROW_SUMS_TIMELINE_ARGS(step, mark) after its last argument. Off: nothing.
+#if SPK_TIMELINE
+#define ROW_SUMS_TIMELINE_PARAMS SPK_TIMELINE_FN_PARAMS, const int dot_mark
+#define ROW_SUMS_TIMELINE_ARGS(step, mark) SPK_TIMELINE_FN_ARGS(step), (mark)
+#else
+#define ROW_SUMS_TIMELINE_PARAMS
+#define ROW_SUMS_TIMELINE_ARGS(step, mark)
+#endif
+
 // The G rows b0 .. b0+G-1 of this thread's gate row: G partial dots over the
 // thread's chunk, then the reduce-scatter / all-reduce over the chunk lanes
 // (the order of kernels/lstm_reduce.cuh, written out: the baseline keeps its
 // codegen at 64 registers). Returns the full sum of row b0 +
 // spk_scatter_row<G, CHUNKS>(q).
 template <int G>
-__device__ __forceinline__ float row_sums(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, int b0, int q)
+__device__ __forceinline__ float row_sums(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, int b0,
+                                          int q ROW_SUMS_TIMELINE_PARAMS)
 {
+    SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
     float v[G];
 #pragma unroll
     for (int r = 0; r < G; r++) {
@@ -31,6 +46,7 @@ __device__ __forceinline__ float row_sums(const float4 (&w)[FLOAT4_PER_CHUNK], c
         }
         v[r] = (a0 + a1) + (a2 + a3);
     }
+    SPK_TIMELINE_STAMP(spk_timeline_step, dot_mark);
 #pragma unroll
     for (int mask = 1, n = G; mask < CHUNKS; mask <<= 1) {
         if (n > 1) {

@@ -20,7 +20,9 @@
 // GATE_BLOCK): another split adds the same products in another order.
 // docs/design.md has the work split, the exchange's memory-ordering argument
 // and why each default; kernels/lstm_cluster_baseline.cu is the plain form
-// every variant is checked against.
+// every variant is checked against. SPK_TIMELINE 1 is the timeline build:
+// the stage boundaries of chosen steps and blocks stamped
+// (kernels/spk_timeline.cuh; the stages: kernels/lstm_timeline_stages.cuh).
 
 #ifndef HIDDEN
 #define HIDDEN 128
@@ -72,6 +74,13 @@ static_assert(PUSH == 1 || PUSH == 2,
 #define STATUS_NEEDS_SM90 3u
 #define STATUS_EXCHANGE_TIMEOUT 4u
 #define FULL_MASK 0xffffffffu
+// The timeline build's stages (one list a row phase count): PHASE_MARK(S, phase) is the mark stamped where
+// stage S of row phase `phase` ends, STEP_MARK(S) that of a stage once a step; slot k is in phase SLOT_PHASE(k).
+#define CLUSTER_TIMELINE_STAGES (ROW_PHASES == 1 ? SPK_CLUSTER_STAGE_COUNT : SPK_CLUSTER_PHASED_STAGE_COUNT)
+#define PHASE_MARK(s, phase)                                                                                         \
+    (1 + (ROW_PHASES == 1 ? SPK_CLUSTER_##s : (phase) == 0 ? SPK_CLUSTER_PHASED_##s : SPK_CLUSTER_PHASED_##s##_2))
+#define STEP_MARK(s) (1 + (ROW_PHASES == 1 ? SPK_CLUSTER_##s : SPK_CLUSTER_PHASED_##s))
+#define SLOT_PHASE(k) ((k) >= PHASE_SLOT(1))
 
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
               "CLUSTER must be 1, 2, 4, 8 or 16");
@@ -96,6 +105,8 @@ static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 2
 #include "lstm_cell.cuh"
 #include "lstm_gate_block.cuh"
 #include "lstm_reduce.cuh"
+#include "lstm_timeline_stages.cuh"
+#include "spk_timeline.cuh"
 
 // Below sm_90 (the file still compiles there, like every kernel in kernels/)
 // the entry only reports STATUS_NEEDS_SM90; the host never launches it there.
@@ -124,7 +135,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  const float *__restrict__ bias,  // [2, 4H] packed, Wb + Rb
                  float *output,                   // [batch, steps, 2H]
                  unsigned *status,                // 0, or why the launch refused to run
-                 int batch, int steps, int tile_rows)
+                 int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
 #ifndef SPK_CLUSTER_SUPPORTED
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
@@ -159,6 +170,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int q = tid % CHUNKS;
     const int j = tid / CHUNKS;
     const int first_unit = (int)rank * UNITS;
+    SPK_TIMELINE_SETUP(CLUSTER_TIMELINE_STAGES, direction, (int)rank + CLUSTER * (int)blockIdx.y, tid);
     typename gate_weights<GATE_BLOCK>::type w; // this thread's slice of R, for the whole sequence
     load_weights(w, r, rank, j, q);
     // The cells this thread owns (kernels/lstm_cluster_stages.cuh: SLOT_ROW, SLOT_OWNED, SLOT_STORES).
@@ -209,6 +221,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         const int parity = step & 1;
         const float *h = h_buffers + parity * h_floats;
         const bool last = step + 1 == steps;
+        SPK_TIMELINE_START(step);
 
         // The row phases in turn (ROW_PHASES 1: a plain block; a loop of one compiles otherwise).
 #if ROW_PHASES == 1
@@ -219,18 +232,23 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         for (int phase = 0; phase < ROW_PHASES; phase++) {
 #endif
             waiting = wait_for_h(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase], waiting, status);
+            SPK_TIMELINE_STAMP(step, PHASE_MARK(WAIT, phase));
             if (phase == 0)
                 take_gates(stage, lane_row, rows, cell_lane, stages, tid, gx);
+            SPK_TIMELINE_STAMP(step, phase == 0 ? STEP_MARK(GATES) : 255);
 #pragma unroll
             for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
-                cell_of_slot(w, h, k, rows, q, lane_row, cell_lane, unit_lane0, gx[k], b4[k], c[k], hv[k]);
+                cell_of_slot(w, h, k, rows, q, lane_row, cell_lane, unit_lane0, gx[k], b4[k], c[k],
+                             hv[k] SPK_TIMELINE_FN_ARGS(step));
             publish_h(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                       store_lane, copy, rank, tid, h_buffers, h_floats, full0, hv, output);
+            SPK_TIMELINE_STAMP(step, PHASE_MARK(PUBLISH, phase));
         } // phases
         if (last)
             break;
         stage = store_and_fetch(step, t, steps, direction, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                                 store_lane, gates4, stages, tid, hv, gx, stage, output);
+        SPK_TIMELINE_STAMP(step, STEP_MARK(FETCH));
     }
     end_exchange();
 #endif

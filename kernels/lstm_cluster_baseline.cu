@@ -13,7 +13,10 @@
 // macros (HIDDEN, CLUSTER, THREADS, TILE_ROWS, ROW_GROUP, MIN_BLOCKS) come
 // from src/lstm/cluster.c's option table, the other options at their plain
 // values. The same bits as kernels/lstm_cluster.cu and the persistent kernel
-// with the same chunk split.
+// with the same chunk split. SPK_TIMELINE 1 is the timeline build: the stage
+// boundaries of chosen steps and blocks stamped (kernels/spk_timeline.cuh;
+// the stages: kernels/lstm_timeline_stages.cuh, a step from one publish to
+// the next).
 
 #ifndef HIDDEN
 #define HIDDEN 128
@@ -58,6 +61,8 @@ static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
 #define FULL_MASK 0xffffffffu
+#define CLUSTER_TIMELINE_STAGES SPK_CLUSTER_BASELINE_STAGE_COUNT /* the timeline build's */
+#define MARK(s) (1 + SPK_CLUSTER_BASELINE_##s)
 
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
               "CLUSTER must be 1, 2, 4, 8 or 16");
@@ -75,6 +80,8 @@ static_assert(4 * (2 * TILE_ROWS * HIDDEN + TILE_ROWS * PRE_STRIDE) <= 227 * 102
 
 #include "lstm_cell.cuh"
 #include "lstm_reduce.cuh"
+#include "lstm_timeline_stages.cuh"
+#include "spk_timeline.cuh"
 
 // Below sm_90 (the file still compiles there, like every kernel in kernels/)
 // the entry only reports STATUS_NEEDS_SM90; the host never launches it there.
@@ -86,24 +93,27 @@ static_assert(4 * (2 * TILE_ROWS * HIDDEN + TILE_ROWS * PRE_STRIDE) <= 227 * 102
 // The `pre` form: lane q < G of gate row j writes its row's sum.
 template <int G>
 __device__ __forceinline__ void row_group(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, float *pre, int b0,
-                                          int j, int q)
+                                          int j, int q SPK_TIMELINE_FN_PARAMS)
 {
-    const float s = row_sums<G>(w, h, b0, q);
+    SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
+    const float s = row_sums<G>(w, h, b0, q ROW_SUMS_TIMELINE_ARGS(spk_timeline_step, MARK(DOT)));
     if (q < G)
         pre[(b0 + spk_scatter_row<G, CHUNKS>(q)) * PRE_STRIDE + j] = s;
+    SPK_TIMELINE_STAMP(spk_timeline_step, MARK(REDUCE));
 }
 
 // ---- the recurrence ---------------------------------------------------------
 
-// Stage 1: the gate sums of every row of the tile, from this block's copy of h.
+// Stage 1: the gate sums of every row of the tile, from this block's copy of h
+// (the timeline build: each row group stamps dot and reduce, the last one's kept).
 __device__ __forceinline__ void dots_to_pre(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, float *pre, int rows,
-                                            int j, int q)
+                                            int j, int q SPK_TIMELINE_FN_PARAMS)
 {
     int b0 = 0;
     for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP)
-        row_group<ROW_GROUP>(w, h, pre, b0, j, q);
+        row_group<ROW_GROUP>(w, h, pre, b0, j, q SPK_TIMELINE_FN_ARGS(spk_timeline_step));
     for (; b0 < rows; b0++)
-        row_group<1>(w, h, pre, b0, j, q);
+        row_group<1>(w, h, pre, b0, j, q SPK_TIMELINE_FN_ARGS(spk_timeline_step));
 }
 
 // The cells a thread owns: cell i = tid + k * THREADS is (row i / UNITS, unit
@@ -124,7 +134,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  const float *__restrict__ bias,  // [2, 4H] packed, Wb + Rb
                  float *output,                   // [batch, steps, 2H]
                  unsigned *status,                // 0, or why the launch refused to run
-                 int batch, int steps, int tile_rows)
+                 int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
 #ifndef SPK_CLUSTER_SUPPORTED
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
@@ -158,12 +168,14 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int q = tid % CHUNKS;
     const int j = tid / CHUNKS;
     const int first_unit = (int)rank * UNITS;
+    SPK_TIMELINE_SETUP(CLUSTER_TIMELINE_STAGES, direction, (int)rank + CLUSTER * (int)blockIdx.y, tid);
 
     float4 w[FLOAT4_PER_CHUNK]; // this thread's slice of R (gate row j, chunk q), for the whole sequence
     load_gate_row(w, r, rank * GATE_ROWS + j, q);
     float c[SLOTS], hv[SLOTS];
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
+    SPK_TIMELINE_START(0); // step 1 fetches its gates and waits here; later steps start where the previous published
 #pragma unroll
     for (int k = 0; k < SLOTS; k++) {
         c[k] = hv[k] = 0.0f;
@@ -175,11 +187,13 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         }
     }
 
+    SPK_TIMELINE_STAMP(0, MARK(FETCH));
     // Zero h (rows past `rows` stay zero); no push may land before this.
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
     cluster_arrive();
     cluster_wait();
+    SPK_TIMELINE_STAMP(0, MARK(WAIT));
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;
@@ -188,8 +202,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         const bool last = step + 1 == steps;
 
         {
-            dots_to_pre(w, h, pre, rows, j, q);
+            dots_to_pre(w, h, pre, rows, j, q SPK_TIMELINE_FN_ARGS(step));
             __syncthreads();
+            SPK_TIMELINE_STAMP(step, MARK(SYNC));
             // the cells: activations, c, h
 #pragma unroll
             for (int k = 0; k < SLOTS; k++) {
@@ -199,6 +214,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     hv[k] = spk_lstm_cell(gx[k], s.x, s.y, s.z, s.w, b4[k], c[k]);
                 }
             }
+            SPK_TIMELINE_STAMP(step, MARK(CELL));
             // h to the output and, unless this is the last step, into h[parity^1] of every block
             const int next_offset = (parity ^ 1) * h_floats;
 #pragma unroll
@@ -216,10 +232,12 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                     }
                 }
             }
+            SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
         }
         if (last)
             break;
         // the exchange completes under one cluster barrier while the next inputs load
+        SPK_TIMELINE_START(step + 1);
         cluster_arrive();
         const int t_fetch = direction ? t - 1 : t + 1; // the step whose gates load now
 #pragma unroll
@@ -229,7 +247,9 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 gx[k] = __ldg(GATES_AT(b, u, t_fetch));
             }
         }
+        SPK_TIMELINE_STAMP(step + 1, MARK(FETCH));
         cluster_wait();
+        SPK_TIMELINE_STAMP(step + 1, MARK(WAIT));
     }
 #endif
 }

@@ -12,8 +12,16 @@
 // (The stages take scalars and arrays, and hold no bool: written so, the
 // kernel compiles to the machine code it had as one function; a struct of
 // the block's context or a bool member gives ptxas other code.)
+//
+// The timeline build (SPK_TIMELINE 1) stamps the boundaries inside
+// cell_of_slot (dot, reduce, cell: the kernel hands its recording on with
+// SPK_TIMELINE_FN_ARGS); the others are stamped by the kernel between the
+// stage calls. With several slots a phase each slot stamps them and the
+// last slot's stamps are kept. Off, the timeline macros are nothing.
 #ifndef SPK_LSTM_CLUSTER_STAGES_CUH
 #define SPK_LSTM_CLUSTER_STAGES_CUH
+
+#include "spk_timeline.cuh"
 
 // ---- the cells a thread owns ---------------------------------------------------
 
@@ -165,8 +173,9 @@ __device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bo
 // past `rows` are zeros in h).
 __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHUNK], const float *h, int k, int rows,
                                              int q, int lane_row, bool cell_lane, int unit_lane0, const float4 &gx,
-                                             const float4 &b4, float &c, float &hv)
+                                             const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
+    SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
     if (k * ROW_GROUP < rows) {
         float v[ROW_GROUP][4];
         const float *group_h = h + k * ROW_GROUP * HIDDEN;
@@ -184,9 +193,12 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
             v[e][2] = d.z;
             v[e][3] = d.w;
         }
+        SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(DOT, SLOT_PHASE(k)));
         spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+        SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
             hv = spk_lstm_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, c);
+        SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
 
@@ -194,16 +206,20 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
 // lanes that hold them (the same chunk lane of each gate row, so the same row).
 __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK], const float *h, int k, int rows,
                                              int q, int lane_row, bool cell_lane, int unit_lane0, const float4 &gx,
-                                             const float4 &b4, float &c, float &hv)
+                                             const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
+    SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
     if (k * ROW_GROUP < rows) {
-        const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP, q);
+        const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP,
+                                            q ROW_SUMS_TIMELINE_ARGS(spk_timeline_step, PHASE_MARK(DOT, SLOT_PHASE(k))));
         const float pi = __shfl_sync(FULL_MASK, s, unit_lane0 + q);
         const float pf = __shfl_sync(FULL_MASK, s, unit_lane0 + CHUNKS + q);
         const float pc = __shfl_sync(FULL_MASK, s, unit_lane0 + 2 * CHUNKS + q);
         const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
+        SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
             hv = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+        SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
 

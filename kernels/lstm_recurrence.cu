@@ -11,6 +11,8 @@
 //   ROW_GROUP      batch rows reduced together over the chunk lanes (1, 2, 4, 8; at most CHUNKS)
 //   SPK_DEBUG_TRACE 1: the trace build: three extra kernel parameters, and h and c of chosen time
 //                  positions written to a trace buffer (SPK_TRACE_STEP); 0/undefined: no trace code
+//   SPK_TIMELINE   1: the timeline build: the stage boundaries of chosen steps and blocks stamped
+//                  (kernels/spk_timeline.cuh; the stages: kernels/lstm_timeline_stages.cuh)
 // A step: gather h of the previous step (paired 16-byte polls of flagged
 // words), the dot products with their reduction, the cell, publish h.
 // docs/design.md has the work split, the exchange's memory-ordering argument
@@ -52,6 +54,7 @@
 #define GATHER_PAIRS (GATHER_PAIRS_ALL < 8 ? GATHER_PAIRS_ALL : 8)
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
+#define MARK(s) (1 + SPK_RECURRENCE_##s) /* the timeline build's mark where stage s ends */
 
 static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16 || (UNITS == 32 && GATE_BLOCK == 4),
               "UNITS must be 4, 8 or 16 (or 32 with GATE_BLOCK 4)");
@@ -84,6 +87,12 @@ static_assert(2 * MAX_TILE_ROWS * HIDDEN * 4 <= 48 * 1024, "the two h buffers mu
 #define SPK_TRACE_PARAMS
 #define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS)
 #endif
+#if defined(SPK_TIMELINE) && SPK_TIMELINE
+// The timeline build's few extra registers must not spill either (batch 1's
+// default spilled 4 bytes at the plain build's bounds).
+#undef SPK_LAUNCH_BOUNDS
+#define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
+#endif
 
 typedef unsigned long long u64;
 
@@ -111,6 +120,8 @@ __device__ __forceinline__ u64 global_ns()
 #include "lstm_cell.cuh"
 #include "lstm_reduce.cuh"
 #include "lstm_gate_block.cuh"
+#include "lstm_timeline_stages.cuh"
+#include "spk_timeline.cuh"
 
 __device__ __forceinline__ ulonglong2 poll_pair(const ulonglong2 *address)
 {
@@ -210,7 +221,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                     u64 *state,                      // this direction's [tiles, 2, MAX_TILE_ROWS, H] words
                     unsigned *status,                // 0, or why the launch gave up
                     int batch, int steps, int direction, int first_tile, int tile_rows, unsigned flag_base,
-                    u64 timeout_ns SPK_TRACE_PARAMS)
+                    u64 timeout_ns SPK_TRACE_PARAMS SPK_TIMELINE_PARAMS)
 {
     __shared__ __align__(16) float h_buffers[2][MAX_TILE_ROWS * HIDDEN];
 
@@ -230,6 +241,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
     const int q = tid % CHUNKS;                 // k-chunk
     const int unit = tid / UNIT_LANES;          // unit within the block
     const int hidden_unit = group * UNITS + unit;
+    SPK_TIMELINE_SETUP(SPK_RECURRENCE_STAGE_COUNT, direction, group + GROUPS * tile, tid);
 #if GATE_BLOCK == 1
     const int j = tid / CHUNKS;                 // gate row within the block: unit * 4 + gate
     const int unit_lane = tid % UNIT_LANES;     // = the batch row this lane owns
@@ -280,6 +292,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;
         float *h_prev = h_buffers[step & 1];
+        SPK_TIMELINE_START(step);
 
         if (step > 0) {
             // Gather h of step - 1 (flag flag_base + step) from the other slot.
@@ -328,12 +341,14 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
             }
         }
         __syncthreads();
+        SPK_TIMELINE_STAMP(step, MARK(WAIT));
 
 #if GATE_BLOCK == 1
         // The next step's input projection, loaded while this step computes.
         float4 gx_next = gx;
         if (owner && step + 1 < steps)
             gx_next = gates_row(step + 1, unit_lane);
+        SPK_TIMELINE_STAMP(step, MARK(FETCH));
 
         // Dot products of every row; the owner lane of row b collects its unit's four gates.
         float pi = 0.0f, pf = 0.0f, pc = 0.0f, po = 0.0f;
@@ -344,6 +359,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
 #pragma unroll
             for (int e = 0; e < ROW_GROUP; e++)
                 v[e][0] = partial_dot(weights, h_prev + (b0 + e) * HIDDEN, q);
+            SPK_TIMELINE_STAMP(step, MARK(DOT));
             spk_reduce_scatter<ROW_GROUP, 1, CHUNKS>(v, q);
             // Gate p of row b0 + e lies in lane p * CHUNKS + spk_scatter_row(e) of the unit.
             const int e = (unit_lane - b0) & (ROW_GROUP - 1);
@@ -358,10 +374,13 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                 pc = sc;
                 po = so;
             }
+            SPK_TIMELINE_STAMP(step, MARK(REDUCE));
         }
 #endif
         for (int b = b0; b < rows; b++) {
-            float s = chunk_sum(partial_dot(weights, h_prev + b * HIDDEN, q));
+            const float d = partial_dot(weights, h_prev + b * HIDDEN, q);
+            SPK_TIMELINE_STAMP(step, MARK(DOT));
+            float s = chunk_sum(d);
             float si = __shfl_sync(0xffffffffu, s, unit_base + 0 * CHUNKS);
             float sf = __shfl_sync(0xffffffffu, s, unit_base + 1 * CHUNKS);
             float sc = __shfl_sync(0xffffffffu, s, unit_base + 2 * CHUNKS);
@@ -372,15 +391,18 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                 pc = sc;
                 po = so;
             }
+            SPK_TIMELINE_STAMP(step, MARK(REDUCE));
         }
 
         if (owner) {
             const float h = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+            SPK_TIMELINE_STAMP(step, MARK(CELL));
             const int b = unit_lane;
             output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
             const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);
             publish_word(tile_state + (step & 1) * (MAX_TILE_ROWS * HIDDEN) + b * HIDDEN + hidden_unit, word);
             SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c, h);
+            SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
         }
         gx = gx_next;
 #else
@@ -393,6 +415,7 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
             if (lead && b < rows && step + 1 < steps)
                 gx_next[s] = gates_row(step + 1, b);
         }
+        SPK_TIMELINE_STAMP(step, MARK(FETCH));
         // Row groups: the 4-gate dots of ROW_GROUP rows, their reduce-scatter,
         // then the owner lanes update their cells (the condition on b0 is the
         // same for the whole block, so every lane takes the same shuffles).
@@ -411,15 +434,19 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
                     v[e][2] = d.z;
                     v[e][3] = d.w;
                 }
+                SPK_TIMELINE_STAMP(step, MARK(DOT));
                 spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
+                SPK_TIMELINE_STAMP(step, MARK(REDUCE));
                 const int b = b0 + my_row;
                 if (lead && b < rows) {
                     const float h = spk_lstm_cell(gx[s], v[0][0], v[0][1], v[0][2], v[0][3], b4, c[s]);
+                    SPK_TIMELINE_STAMP(step, MARK(CELL));
                     output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
                     const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);
                     publish_word(tile_state + (step & 1) * (MAX_TILE_ROWS * HIDDEN) + b * HIDDEN + hidden_unit,
                                  word);
                     SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c[s], h);
+                    SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
                 }
             }
         }

@@ -24,6 +24,14 @@
 //                             STAMP(step, k == first ? DOT + 1 : 255) stamps one
 //                             iteration of an unrolled loop without a branch;
 //                             a mark stamped twice in a step keeps the later
+// and, for a device function of the kernel that stamps too (a stage written as
+// a function):
+//   SPK_TIMELINE_FN_PARAMS    right after the function's last parameter: the
+//                             kernel's recording, handed on
+//   SPK_TIMELINE_FN_ARGS(step) right after the last argument of each call of it
+//                             (from the kernel, or from a function that has them)
+//   SPK_TIMELINE_FN_SETUP(stages); first in its body, `stages` as in SETUP;
+//                             then SPK_TIMELINE_STAMP(spk_timeline_step, mark)
 //
 // SPK_TIMELINE 0 or undefined (every normal build): the macros expand to
 // nothing, their arguments are never evaluated and the kernel has no extra
@@ -173,12 +181,22 @@ __device__ __forceinline__ void spk_timeline_stamp(unsigned long long *records, 
     spk_timeline_stamp<spk_timeline_marks, false>(spk_timeline_records, (step) - spk_timeline_first_step,              \
                                                   spk_timeline_steps, (mark))
 
+// A stage function's share of the recording: the records pointer SETUP made, the selected steps and the step.
+#define SPK_TIMELINE_FN_PARAMS                                                                                         \
+    , unsigned long long *const spk_timeline_records, const int spk_timeline_first_step,                              \
+        const int spk_timeline_steps, const int spk_timeline_step
+#define SPK_TIMELINE_FN_ARGS(step) , spk_timeline_records, spk_timeline_first_step, spk_timeline_steps, (step)
+#define SPK_TIMELINE_FN_SETUP(stages) constexpr int spk_timeline_marks = (stages) + 1
+
 #else
 
 #define SPK_TIMELINE_PARAMS
 #define SPK_TIMELINE_SETUP(stages, direction, block, thread) ((void)0)
 #define SPK_TIMELINE_START(step) ((void)0)
 #define SPK_TIMELINE_STAMP(step, mark) ((void)0)
+#define SPK_TIMELINE_FN_PARAMS
+#define SPK_TIMELINE_FN_ARGS(step)
+#define SPK_TIMELINE_FN_SETUP(stages) ((void)0)
 
 #endif
 

@@ -2,6 +2,7 @@
 -- each cubin, so two trees' kernels can be compared (tools/sass_compare.sh):
 --
 --   build/spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all] [--only NAME,NAME]
+--                                             [--define NAME=VALUE ...]
 --
 -- For each variant: OUT_DIR/<name>.cubin and OUT_DIR/<name>.defines (the
 -- kernel file and its defines, one per line, sorted). The variants are named
@@ -12,15 +13,27 @@
 -- "options" are option sets that are no default (each as both trees spell
 -- it; a set a tree does not know is skipped there and reported so).
 --
+-- --define adds a define to every variant (--define SPK_TIMELINE=1: the
+-- timeline builds, whose registers tools/cubin_compare.lua then lists beside
+-- the plain builds' of another folder).
+--
 -- The tree is known by its API: spk.lstm.kernel_variant (this tree) or the
 -- earlier spk.core.cluster_variant_for_batch / stack_variant_for_batch.
 local spk = require "spk"
 local core = spk.core
 
 local out = arg[1]
-local list, only = "defaults", nil
+local list, only, extra = "defaults", nil, {}
 for i = 2, #arg do
   if arg[i] == "--list" then list = arg[i + 1] end
+  if arg[i] == "--define" then
+    local name, value = tostring(arg[i + 1]):match("^([%w_]+)=(.*)$")
+    if not name then
+      io.stderr:write("kernel_cubins: --define takes NAME=VALUE, got " .. tostring(arg[i + 1]) .. "\n")
+      os.exit(2)
+    end
+    extra[name] = value
+  end
   if arg[i] == "--only" then
     only = {}
     for name in arg[i + 1]:gmatch("[^,]+") do only[name] = true end
@@ -176,6 +189,9 @@ local written, skipped = 0, 0
 for _, v in ipairs(variants) do
   if only and not only[v.name] then goto next_variant end
   local file, defines = resolve(v)
+  if file then
+    for name, value in pairs(extra) do defines[name] = value end
+  end
   if not file then
     io.stderr:write(("kernel_cubins: %s skipped: %s\n"):format(v.name, defines))
     skipped = skipped + 1

@@ -7,7 +7,7 @@
 # The reference (default: commit 8a53c77, the kernels before they were
 # written as named stages) is exported with git archive into a temporary
 # folder and built there (build/spk only), unless --ref-dir names a built
-# tree. Each tree's own spk compiles each variant from its own kernels/
+# tree (with --ref too, that commit names it in the output). Each tree's own spk compiles each variant from its own kernels/
 # (tools/kernel_cubins.lua, which knows both trees' APIs); then
 # tools/cubin_compare.lua compares the kernels' .text sections. The last line
 # reads "N identical, N differ, N in one tree only"; exit status 0 when none
@@ -15,10 +15,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
-ref=8a53c77 ref_dir="" list=all keep=""
+ref=8a53c77 ref_dir="" list=all keep="" ref_given=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --ref) ref=$2; shift 2 ;;
+    --ref) ref=$2; ref_given=1; shift 2 ;;
     --ref-dir) ref_dir=$2; shift 2 ;;
     --list) list=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
@@ -42,5 +42,6 @@ mkdir -p "$out/ref" "$out/new"
 SPK_CACHE_DIR=$tmp/cache-ref SPK_KERNEL_DIR=$ref_dir/kernels "$ref_dir/build/spk" run \
   "$root/tools/kernel_cubins.lua" "$out/ref" --list "$list"
 SPK_CACHE_DIR=$tmp/cache-new SPK_KERNEL_DIR=$root/kernels build/spk run tools/kernel_cubins.lua "$out/new" --list "$list"
-echo "reference: $ref${ref_dir:+ ($ref_dir)}; this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- kernels src lua || echo ' + uncommitted changes')"
+if [ -n "$ref_given" ] || [ "$ref_dir" = "$tmp/ref" ]; then label="$ref ($ref_dir)"; else label="the tree in $ref_dir"; fi
+echo "reference: $label; this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- kernels src lua || echo ' + uncommitted changes')"
 build/spk run tools/cubin_compare.lua "$out/ref" "$out/new"

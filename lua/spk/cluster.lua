@@ -14,6 +14,9 @@
 --                                                  -- any subset; left out: the batch's default (spk help)
 --   plan.kernel     -- the variant (every option), file, units, chunks, registers, spills, smem, defines, ...
 --   plan.schedule   -- tile_rows, tiles, clusters, max_active_clusters, waves, launches (per layer)
+--   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--                   -- the kernel's timeline build (docs/timeline.md): info.timeline; blocks are
+--                   -- numbered rank + cluster * tile; plan.timeline says what a recording covers
 -- The rest as every plan (lua/spk/stack.lua). Also spk.lstm.cluster_variant(kernel, batch, hidden):
 -- the variant a plan of that batch compiles (no device needed).
 return function(spk, core)
@@ -38,7 +41,7 @@ return function(spk, core)
                                                        kernel = opts.kernel, math = self.math })
     if not ok then error("spk.lstm.stack (cluster): " .. tostring(handle), level + 1) end
     local info = handle:info()
-    self.handle, self.kernel, self.schedule = handle, info.kernel, info.schedule
+    self.handle, self.kernel, self.schedule, self.timeline = handle, info.kernel, info.schedule, info.timeline
     self.variant = describe(info.kernel, info.schedule, self.math)
     return spk.lstm.new_plan(self)
   end

@@ -13,6 +13,9 @@
 --   plan:forward(x[, {trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}}])
 --                        -- -> y[, info]: info.trace = {h, c = [#steps, B, H], layer, direction, steps},
 --                        -- through the kernel's trace build (as spk.lstm.reference's trace)
+--   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--                        -- the kernel's timeline build (docs/timeline.md): info.timeline; blocks
+--                        -- are numbered group + groups * tile; plan.timeline: what a recording covers
 --   plan.schedule        -- the tile schedule in use, with :launches()
 --   plan.kernel          -- the variant (every option), occupancy, capacity, registers, spills, defines
 -- The rest as every plan (lua/spk/stack.lua).
@@ -36,6 +39,7 @@ return function(spk, core)
     local info = handle:info()
     self.kernel = info.kernel
     self.schedule = info.schedule
+    self.timeline = info.timeline
     local launches = info.schedule.launches
     function self.schedule.launches()
       local out = {}

@@ -17,6 +17,12 @@
 --   plan:time{rounds = 7, warmup = 2, x = tensor}
 --                        -- ms per forward, warm-up rounds discarded, with spk.bench's keys
 --                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}
+--   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--                        -- the persistent and cluster plans: the kernel's timeline build records
+--                        -- the stage boundaries of the selection (docs/timeline.md), the same bits
+--                        -- in y; info.timeline as spk.timeline reads it. plan:time{timeline = ...}
+--                        -- times that build recording it. plan.timeline = {stages =, waits_for =,
+--                        -- blocks =, warps =, group =}: what a recording covers (nil: no such build)
 --   plan:close(), plan:is_closed(), <close> -- forward and time on a closed plan are errors
 --
 -- Kernel options. The `kernel` table of the persistent and cluster backends
@@ -40,6 +46,7 @@
 return function(spk, core)
   spk.lstm = spk.lstm or {}
   local options = require "spk.options"
+  local analysis = require "spk.timeline_analysis"
 
   -- The input projections' math of the GPU stacks. check_math(value, backend)
   -- -> "fp32" | "tf32" | "3xtf32", or nil and the message (the caller adds its
@@ -171,14 +178,39 @@ return function(spk, core)
              hidden = dims.hidden, math = math_mode }
   end
 
+  -- A timeline selection of a plan with a timeline build (fields.timeline =
+  -- {stages =, waits_for =, blocks =, warps =, group =}, from its C plan):
+  -- the C form and the selection as recorded; left out, the first 64 steps
+  -- and the blocks of the first group (a cluster, a tile).
+  local function no_timeline(self)
+    return ("the %s plan has no timeline build (backends persistent and cluster have one)"):format(self.backend)
+  end
+  local function timeline_selection(self, t)
+    local about = self.timeline
+    return analysis.selection(t, { steps = { 1, math.min(self.steps, 64) },
+                                   blocks = { 0, math.min(about.group, about.blocks) - 1 } })
+  end
+
   -- The part of a GPU plan held by a C userdata (fields.handle, from
-  -- core.*_stack_new): its forward, time, close and __tostring.
+  -- core.*_stack_new): its forward (with a timeline: through the timeline
+  -- build, info.timeline from what it recorded), time, close and __tostring.
   local userdata_plan = {
     forward = function(self, x, opts)
       if opts == nil then return self.handle:forward(x) end
-      return self.handle:forward(x, opts)
+      if rawget(opts, "timeline") == nil then return self.handle:forward(x, opts) end
+      if rawget(opts, "trace") ~= nil then
+        error("forward: trace and timeline are separate builds of the kernel; ask for one at a time")
+      end
+      local selection, given = timeline_selection(self, rawget(opts, "timeline"))
+      local y, stamps, columns, clock, build = self.handle:forward(x, { timeline = selection })
+      local about = self.timeline
+      local tl = analysis.make(stamps, columns, clock, { stages = about.stages, waits_for = about.waits_for,
+                                                         kernel = ("%s: %s"):format(self.backend, self.variant) },
+                               given)
+      tl.build = build
+      return y, { timeline = tl }
     end,
-    samples = function(self, x, rounds, warmup) return self.handle:time(x, rounds, warmup) end,
+    samples = function(self, x, rounds, warmup, selection) return self.handle:time(x, rounds, warmup, selection) end,
     close = function(self) self.handle:close() end,
     name = function(self) return tostring(self.handle) end,
   }
@@ -186,7 +218,8 @@ return function(spk, core)
   -- A plan from its fields (spk.lstm.plan_options' and the backend's own:
   -- variant, kernel, schedule, ...) and `impl`, the backend's part:
   --   impl.forward(plan, x, opts) -> y [, info]
-  --   impl.samples(plan, x, rounds, warmup) -> {ms, ...}
+  --   impl.samples(plan, x, rounds, warmup[, selection]) -> {ms, ...}
+  --                               (selection: a timeline's C form, plans with fields.timeline)
   --   impl.close(plan)            (optional)
   --   impl.name(plan) -> string   (__tostring of the open plan)
   --   impl.forward_options        (optional) the set of keys forward's
@@ -195,7 +228,9 @@ return function(spk, core)
   -- With fields.handle, a C plan userdata (core.*_stack_new), the functions
   -- impl leaves out (impl itself may be left out) are the handle's forward,
   -- time, close and __tostring. The wrapper checks the plan is open, x is a
-  -- tensor, and forward's and time's options.
+  -- tensor, and forward's and time's options; with fields.timeline both take
+  -- a timeline too (forward's through impl.forward, time's as samples'
+  -- selection).
   function spk.lstm.new_plan(fields, impl)
     if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table", 2) end
     if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table", 2) end
@@ -223,17 +258,20 @@ return function(spk, core)
     if not spk.is_tensor(x) then error("forward: x must be a tensor", 2) end
     if opts ~= nil then
       if type(opts) ~= "table" then error("forward: options must be a table", 2) end
-      local known = self.impl.forward_options
-      if not known then
-        error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\")"):format(
-          self.backend), 2)
+      if rawget(opts, "timeline") ~= nil and not self.timeline then error("forward: " .. no_timeline(self), 2) end
+      local known = {}
+      for key in pairs(self.impl.forward_options or {}) do known[key] = true end
+      if self.timeline then known.timeline = true end
+      if next(known) == nil then
+        error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\", a timeline "
+          .. "\"persistent\" or \"cluster\")"):format(self.backend), 2)
       end
       options.check_keys(opts, known, "forward", 2)
     end
     return self.impl.forward(self, x, opts)
   end
 
-  local time_options = { rounds = true, warmup = true, x = true }
+  local time_options = { rounds = true, warmup = true, x = true, timeline = true }
 
   local function count(opts, key, default, least)
     local v = opts[key]
@@ -247,12 +285,17 @@ return function(spk, core)
   function Plan:time(opts)
     check_open(self, "time", 2)
     opts = opts or {}
-    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =}", 2) end
+    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =, timeline =}", 2) end
     options.check_keys(opts, time_options, "time", 2)
     local rounds, warmup = count(opts, "rounds", 7, 1), count(opts, "warmup", 2, 0)
+    local selection
+    if opts.timeline ~= nil then
+      if not self.timeline then error("time: " .. no_timeline(self), 2) end
+      selection = timeline_selection(self, opts.timeline)
+    end
     local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
     if not spk.is_tensor(x) then error("time: x must be a tensor", 2) end
-    return require("spk.bench").summarize(self.impl.samples(self, x, rounds, warmup))
+    return require("spk.bench").summarize(self.impl.samples(self, x, rounds, warmup, selection))
   end
 
   local function close(self)
@@ -312,17 +355,24 @@ and the set `allowed`; the layers' shapes); returns {backend, layers, batch, ste
   doc(spk.lstm.new_plan, [[
 spk.lstm.new_plan(fields[, impl]) -> plan
 A backend's plan from its fields and impl {forward =, samples =, name =, close =, forward_options =}
-(what impl leaves out: fields.handle's, a C plan), with the shared checks, time, close and __tostring.]])
+(what impl leaves out: fields.handle's, a C plan), with the shared checks, time, close and __tostring;
+with fields.timeline, forward and time take a timeline.]])
   doc.type("lstm stack plan", Plan, [[
 lstm stack plan: spk.lstm.stack's plan on every backend but cudnn; fields backend, variant, math, batch,
-steps, input, hidden, and kernel and schedule on the GPU kernels.]])
+steps, input, hidden, and kernel, schedule and timeline (what its timeline build records) on the GPU kernels.]])
   doc(Plan.forward, [[
-plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> y[, info]
+plan:forward(x[, {trace = {layer =, direction =, steps =}} | {timeline = {layer =, direction =, steps =,
+  blocks =, warp =}}]) -> y[, info]
 x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace
-(backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's.]])
+(backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's. With a
+timeline (backends persistent and cluster), the kernel's timeline build stamps the stage boundaries of
+the selection (default: steps 1..64 of layer 1 forward, the first cluster or tile) and info.timeline is
+what it recorded (docs/timeline.md; spk.timeline, report.timeline, plot.timeline read it), the same
+bits in y.]])
   doc(Plan.time, [[
-plan:time{rounds = 7, warmup = 2, x = tensor} -> {median_ms, min_ms, max_ms, spread, samples}
-ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend.]])
+plan:time{rounds = 7, warmup = 2, x = tensor, timeline = {...}} -> {median_ms, min_ms, max_ms, spread, samples}
+ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend; with
+a timeline (backends persistent and cluster), through the timeline build recording that selection.]])
   doc(Plan.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards (also <close>).")
   doc(Plan.is_closed, "plan:is_closed() -> boolean")
   doc.area { name = "stack", source = "spk.stack",

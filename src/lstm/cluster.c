@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "cuda/cluster.h"
 #include "lstm/device_layers.h"
+#include "lstm_timeline_stages.cuh"
 
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
@@ -296,7 +297,7 @@ int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_
     return 0;
 }
 
-spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch)
+static spk_module *compile_variant(const spk_cluster_variant *v, const char *arch, bool timeline)
 {
     spk_cluster_sizes sizes;
     if (spk_cluster_variant_derive(v, 0, &sizes) != 0)
@@ -306,14 +307,26 @@ spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char
         return NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", kernels, sizes.file);
-    spk_define defines[SPK_KERNEL_OPTIONS_MAX];
+    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int n = spk_kernel_defines(&spk_cluster_family, v, defines, text);
+    defines[n] = (spk_define){"SPK_TIMELINE", "1"};
     spk_compile_options opts = {0};
     opts.file = path;
     opts.defines = defines;
-    opts.ndefines = spk_kernel_defines(&spk_cluster_family, v, defines, text);
+    opts.ndefines = n + (timeline ? 1 : 0);
     opts.arch = arch;
     return spk_compile(&opts);
+}
+
+spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch)
+{
+    return compile_variant(v, arch, false);
+}
+
+spk_module *spk_cluster_variant_compile_timeline(const spk_cluster_variant *v, const char *arch)
+{
+    return compile_variant(v, arch, true);
 }
 
 /* ---- schedules ----------------------------------------------------------- */
@@ -376,6 +389,13 @@ struct spk_cluster_plan {
     spk_tensor *status;           /* i32 [1]: the kernel's unsigned status word */
     spk_lstm_gpu_runner runner;   /* forward and time on this plan */
     spk_stream *stream;
+    /* The timeline build, compiled on first use, and while a forward or a
+     * timing runs through it the recording its launches take (NULL: none). */
+    spk_module *timeline_module;
+    spk_kernel *timeline_kernel;
+    spk_cluster_timeline_build timeline_build;
+    bool timeline_on;
+    const spk_timeline *recording;
 };
 
 void spk_cluster_plan_free(spk_cluster_plan *p)
@@ -386,6 +406,8 @@ void spk_cluster_plan_free(spk_cluster_plan *p)
     spk_tensor_free(p->status);
     spk_kernel_free(p->kernel);
     spk_module_release(p->module);
+    spk_kernel_free(p->timeline_kernel);
+    spk_module_release(p->timeline_module);
     spk_stream_release(p->stream);
     free(p);
 }
@@ -500,11 +522,11 @@ static int launch_layer(void *plan, int layer)
     const spk_cluster_schedule *s = &info->schedule;
     spk_lstm_device_layer *pl = &p->buffers.layers[layer];
     spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
-    spk_storage *uses[5] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            p->buffers.output->storage, p->status->storage};
+    spk_storage *uses[6] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            p->buffers.output->storage, p->status->storage, spk_timeline_storage(p->recording)};
     cfg.uses = uses;
-    cfg.nuses = 5;
-    spk_arg args[8] = {
+    cfg.nuses = p->recording ? 6 : 5;
+    spk_arg args[8 + SPK_TIMELINE_ARGS] = {
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->buffers.gates)}},
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->r)}},
         {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->bias)}},
@@ -514,7 +536,10 @@ static int launch_layer(void *plan, int layer)
         {SPK_ARG_I32, {.i32 = (int32_t)info->shape.steps}},
         {SPK_ARG_I32, {.i32 = (int32_t)s->tile_rows}},
     };
-    if (spk_kernel_launch(p->kernel, &cfg, args, 8) != 0) {
+    /* the timeline build's: one launch holds every block of both directions (block offset 0) */
+    spk_timeline_args(p->recording, layer, 0, args + 8);
+    if (spk_kernel_launch(p->timeline_on ? p->timeline_kernel : p->kernel, &cfg, args,
+                          p->timeline_on ? 8 + SPK_TIMELINE_ARGS : 8) != 0) {
         spk_error_prefix("layer %d cluster recurrence", layer + 1);
         return -1;
     }
@@ -555,4 +580,121 @@ spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)
 int spk_cluster_plan_time(spk_cluster_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
     return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
+}
+
+/* ---- step timelines ------------------------------------------------------- */
+
+#define STAGE_NAME(name, text) text,
+static const char *const cluster_names[] = {SPK_CLUSTER_STAGES(STAGE_NAME)};
+static const char *const phased_names[] = {SPK_CLUSTER_PHASED_STAGES(STAGE_NAME)};
+static const char *const baseline_names[] = {SPK_CLUSTER_BASELINE_STAGES(STAGE_NAME)};
+/* Every wait is for every block's publish (of its phase) at the previous step. */
+#define CLUSTER_WAITS(name, text) (SPK_CLUSTER_##name == SPK_CLUSTER_WAIT ? SPK_CLUSTER_PUBLISH : -1),
+#define PHASED_WAITS(name, text)                                                                                    \
+    (SPK_CLUSTER_PHASED_##name == SPK_CLUSTER_PHASED_WAIT     ? SPK_CLUSTER_PHASED_PUBLISH                         \
+     : SPK_CLUSTER_PHASED_##name == SPK_CLUSTER_PHASED_WAIT_2 ? SPK_CLUSTER_PHASED_PUBLISH_2                       \
+                                                              : -1),
+#define BASELINE_WAITS(name, text)                                                                                  \
+    (SPK_CLUSTER_BASELINE_##name == SPK_CLUSTER_BASELINE_WAIT ? SPK_CLUSTER_BASELINE_PUBLISH : -1),
+static const int cluster_waits[] = {SPK_CLUSTER_STAGES(CLUSTER_WAITS)};
+static const int phased_waits[] = {SPK_CLUSTER_PHASED_STAGES(PHASED_WAITS)};
+static const int baseline_waits[] = {SPK_CLUSTER_BASELINE_STAGES(BASELINE_WAITS)};
+static const spk_timeline_stages cluster_stages = {SPK_CLUSTER_STAGE_COUNT, cluster_names, cluster_waits};
+static const spk_timeline_stages phased_stages = {SPK_CLUSTER_PHASED_STAGE_COUNT, phased_names, phased_waits};
+static const spk_timeline_stages baseline_stages = {SPK_CLUSTER_BASELINE_STAGE_COUNT, baseline_names,
+                                                    baseline_waits};
+
+const spk_timeline_stages *spk_cluster_timeline_stages(const spk_cluster_variant *v)
+{
+    if (v->push == SPK_PUSH_SCALAR)
+        return &baseline_stages;
+    return v->row_phases == 2 ? &phased_stages : &cluster_stages;
+}
+
+int spk_cluster_timeline_check(const spk_cluster_plan_info *info, const spk_timeline_selection *sel)
+{
+    return spk_timeline_selection_check(sel, info->shape.layers, info->shape.steps,
+                                        (int64_t)info->variant.cluster * info->schedule.tiles,
+                                        info->variant.threads / 32);
+}
+
+/* The timeline build, compiled and loaded once, and what it runs with: more
+ * registers may fit fewer clusters at once (more waves, the same bits). */
+static int prepare_timeline(spk_cluster_plan *p)
+{
+    if (p->timeline_kernel)
+        return 0;
+    const spk_cluster_schedule *s = &p->info.schedule;
+    spk_cluster_timeline_build b = {0};
+    int clusters = 0;
+    spk_module *m = spk_cluster_variant_compile_timeline(&p->info.variant, NULL);
+    spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_CLUSTER_KERNEL) : NULL;
+    if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
+        (p->info.variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(k, true) != 0))
+        goto fail;
+    spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
+    if (spk_kernel_max_active_clusters(k, &cfg, &clusters) != 0)
+        goto fail;
+    if (clusters < 1) {
+        spk_fail("not one cluster of tile height %lld fits the device", (long long)s->tile_rows);
+        goto fail;
+    }
+    b.max_active = clusters;
+    b.waves = (s->clusters + clusters - 1) / clusters;
+    p->timeline_module = m;
+    p->timeline_kernel = k;
+    p->timeline_build = b;
+    return 0;
+fail:
+    spk_error_prefix("lstm stack: the cluster kernel's timeline build");
+    spk_kernel_free(k);
+    spk_module_release(m);
+    return -1;
+}
+
+spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *p, const spk_tensor *x,
+                                              const spk_timeline_selection *sel, spk_tensor **stamps,
+                                              spk_timeline_clock *clock, spk_cluster_timeline_build *build)
+{
+    *stamps = NULL;
+    const spk_timeline_stages *stages = spk_cluster_timeline_stages(&p->info.variant);
+    if (spk_lstm_check_x(p->info.shape.batch, p->info.shape.steps, p->info.shape.input, x) != 0 ||
+        spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
+        return NULL;
+    spk_timeline *tl = spk_timeline_new(sel, stages, p->stream);
+    if (!tl)
+        return NULL;
+    p->timeline_on = true;
+    p->recording = tl;
+    spk_tensor *y = spk_lstm_gpu_forward(&p->runner, x);
+    p->timeline_on = false;
+    p->recording = NULL;
+    spk_tensor *raw = NULL;
+    if (y && (!(raw = spk_timeline_read(tl, p->stream)) || !(*stamps = spk_timeline_decode(raw, stages, 0, clock)))) {
+        spk_error_prefix("lstm stack (cluster)");
+        spk_tensor_free(y);
+        y = NULL;
+    }
+    spk_tensor_free(raw);
+    spk_timeline_free(tl);
+    if (y && build)
+        *build = p->timeline_build;
+    return y;
+}
+
+int spk_cluster_plan_time_timeline(spk_cluster_plan *p, const spk_tensor *x, const spk_timeline_selection *sel,
+                                   int rounds, int warmup, double *ms)
+{
+    if (spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
+        return -1;
+    spk_timeline *tl = spk_timeline_new(sel, spk_cluster_timeline_stages(&p->info.variant), p->stream);
+    if (!tl)
+        return -1;
+    p->timeline_on = true;
+    p->recording = tl;
+    int rc = spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
+    p->timeline_on = false;
+    p->recording = NULL;
+    spk_timeline_free(tl);
+    return rc;
 }

@@ -15,6 +15,7 @@
 
 #include "core/tensor.h"
 #include "cuda/runtime.h"
+#include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
@@ -147,5 +148,37 @@ int spk_cluster_plan_enqueue(spk_cluster_plan *plan, const spk_tensor *x); /* co
 int spk_cluster_plan_finish(spk_cluster_plan *plan);
 spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *plan, const spk_tensor *x);
 int spk_cluster_plan_time(spk_cluster_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
+
+/* ---- Step timelines (docs/timeline.md) ----------------------------------- */
+
+/* The stages the variant's timeline build stamps (kernels/lstm_timeline_stages.cuh):
+ * the baseline's, or the direct pushes' with one or two row phases; the
+ * waits wait for the publish of the previous step. */
+const spk_timeline_stages *spk_cluster_timeline_stages(const spk_cluster_variant *v);
+/* The variant's timeline build (SPK_TIMELINE=1: seven more kernel parameters,
+ * spk_timeline_args), for `arch` as spk_cluster_variant_compile. */
+spk_module *spk_cluster_variant_compile_timeline(const spk_cluster_variant *v, const char *arch);
+/* Checks a selection against a plan (needs no device): its layers and steps,
+ * the blocks of a direction (cluster * tiles, block rank + cluster * tile)
+ * and the warps of a block. */
+int spk_cluster_timeline_check(const spk_cluster_plan_info *info, const spk_timeline_selection *sel);
+
+/* What the timeline build of a plan's variant runs with (compiled on first use). */
+typedef struct spk_cluster_timeline_build {
+    spk_kernel_attrs attrs;     /* registers, spills, ... */
+    int64_t max_active;         /* clusters of the schedule's shape that run at once */
+    int64_t waves;              /* of the schedule's clusters */
+} spk_cluster_timeline_build;
+
+/* As spk_cluster_plan_forward through the timeline build (compiled on first
+ * use), recording `sel` (checked): the same output bits, and *stamps, *clock
+ * the decoded stamps (spk_timeline_decode with the variant's stages); build,
+ * if not NULL, what that build runs with. */
+spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *plan, const spk_tensor *x,
+                                              const spk_timeline_selection *sel, spk_tensor **stamps,
+                                              spk_timeline_clock *clock, spk_cluster_timeline_build *build);
+/* As spk_cluster_plan_time through the timeline build recording `sel`. */
+int spk_cluster_plan_time_timeline(spk_cluster_plan *plan, const spk_tensor *x, const spk_timeline_selection *sel,
+                                   int rounds, int warmup, double *ms);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "lstm/device_layers.h"
+#include "lstm_timeline_stages.cuh"
 
 #define STATUS_TIMEOUT 1u
 #define STATUS_BAD_GEOMETRY 2u
@@ -178,7 +179,7 @@ int spk_persistent_variant_check(const spk_persistent_variant *v, spk_persistent
     return 0;
 }
 
-static spk_module *compile_variant(const spk_persistent_variant *v, const char *arch, bool trace)
+static spk_module *compile_variant(const spk_persistent_variant *v, const char *arch, const char *build)
 {
     if (spk_persistent_variant_check(v, NULL) != 0)
         return NULL;
@@ -190,23 +191,28 @@ static spk_module *compile_variant(const spk_persistent_variant *v, const char *
     spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
     int n = spk_kernel_defines(&spk_persistent_family, v, defines, text);
-    defines[n] = (spk_define){"SPK_DEBUG_TRACE", "1"};
+    defines[n] = (spk_define){build, "1"};
     spk_compile_options opts = {0};
     opts.file = path;
     opts.defines = defines;
-    opts.ndefines = n + (trace ? 1 : 0);
+    opts.ndefines = n + (build ? 1 : 0);
     opts.arch = arch;
     return spk_compile(&opts);
 }
 
 spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, const char *arch)
 {
-    return compile_variant(v, arch, false);
+    return compile_variant(v, arch, NULL);
 }
 
 spk_module *spk_persistent_variant_compile_trace(const spk_persistent_variant *v, const char *arch)
 {
-    return compile_variant(v, arch, true);
+    return compile_variant(v, arch, "SPK_DEBUG_TRACE");
+}
+
+spk_module *spk_persistent_variant_compile_timeline(const spk_persistent_variant *v, const char *arch)
+{
+    return compile_variant(v, arch, "SPK_TIMELINE");
 }
 
 int spk_lstm_trace_check(const spk_lstm_trace *t, int64_t layers, int64_t steps)
@@ -285,6 +291,13 @@ struct spk_persistent_plan {
     int trace_slots;
     float *trace_buffer;
     const int *trace_slot;
+    /* The timeline build, compiled on first use, and while a forward or a
+     * timing runs through it the recording its launches take (NULL: none). */
+    spk_module *timeline_module;
+    spk_kernel *timeline_recurrence;
+    spk_persistent_timeline_build timeline_build;
+    bool timeline_on;
+    const spk_timeline *recording;
 };
 
 void spk_persistent_plan_free(spk_persistent_plan *p)
@@ -296,6 +309,8 @@ void spk_persistent_plan_free(spk_persistent_plan *p)
     spk_kernel_free(p->recurrence);
     spk_kernel_free(p->trace_recurrence);
     spk_module_release(p->trace_module);
+    spk_kernel_free(p->timeline_recurrence);
+    spk_module_release(p->timeline_module);
     spk_kernel_free(p->clear);
     spk_module_release(p->module);
     spk_event_free(p->fork);
@@ -436,8 +451,8 @@ static int launch_direction(spk_persistent_plan *p, int layer, int d, spk_stream
     uint64_t *state_all = spk_tensor_data(p->state);
     uint64_t *state = state_all + (size_t)d * sch->tiles * info->geometry.state_tile;
     unsigned *status = (unsigned *)(state_all + (size_t)2 * sch->tiles * info->geometry.state_tile);
-    spk_storage *uses[5] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            p->buffers.output->storage, p->state->storage};
+    spk_storage *uses[6] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            p->buffers.output->storage, p->state->storage, spk_timeline_storage(p->recording)};
     bool traced = p->trace && p->trace->layer == layer && p->trace->direction == d;
     int64_t launches = spk_schedule_launch_count(sch);
     for (int64_t i = 0; i < launches; i++) {
@@ -453,8 +468,8 @@ static int launch_direction(spk_persistent_plan *p, int layer, int d, spk_stream
         cfg.stream = s;
         cfg.cooperative = true;
         cfg.uses = uses;
-        cfg.nuses = 5;
-        spk_arg args[16] = {
+        cfg.nuses = p->recording ? 6 : 5;
+        spk_arg args[13 + SPK_TIMELINE_ARGS] = {
             {SPK_ARG_PTR, {.ptr = gates}},
             {SPK_ARG_PTR, {.ptr = r}},
             {SPK_ARG_PTR, {.ptr = bias}},
@@ -473,8 +488,13 @@ static int launch_direction(spk_persistent_plan *p, int layer, int d, spk_stream
             {SPK_ARG_PTR, {.ptr = (void *)p->trace_slot}},
             {SPK_ARG_I32, {.i32 = p->trace_slots}},
         };
-        spk_kernel *kernel = p->trace ? p->trace_recurrence : p->recurrence;
-        if (spk_kernel_launch(kernel, &cfg, args, p->trace ? 16 : 13) != 0) {
+        /* the timeline build's parameters instead (the two builds are never used together); its block
+         * numbering is the tile's own (group + groups * tile), so the block offset is 0 */
+        if (p->timeline_on)
+            spk_timeline_args(p->recording, layer, 0, args + 13);
+        spk_kernel *kernel = p->trace ? p->trace_recurrence : p->timeline_on ? p->timeline_recurrence : p->recurrence;
+        int nargs = p->trace ? 16 : p->timeline_on ? 13 + SPK_TIMELINE_ARGS : 13;
+        if (spk_kernel_launch(kernel, &cfg, args, nargs) != 0) {
             spk_error_prefix("layer %d %s recurrence", layer + 1, d ? "reverse" : "forward");
             return -1;
         }
@@ -640,4 +660,104 @@ done:
     spk_tensor_free(buffer);
     spk_tensor_free(host);
     return y;
+}
+
+/* ---- step timelines ------------------------------------------------------- */
+
+#define STAGE_NAME(name, text) text,
+#define STAGE_WAITS(name, text) (SPK_RECURRENCE_##name == SPK_RECURRENCE_WAIT ? SPK_RECURRENCE_PUBLISH : -1),
+static const char *const stage_names[] = {SPK_RECURRENCE_STAGES(STAGE_NAME)};
+/* The wait (the gather) is for every block's publish of the previous step. */
+static const int stage_waits[] = {SPK_RECURRENCE_STAGES(STAGE_WAITS)};
+static const spk_timeline_stages recurrence_stages = {SPK_RECURRENCE_STAGE_COUNT, stage_names, stage_waits};
+
+const spk_timeline_stages *spk_persistent_timeline_stages(void)
+{
+    return &recurrence_stages;
+}
+
+int spk_persistent_timeline_check(const spk_persistent_plan_info *info, const spk_timeline_selection *sel)
+{
+    return spk_timeline_selection_check(sel, info->shape.layers, info->shape.steps,
+                                        (int64_t)info->geometry.groups * info->schedule.tiles,
+                                        info->variant.threads / 32);
+}
+
+/* Compiles the timeline build once; its occupancy can be lower (more
+ * registers), so the plan's schedule must also fit its capacity. */
+static int prepare_timeline(spk_persistent_plan *p)
+{
+    if (p->timeline_recurrence)
+        return 0;
+    const spk_persistent_plan_info *info = &p->info;
+    spk_persistent_timeline_build b = {0};
+    int capacity = 0;
+    spk_module *m = spk_persistent_variant_compile_timeline(&info->variant, NULL);
+    spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL) : NULL;
+    if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
+        spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0)
+        goto fail;
+    int64_t room = info->capacity < capacity ? info->capacity : capacity;
+    if (spk_persistent_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
+        spk_error_prefix("lstm stack: the persistent kernel's timeline build holds %d co-resident blocks", capacity);
+        goto release;
+    }
+    b.capacity = capacity;
+    p->timeline_module = m;
+    p->timeline_recurrence = k;
+    p->timeline_build = b;
+    return 0;
+fail:
+    spk_error_prefix("lstm stack: the persistent kernel's timeline build");
+release:
+    spk_kernel_free(k);
+    spk_module_release(m);
+    return -1;
+}
+
+spk_tensor *spk_persistent_plan_forward_timeline(spk_persistent_plan *p, const spk_tensor *x,
+                                                 const spk_timeline_selection *sel, spk_tensor **stamps,
+                                                 spk_timeline_clock *clock, spk_persistent_timeline_build *build)
+{
+    *stamps = NULL;
+    const spk_timeline_stages *stages = &recurrence_stages;
+    if (spk_persistent_plan_check_input(&p->info, x) != 0 || spk_persistent_timeline_check(&p->info, sel) != 0 ||
+        prepare_timeline(p) != 0)
+        return NULL;
+    spk_timeline *tl = spk_timeline_new(sel, stages, p->stream);
+    if (!tl)
+        return NULL;
+    p->timeline_on = true;
+    p->recording = tl;
+    spk_tensor *y = spk_lstm_gpu_forward(&p->runner, x);
+    p->timeline_on = false;
+    p->recording = NULL;
+    spk_tensor *raw = NULL;
+    if (y && (!(raw = spk_timeline_read(tl, p->stream)) || !(*stamps = spk_timeline_decode(raw, stages, 0, clock)))) {
+        spk_error_prefix("lstm stack (persistent)");
+        spk_tensor_free(y);
+        y = NULL;
+    }
+    spk_tensor_free(raw);
+    spk_timeline_free(tl);
+    if (y && build)
+        *build = p->timeline_build;
+    return y;
+}
+
+int spk_persistent_plan_time_timeline(spk_persistent_plan *p, const spk_tensor *x,
+                                      const spk_timeline_selection *sel, int rounds, int warmup, double *ms)
+{
+    if (spk_persistent_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
+        return -1;
+    spk_timeline *tl = spk_timeline_new(sel, &recurrence_stages, p->stream);
+    if (!tl)
+        return -1;
+    p->timeline_on = true;
+    p->recording = tl;
+    int rc = spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
+    p->timeline_on = false;
+    p->recording = NULL;
+    spk_timeline_free(tl);
+    return rc;
 }

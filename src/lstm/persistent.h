@@ -13,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "cuda/runtime.h"
+#include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
@@ -159,5 +160,35 @@ spk_tensor *spk_persistent_plan_forward_trace(spk_persistent_plan *plan, const s
 
 /* Shape checks of forward's input (needs no device). */
 int spk_persistent_plan_check_input(const spk_persistent_plan_info *info, const spk_tensor *x);
+
+/* ---- Step timelines (the kernel's SPK_TIMELINE build, docs/timeline.md) -- */
+
+/* The stages the timeline build stamps (kernels/lstm_timeline_stages.cuh);
+ * the wait waits for the publish of the previous step. */
+const spk_timeline_stages *spk_persistent_timeline_stages(void);
+/* The variant's timeline build (SPK_TIMELINE=1: seven more kernel
+ * parameters, spk_timeline_args), for `arch` as spk_persistent_variant_compile. */
+spk_module *spk_persistent_variant_compile_timeline(const spk_persistent_variant *v, const char *arch);
+/* Checks a selection against a plan (needs no device): its layers and steps,
+ * the blocks of a direction (groups * tiles, block group + groups * tile)
+ * and the warps of a block. */
+int spk_persistent_timeline_check(const spk_persistent_plan_info *info, const spk_timeline_selection *sel);
+
+/* What the timeline build of a plan's variant runs with (compiled on first use). */
+typedef struct spk_persistent_timeline_build {
+    spk_kernel_attrs attrs; /* registers, spills, ... */
+    int64_t capacity;       /* co-resident blocks of the build (the plan's schedule fits it) */
+} spk_persistent_timeline_build;
+
+/* As spk_persistent_plan_forward through the timeline build (compiled on
+ * first use; its capacity is checked against the plan's schedule), recording
+ * `sel` (checked): the same output bits, and *stamps, *clock the decoded
+ * stamps; build, if not NULL, what that build runs with. */
+spk_tensor *spk_persistent_plan_forward_timeline(spk_persistent_plan *plan, const spk_tensor *x,
+                                                 const spk_timeline_selection *sel, spk_tensor **stamps,
+                                                 spk_timeline_clock *clock, spk_persistent_timeline_build *build);
+/* As spk_persistent_plan_time through the timeline build recording `sel`. */
+int spk_persistent_plan_time_timeline(spk_persistent_plan *plan, const spk_tensor *x,
+                                      const spk_timeline_selection *sel, int rounds, int warmup, double *ms);
 
 #endif

@@ -2,9 +2,13 @@
  * their defaults are spk_cluster_family's.
  *   core.cluster_stack_new{layers =, batch =, steps =, math = "fp32" | "tf32", kernel = {option = value, ...}}
  *                                    -> plan userdata
- *   plan:forward(x) -> tensor on x's device
- *   plan:time(x, rounds, warmup) -> {ms, ...}
- *   plan:info() -> table (the variant, its sizes and kernel attributes, the schedule)
+ *   plan:forward(x[, {timeline = selection}]) -> tensor on x's device
+ *                   (with a timeline: y, stamps, columns, clock, build: the timeline build recording the
+ *                   selection, 0-based as lua/timeline.h reads it; build = {registers =, spills =,
+ *                   max_active_clusters =, waves =} of that build)
+ *   plan:time(x, rounds, warmup[, selection]) -> {ms, ...}
+ *   plan:info() -> table (the variant, its sizes and kernel attributes, the schedule, and timeline =
+ *                   {stages =, waits_for =, blocks =, warps =, group =}: what a timeline records)
  *   plan:close()
  *   core.cluster_variant(kernel_table | nil, batch, hidden) -> the variant a plan of that batch compiles
  *                                    (options by name, file, sizes, defines, launch_tile_rows)
@@ -20,6 +24,7 @@
 #include "lstm/device_layers.h"
 #include "lua/bind.h"
 #include "lua/gpu_plan.h"
+#include "lua/timeline.h"
 
 static void push_variant(lua_State *L, const spk_cluster_variant *v, const spk_cluster_sizes *s)
 {
@@ -111,6 +116,12 @@ static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, do
     return spk_cluster_plan_time(plan, x, rounds, warmup, ms);
 }
 
+static int plan_time_timeline(void *plan, const spk_tensor *x, const spk_timeline_selection *sel, int rounds,
+                              int warmup, double *ms)
+{
+    return spk_cluster_plan_time_timeline(plan, x, sel, rounds, warmup, ms);
+}
+
 static void plan_push_name(lua_State *L, const void *plan)
 {
     const spk_cluster_plan_info *i = spk_cluster_plan_get_info(plan);
@@ -123,6 +134,7 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.cluster_s
                                                 .closed_name = "lstm stack cluster (closed)",
                                                 .free = plan_free,
                                                 .time = plan_time,
+                                                .time_timeline = plan_time_timeline,
                                                 .push_name = plan_push_name};
 
 static int l_stack_new(lua_State *L)
@@ -146,13 +158,47 @@ static int l_stack_new(lua_State *L)
 
 static spk_cluster_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
 
+static const char *const forward_keys[] = {"timeline", NULL};
+
 static int l_forward(lua_State *L)
 {
     check_plan(L); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 2);
+    spk_lua_noextra(L, 3);
+    spk_lua_checktensor(L, 2);
+    spk_timeline_selection sel;
+    bool timeline = false;
+    if (!lua_isnoneornil(L, 3)) {
+        if (lua_type(L, 3) != LUA_TTABLE)
+            return luaL_error(L, "forward: options must be a table {timeline =}, got %s", spk_lua_describe(L, 3));
+        spk_lua_checkkeys(L, 3, forward_keys, "forward");
+        if ((timeline = spk_lua_rawfield(L, 3, "timeline") != LUA_TNIL))
+            spk_lua_read_timeline_selection(L, -1, &sel);
+        lua_pop(L, 1);
+    }
     spk_cluster_plan *p = check_plan(L);
-    spk_lua_pushtensor(L, spk_cluster_plan_forward(p, spk_lua_checktensor(L, 2)));
-    return 1;
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    if (!timeline) {
+        spk_lua_pushtensor(L, spk_cluster_plan_forward(p, x));
+        return 1;
+    }
+    spk_tensor *stamps = NULL;
+    spk_timeline_clock clock;
+    spk_cluster_timeline_build build;
+    spk_tensor *y = spk_cluster_plan_forward_timeline(p, x, &sel, &stamps, &clock, &build);
+    if (!y)
+        return spk_lua_fail(L);
+    /* a static list, taken before the tables below may run a finalizer that closes the plan */
+    const spk_timeline_stages *stages = spk_cluster_timeline_stages(&spk_cluster_plan_get_info(p)->variant);
+    spk_lua_pushtensor(L, y);
+    spk_lua_pushtensor(L, stamps);
+    spk_lua_push_timeline_columns(L, stages);
+    spk_lua_push_timeline_clock(L, &clock);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, build.attrs.registers), lua_setfield(L, -2, "registers");
+    lua_pushinteger(L, (lua_Integer)build.attrs.local_bytes), lua_setfield(L, -2, "spills");
+    lua_pushinteger(L, build.max_active), lua_setfield(L, -2, "max_active_clusters");
+    lua_pushinteger(L, build.waves), lua_setfield(L, -2, "waves");
+    return 5;
 }
 
 static int l_info(lua_State *L)
@@ -173,6 +219,12 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "kernel");
     push_schedule(L, &info->schedule);
     lua_setfield(L, -2, "schedule");
+    lua_createtable(L, 0, 5);
+    spk_lua_set_timeline_stages(L, spk_cluster_timeline_stages(&info->variant));
+    lua_pushinteger(L, (lua_Integer)(info->variant.cluster * info->schedule.tiles)), lua_setfield(L, -2, "blocks");
+    lua_pushinteger(L, info->variant.threads / 32), lua_setfield(L, -2, "warps");
+    lua_pushinteger(L, info->variant.cluster), lua_setfield(L, -2, "group");
+    lua_setfield(L, -2, "timeline");
     spk_lua_set_gpu_shape(L, &info->shape);
     return 1;
 }

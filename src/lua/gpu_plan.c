@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lua/timeline.h"
 
 typedef struct lua_gpu_plan {
     void *plan;
@@ -213,16 +214,21 @@ static int plan_time(lua_State *L)
 {
     const spk_lua_gpu_plan_type *type = upvalue_type(L);
     spk_lua_gpu_plan_check(L, type); /* a closed self first */
-    spk_lua_noextra(L, 4);
+    spk_lua_noextra(L, 5);
     spk_lua_checktensor(L, 2);
     lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
     if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
         return luaL_error(L, "lstm stack time: rounds must be 1..100000 and warmup 0..100000");
+    spk_timeline_selection sel;
+    bool timeline = !lua_isnoneornil(L, 5);
+    if (timeline)
+        spk_lua_read_timeline_selection(L, 5, &sel);
     double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
     /* taken after the allocation, which may run a finalizer that closes them */
     void *p = spk_lua_gpu_plan_check(L, type);
     spk_tensor *x = spk_lua_checktensor(L, 2);
-    if (type->time(p, x, (int)rounds, (int)warmup, ms) != 0)
+    if ((timeline ? type->time_timeline(p, x, &sel, (int)rounds, (int)warmup, ms)
+                  : type->time(p, x, (int)rounds, (int)warmup, ms)) != 0)
         return spk_lua_fail(L);
     lua_createtable(L, (int)rounds, 0);
     for (lua_Integer i = 0; i < rounds; i++) {
@@ -265,9 +271,14 @@ void spk_lua_gpu_plan_register(lua_State *L, const spk_lua_gpu_plan_type *type, 
 {
     const spk_lua_reg methods[] = {
         {"forward", forward,
-         "plan:forward(x) -> y\nx f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side."},
+         "plan:forward(x[, {timeline = selection}]) -> y[, stamps, columns, clock, build]\nx f32 [batch, steps, in] "
+         "on the host or the device; y [batch, steps, 2H] on x's side. With a timeline selection\n(0-based, "
+         "spk.timeline.selection's C form) through the timeline build recording it, and the decoded\nstamps "
+         "(spk.timeline.make reads them); the persistent plan also takes {trace = {...}}."},
         {"time", plan_time,
-         "plan:time(x, rounds, warmup) -> {ms, ...}\nCUDA-graph replays of one forward, each timed by events."},
+         "plan:time(x, rounds, warmup[, selection]) -> {ms, ...}\nCUDA-graph replays of one forward, each timed by "
+         "events; with a timeline selection (0-based,\nspk.timeline.selection's C form) through the timeline build "
+         "recording it."},
         {"info", info, "plan:info() -> {kernel =, schedule =, ...}\nThe compiled variant, its resources and the schedule."},
         {"close", plan_close_method, "plan:close()\nFrees the plan's device memory now (also <close> and collection)."},
         {NULL, NULL, NULL}};

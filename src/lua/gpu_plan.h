@@ -4,6 +4,7 @@
 #ifndef SPK_LUA_GPU_PLAN_H
 #define SPK_LUA_GPU_PLAN_H
 
+#include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
 #include "lstm/lstm.h"
@@ -43,6 +44,9 @@ typedef struct spk_lua_gpu_plan_type {
     const char *closed_name; /* __tostring of a closed plan */
     void (*free)(void *plan);
     int (*time)(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
+    /* the timeline build recording a selection (plan:time's fifth argument) */
+    int (*time_timeline)(void *plan, const spk_tensor *x, const spk_timeline_selection *sel, int rounds, int warmup,
+                         double *ms);
     void (*push_name)(lua_State *L, const void *plan); /* pushes __tostring of an open plan */
 } spk_lua_gpu_plan_type;
 

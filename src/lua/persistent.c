@@ -4,8 +4,12 @@
  *                  capacity =, timeout_ms =, math = "fp32" | "tf32"}  -> plan userdata
  *   plan:forward(x[, {trace = {layer =, direction =, steps =}}]) -> tensor on x's device
  *                   (with a trace: y, {trace = {h =, c =, layer =, direction =, steps =}})
- *   plan:time(rounds, warmup) -> {ms, ...}
- *   plan:info() -> table (kernel attributes, schedule, capacities)
+ *   plan:forward(x, {timeline = selection}) -> y, stamps, columns, clock, build: the timeline build
+ *                   recording the selection (0-based, as lua/timeline.h reads it); build =
+ *                   {registers =, spills =, capacity =} of that build
+ *   plan:time(x, rounds, warmup[, selection]) -> {ms, ...}
+ *   plan:info() -> table (kernel attributes, schedule, capacities, and timeline = {stages =,
+ *                   waits_for =, blocks =, warps =, group =}: what a timeline records)
  *   plan:close()
  *   core.persistent_variant(kernel_table | nil, batch[, hidden]) -> the variant a plan of that batch
  *                   compiles (options left out: each option's default rule) and its geometry
@@ -23,6 +27,7 @@
 #include "lstm/persistent.h"
 #include "lua/bind.h"
 #include "lua/gpu_plan.h"
+#include "lua/timeline.h"
 
 static void push_variant(lua_State *L, const spk_persistent_variant *v, const spk_persistent_geometry *g)
 {
@@ -111,6 +116,12 @@ static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, do
     return spk_persistent_plan_time(plan, x, rounds, warmup, ms);
 }
 
+static int plan_time_timeline(void *plan, const spk_tensor *x, const spk_timeline_selection *sel, int rounds,
+                              int warmup, double *ms)
+{
+    return spk_persistent_plan_time_timeline(plan, x, sel, rounds, warmup, ms);
+}
+
 static void plan_push_name(lua_State *L, const void *plan)
 {
     const spk_persistent_plan_info *i = spk_persistent_plan_get_info(plan);
@@ -123,6 +134,7 @@ static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.stack",
                                                 .closed_name = "lstm stack persistent (closed)",
                                                 .free = plan_free,
                                                 .time = plan_time,
+                                                .time_timeline = plan_time_timeline,
                                                 .push_name = plan_push_name};
 
 static int l_stack_new(lua_State *L)
@@ -201,6 +213,33 @@ static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *st
     trace->steps = steps;
 }
 
+/* forward(x, {timeline = selection}) with the selection at the top of the stack. */
+static int forward_timeline(lua_State *L)
+{
+    if (spk_lua_rawfield(L, 3, "trace") != LUA_TNIL)
+        return luaL_error(L, "forward: trace and timeline are separate builds of the kernel; ask for one at a time");
+    lua_pop(L, 1);
+    spk_timeline_selection sel;
+    spk_lua_read_timeline_selection(L, -1, &sel);
+    spk_persistent_plan *p = check_plan(L);
+    const spk_tensor *x = spk_lua_checktensor(L, 2);
+    spk_tensor *stamps = NULL;
+    spk_timeline_clock clock;
+    spk_persistent_timeline_build build;
+    spk_tensor *y = spk_persistent_plan_forward_timeline(p, x, &sel, &stamps, &clock, &build);
+    if (!y)
+        return spk_lua_fail(L);
+    spk_lua_pushtensor(L, y);
+    spk_lua_pushtensor(L, stamps);
+    spk_lua_push_timeline_columns(L, spk_persistent_timeline_stages());
+    spk_lua_push_timeline_clock(L, &clock);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, build.attrs.registers), lua_setfield(L, -2, "registers");
+    lua_pushinteger(L, (lua_Integer)build.attrs.local_bytes), lua_setfield(L, -2, "spills");
+    lua_pushinteger(L, build.capacity), lua_setfield(L, -2, "capacity");
+    return 5;
+}
+
 static int l_forward(lua_State *L)
 {
     check_plan(L); /* self first: a closed one is what is wrong */
@@ -214,11 +253,14 @@ static int l_forward(lua_State *L)
     luaL_checktype(L, 3, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, 3)) {
-        if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "trace") != 0)
-            return luaL_error(L, "forward: unknown option '%s' (trace)",
-                              lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (!key || (strcmp(key, "trace") != 0 && strcmp(key, "timeline") != 0))
+            return luaL_error(L, "forward: unknown option '%s' (trace, timeline)", key ? key : "?");
         lua_pop(L, 1);
     }
+    if (spk_lua_rawfield(L, 3, "timeline") != LUA_TNIL)
+        return forward_timeline(L);
+    lua_pop(L, 1);
     spk_lua_rawfield(L, 3, "trace");
     if (lua_isnil(L, -1)) {
         spk_lua_pushtensor(L, spk_persistent_plan_forward(check_plan(L), spk_lua_checktensor(L, 2)));
@@ -281,6 +323,12 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "kernel");
     push_schedule(L, &info->schedule);
     lua_setfield(L, -2, "schedule");
+    lua_createtable(L, 0, 5);
+    spk_lua_set_timeline_stages(L, spk_persistent_timeline_stages());
+    lua_pushinteger(L, (lua_Integer)(info->geometry.groups * info->schedule.tiles)), lua_setfield(L, -2, "blocks");
+    lua_pushinteger(L, info->variant.threads / 32), lua_setfield(L, -2, "warps");
+    lua_pushinteger(L, info->geometry.groups), lua_setfield(L, -2, "group");
+    lua_setfield(L, -2, "timeline");
     spk_lua_set_gpu_shape(L, &info->shape);
     return 1;
 }

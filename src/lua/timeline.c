@@ -24,6 +24,7 @@
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
 #include "lua/bind.h"
+#include "lua/timeline.h"
 
 #define DEMO_MT "spk.timeline_demo"
 
@@ -52,7 +53,7 @@ static const char *const selection_keys[] = {"layer", "direction", "first_step",
                                              "first_block", "blocks", "warp", NULL};
 
 /* The C selection from the 0-based table at idx (bounds: cuda/timeline.c). */
-static void read_selection(lua_State *L, int idx, spk_timeline_selection *sel)
+void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selection *sel)
 {
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "timeline selection must be a table, got %s", spk_lua_describe(L, idx));
@@ -112,7 +113,7 @@ static void read_stage_names(lua_State *L, int idx, spk_timeline_stages *stages)
     stages->waits_for = NULL;
 }
 
-static void push_columns(lua_State *L, const spk_timeline_stages *stages)
+void spk_lua_push_timeline_columns(lua_State *L, const spk_timeline_stages *stages)
 {
     int n = spk_timeline_column_count(stages);
     lua_createtable(L, n, 0);
@@ -129,8 +130,7 @@ static void push_columns(lua_State *L, const spk_timeline_stages *stages)
     }
 }
 
-/* The alignment and the selection the buffer's header gave (0-based). */
-static void push_clock(lua_State *L, const spk_timeline_clock *c)
+void spk_lua_push_timeline_clock(lua_State *L, const spk_timeline_clock *c)
 {
     lua_createtable(L, 0, 10);
     lua_pushnumber(L, c->cycles_per_ns), lua_setfield(L, -2, "cycles_per_ns");
@@ -167,8 +167,8 @@ static int l_decode(lua_State *L)
     if (!stamps)
         return spk_lua_fail(L);
     spk_lua_pushtensor(L, stamps);
-    push_columns(L, &stages);
-    push_clock(L, &clock);
+    spk_lua_push_timeline_columns(L, &stages);
+    spk_lua_push_timeline_clock(L, &clock);
     return 3;
 }
 
@@ -180,7 +180,7 @@ static int l_columns(lua_State *L)
     read_stage_names(L, 1, &stages);
     if (spk_timeline_stages_check(&stages) != 0)
         return spk_lua_fail(L);
-    push_columns(L, &stages);
+    spk_lua_push_timeline_columns(L, &stages);
     return 1;
 }
 
@@ -201,6 +201,23 @@ static void push_stages(lua_State *L, const spk_timeline_stages *st)
             lua_pushboolean(L, 0);
         lua_rawseti(L, -2, k + 1);
     }
+    lua_setfield(L, -2, "waits_for");
+}
+
+void spk_lua_set_timeline_stages(lua_State *L, const spk_timeline_stages *st)
+{
+    lua_createtable(L, st->count, 0);
+    for (int k = 0; k < st->count; k++) {
+        lua_pushstring(L, st->names[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+    lua_setfield(L, -2, "stages");
+    lua_createtable(L, 0, 2);
+    for (int k = 0; k < st->count; k++)
+        if (st->waits_for && st->waits_for[k] >= 0) {
+            lua_pushstring(L, st->names[st->waits_for[k]]);
+            lua_setfield(L, -2, st->names[k]);
+        }
     lua_setfield(L, -2, "waits_for");
 }
 
@@ -266,7 +283,7 @@ static int demo_forward(lua_State *L)
     spk_timeline_selection sel;
     bool timeline = !lua_isnoneornil(L, 3);
     if (timeline)
-        read_selection(L, 3, &sel);
+        spk_lua_read_timeline_selection(L, 3, &sel);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_timeline_demo *d = check_demo(L);
     spk_tensor *stamps = NULL;
@@ -278,8 +295,8 @@ static int demo_forward(lua_State *L)
     if (!timeline)
         return 1;
     spk_lua_pushtensor(L, stamps);
-    push_columns(L, spk_timeline_demo_stages());
-    push_clock(L, &clock);
+    spk_lua_push_timeline_columns(L, spk_timeline_demo_stages());
+    spk_lua_push_timeline_clock(L, &clock);
     return 4;
 }
 
@@ -297,7 +314,7 @@ static int demo_time(lua_State *L)
     spk_timeline_selection sel;
     bool records = !lua_isnoneornil(L, 6);
     if (records)
-        read_selection(L, 6, &sel);
+        spk_lua_read_timeline_selection(L, 6, &sel);
     double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
     /* taken after the allocation, which may run a finalizer that closes them */
     const spk_tensor *x = spk_lua_checktensor(L, 2);

@@ -4,7 +4,11 @@
  * kernels/spk_timeline.cuh compiles for sm_90 with SPK_TIMELINE on and off,
  * a build with it off is the kernel without its timeline lines instruction
  * for instruction (PTX and cubin), and a build with it on has the same
- * floating-point instructions, for every kernel in kernels/ that includes it. */
+ * floating-point instructions, for every kernel in kernels/ that includes it;
+ * and the built-in kernels' timeline builds: every per-batch default and
+ * each kernel form compiles instrumented with the plain build's
+ * floating-point instructions, their stage lists, and the plans' checks of a
+ * selection. */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +22,8 @@
 #include "cuda/runtime.h"
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
+#include "lstm/cluster.h"
+#include "lstm/persistent.h"
 
 #define MAGIC 0x31454d49544b5053ull
 
@@ -658,6 +664,159 @@ TEST(demo_checks_its_shape)
         }
 }
 
+/* ---- the built-in kernels -------------------------------------------------- */
+
+static spk_module *cluster_build(const void *v, bool timeline, const char *arch)
+{
+    return timeline ? spk_cluster_variant_compile_timeline(v, arch) : spk_cluster_variant_compile(v, arch);
+}
+
+static spk_module *persistent_build(const void *v, bool timeline, const char *arch)
+{
+    return timeline ? spk_persistent_variant_compile_timeline(v, arch) : spk_persistent_variant_compile(v, arch);
+}
+
+/* A variant's plain and timeline builds: both compile (PTX for compute_90,
+ * the timeline build's cubin for sm_90 through ptxas), the timeline build
+ * stamps (clock64 at the marks, the globaltimer at the starts and its
+ * anchor) and both have the same floating-point instructions. */
+static void check_builds(const char *name, spk_module *(*build)(const void *, bool, const char *), const void *v)
+{
+    spk_module *off = build(v, false, "compute_90"), *on = build(v, true, "compute_90"), *on_bin = build(v, true, "sm_90");
+    CHECK(off && on && on_bin);
+    if (!off || !on || !on_bin) {
+        fprintf(stderr, "  %s: %s\n", name, spk_last_error());
+    } else {
+        size_t n_off, n_on, n_bin;
+        const char *ptx_off = spk_module_code(off, &n_off), *ptx_on = spk_module_code(on, &n_on);
+        spk_module_code(on_bin, &n_bin);
+        int stamps = count_text(ptx_on, n_on, "%clock64") - count_text(ptx_off, n_off, "%clock64");
+        int readings = count_text(ptx_on, n_on, "%globaltimer") - count_text(ptx_off, n_off, "%globaltimer");
+        CHECK(stamps >= 6 && readings >= 2 && readings < stamps);
+        static char ops_off[8192], ops_on[8192];
+        float_ops(ptx_off, n_off, ops_off, sizeof ops_off);
+        float_ops(ptx_on, n_on, ops_on, sizeof ops_on);
+        CHECK(strlen(ops_off) > 0 && strcmp(ops_off, ops_on) == 0);
+        if (strcmp(ops_off, ops_on) != 0)
+            fprintf(stderr, "  %s: floating-point instructions differ:\noff:\n%son:\n%s", name, ops_off, ops_on);
+        if (check_verbose())
+            fprintf(stderr, "  %s: %d stamps (%d globaltimer readings) in the PTX, cubin %zu bytes\n", name, stamps,
+                    readings, n_bin);
+    }
+    spk_module_release(off), spk_module_release(on), spk_module_release(on_bin);
+}
+
+TEST(built_in_timeline_builds_keep_the_arithmetic)
+{
+    /* every row of the cluster batch table (hidden 128), the baseline, one gate row a thread, two row phases */
+    static const int64_t cluster_batches[] = {1, 8, 16, 32, 48, 64, 128, 256, 512};
+    spk_kernel_choice none = {0};
+    for (size_t i = 0; i < sizeof cluster_batches / sizeof *cluster_batches; i++) {
+        spk_cluster_variant v;
+        int64_t tile_rows;
+        CHECK(spk_cluster_variant_resolve(128, cluster_batches[i], &none, &v, &tile_rows) == 0);
+        char name[64];
+        snprintf(name, sizeof name, "cluster default, batch %lld", (long long)cluster_batches[i]);
+        check_builds(name, cluster_build, &v);
+    }
+    static const struct {
+        const char *name, *option, *word;
+        int value;
+        int64_t batch;
+    } forms[] = {
+        {"cluster baseline (push scalar), batch 8", "push", "scalar", 0, 8},
+        {"cluster direct, one gate row a thread, batch 8", "gate_block", NULL, 1, 8},
+        {"cluster baseline, hidden 128, batch 1", "push", "scalar", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        spk_kernel_choice c = {0};
+        int option = spk_kernel_option_index(&spk_cluster_family, forms[i].option);
+        CHECK(option >= 0);
+        CHECK((forms[i].word ? spk_kernel_choice_set_word(&spk_cluster_family, &c, option, forms[i].word)
+                             : spk_kernel_choice_set_int(&spk_cluster_family, &c, option, forms[i].value)) == 0);
+        spk_cluster_variant v;
+        int64_t tile_rows;
+        CHECK(spk_cluster_variant_resolve(128, forms[i].batch, &c, &v, &tile_rows) == 0);
+        check_builds(forms[i].name, cluster_build, &v);
+    }
+    /* every row of the persistent batch table */
+    static const int64_t persistent_batches[] = {1, 8, 64, 256};
+    for (size_t i = 0; i < sizeof persistent_batches / sizeof *persistent_batches; i++) {
+        spk_persistent_variant v;
+        CHECK(spk_persistent_variant_resolve(128, persistent_batches[i], &none, &v) == 0);
+        char name[64];
+        snprintf(name, sizeof name, "persistent default, batch %lld", (long long)persistent_batches[i]);
+        check_builds(name, persistent_build, &v);
+    }
+}
+
+static bool stage_is(const spk_timeline_stages *st, int k, const char *name, int waits_for)
+{
+    return k < st->count && strcmp(st->names[k], name) == 0 && st->waits_for[k] == waits_for;
+}
+
+TEST(built_in_stage_lists)
+{
+    spk_cluster_variant v;
+    int64_t tile_rows;
+    spk_kernel_choice none = {0};
+    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v, &tile_rows) == 0);
+    const spk_timeline_stages *st = spk_cluster_timeline_stages(&v);
+    CHECK(spk_timeline_stages_check(st) == 0 && st->count == 7);
+    CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 1, "gates", -1) && stage_is(st, 2, "dot", -1) &&
+          stage_is(st, 3, "reduce", -1) && stage_is(st, 4, "cell", -1) && stage_is(st, 5, "publish", -1) &&
+          stage_is(st, 6, "fetch", -1));
+    CHECK(spk_cluster_variant_resolve(128, 256, &none, &v, &tile_rows) == 0 && v.row_phases == 2);
+    st = spk_cluster_timeline_stages(&v);
+    CHECK(spk_timeline_stages_check(st) == 0 && st->count == 12);
+    CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 6, "wait_2", 10) && stage_is(st, 10, "publish_2", -1) &&
+          stage_is(st, 11, "fetch", -1));
+    v.push = SPK_PUSH_SCALAR;
+    st = spk_cluster_timeline_stages(&v);
+    CHECK(spk_timeline_stages_check(st) == 0 && st->count == 7);
+    CHECK(stage_is(st, 0, "fetch", -1) && stage_is(st, 1, "wait", 6) && stage_is(st, 4, "sync", -1) &&
+          stage_is(st, 6, "publish", -1));
+    st = spk_persistent_timeline_stages();
+    CHECK(spk_timeline_stages_check(st) == 0 && st->count == 6);
+    CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 1, "fetch", -1) && stage_is(st, 5, "publish", -1));
+}
+
+TEST(plans_check_a_selection_against_their_launch)
+{
+    /* a cluster plan of 4 layers x 589 steps, clusters of 8 blocks of 128 threads, 3 tiles: 24 blocks a direction */
+    spk_cluster_plan_info c = {0};
+    c.shape.layers = 4, c.shape.steps = 589;
+    c.variant.cluster = 8, c.variant.threads = 128;
+    c.schedule.tiles = 3;
+    spk_timeline_selection sel = {3, 1, 525, 64, 16, 8, 3};
+    CHECK(spk_cluster_timeline_check(&c, &sel) == 0);
+    sel.first_block = 17;
+    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.blocks: block 24 is past the last block of a direction, 23");
+    sel.first_block = 0, sel.warp = 4;
+    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.warp: warp 4 is past the last warp of a block, 3");
+    sel.warp = 0, sel.first_step = 526;
+    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.steps: step 590 is past the last step, 589");
+    sel.first_step = 0, sel.layer = 4;
+    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.layer: layer 5 is past the last layer, 4");
+    /* a persistent plan: 32 groups of 4 units a tile, 2 tiles: 64 blocks a direction, 4 warps a block */
+    spk_persistent_plan_info p = {0};
+    p.shape.layers = 2, p.shape.steps = 50;
+    p.geometry.groups = 32, p.variant.threads = 128;
+    p.schedule.tiles = 2;
+    sel = (spk_timeline_selection){1, 0, 0, 50, 32, 32, 3};
+    CHECK(spk_persistent_timeline_check(&p, &sel) == 0);
+    sel.blocks = 33;
+    CHECK(spk_persistent_timeline_check(&p, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "block 64 is past the last block of a direction, 63");
+    sel.blocks = 32, sel.layer = 2;
+    CHECK(spk_persistent_timeline_check(&p, &sel) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "layer 3 is past the last layer, 2");
+}
+
 int main(void)
 {
     use_fresh_cache();
@@ -673,5 +832,8 @@ int main(void)
     RUN(every_instrumented_kernel_costs_nothing_when_off);
     RUN(the_header_compiles_alone_on_and_off);
     RUN(demo_checks_its_shape);
+    RUN(built_in_timeline_builds_keep_the_arithmetic);
+    RUN(built_in_stage_lists);
+    RUN(plans_check_a_selection_against_their_launch);
     return CHECK_SUMMARY();
 }
