@@ -662,27 +662,34 @@ int spk_kernel_stack_enqueue(spk_kernel_stack *ks, const spk_tensor *x)
     return spk_lstm_gpu_enqueue_layers(&ks->buffers, &ks->info.shape, x, s, recur, ks);
 }
 
-/* Waits for s; a kernel of one's own that has not finished long after its
- * timeout is reported instead of waited for forever. */
+/* Waits for s; with a watchdog, a pass still running that long is reported
+ * instead of waited for forever. */
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int wait_stream(spk_kernel_stack *ks, spk_stream *s)
 {
     if (ks->desc.watchdog_ns == 0)
         return spk_stream_synchronize(s);
-    uint64_t limit_ns = ks->desc.watchdog_ns, waited = 0;
+    const double start = seconds_now(), limit = 1e-9 * (double)ks->desc.watchdog_ns;
     for (;;) {
         bool done = false;
         if (spk_stream_query(s, &done) != 0)
             return -1;
         if (done)
             return spk_stream_synchronize(s);
-        if (waited > limit_ns)
-            return spk_fail("lstm stack: kernel %s has not finished %.0f s after the pass was enqueued, past its "
-                            "timeout (%.3f s): a wait that never gives up? The contract: every wait is bounded by "
-                            "timeout_ns and gives up with a status. The device stays busy with it; end the process",
-                            ks->name, (double)waited * 1e-9, (double)ks->desc.timeout_ns * 1e-9);
+        double waited = seconds_now() - start;
+        if (waited > limit)
+            return spk_fail("lstm stack: kernel %s has not finished after %.1f s of waiting (its watchdog; its "
+                            "timeout is %.3f s): a wait that never gives up? The contract: every wait is bounded by "
+                            "timeout_ns and gives up with a status. The device stays busy with it until it ends",
+                            ks->name, waited, 1e-9 * (double)ks->desc.timeout_ns);
         struct timespec pause = {0, WATCH_POLL_NS};
         nanosleep(&pause, NULL);
-        waited += WATCH_POLL_NS;
     }
 }
 
@@ -721,8 +728,10 @@ static int check_counters(spk_kernel_stack *ks)
         } else if (k[2] > 0 && !input_nan) {
             describe_index(sh, n - k[3], where, sizeof where);
             rc = spk_fail("lstm stack: kernel %s wrote NaN to %llu outputs of layer %lld (the first: %s) from finite "
-                          "inputs and weights: does it read the packing the plan made (gate order \"%s\", layout "
-                          "\"%s\": SPK_GATE_* and SPK_PACK_ROWS say where each gate is)?",
+                          "inputs and weights: does it read the buffers as the plan lays them out (gate order "
+                          "\"%s\", layout \"%s\": SPK_GATE_* and SPK_PACK_ROWS say where each gate is; y is "
+                          "[batch, steps, 2H], a direction's units in its own half; a value not yet written holds "
+                          "a NaN poison)?",
                           ks->name, (unsigned long long)k[2], (long long)l + 1, where, ks->desc.packing.order,
                           spk_lstm_layout_name(ks->desc.packing.layout));
         }
