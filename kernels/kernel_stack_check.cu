@@ -2,7 +2,8 @@
 // (src/lstm/kernel_stack.c, docs/kernels.md): before a layer's launches the
 // plan fills the output with a poison, a float of all ones (a NaN that no
 // arithmetic produces: the GPU's NaN results are 0x7fffffff), and after them
-// counts what is left of it and which NaNs the kernel wrote.
+// counts what is left of it and which other non-finite values (NaN, Inf) the
+// kernel wrote; the same count over x says whether the input was finite.
 
 #define SPK_POISON 0xffffffffu
 
@@ -15,8 +16,8 @@ extern "C" __global__ void spk_kernel_stack_poison(unsigned *y, unsigned long lo
 }
 
 // out[0]: words still holding the poison, out[1]: n - the first one's index
-// (0: none); out[2], out[3]: the same for the other NaNs. The host zeroes out
-// before a pass, so the firsts are maxima of n - index.
+// (0: none); out[2], out[3]: the same for the other non-finite values. The
+// host zeroes out before a pass, so the firsts are maxima of n - index.
 extern "C" __global__ void spk_kernel_stack_count(const unsigned *y, unsigned long long n, unsigned long long *out)
 {
     unsigned long long poison = 0, nan = 0, first_poison = 0, first_nan = 0;
@@ -27,7 +28,7 @@ extern "C" __global__ void spk_kernel_stack_count(const unsigned *y, unsigned lo
             poison++;
             if (first_poison == 0)
                 first_poison = n - i;
-        } else if ((w & 0x7f800000u) == 0x7f800000u && (w & 0x007fffffu) != 0) {
+        } else if ((w & 0x7f800000u) == 0x7f800000u) {
             nan++;
             if (first_nan == 0)
                 first_nan = n - i;

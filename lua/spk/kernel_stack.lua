@@ -345,6 +345,7 @@ return function(spk, core)
       merged.backend = name
       return stack(merged, name, 2)
     end
+    make = options.takes(1, "spk.lstm.backends." .. name, make)
     spk.lstm.backends[name] = make
     -- its rows in spk.benchmark are held to the built-in kernels' bound
     local benchmark = require "spk.benchmark"

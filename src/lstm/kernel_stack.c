@@ -714,7 +714,7 @@ static int check_counters(spk_kernel_stack *ks)
         return -1;
     }
     uint64_t n = (uint64_t)(sh->batch * sh->steps * 2 * sh->hidden);
-    bool input_nan = c[0] + c[2] > 0;
+    bool input_nan = c[0] + c[2] > 0; /* x: any non-finite value (the poison pattern included) */
     int rc = 0;
     char where[128];
     for (int64_t l = 0; l < sh->layers && rc == 0; l++) {
@@ -727,8 +727,9 @@ static int check_counters(spk_kernel_stack *ks)
                           ks->name, (unsigned long long)k[0], (unsigned long long)n, (long long)l + 1, where);
         } else if (k[2] > 0 && !input_nan) {
             describe_index(sh, n - k[3], where, sizeof where);
-            rc = spk_fail("lstm stack: kernel %s wrote NaN to %llu outputs of layer %lld (the first: %s) from finite "
-                          "inputs and weights: does it read the buffers as the plan lays them out (gate order "
+            rc = spk_fail("lstm stack: kernel %s wrote NaN or infinity to %llu outputs of layer %lld (the first: %s) "
+                          "from finite inputs and weights: does it read the buffers as the plan lays them out (gate "
+                          "order "
                           "\"%s\", layout \"%s\": SPK_GATE_* and SPK_PACK_ROWS say where each gate is; y is "
                           "[batch, steps, 2H], a direction's units in its own half; a value not yet written holds "
                           "a NaN poison)?",
@@ -848,9 +849,12 @@ spk_tensor *spk_kernel_stack_forward_trace(spk_kernel_stack *ks, const spk_tenso
     ks->trace = (spk_kernel_stack_addresses){.trace = spk_tensor_data(buffer), .trace_slot = spk_tensor_data(steps),
                                              .trace_slots = (int)slots, .trace_layer = trace->layer,
                                              .trace_direction = trace->direction};
+    if (ks->desc.check_writes && prepare_check(ks) != 0)
+        goto done;
     ks->tracing = true;
+    ks->checking = ks->desc.check_writes;
     y = spk_lstm_gpu_forward(&ks->runner, x);
-    ks->tracing = false;
+    ks->tracing = ks->checking = false;
     ks->trace = (spk_kernel_stack_addresses){0};
     if (!y || !(host = spk_tensor_to_host(buffer, ks->stream)))
         goto done;
