@@ -390,6 +390,8 @@ void spk_kernel_stack_free(spk_kernel_stack *ks)
     spk_stream_release(ks->side);
     spk_stream_release(ks->stream);
     free(ks->launches);
+    for (int i = 0; ks->statuses && i < ks->desc.nstatuses; i++)
+        free((char *)ks->statuses[i].message);
     free(ks->statuses);
     free(ks);
 }
@@ -470,8 +472,14 @@ spk_kernel_stack *spk_kernel_stack_new(const spk_kernel_stack_options *o)
     }
     memcpy(ks->launches, d->launches, sizeof *ks->launches * (size_t)d->nlaunches);
     ks->desc.launches = ks->launches;
-    if (d->nstatuses > 0)
-        memcpy(ks->statuses, d->statuses, sizeof *ks->statuses * (size_t)d->nstatuses);
+    /* the messages too: a script's strings do not outlive the call */
+    for (int i = 0; i < d->nstatuses; i++) {
+        ks->statuses[i].code = d->statuses[i].code;
+        if (!(ks->statuses[i].message = strdup(d->statuses[i].message))) {
+            spk_fail("lstm stack: out of memory");
+            goto fail;
+        }
+    }
     ks->desc.statuses = ks->statuses;
     ks->info.shape = shape;
     ks->info.nlaunches = d->nlaunches;
