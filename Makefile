@@ -216,7 +216,7 @@ DOCDIR  ?= $(PREFIX)/share/doc/spk
 # files come from (the first argument of install_files).
 LUA_FILES        = $(patsubst lua/%,%,$(sort $(shell find lua/spk -type f -name '*.lua')))
 KERNEL_FILES     = $(sort $(wildcard kernels/*.cu kernels/*.cuh))
-EXPERIMENT_FILES = $(sort $(wildcard experiments/*.lua))
+EXPERIMENT_FILES = $(sort $(wildcard experiments/*.lua experiments/kernels/*.lua experiments/kernels/*.cu))
 TOOL_FILES       = $(sort $(wildcard tools/*.lua))
 DOC_FILES        = README.md $(sort $(shell find docs -type f))
 

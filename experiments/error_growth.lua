@@ -12,12 +12,15 @@
 --   persistent, cudnn (GPU): a GPU plan returns only the last layer's output,
 --               so their curves cover steps 1768..2356 (layer 4), unless the
 --               plan's forward accepts {trace = ...} (then every layer and
---               direction is traced step by step).
+--               direction is traced step by step);
+--   --kernel FILE: a kernel of one's own (a kernel file, docs/kernels.md) as
+--               one more backend, traced when it takes the trace arguments.
 -- A step whose error is exactly 0 cannot sit on the log axis; it is left out
 -- of the plot (the CSV keeps it) and counted in the output.
 --
 -- GPU: optional. Without one it runs the cpu backend only (exit 0).
 -- Run: build/spk run experiments/error_growth.lua [--quick] [--batches 1] [--backends cpu,persistent,cudnn]
+--      [--kernel experiments/kernels/row_block.lua]
 -- Writes: error_growth.csv (backend, layer, step, t_forward, t_reverse, max_abs),
 -- error_growth.json (per backend per layer maxima), error_growth.svg (log y).
 local spk = require "spk"
@@ -30,9 +33,15 @@ local ex = experiment.start {
   about = "Per-step error against the f64 reference over all layers x steps, per backend.",
   batches = { 4 }, quick_batches = { 1 },
   options = { { "backends", { "cpu", "persistent", "cudnn" }, help = "backends to compare" },
+              { "kernel", "", help = "a kernel file (spk.lstm.kernel_file): its kernel as one more backend" },
               { "steps", 589, help = "time steps (589: a 10 s window)" } },
 }
 local batch, steps = ex.batches[1], ex.opts.steps
+if ex.opts.kernel ~= "" then
+  local spec = spk.lstm.kernel_file(ex.opts.kernel)
+  spk.lstm.kernel_backend(spec.name, spec)
+  table.insert(ex.opts.backends, spec.name)
+end
 local backends = {}
 for _, name in ipairs(ex.opts.backends) do
   if name == "cpu" or ex.gpu then

@@ -1,11 +1,22 @@
 -- The small GPU workload scripts/gpu-sanitize.sh runs under compute-sanitizer:
 -- every stack backend at batch 3, steps 5, 2 layers, hidden 128 (checked
 -- against the f64 reference), a NaN input through the persistent kernel,
--- a CUDA-graph replay, and the self-test kernels (plain, cooperative,
--- cluster). Small on purpose: under the sanitizer the recurrence kernels'
+-- a CUDA-graph replay, the example kernels of one's own
+-- (experiments/kernels/*.lua: checked, traced, replayed) and the self-test
+-- kernels (plain, cooperative, cluster). Small on purpose: under the sanitizer the recurrence kernels'
 -- flag polls run orders of magnitude slower, so the poll timeout is 10 min.
 local spk = require "spk"
 local cuda = spk.cuda
+
+-- Modes: (none) every case below; --kernel FILE: a stack around that kernel
+-- file's kernel alone (a kernel of one's own); --out-of-bounds: the fixture
+-- kernel that reads past R (tests/fixtures/kernels/out_of_bounds.cu), which
+-- memcheck must report.
+local argv, kernel_file, out_of_bounds = { ... }, nil, false
+for i = 1, #argv do
+  if argv[i] == "--kernel" then kernel_file = argv[i + 1] end
+  if argv[i] == "--out-of-bounds" then out_of_bounds = true end
+end
 
 local B, T, IN, H, L = 3, 5, 60, 128, 2
 local TIMEOUT_MS = 600000
@@ -43,6 +54,40 @@ local function check_stack(name, opts)
 end
 
 print("sanitize: device " .. tostring(cuda.device().name))
+local root = (spk.find_dir("experiments") or "experiments") .. "/.."
+if out_of_bounds then
+  step("out-of-bounds kernel (memcheck must report its read)", function()
+    local plan = spk.lstm.kernel_stack { layers = layers, batch = B, steps = T, check_writes = false,
+      file = root .. "/tests/fixtures/kernels/out_of_bounds.cu", entry = "out_of_bounds",
+      args = { "gates", "r", "bias", "output", "batch", "steps", "direction" },
+      launch = function(shape) return { grid = shape.batch, block = shape.hidden } end }
+    plan:forward(x)
+    plan:close()
+  end)
+  cuda.synchronize()
+  os.exit(failures == 0 and 0 or 1, true)
+end
+-- A kernel of one's own: its stack, against the f64 reference, traced and
+-- replayed in a graph when it can be.
+local function check_kernel(path)
+  local spec = spk.lstm.kernel_file(path)
+  spk.lstm.kernel_backend(spec.name, spec)
+  check_stack(("kernel %s (%s)"):format(spec.name, path), { backend = spec.name, timeout_ms = TIMEOUT_MS })
+  step(("kernel %s: trace and graph replay"):format(spec.name), function()
+    local plan = spk.lstm.stack { backend = spec.name, layers = layers, batch = B, steps = T, timeout_ms = TIMEOUT_MS }
+    if plan.kernel.traceable then
+      plan:forward(x, { trace = { layer = 2, direction = "reverse", steps = { 1, T } } })
+    end
+    plan:time { rounds = 1, warmup = 0, x = x }
+    plan:close()
+  end)
+end
+if kernel_file then
+  check_kernel(kernel_file)
+  cuda.synchronize()
+  print(("sanitize: %d failed"):format(failures))
+  os.exit(failures == 0 and 0 or 1, true)
+end
 check_stack("persistent (default variant)", { backend = "persistent", timeout_ms = TIMEOUT_MS })
 check_stack("persistent units 8, 256 threads", { backend = "persistent", timeout_ms = TIMEOUT_MS,
                                                  kernel = { units = 8, threads = 256 } })
@@ -69,6 +114,8 @@ else
   print("sanitize: cluster backend not present or no cluster launch on this device: skipped")
 end
 check_stack("cpu (reference, no GPU work)", { backend = "cpu" })
+check_kernel(root .. "/experiments/kernels/row_block.lua")
+if cuda.device().cluster then check_kernel(root .. "/experiments/kernels/cluster_registers.lua") end
 
 local m = cuda.compile { file = cuda.kernel_dir() .. "/selftest.cu" }
 step("selftest saxpy", function()

@@ -5,9 +5,16 @@
 # tool's summary line ("ERROR SUMMARY: 0 errors", "RACECHECK SUMMARY: ...").
 # The exit status is 0 only if every tool ran clean and the workload passed.
 #
+# With memcheck among the tools it then runs a kernel that reads out of
+# bounds (tests/fixtures/kernels/out_of_bounds.cu) and requires memcheck to
+# report it, naming the kernel.
+#
 # Usage (repository root, $BUILD built and carried; no Lua needed: build/spk
 # carries its interpreter):
 #   scripts/gpu-sanitize.sh [tool ...]     (default: memcheck racecheck synccheck)
+#   scripts/gpu-sanitize.sh --kernel FILE [tool ...]
+#                                          a kernel of one's own alone: its kernel file
+#                                          (spk.lstm.kernel_file, e.g. experiments/kernels/row_block.lua)
 # SPK_SANITIZE_TIMEOUT (seconds, default 600) bounds each tool's run; a run
 # that hits it counts as failed and says so.
 set -u
@@ -21,6 +28,12 @@ export SPK_KERNEL_DIR="$PWD/kernels"
 # Kernels compile once, outside the sanitized runs' timing.
 export SPK_CACHE_DIR=${SPK_CACHE_DIR:-$(mktemp -d)}
 
+workload=()
+if [ "${1:-}" = "--kernel" ]; then
+  [ -n "${2:-}" ] || { echo "gpu-sanitize: --kernel needs a kernel file" >&2; exit 2; }
+  workload=(--kernel "$2")
+  shift 2
+fi
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck)
 "$sanitizer" --version | head -n 3
@@ -39,13 +52,31 @@ for tool in "${tools[@]}"; do
   log=$(mktemp)
   echo "== compute-sanitizer --tool $tool"
   timeout --kill-after=10 "${SPK_SANITIZE_TIMEOUT:-600}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
-    "$BUILD/spk" run scripts/gpu-sanitize.lua 2>&1 | tee "$log"
+    "$BUILD/spk" run scripts/gpu-sanitize.lua "${workload[@]}" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   summary=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
   [ -n "$summary" ] || summary="(no summary printed)"
   case "$rc" in 124|137) summary="$summary; stopped after ${SPK_SANITIZE_TIMEOUT:-600} s" ;; esac
   summaries+=("$tool: $summary (exit $rc)")
   [ "$rc" -eq 0 ] || status=1
+  rm -f "$log"
+done
+
+# The out-of-bounds kernel: memcheck must find its read (exit 99 and the kernel named).
+for tool in "${tools[@]}"; do
+  [ "$tool" = memcheck ] && [ ${#workload[@]} -eq 0 ] || continue
+  log=$(mktemp)
+  echo "== compute-sanitizer --tool memcheck: a kernel that reads out of bounds (it must be reported)"
+  timeout --kill-after=10 "${SPK_SANITIZE_TIMEOUT:-600}" "$sanitizer" --tool memcheck --report-api-errors no \
+    --error-exitcode 99 --print-limit 5 "$BUILD/spk" run scripts/gpu-sanitize.lua --out-of-bounds 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  errors=$(grep -E 'ERROR SUMMARY' "$log" | tail -n 1)
+  if [ "$rc" -eq 99 ] && grep -q 'Invalid __global__ read' "$log" && grep -q 'out_of_bounds' "$log"; then
+    summaries+=("memcheck, out-of-bounds kernel: found, as it must ($errors)")
+  else
+    summaries+=("memcheck, out-of-bounds kernel: NOT found (exit $rc; ${errors:-no summary})")
+    status=1
+  fi
   rm -f "$log"
 done
 

@@ -84,6 +84,8 @@
 --   Pure: verdicts[i] = {bound =, bound_max_abs =, bound_ok =} per row (see Bounds).
 -- benchmark.environment() -> {device, driver, runtime, cudnn, date}: what the
 --   table header shows (strings; "none" where there is no GPU).
+-- benchmark.text(rows, info[, {environment =, seconds =}]) -> the table spk bench
+--   prints of run's rows and info (scripts print the same).
 -- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds;
 -- benchmark.tf32_bound: the fixed TF32 rel_l2 bound (1e-2); benchmark.maths: {"fp32", "tf32", "3xtf32"};
 -- benchmark.held_to: the cuDNN math each math's rows are bounded by and timed against (3xtf32: fp32).
@@ -390,10 +392,85 @@ function M.run(opts)
   return rows, info
 end
 
+-- ---- the table spk bench prints ----------------------------------------------
+
+local function table_columns(report)
+  local function verdict(_, row)
+    if row.error then return "error" end
+    if row.bound_ok == true then return "ok" end
+    if row.bound_ok == false then return "FAIL" end
+    return nil
+  end
+  return {
+    "batch",
+    "backend",
+    "variant",
+    { key = "median_ms", title = "median ms", format = report.fmt_ms },
+    { key = "min_ms", title = "min ms", format = report.fmt_ms },
+    { key = "spread", title = "spread", format = report.fmt_pct, align = "right" },
+    { key = "speedup", title = "vs cuDNN best", format = report.fmt_ratio, align = "right" },
+    { key = "rel_l2", title = "rel L2", format = report.fmt_sci, align = "right" },
+    { key = "max_abs", title = "max abs", format = report.fmt_sci, align = "right" },
+    { key = "bound", title = "bound", format = report.fmt_sci, align = "right" },
+    { key = "bound_ok", title = "check", format = verdict },
+    { key = "error", title = "note", empty = "" },
+  }
+end
+
+-- The table of M.run's rows as spk bench prints it: a header (the shape,
+-- the device, the method), the rows, a footer (the speed-up and bounds,
+-- counts of rows beyond their bound or failed, the run's seconds).
+-- opts: environment (M.environment()), seconds.
+function M.text(rows, info, opts)
+  local report = require "spk.report"
+  opts = require("spk.options").check_keys(opts, { "environment", "seconds" }, "benchmark.text")
+  local env = opts.environment or M.environment()
+  local failed, errors = 0, 0
+  for _, r in ipairs(rows) do
+    if r.bound_ok == false then failed = failed + 1 end
+    if r.error then errors = errors + 1 end
+  end
+  local header = {
+    ("spk bench: %d-layer bidirectional LSTM, hidden %d, input %d, %d steps, f32; %s"):format(info.layers,
+      info.hidden, info.input, info.steps, env.date),
+    ("device: %s; driver %s; CUDA runtime %s; cuDNN %s"):format(env.device, env.driver, env.runtime, env.cudnn),
+    ("ms per forward: median of %d CUDA graph replays after %d warm-up (cpu: wall clock); "
+      .. "checked against the f64 reference%s"):format(info.rounds, info.warmup, info.check ~= false and ""
+      or " (skipped)"),
+  }
+  local own = false -- rows of a kernel of one's own (spk.lstm.kernel_backend)
+  local builtin = { persistent = true, cluster = true, cudnn = true, cpu = true, auto = true }
+  for _, r in ipairs(rows) do own = own or not builtin[r.backend] end
+  local footer = {
+    "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
+    ("bound (rel L2): cuDNN and cpu 1e-4; persistent%s 1.1x (and max abs 2x) cuDNN standard FP32's at that "
+      .. "batch."):format(own and ", cluster and the kernels of one's own" or " and cluster"),
+  }
+  local tf32 = false
+  for _, m in ipairs(info.maths or {}) do tf32 = tf32 or m == "tf32" end
+  if tf32 then
+    footer[1] = "vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
+      .. "(tf32 rows: the fastest cuDNN tf32 one) / the row's (> 1: faster)."
+    footer[#footer + 1] = ("tf32 rows: cuDNN %g; persistent and cluster (TF32 input projections, FP32 recurrence) "
+      .. "1.1x (and max abs 2x) cuDNN standard tf32's at that batch, else %g."):format(M.tf32_bound, M.tf32_bound)
+  end
+  for _, m in ipairs(info.maths or {}) do
+    if m == "3xtf32" then
+      footer[#footer + 1] = "3xtf32 rows (split-TF32 input projections, FP32 recurrence): the FP32 rows' bounds; "
+        .. "vs cuDNN best: the fastest cuDNN FP32 algorithm."
+    end
+  end
+  if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
+  if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end
+  if opts.seconds then footer[#footer + 1] = ("%.1f s in all."):format(opts.seconds) end
+  return report.table(rows, table_columns(report), { title = table.concat(header, "\n"), footer = footer })
+end
+
 -- An argument a function does not take is an error that names it.
 do
   local options = require "spk.options"
   M.run = options.takes(1, "benchmark.run", M.run)
+  M.text = options.takes(3, "benchmark.text", M.text)
 end
 
 return M

@@ -6,6 +6,7 @@
 --   local ex = experiment.start{
 --     name = "tile_sweep", about = "one line for --help",
 --     gpu = "required",            -- | "optional": see The no-GPU policy
+--     no_gpu = "...",              -- optional: what --help says happens without a GPU
 --     batches = {1, 8, 32, 64, 256}, quick_batches = {1, 8},
 --     options = { {"rounds", 7, quick = 3, help = "timed rounds"},      -- integer
 --                 {"backends", {"persistent", "cudnn"}, help = "..."} }, -- list
@@ -68,8 +69,8 @@ local function usage(spec)
       or type(o[2]) == "number" and "N" or "VALUE"), o.help or "", default, quick)
   end
   lines[#lines + 1] = "  --help               this text"
-  lines[#lines + 1] = spec.gpu == "required" and "Needs a CUDA GPU: without one it says so and exits 3."
-    or "Without a GPU it runs its CPU part only."
+  lines[#lines + 1] = spec.no_gpu or (spec.gpu == "required" and "Needs a CUDA GPU: without one it says so and exits 3."
+    or "Without a GPU it runs its CPU part only.")
   return table.concat(lines, "\n")
 end
 
@@ -156,7 +157,7 @@ function M.start(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" then
     error("experiment.start: expects {name =, ...}", 2)
   end
-  options.check_keys(spec, { "name", "about", "batches", "quick_batches", "options", "gpu", "arg" },
+  options.check_keys(spec, { "name", "about", "batches", "quick_batches", "options", "gpu", "no_gpu", "arg" },
     "experiment.start")
   local argv = {}
   for i, a in ipairs(spec.arg or _G.arg or {}) do argv[i] = a end

@@ -379,58 +379,77 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
     return 0;
 }
 
+/* ---- the plan's description ----------------------------------------------- */
+
+const int spk_cluster_args[SPK_CLUSTER_NARGS] = {SPK_RA_GATES, SPK_RA_R,     SPK_RA_BIAS,  SPK_RA_OUTPUT,
+                                                 SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS, SPK_RA_TILE_ROWS};
+
+static const spk_kernel_stack_status cluster_statuses[] = {
+    {STATUS_BAD_GEOMETRY, "the cluster kernel refused its launch geometry (cluster shape, block size, "
+                          "tile rows or shared memory); the output is not valid"},
+    {STATUS_EXCHANGE_TIMEOUT, "the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
+                              "the output is not valid"},
+    {STATUS_NEEDS_SM90, "the cluster kernel was built for an architecture below sm_90 and did not run"},
+};
+
+/* A launch of `tiles` tiles of `tile_rows` rows: grid (cluster, tiles, 2). */
+static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
+{
+    return (spk_kernel_stack_launch){.direction = -1,
+                                     .grid = {(unsigned)v->cluster, (unsigned)tiles, 2},
+                                     .block = {(unsigned)v->threads, 1, 1},
+                                     .cluster = {(unsigned)v->cluster, 1, 1},
+                                     .smem = smem_bytes(v, (int)tile_rows)};
+}
+
+int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
+                           spk_kernel_stack_launch *launch)
+{
+    if (spk_cluster_variant_derive(v, (int)s->tile_rows, NULL) != 0)
+        return -1;
+    *launch = cluster_launch(v, s->tiles, s->tile_rows);
+    *out = (spk_kernel_stack_desc){.name = "cluster recurrence",
+                                   .args = spk_cluster_args,
+                                   .nargs = SPK_CLUSTER_NARGS,
+                                   .launches = launch,
+                                   .nlaunches = 1,
+                                   .tile_rows = (int32_t)s->tile_rows,
+                                   .packing = spk_lstm_packing_builtin(),
+                                   .statuses = cluster_statuses,
+                                   .nstatuses = (int)(sizeof cluster_statuses / sizeof *cluster_statuses)};
+    return 0;
+}
+
 /* ---- plans --------------------------------------------------------------- */
 
 struct spk_cluster_plan {
     spk_cluster_plan_info info;
-    spk_module *module;
-    spk_kernel *kernel;
-    spk_lstm_gpu_buffers buffers; /* layers, gates, output */
-    spk_tensor *status;           /* i32 [1]: the kernel's unsigned status word */
-    spk_lstm_gpu_runner runner;   /* forward and time on this plan */
-    spk_stream *stream;
-    /* The timeline build, compiled on first use, and while a forward or a
-     * timing runs through it the recording its launches take (NULL: none). */
-    spk_module *timeline_module;
-    spk_kernel *timeline_kernel;
+    spk_kernel_stack *stack; /* the weights, buffers, launches, forward and time */
+    /* The timeline build (the stack holds its kernel), compiled on first use. */
+    bool timeline_ready;
     spk_cluster_timeline_build timeline_build;
-    bool timeline_on;
-    const spk_timeline *recording;
 };
 
 void spk_cluster_plan_free(spk_cluster_plan *p)
 {
     if (!p)
         return;
-    spk_lstm_gpu_buffers_free(&p->buffers);
-    spk_tensor_free(p->status);
-    spk_kernel_free(p->kernel);
-    spk_module_release(p->module);
-    spk_kernel_free(p->timeline_kernel);
-    spk_module_release(p->timeline_module);
-    spk_stream_release(p->stream);
+    spk_kernel_stack_free(p->stack);
     free(p);
 }
 
 const spk_cluster_plan_info *spk_cluster_plan_get_info(const spk_cluster_plan *p) { return &p->info; }
 
-static spk_launch_config launch_config(const spk_cluster_plan *p, int64_t tiles, int64_t tile_rows)
+static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
+    spk_kernel_stack_launch l = cluster_launch(v, tiles, tile_rows);
     spk_launch_config cfg = {0};
-    cfg.grid[0] = (unsigned)p->info.variant.cluster;
-    cfg.grid[1] = (unsigned)tiles;
-    cfg.grid[2] = 2;
-    cfg.block[0] = (unsigned)p->info.variant.threads;
-    cfg.block[1] = cfg.block[2] = 1;
-    cfg.cluster[0] = (unsigned)p->info.variant.cluster;
-    cfg.cluster[1] = cfg.cluster[2] = 1;
-    cfg.smem = smem_bytes(&p->info.variant, (int)tile_rows);
-    cfg.stream = p->stream;
+    memcpy(cfg.grid, l.grid, sizeof cfg.grid);
+    memcpy(cfg.block, l.block, sizeof cfg.block);
+    memcpy(cfg.cluster, l.cluster, sizeof cfg.cluster);
+    cfg.smem = l.smem;
     return cfg;
 }
-
-static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_cluster_plan_enqueue(plan, x); }
-static int finish_runner(void *plan) { return spk_cluster_plan_finish(plan); }
 
 spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
 {
@@ -466,16 +485,17 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
     info->variant = variant;
     info->shape = shape;
     info->sms = props.sms;
+    spk_module *module = NULL;
+    spk_kernel *kernel = NULL;
 
-    if (!(p->stream = spk_stream_new()))
+    if (!(module = spk_cluster_variant_compile(&variant, NULL)))
         goto fail;
-    if (!(p->module = spk_cluster_variant_compile(&variant, NULL)))
+    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(module));
+    if (!(kernel = spk_module_kernel(module, SPK_LSTM_CLUSTER_KERNEL)) ||
+        spk_kernel_attributes(kernel, &info->attrs) != 0)
         goto fail;
-    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(p->module));
-    if (!(p->kernel = spk_module_kernel(p->module, SPK_LSTM_CLUSTER_KERNEL)) ||
-        spk_kernel_attributes(p->kernel, &info->attrs) != 0)
-        goto fail;
-    if (variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(p->kernel, true) != 0)
+    /* an attribute of the module's kernel: the stack's handle of it has it too */
+    if (variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(kernel, true) != 0)
         goto fail;
 
     {
@@ -491,9 +511,9 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
             n = spk_cluster_heights(variant.tile_rows, heights);
         }
         for (int i = 0; i < n; i++) {
-            spk_launch_config cfg = launch_config(p, (o->batch + heights[i] - 1) / heights[i], heights[i]);
+            spk_launch_config cfg = launch_config(&variant, (o->batch + heights[i] - 1) / heights[i], heights[i]);
             int clusters;
-            if (spk_kernel_max_active_clusters(p->kernel, &cfg, &clusters) != 0)
+            if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
                 goto fail;
             active[i] = clusters;
         }
@@ -502,84 +522,38 @@ spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
             goto fail;
     }
 
-    if (spk_lstm_gpu_buffers_new(&p->buffers, o->layers, &info->shape, SPK_I32, 1, &p->status, p->stream) != 0)
+    spk_kernel_stack_desc desc;
+    spk_kernel_stack_launch launch;
+    if (spk_cluster_stack_desc(&variant, &info->schedule, &desc, &launch) != 0)
         goto fail;
-    p->runner = (spk_lstm_gpu_runner){.plan = p, .shape = &info->shape, .stream = p->stream,
-                                      .output = p->buffers.output, .enqueue = enqueue_runner,
-                                      .finish = finish_runner};
+    spk_kernel_stack_options so = {.layers = o->layers, .count = o->count, .batch = o->batch, .steps = o->steps,
+                                   .math = o->math, .module = module, .entry = SPK_LSTM_CLUSTER_KERNEL,
+                                   .desc = &desc};
+    if (!(p->stack = spk_kernel_stack_new(&so)))
+        goto fail;
+    spk_kernel_free(kernel);
+    spk_module_release(module);
     return p;
 fail:
     spk_error_prefix("lstm stack");
+    spk_kernel_free(kernel);
+    spk_module_release(module);
     spk_cluster_plan_free(p);
     return NULL;
 }
 
-/* One launch runs both directions of every tile of a layer. */
-static int launch_layer(void *plan, int layer)
-{
-    spk_cluster_plan *p = plan;
-    const spk_cluster_plan_info *info = &p->info;
-    const spk_cluster_schedule *s = &info->schedule;
-    spk_lstm_device_layer *pl = &p->buffers.layers[layer];
-    spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
-    spk_storage *uses[6] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            p->buffers.output->storage, p->status->storage, spk_timeline_storage(p->recording)};
-    cfg.uses = uses;
-    cfg.nuses = p->recording ? 6 : 5;
-    spk_arg args[8 + SPK_TIMELINE_ARGS] = {
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->buffers.gates)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->r)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->bias)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->buffers.output)}},
-        {SPK_ARG_PTR, {.ptr = spk_tensor_data(p->status)}},
-        {SPK_ARG_I32, {.i32 = (int32_t)info->shape.batch}},
-        {SPK_ARG_I32, {.i32 = (int32_t)info->shape.steps}},
-        {SPK_ARG_I32, {.i32 = (int32_t)s->tile_rows}},
-    };
-    /* the timeline build's: one launch holds every block of both directions (block offset 0) */
-    spk_timeline_args(p->recording, layer, 0, args + 8);
-    if (spk_kernel_launch(p->timeline_on ? p->timeline_kernel : p->kernel, &cfg, args,
-                          p->timeline_on ? 8 + SPK_TIMELINE_ARGS : 8) != 0) {
-        spk_error_prefix("layer %d cluster recurrence", layer + 1);
-        return -1;
-    }
-    return 0;
-}
+int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x) { return spk_kernel_stack_enqueue(p->stack, x); }
 
-int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x)
-{
-    if (spk_lstm_gpu_check_enqueue(&p->info.shape, x) != 0)
-        return -1;
-    if (spk_tensor_zero_device(p->status, p->stream) != 0)
-        return -1;
-    return spk_lstm_gpu_enqueue_layers(&p->buffers, &p->info.shape, x, p->stream, launch_layer, p);
-}
-
-int spk_cluster_plan_finish(spk_cluster_plan *p)
-{
-    if (spk_stream_synchronize(p->stream) != 0)
-        return -1;
-    uint32_t status = 0;
-    if (spk_memcpy_d2h(&status, spk_tensor_data(p->status), sizeof status, p->stream) != 0)
-        return -1;
-    static const spk_lstm_gpu_status known[] = {
-        {STATUS_BAD_GEOMETRY, "the cluster kernel refused its launch geometry (cluster shape, block size, "
-                              "tile rows or shared memory); the output is not valid"},
-        {STATUS_EXCHANGE_TIMEOUT, "the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
-                                  "the output is not valid"},
-        {STATUS_NEEDS_SM90, "the cluster kernel was built for an architecture below sm_90 and did not run"},
-    };
-    return spk_lstm_gpu_check_status(status, known, (int)(sizeof known / sizeof *known), "cluster");
-}
+int spk_cluster_plan_finish(spk_cluster_plan *p) { return spk_kernel_stack_finish(p->stack); }
 
 spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)
 {
-    return spk_lstm_gpu_forward(&p->runner, x);
+    return spk_kernel_stack_forward(p->stack, x);
 }
 
 int spk_cluster_plan_time(spk_cluster_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
+    return spk_kernel_stack_time(p->stack, x, rounds, warmup, ms);
 }
 
 /* ---- step timelines ------------------------------------------------------- */
@@ -622,34 +596,38 @@ int spk_cluster_timeline_check(const spk_cluster_plan_info *info, const spk_time
  * registers may fit fewer clusters at once (more waves, the same bits). */
 static int prepare_timeline(spk_cluster_plan *p)
 {
-    if (p->timeline_kernel)
+    if (p->timeline_ready)
         return 0;
     const spk_cluster_schedule *s = &p->info.schedule;
     spk_cluster_timeline_build b = {0};
-    int clusters = 0;
+    int clusters = 0, rc = -1;
     spk_module *m = spk_cluster_variant_compile_timeline(&p->info.variant, NULL);
     spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_CLUSTER_KERNEL) : NULL;
+    /* an attribute of the module's kernel: the stack's handle of it has it too */
     if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
         (p->info.variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(k, true) != 0))
         goto fail;
-    spk_launch_config cfg = launch_config(p, s->tiles, s->tile_rows);
+    spk_launch_config cfg = launch_config(&p->info.variant, s->tiles, s->tile_rows);
     if (spk_kernel_max_active_clusters(k, &cfg, &clusters) != 0)
         goto fail;
     if (clusters < 1) {
         spk_fail("not one cluster of tile height %lld fits the device", (long long)s->tile_rows);
         goto fail;
     }
+    if (spk_kernel_stack_set_timeline_kernel(p->stack, m, SPK_LSTM_CLUSTER_KERNEL) != 0)
+        goto done;
     b.max_active = clusters;
     b.waves = (s->clusters + clusters - 1) / clusters;
-    p->timeline_module = m;
-    p->timeline_kernel = k;
     p->timeline_build = b;
-    return 0;
+    p->timeline_ready = true;
+    rc = 0;
+    goto done;
 fail:
     spk_error_prefix("lstm stack: the cluster kernel's timeline build");
+done:
     spk_kernel_free(k);
     spk_module_release(m);
-    return -1;
+    return rc;
 }
 
 spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *p, const spk_tensor *x,
@@ -657,27 +635,14 @@ spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *p, const spk_ten
                                               spk_timeline_clock *clock, spk_cluster_timeline_build *build)
 {
     *stamps = NULL;
-    const spk_timeline_stages *stages = spk_cluster_timeline_stages(&p->info.variant);
     if (spk_lstm_check_x(p->info.shape.batch, p->info.shape.steps, p->info.shape.input, x) != 0 ||
         spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
         return NULL;
-    spk_timeline *tl = spk_timeline_new(sel, stages, p->stream);
-    if (!tl)
-        return NULL;
-    p->timeline_on = true;
-    p->recording = tl;
-    spk_tensor *y = spk_lstm_gpu_forward(&p->runner, x);
-    p->timeline_on = false;
-    p->recording = NULL;
-    spk_tensor *raw = NULL;
-    if (y && (!(raw = spk_timeline_read(tl, p->stream)) || !(*stamps = spk_timeline_decode(raw, stages, 0, clock)))) {
+    spk_tensor *y = spk_kernel_stack_forward_timeline(p->stack, x, sel, spk_cluster_timeline_stages(&p->info.variant),
+                                                      stamps, clock);
+    if (!y)
         spk_error_prefix("lstm stack (cluster)");
-        spk_tensor_free(y);
-        y = NULL;
-    }
-    spk_tensor_free(raw);
-    spk_timeline_free(tl);
-    if (y && build)
+    else if (build)
         *build = p->timeline_build;
     return y;
 }
@@ -687,14 +652,6 @@ int spk_cluster_plan_time_timeline(spk_cluster_plan *p, const spk_tensor *x, con
 {
     if (spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
         return -1;
-    spk_timeline *tl = spk_timeline_new(sel, spk_cluster_timeline_stages(&p->info.variant), p->stream);
-    if (!tl)
-        return -1;
-    p->timeline_on = true;
-    p->recording = tl;
-    int rc = spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
-    p->timeline_on = false;
-    p->recording = NULL;
-    spk_timeline_free(tl);
-    return rc;
+    return spk_kernel_stack_time_timeline(p->stack, x, sel, spk_cluster_timeline_stages(&p->info.variant), rounds,
+                                          warmup, ms);
 }

@@ -18,6 +18,7 @@
 #include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
+#include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
 
 /* ---- Kernel variants ------------------------------------------------------ */
@@ -110,6 +111,20 @@ int spk_cluster_heights(int max_tile_rows, int64_t heights[SPK_CLUSTER_MAX_HEIGH
  * height (fewest waves). Needs no device. */
 int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const int64_t *heights,
                               const int64_t *max_active, int count, int64_t forced);
+
+/* ---- The plan through the kernel stack (kernel_stack.h) ----------------- */
+
+/* The kernel's arguments in the contract's names: gates, r, bias, output,
+ * status, batch, steps, tile_rows (both directions in one launch). */
+#define SPK_CLUSTER_NARGS 8
+extern const int spk_cluster_args[SPK_CLUSTER_NARGS];
+/* The description the plan gives the kernel stack (no device needed): per
+ * layer one launch of both directions, grid (cluster, tiles, 2), clusters
+ * (cluster, 1, 1), the dynamic shared memory of the schedule's tile height,
+ * not co-resident (clusters never wait on each other, so they run in
+ * waves), no state, the packing "ifco" units, the kernel's status codes. */
+int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
+                           spk_kernel_stack_launch *launch);
 
 /* ---- Plans ------------------------------------------------------------- */
 

@@ -53,17 +53,36 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count)
     free(layers);
 }
 
-spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count, spk_stream *s)
+spk_lstm_packing spk_lstm_packing_builtin(void)
 {
+    return (spk_lstm_packing){.order = "ifco", .layout = SPK_LSTM_LAYOUT_UNITS};
+}
+
+int spk_lstm_packing_check(const spk_lstm_packing *packing)
+{
+    if (spk_lstm_gate_order_check(packing->order) != 0)
+        return -1;
+    if (packing->layout != SPK_LSTM_LAYOUT_UNITS && packing->layout != SPK_LSTM_LAYOUT_ROWS)
+        return spk_fail("packing layout %d is neither units nor rows", (int)packing->layout);
+    return 0;
+}
+
+spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count,
+                                                  const spk_lstm_packing *packing, spk_stream *s)
+{
+    if (spk_lstm_packing_check(packing) != 0)
+        return NULL;
+    const char *to = packing->order;
+    spk_lstm_layout layout = packing->layout;
     spk_lstm_device_layer *out = calloc((size_t)count, sizeof *out);
     if (!out)
         return spk_fail_null("lstm stack: out of memory");
     for (int l = 0; l < count; l++) {
         spk_lstm_device_layer *pl = &out[l];
         pl->input = layers[l].W->shape[2];
-        if (!(pl->w = upload_f32(spk_lstm_pack_directions(layers[l].W, "iofc", "ifco"), s)) ||
-            !(pl->r = upload_f32(spk_lstm_pack_directions(layers[l].R, "iofc", "ifco"), s)) ||
-            !(pl->bias = upload_f32(spk_lstm_pack_bias(layers[l].B, "iofc", "ifco"), s))) {
+        if (!(pl->w = upload_f32(spk_lstm_pack_layout(layers[l].W, "iofc", to, layout), s)) ||
+            !(pl->r = upload_f32(spk_lstm_pack_layout(layers[l].R, "iofc", to, layout), s)) ||
+            !(pl->bias = upload_f32(spk_lstm_pack_bias_layout(layers[l].B, "iofc", to, layout), s))) {
             spk_error_prefix("layer %d", l + 1);
             spk_lstm_device_layers_free(out, count);
             return NULL;
@@ -142,14 +161,15 @@ int spk_lstm_gpu_shape_check(const spk_lstm_layer *layers, int count, int64_t ba
 }
 
 int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *layers, const spk_lstm_gpu_shape *shape,
-                             spk_dtype words_dtype, int64_t words_numel, spk_tensor **words, spk_stream *s)
+                             const spk_lstm_packing *packing, spk_dtype words_dtype, int64_t words_numel,
+                             spk_tensor **words, spk_stream *s)
 {
     b->count = (int)shape->layers;
     /* The projections' GEMM made ready now (a 3xtf32 kernel's compile and
      * load), so that a forward can be captured in a graph. */
     if (spk_gemm_prepare(shape->math))
         return -1;
-    if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, s)))
+    if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, packing, s)))
         return -1;
     int64_t H = shape->hidden, B = shape->batch, T = shape->steps;
     int64_t gshape[3] = {2, B * T, 4 * H};

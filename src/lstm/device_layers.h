@@ -16,8 +16,21 @@
  * (nan) at flat index 5". Needs no device. */
 int spk_lstm_check_finite(const spk_lstm_layer *layers, int count);
 
-/* One layer packed for the recurrence kernels (gates [i, f, c, o] adjacent per
- * unit, see spk_lstm_pack_directions), f32 on the device. */
+/* How a plan's recurrence kernel takes its weights: the gate order of the
+ * packed rows and their layout (lstm.h: units, row u*4 + p, or rows, row
+ * p*H + u). W, R, the summed bias and so the input projections' gates all
+ * follow it. */
+typedef struct spk_lstm_packing {
+    char order[5]; /* a permutation of "iofc" */
+    spk_lstm_layout layout;
+} spk_lstm_packing;
+/* The built-in kernels' packing: "ifco", units. */
+spk_lstm_packing spk_lstm_packing_builtin(void);
+/* Checks the order (spk_lstm_gate_order_check) and the layout. */
+int spk_lstm_packing_check(const spk_lstm_packing *packing);
+
+/* One layer packed for a recurrence kernel (spk_lstm_packing), f32 on the
+ * device. */
 typedef struct spk_lstm_device_layer {
     int64_t input;
     spk_tensor *w;    /* [2, 4H, input] */
@@ -27,7 +40,8 @@ typedef struct spk_lstm_device_layer {
 
 /* Packs and uploads `count` layers on s; NULL on failure (the message names
  * the layer). */
-spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count, spk_stream *s);
+spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, int count,
+                                                  const spk_lstm_packing *packing, spk_stream *s);
 void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
 /* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
@@ -73,12 +87,13 @@ typedef struct spk_lstm_gpu_buffers {
     spk_tensor *output;
 } spk_lstm_gpu_buffers;
 
-/* Uploads the layers, then allocates in this order the gates, the plan's own
- * `*words` (words_dtype [words_numel]: its kernel's status word and exchange
- * state) and the output on s, and waits for s. On failure the caller frees
- * what was made (spk_lstm_gpu_buffers_free and *words). */
+/* Uploads the layers in `packing`, then allocates in this order the gates,
+ * the plan's own `*words` (words_dtype [words_numel]: its kernel's status
+ * word and exchange state) and the output on s, and waits for s. On failure
+ * the caller frees what was made (spk_lstm_gpu_buffers_free and *words). */
 int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *layers, const spk_lstm_gpu_shape *shape,
-                             spk_dtype words_dtype, int64_t words_numel, spk_tensor **words, spk_stream *s);
+                             const spk_lstm_packing *packing, spk_dtype words_dtype, int64_t words_numel,
+                             spk_tensor **words, spk_stream *s);
 /* Frees the layers, the gates and the output (b itself belongs to the plan). */
 void spk_lstm_gpu_buffers_free(spk_lstm_gpu_buffers *b);
 

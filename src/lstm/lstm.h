@@ -67,6 +67,22 @@ spk_tensor *spk_lstm_unpack_directions(const spk_tensor *packed, const char *fro
  * entry Wb + Rb of the same row, summed in B's dtype. */
 spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char *to);
 
+/* The packed layouts a recurrence kernel may ask for (docs/kernels.md):
+ * "units", each hidden unit's four gate rows adjacent (row u*4 + p, what
+ * spk_lstm_pack_directions makes; the built-in kernels' layout), or "rows",
+ * four gate blocks (row p*H + u, ONNX's layout in the gate order `to`). */
+typedef enum { SPK_LSTM_LAYOUT_UNITS = 0, SPK_LSTM_LAYOUT_ROWS = 1 } spk_lstm_layout;
+/* "units" or "rows"; anything else fails naming both. */
+int spk_lstm_layout_from_name(const char *name, spk_lstm_layout *out);
+const char *spk_lstm_layout_name(spk_lstm_layout layout);
+/* W [2, 4H, K] (gate order `from`) in `layout` and gate order `to`: row
+ * g*H + u goes to row u*4 + p (units) or p*H + u (rows), p the position in
+ * `to` of gate g of `from`. */
+spk_tensor *spk_lstm_pack_layout(const spk_tensor *W, const char *from, const char *to, spk_lstm_layout layout);
+/* B [2, 8H] to [2, 4H]: Wb + Rb of each row (summed in B's dtype), placed as
+ * spk_lstm_pack_layout places rows. */
+spk_tensor *spk_lstm_pack_bias_layout(const spk_tensor *B, const char *from, const char *to, spk_lstm_layout layout);
+
 /* Reorders the four gate blocks along dimension `dim` (size 4H): block g of
  * order `from` goes to the position of that gate in `to`. For PyTorch
  * ("ifco", its g is our c) to ONNX ("iofc") and back. */

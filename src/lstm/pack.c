@@ -1,6 +1,7 @@
-/* Gate orders and the packed layouts of the persistent kernel: each hidden
- * unit's four gate rows adjacent (row u*4 + p), so one block owning a few units
- * reads one contiguous slab of W, R and the pre-summed bias. */
+/* Gate orders and the packed layouts of the recurrence kernels: each hidden
+ * unit's four gate rows adjacent (row u*4 + p, the built-in kernels': one
+ * block owning a few units reads one contiguous slab of W, R and the
+ * pre-summed bias), or four gate blocks (row p*H + u), in any gate order. */
 #include <string.h>
 
 #include "core/cancel.h"
@@ -51,8 +52,29 @@ static int check_directions(const spk_tensor *W, const char *what)
     return 0;
 }
 
-/* unpack == false: row g*H + u -> u*4 + position[g]; true: the inverse. */
-static spk_tensor *move_rows(const spk_tensor *W, const char *from, const char *to, bool unpack, const char *what)
+int spk_lstm_layout_from_name(const char *name, spk_lstm_layout *out)
+{
+    if (name && strcmp(name, "units") == 0)
+        *out = SPK_LSTM_LAYOUT_UNITS;
+    else if (name && strcmp(name, "rows") == 0)
+        *out = SPK_LSTM_LAYOUT_ROWS;
+    else
+        return spk_fail("packing layout must be \"units\" (row u*4 + p) or \"rows\" (row p*H + u), got \"%s\"",
+                        name ? name : "(none)");
+    return 0;
+}
+
+const char *spk_lstm_layout_name(spk_lstm_layout layout) { return layout == SPK_LSTM_LAYOUT_ROWS ? "rows" : "units"; }
+
+/* The packed row of gate position p of unit u. */
+static int64_t packed_row(spk_lstm_layout layout, int64_t hidden, int64_t u, int p)
+{
+    return layout == SPK_LSTM_LAYOUT_ROWS ? p * hidden + u : u * 4 + p;
+}
+
+/* unpack == false: row g*H + u -> packed_row(u, position[g]); true: the inverse. */
+static spk_tensor *move_rows(const spk_tensor *W, const char *from, const char *to, spk_lstm_layout layout, bool unpack,
+                             const char *what)
 {
     int position[4];
     if (gate_positions(from, to, position) || !W || check_directions(W, what))
@@ -75,7 +97,7 @@ static spk_tensor *move_rows(const spk_tensor *W, const char *from, const char *
                 if (spk_cancel_requested()) /* a row copy outweighs the poll */
                     goto cancelled;
                 int64_t onnx = dir * 4 * hidden + g * hidden + u;
-                int64_t packed = dir * 4 * hidden + u * 4 + position[g];
+                int64_t packed = dir * 4 * hidden + packed_row(layout, hidden, u, position[g]);
                 if (unpack)
                     memcpy(d + onnx * row, s + packed * row, row);
                 else
@@ -92,15 +114,25 @@ cancelled:
 
 spk_tensor *spk_lstm_pack_directions(const spk_tensor *W, const char *from, const char *to)
 {
-    return move_rows(W, from, to, false, "pack_directions");
+    return move_rows(W, from, to, SPK_LSTM_LAYOUT_UNITS, false, "pack_directions");
 }
 
 spk_tensor *spk_lstm_unpack_directions(const spk_tensor *packed, const char *from, const char *to)
 {
-    return move_rows(packed, from, to, true, "unpack_directions");
+    return move_rows(packed, from, to, SPK_LSTM_LAYOUT_UNITS, true, "unpack_directions");
+}
+
+spk_tensor *spk_lstm_pack_layout(const spk_tensor *W, const char *from, const char *to, spk_lstm_layout layout)
+{
+    return move_rows(W, from, to, layout, false, "pack_layout");
 }
 
 spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char *to)
+{
+    return spk_lstm_pack_bias_layout(B, from, to, SPK_LSTM_LAYOUT_UNITS);
+}
+
+spk_tensor *spk_lstm_pack_bias_layout(const spk_tensor *B, const char *from, const char *to, spk_lstm_layout layout)
 {
     int position[4];
     if (gate_positions(from, to, position))
@@ -132,7 +164,7 @@ spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char
                     return NULL;
                 }
                 int64_t wb = dir * 8 * hidden + g * hidden + u, rb = wb + 4 * hidden;
-                int64_t packed = dir * 4 * hidden + u * 4 + position[g];
+                int64_t packed = dir * 4 * hidden + packed_row(layout, hidden, u, position[g]);
                 if (src->dtype == SPK_F32) {
                     const float *s = spk_tensor_data(src);
                     ((float *)spk_tensor_data(dst))[packed] = s[wb] + s[rb];

@@ -215,21 +215,6 @@ spk_module *spk_persistent_variant_compile_timeline(const spk_persistent_variant
     return compile_variant(v, arch, "SPK_TIMELINE");
 }
 
-int spk_lstm_trace_check(const spk_lstm_trace *t, int64_t layers, int64_t steps)
-{
-    if (t->layer < 0 || t->layer >= layers)
-        return spk_fail("trace: layer %d is outside 1..%lld", t->layer + 1, (long long)layers);
-    if (t->direction != 0 && t->direction != 1)
-        return spk_fail("trace: direction must be forward or reverse");
-    if (t->count < 1 || t->count > SPK_LSTM_TRACE_MAX_STEPS || !t->steps)
-        return spk_fail("trace: steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS,
-                        t->count);
-    for (int e = 0; e < t->count; e++)
-        if (t->steps[e] < 0 || t->steps[e] >= steps)
-            return spk_fail("trace: step %lld is outside 1..%lld", (long long)t->steps[e] + 1, (long long)steps);
-    return 0;
-}
-
 int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
 {
     static const int64_t tried[] = {8, 16, 32};
@@ -269,54 +254,78 @@ int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_var
     return 0;
 }
 
+/* ---- the plan's description ----------------------------------------------- */
+
+/* The kernel's parameters (kernels/lstm_recurrence.cu), and its trace
+ * build's three more. */
+#define PERSISTENT_ARGS                                                                                              \
+    SPK_RA_GATES, SPK_RA_R, SPK_RA_BIAS, SPK_RA_OUTPUT, SPK_RA_STATE, SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS,    \
+        SPK_RA_DIRECTION, SPK_RA_FIRST_TILE, SPK_RA_TILE_ROWS, SPK_RA_FLAG_BASE, SPK_RA_TIMEOUT_NS
+const int spk_persistent_args[SPK_PERSISTENT_NARGS] = {PERSISTENT_ARGS};
+const int spk_persistent_trace_args[SPK_PERSISTENT_NARGS + 3] = {PERSISTENT_ARGS, SPK_RA_TRACE, SPK_RA_TRACE_SLOT,
+                                                                 SPK_RA_TRACE_SLOTS};
+
+static const spk_kernel_stack_status persistent_statuses[] = {
+    {STATUS_TIMEOUT, "a recurrence block waited longer than the timeout for a step flag "
+                     "(a block of its tile was not running); the output is not valid"},
+    {STATUS_BAD_GEOMETRY, "the recurrence kernel refused its tile geometry; the output is not valid"},
+};
+
+int spk_persistent_stack_desc(const spk_persistent_variant *v, const spk_schedule *s, uint64_t timeout_ns,
+                              spk_kernel_stack_desc *out, spk_kernel_stack_launch *launches, int max)
+{
+    spk_persistent_geometry g;
+    if (spk_persistent_variant_check(v, &g) != 0)
+        return -1;
+    int64_t n = spk_schedule_launch_count(s);
+    if (n < 1)
+        return spk_fail("lstm stack: the schedule has no launches");
+    if (2 * n > max)
+        return spk_fail("lstm stack: the schedule's %lld launches a direction are more than %d", (long long)n, max / 2);
+    /* Direction 0's launches, then direction 1's: the order the plan makes them. */
+    for (int d = 0; d < 2; d++)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t first, tiles;
+            if (spk_schedule_launch(s, i, &first, &tiles) != 0)
+                return -1;
+            launches[d * n + i] = (spk_kernel_stack_launch){.direction = d,
+                                                            .grid = {(unsigned)g.groups, (unsigned)tiles, 1},
+                                                            .block = {(unsigned)v->threads, 1, 1},
+                                                            .cooperative = true,
+                                                            .first_tile = (int32_t)first};
+        }
+    *out = (spk_kernel_stack_desc){.name = "persistent recurrence",
+                                   .args = spk_persistent_args,
+                                   .nargs = SPK_PERSISTENT_NARGS,
+                                   .launches = launches,
+                                   .nlaunches = (int)(2 * n),
+                                   .concurrent = s->concurrent,
+                                   .tile_rows = (int32_t)s->tile_rows,
+                                   .state_words = s->tiles * g.state_tile,
+                                   .timeout_ns = timeout_ns,
+                                   .packing = spk_lstm_packing_builtin(),
+                                   .statuses = persistent_statuses,
+                                   .nstatuses = (int)(sizeof persistent_statuses / sizeof *persistent_statuses)};
+    return 0;
+}
+
 /* ---- plans --------------------------------------------------------------- */
 
 struct spk_persistent_plan {
     spk_persistent_plan_info info;
-    spk_module *module;
-    spk_kernel *recurrence, *clear;
-    spk_lstm_gpu_buffers buffers; /* layers, gates, output */
-    spk_tensor *state;            /* u64 [2 * tiles * STATE_TILE + 1]: both directions, then the status word */
-    spk_lstm_gpu_runner runner;   /* forward and time on this plan */
-    spk_stream *stream, *side;
-    spk_event *fork, *join;
-    uint64_t timeout_ns;
-    /* The trace build, compiled on the first traced forward. */
-    spk_module *trace_module;
-    spk_kernel *trace_recurrence;
-    /* During a traced forward: the trace buffer [2, slots, B, H] and the slot
-     * of each time position (device i32 [T], -1: not traced), for the
-     * launches of the traced layer and direction. */
-    const spk_lstm_trace *trace;
-    int trace_slots;
-    float *trace_buffer;
-    const int *trace_slot;
-    /* The timeline build, compiled on first use, and while a forward or a
-     * timing runs through it the recording its launches take (NULL: none). */
-    spk_module *timeline_module;
-    spk_kernel *timeline_recurrence;
+    spk_kernel_stack *stack; /* the weights, buffers, launches, forward and time */
+    spk_module *trace_module; /* the trace build, compiled on the first traced forward */
+    /* The timeline build (the stack holds its kernel), compiled on first use. */
+    bool timeline_ready;
     spk_persistent_timeline_build timeline_build;
-    bool timeline_on;
-    const spk_timeline *recording;
 };
 
 void spk_persistent_plan_free(spk_persistent_plan *p)
 {
     if (!p)
         return;
-    spk_lstm_gpu_buffers_free(&p->buffers);
-    spk_tensor_free(p->state);
-    spk_kernel_free(p->recurrence);
-    spk_kernel_free(p->trace_recurrence);
+    spk_kernel_stack_free(p->stack);
     spk_module_release(p->trace_module);
-    spk_kernel_free(p->timeline_recurrence);
-    spk_module_release(p->timeline_module);
-    spk_kernel_free(p->clear);
-    spk_module_release(p->module);
-    spk_event_free(p->fork);
-    spk_event_free(p->join);
-    spk_stream_release(p->side);
-    spk_stream_release(p->stream);
     free(p);
 }
 
@@ -326,9 +335,6 @@ int spk_persistent_plan_check_input(const spk_persistent_plan_info *info, const 
 {
     return spk_lstm_check_x(info->shape.batch, info->shape.steps, info->shape.input, x);
 }
-
-static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_persistent_plan_enqueue(plan, x); }
-static int finish_runner(void *plan) { return spk_persistent_plan_finish(plan); }
 
 spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *o)
 {
@@ -361,24 +367,24 @@ spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *
     spk_persistent_plan *p = calloc(1, sizeof *p);
     if (!p)
         return spk_fail_null("lstm stack: out of memory");
-    p->timeout_ns = o->timeout_ns;
     spk_persistent_plan_info *info = &p->info;
     info->variant = variant;
     info->shape = shape;
-    if (spk_persistent_variant_check(&variant, &info->geometry) != 0)
-        goto fail;
+    info->geometry = geometry;
+    spk_module *module = NULL;
+    spk_kernel *recurrence = NULL;
+    spk_kernel_stack_launch *launches = NULL;
 
-    if (!(p->module = spk_persistent_variant_compile(&variant, NULL)))
+    if (!(module = spk_persistent_variant_compile(&variant, NULL)))
         goto fail;
-    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(p->module));
-    if (!(p->recurrence = spk_module_kernel(p->module, SPK_LSTM_RECURRENCE_KERNEL)) ||
-        !(p->clear = spk_module_kernel(p->module, SPK_LSTM_CLEAR_KERNEL)))
+    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(module));
+    if (!(recurrence = spk_module_kernel(module, SPK_LSTM_RECURRENCE_KERNEL)))
         goto fail;
-    if (spk_kernel_attributes(p->recurrence, &info->attrs) != 0 ||
-        spk_kernel_occupancy(p->recurrence, variant.threads, 0, &info->blocks_per_sm) != 0)
+    if (spk_kernel_attributes(recurrence, &info->attrs) != 0 ||
+        spk_kernel_occupancy(recurrence, variant.threads, 0, &info->blocks_per_sm) != 0)
         goto fail;
     int device_capacity;
-    if (spk_kernel_cooperative_capacity(p->recurrence, variant.threads, 0, &device_capacity) != 0)
+    if (spk_kernel_cooperative_capacity(recurrence, variant.threads, 0, &device_capacity) != 0)
         goto fail;
     info->device_capacity = device_capacity;
     if (o->capacity > device_capacity) {
@@ -395,17 +401,17 @@ spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *
 
     if (o->schedule) {
         info->schedule = *o->schedule;
-        int64_t launches = spk_schedule_launch_count(&info->schedule);
-        if (launches < 1) {
+        int64_t count = spk_schedule_launch_count(&info->schedule);
+        if (count < 1) {
             spk_fail("lstm stack: the schedule has no launches");
             goto fail;
         }
-        int64_t *firsts = calloc((size_t)launches, sizeof *firsts), *counts = calloc((size_t)launches, sizeof *counts);
+        int64_t *firsts = calloc((size_t)count, sizeof *firsts), *counts = calloc((size_t)count, sizeof *counts);
         int rc = (!firsts || !counts) ? spk_fail("lstm stack: out of memory") : 0;
-        for (int64_t i = 0; rc == 0 && i < launches; i++)
+        for (int64_t i = 0; rc == 0 && i < count; i++)
             rc = spk_schedule_launch(&info->schedule, i, &firsts[i], &counts[i]);
         if (rc == 0)
-            rc = spk_schedule_check(&info->schedule, o->batch, firsts, counts, launches);
+            rc = spk_schedule_check(&info->schedule, o->batch, firsts, counts, count);
         free(firsts);
         free(counts);
         if (rc != 0)
@@ -420,161 +426,54 @@ spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *
     if (spk_persistent_schedule_fits(&info->schedule, &variant, info->capacity, info->concurrent_capacity) != 0)
         goto fail;
 
-    if (!(p->stream = spk_stream_new()) || !(p->side = spk_stream_new()) || !(p->fork = spk_event_new(false)) ||
-        !(p->join = spk_event_new(false)))
+    int max = 2 * (int)spk_schedule_launch_count(&info->schedule);
+    spk_kernel_stack_desc desc;
+    if (max < 2 || !(launches = calloc((size_t)max, sizeof *launches))) {
+        spk_fail("lstm stack: out of memory");
         goto fail;
-
-    if (spk_lstm_gpu_buffers_new(&p->buffers, o->layers, &info->shape, SPK_U64,
-                                 2 * info->schedule.tiles * geometry.state_tile + 1, &p->state, p->stream) != 0)
+    }
+    if (spk_persistent_stack_desc(&variant, &info->schedule, o->timeout_ns, &desc, launches, max) != 0)
         goto fail;
-    p->runner = (spk_lstm_gpu_runner){.plan = p, .shape = &info->shape, .stream = p->stream,
-                                      .output = p->buffers.output, .enqueue = enqueue_runner,
-                                      .finish = finish_runner};
+    spk_kernel_stack_options so = {.layers = o->layers, .count = o->count, .batch = o->batch, .steps = o->steps,
+                                   .math = o->math, .module = module, .entry = SPK_LSTM_RECURRENCE_KERNEL,
+                                   .clear_entry = SPK_LSTM_CLEAR_KERNEL, .desc = &desc};
+    if (!(p->stack = spk_kernel_stack_new(&so)))
+        goto fail;
+    free(launches);
+    spk_kernel_free(recurrence);
+    spk_module_release(module);
     return p;
 fail:
     spk_error_prefix("lstm stack");
+    free(launches);
+    spk_kernel_free(recurrence);
+    spk_module_release(module);
     spk_persistent_plan_free(p);
     return NULL;
 }
 
-static int launch_direction(spk_persistent_plan *p, int layer, int d, spk_stream *s)
-{
-    const spk_persistent_plan_info *info = &p->info;
-    const spk_schedule *sch = &info->schedule;
-    int64_t H = info->shape.hidden, B = info->shape.batch, T = info->shape.steps;
-    spk_lstm_device_layer *pl = &p->buffers.layers[layer];
-    float *gates = (float *)spk_tensor_data(p->buffers.gates) + (size_t)d * B * T * 4 * H;
-    float *r = (float *)spk_tensor_data(pl->r) + (size_t)d * 4 * H * H;
-    float *bias = (float *)spk_tensor_data(pl->bias) + (size_t)d * 4 * H;
-    /* This direction's first output column, computed here (not in the kernel). */
-    float *out = (float *)spk_tensor_data(p->buffers.output) + (size_t)d * H;
-    uint64_t *state_all = spk_tensor_data(p->state);
-    uint64_t *state = state_all + (size_t)d * sch->tiles * info->geometry.state_tile;
-    unsigned *status = (unsigned *)(state_all + (size_t)2 * sch->tiles * info->geometry.state_tile);
-    spk_storage *uses[6] = {p->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            p->buffers.output->storage, p->state->storage, spk_timeline_storage(p->recording)};
-    bool traced = p->trace && p->trace->layer == layer && p->trace->direction == d;
-    int64_t launches = spk_schedule_launch_count(sch);
-    for (int64_t i = 0; i < launches; i++) {
-        int64_t first, tiles;
-        if (spk_schedule_launch(sch, i, &first, &tiles) != 0)
-            return -1;
-        spk_launch_config cfg = {0};
-        cfg.grid[0] = (unsigned)info->geometry.groups;
-        cfg.grid[1] = (unsigned)tiles;
-        cfg.grid[2] = 1;
-        cfg.block[0] = (unsigned)info->variant.threads;
-        cfg.block[1] = cfg.block[2] = 1;
-        cfg.stream = s;
-        cfg.cooperative = true;
-        cfg.uses = uses;
-        cfg.nuses = p->recording ? 6 : 5;
-        spk_arg args[13 + SPK_TIMELINE_ARGS] = {
-            {SPK_ARG_PTR, {.ptr = gates}},
-            {SPK_ARG_PTR, {.ptr = r}},
-            {SPK_ARG_PTR, {.ptr = bias}},
-            {SPK_ARG_PTR, {.ptr = out}},
-            {SPK_ARG_PTR, {.ptr = state}},
-            {SPK_ARG_PTR, {.ptr = status}},
-            {SPK_ARG_I32, {.i32 = (int32_t)B}},
-            {SPK_ARG_I32, {.i32 = (int32_t)T}},
-            {SPK_ARG_I32, {.i32 = d}},
-            {SPK_ARG_I32, {.i32 = (int32_t)first}},
-            {SPK_ARG_I32, {.i32 = (int32_t)sch->tile_rows}},
-            {SPK_ARG_U32, {.u32 = (uint32_t)((int64_t)layer * T)}},
-            {SPK_ARG_U64, {.u64 = p->timeout_ns}},
-            /* the trace build's parameters: the buffer only for the traced layer and direction */
-            {SPK_ARG_PTR, {.ptr = traced ? p->trace_buffer : NULL}},
-            {SPK_ARG_PTR, {.ptr = (void *)p->trace_slot}},
-            {SPK_ARG_I32, {.i32 = p->trace_slots}},
-        };
-        /* the timeline build's parameters instead (the two builds are never used together); its block
-         * numbering is the tile's own (group + groups * tile), so the block offset is 0 */
-        if (p->timeline_on)
-            spk_timeline_args(p->recording, layer, 0, args + 13);
-        spk_kernel *kernel = p->trace ? p->trace_recurrence : p->timeline_on ? p->timeline_recurrence : p->recurrence;
-        int nargs = p->trace ? 16 : p->timeline_on ? 13 + SPK_TIMELINE_ARGS : 13;
-        if (spk_kernel_launch(kernel, &cfg, args, nargs) != 0) {
-            spk_error_prefix("layer %d %s recurrence", layer + 1, d ? "reverse" : "forward");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Both directions of a layer's recurrence, after its projections on the main
- * stream: the reverse one on the side stream when the schedule is concurrent. */
-static int launch_layer(void *plan, int l)
-{
-    spk_persistent_plan *p = plan;
-    spk_stream *s = p->stream;
-    int rc;
-    if (p->info.schedule.concurrent) {
-        rc = spk_event_record(p->fork, s) || spk_stream_wait_event(p->side, p->fork) ||
-             launch_direction(p, l, 0, s) || launch_direction(p, l, 1, p->side) ||
-             spk_event_record(p->join, p->side) || spk_stream_wait_event(s, p->join);
-    } else {
-        rc = launch_direction(p, l, 0, s) || launch_direction(p, l, 1, s);
-    }
-    return rc ? -1 : 0;
-}
-
 int spk_persistent_plan_enqueue(spk_persistent_plan *p, const spk_tensor *x)
 {
-    if (spk_lstm_gpu_check_enqueue(&p->info.shape, x) != 0)
-        return -1;
-    spk_stream *s = p->stream;
-
-    /* Zero the exchange state and the status word once per pass. */
-    {
-        spk_launch_config cfg = {0};
-        int64_t words = spk_tensor_numel(p->state);
-        cfg.grid[0] = (unsigned)((words + 255) / 256 < 1024 ? (words + 255) / 256 : 1024);
-        cfg.block[0] = 256;
-        cfg.stream = s;
-        spk_storage *uses[1] = {p->state->storage};
-        cfg.uses = uses;
-        cfg.nuses = 1;
-        spk_arg args[2] = {{SPK_ARG_PTR, {.ptr = spk_tensor_data(p->state)}}, {SPK_ARG_U64, {.u64 = (uint64_t)words}}};
-        if (spk_kernel_launch(p->clear, &cfg, args, 2) != 0)
-            return -1;
-    }
-    return spk_lstm_gpu_enqueue_layers(&p->buffers, &p->info.shape, x, s, launch_layer, p);
+    return spk_kernel_stack_enqueue(p->stack, x);
 }
 
-int spk_persistent_plan_finish(spk_persistent_plan *p)
-{
-    if (spk_stream_synchronize(p->stream) != 0 || spk_stream_synchronize(p->side) != 0)
-        return -1;
-    const spk_persistent_geometry *g = &p->info.geometry;
-    uint64_t status = 0;
-    const uint64_t *state = spk_tensor_data(p->state);
-    if (spk_memcpy_d2h(&status, state + 2 * p->info.schedule.tiles * g->state_tile, sizeof status, p->stream) != 0)
-        return -1;
-    static const spk_lstm_gpu_status known[] = {
-        {STATUS_TIMEOUT, "a recurrence block waited longer than the timeout for a step flag "
-                         "(a block of its tile was not running); the output is not valid"},
-        {STATUS_BAD_GEOMETRY, "the recurrence kernel refused its tile geometry; the output is not valid"},
-    };
-    unsigned code = (unsigned)(status & 0xffffffffu);
-    return spk_lstm_gpu_check_status(code, known, (int)(sizeof known / sizeof *known), "recurrence");
-}
+int spk_persistent_plan_finish(spk_persistent_plan *p) { return spk_kernel_stack_finish(p->stack); }
 
 spk_tensor *spk_persistent_plan_forward(spk_persistent_plan *p, const spk_tensor *x)
 {
-    return spk_lstm_gpu_forward(&p->runner, x);
+    return spk_kernel_stack_forward(p->stack, x);
 }
 
 int spk_persistent_plan_time(spk_persistent_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
 {
-    return spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
+    return spk_kernel_stack_time(p->stack, x, rounds, warmup, ms);
 }
 
 /* Compiles the trace build once; its occupancy can be lower (more registers),
  * so the plan's schedule must also fit its capacity before any launch. */
 static int prepare_trace_kernel(spk_persistent_plan *p)
 {
-    if (p->trace_recurrence)
+    if (p->trace_module)
         return 0;
     const spk_persistent_plan_info *info = &p->info;
     spk_module *m = spk_persistent_variant_compile_trace(&info->variant, NULL);
@@ -589,8 +488,11 @@ static int prepare_trace_kernel(spk_persistent_plan *p)
         spk_error_prefix("lstm stack: the trace build of the kernel holds %d co-resident blocks", capacity);
         goto fail;
     }
+    if (spk_kernel_stack_set_trace_kernel(p->stack, m, SPK_LSTM_RECURRENCE_KERNEL, spk_persistent_trace_args,
+                                          SPK_PERSISTENT_NARGS + 3) != 0)
+        goto fail;
+    spk_kernel_free(k);
     p->trace_module = m;
-    p->trace_recurrence = k;
     return 0;
 fail:
     spk_kernel_free(k);
@@ -604,62 +506,9 @@ spk_tensor *spk_persistent_plan_forward_trace(spk_persistent_plan *p, const spk_
     *trace_h = *trace_c = NULL;
     const spk_persistent_plan_info *info = &p->info;
     if (spk_lstm_trace_check(trace, info->shape.layers, info->shape.steps) != 0 ||
-        spk_persistent_plan_check_input(info, x) != 0 ||
-        prepare_trace_kernel(p) != 0)
+        spk_persistent_plan_check_input(info, x) != 0 || prepare_trace_kernel(p) != 0)
         return NULL;
-    /* The kernel records each distinct time position once, in slot
-     * slot_of[t]; repeats in the request are copies made here. */
-    int64_t T = info->shape.steps, B = info->shape.batch, H = info->shape.hidden, slots = 0;
-    spk_tensor *host_slots = spk_tensor_new(SPK_I32, 1, &T);
-    spk_tensor *steps = NULL, *buffer = NULL, *y = NULL, *host = NULL, *zeros = NULL;
-    if (!host_slots)
-        return NULL;
-    int32_t *slot_of = spk_tensor_data(host_slots);
-    for (int64_t t = 0; t < T; t++)
-        slot_of[t] = -1;
-    for (int e = 0; e < trace->count; e++)
-        if (slot_of[trace->steps[e]] < 0)
-            slot_of[trace->steps[e]] = (int32_t)slots++;
-    int64_t buffer_shape[4] = {2, slots, B, H};
-    if (!(zeros = spk_tensor_new(SPK_F32, 4, buffer_shape)) ||
-        !(steps = spk_tensor_to_device(host_slots, p->stream)) || !(buffer = spk_tensor_to_device(zeros, p->stream)))
-        goto done;
-    p->trace = trace;
-    p->trace_slots = (int)slots;
-    p->trace_buffer = spk_tensor_data(buffer);
-    p->trace_slot = spk_tensor_data(steps);
-    y = spk_lstm_gpu_forward(&p->runner, x);
-    p->trace = NULL;
-    p->trace_buffer = NULL;
-    p->trace_slot = NULL;
-    if (!y || !(host = spk_tensor_to_host(buffer, p->stream)))
-        goto done;
-    int64_t out_shape[3] = {trace->count, B, H};
-    *trace_h = spk_tensor_new(SPK_F32, 3, out_shape);
-    *trace_c = spk_tensor_new(SPK_F32, 3, out_shape);
-    if (!*trace_h || !*trace_c) {
-        spk_tensor_free(*trace_h);
-        spk_tensor_free(*trace_c);
-        *trace_h = *trace_c = NULL;
-        spk_tensor_free(y);
-        y = NULL;
-        goto done;
-    }
-    const float *recorded = spk_tensor_data(host);
-    size_t plane = (size_t)B * H;
-    for (int e = 0; e < trace->count; e++) {
-        size_t slot = (size_t)slot_of[trace->steps[e]];
-        memcpy((float *)spk_tensor_data(*trace_h) + e * plane, recorded + slot * plane, plane * sizeof(float));
-        memcpy((float *)spk_tensor_data(*trace_c) + e * plane, recorded + ((size_t)slots + slot) * plane,
-               plane * sizeof(float));
-    }
-done:
-    spk_tensor_free(host_slots);
-    spk_tensor_free(zeros);
-    spk_tensor_free(steps);
-    spk_tensor_free(buffer);
-    spk_tensor_free(host);
-    return y;
+    return spk_kernel_stack_forward_trace(p->stack, x, trace, trace_h, trace_c);
 }
 
 /* ---- step timelines ------------------------------------------------------- */
@@ -687,32 +536,34 @@ int spk_persistent_timeline_check(const spk_persistent_plan_info *info, const sp
  * registers), so the plan's schedule must also fit its capacity. */
 static int prepare_timeline(spk_persistent_plan *p)
 {
-    if (p->timeline_recurrence)
+    if (p->timeline_ready)
         return 0;
     const spk_persistent_plan_info *info = &p->info;
     spk_persistent_timeline_build b = {0};
     int capacity = 0;
+    int rc = -1;
     spk_module *m = spk_persistent_variant_compile_timeline(&info->variant, NULL);
     spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL) : NULL;
     if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
-        spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0)
-        goto fail;
+        spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0) {
+        spk_error_prefix("lstm stack: the persistent kernel's timeline build");
+        goto done;
+    }
     int64_t room = info->capacity < capacity ? info->capacity : capacity;
     if (spk_persistent_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
         spk_error_prefix("lstm stack: the persistent kernel's timeline build holds %d co-resident blocks", capacity);
-        goto release;
+        goto done;
     }
+    if (spk_kernel_stack_set_timeline_kernel(p->stack, m, SPK_LSTM_RECURRENCE_KERNEL) != 0)
+        goto done;
     b.capacity = capacity;
-    p->timeline_module = m;
-    p->timeline_recurrence = k;
     p->timeline_build = b;
-    return 0;
-fail:
-    spk_error_prefix("lstm stack: the persistent kernel's timeline build");
-release:
+    p->timeline_ready = true;
+    rc = 0;
+done:
     spk_kernel_free(k);
     spk_module_release(m);
-    return -1;
+    return rc;
 }
 
 spk_tensor *spk_persistent_plan_forward_timeline(spk_persistent_plan *p, const spk_tensor *x,
@@ -720,27 +571,13 @@ spk_tensor *spk_persistent_plan_forward_timeline(spk_persistent_plan *p, const s
                                                  spk_timeline_clock *clock, spk_persistent_timeline_build *build)
 {
     *stamps = NULL;
-    const spk_timeline_stages *stages = &recurrence_stages;
     if (spk_persistent_plan_check_input(&p->info, x) != 0 || spk_persistent_timeline_check(&p->info, sel) != 0 ||
         prepare_timeline(p) != 0)
         return NULL;
-    spk_timeline *tl = spk_timeline_new(sel, stages, p->stream);
-    if (!tl)
-        return NULL;
-    p->timeline_on = true;
-    p->recording = tl;
-    spk_tensor *y = spk_lstm_gpu_forward(&p->runner, x);
-    p->timeline_on = false;
-    p->recording = NULL;
-    spk_tensor *raw = NULL;
-    if (y && (!(raw = spk_timeline_read(tl, p->stream)) || !(*stamps = spk_timeline_decode(raw, stages, 0, clock)))) {
+    spk_tensor *y = spk_kernel_stack_forward_timeline(p->stack, x, sel, &recurrence_stages, stamps, clock);
+    if (!y)
         spk_error_prefix("lstm stack (persistent)");
-        spk_tensor_free(y);
-        y = NULL;
-    }
-    spk_tensor_free(raw);
-    spk_timeline_free(tl);
-    if (y && build)
+    else if (build)
         *build = p->timeline_build;
     return y;
 }
@@ -750,14 +587,5 @@ int spk_persistent_plan_time_timeline(spk_persistent_plan *p, const spk_tensor *
 {
     if (spk_persistent_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
         return -1;
-    spk_timeline *tl = spk_timeline_new(sel, &recurrence_stages, p->stream);
-    if (!tl)
-        return -1;
-    p->timeline_on = true;
-    p->recording = tl;
-    int rc = spk_lstm_gpu_time(&p->runner, x, rounds, warmup, ms);
-    p->timeline_on = false;
-    p->recording = NULL;
-    spk_timeline_free(tl);
-    return rc;
+    return spk_kernel_stack_time_timeline(p->stack, x, sel, &recurrence_stages, rounds, warmup, ms);
 }

@@ -16,6 +16,7 @@
 #include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
+#include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
 
 /* ---- Kernel variants (macros of kernels/lstm_recurrence.cu) ------------ */
@@ -80,6 +81,23 @@ int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heig
 int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_variant *v, int64_t capacity,
                            int64_t concurrent_capacity);
 
+/* ---- The plan through the kernel stack (kernel_stack.h) ----------------- */
+
+/* The kernel's arguments in the contract's names (gates, r, bias, output,
+ * state, status, batch, steps, direction, first_tile, tile_rows, flag_base,
+ * timeout_ns), and its trace build's (then trace, trace_slot, trace_slots). */
+#define SPK_PERSISTENT_NARGS 13
+extern const int spk_persistent_args[SPK_PERSISTENT_NARGS];
+extern const int spk_persistent_trace_args[SPK_PERSISTENT_NARGS + 3];
+/* The description the plan gives the kernel stack (no device needed): per
+ * layer the schedule's cooperative launches of direction 0, then of
+ * direction 1 (grid (groups, tiles), block threads, first_tile the launch's),
+ * concurrent as the schedule, tile_rows the schedule's, state_words tiles *
+ * STATE_TILE a direction, the packing "ifco" units, the kernel's status
+ * codes. `launches` has room for `max` (2 * the schedule's launches). */
+int spk_persistent_stack_desc(const spk_persistent_variant *v, const spk_schedule *s, uint64_t timeout_ns,
+                              spk_kernel_stack_desc *out, spk_kernel_stack_launch *launches, int max);
+
 /* ---- Plans ------------------------------------------------------------- */
 
 typedef struct spk_persistent_plan_options {
@@ -136,21 +154,7 @@ spk_tensor *spk_persistent_plan_forward(spk_persistent_plan *plan, const spk_ten
  * then `rounds` times, each timed with events: ms[rounds]. */
 int spk_persistent_plan_time(spk_persistent_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
 
-/* ---- Traces (the kernel's SPK_DEBUG_TRACE build) ------------------------ */
-
-#define SPK_LSTM_TRACE_MAX_STEPS 1024
-/* h and c of one layer and direction at chosen time positions, as the CPU
- * reference traces them (lstm.h: spk_lstm_reference_options). */
-typedef struct spk_lstm_trace {
-    int layer;            /* 0-based */
-    int direction;        /* 0 forward, 1 reverse */
-    int count;            /* 1 .. SPK_LSTM_TRACE_MAX_STEPS */
-    const int64_t *steps; /* `count` time positions t, 0-based (repeats allowed) */
-} spk_lstm_trace;
-
-/* Checks a trace against a stack of `layers` layers and `steps` steps; the
- * messages count layers and steps from 1 (needs no device). */
-int spk_lstm_trace_check(const spk_lstm_trace *trace, int64_t layers, int64_t steps);
+/* ---- Traces (the kernel's SPK_DEBUG_TRACE build; spk_lstm_trace: kernel_stack.h) ---- */
 
 /* As spk_persistent_plan_forward, through the variant's trace build (compiled on
  * first use; its capacity is checked against the plan's schedule), and also

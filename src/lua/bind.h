@@ -60,6 +60,11 @@ const char *spk_lua_describe(lua_State *L, int idx);
  * raises. Push it after any stack shuffling (lua_remove, lua_insert). */
 spk_tensor *spk_lua_holdtensor(lua_State *L, int idx);
 
+/* The open spk.cuda module at idx (spk.cuda.compile's); a Lua error naming
+ * the argument otherwise. */
+struct spk_module;
+struct spk_module *spk_lua_checkmodule(lua_State *L, int idx);
+
 /* Raises a Lua error with spk_last_error(). Never returns. */
 int spk_lua_fail(lua_State *L);
 
@@ -117,5 +122,6 @@ void spk_open_clock(lua_State *L, int module);
 void spk_open_doc(lua_State *L, int module);
 void spk_open_onnx(lua_State *L, int module);
 void spk_open_timeline(lua_State *L, int module);
+void spk_open_kernel_stack(lua_State *L, int module);
 
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "cuda/ptx.h"
 #include "cuda/runtime.h"
 #include "lua/bind.h"
 
@@ -624,6 +625,36 @@ static int module_kernel(lua_State *L)
     luaL_setmetatable(L, KERNEL_MT);
     return 1;
 }
+
+/* m:params(name): the parameters of a kernel of a PTX module, read from the
+ * PTX (no device needed). */
+static int module_params(lua_State *L)
+{
+    check_open(L, 1, MODULE_MT, "module"); /* self first: a closed one is what is wrong */
+    spk_lua_noextra(L, 2);
+    const char *name = luaL_checkstring(L, 2);
+    spk_ptx_param *params = lua_newuserdatauv(L, sizeof *params * SPK_PTX_MAX_PARAMS, 0);
+    spk_module *m = check_open(L, 1, MODULE_MT, "module"); /* after the allocation */
+    if (!spk_module_is_ptx(m))
+        return luaL_error(L, "m:params: the module is a %s cubin; compile with arch = \"compute_XY\" for its PTX",
+                          spk_module_arch(m));
+    size_t bytes;
+    const char *code = spk_module_code(m, &bytes);
+    int n = 0;
+    CHECK_OK(L, spk_ptx_entry_params(code, bytes, name, params, SPK_PTX_MAX_PARAMS, &n));
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, params[i].type), lua_setfield(L, -2, "type");
+        lua_pushinteger(L, (lua_Integer)params[i].size), lua_setfield(L, -2, "size");
+        lua_pushinteger(L, params[i].elements), lua_setfield(L, -2, "elements");
+        lua_pushstring(L, params[i].name), lua_setfield(L, -2, "name");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+spk_module *spk_lua_checkmodule(lua_State *L, int idx) { return check_open(L, idx, MODULE_MT, "module"); }
 
 static int module_index(lua_State *L)
 {
@@ -1302,6 +1333,10 @@ void spk_open_cuda(lua_State *L, int module)
     static const spk_lua_reg module_methods[] = {
         {"kernel", module_kernel, "m:kernel(name) -> kernel\nThe __global__ function `name` of the compiled module."},
         {"code", module_code, "m:code() -> text, bytes\nThe module's PTX text or cubin bytes, and its size."},
+        {"params", module_params,
+         "m:params(name) -> {{type =, size =, elements =, name =}, ...}\n"
+         "The parameters of kernel `name` of a PTX module (arch = \"compute_XY\"), read from the PTX: no device\n"
+         "needed. type is the PTX type (\"u64\": a pointer or 64-bit integer, \"u32\", \"f32\", \"b8\" arrays: structs)."},
         {NULL, NULL, NULL}};
     static const spk_lua_reg kernel_methods[] = {
         {"launch", kernel_launch,

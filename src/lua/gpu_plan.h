@@ -1,12 +1,15 @@
 /* What the bindings of the GPU stack plans share (persistent.c:
- * core.persistent_stack_new, cluster.c: core.cluster_stack_new): the option readers, the info fields of
- * every plan, and the plan userdata with its time, close and __tostring. */
+ * core.persistent_stack_new, cluster.c: core.cluster_stack_new, kernel_stack.c:
+ * core.kernel_stack_new): the option readers, the trace tables, the info
+ * fields of every plan, and the plan userdata with its time, close and
+ * __tostring. */
 #ifndef SPK_LUA_GPU_PLAN_H
 #define SPK_LUA_GPU_PLAN_H
 
 #include "cuda/timeline.h"
 #include "lstm/device_layers.h"
 #include "lstm/kernel_options.h"
+#include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
 #include "lua/bind.h"
 
@@ -37,6 +40,15 @@ void spk_lua_set_kernel_options(lua_State *L, const spk_kernel_family *f, const 
 void spk_lua_push_kernel_family(lua_State *L, const spk_kernel_family *f);
 /* Sets layers, hidden, input, batch, steps and math on the table at the top. */
 void spk_lua_set_gpu_shape(lua_State *L, const spk_lstm_gpu_shape *shape);
+
+/* A trace table {layer = k (from 1), direction = "forward" | "reverse",
+ * steps = {t, ...} (from 1)} as spk.lstm.reference takes it, at idx, read
+ * raw; `steps` (room for SPK_LSTM_TRACE_MAX_STEPS) receives the 0-based
+ * positions. Range checks are spk_lstm_trace_check's. */
+void spk_lua_read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *steps);
+/* Pushes y and {trace = {h =, c =, layer =, direction =, steps =}} (steps
+ * from 1) of a traced forward, taking y, h and c. */
+void spk_lua_push_traced(lua_State *L, spk_tensor *y, const spk_lstm_trace *trace, spk_tensor *h, spk_tensor *c);
 
 /* A plan type as its binding describes it to the shared userdata. */
 typedef struct spk_lua_gpu_plan_type {

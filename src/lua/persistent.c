@@ -169,50 +169,6 @@ static int l_stack_new(lua_State *L)
 
 static spk_persistent_plan *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
 
-/* A trace table {layer = k (from 1), direction = "forward" | "reverse",
- * steps = {t, ...} (from 1)} as spk.lstm.reference takes it; `steps` receives
- * the 0-based positions. Range checks are spk_lstm_trace_check's. */
-static void read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *steps)
-{
-    if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "trace must be a table {layer =, direction =, steps =}, got %s", luaL_typename(L, idx));
-    int t = lua_absindex(L, idx);
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        if (!key || (strcmp(key, "layer") != 0 && strcmp(key, "direction") != 0 && strcmp(key, "steps") != 0))
-            luaL_error(L, "trace: unknown option '%s' (layer, direction, steps)", key ? key : "?");
-        lua_pop(L, 1);
-    }
-    int isint = 0;
-    spk_lua_rawfield(L, t, "layer");
-    lua_Integer layer = lua_tointegerx(L, -1, &isint);
-    if (!isint)
-        luaL_error(L, "trace.layer must be a layer number (from 1), got %s", luaL_typename(L, -1));
-    spk_lua_rawfield(L, t, "direction");
-    const char *dir = lua_isnil(L, -1) ? "forward" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
-        luaL_error(L, "trace.direction must be \"forward\" or \"reverse\"");
-    if (spk_lua_rawfield(L, t, "steps") != LUA_TTABLE)
-        luaL_error(L, "trace.steps must be a list of time positions (from 1)");
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1 || n > SPK_LSTM_TRACE_MAX_STEPS)
-        luaL_error(L, "trace.steps must list 1 to %d time positions, got %d", SPK_LSTM_TRACE_MAX_STEPS, (int)n);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        lua_Integer step = lua_tointegerx(L, -1, &isint);
-        if (!isint)
-            luaL_error(L, "trace.steps[%d] must be an integer, got %s", (int)i, luaL_typename(L, -1));
-        steps[i - 1] = (int64_t)step - 1;
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 3);
-    trace->layer = layer < INT32_MIN + 1 || layer > INT32_MAX ? -1 : (int)(layer - 1);
-    trace->direction = strcmp(dir, "reverse") == 0;
-    trace->count = (int)n;
-    trace->steps = steps;
-}
-
 /* forward(x, {timeline = selection}) with the selection at the top of the stack. */
 static int forward_timeline(lua_State *L)
 {
@@ -268,27 +224,14 @@ static int l_forward(lua_State *L)
     }
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
-    read_trace(L, -2, &trace, steps);
+    spk_lua_read_trace(L, -2, &trace, steps);
     spk_persistent_plan *p = check_plan(L);
     spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *h = NULL, *c = NULL;
     spk_tensor *y = spk_persistent_plan_forward_trace(p, x, &trace, &h, &c);
     if (!y)
         return spk_lua_fail(L);
-    spk_lua_pushtensor(L, y);
-    lua_createtable(L, 0, 1);
-    lua_createtable(L, 0, 5);
-    spk_lua_pushtensor(L, h), lua_setfield(L, -2, "h");
-    spk_lua_pushtensor(L, c), lua_setfield(L, -2, "c");
-    lua_pushinteger(L, trace.layer + 1), lua_setfield(L, -2, "layer");
-    lua_pushstring(L, trace.direction ? "reverse" : "forward"), lua_setfield(L, -2, "direction");
-    lua_createtable(L, trace.count, 0);
-    for (int e = 0; e < trace.count; e++) {
-        lua_pushinteger(L, steps[e] + 1);
-        lua_rawseti(L, -2, e + 1);
-    }
-    lua_setfield(L, -2, "steps");
-    lua_setfield(L, -2, "trace");
+    spk_lua_push_traced(L, y, &trace, h, c);
     return 2;
 }
 
@@ -297,7 +240,7 @@ static int l_trace_check(lua_State *L)
     spk_lua_noextra(L, 3);
     int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
     spk_lstm_trace trace;
-    read_trace(L, 1, &trace, steps);
+    spk_lua_read_trace(L, 1, &trace, steps);
     if (spk_lstm_trace_check(&trace, luaL_checkinteger(L, 2), luaL_checkinteger(L, 3)) != 0)
         return spk_lua_fail(L);
     lua_pushboolean(L, 1);

@@ -93,7 +93,7 @@ describe("spk.lstm.backends", function()
     assert.is_true(t.min_ms > 0 and t.min_ms <= t.median_ms and t.median_ms <= t.max_ms)
     assert.are.equal((t.max_ms - t.min_ms) / t.median_ms, t.spread)
     assert.is_nil(t.median) -- the old name is gone
-    assert.has_error(function() plan:time { round = 3 } end, "time: unknown option 'round' (known: rounds, warmup, x)")
+    assert.has_error(function() plan:time { round = 3 } end, "time: unknown option 'round' (known: rounds, timeline, warmup, x)")
     assert.has_error(function() plan:time { rounds = 0 } end, "time: rounds must be an integer >= 1, got 0")
     assert.has_error(function() plan:time { x = spk.zeros({ 2, 4, 5 }, "f32") } end)
     assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
@@ -339,6 +339,41 @@ describe("spk bench", function()
       assert.matches("no CUDA device: backends persistent, cudnn need a GPU", err)
     end)
   end
+
+  it("--kernel FILE runs a kernel of one's own as a backend; a bad kernel file is a usage error", function()
+    local _, err, code = run_spk { "bench", "--kernel", "tests/fixtures/kernels/none.lua", "--backends", "cpu" }
+    assert.are.equal(2, code)
+    assert.matches("spk bench: %-%-kernel: .*none%.lua", err)
+    if spk.cuda.available() then return end
+    local out
+    out, err, code = run_spk { "bench", "--kernel", "experiments/kernels/row_block.lua", "--backends", "cpu",
+                               "--batches", "1", "--steps", "2" }
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.matches("no CUDA device: backend row_block needs a GPU", err)
+  end)
+
+  gpu_it("--kernel: the kernel's rows beside cuDNN's, in bounds, in the table", function()
+    local dir = spec_tmpdir()
+    local json = dir .. "/rows.json"
+    local out, err, code = run_spk { "bench", "--kernel", "experiments/kernels/row_block.lua", "--backends", "cudnn",
+                                     "--algos", "standard", "--batches", "1,3", "--steps", "40", "--rounds", "2",
+                                     "--json", json }
+    assert.are.equal(0, code, err)
+    assert.matches("row_block", out)
+    assert.matches("kernels of one's own", out)
+    local doc = report.json_decode(read_file(json))
+    local seen = 0
+    for _, r in ipairs(doc.rows) do
+      if r.backend == "row_block" then
+        seen = seen + 1
+        assert.is_nil(r.error, r.error)
+        assert.is_true(r.bound_ok, ("batch %d: rel_l2 %s, bound %s"):format(r.batch, r.rel_l2, r.bound))
+      end
+    end
+    assert.are.equal(2, seen)
+    os.execute("rm -rf " .. shell_quote(dir))
+  end)
 
   gpu_it("runs --batches 1,32 --rounds 3 end to end with every cuDNN algorithm within 1e-4", function()
     local dir = spec_tmpdir()

@@ -47,6 +47,17 @@ function M.maker(spk)
                                    backend = backend })
   end
   function m.module() return m.keep(spk.cuda.compile { source = SOURCE, arch = "sm_90" }) end
+  function m.ptx_module() return m.keep(spk.cuda.compile { source = SOURCE, arch = "compute_90" }) end
+  -- a kernel of one's own (docs/kernels.md): the signature of SOURCE's k as the contract names it
+  function m.kernel_spec()
+    return { source = SOURCE, entry = "k", args = { "output", "timeout_ns" }, launch = { grid = 1, block = 32 },
+             check_writes = false }
+  end
+  function m.kernel_stack()
+    local spec = m.kernel_spec()
+    spec.layers, spec.batch, spec.steps = m.gpu_layers(), 1, 2
+    return m.keep(spk.lstm.kernel_stack(spec))
+  end
   function m.kernel() return m.keep(m.module():kernel("k")) end
   function m.stream() return m.keep(spk.cuda.stream()) end
   function m.event() return m.keep(spk.cuda.event()) end
@@ -203,6 +214,17 @@ M.recipes = {
     return { backend = "mine", batch = 1, steps = 2, input = 3, hidden = 2 },
       { forward = function() end, samples = function() return { 1 } end, name = function() return "mine" end }
   end },
+  ["spk.lstm.kernel_contract"] = { n = 0, args = function() end },
+  ["spk.lstm.kernel_check"] = { n = 2, opts = 2, args = function(m) return m.kernel_spec(), { batch = 2 } end },
+  ["spk.lstm.kernel_file"] = { n = 1, args = function()
+    return require("spk").find_dir("experiments") .. "/kernels/row_block.lua"
+  end },
+  ["spk.lstm.kernel_backend"] = { n = 2, args = function(m) return "recipe_kernel", m.kernel_spec() end },
+  ["spk.lstm.kernel_stack"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    local spec = m.kernel_spec()
+    spec.layers, spec.batch, spec.steps = m.gpu_layers(), 1, 2
+    return spec
+  end },
   ["spk.lstm.cluster_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.cudnn_stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.cudnn_algorithms"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, layers = 1, hidden = 8, input = 4 } end },
@@ -248,6 +270,15 @@ M.recipes = {
   ["spk.core.cluster_variant"] = { n = 3, args = function() return { cluster = 2, push = "scalar" }, 8, 128 end },
   ["spk.core.cluster_options"] = { n = 0, args = function() end },
   ["spk.core.cluster_schedule_pick"] = { n = 4, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0 end },
+  ["spk.core.kernel_stack_new"] = { n = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, module = m.module(), entry = "k",
+             args = { "output", "timeout_ns" }, launches = { { grid = 1, block = 32 } } }
+  end },
+  ["spk.core.kernel_stack_check"] = { n = 2, args = function()
+    return { name = "k", args = { "output", "timeout_ns" }, launches = { { grid = 1, block = 32 } } },
+      { { type = "u64", size = 8 }, { type = "u64", size = 8 } }
+  end },
+  ["spk.core.kernel_stack_contract"] = { n = 0, args = function() end },
   ["spk.cudnn.stack"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.algorithms"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.cudnn.version"] = { n = 0, args = function() end },
@@ -324,7 +355,9 @@ M.objects = {
                 time = { { rounds = 1, warmup = 0, x = "x" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "cuda module", metatable = "spk.cuda.module", make = function(m) return m.module() end,
-    methods = { kernel = { "k" } }, arity = { kernel = 2, code = 1, close = 1 } },
+    methods = { kernel = { "k" }, params = { "k" } }, arity = { kernel = 2, code = 1, params = 2, close = 1 } },
+  { kind = "cuda module (PTX)", make = function(m) return m.ptx_module() end,
+    methods = { kernel = { "k" }, params = { "k" } }, arity = { kernel = 2, code = 1, params = 2, close = 1 } },
   { kind = "typed scalar", metatable = "spk.cuda.scalar", make = function() return require("spk").u32(3) end, methods = {} },
   { kind = "stream", gpu = true, metatable = "spk.cuda.stream", make = function(m) return m.stream() end,
     methods = { wait = { "event" } }, arity = { synchronize = 1, query = 1, wait = 2, close = 1 } },
@@ -360,6 +393,12 @@ M.objects = {
                                                 blocks = 2 } } },
                 time = { "x", 1, 0, { layer = 0, direction = 1, first_step = 1, steps = 1, first_block = 0, blocks = 1 } } },
     arity = { forward = 3, time = 5, info = 1, close = 1 } },
+  { kind = "kernel stack plan", gpu = true, make = function(m) return m.kernel_stack() end,
+    methods = { forward = { "x" }, time = { { rounds = 1, warmup = 0, x = "x" } } },
+    arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
+  { kind = "kernel stack plan (core)", gpu = true, metatable = "spk.lstm.kernel_stack",
+    make = function(m) return m.kernel_stack().handle end,
+    methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 3, time = 4, info = 1, close = 1 } },
   { kind = "cudnn plan", gpu = true, metatable = "spk.cudnn.stack", make = function(m) return m.stack("cudnn") end,
     methods = { forward = { "x" }, forward_into = { "device x", "device y" }, device_buffers = { "x" },
                 time = { { rounds = 1, warmup = 0 } } },

@@ -59,7 +59,26 @@ describe("experiments", function()
     end)
   end
 
-  for _, name in ipairs { "quickstart", "tile_sweep", "batch_sweep", "gate_order", "error_growth" } do
+  it("custom_kernel without a GPU compiles the kernel, checks the contract, writes check.json and exits 3", function()
+    if gpu then pending("a GPU is present") return end
+    for _, kernel in ipairs { "row_block", "cluster_registers" } do
+      local code, out = run(("experiments/custom_kernel.lua --quick --kernel experiments/kernels/%s.lua --out '%s/%s'")
+        :format(kernel, dir, kernel))
+      assert.are.equal(3, code, out)
+      assert.matches(kernel .. ": .* compiled for sm_90 %(%d+ bytes%); its 10 parameters match the contract", out)
+      assert.matches("custom_kernel: running " .. kernel .. " needs a CUDA GPU", out)
+      local check = report.json_decode(read(("%s/%s/check.json"):format(dir, kernel)))
+      assert.are.equal("sm_90", check.arch)
+      assert.are.equal(10, #check.params)
+    end
+    -- a kernel that breaks the contract says so (exit 1), before anything else
+    local code, out = run(("experiments/custom_kernel.lua --kernel tests/fixtures/kernels/wrong_signature.lua --out '%s/w'")
+      :format(dir))
+    assert.are.equal(1, code, out)
+    assert.matches("parameter 5 is a f32 %(4 bytes%), but args%[5%] is \"batch\"", out)
+  end)
+
+  for _, name in ipairs { "quickstart", "tile_sweep", "batch_sweep", "gate_order", "error_growth", "custom_kernel" } do
     it(name .. " --help prints its options and exits 0; a bad option exits 2", function()
       local code, out = run("experiments/" .. name .. ".lua --help")
       assert.are.equal(0, code)
@@ -99,6 +118,11 @@ describe("experiments", function()
       seen[r.order] = true
       assert.are.equal("true", r.ok)
       assert.truthy(tonumber(r.interleaved_ms) >= 0)
+      assert.are.equal("true", r.contract, r.order .. ": the kernel compiled in that order")
+      if gpu then
+        assert.are.equal("true", r.same_bits, r.order)
+        assert.truthy(tonumber(r.gpu_ms) > 0)
+      end
     end
     assert.truthy(seen.iofc and seen.ifco and seen.cfoi)
     local json = report.json_decode(read(dir .. "/gate_order.json"))

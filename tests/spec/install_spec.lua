@@ -204,7 +204,8 @@ describe("make install", function()
     assert.are.equal(0, code, out)
     for _, file in ipairs { "bin/spk", "lib/lua/5.4/spk.so", "share/lua/5.4/spk/init.lua",
       "share/lua/5.4/spk/cli/info.lua", "share/spk/kernels/lstm_recurrence.cu", "share/spk/kernels/lstm_cell.cuh",
-      "share/spk/experiments/quickstart.lua", "share/spk/tools/bench_plot.lua", "share/doc/spk/README.md",
+      "share/spk/experiments/quickstart.lua", "share/spk/experiments/kernels/row_block.lua",
+      "share/spk/experiments/kernels/lstm_row_block.cu", "share/spk/tools/bench_plot.lua", "share/doc/spk/README.md",
       "share/doc/spk/docs/tuning.md" } do
       assert.is_not_nil(read_file(prefix .. "/" .. file), "not installed: " .. file .. "\n" .. out)
     end
@@ -262,6 +263,10 @@ describe("make install", function()
     assert.matches("^usage: spk run experiments/gate_order.lua", out)
     code, out = sh(clean(elsewhere, nil, q(prefix .. "/bin/spk") .. " run tools/bench_plot.lua"))
     assert.matches("usage: spk run tools/bench_plot.lua", out, 1, true)
+    -- the example kernel of one's own ships beside its experiment, and is found there
+    code, out = sh(clean(elsewhere, nil, q(prefix .. "/bin/spk") .. " run experiments/custom_kernel.lua --help"))
+    assert.are.equal(0, code, out)
+    assert.matches("(default " .. prefix .. "/share/spk/experiments/kernels/row_block.lua)", out, 1, true)
     code, out = sh(clean(elsewhere, nil, q(prefix .. "/bin/spk") .. " run experiments/no_such.lua"))
     assert.are.equal(1, code, out)
     assert.matches("cannot open experiments/no_such.lua", out, 1, true)

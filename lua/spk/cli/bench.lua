@@ -12,7 +12,7 @@ usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
                  [--backends persistent,cudnn] [--algos standard,persist_static,...]
                  [--math fp32,tf32,3xtf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
                  [--layers 4] [--hidden 128] [--input 60]
-                 [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
+                 [--kernel FILE] [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
 
 Times one forward pass of the bidirectional LSTM stack (random PyTorch-style
 weights, seed 1) on every backend, and every cuDNN algorithm, at each batch
@@ -40,6 +40,11 @@ that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
                    timed against cuDNN's fastest FP32 algorithm
   --units LIST     persistent kernel variants, one row each (4 and/or 8;
                    default: the kernel's own choice)
+  --kernel FILE    a recurrence kernel of one's own: a kernel file (a Lua file
+                   returning its spec, spk.lstm.kernel_file; e.g.
+                   experiments/kernels/row_block.lua), run as a backend of
+                   that name beside the others and held to the persistent
+                   kernel's bound (repeatable, or comma separated)
   --rounds N       timed rounds (default 7); --warmup N untimed (default 2)
   --seed N         seed of the inputs (default 1)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
@@ -76,6 +81,9 @@ local function parse(args)
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
     elseif a == "--math" then
       o.maths = options.choices(value("math"), "math", "math", require("spk.benchmark").held_to)
+    elseif a == "--kernel" then
+      o.kernels = o.kernels or {}
+      for _, path in ipairs(list(value("kernel"), "kernel")) do o.kernels[#o.kernels + 1] = path end
     elseif a == "--json" then o.json = value("json")
     elseif a == "--csv" then o.csv = value("csv")
     else fail(("unknown argument '%s' (see spk bench --help)"):format(a)) end
@@ -106,35 +114,23 @@ end
 local CSV_COLUMNS = { "batch", "steps", "backend", "variant", "median_ms", "min_ms", "max_ms", "spread", "speedup",
                       "rel_l2", "max_abs", "bound", "bound_max_abs", "bound_ok", "error" }
 
-local function table_columns(report)
-  local function verdict(_, row)
-    if row.error then return "error" end
-    if row.bound_ok == true then return "ok" end
-    if row.bound_ok == false then return "FAIL" end
-    return nil
-  end
-  return {
-    "batch",
-    "backend",
-    "variant",
-    { key = "median_ms", title = "median ms", format = report.fmt_ms },
-    { key = "min_ms", title = "min ms", format = report.fmt_ms },
-    { key = "spread", title = "spread", format = report.fmt_pct, align = "right" },
-    { key = "speedup", title = "vs cuDNN best", format = report.fmt_ratio, align = "right" },
-    { key = "rel_l2", title = "rel L2", format = report.fmt_sci, align = "right" },
-    { key = "max_abs", title = "max abs", format = report.fmt_sci, align = "right" },
-    { key = "bound", title = "bound", format = report.fmt_sci, align = "right" },
-    { key = "bound_ok", title = "check", format = verdict },
-    { key = "error", title = "note", empty = "" },
-  }
-end
-
 return function(args, io_override)
   local o, out = options.start("bench", parse, args, io_override, USAGE)
   if not o then return out end
   local spk = require "spk"
   local benchmark = require "spk.benchmark"
   local report = require "spk.report"
+  for _, path in ipairs(o.kernels or {}) do
+    local loaded, spec = pcall(spk.lstm.kernel_file, path)
+    if not loaded then
+      io.stderr:write("spk bench: --kernel: ", options.message(spec):gsub("^[^\n]-%.lua:%d+: ", ""), "\n")
+      return 2
+    end
+    spk.lstm.kernel_backend(spec.name, spec)
+    local listed = false
+    for _, b in ipairs(o.backends) do listed = listed or b == spec.name end
+    if not listed then table.insert(o.backends, 1, spec.name) end
+  end
   local named, err = pcall(check_names, o, spk, benchmark)
   if not named then
     io.stderr:write("spk bench: ", options.message(err), "\n")
@@ -173,41 +169,7 @@ return function(args, io_override)
   }
   local seconds = (spk.clock_ms() - started) / 1000
 
-  local failed, errors = 0, 0
-  for _, r in ipairs(rows) do
-    if r.bound_ok == false then failed = failed + 1 end
-    if r.error then errors = errors + 1 end
-  end
-  local header = {
-    ("spk bench: %d-layer bidirectional LSTM, hidden %d, input %d, %d steps, f32; %s"):format(info.layers,
-      info.hidden, info.input, info.steps, env.date),
-    ("device: %s; driver %s; CUDA runtime %s; cuDNN %s"):format(env.device, env.driver, env.runtime, env.cudnn),
-    ("ms per forward: median of %d CUDA graph replays after %d warm-up (cpu: wall clock); "
-      .. "checked against the f64 reference%s"):format(info.rounds, info.warmup, o.check and "" or " (skipped)"),
-  }
-  local footer = {
-    "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
-    "bound (rel L2): cuDNN and cpu 1e-4; persistent and cluster 1.1x (and max abs 2x) cuDNN standard FP32's at that batch.",
-  }
-  local tf32 = false
-  for _, m in ipairs(info.maths) do tf32 = tf32 or m == "tf32" end
-  if tf32 then
-    footer[1] = "vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
-      .. "(tf32 rows: the fastest cuDNN tf32 one) / the row's (> 1: faster)."
-    footer[#footer + 1] = ("tf32 rows: cuDNN %g; persistent and cluster (TF32 input projections, FP32 recurrence) "
-      .. "1.1x (and max abs 2x) cuDNN standard tf32's at that batch, else %g."):format(benchmark.tf32_bound,
-      benchmark.tf32_bound)
-  end
-  for _, m in ipairs(info.maths) do
-    if m == "3xtf32" then
-      footer[#footer + 1] = "3xtf32 rows (split-TF32 input projections, FP32 recurrence): the FP32 rows' bounds; "
-        .. "vs cuDNN best: the fastest cuDNN FP32 algorithm."
-    end
-  end
-  if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end
-  if errors > 0 then footer[#footer + 1] = ("%d row%s failed to run (see note)."):format(errors, errors > 1 and "s" or "") end
-  footer[#footer + 1] = ("%.1f s in all."):format(seconds)
-  out.write(report.table(rows, table_columns(report), { title = table.concat(header, "\n"), footer = footer }))
+  out.write(benchmark.text(rows, info, { environment = env, seconds = seconds }))
 
   local written, werr = pcall(function()
     if o.json then
