@@ -64,7 +64,8 @@ def lstm(inputs, at):
         params["initial_h"] = h0[d:d + 1] if h0 is not None else np.zeros((1, batch, hidden))
         params["initial_c"] = c0[d:d + 1] if c0 is not None else np.zeros((1, batch, hidden))
         params["P"] = p[d:d + 1] if p is not None else np.zeros((1, 3 * hidden))
-        y, _ = LSTM_Helper(**params).step()  # [T, 1, B, H]
+        # step() returns (Y, Y_h), or (Y, Y_h, Y_c) in later onnx releases: Y [T, 1, B, H] first in each
+        y = LSTM_Helper(**params).step()[0]
         y = y[::-1] if reverse else y
         ys.append(y)
         last = y[0] if reverse else y[-1]  # [1, B, H]

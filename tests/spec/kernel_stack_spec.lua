@@ -310,10 +310,17 @@ describe("a stack around a kernel of one's own", function()
     local rows = benchmark.run { batches = { 2 }, steps = 20, backends = { "cudnn", "row_block_bench" },
                                  algos = { "standard" }, rounds = 2, warmup = 1,
                                  layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 1 } }
-    local row = rows[#rows]
+    local row, cudnn = rows[#rows], rows[1]
     assert.are.equal("row_block_bench", row.backend)
+    assert.are.equal("cudnn", cudnn.backend)
     assert.is_nil(row.error)
-    assert.is_true(row.bound_ok)
+    -- the built-in kernels' bound: 1.1x (and max abs 2x) cuDNN standard FP32's at that batch; whether a
+    -- 20-step stack falls within it is chance (either side of cuDNN's error), so the verdict is checked
+    -- against the bound, not assumed
+    assert.are.equal(1.1 * cudnn.rel_l2, row.bound)
+    assert.are.equal(2 * cudnn.max_abs, row.bound_max_abs)
+    assert.are.equal(row.rel_l2 <= row.bound and row.max_abs <= row.bound_max_abs, row.bound_ok)
+    assert.is_true(row.rel_l2 < 1e-5, ("rel_l2 %g"):format(row.rel_l2))
     assert.truthy(row.median_ms > 0 and row.speedup > 0)
     assert.matches("row_block_bench", benchmark.text(rows, { layers = 2, hidden = 128, input = 60, steps = 20,
                                                               rounds = 2, warmup = 1 }))
@@ -358,9 +365,12 @@ describe("a stack around a kernel of one's own", function()
   end)
 
   gpu_it("NaN written from finite inputs and weights is named, with the layouts to check", function()
-    local plan <close> = plan_of(fixture("other_column"), 2, 6) -- sequential: forward, then reverse
+    -- sequential: forward, then reverse. The forward h from time 2 on is NaN (the reverse half still
+    -- holds the poison); the reverse launch reads those, so in y's row-major order the first NaN is
+    -- the reverse half's at time 1
+    local plan <close> = plan_of(fixture("other_column"), 2, 6)
     refuses(function() plan:forward(spk.randn({ 2, 6, 6 }, { seed = 1 })) end,
-      "kernel other_column wrote NaN or infinity to %d+ outputs of layer 1 %(the first: batch row 1, time 2, forward unit 1%) "
+      "kernel other_column wrote NaN or infinity to %d+ outputs of layer 1 %(the first: batch row 1, time 1, reverse unit 1%) "
         .. "from finite inputs and weights: does it read the buffers as the plan lays them out")
     -- NaN in x is not the kernel's: no such error (the built-in contract: NaN spreads)
     local good <close> = plan_of(spk.lstm.kernel_file(ROW_BLOCK), 2, 6)
