@@ -10,7 +10,7 @@ local cuda = spk.cuda
 
 -- Modes: (none) every case below; --kernel FILE: a stack around that kernel
 -- file's kernel alone (a kernel of one's own); --out-of-bounds: the fixture
--- kernel that reads past R (tests/fixtures/kernels/out_of_bounds.cu), which
+-- kernel that reads far past R (tests/fixtures/kernels/out_of_bounds.cu), which
 -- memcheck must report.
 local argv, kernel_file, out_of_bounds = { ... }, nil, false
 for i = 1, #argv do

@@ -274,7 +274,8 @@ static int plan_time(lua_State *L)
 {
     const spk_lua_gpu_plan_type *type = upvalue_type(L);
     spk_lua_gpu_plan_check(L, type); /* a closed self first */
-    spk_lua_noextra(L, 5);
+    /* a timeline selection only for a plan with a timeline build */
+    spk_lua_noextra(L, type->time_timeline ? 5 : 4);
     spk_lua_checktensor(L, 2);
     lua_Integer rounds = luaL_optinteger(L, 3, 7), warmup = luaL_optinteger(L, 4, 2);
     if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)

@@ -22,20 +22,38 @@ local function read(path)
   return text
 end
 
--- Minimal CSV parsing of the files report.csv writes: header and rows.
+-- CSV parsing of the files report.csv writes (RFC 4180: a field with a comma, a quote or a line
+-- break is quoted, a quote doubled): header and rows.
+local function csv_records(text)
+  local records, record, field, i, n = {}, {}, {}, 1, #text
+  local quoted = false
+  while i <= n do
+    local ch = text:sub(i, i)
+    if quoted then
+      if ch == '"' and text:sub(i + 1, i + 1) == '"' then field[#field + 1] = '"'; i = i + 1
+      elseif ch == '"' then quoted = false
+      else field[#field + 1] = ch end
+    elseif ch == '"' then quoted = true
+    elseif ch == "," then record[#record + 1] = table.concat(field); field = {}
+    elseif ch == "\n" then
+      record[#record + 1] = table.concat(field); field = {}
+      records[#records + 1] = record; record = {}
+    elseif ch ~= "\r" then field[#field + 1] = ch end
+    i = i + 1
+  end
+  assert(not quoted, "CSV: a quoted field is not closed")
+  if #field > 0 or #record > 0 then record[#record + 1] = table.concat(field); records[#records + 1] = record end
+  return records
+end
+
 local function csv_rows(text)
-  local lines = {}
-  for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
-  local header = {}
-  for f in lines[1]:gmatch("[^,]+") do header[#header + 1] = f end
+  local records = csv_records(text)
+  local header = records[1]
   local rows = {}
-  for i = 2, #lines do
-    local row, k = {}, 0
-    for f in (lines[i] .. ","):gmatch("([^,]*),") do
-      k = k + 1
-      row[header[k]] = f
-    end
-    assert.are.equal(#header, k, "field count of line " .. i)
+  for i = 2, #records do
+    local row = {}
+    assert.are.equal(#header, #records[i], "field count of line " .. i)
+    for k, f in ipairs(records[i]) do row[header[k]] = f end
     rows[#rows + 1] = row
   end
   return header, rows
@@ -58,6 +76,16 @@ describe("experiments", function()
       assert.is_false(os.execute("test -e '" .. dir .. "/out'") == true)
     end)
   end
+
+  it("reads back the CSV report.csv_string writes, quoted fields among them", function()
+    local rows = { { batch = 1, variant = 'cluster 8, warp push', note = 'say "hi"' }, { batch = 2, variant = "x" } }
+    local columns = { { key = "batch", title = "batch" }, { key = "variant", title = "variant" },
+                      { key = "note", title = "note" } }
+    local header, back = csv_rows(report.csv_string(rows, columns))
+    assert.are.same({ "batch", "variant", "note" }, header)
+    assert.are.same({ batch = "1", variant = "cluster 8, warp push", note = 'say "hi"' }, back[1])
+    assert.are.same({ batch = "2", variant = "x", note = "" }, back[2])
+  end)
 
   it("custom_kernel without a GPU compiles the kernel, checks the contract, writes check.json and exits 3", function()
     if gpu then pending("a GPU is present") return end
