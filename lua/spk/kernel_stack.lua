@@ -28,7 +28,7 @@
 --     statuses = {[1] = "a wait timed out"},   -- what its status codes mean
 --     name = "my kernel", timeout_ms = 10000, watchdog_ms = (4 x timeout + 60 s), check_writes = true,
 --   }
---   local plan = spk.lstm.kernel_stack(spec + {layers =, batch =, steps =, math = "fp32" | "tf32"})
+--   local plan = spk.lstm.kernel_stack(spec + {layers =, batch =, steps =, math = one of spk.lstm.math_modes})
 --   plan:forward(x[, {trace = {layer =, direction =, steps =}}]), plan:time{}, plan:close(),
 --   plan.variant, plan.kernel (registers, spills, capacity, launches, defines, args, packing, ...)
 --
@@ -303,7 +303,7 @@ return function(spk, core)
     self.kernel.name, self.kernel.entry, self.kernel.file = s.name, s.entry, s.file
     self.kernel.args, self.kernel.packing, self.kernel.defines = s.args, s.packing, defines
     self.launch = desc
-    self.variant = variant_of(s, desc) .. (self.math == "tf32" and ", tf32 projections" or "")
+    self.variant = variant_of(s, desc) .. spk.lstm.math_suffix(self.math)
     return spk.lstm.new_plan(self, { forward_options = { trace = true } })
   end
 

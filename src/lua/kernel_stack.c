@@ -257,7 +257,7 @@ static void plan_push_name(lua_State *L, const void *plan)
     lua_pushfstring(L, "lstm stack (kernel, %d layers, batch %d, steps %d, %d launch%s a layer%s%s)",
                     (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, i->nlaunches,
                     i->nlaunches == 1 ? "" : "es", i->concurrent ? ", concurrent" : "",
-                    i->shape.math == SPK_MATH_TF32 ? ", tf32 projections" : "");
+                    spk_lstm_math_suffix(i->shape.math));
 }
 
 static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.kernel_stack",

@@ -238,6 +238,16 @@ describe("a stack around a kernel of one's own", function()
     return spk.lstm.kernel_stack(copy(spec, copy({ layers = layers, batch = batch, steps = steps }, extra)))
   end
 
+  gpu_it("says the projections' math in the variant and the plan's name, as the built-in plans do", function()
+    local spec = spk.lstm.kernel_file(ROW_BLOCK)
+    for _, m in ipairs(spk.lstm.math_modes) do
+      local plan <close> = plan_of(spec, 1, 4, { math = m })
+      local suffix = spk.lstm.math_suffix(m)
+      assert.are.equal(suffix, plan.variant:sub(#plan.variant - #suffix + 1))
+      if suffix ~= "" then assert.matches(suffix, tostring(plan.handle), 1, true) end
+    end
+  end)
+
   gpu_it("row_block: within the f64 reference, the same bits every forward, traced like the reference", function()
     local spec = spk.lstm.kernel_file(ROW_BLOCK)
     for _, batch in ipairs { 1, 3, 17 } do
