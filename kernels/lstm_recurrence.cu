@@ -13,8 +13,10 @@
 //                  positions written to a trace buffer (SPK_TRACE_STEP); 0/undefined: no trace code
 //   SPK_TIMELINE   1: the timeline build: the stage boundaries of chosen steps and blocks stamped
 //                  (kernels/spk_timeline.cuh; the stages: kernels/lstm_timeline_stages.cuh)
-// A step: gather h of the previous step (paired 16-byte polls of flagged
-// words), the dot products with their reduction, the cell, publish h.
+// A step reads as its stages (kernels/lstm_recurrence_stages.cuh): wait for
+// h (the paired gather: 16-byte polls of flagged words), fetch the next
+// gates, the step's cells (the dot products with their reduction, the cell,
+// publish h), take the gates.
 // docs/design.md has the work split, the exchange's memory-ordering argument
 // (why two parity slots suffice, why a matching flag implies its value,
 // never waiting forever) and the numerics; every variant gives the same bits.
@@ -79,12 +81,14 @@ static_assert(2 * MAX_TILE_ROWS * HIDDEN * 4 <= 48 * 1024, "the two h buffers mu
 // NULL in every launch but the traced layer's traced direction.
 #define SPK_TRACE_STEP(step, t, row, unit, c, h) trace_record(trace, trace_slot, trace_slots, batch, t, row, unit, c, h)
 #define SPK_TRACE_PARAMS , float *trace, const int *trace_slot, int trace_slots
+#define SPK_TRACE_ARGS , trace, trace_slot, trace_slots /* handed on to the stages that publish h */
 // The few extra registers must not spill: let ptxas use what one block per SM allows.
 #define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
 #else
 // Normal builds: no trace parameters, no trace code.
 #define SPK_TRACE_STEP(step, t, row, unit, c, h) ((void)0)
 #define SPK_TRACE_PARAMS
+#define SPK_TRACE_ARGS
 #define SPK_LAUNCH_BOUNDS __launch_bounds__(THREADS)
 #endif
 #if defined(SPK_TIMELINE) && SPK_TIMELINE
@@ -165,53 +169,9 @@ __device__ __forceinline__ void trace_record(float *trace, const int *trace_slot
 }
 #endif
 
+#include "lstm_recurrence_stages.cuh"
+
 // ---- the recurrence ----------------------------------------------------------
-
-// Per-thread partial dot product of one batch row: the thread's float4 groups
-// of h (shared memory) with its registers of R, 4 FMA chains, fixed order.
-__device__ __forceinline__ float partial_dot(const float4 (&r)[FLOAT4_PER_CHUNK], const float *h_row, int q)
-{
-    const float4 *h4 = reinterpret_cast<const float4 *>(h_row);
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < FLOAT4_PER_CHUNK; k++) {
-        float4 h = h4[k * CHUNKS + q];
-        a0 = fmaf(h.x, r[k].x, a0);
-        a1 = fmaf(h.y, r[k].y, a1);
-        a2 = fmaf(h.z, r[k].z, a2);
-        a3 = fmaf(h.w, r[k].w, a3);
-    }
-    return (a0 + a1) + (a2 + a3);
-}
-
-// Sum over the CHUNKS lanes of a gate row: every one of them ends with the same bits.
-__device__ __forceinline__ float chunk_sum(float v)
-{
-#pragma unroll
-    for (int mask = 1; mask < CHUNKS; mask <<= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, mask);
-    return v;
-}
-
-// This thread's slice of R: gate row `row` (one gate row a thread), or the
-// four gate rows from `row` on (a gate block), at k-chunk q.
-__device__ __forceinline__ void load_weights(float4 (&w)[FLOAT4_PER_CHUNK], const float *r, int row, int q)
-{
-    const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)row * HIDDEN);
-#pragma unroll
-    for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-        w[k] = src[k * CHUNKS + q];
-}
-__device__ __forceinline__ void load_weights(float4 (&w)[4][FLOAT4_PER_CHUNK], const float *r, int row, int q)
-{
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        const float4 *src = reinterpret_cast<const float4 *>(r + (size_t)(row + p) * HIDDEN);
-#pragma unroll
-        for (int k = 0; k < FLOAT4_PER_CHUNK; k++)
-            w[p][k] = src[k * CHUNKS + q];
-    }
-}
 
 extern "C" __global__ void SPK_LAUNCH_BOUNDS
 spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·Wᵀ of this direction, row b*steps + t
@@ -242,49 +202,28 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
     const int unit = tid / UNIT_LANES;          // unit within the block
     const int hidden_unit = group * UNITS + unit;
     SPK_TIMELINE_SETUP(SPK_RECURRENCE_STAGE_COUNT, direction, group + GROUPS * tile, tid);
-#if GATE_BLOCK == 1
-    const int j = tid / CHUNKS;                 // gate row within the block: unit * 4 + gate
-    const int unit_lane = tid % UNIT_LANES;     // = the batch row this lane owns
-    const int unit_base = (tid % 32) - unit_lane; // first lane of this unit in the warp
-    const bool owner = unit_lane < rows;
-
-    // This thread's slice of R, held for the whole sequence.
-    float4 weights[FLOAT4_PER_CHUNK];
-    load_weights(weights, r, group * GATE_ROWS + j, q);
-#else
-    // Lane q < ROW_GROUP of a unit owns row s * ROW_GROUP + my_row of every group s.
-    const bool lead = q < ROW_GROUP;
-    const int my_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
-    // The four gate rows of this thread's unit at chunk q, for the whole sequence.
-    float4 weights[4][FLOAT4_PER_CHUNK];
-    load_weights(weights, r, group * GATE_ROWS + unit * 4, q);
-#endif
+    // The cells this thread owns and the rows of R it holds (kernels/lstm_recurrence_stages.cuh).
+    const int j = tid / CHUNKS; // one gate row a thread: the block's gate row unit * 4 + gate
+    const bool cell_lane = GATE_BLOCK == 1 || q < ROW_GROUP;
+    const int lane_row = GATE_BLOCK == 1 ? tid % UNIT_LANES : spk_scatter_row<ROW_GROUP, CHUNKS>(q);
+    const int unit_base = (tid % 32) - lane_row; // one gate row a thread: the unit's first lane in the warp
+    const bool owner = cell_lane && lane_row < rows; // owns the cell of row lane_row
+    thread_weights weights;                          // this thread's slice of R, for the whole sequence
+    load_weights(weights, r, group * GATE_ROWS + (GATE_BLOCK == 1 ? j : unit * 4), q);
     const float4 b4 = reinterpret_cast<const float4 *>(bias)[hidden_unit];
+    zero_h(&h_buffers[0][0], tid);
 
-    // Initial h is zero; rows past `rows` stay zero for the whole launch.
-    for (int i = tid; i < 2 * MAX_TILE_ROWS * HIDDEN; i += THREADS)
-        (&h_buffers[0][0])[i] = 0.0f;
-
+    // x·Wᵀ of row b of the tile at `step` of the direction, for this block's unit.
     const int gate_stride = 4 * HIDDEN;
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
-    auto gates_row = [&](int step, int b) -> float4 {
+    auto gates_of = [&](int step, int b) -> float4 {
         int t = direction ? steps - 1 - step : step;
         size_t index = ((size_t)(row0 + b) * steps + t) * gate_stride + hidden_unit * 4;
         return __ldg(gates4 + index / 4);
     };
-#if GATE_BLOCK == 1
-    float4 gx = owner ? gates_row(0, unit_lane) : make_float4(0.f, 0.f, 0.f, 0.f);
-    float c = 0.0f;
-#else
-    float4 gx[ROW_SLOTS];
-    float c[ROW_SLOTS];
-#pragma unroll
-    for (int s = 0; s < ROW_SLOTS; s++) {
-        const int b = s * ROW_GROUP + my_row;
-        gx[s] = lead && b < rows ? gates_row(0, b) : make_float4(0.f, 0.f, 0.f, 0.f);
-        c[s] = 0.0f;
-    }
-#endif
+    cell_gates gx = first_gates<GATE_BLOCK>(gates_of, rows, lane_row, cell_lane, owner);
+    cell_states c;
+    zero_cells(c);
     bool given_up = false;
     __syncthreads();
 
@@ -293,167 +232,28 @@ spk_lstm_recurrence(const float *__restrict__ gates, // [batch * steps, 4H]: x·
         const int t = direction ? steps - 1 - step : step;
         float *h_prev = h_buffers[step & 1];
         SPK_TIMELINE_START(step);
-
         if (step > 0) {
-            // Gather h of step - 1 (flag flag_base + step) from the other slot.
+            // Wait for h: gather h of step - 1 (flag flag_base + step) from the other parity slot, word i =
+            // b * HIDDEN + u in 16-byte pairs (HIDDEN even: no pair straddles two rows), a round at a time.
             const u64 *slot = tile_state + ((step - 1) & 1) * (MAX_TILE_ROWS * HIDDEN);
             const unsigned flag = flag_base + (unsigned)step;
-            // Paired gather: word i = b * HIDDEN + u, pairs (2i', 2i'+1) never straddle rows (HIDDEN even).
             const ulonglong2 *slot2 = reinterpret_cast<const ulonglong2 *>(slot);
             float2 *h_prev2 = reinterpret_cast<float2 *>(h_prev);
             const int pairs = words / 2;
             for (int base = tid; base < pairs; base += THREADS * GATHER_PAIRS) {
                 ulonglong2 w[GATHER_PAIRS];
-#pragma unroll
-                for (int k = 0; k < GATHER_PAIRS; k++) {
-                    int i = base + k * THREADS;
-                    if (i < pairs)
-                        w[k] = poll_pair(slot2 + i);
-                }
-                u64 start = 0;
-                unsigned rounds = 0;
-                for (;;) {
-                    bool ready = true;
-#pragma unroll
-                    for (int k = 0; k < GATHER_PAIRS; k++) {
-                        int i = base + k * THREADS;
-                        if (i < pairs && !pair_ready(w[k], flag))
-                            ready = false;
-                    }
-                    if (ready || given_up)
-                        break;
-                    if ((++rounds & 15u) == 0)
-                        check_give_up(start, status, timeout_ns, given_up);
-                    // Every stale pair again, all in flight together: one round trip per round.
-#pragma unroll
-                    for (int k = 0; k < GATHER_PAIRS; k++) {
-                        int i = base + k * THREADS;
-                        if (i < pairs && !pair_ready(w[k], flag))
-                            w[k] = poll_pair(slot2 + i);
-                    }
-                }
-#pragma unroll
-                for (int k = 0; k < GATHER_PAIRS; k++) {
-                    int i = base + k * THREADS;
-                    if (i < pairs)
-                        h_prev2[i] = make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
-                }
+                poll_pairs(w, slot2, base, pairs);
+                wait_for_pairs(w, slot2, base, pairs, flag, status, timeout_ns, given_up);
+                store_pairs(h_prev2, w, base, pairs);
             }
         }
         __syncthreads();
         SPK_TIMELINE_STAMP(step, MARK(WAIT));
-
-#if GATE_BLOCK == 1
-        // The next step's input projection, loaded while this step computes.
-        float4 gx_next = gx;
-        if (owner && step + 1 < steps)
-            gx_next = gates_row(step + 1, unit_lane);
+        const cell_gates gx_next = fetch_gates(gx, gates_of, step, steps, rows, lane_row, cell_lane, owner);
         SPK_TIMELINE_STAMP(step, MARK(FETCH));
-
-        // Dot products of every row; the owner lane of row b collects its unit's four gates.
-        float pi = 0.0f, pf = 0.0f, pc = 0.0f, po = 0.0f;
-        int b0 = 0;
-#if ROW_GROUP > 1
-        for (; b0 + ROW_GROUP <= rows; b0 += ROW_GROUP) {
-            float v[ROW_GROUP][1];
-#pragma unroll
-            for (int e = 0; e < ROW_GROUP; e++)
-                v[e][0] = partial_dot(weights, h_prev + (b0 + e) * HIDDEN, q);
-            SPK_TIMELINE_STAMP(step, MARK(DOT));
-            spk_reduce_scatter<ROW_GROUP, 1, CHUNKS>(v, q);
-            // Gate p of row b0 + e lies in lane p * CHUNKS + spk_scatter_row(e) of the unit.
-            const int e = (unit_lane - b0) & (ROW_GROUP - 1);
-            const int from = unit_base + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
-            float si = __shfl_sync(0xffffffffu, v[0][0], from + 0 * CHUNKS);
-            float sf = __shfl_sync(0xffffffffu, v[0][0], from + 1 * CHUNKS);
-            float sc = __shfl_sync(0xffffffffu, v[0][0], from + 2 * CHUNKS);
-            float so = __shfl_sync(0xffffffffu, v[0][0], from + 3 * CHUNKS);
-            if ((unsigned)(unit_lane - b0) < (unsigned)ROW_GROUP) {
-                pi = si;
-                pf = sf;
-                pc = sc;
-                po = so;
-            }
-            SPK_TIMELINE_STAMP(step, MARK(REDUCE));
-        }
-#endif
-        for (int b = b0; b < rows; b++) {
-            const float d = partial_dot(weights, h_prev + b * HIDDEN, q);
-            SPK_TIMELINE_STAMP(step, MARK(DOT));
-            float s = chunk_sum(d);
-            float si = __shfl_sync(0xffffffffu, s, unit_base + 0 * CHUNKS);
-            float sf = __shfl_sync(0xffffffffu, s, unit_base + 1 * CHUNKS);
-            float sc = __shfl_sync(0xffffffffu, s, unit_base + 2 * CHUNKS);
-            float so = __shfl_sync(0xffffffffu, s, unit_base + 3 * CHUNKS);
-            if (unit_lane == b) {
-                pi = si;
-                pf = sf;
-                pc = sc;
-                po = so;
-            }
-            SPK_TIMELINE_STAMP(step, MARK(REDUCE));
-        }
-
-        if (owner) {
-            const float h = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
-            SPK_TIMELINE_STAMP(step, MARK(CELL));
-            const int b = unit_lane;
-            output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
-            const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);
-            publish_word(tile_state + (step & 1) * (MAX_TILE_ROWS * HIDDEN) + b * HIDDEN + hidden_unit, word);
-            SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c, h);
-            SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
-        }
-        gx = gx_next;
-#else
-        // The next step's input projections of this lane's rows, loaded while this step computes.
-        float4 gx_next[ROW_SLOTS];
-#pragma unroll
-        for (int s = 0; s < ROW_SLOTS; s++) {
-            const int b = s * ROW_GROUP + my_row;
-            gx_next[s] = gx[s];
-            if (lead && b < rows && step + 1 < steps)
-                gx_next[s] = gates_row(step + 1, b);
-        }
-        SPK_TIMELINE_STAMP(step, MARK(FETCH));
-        // Row groups: the 4-gate dots of ROW_GROUP rows, their reduce-scatter,
-        // then the owner lanes update their cells (the condition on b0 is the
-        // same for the whole block, so every lane takes the same shuffles).
-#pragma unroll
-        for (int s = 0; s < ROW_SLOTS; s++) {
-            const int b0 = s * ROW_GROUP;
-            if (b0 < rows) {
-                float v[ROW_GROUP][4];
-#pragma unroll
-                for (int e = 0; e < ROW_GROUP; e++) {
-                    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
-                    if (b0 + e < rows)
-                        d = spk_partial_dot4<FLOAT4_PER_CHUNK, CHUNKS>(weights, h_prev + (b0 + e) * HIDDEN, q);
-                    v[e][0] = d.x;
-                    v[e][1] = d.y;
-                    v[e][2] = d.z;
-                    v[e][3] = d.w;
-                }
-                SPK_TIMELINE_STAMP(step, MARK(DOT));
-                spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
-                SPK_TIMELINE_STAMP(step, MARK(REDUCE));
-                const int b = b0 + my_row;
-                if (lead && b < rows) {
-                    const float h = spk_lstm_cell(gx[s], v[0][0], v[0][1], v[0][2], v[0][3], b4, c[s]);
-                    SPK_TIMELINE_STAMP(step, MARK(CELL));
-                    output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + hidden_unit] = h;
-                    const u64 word = ((u64)(flag_base + (unsigned)step + 1u) << 32) | __float_as_uint(h);
-                    publish_word(tile_state + (step & 1) * (MAX_TILE_ROWS * HIDDEN) + b * HIDDEN + hidden_unit,
-                                 word);
-                    SPK_TRACE_STEP(step, t, row0 + b, hidden_unit, c[s], h);
-                    SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
-                }
-            }
-        }
-#pragma unroll
-        for (int s = 0; s < ROW_SLOTS; s++)
-            gx[s] = gx_next[s];
-#endif
+        cells_of_step(weights, h_prev, gx, c, b4, rows, q, lane_row, cell_lane, unit_base, owner, output, tile_state,
+                      row0, steps, t, step, flag_base, hidden_unit, batch SPK_TRACE_ARGS SPK_TIMELINE_FN_ARGS(step));
+        gx = gx_next; // take the gates
     }
 }
 
