@@ -194,13 +194,8 @@ void spk_lua_read_trace(lua_State *L, int idx, spk_lstm_trace *trace, int64_t *s
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "trace must be a table {layer =, direction =, steps =}, got %s", luaL_typename(L, idx));
     int t = lua_absindex(L, idx);
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        if (!key || (strcmp(key, "layer") != 0 && strcmp(key, "direction") != 0 && strcmp(key, "steps") != 0))
-            luaL_error(L, "trace: unknown option '%s' (layer, direction, steps)", key ? key : "?");
-        lua_pop(L, 1);
-    }
+    static const char *const keys[] = {"layer", "direction", "steps", NULL};
+    spk_lua_checkkeys(L, t, keys, "trace");
     int isint = 0;
     spk_lua_rawfield(L, t, "layer");
     lua_Integer layer = lua_tointegerx(L, -1, &isint);

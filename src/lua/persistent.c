@@ -207,13 +207,8 @@ static int l_forward(lua_State *L)
         return 1;
     }
     luaL_checktype(L, 3, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 3)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        if (!key || (strcmp(key, "trace") != 0 && strcmp(key, "timeline") != 0))
-            return luaL_error(L, "forward: unknown option '%s' (trace, timeline)", key ? key : "?");
-        lua_pop(L, 1);
-    }
+    static const char *const keys[] = {"trace", "timeline", NULL};
+    spk_lua_checkkeys(L, 3, keys, "forward");
     if (spk_lua_rawfield(L, 3, "timeline") != LUA_TNIL)
         return forward_timeline(L);
     lua_pop(L, 1);
