@@ -8,13 +8,21 @@
  *   uniform f32 in [0, 1): (next() >> 40) * 2^-24;
  *   normal: Box-Muller on two uniform f64 draws u1, u2:
  *           sqrt(-2 ln(1 - u1)) * cos(2 pi u2); the sine half is discarded,
- *           so every normal consumes exactly two draws. */
+ *           so every normal consumes exactly two draws.
+ *
+ * Scripts draw from one process-wide generator unless they give a seed
+ * (src/lua/random.c): it starts seeded with SPK_RNG_DEFAULT_SEED and each
+ * draw continues it, as torch's default generator does (spk.seed(n) seeds it
+ * again; the first draws after seeding with n are those of seed = n). */
 #ifndef SPK_RNG_H
 #define SPK_RNG_H
 
 #include <stdint.h>
 
 #include "core/tensor.h"
+
+/* The seed the process-wide generator starts from. */
+#define SPK_RNG_DEFAULT_SEED 0
 
 typedef struct spk_rng {
     uint64_t s[4];

@@ -1,9 +1,13 @@
 /* Lua bindings of the seeded generator (core/rng.h documents the algorithm).
  *
- * spk.rand / spk.randn take {seed = n}; without one the seed is 0, so a
- * script always draws the same numbers. To draw a sequence, make a generator:
- * spk.generator(seed) is a "spk.generator" userdata whose :uniform, :normal
- * and :next_u64 continue from where the previous call stopped. */
+ * spk.rand / spk.randn with {seed = n} draw from a generator seeded with n,
+ * so the same call gives the same numbers everywhere. Without a seed they
+ * continue the process-wide generator (one per Lua state, kept in the
+ * registry), seeded with SPK_RNG_DEFAULT_SEED when spk loads and again by
+ * spk.seed(n): each call gets new numbers, and a run is reproduced by its
+ * seed (spk.initial_seed(), which results files record). spk.generator(seed)
+ * is a "spk.generator" userdata of one's own whose :uniform, :normal and
+ * :next_u64 continue from where the previous call stopped. */
 #include "core/error.h"
 #include "core/rng.h"
 #include "lua/args.h"
@@ -26,13 +30,37 @@ static uint64_t check_seed(lua_State *L, int arg)
     return (uint64_t)seed;
 }
 
-static uint64_t opt_seed_field(lua_State *L, int arg)
+/* The process-wide generator and the seed it was last seeded with. */
+typedef struct process_rng {
+    spk_rng rng;
+    uint64_t seed;
+} process_rng;
+
+static const char process_rng_key = 0; /* its registry slot: this address */
+
+static process_rng *process_generator(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &process_rng_key);
+    process_rng *p = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!p) { /* made when spk loads (spk_open_random); this is a safety net */
+        p = lua_newuserdatauv(L, sizeof *p, 0);
+        spk_rng_seed(&p->rng, SPK_RNG_DEFAULT_SEED);
+        p->seed = SPK_RNG_DEFAULT_SEED;
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &process_rng_key);
+    }
+    return p;
+}
+
+/* Whether the options table at arg gives a seed, and which. */
+static bool opt_seed_field(lua_State *L, int arg, uint64_t *out)
 {
     if (lua_type(L, arg) != LUA_TTABLE)
-        return 0;
+        return false;
     spk_lua_rawfield(L, arg, "seed");
     uint64_t seed = 0;
-    if (!lua_isnil(L, -1)) {
+    bool given = !lua_isnil(L, -1);
+    if (given) {
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
         if (!isint || lua_type(L, -1) != LUA_TNUMBER)
@@ -41,7 +69,8 @@ static uint64_t opt_seed_field(lua_State *L, int arg)
         seed = (uint64_t)v;
     }
     lua_pop(L, 1);
-    return seed;
+    *out = seed;
+    return given;
 }
 
 /* Reads (shape..., opts) from `arg` on, creates the tensor and fills it.
@@ -63,9 +92,12 @@ static int draw(lua_State *L, spk_rng *rng, int arg, bool normal, const char *co
     if ((normal ? spk_rng_normal_check(a, b) : spk_rng_uniform_check(a, b)) != 0)
         luaL_argerror(L, opts, lua_pushfstring(L, "%s", spk_last_error()));
     spk_rng fresh;
-    if (!rng) {
-        spk_rng_seed(&fresh, opt_seed_field(L, opts));
+    uint64_t seed;
+    if (!rng && opt_seed_field(L, opts, &seed)) {
+        spk_rng_seed(&fresh, seed);
         rng = &fresh;
+    } else if (!rng) {
+        rng = &process_generator(L)->rng;
     }
     spk_lua_pushtensor(L, spk_tensor_new(dtype, ndim, shape));
     spk_tensor *t = spk_lua_checktensor(L, -1);
@@ -78,6 +110,21 @@ static int draw(lua_State *L, spk_rng *rng, int arg, bool normal, const char *co
 static int module_rand(lua_State *L) { return draw(L, NULL, 1, false, rand_options, "rand"); }
 /* spk.randn(shape, {seed = 0, dtype = "f32", mean = 0, std = 1}) */
 static int module_randn(lua_State *L) { return draw(L, NULL, 1, true, randn_options, "randn"); }
+
+static int module_seed(lua_State *L)
+{
+    uint64_t seed = check_seed(L, 1);
+    process_rng *p = process_generator(L);
+    spk_rng_seed(&p->rng, seed);
+    p->seed = seed;
+    return 0;
+}
+
+static int module_initial_seed(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)process_generator(L)->seed);
+    return 1;
+}
 
 static int module_generator(lua_State *L)
 {
@@ -138,14 +185,25 @@ static const spk_lua_checked_reg generator_methods[] = {
 
 static const spk_lua_checked_reg module_functions[] = {
     {"rand", module_rand,
-     "spk.rand(shape[, {seed = 0, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
-     "Uniform in [low, high) from a generator seeded with seed (the same numbers every run; see\n"
-     "src/core/rng.h for the algorithm).",
+     "spk.rand(shape[, {seed =, dtype = \"f32\", low = 0, high = 1}]) -> tensor\n"
+     "Uniform in [low, high). With seed: from a generator seeded with it (the same numbers every call and\n"
+     "run); without: the next draws of the process-wide generator (seeded with 0 when spk loads, and by\n"
+     "spk.seed(n)). The algorithm: SplitMix64-seeded xoshiro256**, src/core/rng.h.",
      "shape..., options"},
     {"randn", module_randn,
-     "spk.randn(shape[, {seed = 0, dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
-     "Normal draws (Box-Muller) from a generator seeded with seed.",
+     "spk.randn(shape[, {seed =, dtype = \"f32\", mean = 0, std = 1}]) -> tensor\n"
+     "Normal draws (Box-Muller). With seed: from a generator seeded with it; without: the next draws of the\n"
+     "process-wide generator (seeded with 0 when spk loads, and by spk.seed(n)).",
      "shape..., options"},
+    {"seed", module_seed,
+     "spk.seed(n)\n"
+     "Seeds the process-wide generator that spk.rand and spk.randn without a seed draw from (as\n"
+     "torch.manual_seed): the next draws are those of {seed = n}. It starts seeded with 0.",
+     "n"},
+    {"initial_seed", module_initial_seed,
+     "spk.initial_seed() -> integer\n"
+     "The seed the process-wide generator was last seeded with (0 until spk.seed; results files record it).",
+     ""},
     {"generator", module_generator,
      "spk.generator([seed = 0]) -> generator\n"
      "A seeded generator (SplitMix64-seeded xoshiro256**) whose :uniform, :normal and :next_u64 continue\n"
@@ -173,4 +231,9 @@ void spk_open_random(lua_State *L, int module)
     lua_pushvalue(L, module);
     spk_lua_setfuncs_checked(L, module_functions, NULL);
     lua_pop(L, 1);
+
+    process_rng *p = lua_newuserdatauv(L, sizeof *p, 0);
+    spk_rng_seed(&p->rng, SPK_RNG_DEFAULT_SEED);
+    p->seed = SPK_RNG_DEFAULT_SEED;
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &process_rng_key);
 }
