@@ -56,8 +56,18 @@ PATHS_OBJ = $(call obj,src/core/paths.c)
 $(PATHS_OBJ): CFLAGS += -DSPK_SOURCE_DIR='"$(CURDIR)"'
 INSTALL_LIB_OBJ = $(filter-out $(PATHS_OBJ),$(LIB_OBJ)) $(BUILD)/install/obj/paths.o
 
-.PHONY: all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
+.PHONY: FORCE all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
 all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
+
+# The commit a build is made from, and whether tracked files differ from it
+# (spk.version, spk --version, every results file's provenance), asked of git
+# at every make (scripts/build_info.sh; a tarball without .git: see there).
+# The header changes only when they do, so only then do its users recompile.
+BUILD_INFO = $(GEN)/build_info.h
+$(BUILD_INFO): FORCE
+	@scripts/build_info.sh $@
+$(call obj,src/lua/system.c src/cli/main.c): $(BUILD_INFO)
+FORCE:
 
 # (a pattern rule: one run makes both files, for build/, build-asan/ and build-fuzz/)
 %/gen/onnx.pb-c.c %/gen/onnx.pb-c.h: $(ONNX_PROTO)

@@ -21,7 +21,9 @@ the global help, and ?name at the prompt does the same.]])
     { "benchmark", "every backend side by side, timed and checked: what spk bench runs (require \"spk.benchmark\")" },
     { "experiment", "options, results folders and progress for experiment scripts (require \"spk.experiment\")" },
     { "tuning", "the tuning record spk tune writes and backend \"auto\" reads (require \"spk.tuning\")" },
-    { "options", "argument parsing shared by the spk commands (require \"spk.options\")" },
+    { "options", "argument parsing, exit statuses and tool start shared by the spk commands (require \"spk.options\")" },
+    { "provenance", "where a result came from: the record every results file carries (require \"spk.provenance\")" },
+    { "progress", "the status line of long work, on a terminal only (require \"spk.progress\")" },
   }
   for _, entry in ipairs(library) do
     doc.area { name = entry[1], summary = entry[2], source = "spk." .. entry[1], require = "spk." .. entry[1] }

@@ -7,10 +7,11 @@ local core = require "spk.core"
 -- (persistent_*, cluster_*, kernel_stack_*) are reached through spk.lstm
 -- (stack{backend = ...}, kernel_variant, kernel_options, kernel_stack, ...),
 -- the step timeline's bindings (timeline_*) through spk.timeline; they stay
--- in spk.core only.
+-- in spk.core only, as do the facts behind spk.version and spk.provenance
+-- (system_*).
 local function internal(name)
   return name:match("^persistent_") or name:match("^cluster_") or name:match("^timeline_")
-    or name:match("^kernel_stack_")
+    or name:match("^kernel_stack_") or name:match("^system_")
 end
 
 local spk = { core = core }
@@ -35,6 +36,14 @@ if type(spk.lstm.tunables) == "table" then
       .. "it before backend \"auto\" uses them)."):format(name, name))
   end
 end
+
+-- What this build is (lua/spk/provenance.lua: every results file records it too).
+spk.version = require("spk.provenance").version()
+require("spk.doc")(spk.version, [[
+spk.version -> {version = "0.1.0", commit = "<git hash>", dirty = true | false | nil}
+This build: spk's version, the git commit it was built from ("unknown" when built outside git), and
+whether tracked files differed from that commit at build time (nil: unknown). tostring gives
+"0.1.0 (d385bdb, clean)". Results files carry it in their provenance record (require "spk.provenance").]])
 
 -- Errors about a script's arguments point at the script's line (spk.errors).
 require("spk.errors").install(spk)

@@ -25,15 +25,21 @@
 -- column titles; a field with a comma, quote, CR, LF or leading/trailing space
 -- is quoted with quotes doubled)
 --   report.csv_string(rows, columns) -> string
---   report.csv(path, rows, columns)  -> path (raises on an I/O error)
---     columns as above, except `format` is not applied: values are written
---     exactly (numbers with the shortest text that reads back to the same
---     double, nil as an empty field, NaN/inf as nan/inf/-inf, booleans as
---     true/false). A column given as a string is its own title.
+--   report.csv(path, rows, columns[, {provenance = run | record | false}]) -> path
+--     (raises on an I/O error) columns as above, except `format` is not applied:
+--     values are written exactly (numbers with the shortest text that reads
+--     back to the same double, nil as an empty field, NaN/inf as nan/inf/-inf,
+--     booleans as true/false). A column given as a string is its own title.
+--     The file's first line is "# provenance {...}": where the result came
+--     from (spk.provenance.record(run) as JSON; false: no such line), so read
+--     it with comment = "#" (pandas) or skip lines starting with "#".
 --
 -- JSON
 --   report.json_encode(value[, {indent = 2}]) -> string
---   report.json(path, value[, {indent = 2}]) -> path (raises on an I/O error)
+--   report.json(path, value[, {indent = 2, provenance = run | record | false}]) -> path
+--     (raises on an I/O error) A value that is an object without a "provenance"
+--     key gets one: spk.provenance.record(run), where the result came from
+--     (false: none; an array is written as it is).
 --     nil -> null; booleans; integers as integers; finite floats with the
 --     shortest text that reads back to the same double; NaN and ±inf -> null
 --     (JSON has no such numbers); strings escaped (", \, control characters;
@@ -291,8 +297,23 @@ function M.csv_string(rows, columns)
   return table.concat(lines, "\n") .. "\n"
 end
 
-function M.csv(path, rows, columns)
-  return write_file(path, M.csv_string(rows, columns), "report.csv")
+-- The provenance record a file gets under opts.provenance (nil: the
+-- environment's alone), or nil for false.
+local function provenance_of(opts, where)
+  local p = opts and opts.provenance
+  if p == false then return nil end
+  if p ~= nil and type(p) ~= "table" then
+    error(("%s: provenance must be a table (the run) or false, got %s"):format(where, type(p)), 3)
+  end
+  return require("spk.provenance").record(p)
+end
+
+function M.csv(path, rows, columns, opts)
+  require("spk.options").check_keys(opts, { "provenance" }, "report.csv", 2)
+  local record = provenance_of(opts, "report.csv")
+  local text = M.csv_string(rows, columns)
+  if record then text = require("spk.provenance").csv_comment(record) .. text end
+  return write_file(path, text, "report.csv")
 end
 
 -- ---------------------------------------------------------------- JSON
@@ -416,8 +437,23 @@ function M.json_encode(value, opts)
   return table.concat(out)
 end
 
+local function is_object(value)
+  if type(value) ~= "table" then return false end
+  local mt = getmetatable(value)
+  if mt == array_mt then return false end
+  return mt == object_mt or value[1] == nil and next(value) ~= nil
+end
+
 function M.json(path, value, opts)
-  local ok, text = pcall(M.json_encode, value, opts)
+  require("spk.options").check_keys(opts, { "indent", "provenance" }, "report.json", 2)
+  local record = provenance_of(opts, "report.json")
+  if record and is_object(value) and value.provenance == nil then
+    local copy = {}
+    for k, v in pairs(value) do copy[k] = v end
+    copy.provenance = record
+    value = setmetatable(copy, getmetatable(value))
+  end
+  local ok, text = pcall(M.json_encode, value, opts and { indent = opts.indent })
   if not ok then error(text, 2) end
   return write_file(path, text .. "\n", "report.json")
 end
@@ -602,6 +638,7 @@ do
   M.table = options.takes(3, "report.table", M.table)
   M.json_encode = options.takes(2, "report.json_encode", M.json_encode)
   M.json = options.takes(3, "report.json", M.json)
+  M.csv = options.takes(4, "report.csv", M.csv)
   M.timeline = options.takes(2, "report.timeline", M.timeline)
   M.timeline_rows = options.takes(2, "report.timeline_rows", M.timeline_rows)
 end

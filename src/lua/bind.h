@@ -123,5 +123,6 @@ void spk_open_doc(lua_State *L, int module);
 void spk_open_onnx(lua_State *L, int module);
 void spk_open_timeline(lua_State *L, int module);
 void spk_open_kernel_stack(lua_State *L, int module);
+void spk_open_system(lua_State *L, int module);
 
 #endif

@@ -72,6 +72,7 @@ int luaopen_spk_core(lua_State *L)
     spk_open_onnx(L, module);
     spk_open_timeline(L, module);
     spk_open_kernel_stack(L, module);
+    spk_open_system(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);

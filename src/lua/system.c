@@ -1,0 +1,168 @@
+/* What spk knows about its build and the machine it runs on, for the record
+ * every results file carries (lua/spk/provenance.lua reads these; scripts
+ * use spk.version and require "spk.provenance"), and whether a stream is a
+ * terminal (lua/spk/progress.lua draws its line only there). The functions
+ * are spk.core.system_*; nothing here decides anything. */
+#include <stdio.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h> /* CUDART_VERSION: the toolkit spk is built with */
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "build_info.h" /* SPK_COMMIT, SPK_DIRTY: made at build time (scripts/build_info.sh) */
+#include "core/error.h"
+#include "core/exit_status.h"
+#include "core/version.h"
+#include "cuda/cudnn_rnn.h"
+#include "cuda/nvtx.h"
+#include "cuda/runtime.h"
+#include "lua/bind.h"
+
+static void set_string(lua_State *L, const char *key, const char *value)
+{
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, key);
+}
+
+static void set_integer(lua_State *L, const char *key, lua_Integer value)
+{
+    lua_pushinteger(L, value);
+    lua_setfield(L, -2, key);
+}
+
+static int system_build(lua_State *L)
+{
+    spk_lua_noextra(L, 0);
+    lua_createtable(L, 0, 5);
+    set_string(L, "version", SPK_VERSION);
+    set_string(L, "commit", SPK_COMMIT);
+    if (SPK_DIRTY >= 0) { /* left out (nil) when unknown */
+        lua_pushboolean(L, SPK_DIRTY > 0);
+        lua_setfield(L, -2, "dirty");
+    }
+    set_integer(L, "cuda_toolkit_version", CUDART_VERSION);
+    set_integer(L, "cudnn_header_version", (lua_Integer)spk_cudnn_header_version());
+    return 1;
+}
+
+/* The current device's facts, or nothing when there is none. */
+static void set_device(lua_State *L, const spk_cuda_info *info)
+{
+    int ordinal = 0;
+    spk_device_props p;
+    if (info->device_count <= 0 || spk_device_current(&ordinal) != 0 || spk_device_props_get(ordinal, &p) != 0) {
+        spk_clear_error();
+        return;
+    }
+    lua_createtable(L, 0, 5);
+    set_integer(L, "ordinal", p.ordinal);
+    set_string(L, "name", p.name);
+    lua_pushfstring(L, "%d.%d", p.cc_major, p.cc_minor);
+    lua_setfield(L, -2, "cc");
+    set_integer(L, "sms", p.sms);
+    set_integer(L, "memory_bytes", (lua_Integer)p.global_mem_bytes);
+    lua_setfield(L, -2, "device");
+}
+
+static int system_environment(lua_State *L)
+{
+    spk_lua_noextra(L, 0);
+    spk_cuda_info info;
+    spk_cuda_get_info(&info);
+    lua_createtable(L, 0, 10);
+    set_integer(L, "runtime_version", info.runtime_version);
+    set_integer(L, "driver_version", info.driver_version);
+    lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
+    lua_setfield(L, -2, "nvrtc_version");
+    set_integer(L, "cudnn_version", (lua_Integer)spk_cudnn_version());
+    set_integer(L, "device_count", info.device_count);
+    if (info.error[0])
+        set_string(L, "device_error", info.error);
+    set_device(L, &info);
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) == 0 && host[0])
+        set_string(L, "host", host);
+    struct utsname u;
+    if (uname(&u) == 0) {
+        lua_pushfstring(L, "%s %s %s", u.sysname, u.release, u.machine);
+        lua_setfield(L, -2, "os");
+    }
+    return 1;
+}
+
+/* A Lua file handle (io.stderr) or a descriptor number. */
+static int system_isatty(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    int fd = -1;
+    luaL_Stream *stream = luaL_testudata(L, 1, LUA_FILEHANDLE);
+    if (stream) {
+        if (stream->closef == NULL || stream->f == NULL)
+            return luaL_argerror(L, 1, "the file is closed");
+        fd = fileno(stream->f);
+    } else if (lua_isinteger(L, 1)) {
+        fd = (int)lua_tointeger(L, 1);
+    } else {
+        return luaL_argerror(L, 1, lua_pushfstring(L, "a file (io.stderr) or a descriptor number expected, got %s",
+                                                   spk_lua_describe(L, 1)));
+    }
+    lua_pushboolean(L, fd >= 0 && isatty(fd));
+    return 1;
+}
+
+/* The ranges pushed since the last reset, as {name = count}, with the pushes
+ * still open as `open` (src/cuda/nvtx.h: what the specs check). */
+static int system_nvtx_counts(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    int reset = lua_toboolean(L, 1);
+    lua_newtable(L);
+    for (int i = 0;; i++) {
+        const char *name;
+        long count;
+        if (spk_nvtx_count(i, &name, &count) != 0)
+            break;
+        set_integer(L, name, count);
+    }
+    set_integer(L, "open", spk_nvtx_depth());
+    lua_pushboolean(L, spk_nvtx_enabled());
+    if (reset)
+        spk_nvtx_reset_counts();
+    return 2;
+}
+
+void spk_open_system(lua_State *L, int module)
+{
+    static const spk_lua_reg functions[] = {
+        {"system_build", system_build,
+         "spk.core.system_build() -> {version, commit, dirty, cuda_toolkit_version, cudnn_header_version}\n"
+         "What this build is: spk's version, the git commit it was built from (\"unknown\" outside git), and\n"
+         "whether tracked files differed from it (dirty; nil when unknown). spk.version reads it."},
+        {"system_environment", system_environment,
+         "spk.core.system_environment() -> {runtime_version, driver_version, nvrtc_version, cudnn_version,\n"
+         "    device_count, device = {name, cc, sms, memory_bytes, ordinal}, device_error, host, os}\n"
+         "The machine's GPU stack and host, never an error (no device: no `device`, the reason in device_error).\n"
+         "require \"spk.provenance\" turns it into the record results files carry."},
+        {"system_isatty", system_isatty,
+         "spk.core.system_isatty(file | fd) -> boolean\n"
+         "Whether the file (io.stderr) or descriptor is a terminal (spk.progress draws its line only there)."},
+        {"system_nvtx_counts", system_nvtx_counts,
+         "spk.core.system_nvtx_counts([reset]) -> {name = pushes, open = depth}, enabled\n"
+         "How often each NVTX range was pushed since the last reset (src/cuda/nvtx.h), the ranges still open,\n"
+         "and whether ranges are emitted ($SPK_NVTX=0 turns them off); reset = true starts the counts again."},
+        {NULL, NULL, NULL},
+    };
+    lua_pushvalue(L, module);
+    spk_lua_setfuncs(L, functions, 0);
+    lua_pop(L, 1);
+
+    /* spk.core.system_exit_status: the statuses of core/exit_status.h (spk.options.EXIT) */
+    lua_createtable(L, 0, 4);
+    set_integer(L, "ok", SPK_EXIT_OK);
+    set_integer(L, "error", SPK_EXIT_ERROR);
+    set_integer(L, "usage", SPK_EXIT_USAGE);
+    set_integer(L, "no_gpu", SPK_EXIT_NO_GPU);
+    lua_setfield(L, module, "system_exit_status");
+}
