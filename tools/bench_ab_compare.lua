@@ -4,6 +4,7 @@
 --   build/spk run tools/bench_ab_compare.lua OUT_DIR
 require "spk"
 local report = require "spk.report"
+require("spk.options").script { usage = "spk run tools/bench_ab_compare.lua [OUT_DIR]" }
 local dir = arg[1] or "results/bench_ab"
 
 local function rows(name)

@@ -12,8 +12,10 @@
 -- same digest. Needs a GPU.
 local spk = require "spk"
 local report = require "spk.report"
+local script = require("spk.options").script { gpu = "required",
+  usage = "spk run tools/capture_defaults.lua OUT.json [BATCHES] [BACKENDS] [MATHS]" }
 
-local out = arg[1] or error("usage: capture_defaults.lua OUT.json [batches] [backends] [maths]", 0)
+local out = arg[1] or script:usage_error("needs the output file")
 local function list(s, default, num)
   local t = {}
   for w in (s or default):gmatch("[^,]+") do t[#t + 1] = num and math.tointeger(tonumber(w)) or w end
@@ -58,5 +60,8 @@ for _, b in ipairs(batches) do
   end
 end
 os.remove(tmp); os.remove((tmp:gsub("%.npy$", "")))
-report.json(out, { environment = require("spk.benchmark").environment(), records = records })
+local provenance = require "spk.provenance"
+report.json(out, { environment = require("spk.benchmark").environment(), records = records }, {
+  provenance = provenance.from_rows(records, { seeds = { weights = seed, input = seed }, dtype = "f32", math = maths,
+    shape = { layers = 4, input = 60, hidden = 128, steps = steps, batches = batches } }) })
 print("wrote " .. out)

@@ -11,6 +11,7 @@
 -- graph replays, median). Then layouts the stack does not use (a transposed
 -- a, an unaligned k, beta) against cuBLAS FP32. GPU only.
 local spk = require "spk"
+require("spk.options").script { gpu = "required", usage = "spk run tools/gemm_3xtf32_check.lua [BATCHES] [ROUNDS]" }
 local batches = {}
 for b in (arg[1] or "1,32,256"):gmatch("[^,]+") do batches[#batches + 1] = math.tointeger(tonumber(b)) end
 local rounds = math.tointeger(tonumber(arg[2] or "5")) or 5

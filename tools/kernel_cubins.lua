@@ -20,6 +20,8 @@
 -- The tree is known by its API: spk.lstm.kernel_variant (this tree) or the
 -- earlier spk.core.cluster_variant_for_batch / stack_variant_for_batch.
 local spk = require "spk"
+require("spk.options").script {
+  usage = "spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all] [--only NAME,NAME] [--define N=V ...]" }
 local core = spk.core
 
 local out = arg[1]

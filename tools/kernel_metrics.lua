@@ -10,6 +10,8 @@
 -- an #if only (its #else/#elif branches repeat the block's opening); a
 -- function is a top-level brace block whose opening line (or the one before)
 -- has a parameter list.
+require "spk"
+require("spk.options").script { usage = "spk run tools/kernel_metrics.lua [--check] [FILE ...]" }
 local files, check = {}, false
 for _, a in ipairs { ... } do
   if a == "--check" then check = true else files[#files + 1] = a end

@@ -8,6 +8,7 @@
 --   build/spk run tools/onnx_save_check.lua DIR [--steps 589] [--batch 2]
 --   python3 tools/onnx_ort_check.py DIR/model.onnx DIR/x.npy DIR/y64.npy
 local spk = require "spk"
+local script = require("spk.options").script { usage = "spk run tools/onnx_save_check.lua DIR [--steps 589] [--batch 2]" }
 
 local dir = arg[1]
 local opts = { steps = 589, batch = 2 }
@@ -16,10 +17,7 @@ for i = 2, #arg, 2 do
   if not key or opts[key] == nil or not math.tointeger(tonumber(arg[i + 1])) then dir = nil break end
   opts[key] = math.tointeger(tonumber(arg[i + 1]))
 end
-if not dir or dir:sub(1, 1) == "-" then
-  io.stderr:write("usage: spk run tools/onnx_save_check.lua DIR [--steps 589] [--batch 2]\n")
-  os.exit(2)
-end
+if not dir or dir:sub(1, 1) == "-" then script:usage_error("needs a folder and integer options") end
 
 assert(os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))), "cannot create " .. dir)
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 11 }

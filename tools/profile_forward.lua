@@ -7,6 +7,8 @@
 --   as key=value pairs for the cluster backend's `kernel` table, e.g.
 --   "cluster=2,threads=512,gate_block=4,tile_rows=8,gates_ahead=3,push=direct" (left out: the batch's default)
 local spk = require "spk"
+require("spk.options").script { gpu = "required",
+                                usage = "spk run tools/profile_forward.lua [BACKEND] [BATCH] [MATH] [KERNEL OPTIONS]" }
 local backend = arg[1] or "cluster"
 local batch = math.tointeger(tonumber(arg[2] or "1"))
 local math_mode = arg[3] or "fp32"

@@ -8,6 +8,7 @@
 --
 --   build/spk run tools/projection_gemm.lua [batches, default 1,8,32,64,256] [rounds, default 5]
 local spk = require "spk"
+require("spk.options").script { gpu = "required", usage = "spk run tools/projection_gemm.lua [BATCHES] [ROUNDS]" }
 local batches = {}
 for b in (arg[1] or "1,8,32,64,256"):gmatch("[^,]+") do
   batches[#batches + 1] = assert(math.tointeger(tonumber(b)), "batches: integers, comma-separated")

@@ -3,13 +3,11 @@
 --
 --   build/spk run tools/safetensors_many.lua [N = 1000000] [file = /tmp/spk-many.safetensors]
 local spk = require "spk"
+local script = require("spk.options").script { usage = "spk run tools/safetensors_many.lua [N] [FILE]" }
 
 local n = math.tointeger(tonumber(arg[1] or "1000000"))
 local path = arg[2] or "/tmp/spk-many.safetensors"
-if not n or n < 1 then
-  io.stderr:write("usage: spk run tools/safetensors_many.lua [N] [file]\n")
-  os.exit(2)
-end
+if not n or n < 1 then script:usage_error(("N must be an integer >= 1, got '%s'"):format(tostring(arg[1]))) end
 
 local parts = {}
 for i = 1, n do

@@ -10,7 +10,54 @@
 --   "<where>: unknown option '<key>' (known: a, b, c)"
 --   "bad argument #<n> to '<where>' (unexpected argument (a <type>); it takes at most <k>)"
 -- A nil is no argument: trailing nils are fine, as for every optional one.
+--
+-- Exit statuses, the same for every command, experiment and tool (README,
+-- spk help), defined once in src/core/exit_status.h and read through spk.core:
+--   options.EXIT = {ok = 0, error = 1, usage = 2, no_gpu = 3}
+--   options.gpu_status() -> true | false, why: whether a CUDA device can be used
+--   options.no_gpu(who[, what]) -> options.EXIT.no_gpu, after "<who>: needs a CUDA GPU: <why>.
+--     Nothing was run." (what replaces "needs a CUDA GPU") on stderr: the one way "no GPU" is said
+--   options.header_comment(path) -> the first comment block of a Lua file, without its "-- "
+--
+-- And what a script of tools/ (an spk script) starts with, so each answers
+-- --help and refuses a missing GPU the same way:
+--   local script = options.script{gpu = "required" | "optional", dry_run = true, usage = "line"}
+--     --help (or -h) anywhere prints the script's header comment (its first
+--     comment block, the documentation), the usage line and the shared
+--     options, and exits 0; no device is looked for. With gpu = "required" a
+--     machine without a usable device gets M.no_gpu (exit 3) unless --dry-run
+--     is given (dry_run = true: the script lists its work with script:plan).
+--   script.args   the arguments without --help and --dry-run
+--   script.name   the file's name without .lua; script.dry_run, script.gpu
+--   script:usage_error(message) prints "<name>: message" and the usage line, exits 2
+--   options.plan(name, dry_run, items[, header]), script:plan(items[, header]) -> a progress
+--     reporter (spk.progress) over #items;
+--     in a dry run prints header and one line per item (a string or {what =}) and exits 0
 local M = {}
+
+-- src/core/exit_status.h, through spk.core (under a spk.so without it: the same numbers).
+do
+  local ok, core = pcall(require, "spk.core")
+  local statuses = ok and type(core) == "table" and core.system_exit_status
+  M.EXIT = {}
+  for k, v in pairs(statuses or { ok = 0, error = 1, usage = 2, no_gpu = 3 }) do M.EXIT[k] = v end
+end
+
+-- Whether a CUDA device can be used, and why not.
+function M.gpu_status()
+  local spk = require "spk"
+  if not (spk.cuda and spk.cuda.available) then return false, "spk was built without the GPU runtime" end
+  local ok, available = pcall(spk.cuda.available)
+  if ok and available then return true end
+  return false, spk.cuda.no_device_reason()
+end
+
+function M.no_gpu(who, what)
+  local _, why = M.gpu_status()
+  io.stderr:write(("%s: %s: %s. Nothing was run.\n"):format(who, what or "needs a CUDA GPU", why or "no CUDA device"))
+  io.stderr:flush()
+  return M.EXIT.no_gpu
+end
 
 -- The name of a value's type for messages: a userdata by its metatable's
 -- __name (never "userdata" where one is known).
@@ -156,6 +203,90 @@ function M.start(command, parse, args, io_override, usage)
     return nil, 0
   end
   return o, out
+end
+
+-- ------------------------------------------------------------ spk scripts
+
+-- The first comment block of a Lua file, without its "-- " marks.
+local function header_comment(path)
+  local f = path and io.open(path)
+  if not f then return nil end
+  local lines = {}
+  for line in f:lines() do
+    if #lines == 0 and line:match("^#!") then goto continue end
+    local text = line:match("^%-%-%s?(.*)$")
+    if not text then break end
+    lines[#lines + 1] = text
+    ::continue::
+  end
+  f:close()
+  return #lines > 0 and table.concat(lines, "\n") or nil
+end
+M.header_comment = header_comment
+
+local Script = {}
+Script.__index = Script
+
+function Script:usage_error(message)
+  io.stderr:write(("%s: %s\n"):format(self.name, message))
+  if self.usage then io.stderr:write("usage: ", self.usage, "\n") end
+  os.exit(M.EXIT.usage)
+end
+
+-- The work of a script or experiment: in a dry run, printed (exit 0); else a
+-- progress reporter counting it.
+function M.plan(name, dry_run, items, header)
+  if dry_run then
+    local out = { header or ("%s (dry run): %d steps; nothing is measured"):format(name, #items) }
+    for i, item in ipairs(items) do
+      out[#out + 1] = ("  %d. %s"):format(i, type(item) == "table" and tostring(item.what) or tostring(item))
+    end
+    io.stdout:write(table.concat(out, "\n"), "\n")
+    os.exit(M.EXIT.ok)
+  end
+  return require("spk.progress").new { label = name, total = #items }
+end
+
+function Script:plan(items, header)
+  self.progress_line = M.plan(self.name, self.dry_run, items, header)
+  return self.progress_line
+end
+
+local script_keys = { "gpu", "dry_run", "usage", "arg", "level" }
+
+function M.script(spec)
+  spec = M.check_keys(spec or {}, script_keys, "options.script")
+  -- the script: the first caller outside spk's own Lua files (spk.errors may guard this call)
+  local path
+  for level = spec.level or 2, 20 do
+    local info = debug.getinfo(level, "S")
+    if not info then break end
+    local file = info.source:match("^@(.*)$")
+    if file and not file:match("/spk/[%w_]+%.lua$") then path = file break end
+  end
+  local name = path and path:match("([^/]+)%.lua$") or "script"
+  local self = setmetatable({ name = name, path = path, usage = spec.usage, args = {}, dry_run = false }, Script)
+  local help = false
+  for _, a in ipairs(spec.arg or rawget(_G, "arg") or {}) do
+    if a == "--help" or a == "-h" then help = true
+    elseif a == "--dry-run" and spec.dry_run then self.dry_run = true
+    else self.args[#self.args + 1] = a end
+  end
+  if help then
+    local lines = { header_comment(path) or name }
+    lines[#lines + 1] = ""
+    if spec.usage then lines[#lines + 1] = "usage: " .. spec.usage end
+    lines[#lines + 1] = "  --help      this text"
+    if spec.dry_run then lines[#lines + 1] = "  --dry-run   list what it would run and exit (no device needed)" end
+    if spec.gpu == "required" then
+      lines[#lines + 1] = ("Needs a CUDA GPU: without one it says so and exits %d."):format(M.EXIT.no_gpu)
+    end
+    io.stdout:write(table.concat(lines, "\n"), "\n")
+    os.exit(M.EXIT.ok)
+  end
+  if spec.gpu then self.gpu = M.gpu_status() end -- no device probe for a script that needs none
+  if spec.gpu == "required" and not self.gpu and not self.dry_run then os.exit(M.no_gpu(name)) end
+  return self
 end
 
 return M

@@ -5,8 +5,7 @@
 
 #include <lua.h>
 
-/* Exit statuses of the program. */
-enum { SPK_EXIT_OK = 0, SPK_EXIT_ERROR = 1, SPK_EXIT_USAGE = 2 };
+#include "core/exit_status.h" /* SPK_EXIT_OK, _ERROR, _USAGE, _NO_GPU */
 
 /* Calls the function below its narg arguments in protected mode, with
  * Ctrl-C interrupting it. With traceback set, the error message carries a

@@ -29,6 +29,7 @@
 #include "core/cancel.h"
 #include "core/paths.h"
 #include "core/file.h"
+#include "build_info.h" /* SPK_COMMIT, SPK_DIRTY (scripts/build_info.sh) */
 #include "core/version.h"
 #include "lstm/cluster.h"
 #include "lstm/persistent.h"
@@ -37,6 +38,10 @@ int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
 
 static const char *progname = "spk";
+
+/* The program's arguments, for spk.program.argv (the provenance of results). */
+static int program_argc;
+static char **program_argv;
 
 /* ---- running Lua code (shared with repl.c) ---------------------------- */
 
@@ -118,12 +123,24 @@ int spk_cli_report(lua_State *L, int status)
 
 /* ---- the spk modules and the commands folder --------------------------- */
 
-/* package.loaded["spk.program"]: facts only the program knows. */
+/* package.loaded["spk.program"]: facts only the program knows, and one
+ * hook: a function set as on_failure is called with the message when a
+ * script fails, before the message is printed; a string it returns is
+ * printed instead (spk.experiment: the message without the traceback, after
+ * removing what the experiment wrote). */
 static int open_program_info(lua_State *L)
 {
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 6);
     lua_pushstring(L, SPK_VERSION);
     lua_setfield(L, -2, "version");
+    lua_pushstring(L, SPK_COMMIT);
+    lua_setfield(L, -2, "commit");
+    lua_createtable(L, program_argc, 0);
+    for (int i = 0; i < program_argc; i++) {
+        lua_pushstring(L, program_argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "argv");
     lua_pushstring(L, LUA_RELEASE);
     lua_setfield(L, -2, "lua_release");
     lua_pushinteger(L, CUDART_VERSION);
@@ -260,6 +277,45 @@ static void print_kernel_options(FILE *out)
     }
 }
 
+/* The help of the commands written in C: `spk run --help`, `spk help repl`. */
+static const char run_help[] =
+    "usage: spk run SCRIPT [args...]     (also: spk SCRIPT [args...])\n"
+    "\n"
+    "Runs the Lua script SCRIPT with spk loaded (require \"spk\"), its arguments as ... and in the\n"
+    "global arg, as lua5.4 does. SCRIPT is a file, - for standard input, or one of the experiments/\n"
+    "and tools/ scripts spk ships (spk run experiments/quickstart.lua works from any folder; a file of\n"
+    "that name below the current folder comes first). Every experiment and tool answers --help\n"
+    "(spk run experiments/tile_sweep.lua --help), with no device needed.\n"
+    "\n"
+    "An error prints spk: <message> and a traceback and exits 1 (an experiment prints the message\n"
+    "alone and removes what it wrote; its --debug adds the traceback).\n";
+
+static const char repl_help[] =
+    "usage: spk repl     (also: spk alone on a terminal, spk -i [SCRIPT])\n"
+    "\n"
+    "The interactive session: Lua with readline editing and the globals spk and help. An expression\n"
+    "prints its values; help(x) or ?name prints the documentation of x; Tab completes names; Ctrl-C\n"
+    "interrupts running code and keeps the session; Ctrl-D ends it. History: $SPK_HISTORY, else\n"
+    "~/.spk_history. With standard input not a terminal, it prints only results and errors.\n";
+
+static const char help_help[] =
+    "usage: spk help [COMMAND | SCRIPT]\n"
+    "\n"
+    "Without an argument: every command, option and exit status, and the kernel options. With a\n"
+    "command (spk help bench) or a script (spk help experiments/tile_sweep.lua): its own help, as\n"
+    "COMMAND --help prints it.\n";
+
+static void print_exit_statuses(FILE *out)
+{
+    fprintf(out,
+            "exit status (every command, experiment and tool):\n"
+            "  %d  done\n"
+            "  %d  an error (the message is on stderr)\n"
+            "  %d  bad arguments (the usage is on stderr)\n"
+            "  %d  the work needs a CUDA GPU and there is none: it says so, and nothing was run\n",
+            SPK_EXIT_OK, SPK_EXIT_ERROR, SPK_EXIT_USAGE, SPK_EXIT_NO_GPU);
+}
+
 static void print_usage(lua_State *L, FILE *out)
 {
     fprintf(out,
@@ -272,7 +328,7 @@ static void print_usage(lua_State *L, FILE *out)
             progname, progname, progname, progname);
     print_lua_commands(L, out);
     fprintf(out,
-            "  help                   this text\n"
+            "  help [COMMAND]         this text, or a command's help (spk help bench; also COMMAND --help)\n"
             "\n"
             "options:\n"
             "  -e STAT                execute the string STAT (repeatable; before the script)\n"
@@ -284,7 +340,9 @@ static void print_usage(lua_State *L, FILE *out)
             "  -                      run the script read from standard input\n"
             "\n"
             "A script sees its arguments as ... and in the global table arg, as under lua.\n"
-            "Without arguments and with standard input not a terminal, spk runs standard input.\n");
+            "Without arguments and with standard input not a terminal, spk runs standard input.\n"
+            "\n");
+    print_exit_statuses(out);
 }
 
 static int usage_error(lua_State *L, const char *fmt, const char *what)
@@ -304,8 +362,15 @@ struct options {
     enum mode mode;
     int first_word; /* index of the first non-option argument (0: none) */
     int script;     /* index of the script (MODE_SCRIPT) */
+    int topic;      /* MODE_HELP: index of the command or script asked about (0: none) */
+    const char *builtin_help; /* MODE_HELP: the help of a command written in C */
     int interactive, version, help, executes;
 };
+
+static int is_help_word(const char *a)
+{
+    return a != NULL && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0);
+}
 
 /* Reads the options before the first non-option argument, as lua.c does.
  * Returns 0, or an exit status after printing a usage error. */
@@ -351,17 +416,40 @@ static int classify(lua_State *L, char **argv, struct options *o)
     if (o->first_word == 0 || o->mode == MODE_SCRIPT)
         return 0;
     const char *word = argv[o->first_word];
+    const char *next = argv[o->first_word + 1];
     if (strcmp(word, "run") == 0) {
-        if (argv[o->first_word + 1] == NULL)
+        if (next == NULL)
             return usage_error(L, "%s needs a script to run", "run");
+        if (is_help_word(next)) {
+            o->mode = MODE_HELP;
+            o->builtin_help = run_help;
+            return 0;
+        }
         o->mode = MODE_SCRIPT;
         o->script = o->first_word + 1;
     } else if (strcmp(word, "repl") == 0) {
-        if (argv[o->first_word + 1] != NULL)
-            return usage_error(L, "repl takes no arguments (got '%s')", argv[o->first_word + 1]);
+        if (is_help_word(next) && argv[o->first_word + 2] == NULL) {
+            o->mode = MODE_HELP;
+            o->builtin_help = repl_help;
+            return 0;
+        }
+        if (next != NULL)
+            return usage_error(L, "repl takes no arguments (got '%s')", next);
         o->mode = MODE_REPL;
     } else if (strcmp(word, "help") == 0) {
         o->mode = MODE_HELP;
+        if (next != NULL && argv[o->first_word + 2] != NULL)
+            return usage_error(L, "help takes one command or script (got '%s' after it)", argv[o->first_word + 2]);
+        if (next == NULL || is_help_word(next) || strcmp(next, "help") == 0)
+            o->builtin_help = next == NULL ? NULL : help_help;
+        else if (strcmp(next, "run") == 0)
+            o->builtin_help = run_help;
+        else if (strcmp(next, "repl") == 0)
+            o->builtin_help = repl_help;
+        else if (is_lua_command(L, next) || !is_command_word(next))
+            o->topic = o->first_word + 1; /* a command, or a script path */
+        else
+            return usage_error(L, "help: unknown command '%s'", next);
     } else if (is_lua_command(L, word)) {
         o->mode = MODE_COMMAND;
     } else if (is_command_word(word) && access(word, F_OK) != 0) {
@@ -432,6 +520,20 @@ static int push_script_args(lua_State *L)
     return n;
 }
 
+/* The error message on top of the stack, replaced by what
+ * spk.program.on_failure(message) returns when that is a string. */
+static void failure_hook(lua_State *L)
+{
+    int top = lua_gettop(L);
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE &&
+        spk_lua_rawfield(L, -1, "spk.program") == LUA_TTABLE && spk_lua_rawfield(L, -1, "on_failure") == LUA_TFUNCTION) {
+        lua_pushvalue(L, top);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+            lua_copy(L, -1, top);
+    }
+    lua_settop(L, top);
+}
+
 static int run_script(lua_State *L, char **argv, int script)
 {
     const char *name = argv[script];
@@ -444,11 +546,14 @@ static int run_script(lua_State *L, char **argv, int script)
     if (status == LUA_OK) {
         int n = push_script_args(L);
         status = spk_cli_docall(L, n, 0, 1);
+        if (status != LUA_OK)
+            failure_hook(L);
     }
     return spk_cli_report(L, status) == LUA_OK ? SPK_EXIT_OK : SPK_EXIT_ERROR;
 }
 
-/* spk <command> args...: require("spk.cli.<command>")(args). */
+/* spk <command> args...: require("spk.cli.<command>")(args), with args the
+ * words argv[index + 1 .. argc - 1]. */
 static int run_command(lua_State *L, char **argv, int argc, int index)
 {
     char dir[PATH_MAX];
@@ -459,7 +564,7 @@ static int run_command(lua_State *L, char **argv, int argc, int index)
     int status = spk_cli_docall(L, 1, 1, 1);
     if (spk_cli_report(L, status) != LUA_OK)
         return SPK_EXIT_ERROR;
-    lua_createtable(L, argc - index - 1, 0);
+    lua_createtable(L, argc - index - 1 > 0 ? argc - index - 1 : 0, 0);
     for (int i = index + 1; i < argc; i++) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i - index);
@@ -478,8 +583,22 @@ static int run_command(lua_State *L, char **argv, int argc, int index)
 
 static void print_version(void)
 {
-    printf("%s %s (%s)\n", progname, SPK_VERSION, LUA_RELEASE);
+    printf("%s %s (commit %s, %s; %s)\n", progname, SPK_VERSION, SPK_COMMIT,
+           SPK_DIRTY > 0 ? "dirty" : SPK_DIRTY == 0 ? "clean" : "state unknown", LUA_RELEASE);
     fflush(stdout);
+}
+
+/* spk help TOPIC: a command's `--help`, or a script's (`spk help tools/x.lua`). */
+static int help_topic(lua_State *L, char **argv, int topic)
+{
+    static char help_word[] = "--help";
+    char *words[] = {argv[0], argv[topic], help_word, NULL};
+    if (is_lua_command(L, argv[topic])) {
+        create_arg_table(L, words, 3, 1);
+        return run_command(L, words, 3, 1);
+    }
+    create_arg_table(L, words, 3, 1);
+    return run_script(L, words, 1);
 }
 
 static int protected_main(lua_State *L)
@@ -496,8 +615,14 @@ static int protected_main(lua_State *L)
     int code = collect_options(L, argv, &o);
     if (code == 0)
         code = classify(L, argv, &o);
+    if (code == 0 && o.mode == MODE_HELP && o.topic) {
+        lua_pushinteger(L, help_topic(L, argv, o.topic));
+        return 1;
+    }
     if (code != 0 || o.help || o.mode == MODE_HELP) {
-        if (code == 0) {
+        if (code == 0 && o.builtin_help) {
+            fputs(o.builtin_help, stdout);
+        } else if (code == 0) {
             print_usage(L, stdout);
             print_kernel_options(stdout);
         }
@@ -547,6 +672,8 @@ int main(int argc, char **argv)
         argv = fallback;
         argc = 1;
     }
+    program_argc = argc;
+    program_argv = argv;
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         fprintf(stderr, "%s: cannot create the Lua state: not enough memory\n", progname);

@@ -3,13 +3,23 @@
 -- spk info: prints what spk was built with and what the machine offers. A
 -- machine without a GPU or driver is a normal answer ("no CUDA device"), not
 -- an error. The optional second argument lets tests supply the facts:
--- {program = ..., cuda = ..., find_dir = ..., write = function(text)}
+-- {program = ..., cuda = ..., find_dir = ..., version = ..., write = function(text)}
 -- (find_dir = false leaves the folder lines out).
+
+local USAGE = [[
+usage: spk info [--help]
+
+Prints what this spk is (its version, the commit it was built from and
+whether tracked files differed from it, the Lua release, the CUDA toolkit it
+was built with), what the machine offers (CUDA runtime and driver, NVRTC,
+cuDNN, each GPU; "no CUDA device" is a normal answer, exit 0), the host,
+and the folders spk reads its own files from.]]
+
+local options = require "spk.options"
 
 -- 13000 -> "13.0", 12080 -> "12.8" (CUDA's 1000 * major + 10 * minor).
 local function cuda_version(number)
-  if type(number) ~= "number" or number <= 0 then return nil end
-  return string.format("%d.%d", number // 1000, number % 1000 // 10)
+  return require("spk.provenance").cuda_version(number)
 end
 
 local function gib(bytes)
@@ -78,21 +88,51 @@ local function gpu_lines(cuda, say)
   end
 end
 
+-- The build's commit (spk.version): "commit <hash> (clean | dirty | state unknown)".
+local function commit_line(version)
+  if type(version) ~= "table" then return nil end
+  local state = version.dirty == true and "dirty: tracked files differed from it at build time"
+    or version.dirty == false and "clean" or "state unknown"
+  return ("commit %s (%s)"):format(tostring(version.commit), state)
+end
+
+local function parse(args)
+  local o = {}
+  for _, a in ipairs(args) do
+    if a == "--help" or a == "-h" then o.help = true
+    else options.fail(("takes no arguments (got '%s'; see spk info --help)"):format(a)) end
+  end
+  return o
+end
+
 return function(args, context)
   context = context or {}
   local write = context.write or io.write
   local function say(line) write(line, "\n") end
-  if args and #args > 0 then
-    io.stderr:write("spk info: takes no arguments\n")
-    return 2
-  end
+  local o, code = options.start("info", parse, args, context.write and { write = write } or nil, USAGE)
+  if not o then return code end
   local program = context.program or program_facts()
   say("spk " .. (program.version or "(version unknown: not run by the spk program)"))
+  local version = context.version
+  if version == nil then
+    local ok, spk = pcall(require, "spk")
+    version = ok and type(spk) == "table" and spk.version
+  end
+  local commit = commit_line(version)
+  if commit then say(commit) end
   say(program.lua_release or _VERSION)
   say("CUDA toolkit (built with): " .. (cuda_version(program.cuda_toolkit_version) or "unknown"))
   local cuda = context.cuda
   if cuda == nil then cuda = cuda_area() end
   gpu_lines(cuda, say)
+  if context.cuda == nil then
+    local ok, core = pcall(require, "spk.core")
+    local env = ok and type(core) == "table" and core.system_environment and core.system_environment()
+    if env then
+      say("cuDNN: " .. (require("spk.provenance").cudnn_version(env.cudnn_version) or "none"))
+      say("host: " .. tostring(env.host or "unknown") .. (env.os and (" (" .. env.os .. ")") or ""))
+    end
+  end
   folder_lines(context.find_dir, say)
   return 0
 end
