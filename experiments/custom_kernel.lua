@@ -23,7 +23,8 @@
 -- Run: build/spk run experiments/custom_kernel.lua [--quick] [--kernel FILE] [--batches 1,8,32]
 --      [--backends persistent,cluster,cudnn] [--rounds 7] [--steps 589] [--out DIR]
 -- Writes: custom_kernel.csv (spk bench's rows), checks.csv (determinism and trace per batch),
--- custom_kernel.json, custom_kernel.svg (ms per forward against batch).
+-- custom_kernel.json, custom_kernel.svg (ms per forward against batch, min-max of the
+-- rounds as whiskers).
 local spk = require "spk"
 local experiment = require "spk.experiment"
 local benchmark = require "spk.benchmark"
@@ -43,7 +44,21 @@ local ex = experiment.start {
 
 local spec = spk.lstm.kernel_file(ex.opts.kernel)
 local name = spec.name
+local backends = { name }
+for _, b in ipairs(ex.opts.backends) do backends[#backends + 1] = b end
+ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" }, kernel = ex.opts.kernel,
+              shape = { layers = 4, input = 60, hidden = 128, steps = ex.opts.steps, batches = ex.batches },
+              backends = backends, variants = { name } }
+local work = { ("%s: compile for sm_90 and check the contract"):format(name) }
+for _, batch in ipairs(ex.batches) do work[#work + 1] = ("batch %d: determinism and trace"):format(batch) end
+for _, batch in ipairs(ex.batches) do
+  work[#work + 1] = ("batch %d: spk bench rows of %s, %d rounds"):format(batch, table.concat(backends, ", "),
+    ex.opts.rounds)
+end
+ex:plan(work)
+
 ex:progress("%s: compiling %s and checking the contract ...", name, spec.file or "its source")
+ex:step("compile and check the contract")
 local check = spk.lstm.kernel_check(spec, { steps = ex.opts.steps })
 local params = {}
 for i, p in ipairs(check.params) do params[i] = ("%s %s"):format(check.args[i], p.type) end
@@ -55,9 +70,9 @@ ex:json("check.json", check)
 if not ex.gpu then
   ex:finish()
   io.stdout:flush()
-  io.stderr:write(("custom_kernel: running %s needs a CUDA GPU: %s. The kernel compiled for %s and keeps the "
-    .. "contract; nothing was run.\n"):format(name, select(2, experiment.gpu_status()), check.arch))
-  os.exit(experiment.NO_GPU)
+  local code = require("spk.options").no_gpu("custom_kernel", ("running %s needs a CUDA GPU"):format(name))
+  io.stderr:write(("(the kernel compiled for %s and keeps the contract: check.json)\n"):format(check.arch))
+  os.exit(code)
 end
 
 spk.lstm.kernel_backend(name, spec)
@@ -68,6 +83,7 @@ local steps = ex.opts.steps
 local checks = {}
 for _, batch in ipairs(ex.batches) do
   ex:progress("batch %d: determinism and trace ...", batch)
+  ex:step(("batch %d: determinism and trace"):format(batch))
   local row = { batch = batch }
   local ok, err = pcall(function()
     local x = spk.randn({ batch, steps, 60 }, { seed = 1 })
@@ -91,11 +107,13 @@ for _, batch in ipairs(ex.batches) do
   collectgarbage()
 end
 
-local backends = { name }
-for _, b in ipairs(ex.opts.backends) do backends[#backends + 1] = b end
+local before = 1 + #ex.batches -- the work items done before the bench rows (one item a batch)
 local rows, info = benchmark.run {
   batches = ex.batches, steps = steps, backends = backends, rounds = ex.opts.rounds, layers = layers,
-  progress = function(m) ex:progress("%s", m) end,
+  progress = function(m, step)
+    ex:progress("%s", m)
+    if step then ex:update(m, before + step.done * #ex.batches // math.max(step.total, 1)) end
+  end,
 }
 io.write(benchmark.text(rows, info))
 ex:table(checks, { "batch", { key = "deterministic", title = "bitwise across forwards" },
@@ -117,12 +135,13 @@ for _, r in ipairs(rows) do
       by[key] = { name = key, points = {}, dashed = r.backend == "cudnn" }
       series[#series + 1] = by[key]
     end
-    table.insert(by[key].points, { r.batch, r.median_ms })
+    table.insert(by[key].points, { r.batch, r.median_ms, r.min_ms, r.max_ms })
   end
 end
 if #series > 0 then
   ex:svg("custom_kernel.svg", plot.line { title = ("%s beside the built-in kernels and cuDNN"):format(name),
-    x_label = "batch", y_label = "ms per forward", x_log = true, y_log = true, series = series })
+    x_label = "batch", y_label = "ms per forward", x_log = true, y_log = true, series = series,
+    spread = ("min-max of %d rounds"):format(info.rounds) })
 end
 ex:finish()
 local failed = 0

@@ -51,9 +51,17 @@ for _, name in ipairs(ex.opts.backends) do
   end
 end
 
+ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" }, backends = backends,
+              shape = { layers = 4, input = 60, hidden = 128, steps = steps, batches = { batch } },
+              variants = { "each backend's default" } }
+local work = { ("f64 reference, every layer (batch %d, %d steps)"):format(batch, steps) }
+for _, name in ipairs(backends) do work[#work + 1] = ("%s: forward, every layer it shows, error per step"):format(name) end
+ex:plan(work)
+
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 local x = spk.randn({ batch, steps, 60 }, { seed = 1 })
 ex:progress("f64 reference, every layer (batch %d, %d steps) ...", batch, steps)
+ex:step("f64 reference")
 local _, ref = spk.lstm.reference(layers, x, { precision = "f64", layers_out = true })
 local L, H = #layers, 128
 
@@ -98,6 +106,7 @@ end
 local rows, series, summary = {}, {}, {}
 for _, name in ipairs(backends) do
   ex:progress("%s: forward ...", name)
+  ex:step(name .. ": forward")
   local ok, outs, how = pcall(outputs_of, name)
   if not ok then
     ex:progress("%s failed: %s", name, experiment.reason(outs))

@@ -27,8 +27,9 @@
 -- GPU: optional. Without one the packing part and the kernel's compiles run
 -- (exit 0); the GPU columns stay empty.
 -- Run: build/spk run experiments/gate_order.lua [--quick] [--rounds N] [--kernel FILE] [--out DIR]
--- Writes: gate_order.csv, gate_order.json, pack_ms.svg (bars per order), and on a GPU
--- kernel_ms.svg (ms per forward per order and layout).
+-- Writes: gate_order.csv, gate_order.json, pack_ms.svg (bars per order: the median,
+-- min-max of the rounds as whiskers), and on a GPU kernel_ms.svg (ms per forward per
+-- order and layout, the same way).
 local spk = require "spk"
 local experiment = require "spk.experiment"
 local plot = require "spk.plot"
@@ -45,12 +46,6 @@ local ex = experiment.start {
 }
 local rounds, steps = ex.opts.rounds, ex.opts.steps
 
-local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
-local H = 128
-local x = spk.randn({ ex.batches[1], steps, 60 }, { seed = 1 })
-ex:progress("f32 reference on the original stack (batch %d, %d steps) ...", ex.batches[1], steps)
-local y0 = spk.lstm.reference(layers, x, { precision = "f32" })
-
 -- The 24 orders of "iofc".
 local orders = {}
 local function permute(prefix, rest)
@@ -58,6 +53,28 @@ local function permute(prefix, rest)
   for i = 1, #rest do permute(prefix .. rest:sub(i, i), rest:sub(1, i - 1) .. rest:sub(i + 1)) end
 end
 permute("", "iofc")
+
+local spec = spk.lstm.kernel_file(ex.opts.kernel)
+ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" },
+              shape = { layers = 4, input = 60, hidden = 128, steps = steps, batches = ex.batches },
+              backends = { "cpu", spec.name }, variants = orders, kernel = ex.opts.kernel }
+local work = { "f32 reference on the original stack" }
+for _, order in ipairs(orders) do work[#work + 1] = ("order %s: round trips, reference, packing time"):format(order) end
+if ex.gpu then work[#work + 1] = "f64 reference" end
+for _, layout in ipairs(ex.opts.layouts) do
+  for _, order in ipairs(orders) do
+    work[#work + 1] = ("kernel %s, %s %s: compile and check%s"):format(spec.name, order, layout,
+      ex.gpu and ", run and time" or "")
+  end
+end
+ex:plan(work)
+
+local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
+local H = 128
+local x = spk.randn({ ex.batches[1], steps, 60 }, { seed = 1 })
+ex:progress("f32 reference on the original stack (batch %d, %d steps) ...", ex.batches[1], steps)
+ex:step("f32 reference on the original stack")
+local y0 = spk.lstm.reference(layers, x, { precision = "f32" })
 
 local function bitwise_equal(a, b)
   local c = spk.compare(a, b)
@@ -80,6 +97,7 @@ end
 local rows = {}
 for n, order in ipairs(orders) do
   ex:progress("order %s (%d/%d) ...", order, n, #orders)
+  ex:step(("order %s"):format(order))
   local l1 = layers[1]
   local row = { order = order }
   local PW = spk.lstm.pack_directions(l1.W, { to = order })
@@ -102,24 +120,27 @@ for n, order in ipairs(orders) do
   end
   local y = spk.lstm.reference(back, x, { precision = "f32" })
   row.reference_bitwise = bitwise_equal(y, y0)
-  row.interleaved_ms = experiment.time_cpu(function()
+  local samples
+  row.interleaved_ms, samples = experiment.time_cpu(function()
     spk.lstm.pack_directions(l1.W, { to = order })
     spk.lstm.pack_directions(l1.R, { to = order })
   end, rounds, 1)
-  row.blocked_ms = experiment.time_cpu(function()
+  row.interleaved_min_ms, row.interleaved_max_ms = math.min(table.unpack(samples)), math.max(table.unpack(samples))
+  row.blocked_ms, samples = experiment.time_cpu(function()
     spk.lstm.reorder_gates(l1.W, 2, "iofc", order)
     spk.lstm.reorder_gates(l1.R, 2, "iofc", order)
   end, rounds, 1)
+  row.blocked_min_ms, row.blocked_max_ms = math.min(table.unpack(samples)), math.max(table.unpack(samples))
   row.ok = row.interleaved_round_trip and row.rows_in_place and row.bias_summed and row.reference_bitwise
   rows[#rows + 1] = row
   collectgarbage()
 end
 
 -- The kernel in each order and layout: compiled and checked everywhere, run on a GPU.
-local spec = spk.lstm.kernel_file(ex.opts.kernel)
 local x_gpu, ref64 = x, nil
 if ex.gpu then
   ex:progress("f64 reference (batch %d, %d steps) ...", ex.batches[1], steps)
+  ex:step("f64 reference")
   ref64 = spk.lstm.reference(layers, x, { precision = "f64" })
 end
 local baseline -- the "ifco" interleaved output, the bits every order is compared with
@@ -130,6 +151,7 @@ for _, layout in ipairs(ex.opts.layouts) do
     for k, v in pairs(spec) do o[k] = v end
     o.packing = { order = order, layout = layout }
     local krow = { order = order, layout = layout }
+    ex:step(("kernel %s %s"):format(order, layout))
     local ok, err = pcall(function()
       spk.lstm.kernel_check(o, { batch = ex.batches[1], steps = steps })
       krow.contract = true
@@ -141,7 +163,8 @@ for _, layout in ipairs(ex.opts.layouts) do
       krow.rel_l2, krow.max_abs = c.rel_l2, c.max_abs
       if order == "ifco" and layout == "units" then baseline = y end
       krow.y = y
-      krow.gpu_ms = plan:time { rounds = rounds, warmup = 2, x = x_gpu }.median_ms
+      local t = plan:time { rounds = rounds, warmup = 2, x = x_gpu }
+      krow.gpu_ms, krow.gpu_min_ms, krow.gpu_max_ms = t.median_ms, t.min_ms, t.max_ms
     end)
     if not ok then krow.error = experiment.reason(err) end
     ex:progress("kernel %s %s: %s", order, layout, krow.error or (krow.gpu_ms and ("%.3f ms"):format(krow.gpu_ms))
@@ -197,31 +220,41 @@ if #ex.opts.layouts > 1 then
     { title = ("%s in every order and layout"):format(spec.name) })
 end
 ex:csv("gate_order.csv", rows, { "order", "ok", "interleaved_round_trip", "rows_in_place", "bias_summed",
-                                 "reference_bitwise", "interleaved_ms", "blocked_ms", "contract", "gpu_ms", "rel_l2",
+                                 "reference_bitwise", "interleaved_ms", "interleaved_min_ms", "interleaved_max_ms",
+                                 "blocked_ms", "blocked_min_ms", "blocked_max_ms", "contract", "gpu_ms", "rel_l2",
                                  "same_bits", "kernel_error" })
 ex:json("gate_order.json", { rows = rows, kernel = kernel_rows, kernel_file = ex.opts.kernel, rounds = rounds,
                              steps = steps, batch = ex.batches[1] })
-local names, inter, blocked = {}, {}, {}
-for i, r in ipairs(rows) do names[i], inter[i], blocked[i] = r.order, r.interleaved_ms, r.blocked_ms end
+local names = {}
+local inter = { name = "interleaved (pack)", values = {}, low = {}, high = {} }
+local blocked = { name = "blocked (reorder)", values = {}, low = {}, high = {} }
+for i, r in ipairs(rows) do
+  names[i] = r.order
+  inter.values[i], inter.low[i], inter.high[i] = r.interleaved_ms, r.interleaved_min_ms, r.interleaved_max_ms
+  blocked.values[i], blocked.low[i], blocked.high[i] = r.blocked_ms, r.blocked_min_ms, r.blocked_max_ms
+end
+local spread = ("median, min-max of %d rounds"):format(rounds)
 ex:svg("pack_ms.svg", plot.bar {
   title = "CPU cost of each gate order (layer 1, W and R)", x_label = "gate order", y_label = "ms",
-  categories = names, width = 1100,
-  series = { { name = "interleaved (pack)", values = inter }, { name = "blocked (reorder)", values = blocked } } })
+  categories = names, width = 1100, series = { inter, blocked }, spread = spread })
 local timed = false
 for _, k in ipairs(kernel_rows) do timed = timed or k.gpu_ms ~= nil end
 if timed then
   local series = {}
   for _, layout in ipairs(ex.opts.layouts) do
-    local values = {}
+    local one = { name = layout, values = {}, low = {}, high = {} }
     for i, order in ipairs(names) do
       for _, k in ipairs(kernel_rows) do
-        if k.order == order and k.layout == layout then values[i] = k.gpu_ms end
+        if k.order == order and k.layout == layout and k.gpu_ms then
+          one.values[i], one.low[i], one.high[i] = k.gpu_ms, k.gpu_min_ms, k.gpu_max_ms
+        end
       end
     end
-    series[#series + 1] = { name = layout, values = values }
+    series[#series + 1] = one
   end
   ex:svg("kernel_ms.svg", plot.bar { title = ("%s: ms per forward in each gate order (batch %d)"):format(spec.name,
-    ex.batches[1]), x_label = "gate order", y_label = "ms", categories = names, width = 1100, series = series })
+    ex.batches[1]), x_label = "gate order", y_label = "ms", categories = names, width = 1100, series = series,
+    spread = spread })
 end
 ex:finish()
 for _, r in ipairs(rows) do

@@ -65,10 +65,22 @@ local first = math.max(1, math.min(o.first, T - o.steps + 1))
 local selection = { layer = o.layer, direction = o.direction, steps = { first, math.min(T, first + o.steps - 1) },
                     warp = o.warp }
 
+ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" }, backends = { o.backend },
+              variants = { "each batch's default kernel, plain and timeline builds" },
+              shape = o.backend == "demo" and { steps = T, hidden = 64, input = 64, layers = 1 }
+                or { layers = 4, input = 60, hidden = 128, steps = T } }
+local work = {}
+for _, batch in ipairs(ex.batches) do
+  work[#work + 1] = ("batch %d: %s backend, steps %d..%d of layer %d %s recorded, %d rounds each build"):format(
+    batch, o.backend, selection.steps[1], selection.steps[2], o.layer, o.direction, o.rounds)
+end
+ex:plan(work)
+
 local stats_rows, summary, results = {}, {}, {}
 for _, batch in ipairs(ex.batches) do
   ex:progress("batch %d: %s backend, recording steps %d..%d", batch, o.backend, selection.steps[1],
     selection.steps[2])
+  ex:step(("batch %d"):format(batch))
   local ok, err = pcall(function()
     local plan, shape = runner(batch)
     local x = spk.randn(shape, { seed = 1 })

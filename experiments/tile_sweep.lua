@@ -15,9 +15,10 @@
 --
 -- GPU: required. Without one it says so and exits 3; nothing is written.
 -- Run: build/spk run experiments/tile_sweep.lua [--quick] [--batches 1,8,32] [--rounds 7]
---      [--out DIR]
+--      [--out DIR] [--dry-run]
 -- Writes: tile_sweep.csv, tile_sweep.json, tile_sweep.svg (ms against batch
--- per variant, cuDNN's best dashed), failures.csv (variants that did not run).
+-- per variant, min-max of the rounds as whiskers, cuDNN's best dashed),
+-- failures.csv (variants that did not run).
 local spk = require "spk"
 local experiment = require "spk.experiment"
 local benchmark = require "spk.benchmark"
@@ -49,8 +50,20 @@ else
   end
 end
 
-local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 local steps, rounds = 589, ex.opts.rounds
+ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" },
+              shape = { layers = 4, input = 60, hidden = 128, steps = steps }, backends = { "persistent", "cudnn" } }
+
+-- The work, for --dry-run and the progress line.
+local work = {}
+for _, batch in ipairs(ex.batches) do
+  work[#work + 1] = ("batch %d: f64 reference"):format(batch)
+  for _, v in ipairs(variants) do work[#work + 1] = ("batch %d: %s, %d rounds"):format(batch, v.label, rounds) end
+end
+work[#work + 1] = ("cuDNN: every algorithm at batches %s"):format(table.concat(ex.batches, ","))
+ex:plan(work)
+
+local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 
 -- A plan of variant v at batch b with tile height v.tile (raises with the reason).
 local function make_plan(v, batch)
@@ -71,9 +84,11 @@ local rows, failures = {}, {}
 for _, batch in ipairs(ex.batches) do
   local x = spk.randn({ batch, steps, 60 }, { seed = 1 })
   ex:progress("batch %d: f64 reference ...", batch)
+  ex:step(("batch %d: f64 reference"):format(batch))
   local reference = spk.lstm.reference(layers, x, { precision = "f64" })
   for i, v in ipairs(variants) do
     ex:progress("batch %d: %s (%d/%d) ...", batch, v.label, i, #variants)
+    ex:step(("batch %d: %s"):format(batch, v.label))
     local plan
     local ok, result = pcall(function()
       plan = make_plan(v, batch)
@@ -96,6 +111,7 @@ for _, batch in ipairs(ex.batches) do
 end
 
 ex:progress("cuDNN: every algorithm at each batch ...")
+ex:step("cuDNN: every algorithm at each batch")
 local cudnn_rows = benchmark.run { batches = ex.batches, backends = { "cudnn" }, rounds = rounds, check = false,
                                    layers = layers, steps = steps,
                                    progress = function(m) ex:progress("cuDNN %s", m) end }
@@ -136,15 +152,16 @@ for _, r in ipairs(rows) do
     by_variant[r.variant] = { name = r.variant, points = {} }
     series[#series + 1] = by_variant[r.variant]
   end
-  table.insert(by_variant[r.variant].points, { r.batch, r.median_ms })
+  table.insert(by_variant[r.variant].points, { r.batch, r.median_ms, r.min_ms, r.max_ms })
 end
 local ref = { name = "cuDNN best", dashed = true, color = "#000000", points = {} }
 for _, b in ipairs(ex.batches) do
-  if best[b] then ref.points[#ref.points + 1] = { b, best[b].median_ms } end
+  if best[b] then ref.points[#ref.points + 1] = { b, best[b].median_ms, best[b].min_ms, best[b].max_ms } end
 end
 if #ref.points > 0 then series[#series + 1] = ref end
 if #series > 0 then
   ex:svg("tile_sweep.svg", plot.line { title = "Persistent kernel variants: ms per forward", x_label = "batch",
-    y_label = "ms per forward", x_log = true, y_log = true, series = series })
+    y_label = "ms per forward", x_log = true, y_log = true, series = series,
+    spread = ("min-max of %d rounds"):format(rounds) })
 end
 ex:finish()

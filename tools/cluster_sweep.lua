@@ -46,10 +46,14 @@
 -- The direct-push lines come last in a batch; a wait that hangs is cut after a
 -- second and reported as an error line, not a stuck run.
 local spk = require "spk"
+local script = require("spk.options").script {
+  gpu = "required", dry_run = true,
+  usage = "spk run tools/cluster_sweep.lua [--quick] [--batches LIST] [--rounds 5] [--only NAMES] [--tiles LIST] "
+    .. "[--no-mbarrier] [--budget 220] [--dry-run]" }
 
 local function option(name)
-  for i = 1, #arg do
-    if arg[i] == name then return arg[i + 1] or true end
+  for i = 1, #script.args do
+    if script.args[i] == name then return script.args[i + 1] or true end
   end
   return nil
 end
@@ -68,15 +72,12 @@ local tile_list = option("--tiles")
 local budget = tonumber(option("--budget")) or 220 -- seconds; later lines are skipped past it
 local steps = 589
 
+local status -- the progress line (script:plan below), cleared around each printed line
 local function say(fmt, ...)
+  if status then status:clear() end
   io.stdout:write(fmt:format(...), "\n")
   io.stdout:flush()
-end
-
-local ok_gpu, available = pcall(function() return spk.cuda.available() end)
-if not ok_gpu or not available then
-  say("cluster_sweep: needs a CUDA device (%s)", ok_gpu and "none found" or tostring(available))
-  os.exit(3)
+  if status then status:draw() end
 end
 
 -- Tile heights per batch (both in either mode: variants past 64 registers
@@ -164,8 +165,7 @@ if type(only) == "string" then
   end
   local unknown = next(wanted)
   if unknown then
-    say("cluster_sweep: unknown variant %q (--only takes the names in this file's variant list)", unknown)
-    os.exit(2)
+    script:usage_error(("unknown variant %q (--only takes the names in this file's variant list)"):format(unknown))
   end
   variants = picked
 elseif quick then -- the lines that decide the table
@@ -178,21 +178,51 @@ elseif quick then -- the lines that decide the table
   variants = picked
 end
 
-local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
-local wall0 = os.time()
-local function elapsed() return os.difftime(os.time(), wall0) end
-
 local function copy(t)
   local c = {}
   for k, v in pairs(t) do c[k] = v end
   return c
 end
 
+-- The lines of one batch: each variant at each tile height, the default, the direct-push lines last.
+local function lines_of(batch)
+  local lines, late_lines = {}, {}
+  for _, tile in ipairs(tiles_of(batch)) do
+    for _, v in ipairs(variants) do
+      if not (v.fast and no_mbarrier) then
+        local k = copy(v.kernel)
+        k.tile_rows = math.min(tile, 32)
+        local into = v.fast and late_lines or lines
+        into[#into + 1] = { name = v.name, kernel = k }
+      end
+    end
+  end
+  lines[#lines + 1] = { name = "default", kernel = nil }
+  for _, line in ipairs(late_lines) do lines[#lines + 1] = line end
+  for _, line in ipairs(lines) do
+    line.label = line.kernel and ("%s t%d"):format(line.name, line.kernel.tile_rows) or line.name
+  end
+  return lines
+end
+
+local work = {}
+for _, batch in ipairs(batches) do
+  work[#work + 1] = ("batch %d: cuDNN's algorithms"):format(batch)
+  for _, line in ipairs(lines_of(batch)) do work[#work + 1] = ("batch %d: %s"):format(batch, line.label) end
+end
+status = script:plan(work, ("cluster_sweep (dry run): %d steps at %d timed rounds each, cut at %d s; nothing is "
+  .. "measured"):format(#work, rounds, budget))
+
+local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
+local wall0 = os.time()
+local function elapsed() return os.difftime(os.time(), wall0) end
+
 local best = {}
 say("cluster_sweep: 4 layers, H 128, input 60, %d steps, median of %d rounds%s", steps, rounds,
   quick and " (quick)" or "")
 for _, batch in ipairs(batches) do
   local x = spk.randn({ batch, steps, 60 }, { seed = batch })
+  status:step(("batch %d: cuDNN"):format(batch))
   local cudnn_best, cudnn_name = math.huge, "-"
   for _, algo in ipairs(spk.lstm.cudnn_algorithm_names) do
     if batch >= 32 and (algo == "persist_static" or algo == "persist_dynamic") then
@@ -214,23 +244,10 @@ for _, batch in ipairs(batches) do
     end
   end
 
-  local lines, late_lines = {}, {} -- the direct-push lines last, otherwise as listed
-  for _, tile in ipairs(tiles_of(batch)) do
-    for _, v in ipairs(variants) do
-      if not (v.fast and no_mbarrier) then
-        local k = copy(v.kernel)
-        k.tile_rows = math.min(tile, 32)
-        local into = v.fast and late_lines or lines
-        into[#into + 1] = { name = v.name, kernel = k }
-      end
-    end
-  end
-  lines[#lines + 1] = { name = "default", kernel = nil }
-  for _, line in ipairs(late_lines) do lines[#lines + 1] = line end
-
   local first
-  for _, line in ipairs(lines) do
-    local label = line.kernel and ("%s t%d"):format(line.name, line.kernel.tile_rows) or line.name
+  for _, line in ipairs(lines_of(batch)) do
+    local label = line.label
+    status:step(("batch %d: %s"):format(batch, label))
     if elapsed() > budget then
       say("batch %4d  %-22s skipped: past the %d s budget", batch, label, budget)
     else
@@ -260,6 +277,7 @@ for _, batch in ipairs(batches) do
   collectgarbage()
 end
 
+status:finish()
 say("\nfastest variant per batch (rel_l2 < 1e-6: the same sums, perhaps another chunk split); batch_table rows for "
   .. "src/lstm/cluster.c:")
 say("  {max_batch, push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases}, threads")

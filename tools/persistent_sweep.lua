@@ -29,10 +29,13 @@
 --   gb4 u16 t32   the same with the tile forced to 32 rows (one block an SM)
 --   default       what a plan picks for the batch (persistent.c's batch_table)
 local spk = require "spk"
+local script = require("spk.options").script {
+  gpu = "required", dry_run = true,
+  usage = "spk run tools/persistent_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5] [--dry-run]" }
 
 local function option(name)
-  for i = 1, #arg do
-    if arg[i] == name then return arg[i + 1] or true end
+  for i = 1, #script.args do
+    if script.args[i] == name then return script.args[i + 1] or true end
   end
   return nil
 end
@@ -47,16 +50,14 @@ end
 local rounds = tonumber(option("--rounds") or (quick and 3 or 5))
 local steps = 589
 
+local status -- the progress line (script:plan below), cleared around each printed line
 local function say(fmt, ...)
+  if status then status:clear() end
   io.stdout:write(fmt:format(...), "\n")
   io.stdout:flush()
+  if status then status:draw() end
 end
 
-local ok_gpu, available = pcall(function() return spk.cuda.available() end)
-if not ok_gpu or not available then
-  say("persistent_sweep: needs a CUDA device (%s)", ok_gpu and "none found" or tostring(available))
-  os.exit(3)
-end
 
 local variants = {
   { name = "u4", kernel = { units = 4, gate_block = 1, row_group = 1 } },
@@ -93,6 +94,17 @@ local function forced_schedule(v, batch)
            concurrent = true }
 end
 
+-- The work: cuDNN's algorithms and the f64 reference (batch <= 8), then the variants, per batch.
+local work = {}
+for _, batch in ipairs(batches) do
+  work[#work + 1] = ("batch %d: every cuDNN algorithm%s"):format(batch, batch <= 8 and ", the f64 reference" or "")
+  for _, v in ipairs(variants) do
+    if not (v.min_batch and batch < v.min_batch) then work[#work + 1] = ("batch %d: %s"):format(batch, v.name) end
+  end
+end
+status = script:plan(work, ("persistent_sweep (dry run): %d steps at %d timed rounds each; nothing is measured")
+  :format(#work, rounds))
+
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 
 local function median_ms(t) return t.median_ms or t.median end
@@ -102,6 +114,7 @@ say("persistent_sweep: 4 layers, H 128, input 60, %d steps, %d timed rounds per 
   quick and " (quick)" or "")
 for _, batch in ipairs(batches) do
   local x = spk.randn({ batch, steps, 60 }, { seed = batch })
+  status:step(("batch %d: cuDNN"):format(batch))
   -- cuDNN first, for the ratio
   local cudnn_best, cudnn_name = math.huge, "-"
   for _, algo in ipairs(spk.lstm.cudnn_algorithm_names or {}) do
@@ -125,6 +138,7 @@ for _, batch in ipairs(batches) do
   local first
   for _, v in ipairs(variants) do
     if v.min_batch and batch < v.min_batch then goto next_variant end
+    status:step(("batch %d: %s"):format(batch, v.name))
     local ok, err = pcall(function()
       local plan = spk.lstm.stack { backend = "persistent", layers = layers, batch = batch, steps = steps, kernel = v.kernel,
                                     schedule = forced_schedule(v, batch) }
@@ -152,6 +166,7 @@ for _, batch in ipairs(batches) do
   end
 end
 
+status:finish()
 say("\nfastest per batch (batch_table rows in src/lstm/persistent.c: {max_batch, units, gate_block, row_group}):")
 for _, batch in ipairs(batches) do
   local b = best[batch]

@@ -67,7 +67,8 @@
 --     layers = a stack (default above),
 --     bounds = {backend = number | function(row, batch_rows) -> rel_l2 bound, max_abs bound | nil}
 --              (merged over benchmark.bounds),
---     progress = function(message) end       called before each step
+--     progress = function(message, {done =, total =}) end   called before each step
+--                                           (done of total steps of the run so far)
 --   rows: one per batch x backend x variant, in run order:
 --     {batch, steps, backend, variant, median_ms, min_ms, max_ms, spread,
 --      samples, rel_l2, max_abs, bound, bound_max_abs, bound_ok, speedup, error,
@@ -217,36 +218,9 @@ function M.judge(rows, bounds)
   return out
 end
 
-local function cuda_version(number)
-  if type(number) ~= "number" or number <= 0 then return nil end
-  return ("%d.%d"):format(number // 1000, number % 1000 // 10)
-end
-
-local function cudnn_version(number)
-  if type(number) ~= "number" or number <= 0 then return nil end
-  if number >= 90000 then -- cuDNN 9: major * 10000 + minor * 100 + patch
-    return ("%d.%d.%d"):format(number // 10000, number // 100 % 100, number % 100)
-  end
-  return ("%d.%d.%d"):format(number // 1000, number // 100 % 10, number % 100)
-end
-
+-- The strings of the table's header line, from the provenance record's facts.
 function M.environment()
-  local spk = require "spk"
-  local env = { device = "none", driver = "none", runtime = "none", cudnn = "none",
-                date = os.date("!%Y-%m-%d %H:%M UTC") }
-  local ok, info = pcall(function() return spk.cuda.info() end)
-  if ok and type(info) == "table" then
-    env.runtime = cuda_version(info.runtime_version) or env.runtime
-    env.driver = cuda_version(info.driver_version) or env.driver
-    local d = info.devices and info.devices[1]
-    if d then env.device = ("%s (compute capability %s, %d SMs)"):format(d.name, tostring(d.cc), d.sms or 0) end
-  end
-  local core_ok, core = pcall(require, "spk.core")
-  if core_ok and core.cudnn and core.cudnn.version then
-    local vok, v = pcall(core.cudnn.version)
-    if vok then env.cudnn = cudnn_version(v) or env.cudnn end
-  end
-  return env
+  return require("spk.provenance").environment()
 end
 
 local function close(value)
@@ -361,19 +335,23 @@ function M.run(opts)
   end
 
   local rows = {}
+  -- the steps of the whole run, counted for progress(message, {done =, total =})
+  local step = { done = 0, total = #o.batches * (#plan_list + (o.check and 1 or 0)) }
   for _, batch in ipairs(o.batches) do
     local x = spk.randn({ batch, o.steps, dims.input }, { seed = o.seed })
     local reference
     if o.check then
-      o.progress(("batch %d: f64 reference ..."):format(batch))
+      o.progress(("batch %d: f64 reference ..."):format(batch), step)
       reference = spk.lstm.reference(o.layers, x, { precision = "f64" })
+      step.done = step.done + 1
     end
     for i, p in ipairs(plan_list) do
       local label = p.variant.label or p.variant.algo
       if not p.variant.label and p.variant.math then label = (label and label .. " " or "") .. p.variant.math end
       o.progress(("batch %d: %s%s (%d/%d) ..."):format(batch, p.backend, label and " " .. label or "", i,
-        #plan_list))
+        #plan_list), step)
       rows[#rows + 1] = measure(spk, o, p.backend, p.variant, batch, x, reference)
+      step.done = step.done + 1
     end
     close(reference)
     close(x)

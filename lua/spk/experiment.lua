@@ -1,6 +1,7 @@
 -- spk.experiment: what every script in experiments/ shares, so the scripts
--- stay short: options from `arg`, the results folder, progress lines, the
--- "no GPU" policy and writing tables, CSV, JSON and SVG files.
+-- stay short: options from `arg`, --help and --dry-run, the results folder,
+-- progress, the "no GPU" policy, the provenance of every file it writes, and
+-- what a failure leaves behind.
 --
 --   local experiment = require "spk.experiment"
 --   local ex = experiment.start{
@@ -12,31 +13,49 @@
 --                 {"backends", {"persistent", "cudnn"}, help = "..."} }, -- list
 --   }
 --   ex.quick, ex.batches, ex.out (the results folder), ex.gpu (a device is
---   present), ex.opts.<name> (each extra option), ex.name
+--   present), ex.opts.<name> (each extra option), ex.name, ex.dry_run
+--   ex:describe{seeds =, shape =, dtype =, math =, backends =, variants =}
+--                                   -- what the run is, for the provenance record
+--   ex:plan(items[, header])        -- the work, one item per run (a string or {what =}):
+--                                   -- a dry run prints it and exits 0; else progress counts it
+--   ex:step(what)                   -- the next item starts (the status line on a terminal)
+--   ex:update(what, done, total)    -- or: where the work is, counted by the script
 --   ex:progress(fmt, ...)           -- "[tile_sweep  12.3 s] ..." on stderr
 --   ex:path("file.csv")             -- a path inside the results folder
---   ex:csv(name, rows, columns), ex:json(name, value), ex:svg(name, svg)
---                                   -- write a file there and remember it
+--   ex:csv(name, rows, columns), ex:json(name, value), ex:svg(name, svg), ex:text(name, text)
+--                                   -- write a file there (with its provenance) and remember it
 --   ex:table(rows, columns, opts)   -- print spk.report.table on stdout
 --   ex:finish()                     -- list the files written; returns 0
+--   experiment.gpu_status() -> true | false, why (spk.options.gpu_status)
 --
 -- Options (every script): --quick (small batches, few variants, few rounds),
 -- --batches 1,8,32 (or --batch), --out DIR (default results/<name>-<YYYYmmdd-HHMMSS>/),
--- --help; the script's own options as --name VALUE (a list: comma separated).
--- `--name=value` works too. A usage error prints the usage and exits 2.
+-- --dry-run (list the runs, measure nothing, no device needed), --debug (a
+-- failure's traceback), --help; the script's own options as --name VALUE (a
+-- list: comma separated). `--name=value` works too. A usage error prints the
+-- usage and exits 2.
 --
 -- The no-GPU policy: with gpu = "required", a machine without a usable CUDA
 -- device gets the line "<name>: needs a CUDA GPU: no CUDA device (...).
--- Nothing was run." on stderr and exit status 3 (experiment.NO_GPU),
--- before any folder is made. With gpu = "optional" the script runs and reads
--- ex.gpu to decide which parts it can do.
+-- Nothing was run." on stderr and exit status 3 (spk.options.EXIT.no_gpu,
+-- the status of "no GPU" everywhere), before any folder is made. With gpu =
+-- "optional" the script runs and reads ex.gpu to decide which parts it can do.
+--
+-- Provenance: every file written through ex carries spk.provenance.record of
+-- the run: the experiment, its options and batches, what ex:describe said, and
+-- the backends, variants and math of the rows written.
+--
+-- A failure (an error the script does not catch) removes the files the
+-- experiment wrote and its results folder if it made it, and prints
+-- "<name>: <message>" alone (--debug: with the traceback; the exit status is 1).
 local M = {}
-
-M.NO_GPU = 3
 
 local spk = require "spk"
 local report = require "spk.report"
 local options = require "spk.options"
+local provenance = require "spk.provenance"
+
+M.NO_GPU = options.EXIT.no_gpu
 
 local function split_list(text, numbers, name)
   local out = {}
@@ -68,8 +87,11 @@ local function usage(spec)
     lines[#lines + 1] = ("  --%-18s %s (default %s%s)"):format(o[1] .. " " .. (type(o[2]) == "table" and "LIST"
       or type(o[2]) == "number" and "N" or "VALUE"), o.help or "", default, quick)
   end
+  lines[#lines + 1] = "  --dry-run            list the runs and exit; nothing is measured (no device needed)"
+  lines[#lines + 1] = "  --debug              a failure prints its traceback too"
   lines[#lines + 1] = "  --help               this text"
-  lines[#lines + 1] = spec.no_gpu or (spec.gpu == "required" and "Needs a CUDA GPU: without one it says so and exits 3."
+  lines[#lines + 1] = spec.no_gpu or (spec.gpu == "required"
+    and ("Needs a CUDA GPU: without one it says so and exits %d."):format(M.NO_GPU)
     or "Without a GPU it runs its CPU part only.")
   return table.concat(lines, "\n")
 end
@@ -90,7 +112,7 @@ function M.parse(spec, argv)
     if not name then return nil, ("unexpected argument '%s'"):format(a) end
     name = name:gsub("%-", "_")
     if name == "batch" and not extra.batch then name = "batches" end -- one batch or several: either spelling
-    if name == "quick" or name == "help" then
+    if name == "quick" or name == "help" or name == "dry_run" or name == "debug" then
       if value then return nil, ("--%s takes no value"):format(name) end
       r[name] = true
     elseif name == "batches" or name == "out" or extra[name] then
@@ -113,6 +135,7 @@ function M.parse(spec, argv)
     r.batches = r.quick and (spec.quick_batches or spec.batches) or spec.batches
   end
   r.out = raw.out
+  r.dry_run, r.debug = r.dry_run or false, r.debug or false
   for _, o in ipairs(spec.options or {}) do
     local name, default = o[1], o[2]
     local value = raw[name]
@@ -134,12 +157,7 @@ function M.parse(spec, argv)
 end
 
 -- Whether a CUDA device can be used, and why not.
-function M.gpu_status()
-  if not (spk.cuda and spk.cuda.available) then return false, "spk was built without the GPU runtime" end
-  local ok, available = pcall(spk.cuda.available)
-  if ok and available then return true end
-  return false, spk.cuda.no_device_reason()
-end
+M.gpu_status = options.gpu_status
 
 local function mkdir(path)
   local ok = os.execute("mkdir -p '" .. path:gsub("'", "'\\''") .. "'")
@@ -153,6 +171,18 @@ end
 local Ex = {}
 Ex.__index = Ex
 
+-- On a failure: remove what the experiment wrote, and say what failed.
+local function on_failure(self)
+  return function(message)
+    for i = #self.files, 1, -1 do os.remove(self.files[i]) end
+    if self.made_folder then os.execute("rmdir '" .. self.out:gsub("'", "'\\''") .. "' 2>/dev/null") end
+    if self.progress_line then self.progress_line:clear() end
+    if self.debug then return nil end
+    local text = tostring(message):gsub("\nstack traceback:.*$", "")
+    return ("%s: %s"):format(self.name, text)
+  end
+end
+
 function M.start(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" then
     error("experiment.start: expects {name =, ...}", 2)
@@ -164,18 +194,23 @@ function M.start(spec)
   local r, err = M.parse(spec, argv)
   if not r then
     io.stderr:write(("%s: %s\n%s\n"):format(spec.name, err, usage(spec)))
-    os.exit(2)
+    os.exit(options.EXIT.usage)
   end
   if r.help then
     print(usage(spec))
-    os.exit(0)
+    os.exit(options.EXIT.ok)
   end
-  local gpu, why = M.gpu_status()
-  if spec.gpu == "required" and not gpu then
-    io.stderr:write(("%s: needs a CUDA GPU: %s. Nothing was run.\n"):format(spec.name,
-      why))
-    os.exit(M.NO_GPU)
+  local gpu = false
+  if not r.dry_run then
+    gpu = M.gpu_status()
+    if spec.gpu == "required" and not gpu then os.exit(options.no_gpu(spec.name)) end
   end
+  local self = setmetatable({ name = spec.name, quick = r.quick, batches = r.batches, gpu = gpu, opts = r.opts,
+                              files = {}, dry_run = r.dry_run, debug = r.debug,
+                              run = { experiment = spec.name, quick = r.quick, batches = r.batches,
+                                      options = r.opts },
+                              started = spk.clock_ms and spk.clock_ms() or os.clock() * 1000 }, Ex)
+  if r.dry_run then return self end
   local out = r.out
   if not out then
     local base = ("results/%s-%s"):format(spec.name, os.date("%Y%m%d-%H%M%S"))
@@ -186,13 +221,36 @@ function M.start(spec)
       n = n + 1
     end
   end
+  self.made_folder = not exists(out)
   mkdir(out)
-  local self = setmetatable({ name = spec.name, quick = r.quick, batches = r.batches, out = out, gpu = gpu,
-                              opts = r.opts, files = {}, started = spk.clock_ms and spk.clock_ms() or os.clock() * 1000 },
-    Ex)
+  self.out = out
+  local ok, program = pcall(require, "spk.program")
+  if ok and type(program) == "table" then program.on_failure = on_failure(self) end
   print(("%s%s: results in %s/%s"):format(spec.name, r.quick and " (quick)" or "", out,
     gpu and "" or "  (no GPU: CPU part only)"))
   return self
+end
+
+function Ex:describe(run)
+  for k, v in pairs(options.check_keys(run, { "seeds", "shape", "dtype", "math", "backends", "variants", "kernel",
+                                              "steps", "rounds", "notes" }, "ex:describe")) do
+    self.run[k] = v
+  end
+  return self
+end
+
+function Ex:plan(items, header)
+  self.progress_line = options.plan(self.name, self.dry_run, items, header)
+  return self.progress_line
+end
+
+function Ex:step(what)
+  if self.progress_line then self.progress_line:step(what) end
+end
+
+-- Where the work is, when the script counts it itself (spk.benchmark's steps).
+function Ex:update(what, done, total)
+  if self.progress_line then self.progress_line:update((tostring(what):gsub(" %.%.%.$", "")), done, total) end
 end
 
 function Ex:elapsed_s()
@@ -201,33 +259,51 @@ function Ex:elapsed_s()
 end
 
 function Ex:progress(fmt, ...)
-  io.stderr:write(("[%s %6.1f s] %s\n"):format(self.name, self:elapsed_s(), fmt:format(...)))
-  io.stderr:flush()
+  local line = ("[%s %6.1f s] %s"):format(self.name, self:elapsed_s(), fmt:format(...))
+  if self.progress_line then
+    self.progress_line:print(line)
+  else
+    io.stderr:write(line, "\n")
+    io.stderr:flush()
+  end
 end
 
 function Ex:path(name) return self.out .. "/" .. name end
 
+-- The provenance record of a file holding `rows` (the rows written so far
+-- count too, so a chart names the backends of the data it draws).
+function Ex:record(rows)
+  self.rows_seen = self.rows_seen or {}
+  for _, r in ipairs(type(rows) == "table" and rows or {}) do
+    if type(r) == "table" then self.rows_seen[#self.rows_seen + 1] = r end
+  end
+  return provenance.record(provenance.from_rows(self.rows_seen, self.run))
+end
+
 function Ex:csv(name, rows, columns)
-  local p = report.csv(self:path(name), rows, columns)
+  local p = report.csv(self:path(name), rows, columns, { provenance = self:record(rows) })
   self.files[#self.files + 1] = p
   return p
 end
 
 function Ex:json(name, value)
-  local p = report.json(self:path(name), value, { indent = 2 })
+  local p = report.json(self:path(name), value, { indent = 2, provenance = self:record(type(value) == "table"
+    and value.rows) })
   self.files[#self.files + 1] = p
   return p
 end
 
 function Ex:svg(name, svg)
-  local p = require("spk.plot").save(self:path(name), svg)
+  local p = require("spk.plot").save(self:path(name), svg, { provenance = self:record() })
   self.files[#self.files + 1] = p
   return p
 end
 
+-- A text file: the provenance as "# " lines above it.
 function Ex:text(name, text)
   local p = self:path(name)
   local f = assert(io.open(p, "w"))
+  for _, line in ipairs(provenance.lines(self:record())) do f:write("# ", line, "\n") end
   f:write(text)
   f:close()
   self.files[#self.files + 1] = p
@@ -239,6 +315,9 @@ function Ex:table(rows, columns, opts)
 end
 
 function Ex:finish()
+  if self.progress_line then self.progress_line:finish() end
+  local ok, program = pcall(require, "spk.program")
+  if ok and type(program) == "table" then program.on_failure = nil end
   print(("%s: done in %.1f s; wrote:"):format(self.name, self:elapsed_s()))
   for _, p in ipairs(self.files) do print("  " .. p) end
   return 0

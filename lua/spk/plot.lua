@@ -8,13 +8,23 @@
 --     x_range = {lo, hi}, y_range = {lo, hi}, -- optional, else from the data
 --     series = { {name = "u4", points = {{1, 3.2}, {8, 18.3}}},
 --                {name = "cuDNN best", points = {...}, dashed = true} },
---     width = 760, height = 460, markers = true}
---   plot.save("results/x/ms.svg", svg)
+--     width = 760, height = 460, markers = true,
+--     spread = "min-max of 7 rounds"}       -- names the whiskers in the legend
+--     A point {x, y, lo, hi} also draws the spread measured around y: a whisker
+--     from lo to hi (<line class="whisker" data-x= data-lo= data-hi=>), e.g. the
+--     fastest and slowest of the timed rounds around their median.
+--   plot.save("results/x/ms.svg", svg[, {provenance = run | record | false}])
+--     writes the chart with <metadata id="spk-provenance"> after the <svg> tag: where
+--     the result came from (spk.provenance.record(run) as JSON; false: none)
 --
---   plot.bar{title =, x_label =, y_label =, y_log =, y_range =,
+--   plot.bar{title =, x_label =, y_label =, y_log =, y_range =, spread = "legend text",
 --            categories = {"1", "8", "32"},           -- groups along x
---            series = { {name = "u4", values = {3.2, 18.3, 21.5}}, ... }}
---     grouped bars; a nil value leaves its bar out.
+--            series = { {name = "u4", values = {3.2, 18.3, 21.5},
+--                        low = {...}, high = {...},    -- optional: a whisker per bar
+--                        samples = {{3.1, 3.3, 3.2}, ...}}, ... }}  -- optional: each as a dot
+--     grouped bars; a nil value leaves its bar out. low/high draw the spread measured
+--     around each value (<line class="whisker">), samples every measurement
+--     (<circle class="sample" data-y=>) spread across the bar.
 --
 --   plot.gantt{title =, x_label =, tracks = {"block 0", ...}, categories = {"wait", ...},
 --              bars = {{track = 1, from =, to =, category = "dot", title = "hover text",
@@ -175,6 +185,7 @@ local function frame(opts, xs, ys, xcats)
   for _, s in ipairs(opts.series) do
     legend_width = math.max(legend_width, 7 * #tostring(s.name or "") + 40)
   end
+  if opts.spread then legend_width = math.max(legend_width, 7 * #tostring(opts.spread) + 40) end
   legend_width = math.min(legend_width, 260)
   local left, right = 78, width - 20 - legend_width
   local top, bottom = opts.title and 44 or 20, height - 56
@@ -185,9 +196,10 @@ local function frame(opts, xs, ys, xcats)
   add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
        .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
   add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
-  if opts.title then
+  if opts.title then -- centred over the plot, but never past the left edge (at most 10 px a character)
+    local half = 5 * (utf8.len(tostring(opts.title)) or #tostring(opts.title)) + 8
     add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
-      :format(px((left + right) / 2), escape(opts.title)))
+      :format(px(math.max((left + right) / 2, half)), escape(opts.title)))
   end
 
   local x_axis, y_axis
@@ -300,9 +312,17 @@ local function style_of(i, s)
   return color, dashed
 end
 
-local function legend(parts, series, box, kind)
+local function legend(parts, series, box, kind, spread)
   parts[#parts + 1] = '<g class="legend">'
   local x, y = box.right + 16, box.top + 8
+  if spread then
+    local yy = y + #series * 20
+    parts[#parts + 1] = ('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/><line x1="%d" y1="%d" x2="%d" '
+      .. 'y2="%d" stroke="#444"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>'):format(x + 11, yy - 6,
+      x + 11, yy + 6, x + 7, yy - 6, x + 15, yy - 6, x + 7, yy + 6, x + 15, yy + 6)
+    parts[#parts + 1] = ('<text class="legend-entry legend-spread" x="%d" y="%d" dominant-baseline="middle">%s</text>')
+      :format(x + 28, yy, escape(spread))
+  end
   for i, s in ipairs(series) do
     local color, dashed = style_of(i, s)
     local yy = y + (i - 1) * 20
@@ -318,6 +338,26 @@ local function legend(parts, series, box, kind)
   parts[#parts + 1] = '</g>'
 end
 
+-- A vertical whisker from lo to hi at x (pixels), with caps.
+local function whisker(parts, x, ylo, yhi, color, attrs)
+  parts[#parts + 1] = ('<line class="whisker" %s x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.2"/>')
+    :format(attrs, px(x), px(ylo), px(x), px(yhi), color)
+  for _, y in ipairs { ylo, yhi } do
+    parts[#parts + 1] = ('<line class="whisker-cap" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.2"/>')
+      :format(px(x - 4), px(y), px(x + 4), px(y), color)
+  end
+end
+
+local function check_spread(lo, hi, v, log, name, what)
+  if lo == nil and hi == nil then return false end
+  check_value(lo, log, name, what .. " low")
+  check_value(hi, log, name, what .. " high")
+  if lo > hi then
+    error(("plot: %s: %s low = %s is above high = %s"):format(name, what, tostring(lo), tostring(hi)), 4)
+  end
+  return true
+end
+
 local function check_common(opts, fname)
   if type(opts) ~= "table" then error(("plot.%s: expects a table of options"):format(fname), 3) end
   if type(opts.series) ~= "table" or #opts.series == 0 then
@@ -330,7 +370,7 @@ end
 function M.line(opts)
   check_common(opts, "line")
   require("spk.options").check_keys(opts, { "series", "x_range", "y_range", "x_log", "y_log", "markers", "title",
-                                            "x_label", "y_label", "width", "height" }, "plot.line")
+                                            "x_label", "y_label", "width", "height", "spread" }, "plot.line")
   check_range(opts.x_range, opts.x_log, "x_range")
   check_range(opts.y_range, opts.y_log, "y_range")
   local xs, ys = {}, {}
@@ -342,6 +382,9 @@ function M.line(opts)
       check_value(p[1], opts.x_log, name, ("point %d: x"):format(k))
       check_value(p[2], opts.y_log, name, ("point %d: y"):format(k))
       xs[#xs + 1], ys[#ys + 1] = p[1], p[2]
+      if check_spread(p[3], p[4], p[2], opts.y_log, name, ("point %d: spread"):format(k)) then
+        ys[#ys + 1], ys[#ys + 2] = p[3], p[4]
+      end
     end
   end
   if #xs == 0 then error("plot.line: no points in any series", 2) end
@@ -359,6 +402,12 @@ function M.line(opts)
       parts[#parts + 1] = ('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>')
         :format(table.concat(path, " "), color, dashed and ' stroke-dasharray="6 4"' or "")
     end
+    for _, p in ipairs(s.points) do
+      if p[3] ~= nil then
+        whisker(parts, xa.map(p[1]), ya.map(p[3]), ya.map(p[4]), color,
+          ('data-x="%.17g" data-lo="%.17g" data-hi="%.17g"'):format(p[1], p[3], p[4]))
+      end
+    end
     if opts.markers ~= false and #s.points <= 200 then
       for _, p in ipairs(s.points) do
         parts[#parts + 1] = ('<circle class="point" data-x="%.17g" data-y="%.17g" cx="%s" cy="%s" r="3" fill="%s"/>')
@@ -367,7 +416,7 @@ function M.line(opts)
     end
     parts[#parts + 1] = '</g>'
   end
-  legend(parts, opts.series, box, "line")
+  legend(parts, opts.series, box, "line", opts.spread)
   parts[#parts + 1] = '</svg>\n'
   return table.concat(parts, "\n")
 end
@@ -377,7 +426,7 @@ end
 function M.bar(opts)
   check_common(opts, "bar")
   require("spk.options").check_keys(opts, { "series", "categories", "y_range", "y_log", "title", "x_label",
-                                            "y_label", "width", "height" }, "plot.bar")
+                                            "y_label", "width", "height", "spread" }, "plot.bar")
   check_range(opts.y_range, opts.y_log, "y_range")
   local cats = opts.categories
   if type(cats) ~= "table" or #cats == 0 then error("plot.bar: categories must be a non-empty list", 2) end
@@ -388,8 +437,16 @@ function M.bar(opts)
     for k = 1, #cats do
       local v = s.values[k]
       if v ~= nil then
-        check_value(v, opts.y_log, name, ("value %d (%s)"):format(k, tostring(cats[k])))
+        local what = ("value %d (%s)"):format(k, tostring(cats[k]))
+        check_value(v, opts.y_log, name, what)
         ys[#ys + 1] = v
+        if check_spread((s.low or {})[k], (s.high or {})[k], v, opts.y_log, name, what) then
+          ys[#ys + 1], ys[#ys + 2] = s.low[k], s.high[k]
+        end
+        for j, sample in ipairs((s.samples or {})[k] or {}) do
+          check_value(sample, opts.y_log, name, ("%s: sample %d"):format(what, j))
+          ys[#ys + 1] = sample
+        end
       end
     end
   end
@@ -400,7 +457,8 @@ function M.bar(opts)
   local parts, xa, ya, box = frame(opts, nil, ys, names)
   local n = #opts.series
   local group = (box.right - box.left) / #cats
-  local bar_w = group * 0.8 / n
+  local bar_w = math.min(group * 0.8 / n, 80) -- a lone bar stays a bar, not a wall
+  local inset = (group - bar_w * n) / 2
   local base = opts.y_log and box.bottom or ya.map(math.max(ya.lo, math.min(ya.hi, 0)))
   for i, s in ipairs(opts.series) do
     local color = style_of(i, s)
@@ -408,18 +466,30 @@ function M.bar(opts)
     for k = 1, #cats do
       local v = s.values[k]
       if v ~= nil then
-        local x = xa.map(k - 1) + group * 0.1 + (i - 1) * bar_w
+        local x = xa.map(k - 1) + inset + (i - 1) * bar_w
         local y = ya.map(v)
         y = math.max(box.top, math.min(box.bottom, y))
         local y0, h = math.min(y, base), math.abs(base - y)
         parts[#parts + 1] = ('<rect class="bar" data-category="%s" data-y="%.17g" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s</title></rect>')
           :format(escape(names[k]), v, px(x), px(y0), px(bar_w * 0.92), px(h), color,
                   escape(s.name or ""), escape(("%.6g"):format(v)))
+        local middle = x + bar_w * 0.46
+        local samples = (s.samples or {})[k] or {}
+        for j, sample in ipairs(samples) do -- spread across the bar, in the order measured
+          local sx = x + bar_w * 0.92 * (#samples == 1 and 0.5 or (0.2 + 0.6 * (j - 1) / (#samples - 1)))
+          parts[#parts + 1] = ('<circle class="sample" data-category="%s" data-y="%.17g" cx="%s" cy="%s" r="2.2" '
+            .. 'fill="white" stroke="#222" stroke-width="0.8"/>'):format(escape(names[k]), sample, px(sx),
+            px(math.max(box.top, math.min(box.bottom, ya.map(sample)))))
+        end
+        if s.low and s.low[k] ~= nil then
+          whisker(parts, middle, ya.map(s.low[k]), ya.map(s.high[k]), "#222",
+            ('data-category="%s" data-lo="%.17g" data-hi="%.17g"'):format(escape(names[k]), s.low[k], s.high[k]))
+        end
       end
     end
     parts[#parts + 1] = '</g>'
   end
-  legend(parts, opts.series, box, "bar")
+  legend(parts, opts.series, box, "bar", opts.spread)
   parts[#parts + 1] = '</svg>\n'
   return table.concat(parts, "\n")
 end
@@ -511,9 +581,10 @@ function M.gantt(opts)
   add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
        .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
   add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
-  if opts.title then
+  if opts.title then -- centred over the plot, but never past the left edge (at most 10 px a character)
+    local half = 5 * (utf8.len(tostring(opts.title)) or #tostring(opts.title)) + 8
     add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
-      :format(px((left + right) / 2), escape(opts.title)))
+      :format(px(math.max((left + right) / 2, half)), escape(opts.title)))
   end
   add('<g class="grid" stroke="#e4e4e4" stroke-width="1">')
   for _, v in ipairs(ticks) do
@@ -668,9 +739,19 @@ function M.timeline(tl, opts)
 end
 
 
-function M.save(path, svg)
+function M.save(path, svg, opts)
   if type(path) ~= "string" or type(svg) ~= "string" then
     error("plot.save: expects (path, svg string)", 2)
+  end
+  require("spk.options").check_keys(opts, { "provenance" }, "plot.save", 2)
+  local run = opts and opts.provenance
+  if run ~= false and not svg:find('<metadata id="spk-provenance">', 1, true) then
+    if run ~= nil and type(run) ~= "table" then
+      error(("plot.save: provenance must be a table (the run) or false, got %s"):format(type(run)), 2)
+    end
+    local provenance = require "spk.provenance"
+    local at = select(2, svg:find("^%s*<svg[^>]*>"))
+    if at then svg = svg:sub(1, at) .. "\n" .. provenance.svg_metadata(provenance.record(run)) .. svg:sub(at + 1) end
   end
   local f, err = io.open(path, "w")
   if not f then error("plot.save: " .. tostring(err), 2) end
@@ -688,6 +769,7 @@ do
   M.bar = options.takes(1, "plot.bar", M.bar)
   M.gantt = options.takes(1, "plot.gantt", M.gantt)
   M.timeline = options.takes(2, "plot.timeline", M.timeline)
+  M.save = options.takes(3, "plot.save", M.save)
 end
 
 return M

@@ -416,6 +416,7 @@ local record_schema = object({ format = function(v)
                                key = hex64, fields = key_fields, date = text, command = text,
                                environment = object({ device = text, driver = text, runtime = text, cudnn = text,
                                                       date = text }),
+                               provenance = any_object, -- spk.provenance.record of the last spk tune
                                entries = array(entry) },
                              { "format", "key", "fields", "entries" })
 

@@ -34,6 +34,9 @@ local function parse_csv(text)
     end
     i = i + 1
   end
+  -- the provenance line comes first (report.csv), as a comment line
+  assert.matches("^# provenance {", records[1][1], nil, "the CSV's first line is its provenance")
+  while records[1] and records[1][1]:match("^#") do table.remove(records, 1) end
   local header = table.remove(records, 1)
   local rows = {}
   for r, rec in ipairs(records) do
@@ -332,11 +335,11 @@ describe("spk bench", function()
   end)
 
   do
-    nogpu_it("exits 1 without a GPU unless only the cpu backend is asked for", function()
+    nogpu_it("exits 3 (no GPU) unless only the cpu backend is asked for", function()
       local out, err, code = run_spk { "bench", "--batches", "1", "--steps", "2" }
-      assert.are.equal(1, code)
+      assert.are.equal(3, code)
       assert.are.equal("", out)
-      assert.matches("no CUDA device: backends persistent, cudnn need a GPU", err)
+      assert.matches("spk bench: backends persistent, cudnn need a CUDA GPU: .*no CUDA device.*Nothing was run", err)
     end)
   end
 
@@ -348,9 +351,9 @@ describe("spk bench", function()
     local out
     out, err, code = run_spk { "bench", "--kernel", "experiments/kernels/row_block.lua", "--backends", "cpu",
                                "--batches", "1", "--steps", "2" }
-    assert.are.equal(1, code)
+    assert.are.equal(3, code)
     assert.are.equal("", out)
-    assert.matches("no CUDA device: backend row_block needs a GPU", err)
+    assert.matches("backend row_block needs a CUDA GPU: .*no CUDA device", err)
   end)
 
   gpu_it("--kernel: the kernel's rows beside cuDNN's, in bounds, in the table", function()

@@ -101,7 +101,7 @@ print("before", arg[-1], arg[-2])
       assert.is_true(rel ~= nil and rel <= 1e-4, out)
       assert.matches("\n[%d.]+ ms per forward %(median of 5%)\n", out)
       assert.matches("\nok\n$", out)
-      assert.matches("^batch,backend,variant,rel_l2", files)
+      assert.matches("^# provenance {[^\n]*}\nbatch,backend,variant,rel_l2", files)
       local _, usage, bad = run_spk({ "run", "experiments/quickstart.lua", "--batches", "zero" })
       assert.are.equal(2, bad)
       assert.matches("usage: spk run experiments/quickstart.lua", usage, 1, true)
@@ -154,11 +154,14 @@ print("before", arg[-1], arg[-2])
       assert.are.equal(out, again)
     end)
 
-    it("--version prints the spk and Lua versions", function()
+    it("--version prints the spk version, the commit it was built from and the Lua version", function()
       local out, _, code = run_spk({ "--version" })
       assert.are.equal(0, code)
-      assert.are.equal("spk " .. source_version() .. " (Lua 5.4.", out:sub(1, #source_version() + 14))
-      assert.matches("^spk %d+%.%d+%.%d+ %(Lua 5%.4%.%d+%)\n$", out)
+      assert.are.equal("spk " .. source_version() .. " (commit ", out:sub(1, #source_version() + 13))
+      local commit, state = out:match("^spk %d+%.%d+%.%d+ %(commit (%w+), ([%w ]+); Lua 5%.4%.%d+%)\n$")
+      assert.is_truthy(commit, out)
+      assert.are.equal(spk.version.commit, commit)
+      assert.are.equal(spk.version.dirty == nil and "state unknown" or spk.version.dirty and "dirty" or "clean", state)
     end)
 
     it("an unknown command is a usage error (exit 2)", function()
@@ -480,6 +483,7 @@ describe("spk info (the command module)", function()
     local code = info({}, {
       program = program,
       cuda = cuda,
+      version = false,
       find_dir = false,
       write = function(...) lines[#lines + 1] = table.concat { ... } end,
     })

@@ -48,6 +48,7 @@ end
 
 local function csv_rows(text)
   local records = csv_records(text)
+  while records[1] and records[1][1]:match("^#") do table.remove(records, 1) end -- the provenance line
   local header = records[1]
   local rows = {}
   for i = 2, #records do

@@ -4,8 +4,8 @@
 -- stderr, the table to stdout; --json and --csv write the rows.
 --
 -- Exit status: 0 after a run (rows beyond their bound are flagged in the
--- table and counted below it), 1 when the run cannot start (no GPU for a GPU
--- backend, a file that cannot be written), 2 for bad arguments.
+-- table and counted below it), 1 when a file cannot be written, 2 for bad
+-- arguments, 3 without a GPU for a GPU backend (spk.options.EXIT).
 
 local USAGE = [[
 usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
@@ -48,10 +48,15 @@ that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
   --rounds N       timed rounds (default 7); --warmup N untimed (default 2)
   --seed N         seed of the inputs (default 1)
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
-  --json FILE      write {environment, settings, rows} as JSON
-  --csv FILE       write the rows as CSV
+  --json FILE      write {environment, settings, rows, provenance} as JSON
+  --csv FILE       write the rows as CSV (its first line: # provenance {...})
   --quick          batches 1,8, 3 rounds, 1 warm-up (later options override)
-  --no-check       skip the f64 reference check (faster at large batches)]]
+  --no-check       skip the f64 reference check (faster at large batches)
+
+Progress goes to stderr (on a terminal also a status line: what runs now,
+steps done of all, time spent and left); the table, headed by where it came
+from (spk's version and commit, the command), to stdout. Without a GPU for a
+GPU backend it says so and exits 3; nothing is run.]]
 
 local options = require "spk.options"
 local fail, positive, list = options.fail, options.positive, options.list
@@ -120,6 +125,7 @@ return function(args, io_override)
   local spk = require "spk"
   local benchmark = require "spk.benchmark"
   local report = require "spk.report"
+  local provenance = require "spk.provenance"
   for _, path in ipairs(o.kernels or {}) do
     local loaded, spec = pcall(spk.lstm.kernel_file, path)
     if not loaded then
@@ -141,11 +147,11 @@ return function(args, io_override)
   for _, b in ipairs(o.backends) do
     if b ~= "cpu" then gpu_backends[#gpu_backends + 1] = b end
   end
-  if #gpu_backends > 0 and not (spk.cuda and spk.cuda.available and spk.cuda.available()) then
-    io.stderr:write(("spk bench: no CUDA device: backend%s %s need%s a GPU (--backends cpu times the CPU "
-      .. "reference alone)\n"):format(#gpu_backends > 1 and "s" or "", table.concat(gpu_backends, ", "),
-      #gpu_backends > 1 and "" or "s"))
-    return 1
+  if #gpu_backends > 0 and not options.gpu_status() then
+    local code = options.no_gpu("spk bench", ("backend%s %s need%s a CUDA GPU"):format(#gpu_backends > 1 and "s"
+      or "", table.concat(gpu_backends, ", "), #gpu_backends > 1 and "" or "s"))
+    io.stderr:write("(--backends cpu times the CPU reference alone)\n")
+    return code
   end
 
   local variants
@@ -161,21 +167,33 @@ return function(args, io_override)
   local env = benchmark.environment()
   local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
   local started = spk.clock_ms()
+  local status = require("spk.progress").new { label = "spk bench", enabled = out.terminal }
   local rows, info = benchmark.run {
     batches = o.batches, steps = o.steps, backends = o.backends, algos = o.algos, maths = o.maths,
     variants = variants,
     rounds = o.rounds, warmup = o.warmup, seed = o.seed, check = o.check, layers = layers,
-    progress = function(message) out.progress(message .. "\n") end,
+    progress = function(message, step)
+      status:clear()
+      out.progress(message .. "\n")
+      if step then status:update((message:gsub(" %.%.%.$", "")), step.done, step.total) end
+    end,
   }
+  status:finish()
   local seconds = (spk.clock_ms() - started) / 1000
 
+  local run = provenance.from_rows(rows, {
+    seeds = { weights = 1, input = o.seed }, dtype = "f32", math = o.maths or { "fp32" },
+    shape = { layers = o.layers, input = o.input, hidden = o.hidden, steps = o.steps, batches = o.batches },
+    rounds = o.rounds, warmup = o.warmup, check = o.check })
+  local record = provenance.record(run)
+  out.write(table.concat(provenance.lines(record, { device = false }), "\n") .. "\n")
   out.write(benchmark.text(rows, info, { environment = env, seconds = seconds }))
 
   local written, werr = pcall(function()
     if o.json then
-      report.json(o.json, { environment = env, settings = info, rows = rows }, { indent = 2 })
+      report.json(o.json, { environment = env, settings = info, rows = rows }, { indent = 2, provenance = record })
     end
-    if o.csv then report.csv(o.csv, rows, CSV_COLUMNS) end
+    if o.csv then report.csv(o.csv, rows, CSV_COLUMNS, { provenance = record }) end
   end)
   if not written then
     io.stderr:write("spk bench: ", tostring(werr), "\n")

@@ -10,8 +10,8 @@
 -- which spk.lstm.stack{backend = "auto"} reads. Progress on stderr, the table
 -- and the record's path on stdout.
 --
--- Exit status: 0 after a run, 1 when it cannot run (no CUDA device, the record
--- cannot be written), 2 for bad arguments.
+-- Exit status: 0 after a run, 1 when the record cannot be written, 2 for bad
+-- arguments, 3 without a CUDA device (spk.options.EXIT; --dry-run needs none).
 
 local USAGE = [[
 usage: spk tune [--batches 1,8,32,64,256] [--steps 589] [--rounds 5] [--warmup 2]
@@ -45,7 +45,12 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
   --dry-run          list the candidates and the record's path; measure and
-                     write nothing (works without a GPU)]]
+                     write nothing (works without a GPU)
+
+Progress goes to stderr (on a terminal also a status line: what runs now,
+steps done of all, time spent and left). The record and the printed table
+carry where they came from (spk's version and commit, the command, the
+device and its versions). Without a CUDA device it says so and exits 3.]]
 
 local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
 
@@ -179,6 +184,7 @@ return function(args, io_override)
   local benchmark = require "spk.benchmark"
   local report = require "spk.report"
   local tuning = require "spk.tuning"
+  local provenance = require "spk.provenance"
 
   -- cuDNN first: the persistent and cluster bounds need its standard row at the batch.
   local backends = { "cudnn" }
@@ -210,30 +216,52 @@ return function(args, io_override)
   end
 
   if not facts then
-    io.stderr:write(("spk tune: %s: tuning measures the GPU kernels, so it needs a CUDA device "
-      .. "(backend \"auto\" uses its documented default meanwhile)\n"):format(why or "no CUDA device"))
-    return 1
+    local code = options.no_gpu("spk tune", "tuning measures the GPU kernels, so it needs a CUDA GPU")
+    io.stderr:write("(backend \"auto\" uses its documented default meanwhile)\n")
+    return code
   end
 
   local env = benchmark.environment()
   local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
   local started = spk.clock_ms()
   local entries = {}
-  for _, batch in ipairs(o.batches) do
+  local per_batch, total = {}, 0
+  for i, batch in ipairs(o.batches) do
     local per_backend, options_of = {}, {}
     for _, b in ipairs(backends) do
       per_backend[b] = variants(b, batch, benchmark.cudnn_algorithms, o.hidden)
       for _, v in ipairs(per_backend[b]) do options_of[#options_of + 1] = copy(v) end
     end
+    per_batch[i] = { per_backend = per_backend, options_of = options_of }
+    total = total + #options_of + 1 -- and the f64 reference
+  end
+  local status = require("spk.progress").new { label = "spk tune", total = total, enabled = out.terminal }
+  local done_before = 0
+  for i, batch in ipairs(o.batches) do
+    local per_backend, options_of = per_batch[i].per_backend, per_batch[i].options_of
     local rows = benchmark.run {
       batches = { batch }, steps = o.steps, backends = backends, variants = per_backend, rounds = o.rounds,
       warmup = o.warmup, layers = layers, bounds = { cluster = benchmark.bounds.persistent },
-      progress = function(message) out.progress(message .. "\n") end,
+      progress = function(message, step)
+        status:clear()
+        out.progress(message .. "\n")
+        status:update((message:gsub(" %.%.%.$", "")), done_before + (step and step.done or 0))
+      end,
     }
+    done_before = done_before + #options_of + 1
     assert(#rows == #options_of, "one row per variant")
     entries[#entries + 1] = entry_of(o, batch, rows, options_of, tuning)
   end
+  status:finish()
   local seconds = (spk.clock_ms() - started) / 1000
+  local all_rows = {}
+  for _, e in ipairs(entries) do
+    for _, c in ipairs(e.candidates) do all_rows[#all_rows + 1] = c end
+  end
+  local record_of_run = provenance.record(provenance.from_rows(all_rows, {
+    seeds = { weights = 1, input = benchmark.defaults.seed }, dtype = "f32", math = { "fp32" },
+    shape = { layers = o.layers, input = o.input, hidden = o.hidden, steps = o.steps, batches = o.batches },
+    rounds = o.rounds, warmup = o.warmup, candidates = o.candidates }))
 
   local lines = {}
   for _, e in ipairs(entries) do
@@ -271,6 +299,7 @@ return function(args, io_override)
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the winner's (> 1: faster).",
     ("%.1f s in all."):format(seconds),
   }
+  out.write(table.concat(provenance.lines(record_of_run, { device = false }), "\n") .. "\n")
   out.write(report.table(lines, columns, { title = table.concat(header, "\n"), footer = footer }))
 
   local command = "spk tune"
@@ -280,6 +309,7 @@ return function(args, io_override)
     record = record or tuning.new_record(facts, command)
     record.command, record.date = command, os.date("!%Y-%m-%dT%H:%M:%SZ")
     record.environment = env
+    record.provenance = record_of_run
     tuning.merge(record, entries)
     return tuning.save(record, dir)
   end)
