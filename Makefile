@@ -48,6 +48,9 @@ LIB_OBJ  = $(call obj,$(LIB_SRC))
 LUA_OBJ  = $(call obj,$(LUA_SRC))
 CLI_OBJ  = $(call obj,$(CLI_SRC))
 CTESTS   = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(CTEST_SRC))
+# A stand-in for a profiler's NVTX injection library: the tests see through
+# it the ranges spk emits (tests/c/nvtx_tool.c).
+NVTX_TOOL = $(BUILD)/tests/nvtx_tool.so
 
 # Where spk finds its files at run time is decided in src/core/paths.c alone.
 # A build also knows the source tree it was compiled from; the copies that
@@ -57,7 +60,7 @@ $(PATHS_OBJ): CFLAGS += -DSPK_SOURCE_DIR='"$(CURDIR)"'
 INSTALL_LIB_OBJ = $(filter-out $(PATHS_OBJ),$(LIB_OBJ)) $(BUILD)/install/obj/paths.o
 
 .PHONY: FORCE all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
-all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS)
+all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS) $(NVTX_TOOL)
 
 # The commit a build is made from, and whether tracked files differ from it
 # (spk.version, spk --version, every results file's provenance), asked of git
@@ -103,6 +106,10 @@ $(BUILD)/spk.so $(BUILD)/install/spk.so: $(LUA_OBJ)
 $(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(BUILD)/libspk.a | $(GEN)/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CC) $(CFLAGS) -Itests/c -o $@ $< $(BUILD)/libspk.a $(LDLIBS)
+
+$(NVTX_TOOL): tests/c/nvtx_tool.c
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)$(CC) $(CFLAGS) -shared -o $@ $<
 
 setup:
 	@scripts/setup.sh
@@ -213,7 +220,8 @@ check-fuzz: $(FUZZ_BINS)
 # (src/core/paths.h), so an installed tree may be moved as a whole:
 #   $(BINDIR)/spk, $(LIBDIR)/spk.so (where lua5.4 looks for C modules),
 #   $(LUADIR)/spk/ (the Lua files), $(DATADIR)/kernels, experiments, tools
-#   (its spk scripts), $(DOCDIR) (README.md and docs/).
+#   (its spk scripts), $(DOCDIR) (README.md and docs/), $(MANDIR)/man1/spk.1
+#   (man/spk.1: tools/man_page.lua writes it from the help texts).
 # The rockspec sets BINDIR, LIBDIR, LUADIR and DATADIR for a LuaRocks tree.
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -221,6 +229,7 @@ LIBDIR  ?= $(PREFIX)/lib/lua/5.4
 LUADIR  ?= $(PREFIX)/share/lua/5.4
 DATADIR ?= $(PREFIX)/share/spk
 DOCDIR  ?= $(PREFIX)/share/doc/spk
+MANDIR  ?= $(PREFIX)/share/man
 
 # What is installed below each folder, as paths relative to the folder the
 # files come from (the first argument of install_files).
@@ -248,6 +257,7 @@ install: install-build
 	$(call install_files,lua,$(LUA_FILES),$(LUADIR))
 	$(call install_files,.,$(KERNEL_FILES) $(EXPERIMENT_FILES) $(TOOL_FILES),$(DATADIR))
 	$(call install_files,.,$(DOC_FILES),$(DOCDIR))
+	$(call install_files,man,spk.1,$(MANDIR)/man1)
 
 uninstall:
 	$(call say,RM,$(DESTDIR)$(BINDIR)/spk)rm -f "$(DESTDIR)$(BINDIR)/spk"
@@ -255,7 +265,8 @@ uninstall:
 	$(call uninstall_files,$(LUA_FILES),$(LUADIR))
 	$(call uninstall_files,$(KERNEL_FILES) $(EXPERIMENT_FILES) $(TOOL_FILES),$(DATADIR))
 	$(call uninstall_files,$(DOC_FILES),$(DOCDIR))
-	@rmdir "$(DESTDIR)$(DATADIR)" "$(DESTDIR)$(DOCDIR)" 2>/dev/null || true
+	$(call uninstall_files,spk.1,$(MANDIR)/man1)
+	@rmdir "$(DESTDIR)$(DATADIR)" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(MANDIR)/man1" 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
@@ -269,7 +280,8 @@ help:
 	@echo "make check-asan  the C and Lua suites under AddressSanitizer and UBSan"
 	@echo "make fuzz        each libFuzzer target for FUZZ_SECONDS (default 60) (clang)"
 	@echo "make check-fuzz  replay the fuzz seed corpus and fuzz each target for 20 s"
-	@echo "make install     bin/spk, lib/lua/5.4/spk.so, share/lua/5.4/spk/, share/spk/, share/doc/spk/"
+	@echo "make install     bin/spk, lib/lua/5.4/spk.so, share/lua/5.4/spk/, share/spk/, share/doc/spk/,"
+	@echo "                 share/man/man1/spk.1"
 	@echo "                 under PREFIX (default /usr/local), staged below DESTDIR if given"
 	@echo "make install-build  only build what make install copies ($(BUILD)/install/: no source paths)"
 	@echo "make uninstall   remove what make install installed (same PREFIX and DESTDIR)"

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "cuda/cudnn_rnn.h"
+#include "cuda/nvtx.h"
 #include "lstm/cudnn_stack.h"
 #include "lstm/device_layers.h"
 
@@ -531,7 +532,7 @@ static int transform(cudnnHandle_t handle, cudnnTensorDescriptor_t from, const v
     return spk_cudnn_check(st, label);
 }
 
-int spk_cudnn_stack_forward_into(spk_cudnn_stack *p, const spk_tensor *x, spk_tensor *y, spk_stream *s)
+static int forward_into(spk_cudnn_stack *p, const spk_tensor *x, spk_tensor *y, spk_stream *s)
 {
     if (spk_cudnn_stack_check_io(p, x, y) || check_on_device(p, x, "x") || check_on_device(p, y, "y"))
         return -1;
@@ -568,6 +569,15 @@ int spk_cudnn_stack_forward_into(spk_cudnn_stack *p, const spk_tensor *x, spk_te
         if (used[i])
             spk_storage_use(used[i], s);
     return 0;
+}
+
+int spk_cudnn_stack_forward_into(spk_cudnn_stack *p, const spk_tensor *x, spk_tensor *y, spk_stream *s)
+{
+    /* cudnnRNNForward runs every layer in one call: one range for the pass */
+    spk_nvtx_pushf("forward pass: cudnn %s", algo_names[p->options.algo]);
+    int rc = forward_into(p, x, y, s);
+    spk_nvtx_pop();
+    return rc;
 }
 
 spk_tensor *spk_cudnn_stack_forward(spk_cudnn_stack *p, const spk_tensor *x, spk_stream *s)

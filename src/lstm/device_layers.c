@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cuda/nvtx.h"
 
 static int check_finite(const spk_tensor *t, int layer, const char *name)
 {
@@ -204,17 +205,20 @@ int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gp
                                 spk_stream *s, int (*recur)(void *plan, int layer), void *plan)
 {
     for (int l = 0; l < b->count; l++) {
+        spk_nvtx_pushf("layer %d", l + 1);
         int64_t a_shape[2] = {shape->batch * shape->steps, b->layers[l].input};
         spk_tensor *a = spk_tensor_view(l == 0 ? x : b->output, 2, a_shape);
-        if (!a)
-            return -1;
         /* Both projections read the whole previous output before this layer's
          * recurrence (enqueued after them on the same stream) overwrites it. */
-        int rc = spk_lstm_project(&b->layers[l], a, b->gates, shape->math, s);
-        if (rc)
+        spk_nvtx_push("projections");
+        int rc = a ? spk_lstm_project(&b->layers[l], a, b->gates, shape->math, s) : -1;
+        spk_nvtx_pop();
+        if (rc && a)
             spk_error_prefix("layer %d projection", l + 1);
         spk_tensor_free(a);
-        if (rc || recur(plan, l) != 0)
+        rc = rc || recur(plan, l) != 0;
+        spk_nvtx_pop();
+        if (rc)
             return -1;
     }
     return 0;

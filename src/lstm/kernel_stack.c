@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "cuda/cluster.h"
+#include "cuda/nvtx.h"
 
 /* ---- the contract's arguments ------------------------------------------- */
 
@@ -564,14 +565,17 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
     cfg.cooperative = l->cooperative;
     cfg.uses = uses;
     cfg.nuses = nvalues > nargs ? 6 : 5;
-    if (spk_kernel_launch(k, &cfg, values, nvalues) != 0) {
+    spk_nvtx_push(direction_name(l->direction));
+    int rc = spk_kernel_launch(k, &cfg, values, nvalues);
+    spk_nvtx_pop();
+    if (rc != 0) {
         spk_error_prefix("layer %d %s recurrence", layer + 1, l->direction < 0 ? "" : direction_name(l->direction));
         return -1;
     }
     return 0;
 }
 
-static int launch_layer(spk_kernel_stack *ks, int layer)
+static int launch_directions(spk_kernel_stack *ks, int layer)
 {
     spk_stream *s = ks->stream;
     if (!ks->desc.concurrent) {
@@ -586,6 +590,14 @@ static int launch_layer(spk_kernel_stack *ks, int layer)
         if (launch_one(ks, layer, i, ks->launches[i].direction == 1 ? ks->side : s) != 0)
             return -1;
     return spk_event_record(ks->join, ks->side) || spk_stream_wait_event(s, ks->join) ? -1 : 0;
+}
+
+static int launch_layer(spk_kernel_stack *ks, int layer)
+{
+    spk_nvtx_push("recurrence");
+    int rc = launch_directions(ks, layer);
+    spk_nvtx_pop();
+    return rc;
 }
 
 /* ---- the write check ------------------------------------------------------ */
@@ -654,7 +666,7 @@ static int recur(void *plan, int layer)
     return count_words(ks, spk_tensor_data(y), y->storage, n, layer + 1);
 }
 
-int spk_kernel_stack_enqueue(spk_kernel_stack *ks, const spk_tensor *x)
+static int enqueue(spk_kernel_stack *ks, const spk_tensor *x)
 {
     if (spk_lstm_gpu_check_enqueue(&ks->info.shape, x) != 0)
         return -1;
@@ -680,6 +692,14 @@ int spk_kernel_stack_enqueue(spk_kernel_stack *ks, const spk_tensor *x)
                          count_words(ks, spk_tensor_data(x), x->storage, spk_tensor_numel(x), 0) != 0))
         return -1;
     return spk_lstm_gpu_enqueue_layers(&ks->buffers, &ks->info.shape, x, s, recur, ks);
+}
+
+int spk_kernel_stack_enqueue(spk_kernel_stack *ks, const spk_tensor *x)
+{
+    spk_nvtx_pushf("forward pass: %s", ks->desc.name);
+    int rc = enqueue(ks, x);
+    spk_nvtx_pop();
+    return rc;
 }
 
 /* Waits for s; with a watchdog, a pass still running that long is reported
