@@ -7,8 +7,9 @@ set -euo pipefail
 
 # protobuf-c and libonnx-dev (its onnx.proto) build the ONNX reader; python3-onnx
 # builds the ONNX test models and evaluates them (tests/spec/onnx_spec.lua).
+# groff-base formats the man page, which tests/spec/commands_spec.lua checks.
 packages=(lua5.4 liblua5.4-dev lua-busted libreadline-dev python3-numpy gcc make clang luarocks
-          libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx groff-base)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -206,8 +206,16 @@ describe("make install", function()
       "share/lua/5.4/spk/cli/info.lua", "share/spk/kernels/lstm_recurrence.cu", "share/spk/kernels/lstm_cell.cuh",
       "share/spk/experiments/quickstart.lua", "share/spk/experiments/kernels/row_block.lua",
       "share/spk/experiments/kernels/lstm_row_block.cu", "share/spk/tools/bench_plot.lua", "share/doc/spk/README.md",
-      "share/doc/spk/docs/tuning.md" } do
+      "share/doc/spk/docs/tuning.md", "share/man/man1/spk.1" } do
       assert.is_not_nil(read_file(prefix .. "/" .. file), "not installed: " .. file .. "\n" .. out)
+    end
+    -- the man page, as the tree has it, and one man(1) formats
+    assert.are.equal(read_file(ROOT .. "/man/spk.1"), read_file(prefix .. "/share/man/man1/spk.1"))
+    if os.execute("command -v man >/dev/null 2>&1") then
+      local mcode, page = sh("MANWIDTH=100 man -l " .. q(prefix .. "/share/man/man1/spk.1") .. " 2>&1")
+      assert.are.equal(0, mcode, page)
+      assert.matches("spk help", page, 1, true)
+      assert.matches("EXIT STATUS", page, 1, true)
     end
     -- every Lua file and kernel of the tree, with the tree's content
     local _, listing = sh("cd " .. q(ROOT) .. " && find lua/spk kernels -type f \\( -name '*.lua' -o -name '*.cu*' \\)")

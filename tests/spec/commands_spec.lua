@@ -1,0 +1,173 @@
+-- Every command, experiment and tool the tree has (found, not listed here,
+-- so a new one is covered): --help prints its usage and exits 0 with no
+-- device looked for (CUDA_VISIBLE_DEVICES= hides any GPU) and nothing
+-- written; `spk help X` prints the same; the sweeps' --dry-run lists their
+-- work without a device; without a GPU, work that needs one exits 3 (the one
+-- status for it) saying so; and the man page is what tools/man_page.lua makes
+-- of those help texts today.
+local spk = require "spk"
+
+local NO_GPU = { CUDA_VISIBLE_DEVICES = "" }
+
+local function files(kind, pattern)
+  local out = {}
+  for _, name in ipairs(spk.files.list(assert(spk.find_dir(kind)))) do
+    if name:match(pattern) then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
+local commands = { "run", "repl", "help" }
+for _, name in ipairs(spk.files.list(assert(spk.find_dir("lua")) .. "/spk/cli")) do
+  local command = name:match("^([%w_-]+)%.lua$")
+  if command then commands[#commands + 1] = command end
+end
+
+local scripts = {}
+for _, name in ipairs(files("experiments", "%.lua$")) do scripts[#scripts + 1] = "experiments/" .. name end
+for _, name in ipairs(files("tools", "%.lua$")) do scripts[#scripts + 1] = "tools/" .. name end
+
+-- run_spk in a scratch folder; what it left there is returned too
+local function run_in_scratch(args)
+  local dir = spec_tmpdir()
+  local out, err, code = run_spk(args, { env = NO_GPU, cwd = dir })
+  local p = io.popen("ls -A " .. shell_quote(dir))
+  local left = p:read("a")
+  p:close()
+  os.execute("rm -rf " .. shell_quote(dir))
+  return out, err, code, left
+end
+
+describe("--help", function()
+  it("finds the commands, experiments and tools", function()
+    assert.is_true(#commands >= 7, table.concat(commands, " "))
+    assert.is_true(#scripts >= 20, table.concat(scripts, " "))
+  end)
+
+  for _, command in ipairs(commands) do
+    it(("spk %s --help: its usage on stdout, exit 0, no device, nothing written; spk help %s the same")
+      :format(command, command), function()
+      local out, err, code, left = run_in_scratch { command, "--help" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      assert.are.equal("", left)
+      assert.matches("usage: spk", out)
+      local again, err2, code2 = run_in_scratch { "help", command }
+      assert.are.equal(0, code2, err2)
+      assert.are.equal(out, again)
+    end)
+  end
+
+  for _, path in ipairs(scripts) do
+    it(("spk run %s --help: its usage on stdout, exit 0, no device, nothing written"):format(path), function()
+      local out, err, code, left = run_in_scratch { "run", path, "--help" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      assert.are.equal("", left)
+      assert.matches("usage: spk run " .. path:gsub("%p", "%%%0"), out)
+      assert.is_true(#out > 80, out)
+      local again = run_in_scratch { "help", path }
+      assert.are.equal(out, again)
+    end)
+  end
+
+  it("spk help with an unknown command is a usage error", function()
+    local out, err, code = run_spk({ "help", "frobnicate" })
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("unknown command 'frobnicate'", err, 1, true)
+  end)
+end)
+
+describe("--dry-run", function()
+  local sweeps = {}
+  for _, path in ipairs(scripts) do
+    local f = assert(io.open(assert(spk.find_dir(path:match("^(%a+)/"))) .. "/" .. path:match("/(.*)$")))
+    local text = f:read("a")
+    f:close()
+    -- an experiment (experiment.start) or a tool that plans its work (script:plan)
+    if text:find("ex:plan(", 1, true) or text:find("script:plan(", 1, true) then sweeps[#sweeps + 1] = path end
+  end
+
+  it("is taken by every experiment and by the sweep tools", function()
+    local experiments = #files("experiments", "%.lua$")
+    local planned = 0
+    for _, p in ipairs(sweeps) do if p:match("^experiments/") then planned = planned + 1 end end
+    assert.are.equal(experiments, planned, "every experiment lists its work: " .. table.concat(sweeps, " "))
+    local tools = {}
+    for _, p in ipairs(sweeps) do tools[p] = true end
+    assert.is_true(tools["tools/persistent_sweep.lua"] and tools["tools/cluster_sweep.lua"])
+  end)
+
+  for _, path in ipairs(sweeps) do
+    it(("spk run %s --quick --dry-run lists the work, exit 0, no device, nothing written"):format(path), function()
+      local out, err, code, left = run_in_scratch { "run", path, "--quick", "--dry-run" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("", left)
+      assert.matches("%(dry run%): %d+ steps", out)
+      assert.matches("\n  1%. ", out)
+      local n = tonumber(out:match("%(dry run%): (%d+) steps"))
+      local items = 0
+      for _ in out:gmatch("\n  %d+%. ") do items = items + 1 end
+      assert.are.equal(n, items)
+    end)
+  end
+end)
+
+describe("no GPU", function()
+  -- work that needs a device, with the least arguments that reach it
+  local cases = {
+    { "bench", "--batches", "1", "--steps", "2" },
+    { "tune", "--batches", "1", "--steps", "2", "--dir", "DIR" },
+    { "run", "experiments/tile_sweep.lua", "--quick" },
+    { "run", "experiments/batch_sweep.lua", "--quick" },
+    { "run", "experiments/step_timeline.lua", "--quick" },
+    { "run", "tools/persistent_sweep.lua", "--quick" },
+    { "run", "tools/cluster_sweep.lua", "--quick" },
+    { "run", "tools/projection_gemm.lua" },
+    { "run", "tools/gemm_3xtf32_check.lua" },
+    { "run", "tools/profile_forward.lua" },
+    { "run", "tools/capture_defaults.lua", "DIR/out.json" },
+  }
+  for _, case in ipairs(cases) do
+    it(("spk %s exits 3, says it needs a CUDA GPU and that nothing was run"):format(table.concat(case, " ")), function()
+      local dir = spec_tmpdir()
+      local args = {}
+      for i, a in ipairs(case) do args[i] = (a:gsub("DIR", dir)) end
+      local out, err, code = run_spk(args, { env = NO_GPU })
+      local p = io.popen("ls -A " .. shell_quote(dir))
+      local left = p:read("a")
+      p:close()
+      os.execute("rm -rf " .. shell_quote(dir))
+      assert.are.equal(3, code, out .. err)
+      assert.matches("needs? a CUDA GPU: .*Nothing was run%.", err)
+      assert.are.equal("", left)
+    end)
+  end
+end)
+
+describe("the man page", function()
+  it("is what tools/man_page.lua writes from today's help texts", function()
+    local f = assert(io.open("man/spk.1"))
+    local committed = f:read("a")
+    f:close()
+    local out, err, code = run_spk({ "run", "tools/man_page.lua" })
+    assert.are.equal(0, code, err)
+    assert.are.equal(committed, out, "man/spk.1 is stale: build/spk run tools/man_page.lua man/spk.1")
+    for _, section in ipairs { "NAME", "SYNOPSIS", "COMMANDS", "EXPERIMENTS", "TOOLS", "EXIT STATUS", "ENVIRONMENT" } do
+      assert.matches("\n%.SH " .. section .. "\n", committed)
+    end
+    for _, command in ipairs(commands) do assert.matches("\n%.SS " .. command .. "\n", committed) end
+  end)
+
+  it("formats without a warning", function()
+    if not os.execute("command -v groff >/dev/null 2>&1") then
+      return require("spk.busted").skip("groff is not installed (make setup installs groff-base)")
+    end
+    local p = io.popen("groff -man -Tutf8 -ww -z man/spk.1 2>&1")
+    local warnings = p:read("a")
+    p:close()
+    assert.are.equal("", warnings)
+  end)
+end)
