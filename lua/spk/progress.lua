@@ -71,7 +71,7 @@ function P:draw()
   if not self.enabled then return end
   local text = self:line()
   local w = width() - 1
-  if utf8.len(text) and utf8.len(text) > w then text = text:sub(1, utf8.offset(text, w) - 1) end
+  if utf8.len(text) and utf8.len(text) > w then text = text:sub(1, utf8.offset(text, w + 1) - 1) end
   self.stream:write("\r\27[K", text)
   self.stream:flush()
   self.shown = true

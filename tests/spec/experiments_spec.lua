@@ -62,6 +62,23 @@ end
 
 local gpu = spk.cuda.available()
 
+-- Every file an experiment wrote into `dir` carries its provenance (the
+-- record's fields, the experiment's name and options, the command that ran
+-- it); returns how many files there were.
+local function every_file_has_provenance(dir, name, run)
+  local p = io.popen("ls -1 '" .. dir .. "'")
+  local count = 0
+  for file in p:lines() do
+    local record = assert_provenance(read(dir .. "/" .. file), name .. "/" .. file, run)
+    assert.are.equal(name, record.run.experiment, file)
+    assert.matches("experiments/" .. name .. ".lua", record.command, 1, true)
+    count = count + 1
+  end
+  p:close()
+  assert.is_true(count > 0, "no files in " .. dir)
+  return count
+end
+
 describe("experiments", function()
   local dir
   before_each(function() dir = spec_tmpdir() end)
@@ -99,6 +116,8 @@ describe("experiments", function()
       local check = report.json_decode(read(("%s/%s/check.json"):format(dir, kernel)))
       assert.are.equal("sm_90", check.arch)
       assert.are.equal(10, #check.params)
+      assert.are.equal(1, every_file_has_provenance(dir .. "/" .. kernel, "custom_kernel",
+        { kernel = "experiments/kernels/" .. kernel .. ".lua", variants = { kernel } }))
     end
     -- a kernel that breaks the contract says so (exit 1), before anything else
     local code, out = run(("experiments/custom_kernel.lua --kernel tests/fixtures/kernels/wrong_signature.lua --out '%s/w'")
@@ -132,7 +151,16 @@ describe("experiments", function()
     assert.is_true(tonumber(rows[1].median_ms) > 0)
     local json = report.json_decode(read(dir .. "/quickstart.json"))
     assert.are.equal(rows[1].backend, json.auto[1].backend)
-    assert.is_true(xml.check(read(dir .. "/quickstart.svg")))
+    local svg = read(dir .. "/quickstart.svg")
+    assert.is_true(xml.check(svg))
+    -- the chart shows the spread of the rounds: a whisker and each round as a dot
+    assert.truthy(svg:find('class="whisker"', 1, true))
+    local dots = 0
+    for _ in svg:gmatch('class="sample"') do dots = dots + 1 end
+    assert.are.equal(#json.rows[1].samples, dots)
+    assert.are.equal(3, every_file_has_provenance(dir, "quickstart",
+      { seeds = { weights = 1, input = 1 }, dtype = "f32", backends = { rows[1].backend }, quick = true,
+        shape = { layers = 4, input = 60, hidden = 128, steps = 20, batches = { 1 } } }))
   end)
 
   it("gate_order --quick checks all 24 orders and writes CSV, JSON and SVG", function()
@@ -156,7 +184,16 @@ describe("experiments", function()
     assert.truthy(seen.iofc and seen.ifco and seen.cfoi)
     local json = report.json_decode(read(dir .. "/gate_order.json"))
     assert.are.equal(24, #json.rows)
-    assert.is_true(xml.check(read(dir .. "/pack_ms.svg")))
+    local svg = read(dir .. "/pack_ms.svg")
+    assert.is_true(xml.check(svg))
+    -- the packing time's spread over the rounds, per order and layout
+    local whiskers = 0
+    for lo, hi in svg:gmatch('class="whisker" data%-category="[^"]*" data%-lo="([^"]*)" data%-hi="([^"]*)"') do
+      assert.is_true(tonumber(lo) <= tonumber(hi))
+      whiskers = whiskers + 1
+    end
+    assert.are.equal(48, whiskers)
+    every_file_has_provenance(dir, "gate_order", { seeds = { weights = 1, input = 1 } })
   end)
 
   it("error_growth --quick runs the cpu backend over every layer and step", function()
@@ -178,5 +215,48 @@ describe("experiments", function()
     local svg = read(dir .. "/error_growth.svg")
     assert.is_true(xml.check(svg))
     assert.truthy(svg:find('data-name="cpu"', 1, true))
+    every_file_has_provenance(dir, "error_growth", { dtype = "f32" })
+  end)
+
+  it("a failure removes what the experiment wrote and prints the message alone (--debug: the traceback)", function()
+    -- a kernel file that is no kernel fails gate_order after its results folder exists
+    local bad = dir .. "/bad.lua"
+    local f = assert(io.open(bad, "w"))
+    f:write("return 42\n")
+    f:close()
+    local out_dir = dir .. "/out"
+    local code, out = run(("experiments/gate_order.lua --quick --kernel '%s' --out '%s'"):format(bad, out_dir))
+    assert.are.equal(1, code, out)
+    assert.matches("gate_order %(quick%): results in " .. out_dir:gsub("%p", "%%%0"), out)
+    assert.matches("\nspk: gate_order: [^\n]*bad%.lua", out)
+    assert.is_nil(out:find("stack traceback", 1, true), out)
+    assert.is_false(os.execute("test -e '" .. out_dir .. "'") == true, "the results folder is left")
+    code, out = run(("experiments/gate_order.lua --quick --debug --kernel '%s' --out '%s'"):format(bad, out_dir))
+    assert.are.equal(1, code, out)
+    assert.truthy(out:find("stack traceback", 1, true), out)
+    -- a folder that was there before stays, without the files the run wrote
+    os.execute("mkdir -p '" .. out_dir .. "' && touch '" .. out_dir .. "/mine.txt'")
+    code, out = run(("experiments/gate_order.lua --quick --kernel '%s' --out '%s'"):format(bad, out_dir))
+    assert.are.equal(1, code, out)
+    assert.are.equal("", read(out_dir .. "/mine.txt"))
+    local p = io.popen("ls -A '" .. out_dir .. "'")
+    assert.are.equal("mine.txt\n", p:read("a"))
+    p:close()
+    -- files written before the failure go too
+    local script = dir .. "/failing.lua"
+    f = assert(io.open(script, "w"))
+    f:write([[
+require "spk"
+local ex = require("spk.experiment").start { name = "failing", gpu = "optional", batches = { 1 } }
+ex:json("a.json", { x = 1 })
+ex:csv("b.csv", { { a = 1 } }, { "a" })
+error("something broke at step 3")
+]])
+    f:close()
+    local fresh = dir .. "/fresh"
+    code, out = run(("'%s' --out '%s'"):format(script, fresh))
+    assert.are.equal(1, code, out)
+    assert.matches("\nspk: failing: [^\n]*failing%.lua:5: something broke at step 3\nexit=1", out)
+    assert.is_false(os.execute("test -e '" .. fresh .. "'") == true, "the results folder is left")
   end)
 end)

@@ -182,3 +182,27 @@ function _G.check_against_cudnn(y, y64, ycudnn, what)
   luassert.is_true(ours.max_abs <= 2 * theirs.max_abs,
     ("%smax_abs %.3g vs cuDNN %.3g (worst %s)"):format(head, ours.max_abs, theirs.max_abs, tostring(ours)))
 end
+
+-- assert_provenance(text, where[, run]): the results file's text (JSON, CSV or
+-- SVG, as spk writes them) carries the provenance record (spk.provenance),
+-- with every field a result needs to be reproduced, this build's version and
+-- commit, and run's fields where given. Returns the record.
+function _G.assert_provenance(text, where, run)
+  local provenance = require "spk.provenance"
+  local record = provenance.read(text)
+  luassert.is_table(record, where .. ": no provenance record")
+  -- the fields, listed here independently of provenance.REQUIRED
+  for _, path in ipairs { "spk.version", "spk.commit", "command", "date", "host", "device.name", "driver",
+                          "runtime", "cudnn", "rng.seed", "run.seeds", "run.shape", "run.dtype", "run.math",
+                          "run.backends", "run.variants" } do
+    local v = record
+    for part in path:gmatch("[^.]+") do v = type(v) == "table" and v[part] or nil end
+    luassert.is_not_nil(v, where .. ": the provenance has no " .. path)
+  end
+  luassert.are.equal(spk.version.version, record.spk.version, where)
+  luassert.are.equal(spk.version.commit, record.spk.commit, where)
+  luassert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", record.date, nil, where)
+  luassert.are.equal(spk.cuda.available() and spk.cuda.device(0).name or "none", record.device.name, where)
+  for key, value in pairs(run or {}) do luassert.are.same(value, record.run[key], where .. ": run." .. key) end
+  return record
+end

@@ -131,6 +131,43 @@ describe("spk.plot", function()
     assert.are.same({ 1, 8 }, tick_values(svg, "x"))
   end)
 
+  it("draws a point's measured spread as a whisker from lo to hi, in scale, named in the legend", function()
+    local svg = plot.line { x_range = { 0, 10 }, y_range = { 0, 100 }, spread = "min-max of 5 rounds",
+      series = { { name = "s", points = { { 5, 50, 40, 70 }, { 8, 20 } } } } }
+    assert.is_true(xml.check(svg))
+    local _, y, _, h = plot_area(svg)
+    local whiskers = {}
+    for x, lo, hi, y1, y2 in svg:gmatch('<line class="whisker" data%-x="([^"]*)" data%-lo="([^"]*)" data%-hi="([^"]*)" '
+        .. 'x1="[^"]*" y1="([^"]*)" x2="[^"]*" y2="([^"]*)"') do
+      whiskers[#whiskers + 1] = { tonumber(x), tonumber(lo), tonumber(hi), tonumber(y1), tonumber(y2) }
+    end
+    assert.are.equal(1, #whiskers) -- the point without a spread has none
+    assert.are.same({ 5, 40, 70 }, { whiskers[1][1], whiskers[1][2], whiskers[1][3] })
+    assert.near(y + h * 0.6, whiskers[1][4], 0.01)
+    assert.near(y + h * 0.3, whiskers[1][5], 0.01)
+    assert.matches('class="legend%-entry legend%-spread"[^>]*>min%-max of 5 rounds<', svg)
+    assert.has_error(function()
+      plot.line { series = { { name = "s", points = { { 1, 5, 6, 4 } } } } }
+    end, "plot: series 1 (s): point 1: spread low = 6 is above high = 4")
+  end)
+
+  it("draws bars' spread and every measurement, and widens the axis to hold them", function()
+    local svg = plot.bar { categories = { "1", "8" }, spread = "rounds",
+      series = { { name = "a", values = { 5, 3 }, low = { 4, 2 }, high = { 12, 3.5 },
+                   samples = { { 4, 5, 12 }, { 2, 3, 3.5 } } } } }
+    assert.is_true(xml.check(svg))
+    local samples = {}
+    for cat, v in svg:gmatch('<circle class="sample" data%-category="([^"]*)" data%-y="([^"]*)"') do
+      samples[#samples + 1] = cat .. "=" .. v
+    end
+    assert.are.same({ "1=4", "1=5", "1=12", "8=2", "8=3", "8=3.5" }, samples)
+    local whiskers = 0
+    for _ in svg:gmatch('<line class="whisker" data%-category=') do whiskers = whiskers + 1 end
+    assert.are.equal(2, whiskers)
+    local ticks = tick_values(svg, "y")
+    assert.is_true(ticks[#ticks] >= 12, "the axis reaches the highest round")
+  end)
+
   it("saves to a file and reports a bad path", function()
     local dir = spec_tmpdir()
     local path = plot.save(dir .. "/a.svg", plot.line { series = { { name = "s", points = { { 1, 1 }, { 2, 2 } } } } })

@@ -120,10 +120,13 @@ describe("spk.rand", function()
     assert.is_true(t:min() >= -2 and t:max() < 6)
   end)
 
-  it("the same seed gives the same numbers; the default seed is 0", function()
+  it("the same seed gives the same numbers; the process-wide generator starts from seed 0", function()
     assert.are.same(spk.rand(20, { seed = 11 }):tolist(), spk.rand(20, { seed = 11 }):tolist())
     assert.are_not.same(spk.rand(20, { seed = 11 }):tolist(), spk.rand(20, { seed = 12 }):tolist())
+    local before = spk.initial_seed()
+    spk.seed(0)
     assert.are.same(spk.rand(20, { seed = 0 }):tolist(), spk.rand(20):tolist())
+    spk.seed(before)
     assert.are.same(spk.rand(2, 3, { seed = 4 }):tolist(), spk.rand({ 2, 3 }, { seed = 4 }):tolist())
   end)
 
@@ -170,5 +173,52 @@ describe("spk.randn", function()
 
   it("refuses rand's options", function()
     assert.matches("unknown option 'low'", error_of(function() return spk.randn({ 2 }, { low = 1 }) end))
+  end)
+end)
+
+describe("the process-wide generator (spk.rand and spk.randn without a seed)", function()
+  local saved
+  before_each(function() saved = spk.initial_seed() end)
+  after_each(function() spk.seed(saved) end)
+
+  it("starts from seed 0 in every process, and each call continues it", function()
+    local script = "print(table.concat(spk.randn({3}):tolist(), ' ')) print(table.concat(spk.randn({3}):tolist(), ' '))"
+      .. " print(spk.initial_seed())"
+    local out, err, code = run_spk({ "-e", script })
+    assert.are.equal(0, code, err)
+    local first, second, seed = out:match("^([^\n]+)\n([^\n]+)\n(%d+)\n$")
+    assert.are.equal("0", seed)
+    local want = {}
+    for i, v in ipairs(spk.randn({ 3 }, { seed = 0 }):tolist()) do want[i] = tostring(v) end
+    assert.are.equal(table.concat(want, " "), first)
+    assert.are_not.equal(first, second)
+    assert.are.equal(out, (run_spk({ "-e", script })), "another process draws the same numbers")
+  end)
+
+  it("spk.seed(n) starts it again: the next draws are those of seed n, rand and randn in turn", function()
+    spk.seed(5)
+    local a, b, c = spk.rand(4):tolist(), spk.randn({ 2, 3 }):tolist(), spk.rand(3, { dtype = "f64" }):tolist()
+    assert.are.equal(5, spk.initial_seed())
+    local g = spk.generator(5)
+    assert.are.same(g:uniform(4):tolist(), a)
+    assert.are.same(g:normal({ 2, 3 }):tolist(), b)
+    assert.are.same(g:uniform(3, { dtype = "f64" }):tolist(), c)
+    assert.are.same(spk.rand(4, { seed = 5 }):tolist(), a)
+  end)
+
+  it("is left alone by draws with a seed", function()
+    spk.seed(9)
+    spk.rand(100, { seed = 1 })
+    spk.randn(100, { seed = 2 })
+    assert.are.same(spk.rand(5, { seed = 9 }):tolist(), spk.rand(5):tolist())
+  end)
+
+  it("takes any 64-bit seed, and refuses what is not an integer", function()
+    spk.seed(-1)
+    assert.are.equal(-1, spk.initial_seed())
+    assert.are.same(spk.randn(3, { seed = -1 }):tolist(), spk.randn(3):tolist())
+    assert.matches("seed must be an integer, got number 1.5", error_of(function() spk.seed(1.5) end))
+    assert.matches("seed must be an integer", error_of(function() spk.seed() end))
+    assert.matches("spk.seed takes %(n%)", error_of(function() spk.seed(1, 2) end))
   end)
 end)

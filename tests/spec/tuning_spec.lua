@@ -485,6 +485,14 @@ describe("spk tune", function()
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
     assert.are.equal(12, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
     assert.are.equal("too little device capacity", e.candidates[8].error)
+    -- where the record came from: the build, the command, the machine and the run, above the table too
+    assert.matches("^spk [^\n]+, commit " .. spk.version.commit, out)
+    local f = assert(io.open(path))
+    local record_text = f:read("a")
+    f:close()
+    local p = assert_provenance(record_text, "the tuning record", { seeds = { weights = 1, input = 1 },
+      dtype = "f32", math = { "fp32" }, candidates = { "persistent", "cluster" } })
+    assert.are.same({ "cudnn", "persistent", "cluster" }, p.run.backends)
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
