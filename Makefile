@@ -59,7 +59,7 @@ PATHS_OBJ = $(call obj,src/core/paths.c)
 $(PATHS_OBJ): CFLAGS += -DSPK_SOURCE_DIR='"$(CURDIR)"'
 INSTALL_LIB_OBJ = $(filter-out $(PATHS_OBJ),$(LIB_OBJ)) $(BUILD)/install/obj/paths.o
 
-.PHONY: FORCE all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
+.PHONY: all setup test gpu-test check-asan fuzz check-fuzz install install-build uninstall clean help
 all: $(BUILD)/spk $(BUILD)/spk.so $(CTESTS) $(NVTX_TOOL)
 
 # The commit a build is made from, and whether tracked files differ from it

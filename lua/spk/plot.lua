@@ -177,6 +177,26 @@ end
 
 -- --------------------------------------------------------------- frame
 
+-- A log axis's minor grid lines (2..9 times each decade) inside box.
+local function minor_grid(add, ax, horizontal, box)
+  if not ax.log then return end
+  local e = math.floor(math.log(ax.lo, 10) + 1e-9)
+  while 10 ^ e < ax.hi do
+    for m = 2, 9 do
+      local v = m * 10 ^ e
+      if v > ax.lo and v < ax.hi then
+        local p = ax.map(v)
+        if horizontal then
+          add(('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#f2f2f2"/>'):format(box.left, px(p), box.right, px(p)))
+        else
+          add(('<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#f2f2f2"/>'):format(px(p), box.top, px(p), box.bottom))
+        end
+      end
+    end
+    e = e + 1
+  end
+end
+
 -- The common frame: background, title, grid, axes with ticks and labels.
 -- Returns the parts list and the two axes.
 local function frame(opts, xs, ys, xcats)
@@ -222,26 +242,9 @@ local function frame(opts, xs, ys, xcats)
 
   local eps = 1e-9 * (right - left + bottom - top)
   add('<g class="grid" stroke="#e4e4e4" stroke-width="1">')
-  local function minor(ax, horizontal)
-    if not ax.log then return end
-    local e = math.floor(math.log(ax.lo, 10) + 1e-9)
-    while 10 ^ e < ax.hi do
-      for m = 2, 9 do
-        local v = m * 10 ^ e
-        if v > ax.lo and v < ax.hi then
-          local p = ax.map(v)
-          if horizontal then
-            add(('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#f2f2f2"/>'):format(left, px(p), right, px(p)))
-          else
-            add(('<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#f2f2f2"/>'):format(px(p), top, px(p), bottom))
-          end
-        end
-      end
-      e = e + 1
-    end
-  end
-  minor(y_axis, true)
-  if not xcats then minor(x_axis, false) end
+  local box = { left = left, right = right, top = top, bottom = bottom, width = width, height = height }
+  minor_grid(add, y_axis, true, box)
+  if not xcats then minor_grid(add, x_axis, false, box) end
   for _, v in ipairs(yt) do
     local p = y_axis.map(v)
     if p <= bottom + eps and p >= top - eps then
@@ -302,7 +305,6 @@ local function frame(opts, xs, ys, xcats)
     add(('<text class="y-label" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s</text>')
       :format(px(cy), px(cy), escape(opts.y_label)))
   end
-  local box = { left = left, right = right, top = top, bottom = bottom, width = width, height = height }
   return parts, x_axis, y_axis, box
 end
 

@@ -114,6 +114,8 @@ M.recipes = {
   ["spk.rand"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2, 2 }, { seed = 1, low = 0, high = 2 } end },
   ["spk.randn"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2 }, { seed = 1, mean = 0, std = 1 } end },
   ["spk.generator"] = { area = "tensor", n = 1, args = function() return 1 end },
+  ["spk.seed"] = { area = "tensor", n = 1, args = function() return 0 end },
+  ["spk.initial_seed"] = { area = "tensor", n = 0, args = function() end },
   -- files, comparison, clock
   ["spk.load"] = { n = 1, args = function() return "t.npy" end },
   ["spk.save"] = { n = 2, args = function(m) return "s.npy", m.t23() end },
@@ -240,6 +242,10 @@ M.recipes = {
   ["spk.debug.summary"] = { n = 1, args = function(m) return m.t23() end },
   ["spk.debug.ulp_distance"] = { n = 3, args = function() return 1.0, 1.5, "f32" end },
   -- the bindings under spk.core that scripts reach through the Lua API
+  ["spk.core.system_build"] = { n = 0, args = function() end },
+  ["spk.core.system_environment"] = { n = 0, args = function() end },
+  ["spk.core.system_isatty"] = { n = 1, args = function() return io.stderr end },
+  ["spk.core.system_nvtx_counts"] = { n = 1, args = function() return false end },
   ["spk.core.lstm.pack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
   ["spk.core.lstm.unpack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
   ["spk.core.lstm.pack_bias"] = { n = 3, args = function(m) return m.layers()[1].B, "iofc", "ifco" end },

@@ -177,53 +177,30 @@ local function entry_of(o, batch, rows, options_of, tuning)
   return entry
 end
 
-return function(args, io_override)
-  local o, out = options.start("tune", parse, args, io_override, USAGE)
-  if not o then return out end
-  local spk = require "spk"
-  local benchmark = require "spk.benchmark"
-  local report = require "spk.report"
-  local tuning = require "spk.tuning"
-  local provenance = require "spk.provenance"
-
-  -- cuDNN first: the persistent and cluster bounds need its standard row at the batch.
-  local backends = { "cudnn" }
-  for _, c in ipairs(o.candidates) do
-    if c ~= "cudnn" then backends[#backends + 1] = c end
-  end
-  local facts, why = tuning.facts()
-  local dir = o.dir or tuning.dir()
-
-  if o.dry_run then
-    out.write(("spk tune (dry run): %d-layer bidirectional LSTM, hidden %d, input %d, %d steps (class <= %d), "
-      .. "%d timed rounds\n"):format(o.layers, o.hidden, o.input, o.steps, tuning.steps_class(o.steps), o.rounds))
-    out.write(("candidates: %s (cuDNN's algorithms timed as the baseline)\n"):format(table.concat(o.candidates, ", ")))
-    for _, batch in ipairs(o.batches) do
-      local words = {}
-      for _, b in ipairs(backends) do
-        for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms, o.hidden)) do
-          words[#words + 1] = b .. " (" .. describe(v) .. ")"
-        end
+-- --dry-run: the candidates per batch and the record's path; nothing measured.
+local function dry_run(o, out, backends, benchmark, tuning, facts, why, dir)
+  out.write(("spk tune (dry run): %d-layer bidirectional LSTM, hidden %d, input %d, %d steps (class <= %d), "
+    .. "%d timed rounds\n"):format(o.layers, o.hidden, o.input, o.steps, tuning.steps_class(o.steps), o.rounds))
+  out.write(("candidates: %s (cuDNN's algorithms timed as the baseline)\n"):format(table.concat(o.candidates, ", ")))
+  for _, batch in ipairs(o.batches) do
+    local words = {}
+    for _, b in ipairs(backends) do
+      for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms, o.hidden)) do
+        words[#words + 1] = b .. " (" .. describe(v) .. ")"
       end
-      out.write(("batch %d: %d variants: %s\n"):format(batch, #words, table.concat(words, "; ")))
     end
-    if facts then
-      out.write(("record: %s\n"):format(tuning.path(tuning.key(facts), dir)))
-    else
-      out.write(("record: none (%s)\n"):format(why or "no CUDA device"))
-    end
-    return 0
+    out.write(("batch %d: %d variants: %s\n"):format(batch, #words, table.concat(words, "; ")))
   end
-
-  if not facts then
-    local code = options.no_gpu("spk tune", "tuning measures the GPU kernels, so it needs a CUDA GPU")
-    io.stderr:write("(backend \"auto\" uses its documented default meanwhile)\n")
-    return code
+  if facts then
+    out.write(("record: %s\n"):format(tuning.path(tuning.key(facts), dir)))
+  else
+    out.write(("record: none (%s)\n"):format(why or "no CUDA device"))
   end
+  return 0
+end
 
-  local env = benchmark.environment()
-  local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
-  local started = spk.clock_ms()
+-- Every candidate at every batch, the status line counting them: the entries.
+local function measure(o, out, backends, benchmark, tuning, layers)
   local entries = {}
   local per_batch, total = {}, 0
   for i, batch in ipairs(o.batches) do
@@ -253,6 +230,36 @@ return function(args, io_override)
     entries[#entries + 1] = entry_of(o, batch, rows, options_of, tuning)
   end
   status:finish()
+  return entries
+end
+
+return function(args, io_override)
+  local o, out = options.start("tune", parse, args, io_override, USAGE)
+  if not o then return out end
+  local spk = require "spk"
+  local benchmark = require "spk.benchmark"
+  local report = require "spk.report"
+  local tuning = require "spk.tuning"
+  local provenance = require "spk.provenance"
+
+  -- cuDNN first: the persistent and cluster bounds need its standard row at the batch.
+  local backends = { "cudnn" }
+  for _, c in ipairs(o.candidates) do
+    if c ~= "cudnn" then backends[#backends + 1] = c end
+  end
+  local facts, why = tuning.facts()
+  local dir = o.dir or tuning.dir()
+  if o.dry_run then return dry_run(o, out, backends, benchmark, tuning, facts, why, dir) end
+  if not facts then
+    local code = options.no_gpu("spk tune", "tuning measures the GPU kernels, so it needs a CUDA GPU")
+    io.stderr:write("(backend \"auto\" uses its documented default meanwhile)\n")
+    return code
+  end
+
+  local env = benchmark.environment()
+  local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
+  local started = spk.clock_ms()
+  local entries = measure(o, out, backends, benchmark, tuning, layers)
   local seconds = (spk.clock_ms() - started) / 1000
   local all_rows = {}
   for _, e in ipairs(entries) do
