@@ -1,7 +1,8 @@
 -- The tensor area's Lua side. The bindings (src/lua/tensor.c and friends)
--- provide spk.tensor, zeros, ones, full, arange, rand, randn, generator, load,
--- save, load_safetensors, save_safetensors, compare, allclose, is_tensor and
--- dtypes; this adds what reads better in Lua.
+-- provide spk.tensor, zeros, ones, full, arange, empty, linspace, eye, cat,
+-- stack, where, matmul, exp, log, sqrt, abs, isnan, isfinite, print_options,
+-- rand, randn, generator, load, save, load_safetensors, save_safetensors,
+-- compare, allclose, is_tensor and dtypes; this adds what reads better in Lua.
 return function(spk, core)
   local function fmt_index(index)
     if not index or #index == 0 then return "[]" end
@@ -83,7 +84,9 @@ Compares actual against the truth expected (spk.compare(actual, expected)); at l
 required. report is one paragraph: measured values, bounds, the worst index and both values there.]])
   doc.area { name = "tensor", source = "spk.tensor",
              summary = "tensors, random numbers, .npy and .safetensors files, comparison",
-             contents = { spk.tensor, spk.zeros, spk.ones, spk.full, spk.arange, spk.is_tensor, spk.rand, spk.randn,
+             contents = { spk.tensor, spk.zeros, spk.ones, spk.full, spk.arange, spk.empty, spk.linspace, spk.eye,
+                          spk.is_tensor, spk.cat, spk.stack, spk.where, spk.matmul, spk.exp, spk.log, spk.sqrt,
+                          spk.abs, spk.isnan, spk.isfinite, spk.print_options, spk.rand, spk.randn,
                           spk.generator, spk.load, spk.save, spk.load_safetensors, spk.save_safetensors,
                           spk.compare, spk.allclose, spk.check_near, spk.clock_ms, "spk.tensor", "spk.generator" } }
 end

@@ -1,6 +1,6 @@
-/* Elementwise arithmetic and comparisons of host tensors with NumPy's dtype
- * promotion and broadcasting (the rules are in core/tensor.h), negation and
- * absolute value, and assignment with broadcasting. */
+/* Elementwise arithmetic (+ - * / ^ %) and comparisons of host tensors with
+ * NumPy's dtype promotion and broadcasting (the rules are in core/tensor.h),
+ * negation and absolute value, and assignment with broadcasting. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -13,7 +13,8 @@
 
 const char *spk_binop_name(spk_binop op)
 {
-    static const char *const names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+    static const char *const names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge",
+                                         "pow", "mod"};
     return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
@@ -111,6 +112,28 @@ static inline void pair_next(pair_iter *it)
     }
 }
 
+/* NumPy's remainder (npy_divmod): fmod moved to the divisor's sign, a zero
+ * result signed as the divisor, x % 0 NaN. */
+static inline double mod_f64(double x, double y)
+{
+    double m = fmod(x, y);
+    if (y == 0)
+        return m;
+    if (m != 0)
+        return (y < 0) != (m < 0) ? m + y : m;
+    return copysign(0.0, y);
+}
+
+static inline float mod_f32(float x, float y)
+{
+    float m = fmodf(x, y);
+    if (y == 0)
+        return m;
+    if (m != 0)
+        return (y < 0) != (m < 0) ? m + y : m;
+    return copysignf(0.0f, y);
+}
+
 static inline double apply_f64(spk_binop op, double x, double y)
 {
     switch (op) {
@@ -118,6 +141,8 @@ static inline double apply_f64(spk_binop op, double x, double y)
     case SPK_OP_SUB: return x - y;
     case SPK_OP_MUL: return x * y;
     case SPK_OP_DIV: return x / y;
+    case SPK_OP_POW: return pow(x, y);
+    case SPK_OP_MOD: return mod_f64(x, y);
     default: return NAN;
     }
 }
@@ -129,18 +154,50 @@ static inline float apply_f32(spk_binop op, float x, float y)
     case SPK_OP_SUB: return x - y;
     case SPK_OP_MUL: return x * y;
     case SPK_OP_DIV: return x / y;
+    case SPK_OP_POW: return powf(x, y);
+    case SPK_OP_MOD: return mod_f32(x, y);
     default: return NAN;
     }
 }
 
+/* x^y by squaring, wrapping in uint64 (the low bits are those of the
+ * dtype's own wrapping arithmetic). */
+static inline uint64_t pow_wrapping(uint64_t x, uint64_t y)
+{
+    uint64_t r = 1;
+    for (; y; y >>= 1, x *= x)
+        if (y & 1)
+            r *= x;
+    return r;
+}
+
+/* Floored remainder of integers (the divisor's sign), 0 for x % 0. */
+static inline uint64_t mod_int(uint64_t x, uint64_t y, spk_dtype dt)
+{
+    if (y == 0)
+        return 0;
+    if (dt == SPK_U64)
+        return x % y;
+    int64_t a = (int64_t)x, b = (int64_t)y, r = a % b; /* i32 values: no overflow in int64 */
+    return (uint64_t)(r != 0 && (r < 0) != (b < 0) ? r + b : r);
+}
+
 /* Integer arithmetic wraps: done in uint64, where overflow is defined, and
- * cut to the result's width when stored. */
-static inline uint64_t apply_int(spk_binop op, uint64_t x, uint64_t y)
+ * cut to the result's width (dtype dt) when stored. A negative exponent sets
+ * *bad. */
+static inline uint64_t apply_int(spk_binop op, uint64_t x, uint64_t y, spk_dtype dt, bool *bad)
 {
     switch (op) {
     case SPK_OP_ADD: return x + y;
     case SPK_OP_SUB: return x - y;
     case SPK_OP_MUL: return x * y;
+    case SPK_OP_POW:
+        if (dt == SPK_I32 && (int64_t)y < 0) {
+            *bad = true;
+            return 0;
+        }
+        return pow_wrapping(x, y);
+    case SPK_OP_MOD: return mod_int(x, y, dt);
     default: return 0;
     }
 }
@@ -205,6 +262,7 @@ static spk_tensor *binary_impl(spk_binop op, const spk_tensor *a, const spk_tens
     }
     pair_iter it;
     pair_init(&it, ndim, shape, a, b);
+    bool bad = false;
     for (int64_t i = 0; i < n; i++, pair_next(&it)) {
         if (is_comparison(op)) {
             int32_t r;
@@ -223,9 +281,15 @@ static spk_tensor *binary_impl(spk_binop op, const spk_tensor *a, const spk_tens
         } else if (ct == SPK_F64) {
             ((double *)ob)[i] = apply_f64(op, load_f64(ab, a->dtype, it.pa), load_f64(bb, b->dtype, it.pb));
         } else {
-            uint64_t v = apply_int(op, (uint64_t)load_i64(ab, a->dtype, it.pa), (uint64_t)load_i64(bb, b->dtype, it.pb));
+            uint64_t v = apply_int(op, (uint64_t)load_i64(ab, a->dtype, it.pa), (uint64_t)load_i64(bb, b->dtype, it.pb),
+                                   rt, &bad);
             store_i64(ob, rt, i, (int64_t)v);
         }
+    }
+    if (bad) {
+        spk_tensor_free(out);
+        return spk_fail_null("pow: integers to negative integer powers are not allowed (convert to a float dtype "
+                             "with to(), as in NumPy)");
     }
     return out;
 }
@@ -234,7 +298,7 @@ spk_tensor *spk_tensor_binary(spk_binop op, const spk_tensor *a, const spk_tenso
 {
     if (!a || !b)
         return spk_fail_null("%s: tensor is NULL", spk_binop_name(op));
-    if ((unsigned)op > SPK_OP_GE)
+    if ((unsigned)op > SPK_OP_LAST)
         return spk_fail_null("binary: unknown operation %d", (int)op);
     return binary_impl(op, a, b);
 }
@@ -269,7 +333,7 @@ spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scal
     const char *what = spk_binop_name(op);
     if (!a)
         return spk_fail_null("%s: tensor is NULL", what);
-    if ((unsigned)op > SPK_OP_GE)
+    if ((unsigned)op > SPK_OP_LAST)
         return spk_fail_null("binary: unknown operation %d", (int)op);
     if (require_host(a, what))
         return NULL;

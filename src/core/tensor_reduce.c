@@ -1,5 +1,6 @@
-/* Reductions of host tensors: sum, mean, min, max, norm, argmin and argmax
- * over one dim or every element (the result dtypes are in core/tensor.h). */
+/* Reductions of host tensors: sum, mean, min, max, norm, argmin, argmax, any
+ * and all over one dim, several or every element (the result dtypes are in
+ * core/tensor.h). */
 #include <inttypes.h>
 #include <math.h>
 
@@ -11,7 +12,7 @@
 
 const char *spk_reduction_name(spk_reduction r)
 {
-    static const char *const names[] = {"sum", "mean", "min", "max", "norm", "argmin", "argmax"};
+    static const char *const names[] = {"sum", "mean", "min", "max", "norm", "argmin", "argmax", "any", "all"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
@@ -24,7 +25,9 @@ spk_dtype spk_reduction_dtype(spk_reduction r, spk_dtype in)
     case SPK_RED_MIN:
     case SPK_RED_MAX: return in;
     case SPK_RED_ARGMIN:
-    case SPK_RED_ARGMAX: return SPK_I32;
+    case SPK_RED_ARGMAX:
+    case SPK_RED_ANY:
+    case SPK_RED_ALL: return SPK_I32;
     }
     return in;
 }
@@ -58,7 +61,7 @@ typedef struct accum {
 
 static void accum_start(accum *a, spk_reduction r, double p, spk_dtype dtype)
 {
-    *a = (accum){r, p, dtype, 0, 0.0, 0, -1, false};
+    *a = (accum){r, p, dtype, 0, 0.0, r == SPK_RED_ALL, -1, false};
 }
 
 /* Keeps the better of the best so far and v at `index` (max: larger). */
@@ -102,6 +105,12 @@ static inline void accum_add(accum *a, const void *base, int64_t pos, int64_t in
             a->f += pow(v, a->p);
         return;
     }
+    case SPK_RED_ANY:
+    case SPK_RED_ALL: {
+        bool nonzero = dtype_is_float(dt) ? load_f64(base, dt, pos) != 0 : load_i64(base, dt, pos) != 0;
+        a->u = a->r == SPK_RED_ANY ? (a->u | nonzero) : (a->u & nonzero);
+        return;
+    }
     case SPK_RED_MIN:
     case SPK_RED_MAX:
     case SPK_RED_ARGMIN:
@@ -142,6 +151,8 @@ static spk_scalar accum_result(const accum *a)
     case SPK_RED_MAX: return dtype_is_float(a->dtype) ? spk_scalar_float(a->f) : spk_scalar_int((int64_t)a->u);
     case SPK_RED_ARGMIN:
     case SPK_RED_ARGMAX: return spk_scalar_int(a->best);
+    case SPK_RED_ANY:
+    case SPK_RED_ALL: return spk_scalar_int((int64_t)a->u);
     }
     return spk_scalar_float(NAN);
 }
@@ -151,7 +162,7 @@ static int reduce_checks(const spk_tensor *t, spk_reduction r, double p)
     const char *what = spk_reduction_name(r);
     if (!t)
         return spk_fail("%s: tensor is NULL", what);
-    if ((unsigned)r > SPK_RED_ARGMAX)
+    if ((unsigned)r > SPK_RED_LAST)
         return spk_fail("reduce: unknown reduction %d", (int)r);
     if (require_host(t, what))
         return -1;
@@ -272,3 +283,73 @@ int spk_tensor_mean(const spk_tensor *t, double *out) { return reduce_double(t, 
 int spk_tensor_min(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_MIN, 0, out); }
 int spk_tensor_max(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_MAX, 0, out); }
 int spk_tensor_norm(const spk_tensor *t, double *out) { return reduce_double(t, SPK_RED_NORM, 2, out); }
+
+/* ---- over several dims --------------------------------------------------- */
+
+/* `dims` checked (in range, distinct) into a mask of the reduced dims. */
+static int reduced_dims(const spk_tensor *t, spk_reduction r, int ndims, const int *dims, bool *reduced)
+{
+    const char *what = spk_reduction_name(r);
+    for (int d = 0; d < t->ndim; d++)
+        reduced[d] = ndims == 0;
+    for (int k = 0; k < ndims; k++) {
+        if (check_dim(t, dims[k], what))
+            return -1;
+        if (reduced[dims[k]])
+            return spk_fail("%s: dim %d is given twice", what, dims[k]);
+        reduced[dims[k]] = true;
+    }
+    return 0;
+}
+
+spk_tensor *spk_tensor_reduce_dims(const spk_tensor *t, spk_reduction r, int ndims, const int *dims, bool keepdim,
+                                   double p)
+{
+    if (reduce_checks(t, r, p))
+        return NULL;
+    const char *what = spk_reduction_name(r);
+    if (r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX)
+        return spk_fail_null("%s takes one dim (a position along several dims is not defined, as in NumPy)", what);
+    if (ndims < 0 || ndims > t->ndim)
+        return spk_fail_null("%s: %d dims given for a %d-d tensor", what, ndims, t->ndim);
+    bool reduced[SPK_MAX_DIMS];
+    if (reduced_dims(t, r, ndims, dims, reduced))
+        return NULL;
+    /* The kept dims walk the groups, the reduced ones each group's elements
+     * (both in row-major order of the dims they keep). */
+    spk_tensor outer = *t, inner = *t;
+    outer.ndim = inner.ndim = 0;
+    int ndim = 0;
+    int64_t shape[SPK_MAX_DIMS], count = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        spk_tensor *part = reduced[d] ? &inner : &outer;
+        part->shape[part->ndim] = t->shape[d];
+        part->strides[part->ndim] = t->strides[d];
+        part->ndim++;
+        if (reduced[d])
+            count *= t->shape[d];
+        if (!reduced[d] || keepdim)
+            shape[ndim++] = reduced[d] ? 1 : t->shape[d];
+    }
+    if (count == 0 && needs_element(r, p))
+        return spk_fail_null("%s over empty dims is undefined", what);
+    spk_dtype rt = spk_reduction_dtype(r, t->dtype);
+    spk_tensor *out = spk_tensor_new(rt, ndim, shape);
+    if (!out)
+        return NULL;
+    const void *base = t->storage->data;
+    int64_t groups = spk_tensor_numel(out);
+    iter og;
+    iter_init(&og, &outer);
+    for (int64_t g = 0; g < groups; g++, iter_next(&og)) {
+        accum a;
+        accum_start(&a, r, p, t->dtype);
+        inner.offset = og.pos;
+        iter it;
+        iter_init(&it, &inner);
+        for (int64_t k = 0; k < count; k++, iter_next(&it))
+            accum_add(&a, base, it.pos, k);
+        store_scalar(out->storage->data, rt, g, accum_result(&a));
+    }
+    return out;
+}

@@ -1,5 +1,6 @@
-/* Views of tensors: narrow, select, slice, transpose and view share their
- * storage and work on host and device tensors alike. */
+/* Views of tensors: narrow, select, slice, transpose, view, squeeze,
+ * unsqueeze and permute share their storage and work on host and device
+ * tensors alike. */
 #include <inttypes.h>
 #include <stdint.h>
 
@@ -170,5 +171,72 @@ spk_tensor *spk_tensor_view(const spk_tensor *t, int ndim, const int64_t *shape)
         v->strides[d] = 0;
     }
     set_contiguous_strides(v);
+    return v;
+}
+
+/* ---- squeeze, unsqueeze, permute ------------------------------------------ */
+
+spk_tensor *spk_tensor_squeeze(const spk_tensor *t, int dim)
+{
+    if (dim != SPK_ALL_DIMS) {
+        if (check_dim(t, dim, "squeeze"))
+            return NULL;
+        if (t->shape[dim] != 1)
+            return spk_fail_null("squeeze: dim %d has size %" PRId64 ", not 1", dim, t->shape[dim]);
+    }
+    spk_tensor *v = view_of(t);
+    if (!v)
+        return NULL;
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 1 && (dim == SPK_ALL_DIMS || d == dim))
+            continue;
+        v->shape[n] = t->shape[d];
+        v->strides[n] = t->strides[d];
+        n++;
+    }
+    for (int d = n; d < SPK_MAX_DIMS; d++)
+        v->shape[d] = v->strides[d] = 0;
+    v->ndim = n;
+    return v;
+}
+
+spk_tensor *spk_tensor_unsqueeze(const spk_tensor *t, int dim)
+{
+    if (t->ndim == SPK_MAX_DIMS)
+        return spk_fail_null("unsqueeze: the tensor has %d dims already, the most there are", SPK_MAX_DIMS);
+    if (dim < 0 || dim > t->ndim)
+        return spk_fail_null("unsqueeze: dim %d is out of range [0, %d]", dim, t->ndim);
+    spk_tensor *v = view_of(t);
+    if (!v)
+        return NULL;
+    for (int d = t->ndim; d > dim; d--) {
+        v->shape[d] = t->shape[d - 1];
+        v->strides[d] = t->strides[d - 1];
+    }
+    v->shape[dim] = 1;
+    /* a size-1 dim's stride is never used; this one keeps the view contiguous */
+    v->strides[dim] = dim < t->ndim ? t->strides[dim] * (t->shape[dim] > 0 ? t->shape[dim] : 1) : 1;
+    v->ndim = t->ndim + 1;
+    return v;
+}
+
+spk_tensor *spk_tensor_permute(const spk_tensor *t, const int *dims)
+{
+    bool seen[SPK_MAX_DIMS] = {false};
+    for (int k = 0; k < t->ndim; k++) {
+        if (dims[k] < 0 || dims[k] >= t->ndim)
+            return spk_fail_null("permute: dim %d is out of range [0, %d]", dims[k], t->ndim - 1);
+        if (seen[dims[k]])
+            return spk_fail_null("permute: dim %d is given twice (a permutation names each dim once)", dims[k]);
+        seen[dims[k]] = true;
+    }
+    spk_tensor *v = view_of(t);
+    if (!v)
+        return NULL;
+    for (int k = 0; k < t->ndim; k++) {
+        v->shape[k] = t->shape[dims[k]];
+        v->strides[k] = t->strides[dims[k]];
+    }
     return v;
 }

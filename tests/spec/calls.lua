@@ -114,6 +114,20 @@ M.recipes = {
   ["spk.rand"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2, 2 }, { seed = 1, low = 0, high = 2 } end },
   ["spk.randn"] = { area = "tensor", n = 2, opts = 2, args = function() return { 2 }, { seed = 1, mean = 0, std = 1 } end },
   ["spk.generator"] = { area = "tensor", n = 1, args = function() return 1 end },
+  ["spk.empty"] = { area = "tensor", n = 2, args = function() return { 2, 3 }, "f64" end },
+  ["spk.linspace"] = { area = "tensor", n = 4, args = function() return 0, 1, 5, "f64" end },
+  ["spk.eye"] = { area = "tensor", n = 3, args = function() return 2, 3, "i32" end },
+  ["spk.cat"] = { area = "tensor", n = 2, args = function(m) return { m.t23(), m.t23() }, 2 end },
+  ["spk.stack"] = { area = "tensor", n = 2, args = function(m) return { m.t23(), m.t23() }, 1 end },
+  ["spk.where"] = { area = "tensor", n = 3, args = function(m) return m.t23(), m.t23(), 0 end },
+  ["spk.matmul"] = { area = "tensor", n = 2, args = function(m) return m.t23(), m.t23():transpose() end },
+  ["spk.exp"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.log"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.sqrt"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.abs"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.isnan"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.isfinite"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.print_options"] = { area = "tensor", n = 1, opts = 1, args = function() return { digits = 0 } end },
   -- files, comparison, clock
   ["spk.load"] = { n = 1, args = function() return "t.npy" end },
   ["spk.save"] = { n = 2, args = function(m) return "s.npy", m.t23() end },
@@ -343,6 +357,8 @@ M.objects = {
       view = { { 3, 2 } }, reshape = { { 3, 2 } }, to = { "f64" }, fill = { 2 }, get = { 1, 2 }, set = { 1, 2, 5 },
       add = { "t" }, sub = { "t" }, mul = { "t" }, scale = { 2 }, save = { "m.npy" }, to_device = { "cpu" },
       __add = { "t" }, __sub = { "t" }, __mul = { 2 }, __div = { 2 }, __eq = { "t" },
+      mm = { "t'" }, matmul = { "t'" }, pow = { 2 }, mod = { "t" }, squeeze = { 1 }, unsqueeze = { 1 },
+      permute = { 2, 1 }, any = { 1 }, all = { 1, true }, __pow = { 2 }, __mod = { 3 },
     } },
   { kind = "generator", area = "tensor", metatable = "spk.generator", make = function() return require("spk").generator(3) end,
     methods = { uniform = { { 2 }, { low = 0, high = 1 } }, normal = { { 2 }, { mean = 0, std = 2 } } } },
@@ -422,6 +438,7 @@ function M.method_args(m, spec)
   for i, a in ipairs(spec or {}) do
     local v = a
     if a == "t" then v = m.t23()
+    elseif a == "t'" then v = m.t23():transpose() -- a [3, 2] for matrix products with t
     elseif a == "x" then v = m.x()
     elseif a == "event" then v = m.event()
     elseif a == "stream" then v = m.stream()
