@@ -36,6 +36,15 @@ if type(spk.lstm.tunables) == "table" then
   end
 end
 
+-- The interactive session's settings (its machinery is the module spk.repl).
+spk.repl = { precision = require("spk.repl").precision }
+do
+  local doc = require "spk.doc"
+  doc(spk.repl, [[
+spk.repl: the interactive session's settings. spk.repl.precision(digits) sets how many significant
+digits floats print with (0: the shortest exact form).]])
+end
+
 -- Errors about a script's arguments point at the script's line (spk.errors).
 require("spk.errors").install(spk)
 

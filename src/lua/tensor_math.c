@@ -221,6 +221,22 @@ static int module_print_options(lua_State *L)
     return 1;
 }
 
+/* format_float(x[, dtype = "f64"[, digits]]): x as tostring(t) writes an
+ * element of that dtype (digits: the print option's by default). */
+static int module_format_float(lua_State *L)
+{
+    double v = luaL_checknumber(L, 1);
+    spk_dtype dtype = spk_lua_optdtype(L, 2, SPK_F64);
+    if (dtype != SPK_F32 && dtype != SPK_F64)
+        luaL_argerror(L, 2, "a float dtype, f32 or f64");
+    lua_Integer digits = luaL_optinteger(L, 3, spk_lua_print_digits(L));
+    if (digits < 0 || digits > 17)
+        luaL_argerror(L, 3, lua_pushfstring(L, "digits must be 0..17 (0: the shortest exact form), got %I", digits));
+    char text[64];
+    lua_pushstring(L, spk_format_float(dtype == SPK_F32 ? (double)(float)v : v, dtype, (int)digits, text, sizeof text));
+    return 1;
+}
+
 /* ---- methods ---- */
 
 int spk_lua_reduce_dims(lua_State *L, spk_reduction r, double p, int arg)
@@ -377,6 +393,11 @@ static const spk_lua_checked_reg functions[] = {
     {"abs", fn_abs, "spk.abs(t) -> tensor\nElementwise absolute value, as t:abs().", "t"},
     {"isnan", fn_isnan, "spk.isnan(t) -> tensor\nElementwise i32 1 where t is NaN, as t:isnan().", "t"},
     {"isfinite", fn_isfinite, "spk.isfinite(t) -> tensor\nElementwise i32 1 where t is finite, as t:isfinite().", "t"},
+    {"format_float", module_format_float,
+     "spk.format_float(x[, dtype = \"f64\"[, digits]]) -> text\n"
+     "x as tostring(tensor) writes an element of that dtype: to `digits` significant digits (by default\n"
+     "spk.print_options's), 0 meaning the fewest that read back as the same value.",
+     "x, dtype, digits"},
     {"print_options", module_print_options,
      "spk.print_options([{digits = n}]) -> the options before\n"
      "How tostring(t) prints floats: n significant digits (1..17), or 0, the default, for the shortest form\n"

@@ -128,6 +128,8 @@ M.recipes = {
   ["spk.isnan"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
   ["spk.isfinite"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
   ["spk.print_options"] = { area = "tensor", n = 1, opts = 1, args = function() return { digits = 0 } end },
+  ["spk.format_float"] = { area = "tensor", n = 3, args = function() return 0.1, "f32", 0 end },
+  ["spk.repl.precision"] = { n = 1, args = function() return 0 end },
   -- files, comparison, clock
   ["spk.load"] = { n = 1, args = function() return "t.npy" end },
   ["spk.save"] = { n = 2, args = function(m) return "s.npy", m.t23() end },
