@@ -138,6 +138,7 @@ M.recipes = {
   ["spk.compare"] = { n = 2, args = function(m) return m.t23(), m.t23() end },
   ["spk.allclose"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rtol = 1e-5, atol = 1e-8 } end },
   ["spk.check_near"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rel_l2 = 1e-3 } end },
+  ["spk.bits_equal"] = { area = "tensor", n = 3, args = function(m) return m.t23(), m.t23(), "what" end },
   ["spk.clock_ms"] = { n = 0, args = function() end },
   ["spk.bench"] = { n = 2, opts = 2, gpu = true, args = function() return function() end, { rounds = 1, warmup = 0 } end },
   -- cuBLAS
