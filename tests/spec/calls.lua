@@ -75,7 +75,7 @@ function M.maker(spk)
     return { stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } },
              columns = { "block", "step", "start", "a", "b", "start_cycles", "a_cycles", "b_cycles" },
              stages = { "a", "b" }, waits_for = { a = "b" }, kernel = "recipe",
-             selection = { layer = 1, direction = "forward", steps = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
+             selection = { layer = 1, direction = "forward", step_range = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
   end
   -- the timeline demo's plan (a GPU of compute capability 9.0) and its input
   function m.demo() return m.keep(spk.timeline.demo { batch = 1, steps = 2, cluster = 2 }) end
@@ -301,7 +301,7 @@ M.recipes = {
   ["spk.cudnn.version"] = { n = 0, args = function() end },
   -- step timelines
   ["spk.timeline.selection"] = { n = 2, opts = 1, args = function()
-    return { layer = 1, direction = "reverse", steps = { 1, 2 }, warp = 0 }, { steps = { 1, 4 }, blocks = { 0, 3 } }
+    return { layer = 1, direction = "reverse", step_range = { 1, 2 }, warp = 0 }, { step_range = { 1, 4 }, blocks = { 0, 3 } }
   end },
   ["spk.timeline.make"] = { n = 5, opts = 4, args = function(m)
     local tl = m.timeline()
@@ -310,7 +310,7 @@ M.recipes = {
   ["spk.timeline.records"] = { n = 1, args = function(m) return m.timeline() end },
   ["spk.timeline.durations"] = { n = 1, args = function(m) return m.timeline() end },
   ["spk.timeline.stats"] = { n = 2, opts = 2, args = function(m) return m.timeline(), {} end },
-  ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
+  ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { step_range = { 1, 2 } } end },
   ["spk.timeline.percentile"] = { n = 2, args = function() return { 1, 2, 3 }, 0.5 end },
   ["spk.timeline.decode"] = { n = 2, opts = 2, args = function(m)
     return m.raw_timeline(), { stages = { "a" }, waits_for = {}, kernel = "k" }
@@ -344,7 +344,7 @@ M.modules = {
   ["plot.gantt"] = { n = 1, opts = 1, args = function()
     return { tracks = { "a" }, categories = { "x" }, bars = { { track = 1, from = 0, to = 1, category = "x" } } }
   end },
-  ["plot.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
+  ["plot.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { step_range = { 1, 2 } } end },
   ["tuning.lookup"] = { n = 2, args = function() return { entries = {} }, { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 } end },
 }
 
@@ -404,8 +404,8 @@ M.objects = {
                 time = { "x", 1, 0, { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0, blocks = 2 } } },
     arity = { forward = 3, time = 5, info = 1, close = 1 } },
   { kind = "cluster plan", gpu = true, make = function(m) return m.stack("cluster") end,
-    methods = { forward = { "x", { timeline = { steps = { 1, 2 }, blocks = { 0, 1 } } } },
-                time = { { rounds = 1, warmup = 0, x = "x", timeline = { steps = { 1, 2 } } } } },
+    methods = { forward = { "x", { timeline = { step_range = { 1, 2 }, blocks = { 0, 1 } } } },
+                time = { { rounds = 1, warmup = 0, x = "x", timeline = { step_range = { 1, 2 } } } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").handle end,
     methods = { forward = { "x", { timeline = { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0,
@@ -424,7 +424,7 @@ M.objects = {
     arity = { forward = 3, forward_into = 4, device_buffers = 3, time = 2, is_closed = 1, close = 1 },
     opts = { time = 2 } },
   { kind = "timeline demo", gpu = true, make = function(m) return m.demo() end,
-    methods = { forward = { "demo x", { timeline = { steps = { 1, 2 }, blocks = { 0, 1 } } } },
+    methods = { forward = { "demo x", { timeline = { step_range = { 1, 2 }, blocks = { 0, 1 } } } },
                 time = { { rounds = 1, warmup = 0, build = "timeline" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "timeline demo (core)", gpu = true, metatable = "spk.timeline_demo", make = function(m) return m.demo().core end,
