@@ -28,10 +28,13 @@
 --       differing element in row-major order (its 1-based index and flat
 --       position) and both values with their bits; `what` heads it ("tile
 --       height 4").
---   assert.within_reference(plan_or_y, layers, x, {rel_l2 =, max_abs =})
+--   assert.within_reference(plan_or_y, layers, x[, {rel_l2 =, max_abs =}])
 --       plan:forward(x) (or the given output y) within the bounds of the f64
 --       reference spk.lstm.reference(layers, x, {precision = "f64"}),
 --       computed once per (layers, x) in a process; check_near's message.
+--       Without bounds, the bound spk bench holds the plan to
+--       (spk.lstm.bound{layers =, x =, math = plan.math}: cuDNN standard's
+--       error on x, measured; a GPU).
 --   assert.no_slower(plan, {against =, tolerance = 0.03, rounds = 7,
 --                           replays = 5, warmup = 1, x =, yardstick =, dir =})
 --       plan is not slower than a baseline, judged on ratios of times taken
@@ -304,8 +307,8 @@ function M.describe(plan)
 end
 
 function M.check_reference(plan_or_y, layers, x, bounds)
-  if type(bounds) ~= "table" or (bounds.rel_l2 == nil and bounds.max_abs == nil) then
-    raise("within_reference: give the bounds, {rel_l2 =, max_abs =} (one or both)")
+  if bounds ~= nil and (type(bounds) ~= "table" or (bounds.rel_l2 == nil and bounds.max_abs == nil)) then
+    raise("within_reference: give the bounds, {rel_l2 =, max_abs =} (one or both), or none for spk.lstm.bound's")
   end
   if type(layers) ~= "table" then
     raise(("within_reference: layers must be the stack's list of {W =, R =, B =}, got %s"):format(type(layers)))
@@ -321,8 +324,18 @@ function M.check_reference(plan_or_y, layers, x, bounds)
     what = M.describe(y)
     y = y:forward(x)
   end
+  local about = ""
+  if bounds == nil then -- the bound spk bench holds the plan to (for a kernel: cuDNN standard's error on x)
+    local plan = not spk.is_tensor(plan_or_y) and plan_or_y or nil
+    local plan_math, backend = plan and field(plan, "math"), plan and field(plan, "backend")
+    if plan and backend == nil and type(field(plan, "algo")) == "string" then backend = "cudnn" end
+    local fixed = backend == "cpu" or backend == "cudnn"
+    bounds = spk.lstm.bound { backend = fixed and backend or nil, layers = not fixed and layers or nil,
+                              x = not fixed and x or nil, math = type(plan_math) == "string" and plan_math or nil }
+    about = (" (spk.lstm.bound: %s)"):format(bounds.rule)
+  end
   local ok, report = spk.check_near(host(y), M.reference(layers, x), bounds)
-  return ok, ("%s against the f64 reference: %s"):format(what, report)
+  return ok, ("%s against the f64 reference: %s%s"):format(what, report, about)
 end
 
 register("within_reference", "Expected the output within its bounds of the f64 reference",

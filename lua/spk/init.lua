@@ -36,6 +36,18 @@ if type(spk.lstm.tunables) == "table" then
   end
 end
 
+-- The bound a stack's output is held to against the f64 reference (one rule,
+-- lua/spk/bound.lua: spk bench and the test helpers take it from there).
+spk.lstm.bound = require("spk.options").takes(1, "spk.lstm.bound", require("spk.bound").bound)
+require "spk.doc"(spk.lstm.bound, [[
+spk.lstm.bound{backend = "kernel", math = "fp32", against = {rel_l2 =, max_abs =} | layers =, x =} -> bounds
+The bound spk bench holds a row to against the f64 reference: cuDNN's FP32 algorithms rel_l2 <= 1e-4
+(TF32 1e-2), the cpu backend 1e-4, every GPU kernel (the built-in ones and one's own) 1.1x the rel_l2
+and 2x the max_abs of cuDNN standard's error on the same input in the math it is held to (3xtf32: FP32).
+against: that error (spk.compare(y_cudnn, ref)); layers and x measure it (a GPU). bounds = {rel_l2,
+max_abs} as spk.check_near and assert.within_reference take it, with .rule and .against; prints as one
+line.]])
+
 -- The interactive session's settings (its machinery is the module spk.repl).
 spk.repl = { precision = require("spk.repl").precision }
 do

@@ -197,9 +197,18 @@ describe("assert.within_reference", function()
     assert.are.equal(1, calls)
   end)
 
-  it("refuses missing bounds or inputs at the spec's line", function()
+  it("takes spk.lstm.bound's bound when given none, and refuses empty bounds or missing inputs at the spec's line",
+    function()
+    assert.within_reference(cpu_plan(), layers, x) -- the cpu backend's: rel_l2 <= 1e-4
+    local broken = spk.lstm.random { layers = 2, input = 6, hidden = 8, seed = 3 }
+    broken[1].R:set(1, 2, 3, broken[1].R:get(1, 2, 3) + 1)
+    assert.matches("bound 0.0001.*spk.lstm.bound: the f32 C reference",
+      failure_of(assert.within_reference, cpu_plan(broken), layers, x))
+    if not spk.cuda.available() then -- a bare output's bound is a kernel's: cuDNN standard's error, measured
+      assert.matches("needs a GPU", failure_of(assert.within_reference, cpu_plan():forward(x), layers, x))
+    end
     assert.matches("busted_spec%.lua:%d+: within_reference: give the bounds",
-      failure_of(assert.within_reference, cpu_plan(), layers, x))
+      failure_of(assert.within_reference, cpu_plan(), layers, x, {}))
     assert.matches("within_reference: x must be the input tensor, got nil",
       failure_of(assert.within_reference, cpu_plan(), layers, nil, { rel_l2 = 1 }))
     assert.matches("expected a plan %(with :forward%) or an output tensor, got string",

@@ -197,6 +197,8 @@ M.recipes = {
   ["spk.lstm.validate"] = { n = 1, args = function(m) return m.layers() end },
   ["spk.lstm.load"] = { n = 1, args = function() return "w" end },
   ["spk.lstm.save"] = { n = 3, opts = 3, args = function(m) return "w2", m.layers(), { format = "npy" } end },
+  ["spk.lstm.bound"] = { n = 1, opts = 1, args = function() return { backend = "kernel", math = "fp32",
+                                                                      against = { rel_l2 = 2e-7, max_abs = 5e-8 } } end },
   ["spk.lstm.random"] = { n = 1, opts = 1, args = function() return { layers = 1, input = 3, hidden = 2, seed = 1 } end },
   ["spk.lstm.pack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
   ["spk.lstm.unpack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
