@@ -273,44 +273,37 @@ describe("completion", function()
     _G.completion_hostile, _G.completion_protected, _G.completion_proxy, _G.completion_userdata = nil, nil, nil, nil
   end)
 
-  it("works on a terminal: spk.ls<Tab> and x:nar<Tab>, then a banner-opened session runs them", function()
-    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then
-      pending("script(1) cannot make a terminal here")
-      return
-    end
+  -- What a terminal session shows for `typing` (a shell command writing keystrokes
+  -- with pauses), through script(1); nil when script cannot make a terminal here.
+  local function on_terminal(typing, columns)
+    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then return nil end
     local home = spec_tmpdir()
     local log = home .. "/log"
-    local typing = "(sleep 0.8; printf 'spk.ls\\t'; sleep 0.3; printf '.cudnn_algorithm_n\\t'; sleep 0.3; printf '\\r'; sleep 0.3;"
-      .. " printf 'x = spk.zeros(3)\\r'; sleep 0.3; printf 'x:nar\\t'; sleep 0.3; printf '1, 2, 1):numel()\\r';"
-      .. " sleep 0.3; printf '\\004'; sleep 0.3)"
-    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home)
+    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home) .. " COLUMNS=" .. columns
       .. " timeout -s KILL 30 script -qfec " .. shell_quote(SPK .. " repl") .. " /dev/null >" .. shell_quote(log)
       .. " 2>&1")
     local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
     os.execute("rm -rf " .. shell_quote(home))
     assert.is_true(ok == true, out)
+    return out
+  end
+
+  it("works on a terminal: spk.ls<Tab> and x:nar<Tab>, then a banner-opened session runs them", function()
+    local out = on_terminal("(sleep 0.8; printf 'spk.ls\\t'; sleep 0.3; printf '.cudnn_algorithm_n\\t'; sleep 0.3;"
+      .. " printf '\\r'; sleep 0.3; printf 'x = spk.zeros(3)\\r'; sleep 0.3; printf 'x:nar\\t'; sleep 0.3;"
+      .. " printf '1, 2, 1):numel()\\r'; sleep 0.3; printf '\\004'; sleep 0.3)", 80)
+    if not out then return pending("script(1) cannot make a terminal here") end
     assert.matches("^spk %S+, Lua 5%.4[^\n]*help%(%) for help", out)
     assert.matches('> spk.lstm.cudnn_algorithm_names\n{"standard", ', out, 1, true)
     assert.matches("> x:narrow(1, 2, 1):numel()\n1\n", out, 1, true)
   end)
 
   it("works on a terminal: layers[1].<Tab>, x[1]:nar<Tab>, and file names listed as a shell lists them", function()
-    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then
-      pending("script(1) cannot make a terminal here")
-      return
-    end
-    local home = spec_tmpdir()
-    local log = home .. "/log"
-    local typing = "(sleep 0.8; printf 'layers = {{W = 42}}\r'; sleep 0.3; printf 'layers[1].\t'; sleep 0.3;"
-      .. " printf '\r'; sleep 0.3; printf 'x = spk.zeros(2, 3)\r'; sleep 0.3; printf 'x[1]:nar\t'; sleep 0.3;"
-      .. " printf '1, 1, 2):numel()\r'; sleep 0.3; printf 'spk.load(\"experiments/\t\t'; sleep 0.6;"
-      .. " printf '\003'; sleep 0.3; printf '\004'; sleep 0.3)"
-    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home)
-      .. " COLUMNS=200 timeout -s KILL 30 script -qfec " .. shell_quote(SPK .. " repl") .. " /dev/null >"
-      .. shell_quote(log) .. " 2>&1")
-    local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
-    os.execute("rm -rf " .. shell_quote(home))
-    assert.is_true(ok == true, out)
+    local out = on_terminal("(sleep 0.8; printf 'layers = {{W = 42}}\\r'; sleep 0.3; printf 'layers[1].\\t'; sleep 0.3;"
+      .. " printf '\\r'; sleep 0.3; printf 'x = spk.zeros(2, 3)\\r'; sleep 0.3; printf 'x[1]:nar\\t'; sleep 0.3;"
+      .. " printf '1, 1, 2):numel()\\r'; sleep 0.3; printf 'spk.load(\"experiments/\\t\\t'; sleep 0.6;"
+      .. " printf '\\003'; sleep 0.3; printf '\\004'; sleep 0.3)", 200)
+    if not out then return pending("script(1) cannot make a terminal here") end
     assert.matches("> layers[1].W\n42\n", out, 1, true)
     assert.matches("> x[1]:narrow(1, 1, 2):numel()\n2\n", out, 1, true)
     assert.matches("custom_kernel.lua", out, 1, true)
