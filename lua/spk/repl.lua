@@ -44,6 +44,10 @@ local function spk_module() return package.loaded.spk end
 -- its dtype).
 local function element_text(v, dtype)
   local spk = spk_module()
+  if dtype == "u64" and math.type(v) == "integer" and v < 0 then -- above 2^63: the bits of a negative integer
+    local q = (v >> 1) // 5
+    return ("%d%d"):format(q, v - q * 10)
+  end
   if math.type(v) ~= "float" or type(spk) ~= "table" then return tostring(v) end
   return spk.format_float(v, dtype)
 end

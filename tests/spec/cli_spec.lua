@@ -259,6 +259,8 @@ print("before", arg[-1], arg[-2])
       -- a large one: a few values, and how many there are
       out = repl { "R = spk.arange(2 * 512 * 128):view{2, 512, 128}", "R:set(1, 1, 1, 0.5)" }
       assert.are.equal("tensor(f32, [2, 512, 128]) [0.5, 1, 2, ..., 131069, 131070, 131071] (131072 values)\n", out)
+      out = repl { "spk.tensor({-1, 5}, 'u64'):set(2, 7)" } -- u64 above 2^63 as its value, as tostring writes it
+      assert.are.equal("tensor(u64, [2]) [18446744073709551615, 7]\n", out)
     end)
 
     it("exits 0 when every line ran", function()
