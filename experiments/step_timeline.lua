@@ -62,7 +62,7 @@ local function reason(err)
 end
 
 local first = math.max(1, math.min(o.first, T - o.steps + 1))
-local selection = { layer = o.layer, direction = o.direction, steps = { first, math.min(T, first + o.steps - 1) },
+local selection = { layer = o.layer, direction = o.direction, step_range = { first, math.min(T, first + o.steps - 1) },
                     warp = o.warp }
 
 ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32" }, backends = { o.backend },
@@ -72,14 +72,14 @@ ex:describe { seeds = { weights = 1, input = 1 }, dtype = "f32", math = { "fp32"
 local work = {}
 for _, batch in ipairs(ex.batches) do
   work[#work + 1] = ("batch %d: %s backend, steps %d..%d of layer %d %s recorded, %d rounds each build"):format(
-    batch, o.backend, selection.steps[1], selection.steps[2], o.layer, o.direction, o.rounds)
+    batch, o.backend, selection.step_range[1], selection.step_range[2], o.layer, o.direction, o.rounds)
 end
 ex:plan(work)
 
 local stats_rows, summary, results = {}, {}, {}
 for _, batch in ipairs(ex.batches) do
-  ex:progress("batch %d: %s backend, recording steps %d..%d", batch, o.backend, selection.steps[1],
-    selection.steps[2])
+  ex:progress("batch %d: %s backend, recording steps %d..%d", batch, o.backend, selection.step_range[1],
+    selection.step_range[2])
   ex:step(("batch %d"):format(batch))
   local ok, err = pcall(function()
     local plan, shape = runner(batch)
@@ -141,7 +141,7 @@ for _, batch in ipairs(ex.batches) do
     results[#results + 1] = { batch = batch, selection = tl.selection, kernel = tl.kernel, clock = tl.clock,
                               stages = tl.stages, waits_for = tl.waits_for, stats = rows, same_bits = same_bits,
                               overhead = overhead,
-                              critical_path = { steps = path.steps, total_ns = path.total_ns,
+                              critical_path = { step_range = path.step_range, total_ns = path.total_ns,
                                                 by_stage = path.by_stage, end_block = path.end_block,
                                                 elements = elements } }
   end)
@@ -168,7 +168,7 @@ for _, c in ipairs {
 end
 io.write("\n")
 ex:table(summary, columns, { title = ("medians over the blocks, steps %d..%d of layer %d %s (%s backend)")
-  :format(selection.steps[1], selection.steps[2], o.layer, o.direction, o.backend) })
+  :format(selection.step_range[1], selection.step_range[2], o.layer, o.direction, o.backend) })
 ex:csv("step_timeline.csv", stats_rows, { "batch", "stage", "block", "n", "median_ns", "p10_ns", "p90_ns",
                                           "median_cycles", "p10_cycles", "p90_cycles", "path_ns", "path_share" })
 ex:json("step_timeline.json", { backend = o.backend, steps = T, selection = selection, batches = results })

@@ -37,7 +37,7 @@ local function check_stack(name, opts)
     opts.layers, opts.batch, opts.steps = layers, B, T
     local plan = spk.lstm.stack(opts)
     local y = plan:forward(x):cpu()
-    local ok, report = spk.check_near(truth, y, { rel_l2 = 1e-4 })
+    local ok, report = spk.check_near(y, truth, { rel_l2 = 1e-4 })
     assert(ok, tostring(report))
     if opts.backend == "persistent" then
       -- NaN in the input: values never steer the exchange, so this returns

@@ -92,16 +92,19 @@
 -- benchmark.held_to: the cuDNN math each math's rows are bounded by and timed against (3xtf32: fp32).
 local M = {}
 
+local bound = require "spk.bound"
+
 M.cudnn_algorithms = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
 M.maths = { "fp32", "tf32", "3xtf32" }
 -- The cuDNN math whose rows a row of each math is held to and timed against:
 -- 3xtf32 claims FP32's accuracy, so it gets FP32's bounds and FP32's
 -- fastest cuDNN algorithm; cuDNN runs only the maths that map to themselves.
-M.held_to = { fp32 = "fp32", tf32 = "tf32", ["3xtf32"] = "fp32" }
+-- The bounds' rule lives in lua/spk/bound.lua (spk.lstm.bound).
+M.held_to = bound.held_to
 -- TF32 rounds each product's inputs to 10 mantissa bits (about 5e-4 relative):
 -- cuDNN's TF32 algorithms are held to this, and so are the spk kernels' TF32
 -- rows at a batch without cuDNN standard TF32 to compare with.
-M.tf32_bound = 1e-2
+M.tf32_bound = bound.fixed.tf32
 
 local function math_of(row) return row.math or "fp32" end
 
@@ -130,18 +133,17 @@ local function standard_row(batch_rows, math_mode)
 end
 
 -- Bounds: backend -> a rel_l2 bound, or function(row, batch_rows) -> rel_l2 bound, max_abs bound (or nil).
+-- Each is spk.lstm.bound's rule (lua/spk/bound.lua) for the row.
 M.bounds = {
   -- every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
-  cudnn = function(row) return math_of(row) == "tf32" and M.tf32_bound or 1e-4 end,
-  cpu = 1e-4,
+  cudnn = function(row) return bound.bound { backend = "cudnn", math = math_of(row) }.rel_l2 end,
+  cpu = bound.bound { backend = "cpu" }.rel_l2,
   -- no worse than 1.1x / 2x cuDNN standard's error in the same math
   persistent = function(row, batch_rows)
     local std = standard_row(batch_rows, math_of(row))
-    if not std then
-      if math_of(row) == "tf32" then return M.tf32_bound end
-      return nil
-    end
-    return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
+    if not std and M.held_to[math_of(row)] ~= "tf32" then return nil end
+    local b = bound.bound { math = math_of(row), against = std and { rel_l2 = std.rel_l2, max_abs = std.max_abs } }
+    return b.rel_l2, b.max_abs
   end,
 }
 -- The cluster kernel is held to the persistent kernel's bound (the same bounds).

@@ -15,20 +15,26 @@
 --                        the message (what a spec that cannot run here says)
 --
 -- Assertions (each also negated: assert.is_not.<name>)
---   assert.tensor_near(expected, actual, {rel_l2 =, max_abs =})
---       actual within the bounds of the truth `expected`; the message is
+--   assert.tensor_near(actual, expected, {rel_l2 =, max_abs =})
+--       actual within the bounds of the truth `expected` (actual first, as
+--       spk.compare and every comparison of spk; also
+--       assert.tensor_near{actual =, expected =, rel_l2 =}); the message is
 --       spk.check_near's report (measured values, bounds, the worst index and
 --       both values there).
 --   assert.bits_equal(a, b[, what])
---       the same values bit for bit in the sense of spk.compare: 0 ulp
---       everywhere (+0 and -0 count as equal), NaN and Inf at the same
---       places, same shape and dtype. The message names the first differing
---       element in row-major order (its 1-based index and flat position) and
---       both values with their bits; `what` heads it ("tile height 4").
---   assert.within_reference(plan_or_y, layers, x, {rel_l2 =, max_abs =})
+--       spk.bits_equal: the same values bit for bit in the sense of
+--       spk.compare (0 ulp everywhere, +0 and -0 equal, NaN and Inf at the
+--       same places, same shape and dtype). The message names the first
+--       differing element in row-major order (its 1-based index and flat
+--       position) and both values with their bits; `what` heads it ("tile
+--       height 4").
+--   assert.within_reference(plan_or_y, layers, x[, {rel_l2 =, max_abs =}])
 --       plan:forward(x) (or the given output y) within the bounds of the f64
 --       reference spk.lstm.reference(layers, x, {precision = "f64"}),
 --       computed once per (layers, x) in a process; check_near's message.
+--       Without bounds, the bound spk bench holds the plan to
+--       (spk.lstm.bound{layers =, x =, math = plan.math}: cuDNN standard's
+--       error on x, measured; a GPU).
 --   assert.no_slower(plan, {against =, tolerance = 0.03, rounds = 7,
 --                           replays = 5, warmup = 1, x =, yardstick =, dir =})
 --       plan is not slower than a baseline, judged on ratios of times taken
@@ -241,73 +247,15 @@ end)
 
 -- ------------------------------------------------------------------ bits_equal
 
-local function shape_text(t)
-  return "[" .. table.concat(t:shape(), ", ") .. "]"
-end
-
 local function host(t)
   if t.device ~= nil and t.device ~= "cpu" then return t:cpu() end
   return t
 end
 
-local function flat(t)
-  return t:contiguous():view({ t:numel() })
-end
-
--- A value and its bits, as "0.123456791 (bits 0x3dfcd6ea)".
-local function value_text(value, dtype)
-  if dtype == "f32" then
-    return ("%.9g (bits 0x%08x)"):format(value, string.unpack("<I4", string.pack("<f", value)))
-  elseif dtype == "f64" then
-    return ("%.17g (bits 0x%016x)"):format(value, string.unpack("<i8", string.pack("<d", value)))
-  end
-  return tostring(value)
-end
-
--- The 1-based row-major index of flat position `pos` in `shape`.
-local function unravel(pos, shape)
-  local index, rest = {}, pos - 1
-  for d = #shape, 1, -1 do
-    index[d] = rest % shape[d] + 1
-    rest = rest // shape[d]
-  end
-  return index
-end
-
-local function same(c)
-  return c.max_ulp == 0 and c.nan_mismatch == 0 and c.inf_mismatch == 0
-end
-
--- ok, report for bits_equal.
+-- ok, report for bits_equal (spk.bits_equal's).
 function M.check_bits(a, b, what)
-  local head = what and (tostring(what) .. ": ") or ""
-  if not (spk.is_tensor(a) and spk.is_tensor(b)) then
-    return false, ("%sexpected two tensors, got %s and %s"):format(head, type(a), type(b))
-  end
-  if a:dtype() ~= b:dtype() or shape_text(a) ~= shape_text(b) then
-    return false, ("%sthe tensors differ in shape or dtype: %s %s and %s %s"):format(head, shape_text(a), a:dtype(),
-      shape_text(b), b:dtype())
-  end
-  a, b = host(a), host(b)
-  local n = a:numel()
-  local c = spk.compare(a, b)
-  if same(c) then
-    return true, ("%sequal bit for bit: %d elements of %s %s"):format(head, n, shape_text(a), a:dtype())
-  end
-  -- The first differing position: the shortest prefix that differs (bisection, each step one spk.compare).
-  local fa, fb = flat(a), flat(b)
-  local lo, hi = 1, n
-  while lo < hi do
-    local mid = (lo + hi) // 2
-    if same(spk.compare(fa:narrow(1, 1, mid), fb:narrow(1, 1, mid))) then lo = mid + 1 else hi = mid end
-  end
-  local index = unravel(lo, a:shape())
-  local report = ("%sfirst difference at index [%s] (element %d of %d): a = %s, b = %s; max_ulp %.0f"):format(head,
-    table.concat(index, ", "), lo, n, value_text(fa:get(lo), a:dtype()), value_text(fb:get(lo), b:dtype()), c.max_ulp)
-  if c.nan_mismatch > 0 or c.inf_mismatch > 0 then
-    report = report .. (", %d NaN and %d Inf mismatches"):format(c.nan_mismatch, c.inf_mismatch)
-  end
-  return false, report
+  local ok, report = spk.bits_equal(a, b, what)
+  return ok, report
 end
 
 register("bits_equal", "Expected tensors to be equal bit for bit", "Expected tensors to differ in bits",
@@ -359,8 +307,8 @@ function M.describe(plan)
 end
 
 function M.check_reference(plan_or_y, layers, x, bounds)
-  if type(bounds) ~= "table" or (bounds.rel_l2 == nil and bounds.max_abs == nil) then
-    raise("within_reference: give the bounds, {rel_l2 =, max_abs =} (one or both)")
+  if bounds ~= nil and (type(bounds) ~= "table" or (bounds.rel_l2 == nil and bounds.max_abs == nil)) then
+    raise("within_reference: give the bounds, {rel_l2 =, max_abs =} (one or both), or none for spk.lstm.bound's")
   end
   if type(layers) ~= "table" then
     raise(("within_reference: layers must be the stack's list of {W =, R =, B =}, got %s"):format(type(layers)))
@@ -376,8 +324,18 @@ function M.check_reference(plan_or_y, layers, x, bounds)
     what = M.describe(y)
     y = y:forward(x)
   end
-  local ok, report = spk.check_near(M.reference(layers, x), host(y), bounds)
-  return ok, ("%s against the f64 reference: %s"):format(what, report)
+  local about = ""
+  if bounds == nil then -- the bound spk bench holds the plan to (for a kernel: cuDNN standard's error on x)
+    local plan = not spk.is_tensor(plan_or_y) and plan_or_y or nil
+    local plan_math, backend = plan and field(plan, "math"), plan and field(plan, "backend")
+    if plan and backend == nil and type(field(plan, "algo")) == "string" then backend = "cudnn" end
+    local fixed = backend == "cpu" or backend == "cudnn"
+    bounds = spk.lstm.bound { backend = fixed and backend or nil, layers = not fixed and layers or nil,
+                              x = not fixed and x or nil, math = type(plan_math) == "string" and plan_math or nil }
+    about = (" (spk.lstm.bound: %s)"):format(bounds.rule)
+  end
+  local ok, report = spk.check_near(host(y), M.reference(layers, x), bounds)
+  return ok, ("%s against the f64 reference: %s%s"):format(what, report, about)
 end
 
 register("within_reference", "Expected the output within its bounds of the f64 reference",

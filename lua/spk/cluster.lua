@@ -14,7 +14,7 @@
 --                                                  -- any subset; left out: the batch's default (spk help)
 --   plan.kernel     -- the variant (every option), file, units, chunks, registers, spills, smem, defines, ...
 --   plan.schedule   -- tile_rows, tiles, clusters, max_active_clusters, waves, launches (per layer)
---   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--   plan:forward(x, {timeline = {layer =, direction =, step_range =, blocks =, warp =}}) -> y, info
 --                   -- the kernel's timeline build (docs/timeline.md): info.timeline; blocks are
 --                   -- numbered rank + cluster * tile; plan.timeline says what a recording covers
 -- The rest as every plan (lua/spk/stack.lua). Also spk.lstm.cluster_variant(kernel, batch, hidden):

@@ -1,9 +1,11 @@
 -- spk.debug: numeric debugging helpers for the REPL and for scripts.
 --
---   spk.debug.first_divergence(a, b[, {tol = 0}]) -> where, or nil
+--   spk.debug.first_divergence(a, b[, {tol = 0}]) -> where, or nil, none
 --     Finds the first place, in the order the recurrence computes it, where
 --     |a - b| > tol (or exactly one side is NaN, or the sides differ in
---     infinity). a and b are both one of:
+--     infinity). Where nothing diverges: nil and `none`, which prints as
+--     "no divergence above <tol> (max |a-b| <m>)" ({tol =, max_diff =}). a
+--     and b are both one of:
 --       * stack outputs [B, T, 2H] (forward direction in features 1..H,
 --         reverse in H+1..2H): steps are visited in processing order, step
 --         s = 1..T covering the forward direction at t = s and then the
@@ -21,8 +23,13 @@
 --     where = {layer =, direction = "forward" | "reverse", step = t (1-based
 --              time position, as in traces), order = processing step (1..T),
 --              batch =, unit = (1..H), a =, b =, diff = |a - b|,
---              state = "h" | "c" (traces only), max_diff = largest |a - b| in
---              that step}, printing as one line.
+--              state = "h" | "c" (traces only), max_diff = largest finite
+--              |a - b| in that step, nan = "a" | "b" (the side that is NaN
+--              there alone: the first NaN one side has), nans = how many
+--              elements of that step are NaN on one side only, first_nan =
+--              where a NaN on one side first appears when later than where
+--              (outputs: {layer, direction, step, order, batch, unit, side})},
+--              printing as one line.
 --   spk.debug.ulp_histogram(a, b) -> histogram
 --     Distances in ulps, counted in the less precise of the two dtypes (as
 --     spk.compare counts max_ulp), bucketed 0, 1, 2-3, 4-7, 8-15, ... plus
@@ -54,39 +61,84 @@ return function(spk)
 
   -- ------------------------------------------------------------- results
 
+  local function number(x)
+    if x ~= x then return "NaN" end
+    return ("%.9g"):format(x)
+  end
+
+  local function place(w)
+    local parts = {}
+    if w.layer then parts[#parts + 1] = ("layer %d"):format(w.layer) end
+    if w.state then
+      parts[#parts + 1] = ("%s t=%d (traced step %d)"):format(w.direction, w.step, w.order)
+      parts[#parts + 1] = w.state
+    else
+      parts[#parts + 1] = ("%s t=%d (step %d of the direction)"):format(w.direction, w.step, w.order)
+    end
+    parts[#parts + 1] = ("batch %d unit %d"):format(w.batch, w.unit)
+    return table.concat(parts, ", ")
+  end
+
   local Where = {}
   Where.__index = Where
   Where.__name = "spk.debug.divergence"
   function Where:__tostring()
-    local parts = {}
-    if self.layer then parts[#parts + 1] = ("layer %d"):format(self.layer) end
-    if self.state then
-      parts[#parts + 1] = ("%s t=%d (traced step %d)"):format(self.direction, self.step, self.order)
-      parts[#parts + 1] = self.state
-    else
-      parts[#parts + 1] = ("%s t=%d (step %d of the direction)"):format(self.direction, self.step, self.order)
+    local text = ("first divergence: %s: a=%s b=%s |a-b|=%s"):format(place(self), number(self.a), number(self.b),
+      self.nan and "NaN" or ("%.3g"):format(self.diff))
+    if self.nan then
+      text = text .. (" (%s is NaN here and %s is not: the first NaN one side has)"):format(self.nan,
+        self.nan == "a" and "b" or "a")
     end
-    parts[#parts + 1] = ("batch %d unit %d: a=%.9g b=%.9g |a-b|=%.3g (step max %.3g)"):format(self.batch,
-      self.unit, self.a, self.b, self.diff, self.max_diff)
-    return "first divergence: " .. table.concat(parts, ", ")
+    if self.nans and self.nans > 0 then
+      text = text .. (" (step max %.3g over the finite pairs; %d NaN on one side in the step)"):format(self.max_diff,
+        self.nans)
+    else
+      text = text .. (" (step max %.3g)"):format(self.max_diff)
+    end
+    if self.first_nan then
+      text = text .. ("; the first NaN on one side: %s, in %s"):format(place(self.first_nan), self.first_nan.side)
+    end
+    return text
+  end
+
+  -- What first_divergence returns beside nil: the tolerance and the largest
+  -- |a - b| (NaN on both sides, and equal infinities, counting as equal).
+  local None = {}
+  None.__index = None
+  None.__name = "spk.debug.no_divergence"
+  function None:__tostring()
+    if self.max_diff == 0 then return ("no divergence above %g (max |a-b| 0: the same values)"):format(self.tol) end
+    return ("no divergence above %g (max |a-b| %.3g)"):format(self.tol, self.max_diff)
+  end
+
+  -- The largest |a - b| of two host tensors, pairs that do not differ (NaN
+  -- and NaN, equal infinities) counting 0.
+  local function max_difference(a, b)
+    if a:numel() == 0 then return 0 end
+    local d = (a:to("f64") - b:to("f64")):abs()
+    return spk.where(d:isnan(), 0, d):max()
   end
 
   -- Scans a [B, H] host slice pair (as flat lists) for the first differing
-  -- element; returns batch, unit, a, b, diff, max_diff.
+  -- element; returns batch, unit, a, b, diff, max_diff (over the finite
+  -- pairs), the side that is NaN there alone, and the step's count of NaN on
+  -- one side.
   local function first_in_slice(sa, sb, tol)
     local da, db = flat(sa), flat(sb)
     local shape = sa:shape()
     local H = shape[#shape]
-    local hit, maxd
+    local hit, maxd, nans = nil, 0, 0
     for i = 1, #da do
       local x, y = da[i], db[i]
       local d = math.abs(x - y)
-      if d == d and (maxd == nil or d > maxd) then maxd = d end
+      if d == d and d > maxd and d ~= math.huge then maxd = d end
+      if (x ~= x) ~= (y ~= y) then nans = nans + 1 end
       if not hit and differ(x, y, tol) then hit = i end
     end
     if not hit then return nil end
     local x, y = da[hit], db[hit]
-    return (hit - 1) // H + 1, (hit - 1) % H + 1, x, y, math.abs(x - y), maxd or (0 / 0)
+    local nan = x ~= x and y == y and "a" or (y ~= y and x == x and "b") or nil
+    return (hit - 1) // H + 1, (hit - 1) % H + 1, x, y, math.abs(x - y), maxd, nan, nans
   end
 
   -- The largest |a - b| of a slice pair, NaN when any difference is NaN
@@ -105,6 +157,36 @@ return function(spk)
     return sa
   end
 
+  -- The [B, H] slices of an output [B, T, 2H] at processing step s: the
+  -- forward direction at t = s, then the reverse at t = T + 1 - s.
+  local function each_slice(T, H, fn)
+    for s = 1, T do
+      for _, dir in ipairs { "forward", "reverse" } do
+        local t = dir == "forward" and s or T + 1 - s
+        local first = dir == "forward" and 1 or H + 1
+        local found = fn(s, dir, t, first)
+        if found then return found end
+      end
+    end
+    return nil
+  end
+
+  -- Where a NaN on one side first appears in processing order, after the
+  -- divergence `w` (nil when there is no such NaN, or it is w itself).
+  local function first_nan_of(a, b, T, H, w)
+    local alone = a:isnan():ne(b:isnan())
+    if w.nan or not alone:any() then return nil end
+    return each_slice(T, H, function(s, dir, t, first)
+      local m = alone:select(2, t):narrow(2, first, H)
+      if m:any() then
+        local pos = m:contiguous():view { -1 }:argmax()
+        local batch, unit = (pos - 1) // H + 1, (pos - 1) % H + 1
+        local side = a:get(batch, t, first + unit - 1) ~= a:get(batch, t, first + unit - 1) and "a" or "b"
+        return { layer = w.layer, direction = dir, step = t, order = s, batch = batch, unit = unit, side = side }
+      end
+    end)
+  end
+
   local function output_divergence(a, b, tol, layer)
     a, b = to_host(a), to_host(b)
     local shape = check_shapes(a, b, "output")
@@ -114,22 +196,19 @@ return function(spk)
     local T, H = shape[2], shape[3] // 2
     local diff = (a:to("f64") - b:to("f64")):abs()
     if not slice_may_differ(diff, tol) then return nil end
-    for s = 1, T do
-      for _, dir in ipairs { "forward", "reverse" } do
-        local t = dir == "forward" and s or T + 1 - s
-        local first = dir == "forward" and 1 or H + 1
-        local d = diff:select(2, t):narrow(2, first, H)
-        if slice_may_differ(d, tol) then
-          local batch, unit, x, y, dd, maxd = first_in_slice(a:select(2, t):narrow(2, first, H),
-            b:select(2, t):narrow(2, first, H), tol)
-          if batch then
-            return setmetatable({ layer = layer, direction = dir, step = t, order = s, batch = batch, unit = unit,
-                                  a = x, b = y, diff = dd, max_diff = maxd }, Where)
-          end
+    local w = each_slice(T, H, function(s, dir, t, first)
+      local d = diff:select(2, t):narrow(2, first, H)
+      if slice_may_differ(d, tol) then
+        local batch, unit, x, y, dd, maxd, nan, nans = first_in_slice(a:select(2, t):narrow(2, first, H),
+          b:select(2, t):narrow(2, first, H), tol)
+        if batch then
+          return setmetatable({ layer = layer, direction = dir, step = t, order = s, batch = batch, unit = unit,
+                                a = x, b = y, diff = dd, max_diff = maxd, nan = nan, nans = nans }, Where)
         end
       end
-    end
-    return nil
+    end)
+    if w then w.first_nan = first_nan_of(a, b, T, H, w) end
+    return w
   end
 
   local function is_trace(t)
@@ -165,18 +244,24 @@ return function(spk)
         local sa, sb = xa:select(1, e), xb:select(1, e)
         local d = (sa:to("f64") - sb:to("f64")):abs()
         if slice_may_differ(d, tol) then
-          local batch, unit, x, y, dd, maxd = first_in_slice(sa, sb, tol)
+          local batch, unit, x, y, dd, maxd, nan, nans = first_in_slice(sa, sb, tol)
           if batch then
             local t = a.steps[e]
             -- a trace does not record T, so `order` is the rank among the traced steps
             return setmetatable({ layer = a.layer, direction = a.direction or "forward", step = t,
                                   order = rank, batch = batch, unit = unit, a = x, b = y, diff = dd,
-                                  max_diff = maxd, state = state, entry = e }, Where)
+                                  max_diff = maxd, nan = nan, nans = nans, state = state, entry = e }, Where)
           end
         end
       end
     end
     return nil
+  end
+
+  local function none(tol, pairs)
+    local m = 0
+    for _, p in ipairs(pairs) do m = math.max(m, max_difference(to_host(p[1]), to_host(p[2]))) end
+    return nil, setmetatable({ tol = tol, max_diff = m }, None)
   end
 
   function debug.first_divergence(a, b, opts)
@@ -186,20 +271,26 @@ return function(spk)
       error("first_divergence: tol must be a number >= 0, got " .. tostring(tol), 2)
     end
     if is_tensor(a) and is_tensor(b) then
-      return output_divergence(a, b, tol, nil)
+      local w = output_divergence(a, b, tol, nil)
+      if w then return w end
+      return none(tol, { { a, b } })
     end
     if is_trace(a) and is_trace(b) then
-      return trace_divergence(a, b, tol)
+      local w = trace_divergence(a, b, tol)
+      if w then return w end
+      return none(tol, { { a.h, b.h }, { a.c, b.c } })
     end
     if type(a) == "table" and type(b) == "table" and is_tensor(a[1]) and is_tensor(b[1]) then
       if #a ~= #b then
         error(("first_divergence: %d layer outputs against %d"):format(#a, #b), 2)
       end
+      local pairs = {}
       for k = 1, #a do
         local w = output_divergence(a[k], b[k], tol, k)
         if w then return w end
+        pairs[k] = { a[k], b[k] }
       end
-      return nil
+      return none(tol, pairs)
     end
     error("first_divergence: expects two output tensors [B, T, 2H], two lists of layer outputs or two traces "
       .. "{h =, c =, layer =, direction =, steps =}, got " .. type(a) .. " and " .. type(b), 2)
@@ -319,11 +410,13 @@ return function(spk)
   debug.ulp_distance = options.takes(3, "spk.debug.ulp_distance", debug.ulp_distance)
   local doc = require "spk.doc"
   doc(debug.first_divergence, [[
-spk.debug.first_divergence(a, b[, {tol = 0}]) -> where | nil
+spk.debug.first_divergence(a, b[, {tol = 0}]) -> where | nil, none
 The first place, in the order the recurrence computes them, where |a - b| > tol (or one side is NaN,
 or they differ in infinity). a and b are both stack outputs [B, T, 2H], or both lists of layer
 outputs (the result carries `layer`), or both h/c traces. where = {layer, direction, step (time t),
-order (processing step), batch, unit, a, b, diff, state, max_diff}, printing as one line.]])
+order (processing step), batch, unit, a, b, diff, state, max_diff, nan (the side NaN there alone),
+nans, first_nan (where a NaN on one side first appears, if later)}, printing as one line. Where
+nothing diverges: nil and none = {tol, max_diff}, printing "no divergence above tol (max |a-b| ...)".]])
   doc(debug.ulp_histogram, [[
 spk.debug.ulp_histogram(a, b) -> histogram
 Distances in ulps (in the less precise dtype, as spk.compare's max_ulp) bucketed 0, 1, 2-3, 4-7, ...

@@ -44,6 +44,26 @@ spk.version -> {version = "0.1.0", commit = "<git hash>", dirty = true | false |
 This build: spk's version, the git commit it was built from ("unknown" when built outside git), and
 whether tracked files differed from that commit at build time (nil: unknown). tostring gives
 "0.1.0 (d385bdb, clean)". Results files carry it in their provenance record (require "spk.provenance").]])
+-- The bound a stack's output is held to against the f64 reference (one rule,
+-- lua/spk/bound.lua: spk bench and the test helpers take it from there).
+spk.lstm.bound = require("spk.options").takes(1, "spk.lstm.bound", require("spk.bound").bound)
+require "spk.doc"(spk.lstm.bound, [[
+spk.lstm.bound{backend = "kernel", math = "fp32", against = {rel_l2 =, max_abs =} | layers =, x =} -> bounds
+The bound spk bench holds a row to against the f64 reference: cuDNN's FP32 algorithms rel_l2 <= 1e-4
+(TF32 1e-2), the cpu backend 1e-4, every GPU kernel (the built-in ones and one's own) 1.1x the rel_l2
+and 2x the max_abs of cuDNN standard's error on the same input in the math it is held to (3xtf32: FP32).
+against: that error (spk.compare(y_cudnn, ref)); layers and x measure it (a GPU). bounds = {rel_l2,
+max_abs} as spk.check_near and assert.within_reference take it, with .rule and .against; prints as one
+line.]])
+
+-- The interactive session's settings (its machinery is the module spk.repl).
+spk.repl = { precision = require("spk.repl").precision }
+do
+  local doc = require "spk.doc"
+  doc(spk.repl, [[
+spk.repl: the interactive session's settings. spk.repl.precision(digits) sets how many significant
+digits floats print with (0: the shortest exact form).]])
+end
 
 -- Errors about a script's arguments point at the script's line (spk.errors).
 require("spk.errors").install(spk)

@@ -13,7 +13,7 @@
 --   plan:forward(x[, {trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}}])
 --                        -- -> y[, info]: info.trace = {h, c = [#steps, B, H], layer, direction, steps},
 --                        -- through the kernel's trace build (as spk.lstm.reference's trace)
---   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--   plan:forward(x, {timeline = {layer =, direction =, step_range =, blocks =, warp =}}) -> y, info
 --                        -- the kernel's timeline build (docs/timeline.md): info.timeline; blocks
 --                        -- are numbered group + groups * tile; plan.timeline: what a recording covers
 --   plan.schedule        -- the tile schedule in use, with :launches()

@@ -36,7 +36,7 @@
 --     time along x (linear, from the data), one row per track (track 1 on top). Bars are
 --     <rect class="bar" data-track= data-category= data-from= data-to= data-...>, highlights
 --     <rect class="highlight" ...>, links <line class="link">, markers <line class="marker">.
---   plot.timeline(tl[, {steps = {first, last}, title =, width =}]) -> svg: plot.gantt of a
+--   plot.timeline(tl[, {step_range = {first, last}, title =, width =}]) -> svg: plot.gantt of a
 --     step timeline (info.timeline of a timeline forward): the blocks as tracks, every stage
 --     of the steps in the window as a bar, the critical path (spk.timeline.critical_path over
 --     the window) outlined, its jumps between blocks as links, each step's earliest start
@@ -668,22 +668,19 @@ end
 
 function M.timeline(tl, opts)
   local timeline = require "spk.timeline_analysis"
-  opts = require("spk.options").check_keys(opts, { "steps", "title", "width" }, "plot.timeline")
+  opts = require("spk.options").check_keys(opts, { "steps", "step_range", "title", "width" }, "plot.timeline")
   local rec = timeline.records(tl)
   if #rec.steps == 0 then error("plot.timeline: the timeline has no records") end
   local first, last
-  if opts.steps then
-    if type(opts.steps) ~= "table" or math.type(opts.steps[1]) ~= "integer" or math.type(opts.steps[2]) ~= "integer"
-        or opts.steps[1] > opts.steps[2] then
-      error("plot.timeline: steps must be a range {first, last}")
-    end
-    first, last = opts.steps[1], opts.steps[2]
+  local f, l = timeline.step_range(opts, "plot.timeline")
+  if f then
+    first, last = f, l
   else
     local s = rec.steps
     local from = #s > 1 and 2 or 1
     first, last = s[from], s[math.min(from + 3, #s)]
   end
-  local path = timeline.critical_path(tl, { steps = { first, last } })
+  local path = timeline.critical_path(tl, { step_range = { first, last } })
   local track_of, tracks = {}, {}
   for i, b in ipairs(rec.blocks) do
     track_of[b], tracks[i] = i, ("block %d"):format(b)

@@ -609,10 +609,10 @@ function M.timeline(tl, opts)
   local sel, clock = tl.selection or {}, tl.clock or {}
   local function span(r) return type(r) == "table" and ("%s..%s"):format(tostring(r[1]), tostring(r[2])) or "?" end
   local title = opts.title or ("step timeline: %s, layer %s %s, steps %s, blocks %s, warp %s"):format(
-    tostring(tl.kernel or "kernel"), tostring(sel.layer or "?"), tostring(sel.direction or "?"), span(sel.steps),
+    tostring(tl.kernel or "kernel"), tostring(sel.layer or "?"), tostring(sel.direction or "?"), span(sel.step_range),
     span(sel.blocks), tostring(sel.warp or "?"))
   local footer = {
-    ("critical path over steps %d..%d: %s ns, ending in block %s"):format(path.steps[1], path.steps[2],
+    ("critical path over steps %d..%d: %s ns, ending in block %s"):format(path.step_range[1], path.step_range[2],
       fmt_ns(path.total_ns), tostring(path.end_block)),
   }
   if clock.cycles_per_ns then

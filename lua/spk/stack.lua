@@ -17,7 +17,7 @@
 --   plan:time{rounds = 7, warmup = 2, x = tensor}
 --                        -- ms per forward, warm-up rounds discarded, with spk.bench's keys
 --                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}
---   plan:forward(x, {timeline = {layer =, direction =, steps =, blocks =, warp =}}) -> y, info
+--   plan:forward(x, {timeline = {layer =, direction =, step_range =, blocks =, warp =}}) -> y, info
 --                        -- the persistent and cluster plans: the kernel's timeline build records
 --                        -- the stage boundaries of the selection (docs/timeline.md), the same bits
 --                        -- in y; info.timeline as spk.timeline reads it. plan:time{timeline = ...}
@@ -187,7 +187,7 @@ return function(spk, core)
   end
   local function timeline_selection(self, t)
     local about = self.timeline
-    return analysis.selection(t, { steps = { 1, math.min(self.steps, 64) },
+    return analysis.selection(t, { step_range = { 1, math.min(self.steps, 64) },
                                    blocks = { 0, math.min(about.group, about.blocks) - 1 } })
   end
 
@@ -361,8 +361,8 @@ with fields.timeline, forward and time take a timeline.]])
 lstm stack plan: spk.lstm.stack's plan on every backend but cudnn; fields backend, variant, math, batch,
 steps, input, hidden, and kernel, schedule and timeline (what its timeline build records) on the GPU kernels.]])
   doc(Plan.forward, [[
-plan:forward(x[, {trace = {layer =, direction =, steps =}} | {timeline = {layer =, direction =, steps =,
-  blocks =, warp =}}]) -> y[, info]
+plan:forward(x[, {trace = {layer =, direction =, steps = {t, ...}}} | {timeline = {layer =, direction =,
+  step_range = {first, last}, blocks =, warp =}}]) -> y[, info]
 x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace
 (backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's. With a
 timeline (backends persistent and cluster), the kernel's timeline build stamps the stage boundaries of

@@ -9,7 +9,7 @@
 --   spk.timeline.records(tl) -> {blocks =, steps =, at = {[b] = {[s] = {t =, cycles =}}}}
 --   spk.timeline.durations(tl) -> {ns =, cycles =, names =, blocks =}
 --   spk.timeline.stats(tl[, {path = critical_path}]) -> rows {stage =, block =, n =, median_ns =, ...}
---   spk.timeline.critical_path(tl[, {steps = {first, last}}]) -> {elements =, total_ns =, by_stage =, ...}
+--   spk.timeline.critical_path(tl[, {step_range = {first, last}}]) -> {elements =, total_ns =, by_stage =, ...}
 --   spk.timeline.percentile(sorted, p) -> NumPy's default interpolation
 --   spk.timeline.decode(raw, {stages =, waits_for =, cycles_per_ns =, kernel =}) -> tl from a raw
 --     u64 buffer (what a timeline build leaves on the device, copied to the host)
@@ -37,7 +37,7 @@ return function(spk, core)
     local stamps, columns, clock = core.timeline_decode(raw, opts.stages, opts.cycles_per_ns)
     local sel = clock.selection
     local selection = { layer = sel.layer + 1, direction = sel.direction == 1 and "reverse" or "forward",
-                        steps = { sel.first_step + 1, sel.first_step + sel.steps },
+                        step_range = { sel.first_step + 1, sel.first_step + sel.steps },
                         blocks = { sel.first_block, sel.first_block + sel.blocks - 1 }, warp = sel.warp }
     return analysis.make(stamps, columns, clock, { stages = opts.stages, waits_for = opts.waits_for,
                                                    kernel = opts.kernel or "raw" }, selection)
@@ -81,7 +81,7 @@ return function(spk, core)
 
   -- What a selection leaves out: the first 64 steps, the blocks of the first cluster.
   local function selection_defaults(self)
-    return { steps = { 1, math.min(self.steps, 64) }, blocks = { 0, self.cluster - 1 } }
+    return { step_range = { 1, math.min(self.steps, 64) }, blocks = { 0, self.cluster - 1 } }
   end
 
   function Demo:forward(x, opts)
@@ -136,9 +136,9 @@ return function(spk, core)
 
   doc(timeline.selection, [[
 spk.timeline.selection(t[, defaults]) -> c_selection, given
-t = {layer = 1, direction = "forward" | "reverse", steps = {first, last} (from 1), blocks = {first,
-last} (from 0), warp = 0}, defaults = {steps =, blocks =} for the ranges left out; c_selection is the
-0-based form a binding takes, given the selection as recorded.]])
+t = {layer = 1, direction = "forward" | "reverse", step_range = {first, last} (from 1; or steps = a list of
+consecutive steps), blocks = {first, last} (from 0), warp = 0}, defaults = {step_range =, blocks =} for the
+ranges left out; c_selection is the 0-based form a binding takes, given the selection as recorded.]])
   doc(timeline.make, [[
 spk.timeline.make(stamps, columns, clock, description, selection) -> tl
 The table a timeline forward returns as info.timeline, from a decode's stamps, columns and clock,
@@ -156,10 +156,10 @@ spk.timeline.stats(tl[, {path = critical_path}]) -> rows
 p90_cycles =} for every stage, "gap" and "step"; with a path the "all" rows carry path_ns and
 path_share (that stage's share of the path).]])
   doc(timeline.critical_path, [[
-spk.timeline.critical_path(tl[, {steps = {first, last}}]) -> path
+spk.timeline.critical_path(tl[, {step_range = {first, last}}]) -> path
 The chain of stage intervals that ends the window's last step, through the waits for the other
 blocks (tl.waits_for): {elements = {{block =, step =, stage =, from =, to =, waited_for =}, ...},
-start =, finish =, total_ns =, by_stage =, steps =, end_block =}.]])
+start =, finish =, total_ns =, by_stage =, step_range =, end_block =}.]])
   doc(timeline.percentile, [[
 spk.timeline.percentile(sorted, p) -> value
 Linear interpolation between the closest ranks of a sorted list (NumPy's default); nil when empty.]])
@@ -178,7 +178,7 @@ The demo kernel's stages, in the order a step runs them, and what its wait waits
 timeline demo plan: spk.timeline.demo{...}'s plan; fields batch, steps, cluster, hidden, input,
 weights, blocks, warps, threads, tiles, tile_rows, description and core (the C demo).]])
   doc(Demo.forward, [[
-plan:forward(x[, {timeline = {layer =, direction =, steps = {first, last}, blocks = {first, last}, warp =}}])
+plan:forward(x[, {timeline = {layer =, direction =, step_range = {first, last}, blocks = {first, last}, warp =}}])
   -> y[, info]
 y f32 [batch, steps, 128] on x's side; with a timeline, the instrumented build records the selection
 (default: steps 1..64, the first cluster) and info.timeline is what it recorded, the same bits in y.]])

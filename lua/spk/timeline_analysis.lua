@@ -4,7 +4,7 @@
 -- it without the C part and specs feed it hand-made recordings:
 --
 --   local y, info = plan:forward(x, {timeline = {layer = 1, direction = "forward",
---                                                steps = {101, 164}, blocks = {0, 7}, warp = 0}})
+--                                                step_range = {101, 164}, blocks = {0, 7}, warp = 0}})
 --   local tl = info.timeline
 --   tl.stamps      host f64 tensor [records, columns]: one row per (block, step) recorded
 --   tl.columns     {{name =, unit =, about =}, ...}: block, step, then for each mark (start,
@@ -13,7 +13,7 @@
 --   tl.waits_for   {wait = "publish"}: a stage that waits for every block's end of a stage at
 --                  the previous step (the exchange of h); the critical path follows it
 --   tl.clock       {cycles_per_ns =, fitted =, quantum_ns =, residual_ns =, origin =, ...}
---   tl.selection   the selection, as given (1-based layer and steps, 0-based blocks and warp)
+--   tl.selection   the selection, as given (1-based layer and step_range, 0-based blocks and warp)
 --   tl.kernel      what recorded it ("timeline demo", "cluster", ...)
 --
 --   timeline.selection(t[, defaults]) -> the C form (0-based) of a user's selection, and
@@ -29,7 +29,14 @@
 --                                 for every stage, then "gap" and "step" (see below); with a
 --                                 path, the "all" rows also carry path_ns and path_share (of
 --                                 the path's total time, that stage's intervals on it)
---   timeline.critical_path(tl[, {steps = {first, last}}]) -> path (see below)
+--   timeline.critical_path(tl[, {step_range = {first, last}}]) -> path (see below)
+--   timeline.step_range(t, where) -> first, last: the steps an option table names (below)
+--
+-- Steps: `steps` is a list of steps everywhere in spk (traces' steps = {1, 5}
+-- are steps 1 and 5); a timeline records consecutive steps, so its options
+-- take step_range = {first, last}, or steps = a list of consecutive steps
+-- ({5, 6, 7}). A list that is not consecutive ({5, 9}: steps 5 and 9) is an
+-- error that names step_range.
 --   timeline.percentile(sorted, p) -> linear interpolation between closest ranks (NumPy's default)
 --   spk.timeline.decode and spk.timeline.demo: lua/spk/timeline.lua (they need spk's C part)
 --
@@ -50,7 +57,7 @@
 --     block b* at the previous step. Ties go to the waiting block's own chain.
 -- The intervals tile [start of the window's first step on the path, its end]:
 --   path = {elements = {{block =, step =, stage =, from =, to =, waited_for = b* | nil}, ...},
---           start =, finish =, total_ns =, by_stage = {[name] = ns}, steps = {first, last}}
+--           start =, finish =, total_ns =, by_stage = {[name] = ns}, step_range = {first, last}}
 -- Only recorded blocks are candidates for b*: record a whole cluster to see the path.
 local options = require "spk.options"
 
@@ -61,27 +68,54 @@ local function is_number(x) return type(x) == "number" and x == x end
 -- ---------------------------------------------------------------- selection
 
 -- (Errors need no level: spk.errors reports them at the caller's line.)
-local function range(value, name, base)
+local function range(value, name, base, where)
+  where = where or "timeline"
   if type(value) ~= "table" or #value ~= 2 or math.type(value[1]) ~= "integer" or math.type(value[2]) ~= "integer" then
-    error(("timeline.%s must be a range {first, last} of integers (from %d), got %s"):format(name, base,
+    error(("%s.%s must be a range {first, last} of integers (from %d), got %s"):format(where, name, base,
       type(value) == "table" and ("a table of %d entries"):format(#value) or tostring(value)))
   end
   if value[1] < base or value[2] < value[1] then
-    error(("timeline.%s = {%d, %d}: needs %d <= first <= last"):format(name, value[1], value[2], base))
+    error(("%s.%s = {%d, %d}: needs %d <= first <= last"):format(where, name, value[1], value[2], base))
   end
   return value[1], value[2]
 end
 
--- t: {layer = 1, direction = "forward" | "reverse", steps = {first, last} (from 1),
--- blocks = {first, last} (from 0), warp = 0}; defaults: {steps = {..}, blocks = {..}}.
+function M.step_range(t, where)
+  if t.step_range ~= nil and t.steps ~= nil then
+    error(("%s: give steps (a list of steps) or step_range = {first, last}, not both"):format(where))
+  end
+  if t.step_range ~= nil then return range(t.step_range, "step_range", 1, where) end
+  local s = t.steps
+  if s == nil then return nil end
+  if type(s) ~= "table" or #s == 0 then
+    error(("%s.steps must be a list of steps (or give step_range = {first, last}), got %s"):format(where,
+      type(s) == "table" and "an empty table" or tostring(s)))
+  end
+  for i = 1, #s do
+    if math.type(s[i]) ~= "integer" or s[i] ~= s[1] + i - 1 then
+      local shown = {}
+      for j = 1, math.min(#s, 6) do shown[j] = tostring(s[j]) end
+      local hint = #s == 2 and math.type(s[1]) == "integer" and math.type(s[2]) == "integer"
+        and ("; for the steps %d to %d write step_range = {%d, %d}"):format(s[1], s[2], s[1], s[2]) or ""
+      error(("%s.steps = {%s%s} is a list of steps, as in traces, and a timeline records consecutive ones%s")
+        :format(where, table.concat(shown, ", "), #s > 6 and ", ..." or "", hint))
+    end
+  end
+  if s[1] < 1 then error(("%s.steps: steps count from 1, got %d"):format(where, s[1])) end
+  return s[1], s[#s]
+end
+
+-- t: {layer = 1, direction = "forward" | "reverse", step_range = {first, last} (from 1;
+-- or steps = a list of consecutive steps), blocks = {first, last} (from 0), warp = 0};
+-- defaults: {step_range = {..}, blocks = {..}}.
 -- Returns the C selection (0-based) and the selection as recorded (defaults filled).
 function M.selection(t, defaults)
   if type(t) ~= "table" then
-    error(("timeline must be a table {layer =, direction =, steps = {first, last}, blocks = {first, last}, warp =}, "
-      .. "got %s"):format(options.type_name(t)))
+    error(("timeline must be a table {layer =, direction =, step_range = {first, last}, blocks = {first, last}, "
+      .. "warp =}, got %s"):format(options.type_name(t)))
   end
-  options.check_keys(t, { "layer", "direction", "steps", "blocks", "warp" }, "timeline")
-  defaults = options.check_keys(defaults, { "steps", "blocks" }, "timeline.selection defaults")
+  options.check_keys(t, { "layer", "direction", "steps", "step_range", "blocks", "warp" }, "timeline")
+  defaults = options.check_keys(defaults, { "step_range", "blocks" }, "timeline.selection defaults")
   local layer = t.layer == nil and 1 or t.layer
   if math.type(layer) ~= "integer" or layer < 1 then
     error(("timeline.layer must be a layer number (from 1), got %s"):format(tostring(layer)))
@@ -90,7 +124,8 @@ function M.selection(t, defaults)
   if direction ~= "forward" and direction ~= "reverse" then
     error(("timeline.direction must be \"forward\" or \"reverse\", got %s"):format(tostring(direction)))
   end
-  local s1, s2 = range(t.steps == nil and defaults.steps or t.steps, "steps", 1)
+  local s1, s2 = M.step_range(t, "timeline")
+  if s1 == nil then s1, s2 = range(defaults.step_range, "step_range", 1) end
   local b1, b2 = range(t.blocks == nil and defaults.blocks or t.blocks, "blocks", 0)
   local warp = t.warp == nil and 0 or t.warp
   if math.type(warp) ~= "integer" or warp < 0 or warp > 31 then
@@ -98,7 +133,7 @@ function M.selection(t, defaults)
   end
   local c = { layer = layer - 1, direction = direction == "reverse" and 1 or 0, first_step = s1 - 1,
               steps = s2 - s1 + 1, first_block = b1, blocks = b2 - b1 + 1, warp = warp }
-  local given = { layer = layer, direction = direction, steps = { s1, s2 }, blocks = { b1, b2 }, warp = warp }
+  local given = { layer = layer, direction = direction, step_range = { s1, s2 }, blocks = { b1, b2 }, warp = warp }
   return c, given
 end
 
@@ -277,12 +312,13 @@ local function previous_mark(r, m)
 end
 
 function M.critical_path(tl, opts)
-  opts = options.check_keys(opts, { "steps" }, "timeline.critical_path")
+  opts = options.check_keys(opts, { "steps", "step_range" }, "timeline.critical_path")
   local rec = M.records(tl)
   local waits = stage_numbers(tl)
   if #rec.steps == 0 then error("timeline: no records") end
   local first, last = rec.steps[1], rec.steps[#rec.steps]
-  if opts.steps then first, last = range(opts.steps, "steps", 1) end
+  local f, l = M.step_range(opts, "timeline.critical_path")
+  if f then first, last = f, l end
   -- the end: the latest last mark at the window's last step
   local b_end, m_end, t_end
   for _, b in ipairs(rec.blocks) do
@@ -339,7 +375,7 @@ function M.critical_path(tl, opts)
   end
   local start = n > 0 and elements[1].from or t_end
   return { elements = elements, start = start, finish = t_end, total_ns = t_end - start, by_stage = by_stage,
-           steps = { first, last }, end_block = b_end }
+           step_range = { first, last }, end_block = b_end }
 end
 
 return M

@@ -10,11 +10,16 @@
  *
  * A line is first tried as an expression ("return <line>", as lua.c 5.4
  * does), so `1 + 1` prints 2; a chunk that ends early ("<eof>") continues on
- * the next line; "?name" prints help for name. Results print through
- * spk.repl.format (lua/spk/repl.lua), separated by tabs; errors print their
- * message and the session goes on. Tab completes Lua names through
- * spk.repl.complete (file names inside a string). On a terminal the session
- * opens with a one-line banner. */
+ * the next line; "?name" prints help for name. Every chunk runs with
+ * spk.repl.env as its _ENV, and a chunk of statements ends by handing its
+ * top-level locals to spk.repl.keep_locals, so `local z = 5` on one line
+ * leaves z for the next. Results print through spk.repl.format
+ * (lua/spk/repl.lua), separated by tabs, those of a call (a line that is a
+ * statement too, such as R:set(...)) as summaries; errors print their message
+ * and the session goes on. Without a terminal the session ends with exit
+ * status 1 if any line failed. Tab completes the Lua expression before the
+ * cursor through spk.repl.complete_line, and file names inside a string as a
+ * shell does. On a terminal the session opens with a one-line banner. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -40,13 +45,20 @@
 #define PROMPT_MORE ">> "
 #define CHUNK_NAME "=stdin"
 #define REPL_FORMAT_KEY "spk.repl.format"
-#define REPL_COMPLETE_KEY "spk.repl.complete"
+#define REPL_COMPLETE_KEY "spk.repl.complete_line"
 #define REPL_HELP_KEY "spk.repl.help_topic"
+#define REPL_ENV_KEY "spk.repl.env"
+#define REPL_KEEP_KEY "spk.repl.keep_locals"
+/* Appended to a chunk of statements: hands its locals to the keeper, which
+ * the chunk gets as its first argument. On a line of its own, after any
+ * comment the chunk ends with. */
+#define KEEP_LOCALS_CALL "\n;(...)()"
 
 struct session {
     int terminal;        /* stdin is a terminal: readline and prompts */
     char history[4096];  /* history file, "" when history is not kept */
     int history_warned;  /* a history error was reported (once a session) */
+    int failed;          /* a line failed (the exit status without a terminal) */
 };
 
 /* ---- reading lines ----------------------------------------------------- */
@@ -211,14 +223,49 @@ static int is_incomplete(lua_State *L, int status)
 
 enum { INPUT_READY, INPUT_CANCELLED, INPUT_END };
 
+/* Gives the compiled chunk on top of the stack the session's _ENV. */
+static void set_session_env(lua_State *L)
+{
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_ENV_KEY) != LUA_TTABLE || !lua_setupvalue(L, -2, 1))
+        lua_pop(L, 1);
+}
+
+/* The chunk of statements `text` (compiled, on top of the stack) replaced by
+ * one that keeps its locals, when the keeper exists and the text allows a
+ * call after it (a chunk ending in `return` does not); *narg gets the
+ * keeper. */
+static void keep_locals_of(lua_State *L, const char *text, size_t len, int *narg)
+{
+    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_KEEP_KEY) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, text, len);
+    luaL_addstring(&b, KEEP_LOCALS_CALL);
+    luaL_pushresult(&b);
+    size_t with_len;
+    const char *with = lua_tolstring(L, -1, &with_len);
+    if (luaL_loadbuffer(L, with, with_len, CHUNK_NAME) != LUA_OK) {
+        lua_pop(L, 3); /* the message, the text, the keeper */
+        return;
+    }
+    lua_remove(L, -2); /* the text */
+    lua_insert(L, -2); /* the keeper above its chunk */
+    lua_remove(L, -3); /* the chunk without it */
+    *narg = 1;
+}
+
 /* Reads and compiles one chunk, leaving the function (or the syntax error
  * message) and *narg arguments on the stack with *status. Returns
  * INPUT_READY, INPUT_CANCELLED (Ctrl-C: nothing pushed) or INPUT_END (end of
  * input: nothing pushed). */
-static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
+static int read_chunk(lua_State *L, struct session *s, int *status, int *narg, int *summary)
 {
     int cancelled;
     *narg = 0;
+    *summary = 0;
     char *line = read_line(s, PROMPT, &cancelled);
     if (line == NULL)
         return cancelled ? INPUT_CANCELLED : INPUT_END;
@@ -244,6 +291,11 @@ static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
     *status = luaL_loadbuffer(L, code, strlen(code), CHUNK_NAME);
     lua_remove(L, -2);
     if (*status == LUA_OK) {
+        set_session_env(L);
+        /* a call (an expression that is a statement too): its results are summarised */
+        if (luaL_loadbuffer(L, expr, strlen(expr), CHUNK_NAME) == LUA_OK)
+            *summary = 1;
+        lua_pop(L, 1);
         remember(s, line);
         free(line);
         return INPUT_READY;
@@ -278,14 +330,24 @@ static int read_chunk(lua_State *L, struct session *s, int *status, int *narg)
         lua_remove(L, -2);
     }
     remember(s, lua_tostring(L, -2));
-    lua_remove(L, -2);
+    if (*status == LUA_OK) {
+        size_t len;
+        const char *text = lua_tolstring(L, -2, &len);
+        keep_locals_of(L, text, len, narg);
+        lua_pushvalue(L, -1 - *narg);
+        set_session_env(L);
+        lua_pop(L, 1);
+    }
+    lua_remove(L, -2 - *narg);
     return INPUT_READY;
 }
 
 /* ---- completion ---------------------------------------------------------
- * Tab asks spk.repl.complete for the Lua name before the cursor (the word
- * break characters leave "a.b:c" whole). Inside a string readline completes
- * file names instead. Matches list without their common "a.b." part. */
+ * Tab asks spk.repl.complete_line for the Lua expression before the cursor
+ * (the whole line up to it: "layers[1].W" spans word breaks), which returns
+ * what replaces readline's word. Inside a string readline completes file
+ * names instead, listed by their last part as a shell lists them; Lua
+ * matches list without their common "a.b." part. */
 
 static lua_State *completion_state = NULL;
 static char **completion_list = NULL;
@@ -300,13 +362,14 @@ static void completion_free(void)
     completion_count = completion_next = 0;
 }
 
-/* Fills completion_list from spk.repl.complete(text); errors give no matches. */
+/* Fills completion_list from spk.repl.complete_line(line before the cursor,
+ * start of the word); errors give no matches. */
 static int collect_matches(lua_State *L)
 {
-    const char *text = lua_touserdata(L, 1);
     spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_COMPLETE_KEY);
-    lua_pushstring(L, text);
-    lua_call(L, 1, 1);
+    lua_pushlstring(L, rl_line_buffer, (size_t)(rl_point > 0 ? rl_point : 0));
+    lua_pushinteger(L, (lua_Integer)lua_tointeger(L, 1));
+    lua_call(L, 2, 1);
     if (lua_type(L, -1) != LUA_TTABLE)
         return 0;
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
@@ -324,14 +387,17 @@ static int collect_matches(lua_State *L)
     return 0;
 }
 
+static int completion_start = 0;
+
 static char *next_match(const char *text, int state)
 {
+    (void)text;
     if (state == 0) {
         completion_free();
         lua_State *L = completion_state;
         int top = lua_gettop(L);
         lua_pushcfunction(L, collect_matches);
-        lua_pushlightuserdata(L, (void *)text);
+        lua_pushinteger(L, completion_start);
         lua_pcall(L, 1, 0, 0); /* an error leaves the matches found so far */
         lua_settop(L, top);
     }
@@ -343,16 +409,28 @@ static char *next_match(const char *text, int state)
 
 static char **complete_lua(const char *text, int start, int end)
 {
-    (void)start;
     (void)end;
     if (rl_completion_quote_character != 0)
         return NULL; /* inside a string: readline's file names */
     rl_attempted_completion_over = 1;
     rl_completion_append_character = '\0';
+    completion_start = start;
     return rl_completion_matches(text, next_match);
 }
 
-/* Lists matches without the part before their last '.' or ':'. */
+/* What a list of matches shows of one: a Lua name the part after its last
+ * '.' or ':'; a file name all of it, which readline's list cuts to the last
+ * part and marks when a folder, as a shell lists them. malloc'd. */
+static char *shown_part(const char *match)
+{
+    if (rl_filename_completion_desired)
+        return strdup(match);
+    const char *cut = strrchr(match, '.'), *colon = strrchr(match, ':');
+    if (colon && (!cut || colon > cut))
+        cut = colon;
+    return strdup(cut ? cut + 1 : match);
+}
+
 static void display_matches(char **matches, int count, int longest)
 {
     (void)longest;
@@ -362,16 +440,15 @@ static void display_matches(char **matches, int count, int longest)
     int width = 0;
     shown[0] = matches[0];
     for (int i = 1; i <= count; i++) {
-        const char *cut = strrchr(matches[i], '.'), *colon = strrchr(matches[i], ':');
-        if (colon && (!cut || colon > cut))
-            cut = colon;
-        shown[i] = (char *)(cut ? cut + 1 : matches[i]);
-        int len = (int)strlen(shown[i]);
+        shown[i] = shown_part(matches[i]);
+        int len = shown[i] ? (int)strlen(shown[i]) : 0;
         if (len > width)
             width = len;
     }
     rl_display_match_list(shown, count, width);
     rl_forced_update_display();
+    for (int i = 1; i <= count; i++)
+        free(shown[i]);
     free(shown);
 }
 
@@ -387,28 +464,33 @@ static void setup_completion(lua_State *L)
 
 /* ---- showing results --------------------------------------------------- */
 
-/* Renders the value at idx with spk.repl.format when available. */
-static const char *format_value(lua_State *L, int idx)
+/* Renders the value at idx with spk.repl.format when available (as a
+ * summary for the results of a call). */
+static const char *format_value(lua_State *L, int idx, int summary)
 {
     idx = lua_absindex(L, idx);
     spk_lua_rawfield(L, LUA_REGISTRYINDEX, REPL_FORMAT_KEY);
     if (lua_isfunction(L, -1)) {
         lua_pushvalue(L, idx);
-        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+        if (summary)
+            lua_pushliteral(L, "summary");
+        else
+            lua_pushnil(L);
+        if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
             return lua_tostring(L, -1);
     }
     lua_pop(L, 1);
     return luaL_tolstring(L, idx, NULL); /* metamethods wanted: a result prints as print() shows it */
 }
 
-static void print_results(lua_State *L, int base)
+static void print_results(lua_State *L, int base, int summary)
 {
     int n = lua_gettop(L) - base;
     if (n <= 0)
         return;
     luaL_checkstack(L, 8, "too many results to print");
     for (int i = 1; i <= n; i++) {
-        const char *text = format_value(L, base + i);
+        const char *text = format_value(L, base + i, summary);
         fputs(text, stdout);
         fputc(i < n ? '\t' : '\n', stdout);
         lua_pop(L, 1);
@@ -436,7 +518,8 @@ static int load_helpers(lua_State *L)
     lua_pushstring(L, "spk.repl");
     lua_call(L, 1, 1);
     static const char *const helpers[][2] = {
-        {"format", REPL_FORMAT_KEY}, {"complete", REPL_COMPLETE_KEY}, {"help_topic", REPL_HELP_KEY}};
+        {"format", REPL_FORMAT_KEY}, {"complete_line", REPL_COMPLETE_KEY}, {"help_topic", REPL_HELP_KEY},
+        {"env", REPL_ENV_KEY}, {"keep_locals", REPL_KEEP_KEY}};
     for (size_t i = 0; i < sizeof helpers / sizeof *helpers; i++) {
         spk_lua_rawfield(L, -1, helpers[i][0]);
         lua_setfield(L, LUA_REGISTRYINDEX, helpers[i][1]);
@@ -471,21 +554,24 @@ int spk_repl(lua_State *L)
 
     for (;;) {
         lua_settop(L, 0);
-        int status = LUA_OK, narg = 0;
-        int input = read_chunk(L, &s, &status, &narg);
+        int status = LUA_OK, narg = 0, summary = 0;
+        int input = read_chunk(L, &s, &status, &narg, &summary);
         if (input == INPUT_END)
             break;
         if (input == INPUT_CANCELLED)
             continue;
         if (status == LUA_OK)
             status = spk_cli_docall(L, narg, LUA_MULTRET, 0);
-        if (status == LUA_OK)
-            print_results(L, 0);
-        else
+        if (status == LUA_OK) {
+            print_results(L, 0, summary);
+        } else {
+            s.failed = 1;
             spk_cli_report(L, status);
+        }
     }
     lua_settop(L, 0); /* readline has ended the line at Ctrl-D */
     fflush(stdout);
     close_history(&s);
-    return SPK_EXIT_OK;
+    /* piped input is a script: a line that failed fails it */
+    return s.failed && !s.terminal ? SPK_EXIT_ERROR : SPK_EXIT_OK;
 }

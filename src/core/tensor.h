@@ -142,6 +142,14 @@ int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value);
  *     f64 (so i32 / i32 is f64; x / 0 is ±Inf or NaN, never an error).
  *   eq, ne, lt, le, gt, ge: compared in the promoted dtype (NaN is unequal to
  *     everything); the result is i32 holding 1 or 0 (spk has no bool dtype).
+ *   pow: the promoted dtype, as NumPy's `**`: floats by pow (powf for f32);
+ *     integers by repeated squaring, wrapping, with x^0 = 1, and a negative
+ *     integer exponent is an error (NumPy: "Integers to negative integer
+ *     powers are not allowed").
+ *   mod: the promoted dtype, as NumPy's `%` (np.remainder) and Lua's: the
+ *     result takes the divisor's sign (floored division); x % 0 is NaN for
+ *     floats and 0 for integers, as NumPy gives them. A zero result of a
+ *     float mod has the divisor's sign.
  * Shapes broadcast as in NumPy: aligned from the last dim, each pair of sizes
  * equal or one of them 1 (which repeats).
  *
@@ -157,8 +165,10 @@ int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value);
  *     value (u64 > -1 is 1 everywhere; i32 == 2^40 is 0), as in NumPy 2. */
 typedef enum {
     SPK_OP_ADD, SPK_OP_SUB, SPK_OP_MUL, SPK_OP_DIV,
-    SPK_OP_EQ, SPK_OP_NE, SPK_OP_LT, SPK_OP_LE, SPK_OP_GT, SPK_OP_GE
+    SPK_OP_EQ, SPK_OP_NE, SPK_OP_LT, SPK_OP_LE, SPK_OP_GT, SPK_OP_GE,
+    SPK_OP_POW, SPK_OP_MOD
 } spk_binop;
+#define SPK_OP_LAST SPK_OP_MOD
 
 const char *spk_binop_name(spk_binop op); /* "add", ..., "ge" */
 spk_dtype spk_dtype_promote(spk_dtype a, spk_dtype b);
@@ -199,20 +209,25 @@ int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src);
  *     mean, norm    f32  f64  f64  f64
  *     min, max      f32  f64  i32  u64
  *     argmin/argmax i32  i32  i32  i32   (0-based here; NumPy gives int64)
+ *     any, all      i32  i32  i32  i32   (1 or 0; NumPy gives bool)
  *
  * Float sums accumulate in f64 and are rounded once to the result dtype;
  * integer sums are exact (u64 wraps modulo 2^64). min and max propagate NaN,
  * and argmin/argmax give the first NaN's position, as NumPy does; ties give
  * the first position. A mean over an empty dim is NaN; min, max, argmin and
- * argmax over an empty dim, or a norm with p = ±Inf, are errors.
+ * argmax over an empty dim, or a norm with p = ±Inf, are errors. any is
+ * whether an element is non-zero (NaN is), all whether every one is; over
+ * nothing, any is 0 and all is 1.
  *
  * norm(p): p = 2 (sqrt of the sum of squares), 1 (sum of |x|), any other
  * finite p > 0 ((sum |x|^p)^(1/p)), 0 (the count of non-zero elements),
  * +Inf (max |x|) and -Inf (min |x|), as NumPy's vector norms; negative
  * finite p and NaN are refused. */
 typedef enum {
-    SPK_RED_SUM, SPK_RED_MEAN, SPK_RED_MIN, SPK_RED_MAX, SPK_RED_NORM, SPK_RED_ARGMIN, SPK_RED_ARGMAX
+    SPK_RED_SUM, SPK_RED_MEAN, SPK_RED_MIN, SPK_RED_MAX, SPK_RED_NORM, SPK_RED_ARGMIN, SPK_RED_ARGMAX,
+    SPK_RED_ANY, SPK_RED_ALL
 } spk_reduction;
+#define SPK_RED_LAST SPK_RED_ALL
 
 #define SPK_ALL_DIMS (-1)
 
@@ -240,7 +255,73 @@ int spk_tensor_max(const spk_tensor *t, double *out);
 int spk_tensor_norm(const spk_tensor *t, double *out); /* L2 */
 
 /* Readable text: header "tensor(f32, [2, 3])" and values, summarised with "..."
- * past `edge` items per dim when numel > threshold. Returns a malloc'd string. */
+ * past `edge` items per dim when numel > threshold. Returns a malloc'd string.
+ * Floats print in the shortest form that reads back as the same value of
+ * their dtype (1 and 1 + 1e-12 in f64 differ in print as in value). */
 char *spk_tensor_format(const spk_tensor *t, int64_t threshold, int edge);
+/* As spk_tensor_format with floats to `digits` significant digits (1..17);
+ * 0 is the shortest exact form above. */
+char *spk_tensor_format_digits(const spk_tensor *t, int64_t threshold, int edge, int digits);
+/* One float as spk_tensor_format_digits prints it ("nan", "inf", "-inf" for
+ * the special values) into buf; returns buf. */
+char *spk_format_float(double v, spk_dtype dtype, int digits, char *buf, size_t size);
+
+/* ---- NumPy's other everyday functions (tensor_view.c, tensor_math.c,
+ * tensor_reduce.c). NumPy's names and meanings, 0-based dims here. ------ */
+
+/* Views. squeeze: without dim (SPK_ALL_DIMS) every size-1 dim goes; with
+ * one, that dim must have size 1 (as NumPy; a dim of another size is an
+ * error). unsqueeze: a size-1 dim inserted at position dim (0 .. ndim).
+ * permute: dims[k] is the input dim that becomes dim k (a permutation of
+ * 0 .. ndim-1), as NumPy's transpose(axes). */
+spk_tensor *spk_tensor_squeeze(const spk_tensor *t, int dim);
+spk_tensor *spk_tensor_unsqueeze(const spk_tensor *t, int dim);
+spk_tensor *spk_tensor_permute(const spk_tensor *t, const int *dims);
+
+/* num values from start to stop, both included, evenly spaced: start + i *
+ * step with step = (stop - start) / (num - 1) computed in f64 and the last
+ * value exactly stop, as NumPy's linspace (endpoint=True); float dtypes. */
+spk_tensor *spk_tensor_linspace(spk_dtype dtype, double start, double stop, int64_t num);
+/* n x m with ones on the main diagonal, zeros elsewhere. */
+spk_tensor *spk_tensor_eye(spk_dtype dtype, int64_t n, int64_t m);
+
+/* cat: the tensors joined along an existing dim (every other size equal);
+ * stack: along a new dim at position dim (every shape equal). The result's
+ * dtype is the promotion of all (equal dtypes stay, else f64). */
+spk_tensor *spk_tensor_cat(int count, const spk_tensor *const *tensors, int dim);
+spk_tensor *spk_tensor_stack(int count, const spk_tensor *const *tensors, int dim);
+
+/* Elementwise functions of one tensor. exp, log and sqrt: f32 stays f32
+ * (expf, logf, sqrtf), everything else gives f64, as NumPy's ufuncs; log of
+ * a negative number and sqrt of one are NaN, log(0) is -Inf. isnan and
+ * isfinite: i32 1 or 0 (integers are never NaN and always finite). */
+typedef enum { SPK_FN_EXP, SPK_FN_LOG, SPK_FN_SQRT, SPK_FN_ISNAN, SPK_FN_ISFINITE } spk_unary;
+#define SPK_FN_LAST SPK_FN_ISFINITE
+const char *spk_unary_name(spk_unary f); /* "exp", ..., "isfinite" */
+spk_tensor *spk_tensor_unary(spk_unary f, const spk_tensor *a);
+
+/* A tensor or a number where either may stand (tensor NULL: the number). */
+typedef struct spk_operand {
+    const spk_tensor *tensor;
+    spk_scalar scalar;
+} spk_operand;
+
+/* where(cond, a, b): a where cond is non-zero, else b, the three broadcast
+ * together. The dtype: a and b promoted (a number beside a tensor as in
+ * arithmetic; two numbers: i32 for two integers that fit it, else f64). */
+spk_tensor *spk_tensor_where(const spk_tensor *cond, spk_operand a, spk_operand b);
+
+/* The matrix product, as NumPy's matmul: 2-d @ 2-d; a 1-d operand is a row
+ * (first) or a column (second) vector and that dim leaves the result; more
+ * dims are batches, broadcast. The dtype is the promotion of both (i32 @ i32
+ * is i32, wrapping); float products accumulate in f64 and are rounded once,
+ * integer ones wrap as their dtype's arithmetic. */
+spk_tensor *spk_tensor_matmul(const spk_tensor *a, const spk_tensor *b);
+
+/* A reduction over several dims at once (0-based, distinct; ndims 0 is
+ * every dim), keepdim keeping each with size 1. Every reduction but argmin
+ * and argmax (one dim only, as NumPy); values as spk_tensor_reduce. */
+spk_tensor *spk_tensor_reduce_dims(const spk_tensor *t, spk_reduction r, int ndims, const int *dims, bool keepdim,
+                                   double p);
 
 #endif

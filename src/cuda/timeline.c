@@ -57,7 +57,7 @@ static int check_bounds(const spk_timeline_selection *sel)
     if (sel->layer < 0)
         return spk_fail("timeline.layer must be a layer number (from 1), got %d", sel->layer + 1);
     if (sel->first_step < 0 || sel->steps < 1 || sel->steps > SPK_TIMELINE_MAX_STEPS)
-        return spk_fail("timeline.steps must be a range {first, last} of 1 to %d steps from step 1, got %d steps "
+        return spk_fail("timeline.step_range must be a range {first, last} of 1 to %d steps from step 1, got %d steps "
                         "from step %d", SPK_TIMELINE_MAX_STEPS, sel->steps, sel->first_step + 1);
     if (sel->first_block < 0 || sel->blocks < 1 || sel->blocks > SPK_TIMELINE_MAX_BLOCKS)
         return spk_fail("timeline.blocks must be a range {first, last} of 1 to %d blocks from block 0, got %d blocks "
@@ -76,7 +76,7 @@ int spk_timeline_selection_check(const spk_timeline_selection *sel, int64_t laye
         return spk_fail("timeline.layer: layer %d is past the last layer, %lld", sel->layer + 1, (long long)layers);
     int64_t last_step = (int64_t)sel->first_step + sel->steps;
     if (last_step > steps)
-        return spk_fail("timeline.steps: step %lld is past the last step, %lld", (long long)last_step,
+        return spk_fail("timeline.step_range: step %lld is past the last step, %lld", (long long)last_step,
                         (long long)steps);
     int64_t last_block = (int64_t)sel->first_block + sel->blocks - 1;
     if (last_block >= blocks)

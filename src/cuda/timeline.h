@@ -63,7 +63,7 @@ int spk_timeline_stages_check(const spk_timeline_stages *stages);
 /* Checks a selection against a kernel: `layers` layers, `steps` steps a
  * direction, `blocks` blocks a direction, `warps` warps a block. Messages
  * count layers and steps from 1, blocks and warps from 0, as the Lua side
- * does ("timeline.steps: step 600 is past the last step, 589"). */
+ * does ("timeline.step_range: step 600 is past the last step, 589"). */
 int spk_timeline_selection_check(const spk_timeline_selection *sel, int64_t layers, int64_t steps, int64_t blocks,
                                  int warps);
 /* 64-bit words of the buffer for a selection and a stage count (the header included). */

@@ -1,6 +1,7 @@
-/* Lua bindings of the comparison metrics: spk.compare(a, b) -> a table of
- * metrics that prints readably, spk.allclose(a, b, {rtol, atol}) -> boolean.
- * b is the truth (relative errors are taken against it). */
+/* Lua bindings of the comparison metrics: spk.compare(actual, expected) -> a
+ * table of metrics that prints readably, spk.allclose(actual, expected,
+ * {rtol, atol}) -> boolean. The second is the truth (relative errors are
+ * taken against it), as in every comparison of spk. */
 #include <math.h>
 #include <stdio.h>
 
@@ -117,13 +118,15 @@ static int module_allclose(lua_State *L)
 
 static const spk_lua_reg module_functions[] = {
     {"compare", module_compare,
-     "spk.compare(a, b) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst, nan_mismatch,\n"
-     "                      inf_mismatch, count}\n"
-     "Metrics of a against the truth b (same shape, host): rel_l2 = ||a - b|| / ||b||, max_ulp in the less\n"
-     "precise dtype, worst = the 1-based index of the largest |a - b|. Prints as one line."},
+     "spk.compare(actual, expected) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst,\n"
+     "                                  nan_mismatch, inf_mismatch, count}\n"
+     "Metrics of actual against the truth expected (same shape, host; actual first, as in every comparison\n"
+     "of spk): rel_l2 = ||actual - expected|| / ||expected||, max_ulp in the less precise dtype, worst = the\n"
+     "1-based index of the largest difference, a_worst and b_worst the two values there. Prints as one line."},
     {"allclose", module_allclose,
-     "spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
-     "Whether |a - b| <= atol + rtol * |b| everywhere (NaN matches NaN), as NumPy's allclose."},
+     "spk.allclose(actual, expected[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
+     "Whether |actual - expected| <= atol + rtol * |expected| everywhere (NaN matches NaN), as NumPy's\n"
+     "allclose(a, b)."},
     {NULL, NULL, NULL},
 };
 

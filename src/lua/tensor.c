@@ -236,6 +236,12 @@ static bool opt_keepdim(lua_State *L, int arg)
     return lua_toboolean(L, arg);
 }
 
+/* The checks above, for the area's other binding files (tensor_area.h). */
+int spk_lua_checkdim(lua_State *L, int arg, const spk_tensor *t) { return check_dim(L, arg, t); }
+int spk_lua_optreducedim(lua_State *L, int arg, const spk_tensor *t) { return opt_reduce_dim(L, arg, t); }
+bool spk_lua_optkeepdim(lua_State *L, int arg) { return opt_keepdim(L, arg); }
+spk_scalar spk_lua_toscalar(lua_State *L, int idx) { return to_scalar(L, idx); }
+
 /* A 1-based index into dim `dim`; returns it 0-based. */
 static int64_t check_index(lua_State *L, int arg, const spk_tensor *t, int dim, const char *what)
 {
@@ -334,7 +340,7 @@ static int tensor_tostring(lua_State *L)
                         spk_shape_string(t, shape, sizeof shape), t->storage->device);
         return 1;
     }
-    char *text = spk_tensor_format(t, FORMAT_THRESHOLD, FORMAT_EDGE);
+    char *text = spk_tensor_format_digits(t, FORMAT_THRESHOLD, FORMAT_EDGE, spk_lua_print_digits(L));
     if (!text)
         return spk_lua_fail(L);
     lua_pushstring(L, text);
@@ -485,8 +491,8 @@ static int unsupported(lua_State *L, const char *symbol, const char *instead)
 }
 
 static int tensor_idiv_mm(lua_State *L) { return unsupported(L, "//", " (divide with / and convert with to())"); }
-static int tensor_mod_mm(lua_State *L) { return unsupported(L, "%", ""); }
-static int tensor_pow_mm(lua_State *L) { return unsupported(L, "^", " (multiply: x * x)"); }
+static int tensor_mod_mm(lua_State *L) { return arith(L, SPK_OP_MOD, "%"); }
+static int tensor_pow_mm(lua_State *L) { return arith(L, SPK_OP_POW, "^"); }
 static int tensor_concat_mm(lua_State *L) { return unsupported(L, "..", " (tostring(x) gives the text)"); }
 static int tensor_bitwise_mm(lua_State *L) { return unsupported(L, "&, |, ~, << or >>", ""); }
 static int tensor_lt_mm(lua_State *L)
@@ -815,6 +821,7 @@ static int tensor_lt(lua_State *L) { return method_binary(L, SPK_OP_LT); }
 static int tensor_le(lua_State *L) { return method_binary(L, SPK_OP_LE); }
 static int tensor_gt(lua_State *L) { return method_binary(L, SPK_OP_GT); }
 static int tensor_ge(lua_State *L) { return method_binary(L, SPK_OP_GE); }
+int spk_lua_method_binary(lua_State *L, spk_binop op) { return method_binary(L, op); }
 
 /* scale(s): self * s for a number s (as x * s). */
 static int tensor_scale(lua_State *L)
@@ -853,6 +860,8 @@ static spk_tensor *one_based(spk_tensor *positions)
 static int reduce(lua_State *L, spk_reduction r, double p, int arg)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
+    if (lua_type(L, arg) == LUA_TTABLE)
+        return spk_lua_reduce_dims(L, r, p, arg);
     int dim = opt_reduce_dim(L, arg, t);
     bool keepdim = opt_keepdim(L, arg + 1);
     if (dim == SPK_ALL_DIMS && !keepdim) {
@@ -1169,7 +1178,7 @@ static const spk_lua_checked_reg tensor_methods[] = {
      "t:abs() -> tensor\nElementwise absolute value.",
      ""},
     {"sum", tensor_sum,
-     "t:sum([dim[, keepdim]]) -> number | tensor\nThe sum of every element, or over dimension dim (1-based, negative from the end) as a tensor,\nthat dimension kept with size 1 when keepdim (i32 sums are f64).",
+     "t:sum([dim[, keepdim]]) -> number | tensor\nThe sum of every element, or over dimension dim (1-based, negative from the end) as a tensor,\nthat dimension kept with size 1 when keepdim (i32 sums are f64). dim may be a list of dims ({1, 3}),\nas may every reduction's but argmin's and argmax's.",
      "dim, keepdim"},
     {"mean", tensor_mean,
      "t:mean([dim[, keepdim]]) -> number | tensor\nThe mean of every element, or over dimension dim, as sum.",
@@ -1223,7 +1232,8 @@ static const luaL_Reg tensor_metamethods[] = {
 static const spk_lua_checked_reg module_functions[] = {
     {"tensor", module_tensor,
      "spk.tensor(nested_table[, dtype = \"f32\"]) -> tensor\n"
-     "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor.",
+     "A host tensor from nested lists ({{1, 2}, {3, 4}} is [2, 2]); a number gives a 0-d tensor. f32 unless\n"
+     "dtype says otherwise, integers included (NumPy would give int64 or float64; spk computes in f32).",
      "values, dtype"},
     {"zeros", module_zeros,
      "spk.zeros(shape[, dtype = \"f32\"]) -> tensor\nA host tensor of zeros; shape is {2, 3} or 2, 3.",
@@ -1236,7 +1246,8 @@ static const spk_lua_checked_reg module_functions[] = {
      "shape..., value, dtype"},
     {"arange", module_arange,
      "spk.arange([start = 0, ]stop[, step = 1][, dtype = \"f32\"]) -> tensor\n"
-     "The 1-d tensor start, start + step, ... up to but not including stop, as NumPy's arange.",
+     "The 1-d tensor start, start + step, ... up to but not including stop, as NumPy's arange; f32 unless\n"
+     "dtype says otherwise (NumPy would give int64 for integers; spk computes in f32).",
      "start, stop, step, dtype"},
     {"is_tensor", module_is_tensor,
      "spk.is_tensor(value) -> boolean\nWhether value is a tensor (open or closed).",
@@ -1291,4 +1302,5 @@ void spk_open_tensor(lua_State *L, int module)
     spk_open_random(L, module);
     spk_open_files(L, module);
     spk_open_compare(L, module);
+    spk_open_tensor_math(L, module);
 }

@@ -87,7 +87,7 @@ TEST(selections_are_checked_against_the_kernel)
     sel.direction = 1;
     sel.steps = 0;
     CHECK(spk_timeline_selection_check(&sel, 4, 589, 8, 4) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "timeline.steps");
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.step_range");
     sel.steps = 1;
     CHECK(spk_timeline_selection_check(&sel, 4, 589, 8, 4) == 0);
     /* the buffer's size */
@@ -798,7 +798,7 @@ TEST(plans_check_a_selection_against_their_launch)
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.warp: warp 4 is past the last warp of a block, 3");
     sel.warp = 0, sel.first_step = 526;
     CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "timeline.steps: step 590 is past the last step, 589");
+    CHECK_STR_CONTAINS(spk_last_error(), "timeline.step_range: step 590 is past the last step, 589");
     sel.first_step = 0, sel.layer = 4;
     CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.layer: layer 5 is past the last layer, 4");

@@ -60,10 +60,10 @@ describe("assert.tensor_near", function()
   it("fails with spk.check_near's report as its message", function()
     local truth = spk.tensor({ 1, 2, 3 }, "f64")
     local result = spk.tensor { 1, 2.5, 3 }
-    local ok, check = spk.check_near(truth, result, { rel_l2 = 1e-3 })
+    local ok, check = spk.check_near(result, truth, { rel_l2 = 1e-3 })
     assert.is_false(ok)
     assert.are.equal("Expected tensors to be near:\n" .. check,
-      failure_of(assert.tensor_near, truth, result, { rel_l2 = 1e-3 }))
+      failure_of(assert.tensor_near, result, truth, { rel_l2 = 1e-3 }))
     local _, near = spk.check_near(truth, truth, { rel_l2 = 1e-3 })
     assert.are.equal("Expected tensors not to be near:\n" .. near,
       failure_of(assert.is_not.tensor_near, truth, truth, { rel_l2 = 1e-3 }))
@@ -128,7 +128,7 @@ describe("assert.bits_equal", function()
       failure_of(assert.bits_equal, a, a:contiguous():view { 24 }))
     assert.matches("differ in shape or dtype: %[2, 3, 4%] f32 and %[2, 3, 4%] f64",
       failure_of(assert.bits_equal, a, a:to("f64")))
-    assert.matches("expected two tensors, got userdata and nil", failure_of(assert.bits_equal, a, nil))
+    assert.matches("expected two tensors, got tensor and nil", failure_of(assert.bits_equal, a, nil))
   end)
 
   it("shows f64 bits in 16 hex digits", function()
@@ -174,7 +174,7 @@ describe("assert.within_reference", function()
     broken[2].R:set(1, 5, 3, broken[2].R:get(1, 5, 3) + 0.5)
     local plan = cpu_plan(broken)
     local y = plan:forward(x)
-    local _, check = spk.check_near(spk.lstm.reference(layers, x, { precision = "f64" }), y, { rel_l2 = 1e-5 })
+    local _, check = spk.check_near(y, spk.lstm.reference(layers, x, { precision = "f64" }), { rel_l2 = 1e-5 })
     assert.are.equal("Expected the output within its bounds of the f64 reference:\n"
       .. "cpu f32 reference against the f64 reference: " .. check,
       failure_of(assert.within_reference, plan, layers, x, { rel_l2 = 1e-5 }))
@@ -197,9 +197,18 @@ describe("assert.within_reference", function()
     assert.are.equal(1, calls)
   end)
 
-  it("refuses missing bounds or inputs at the spec's line", function()
+  it("takes spk.lstm.bound's bound when given none, and refuses empty bounds or missing inputs at the spec's line",
+    function()
+    assert.within_reference(cpu_plan(), layers, x) -- the cpu backend's: rel_l2 <= 1e-4
+    local broken = spk.lstm.random { layers = 2, input = 6, hidden = 8, seed = 3 }
+    broken[1].R:set(1, 2, 3, broken[1].R:get(1, 2, 3) + 1)
+    assert.matches("bound 0.0001.*spk.lstm.bound: the f32 C reference",
+      failure_of(assert.within_reference, cpu_plan(broken), layers, x))
+    if not spk.cuda.available() then -- a bare output's bound is a kernel's: cuDNN standard's error, measured
+      assert.matches("needs a GPU", failure_of(assert.within_reference, cpu_plan():forward(x), layers, x))
+    end
     assert.matches("busted_spec%.lua:%d+: within_reference: give the bounds",
-      failure_of(assert.within_reference, cpu_plan(), layers, x))
+      failure_of(assert.within_reference, cpu_plan(), layers, x, {}))
     assert.matches("within_reference: x must be the input tensor, got nil",
       failure_of(assert.within_reference, cpu_plan(), layers, nil, { rel_l2 = 1 }))
     assert.matches("expected a plan %(with :forward%) or an output tensor, got string",

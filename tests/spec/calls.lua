@@ -75,7 +75,7 @@ function M.maker(spk)
     return { stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } },
              columns = { "block", "step", "start", "a", "b", "start_cycles", "a_cycles", "b_cycles" },
              stages = { "a", "b" }, waits_for = { a = "b" }, kernel = "recipe",
-             selection = { layer = 1, direction = "forward", steps = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
+             selection = { layer = 1, direction = "forward", step_range = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
   end
   -- the timeline demo's plan (a GPU of compute capability 9.0) and its input
   function m.demo() return m.keep(spk.timeline.demo { batch = 1, steps = 2, cluster = 2 }) end
@@ -116,6 +116,22 @@ M.recipes = {
   ["spk.generator"] = { area = "tensor", n = 1, args = function() return 1 end },
   ["spk.seed"] = { area = "tensor", n = 1, args = function() return 0 end },
   ["spk.initial_seed"] = { area = "tensor", n = 0, args = function() end },
+  ["spk.empty"] = { area = "tensor", n = 2, args = function() return { 2, 3 }, "f64" end },
+  ["spk.linspace"] = { area = "tensor", n = 4, args = function() return 0, 1, 5, "f64" end },
+  ["spk.eye"] = { area = "tensor", n = 3, args = function() return 2, 3, "i32" end },
+  ["spk.cat"] = { area = "tensor", n = 2, args = function(m) return { m.t23(), m.t23() }, 2 end },
+  ["spk.stack"] = { area = "tensor", n = 2, args = function(m) return { m.t23(), m.t23() }, 1 end },
+  ["spk.where"] = { area = "tensor", n = 3, args = function(m) return m.t23(), m.t23(), 0 end },
+  ["spk.matmul"] = { area = "tensor", n = 2, args = function(m) return m.t23(), m.t23():transpose() end },
+  ["spk.exp"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.log"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.sqrt"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.abs"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.isnan"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.isfinite"] = { area = "tensor", n = 1, args = function(m) return m.t23() end },
+  ["spk.print_options"] = { area = "tensor", n = 1, opts = 1, args = function() return { digits = 0 } end },
+  ["spk.format_float"] = { area = "tensor", n = 3, args = function() return 0.1, "f32", 0 end },
+  ["spk.repl.precision"] = { n = 1, args = function() return 0 end },
   -- files, comparison, clock
   ["spk.load"] = { n = 1, args = function() return "t.npy" end },
   ["spk.save"] = { n = 2, args = function(m) return "s.npy", m.t23() end },
@@ -124,6 +140,7 @@ M.recipes = {
   ["spk.compare"] = { n = 2, args = function(m) return m.t23(), m.t23() end },
   ["spk.allclose"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rtol = 1e-5, atol = 1e-8 } end },
   ["spk.check_near"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rel_l2 = 1e-3 } end },
+  ["spk.bits_equal"] = { area = "tensor", n = 3, args = function(m) return m.t23(), m.t23(), "what" end },
   ["spk.clock_ms"] = { n = 0, args = function() end },
   ["spk.bench"] = { n = 2, opts = 2, gpu = true, args = function() return function() end, { rounds = 1, warmup = 0 } end },
   -- cuBLAS
@@ -182,6 +199,8 @@ M.recipes = {
   ["spk.lstm.validate"] = { n = 1, args = function(m) return m.layers() end },
   ["spk.lstm.load"] = { n = 1, args = function() return "w" end },
   ["spk.lstm.save"] = { n = 3, opts = 3, args = function(m) return "w2", m.layers(), { format = "npy" } end },
+  ["spk.lstm.bound"] = { n = 1, opts = 1, args = function() return { backend = "kernel", math = "fp32",
+                                                                      against = { rel_l2 = 2e-7, max_abs = 5e-8 } } end },
   ["spk.lstm.random"] = { n = 1, opts = 1, args = function() return { layers = 1, input = 3, hidden = 2, seed = 1 } end },
   ["spk.lstm.pack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
   ["spk.lstm.unpack_directions"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].W, { from = "iofc", to = "ifco" } end },
@@ -290,7 +309,7 @@ M.recipes = {
   ["spk.cudnn.version"] = { n = 0, args = function() end },
   -- step timelines
   ["spk.timeline.selection"] = { n = 2, opts = 1, args = function()
-    return { layer = 1, direction = "reverse", steps = { 1, 2 }, warp = 0 }, { steps = { 1, 4 }, blocks = { 0, 3 } }
+    return { layer = 1, direction = "reverse", step_range = { 1, 2 }, warp = 0 }, { step_range = { 1, 4 }, blocks = { 0, 3 } }
   end },
   ["spk.timeline.make"] = { n = 5, opts = 4, args = function(m)
     local tl = m.timeline()
@@ -299,7 +318,7 @@ M.recipes = {
   ["spk.timeline.records"] = { n = 1, args = function(m) return m.timeline() end },
   ["spk.timeline.durations"] = { n = 1, args = function(m) return m.timeline() end },
   ["spk.timeline.stats"] = { n = 2, opts = 2, args = function(m) return m.timeline(), {} end },
-  ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
+  ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { step_range = { 1, 2 } } end },
   ["spk.timeline.percentile"] = { n = 2, args = function() return { 1, 2, 3 }, 0.5 end },
   ["spk.timeline.decode"] = { n = 2, opts = 2, args = function(m)
     return m.raw_timeline(), { stages = { "a" }, waits_for = {}, kernel = "k" }
@@ -333,7 +352,7 @@ M.modules = {
   ["plot.gantt"] = { n = 1, opts = 1, args = function()
     return { tracks = { "a" }, categories = { "x" }, bars = { { track = 1, from = 0, to = 1, category = "x" } } }
   end },
-  ["plot.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { steps = { 1, 2 } } end },
+  ["plot.timeline"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { step_range = { 1, 2 } } end },
   ["tuning.lookup"] = { n = 2, args = function() return { entries = {} }, { hidden = 2, input = 3, layers = 1, batch = 1, steps = 2 } end },
 }
 
@@ -349,6 +368,8 @@ M.objects = {
       view = { { 3, 2 } }, reshape = { { 3, 2 } }, to = { "f64" }, fill = { 2 }, get = { 1, 2 }, set = { 1, 2, 5 },
       add = { "t" }, sub = { "t" }, mul = { "t" }, scale = { 2 }, save = { "m.npy" }, to_device = { "cpu" },
       __add = { "t" }, __sub = { "t" }, __mul = { 2 }, __div = { 2 }, __eq = { "t" },
+      mm = { "t'" }, matmul = { "t'" }, pow = { 2 }, mod = { "t" }, squeeze = { 1 }, unsqueeze = { 1 },
+      permute = { 2, 1 }, any = { 1 }, all = { 1, true }, __pow = { 2 }, __mod = { 3 },
     } },
   { kind = "generator", area = "tensor", metatable = "spk.generator", make = function() return require("spk").generator(3) end,
     methods = { uniform = { { 2 }, { low = 0, high = 1 } }, normal = { { 2 }, { mean = 0, std = 2 } } } },
@@ -391,8 +412,8 @@ M.objects = {
                 time = { "x", 1, 0, { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0, blocks = 2 } } },
     arity = { forward = 3, time = 5, info = 1, close = 1 } },
   { kind = "cluster plan", gpu = true, make = function(m) return m.stack("cluster") end,
-    methods = { forward = { "x", { timeline = { steps = { 1, 2 }, blocks = { 0, 1 } } } },
-                time = { { rounds = 1, warmup = 0, x = "x", timeline = { steps = { 1, 2 } } } } },
+    methods = { forward = { "x", { timeline = { step_range = { 1, 2 }, blocks = { 0, 1 } } } },
+                time = { { rounds = 1, warmup = 0, x = "x", timeline = { step_range = { 1, 2 } } } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").handle end,
     methods = { forward = { "x", { timeline = { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0,
@@ -411,7 +432,7 @@ M.objects = {
     arity = { forward = 3, forward_into = 4, device_buffers = 3, time = 2, is_closed = 1, close = 1 },
     opts = { time = 2 } },
   { kind = "timeline demo", gpu = true, make = function(m) return m.demo() end,
-    methods = { forward = { "demo x", { timeline = { steps = { 1, 2 }, blocks = { 0, 1 } } } },
+    methods = { forward = { "demo x", { timeline = { step_range = { 1, 2 }, blocks = { 0, 1 } } } },
                 time = { { rounds = 1, warmup = 0, build = "timeline" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "timeline demo (core)", gpu = true, metatable = "spk.timeline_demo", make = function(m) return m.demo().core end,
@@ -428,6 +449,7 @@ function M.method_args(m, spec)
   for i, a in ipairs(spec or {}) do
     local v = a
     if a == "t" then v = m.t23()
+    elseif a == "t'" then v = m.t23():transpose() -- a [3, 2] for matrix products with t
     elseif a == "x" then v = m.x()
     elseif a == "event" then v = m.event()
     elseif a == "stream" then v = m.stream()

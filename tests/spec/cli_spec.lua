@@ -226,9 +226,9 @@ print("before", arg[-1], arg[-2])
       assert.are.equal("12\n", out)
     end)
 
-    it("shows an error and keeps going", function()
+    it("shows an error and keeps going, and then exits 1 (piped input is a script)", function()
       local out, err, code = repl { "error('first problem')", "nothing.here = 1", "'still here'" }
-      assert.are.equal(0, code)
+      assert.are.equal(1, code)
       assert.are.equal("still here\n", out)
       assert.matches("spk: stdin:1: first problem\n", err, 1, true)
       assert.matches("attempt to index a nil value (global 'nothing')", err, 1, true)
@@ -237,7 +237,7 @@ print("before", arg[-1], arg[-2])
 
     it("reports a chunk left unfinished at end of input", function()
       local out, err, code = repl { "'before'", "for i = 1, 2 do" }
-      assert.are.equal(0, code)
+      assert.are.equal(1, code)
       assert.are.equal("before\n", out)
       assert.matches("near <eof>", err, 1, true)
     end)
@@ -253,17 +253,51 @@ print("before", arg[-1], arg[-2])
       assert.are.equal("table\ttrue\n", out)
     end)
 
-    it("pretty-prints tensors", function()
-      local spk_module = require "spk"
-      if spk_module.zeros == nil then
-        pending("tensor bindings are not built in yet")
-        return
-      end
-      local expected = tostring(spk_module.zeros({ 2, 3 }))
-      local out, err = repl { "spk.zeros({2, 3})" }
+    it("pretty-prints tensors; a call's tensor result as one line", function()
+      local expected = tostring(spk.zeros({ 2, 3 }))
+      local out, err, code = repl { "x = spk.zeros({2, 3})", "x", "spk.zeros({2, 3})", "x:set(1, 2, 7)" }
+      assert.are.equal(0, code, err)
+      assert.are.equal(expected .. "\ntensor(f32, [2, 3]) [0, 0, 0, 0, 0, 0]\ntensor(f32, [2, 3]) [0, 7, 0, 0, 0, 0]\n",
+        out)
+      -- a large one: a few values, and how many there are
+      out = repl { "R = spk.arange(2 * 512 * 128):view{2, 512, 128}", "R:set(1, 1, 1, 0.5)" }
+      assert.are.equal("tensor(f32, [2, 512, 128]) [0.5, 1, 2, ..., 131069, 131070, 131071] (131072 values)\n", out)
+      out = repl { "spk.tensor({-1, 5}, 'u64'):set(2, 7)" } -- u64 above 2^63 as its value, as tostring writes it
+      assert.are.equal("tensor(u64, [2]) [18446744073709551615, 7]\n", out)
+    end)
+
+    it("exits 0 when every line ran", function()
+      local _, err, code = repl { "x = 1", "x + 1", "local y = 2" }
+      assert.are.equal(0, code, err)
+      _, _, code = run_spk({ "repl" }, { stdin = 'error("e")\n' })
+      assert.are.equal(1, code)
+      _, _, code = run_spk({ "repl" }, { stdin = "1 +\n" })
+      assert.are.equal(1, code)
+    end)
+
+    it("keeps a line's locals for the lines after it", function()
+      local out, err, code = repl { "local z = 5", "z", "z = z + 1", "z", "local a, b = 1, 2; local c", "a + b, c",
+                                   "function get() return z end", "get()", "z = 8", "get()", "zz = 3",
+                                   "rawget(_G, 'zz'), rawget(_G, 'z')", "do local inner = 1 end", "inner" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("5\n6\n3\tnil\n6\n8\n3\tnil\nnil\n", out)
+    end)
+
+    it("prints floats that differ differently, to a precision one can set", function()
+      local out, err = repl { "1 + 1e-15", "spk.tensor({1, 1 + 1e-12}, 'f64')", "spk.repl.precision(3)", "1 / 3",
+                              "print(spk.tensor({1 / 3}, 'f64'))", "spk.repl.precision()" }
       assert.are.equal("", err)
-      assert.are.equal(expected .. "\n", out)
-      assert.matches("f32", out, 1, true)
+      assert.are.equal("1.000000000000001\ntensor(f64, [2]) [1, 1.000000000001]\n0\n0.333\n"
+        .. "tensor(f64, [1])\n[0.333]\n3\n", out)
+    end)
+
+    it("prints a table that does not fit on a line one entry a row", function()
+      local out = repl({ "layers = spk.lstm.random{layers = 2, input = 60, hidden = 128, seed = 1}", "layers",
+                         "{1, 2, {a = 3}}" }, { env = { COLUMNS = "80" } })
+      assert.are.equal("{ -- 2 entries\n"
+        .. "  [1] = {B = tensor(f32, [2, 1024]), R = tensor(f32, [2, 512, 128]), W = tensor(f32, [2, 512, 60])},\n"
+        .. "  [2] = {B = tensor(f32, [2, 1024]), R = tensor(f32, [2, 512, 128]), W = tensor(f32, [2, 512, 256])},\n"
+        .. "}\n{1, 2, {a = 3}}\n", out)
     end)
 
     it("saves history to $SPK_HISTORY and reads it back next time", function()

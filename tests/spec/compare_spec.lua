@@ -110,19 +110,73 @@ describe("spk.allclose", function()
   end)
 end)
 
+describe("one order for every comparison: actual, then the truth", function()
+  local actual, expected = spk.tensor({ 2, 2 }, "f64"), spk.tensor({ 1, 1 }, "f64")
+
+  it("takes relative errors against the second argument, in compare, check_near and tensor_near alike", function()
+    assert.are.equal(1, spk.compare(actual, expected).rel_l2) -- ||a - e|| / ||e||, not / ||a||
+    assert.are.equal(1, spk.compare(actual, expected).max_rel)
+    local ok, report, c = spk.check_near(actual, expected, { rel_l2 = 0.9 })
+    assert.is_false(ok)
+    assert.are.equal(1, c.rel_l2)
+    assert.matches("expected 1, actual 2", report, 1, true)
+    assert.is_true((spk.check_near(actual, expected, { rel_l2 = 1 })))
+    assert.is_true((spk.check_near(expected, actual, { rel_l2 = 0.5 }))) -- the other way round is another question
+    assert.tensor_near(actual, expected, { rel_l2 = 1 })
+    assert.is_not.tensor_near(actual, expected, { rel_l2 = 0.9 })
+    assert.is_false(spk.allclose(actual, expected, { rtol = 0.99, atol = 0 })) -- |a - e| <= rtol |e|
+    assert.is_true(spk.allclose(expected, actual, { rtol = 0.5, atol = 0 }))
+  end)
+
+  it("has a named form, actual = and expected =", function()
+    local ok, _, c = spk.check_near { actual = actual, expected = expected, rel_l2 = 1 }
+    assert.is_true(ok)
+    assert.are.equal(1, c.rel_l2)
+    assert.tensor_near { actual = actual, expected = expected, max_abs = 1 }
+    assert.matches("unknown field 'truth'", select(2, pcall(spk.check_near, { actual = actual, truth = expected,
+      rel_l2 = 1 })))
+    assert.matches("give actual = and expected =", select(2, pcall(spk.check_near, { actual = actual, rel_l2 = 1 })))
+  end)
+
+  it("says the order in every help line", function()
+    local doc = require "spk.doc"
+    for _, fn in ipairs { spk.compare, spk.allclose, spk.check_near } do
+      local first = doc.get(fn):match("^[^\n]*")
+      assert.is_truthy(first:find("(actual, expected", 1, true), first)
+    end
+  end)
+end)
+
+describe("spk.bits_equal", function()
+  it("says whether two tensors hold the same bits, and where they first differ", function()
+    local a = spk.tensor({ 1, 2, 3, 0 }, "f64")
+    local b = a:clone()
+    b:set(4, -0.0)
+    assert.is_true((spk.bits_equal(a, b))) -- +0 and -0 count as equal
+    b:set(3, 3 + 2 ^ -51)
+    local equal, report, where = spk.bits_equal(a, b, "a repeat")
+    assert.is_false(equal)
+    assert.are.same({ index = { 3 }, element = 3, a = 3, b = 3 + 2 ^ -51 }, where)
+    assert.matches("^a repeat: first difference at index %[3%] %(element 3 of 4%)", report)
+    assert.matches("bits 0x4008000000000000", report, 1, true)
+    local _, why = spk.bits_equal(a, a:to("f32"))
+    assert.matches("differ in shape or dtype", why)
+  end)
+end)
+
 describe("assert.tensor_near", function()
   local truth = spk.tensor({ { 1, 2 }, { 3, 4 } }, "f64")
 
   it("passes within the bounds", function()
     local result = spk.tensor { { 1, 2 }, { 3, 4.0001 } }
-    assert.tensor_near(truth, result, { rel_l2 = 1e-4 })
-    assert.tensor_near(truth, result, { max_abs = 2e-4, rel_l2 = 1e-3 })
-    assert.is_not.tensor_near(truth, result, { max_abs = 1e-5 })
+    assert.tensor_near(result, truth, { rel_l2 = 1e-4 })
+    assert.tensor_near(result, truth, { max_abs = 2e-4, rel_l2 = 1e-3 })
+    assert.is_not.tensor_near(result, truth, { max_abs = 1e-5 })
   end)
 
   it("fails outside a bound, showing the measurements, the bound, the worst index and both values", function()
     local result = spk.tensor { { 1, 2 }, { 3.5, 4 } }
-    local ok, err = pcall(assert.tensor_near, truth, result, { rel_l2 = 1e-3, max_abs = 1 })
+    local ok, err = pcall(assert.tensor_near, result, truth, { rel_l2 = 1e-3, max_abs = 1 })
     assert.is_false(ok)
     err = tostring(err)
     assert.matches("Expected tensors to be near", err)
@@ -132,9 +186,9 @@ describe("assert.tensor_near", function()
   end)
 
   it("fails on a shape mismatch, a NaN or a missing bound", function()
-    assert.has_error(function() assert.tensor_near(truth, spk.zeros(4), { rel_l2 = 1 }) end)
+    assert.has_error(function() assert.tensor_near(spk.zeros(4), truth, { rel_l2 = 1 }) end)
     local nan_result = spk.tensor { { 1, 2 }, { 3, 0 / 0 } }
-    local ok, err = pcall(assert.tensor_near, truth, nan_result, { rel_l2 = 1 })
+    local ok, err = pcall(assert.tensor_near, nan_result, truth, { rel_l2 = 1 })
     assert.is_false(ok)
     assert.matches("1 NaN", tostring(err))
     assert.has_error(function() assert.tensor_near(truth, truth, {}) end, "check_near: give a bound, rel_l2 and/or max_abs")

@@ -480,21 +480,21 @@ describe("spk.cuda on a GPU", function()
     local want = f64_product(a, b)
     local c = cuda.zeros({ m, n })
     spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c }
-    assert.tensor_near(want, c:cpu():to("f64"), { rel_l2 = 1e-6 })
+    assert.tensor_near(c:cpu():to("f64"), want, { rel_l2 = 1e-6 })
     -- transposed operands, as flags and as transposed views
     local at, bt = a:transpose(1, 2):contiguous(), b:transpose(1, 2):contiguous()
     local c2 = cuda.zeros({ m, n })
     spk.blas.gemm { a = at:cuda(), b = bt:cuda(), c = c2, transa = true, transb = true }
-    assert.tensor_near(want, c2:cpu():to("f64"), { rel_l2 = 1e-6 })
+    assert.tensor_near(c2:cpu():to("f64"), want, { rel_l2 = 1e-6 })
     local c3 = cuda.zeros({ m, n })
     spk.blas.gemm { a = at:cuda():transpose(1, 2), b = b:cuda(), c = c3 }
-    assert.tensor_near(want, c3:cpu():to("f64"), { rel_l2 = 1e-6 })
+    assert.tensor_near(c3:cpu():to("f64"), want, { rel_l2 = 1e-6 })
     -- alpha, beta and TF32 (looser: 10-bit mantissas)
     spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c, alpha = 2, beta = -1 }
-    assert.tensor_near(want, c:cpu():to("f64"), { rel_l2 = 1e-6 })
+    assert.tensor_near(c:cpu():to("f64"), want, { rel_l2 = 1e-6 })
     local c4 = cuda.zeros({ m, n })
     spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c4, math = "tf32" }
-    assert.tensor_near(want, c4:cpu():to("f64"), { rel_l2 = 1e-2 })
+    assert.tensor_near(c4:cpu():to("f64"), want, { rel_l2 = 1e-2 })
   end)
 
   gpu_it("multiplies a batch in one call, a shared operand included, as matrix by matrix", function()
@@ -507,11 +507,11 @@ describe("spk.cuda on a GPU", function()
     local got = c:cpu():to("f64")
     for i = 1, count do
       local bi = b:select(1, i)
-      assert.tensor_near(f64_product(a, bi, true), got:select(1, i), { rel_l2 = 1e-6 })
+      assert.tensor_near(got:select(1, i), f64_product(a, bi, true), { rel_l2 = 1e-6 })
       -- the same matrix alone, through cublasGemmEx
       local one = cuda.zeros({ m, n })
       spk.blas.gemm { a = a:cuda(), b = bi:contiguous():cuda(), c = one, transb = true }
-      assert.tensor_near(one:cpu():to("f64"), got:select(1, i), { rel_l2 = 1e-6 })
+      assert.tensor_near(got:select(1, i), one:cpu():to("f64"), { rel_l2 = 1e-6 })
     end
     -- a batch of a against one b, with beta accumulating into c
     local a3 = spk.randn({ count, m, k }, { seed = 23 })
@@ -523,7 +523,7 @@ describe("spk.cuda on a GPU", function()
     for i = 1, count do
       local one = cuda.zeros({ m, n })
       spk.blas.gemm { a = a3:select(1, i):contiguous():cuda(), b = b2:cuda(), c = one, alpha = 2 }
-      assert.tensor_near(one:cpu():to("f64"), got3:select(1, i), { rel_l2 = 1e-6 })
+      assert.tensor_near(got3:select(1, i), one:cpu():to("f64"), { rel_l2 = 1e-6 })
     end
   end)
 

@@ -56,6 +56,42 @@ describe("spk.debug.first_divergence", function()
     assert.is_true(w.a ~= w.a)
   end)
 
+  it("says what it found when nothing diverges: the tolerance and the largest difference", function()
+    local a, b = zeros(1, 3, 2, "f64"), zeros(1, 3, 2, "f64")
+    local w, none = spk.debug.first_divergence(a, b)
+    assert.is_nil(w)
+    assert.are.equal("no divergence above 0 (max |a-b| 0: the same values)", tostring(none))
+    b:set(1, 2, 3, 2.5e-8)
+    a:set(1, 1, 1, 0 / 0)
+    b:set(1, 1, 1, 0 / 0) -- NaN on both sides: the same
+    w, none = spk.debug.first_divergence(a, b, { tol = 1e-7 })
+    assert.is_nil(w)
+    assert.are.same({ 1e-7, 2.5e-8 }, { none.tol, none.max_diff })
+    assert.are.equal("no divergence above 1e-07 (max |a-b| 2.5e-08)", tostring(none))
+    local _, layers_none = spk.debug.first_divergence({ a, a }, { b, b }, { tol = 1e-7 })
+    assert.are.equal(2.5e-8, layers_none.max_diff)
+  end)
+
+  it("names a NaN, and where a NaN on one side first appears", function()
+    local a, b = zeros(1, 3, 2, "f64"), zeros(1, 3, 2, "f64")
+    b:set(1, 3, 1, -(0 / 0))
+    local w = spk.debug.first_divergence(a, b, { tol = 1e-7 })
+    assert.are.same({ "b", 1, 3 }, { w.nan, w.nans, w.step })
+    assert.are.equal("first divergence: forward t=3 (step 3 of the direction), batch 1 unit 1: a=0 b=NaN |a-b|=NaN "
+      .. "(b is NaN here and a is not: the first NaN one side has) (step max 0 over the finite pairs; 1 NaN on one "
+      .. "side in the step)", tostring(w))
+    assert.is_nil(tostring(w):find("-nan", 1, true))
+    -- a finite divergence first: the NaN is named after it
+    b:set(1, 1, 2, 0.5)
+    w = spk.debug.first_divergence(a, b, { tol = 1e-7 })
+    assert.are.same({ 1, 2 }, { w.step, w.unit })
+    assert.is_nil(w.nan)
+    assert.are.same({ direction = "forward", step = 3, order = 3, batch = 1, unit = 1, side = "b" }, w.first_nan)
+    local text = tostring(w)
+    assert.are.equal("; the first NaN on one side: forward t=3 (step 3 of the direction), batch 1 unit 1, in b",
+      text:sub(text:find("; the first NaN", 1, true), -1))
+  end)
+
   it("compares f32 with f64", function()
     local a, b = zeros(1, 2, 1, "f32"), zeros(1, 2, 1, "f64")
     b:set(1, 1, 1, 0.1)

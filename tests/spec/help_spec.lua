@@ -209,6 +209,33 @@ describe("completion", function()
     _G.completion_tensor, _G.completion_text, _G.spk = nil, nil, nil
   end)
 
+  it("completes fields and methods of any value an expression names: indexes, locals, inside a call", function()
+    _G.completion_layers = spk.lstm.random { layers = 2, input = 3, hidden = 2, seed = 1 }
+    assert.are.equal("completion_layers[1].B completion_layers[1].R completion_layers[1].W",
+      complete("completion_layers[1]."))
+    assert.are.equal("completion_layers[2].W", complete("completion_layers[2].W"))
+    assert.are.equal("", complete("completion_layers[3]."))
+    _G.completion_x = spk.zeros(2, 3)
+    assert.are.equal("completion_x[1]:narrow(", complete("completion_x[1]:nar"))
+    assert.are.equal("", complete("completion_x[1][2]:nar")) -- past the dims: a number, no methods
+    _G.completion_x3 = spk.zeros(2, 3, 4)
+    assert.are.equal("completion_x3[1][2]:narrow(", complete("completion_x3[1][2]:nar"))
+    _G.completion_x3 = nil
+    _G.completion_map = { ["a key"] = { inner = 1 } }
+    assert.are.equal('completion_map["a key"].inner', complete('completion_map["a key"].in'))
+    assert.are.equal("print(spk.lstm", complete("print(spk.ls"))
+    assert.are.equal("y = completion_x:narrow(", complete("y = completion_x:narr"))
+    assert.are.equal("", complete("completion_x:narrow(1, 1, 1):nu")) -- a call's result: not evaluated
+    -- the session's locals (repl.env), which readline gets as replacements of its word
+    rawset(repl.env, "completion_local", { field = 1 })
+    assert.are.equal("completion_local.field", complete("completion_local.fi"))
+    assert.are.equal("completion_local", complete("completion_loc"))
+    assert.are.same({ "1].W" }, repl.complete_line("completion_layers[1].W", 18))
+    assert.are.same({ "W" }, repl.complete_line("completion_layers[1].W", 21))
+    rawset(repl.env, "completion_local", nil)
+    _G.completion_layers, _G.completion_x, _G.completion_map = nil, nil, nil
+  end)
+
   it("follows __index tables (classes) and registered userdata types", function()
     local plan = spk.lstm.stack { layers = spk.lstm.random { layers = 1, input = 3, hidden = 4 }, batch = 1,
                                   steps = 2, backend = "cpu" }
@@ -246,24 +273,41 @@ describe("completion", function()
     _G.completion_hostile, _G.completion_protected, _G.completion_proxy, _G.completion_userdata = nil, nil, nil, nil
   end)
 
-  it("works on a terminal: spk.ls<Tab> and x:nar<Tab>, then a banner-opened session runs them", function()
-    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then
-      pending("script(1) cannot make a terminal here")
-      return
-    end
+  -- What a terminal session shows for `typing` (a shell command writing keystrokes
+  -- with pauses), through script(1); nil when script cannot make a terminal here.
+  local function on_terminal(typing, columns)
+    if not os.execute("script -qec true /dev/null >/dev/null 2>&1 </dev/null") then return nil end
     local home = spec_tmpdir()
     local log = home .. "/log"
-    local typing = "(sleep 0.8; printf 'spk.ls\\t'; sleep 0.3; printf '.cudnn_algorithm_n\\t'; sleep 0.3; printf '\\r'; sleep 0.3;"
-      .. " printf 'x = spk.zeros(3)\\r'; sleep 0.3; printf 'x:nar\\t'; sleep 0.3; printf '1, 2, 1):numel()\\r';"
-      .. " sleep 0.3; printf '\\004'; sleep 0.3)"
-    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home)
+    local ok = os.execute(typing .. " | env -u SPK_HISTORY HOME=" .. shell_quote(home) .. " COLUMNS=" .. columns
       .. " timeout -s KILL 30 script -qfec " .. shell_quote(SPK .. " repl") .. " /dev/null >" .. shell_quote(log)
       .. " 2>&1")
     local out = read_file(log):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
     os.execute("rm -rf " .. shell_quote(home))
     assert.is_true(ok == true, out)
+    return out
+  end
+
+  it("works on a terminal: spk.ls<Tab> and x:nar<Tab>, then a banner-opened session runs them", function()
+    local out = on_terminal("(sleep 0.8; printf 'spk.ls\\t'; sleep 0.3; printf '.cudnn_algorithm_n\\t'; sleep 0.3;"
+      .. " printf '\\r'; sleep 0.3; printf 'x = spk.zeros(3)\\r'; sleep 0.3; printf 'x:nar\\t'; sleep 0.3;"
+      .. " printf '1, 2, 1):numel()\\r'; sleep 0.3; printf '\\004'; sleep 0.3)", 80)
+    if not out then return pending("script(1) cannot make a terminal here") end
     assert.matches("^spk %S+, Lua 5%.4[^\n]*help%(%) for help", out)
     assert.matches('> spk.lstm.cudnn_algorithm_names\n{"standard", ', out, 1, true)
     assert.matches("> x:narrow(1, 2, 1):numel()\n1\n", out, 1, true)
+  end)
+
+  it("works on a terminal: layers[1].<Tab>, x[1]:nar<Tab>, and file names listed as a shell lists them", function()
+    local out = on_terminal("(sleep 0.8; printf 'layers = {{W = 42}}\\r'; sleep 0.3; printf 'layers[1].\\t'; sleep 0.3;"
+      .. " printf '\\r'; sleep 0.3; printf 'x = spk.zeros(2, 3)\\r'; sleep 0.3; printf 'x[1]:nar\\t'; sleep 0.3;"
+      .. " printf '1, 1, 2):numel()\\r'; sleep 0.3; printf 'spk.load(\"experiments/\\t\\t'; sleep 0.6;"
+      .. " printf '\\003'; sleep 0.3; printf '\\004'; sleep 0.3)", 200)
+    if not out then return pending("script(1) cannot make a terminal here") end
+    assert.matches("> layers[1].W\n42\n", out, 1, true)
+    assert.matches("> x[1]:narrow(1, 1, 2):numel()\n2\n", out, 1, true)
+    assert.matches("custom_kernel.lua", out, 1, true)
+    assert.matches("kernels/", out, 1, true)
+    assert.is_nil(out:find("lua%s+lua"), out) -- names, not extensions
   end)
 end)

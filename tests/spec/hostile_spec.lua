@@ -87,7 +87,7 @@ local samples = {
   ["spk.cuda.compile"] = { { source = "extern \"C\" __global__ void k() {}", arch = "sm_90", cache = false } },
   ["spk.cuda.zeros"] = { { 2 } }, ["spk.cuda.pack_args"] = { {} },
   ["spk.blas.gemm"] = { t23, t23:transpose(1, 2) },
-  ["spk.timeline.selection"] = { {}, { steps = { 1, 2 }, blocks = { 0, 1 } } },
+  ["spk.timeline.selection"] = { {}, { step_range = { 1, 2 }, blocks = { 0, 1 } } },
   ["spk.timeline.decode"] = { spk.zeros({ 20 }, "u64"), { stages = { "a" } } },
   ["spk.timeline.demo"] = { { batch = 1, steps = 2, cluster = 2 } },
   ["spk.timeline.percentile"] = { { 1, 2, 3 }, 0.5 },

@@ -38,7 +38,7 @@ local spk = require "spk"
 describe("passing", function()
   it("adds", function() assert.are.equal(3, 1 + 2) end)
   it("is near", function()
-    assert.tensor_near(spk.tensor({ 1, 2 }, "f64"), spk.tensor { 1, 2.0000001 }, { rel_l2 = 1e-6 })
+    assert.tensor_near(spk.tensor { 1, 2.0000001 }, spk.tensor({ 1, 2 }, "f64"), { rel_l2 = 1e-6 })
   end)
 end)
 ]]
@@ -47,7 +47,7 @@ local FAILING = [[
 local spk = require "spk"
 describe("failing", function()
   it("is not near", function()
-    assert.tensor_near(spk.tensor({ 1, 2 }, "f64"), spk.tensor { 1, 2.5 }, { rel_l2 = 1e-6 })
+    assert.tensor_near(spk.tensor { 1, 2.5 }, spk.tensor({ 1, 2 }, "f64"), { rel_l2 = 1e-6 })
   end)
 end)
 ]]

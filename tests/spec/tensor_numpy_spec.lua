@@ -388,6 +388,8 @@ local function run_case(id, expr, fields, a)
   elseif spk.is_tensor(got[2]) then
     result = "{" .. tensor_json(got[2]) .. "}"
     if spk.is_tensor(got[3]) then fields[#fields + 1] = '"positions":{' .. tensor_json(got[3]) .. "}" end
+  elseif type(got[2]) == "boolean" then
+    result = ('{"boolean":%s}'):format(tostring(got[2]))
   elseif type(got[2]) == "number" then
     local v, j = got[2], nil
     if math.type(v) == "integer" then
@@ -436,5 +438,275 @@ describe("tensors against NumPy", function()
     assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(SEED,
       out:match("checked %d+ cases, (%d+) failed"), CASES, table.concat(failures, "\n")))
     assert.are.equal(tostring(CASES), out:match("checked (%d+) cases"))
+  end)
+end)
+
+-- ---- NumPy's other everyday functions, in a block of their own ----
+--
+-- The functions of src/core/tensor_math.c and friends, each against NumPy the
+-- same way (the checker's check_more): linspace, eye, empty, cat, stack,
+-- where, exp, log, sqrt, abs, isnan, isfinite, any, all, matmul (and x:mm),
+-- squeeze, unsqueeze, permute, ^ and %, and reductions over a list of dims.
+-- SPK_NUMPY_MORE_CASES sets the number of cases (default 4000).
+
+local MORE_CASES = math.tointeger(tonumber(os.getenv("SPK_NUMPY_MORE_CASES") or "")) or 4000
+
+-- Values of moderate size (products and sums stay far from overflow), now
+-- and then NaN or an infinity for floats.
+local function moderate_value(dtype)
+  if dtype == "f32" or dtype == "f64" then
+    if chance(0.02) then return 0 / 0 end
+    if chance(0.02) then return chance(0.5) and math.huge or -math.huge end
+    return (rand(41) - 21) / 4
+  elseif dtype == "i32" then
+    return rand(21) - 11
+  end
+  return rand(21) - 1
+end
+
+local function moderate_operand(dtype, shape)
+  local o = new_operand(dtype, shape)
+  for i = 1, numel(shape) do o.lua[i], o.json[i] = value_literals(dtype, moderate_value(dtype)) end
+  if #shape >= 2 and chance(0.3) then -- a transposed layout now and then
+    local base = copy(shape)
+    base[1], base[2] = shape[2], shape[1]
+    local t = new_operand(dtype, base)
+    t.lua, t.json = o.lua, o.json
+    t.views[1] = { "transpose", 1, 2 }
+    return t
+  end
+  return o
+end
+
+local function number_literal(integer)
+  if integer then
+    local s = pick(INT_SCALARS)
+    return int_literal(s), ("%d"):format(s)
+  end
+  return float_literal(pick(FLOAT_SCALARS), "f64")
+end
+
+local function dims_list(ndim, count)
+  local all = {}
+  for d = 1, ndim do all[d] = d end
+  local out = {}
+  for _ = 1, count do
+    local d = table.remove(all, rand(#all))
+    out[#out + 1] = chance(0.3) and d - ndim - 1 or d
+  end
+  return out
+end
+
+local function lua_list(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = int_literal(v) end
+  return table.concat(out, ", ")
+end
+
+local MORE_UNARY = { "exp", "log", "sqrt", "isnan", "isfinite", "abs" }
+local MORE_REDUCTIONS = { "sum", "mean", "min", "max", "norm", "any", "all" }
+
+local function unary_case(a, ea, fields)
+  local op = pick(MORE_UNARY)
+  local method = op ~= "abs" and chance(0.5)
+  fields[#fields + 1] = ('"op":"fn_%s"'):format(op)
+  return method and ("%s:%s()"):format(ea, op) or ("spk.%s(%s)"):format(op, ea)
+end
+
+local function pow_mod_case(a, ea, shape, fields)
+  local op = pick { "pow", "mod" }
+  local symbol = op == "pow" and "^" or "%"
+  if chance(0.5) then
+    local b = operand_of_shape(chance(0.5) and a.dtype or pick(DTYPES), partner_shape(shape))
+    if op == "pow" and chance(0.7) then b = moderate_operand(b.dtype, b.shape) end
+    fields[#fields + 1] = ('"op":"%s","b":%s'):format(op, operand_json(b))
+    local eb = operand_expr(b)
+    return chance(0.5) and ("(%s %s %s)"):format(ea, symbol, eb) or ("%s:%s(%s)"):format(ea, op, eb)
+  end
+  local integer = chance(0.5)
+  local lit, js = number_literal(integer)
+  local first = chance(0.3)
+  fields[#fields + 1] = ('"op":"%s","scalar":%s,"scalar_float":%s,"scalar_first":%s'):format(op, js,
+    tostring(not integer), tostring(first))
+  if first then return ("((%s) %s %s)"):format(lit, symbol, ea) end -- (-2) ^ x: ^ binds tighter than -
+  return chance(0.5) and ("(%s %s %s)"):format(ea, symbol, lit) or ("%s:%s(%s)"):format(ea, op, lit)
+end
+
+local function where_case(shape, fields)
+  local cond = operand_of_shape(pick(DTYPES), partner_shape(shape))
+  local parts, exprs = { '"op":"where","cond":' .. operand_json(cond) }, { operand_expr(cond) }
+  for _, side in ipairs { "a", "b" } do
+    if chance(0.3) then
+      local integer = chance(0.5)
+      local lit, js = number_literal(integer)
+      exprs[#exprs + 1] = lit
+      parts[#parts + 1] = ('"%s_scalar":%s,"%s_float":%s'):format(side, js, side, tostring(not integer))
+    else
+      local o = operand_of_shape(pick(DTYPES), partner_shape(shape))
+      exprs[#exprs + 1] = operand_expr(o)
+      parts[#parts + 1] = ('"%s":%s'):format(side, operand_json(o))
+    end
+  end
+  fields[1] = table.concat(parts, ",")
+  return ("spk.where(%s)"):format(table.concat(exprs, ", "))
+end
+
+local function matmul_case(fields)
+  local n, k, m = rand(5) - 1, rand(5) - 1, rand(5) - 1
+  local form = pick { "2d", "2d", "vec_left", "vec_right", "dot", "batch", "batch" }
+  local sa, sb = { n, k }, { k, m }
+  if form == "vec_left" then sa = { k } elseif form == "vec_right" then sb = { k } elseif form == "dot" then
+    sa, sb = { k }, { k }
+  elseif form == "batch" then
+    local batch = { rand(3), rand(2) }
+    sa = { batch[1], batch[2], n, k }
+    sb = chance(0.5) and { batch[2], k, m } or { chance(0.5) and 1 or batch[1], 1, k, m }
+  end
+  if chance(0.08) then sb[#sb == 1 and 1 or #sb - 1] = k + 1 end -- inner sizes differ
+  local a = moderate_operand(pick(DTYPES), sa)
+  local b = moderate_operand(chance(0.6) and a.dtype or pick(DTYPES), sb)
+  fields[1] = ('"op":"matmul","a":%s,"b":%s'):format(operand_json(a), operand_json(b))
+  local ea, eb = operand_expr(a), operand_expr(b)
+  return pick { ("spk.matmul(%s, %s)"):format(ea, eb), ("%s:mm(%s)"):format(ea, eb), ("%s:matmul(%s)"):format(ea, eb) }
+end
+
+local function join_case(fields)
+  local stack = chance(0.4)
+  local shape = random_shape(16)
+  if #shape == 0 and not stack then shape = { rand(3) } end
+  local ndim = #shape + (stack and 1 or 0)
+  local dim = rand(ndim)
+  local list, exprs, json = {}, {}, {}
+  local dtype = pick(DTYPES)
+  for i = 1, rand(4) do
+    local s = copy(shape)
+    if not stack and chance(0.7) then s[dim] = rand(4) - 1 end
+    if chance(0.05) and #s > 0 then s[rand(#s)] = 5 end -- shapes that do not join (now and then)
+    list[i] = operand_of_shape(chance(0.7) and dtype or pick(DTYPES), s)
+    exprs[i], json[i] = operand_expr(list[i]), operand_json(list[i])
+  end
+  local darg = chance(0.3) and dim - ndim - 1 or dim
+  fields[1] = ('"op":"%s","list":[%s],"dim":%d'):format(stack and "stack" or "cat", table.concat(json, ","), darg)
+  local call = ("spk.%s({%s}"):format(stack and "stack" or "cat", table.concat(exprs, ", "))
+  if darg == 1 and chance(0.5) then return call .. ")" end
+  return ("%s, %d)"):format(call, darg)
+end
+
+local function view_case(a, ea, shape, fields)
+  local ndim = #shape
+  local kind = pick { "squeeze", "unsqueeze", "permute" }
+  if kind == "squeeze" then
+    if ndim > 0 and chance(0.6) then
+      local d = rand(ndim)
+      fields[#fields + 1] = ('"op":"squeeze","dim":%d'):format(dim_arg(d, ndim))
+      return ("%s:squeeze(%d)"):format(ea, dim_arg(d, ndim))
+    end
+    fields[#fields + 1] = '"op":"squeeze","dim":null'
+    return ea .. ":squeeze()"
+  elseif kind == "unsqueeze" then
+    local d = rand(ndim + 3) - 1 -- 0 and ndim + 2 are out of range
+    if chance(0.3) then d = -d end
+    fields[#fields + 1] = ('"op":"unsqueeze","dim":%d'):format(d)
+    return ("%s:unsqueeze(%d)"):format(ea, d)
+  end
+  local perm = dims_list(ndim, ndim)
+  if ndim >= 2 and chance(0.08) then perm[1] = perm[2] end -- not a permutation
+  fields[#fields + 1] = ('"op":"permute","dims":[%s]'):format(table.concat(perm, ","))
+  if chance(0.5) then return ("%s:permute{%s}"):format(ea, lua_list(perm)) end
+  return ("%s:permute(%s)"):format(ea, lua_list(perm))
+end
+
+local function reduce_dims_case(a, ea, shape, fields)
+  local ndim = #shape
+  local op = ndim == 0 and pick { "any", "all" } or pick(MORE_REDUCTIONS)
+  local truth = op == "any" or op == "all"
+  local args, p, dims, list = {}, nil, nil, false
+  if op == "norm" then
+    p = pick(NORM_P)
+    args[1] = p[1]
+  end
+  if ndim > 0 and (not truth or chance(0.5)) then
+    dims, list = dims_list(ndim, rand(ndim)), true
+    args[#args + 1] = "{" .. lua_list(dims) .. "}"
+  elseif ndim > 0 and chance(0.5) then
+    dims = { dim_arg(rand(ndim), ndim) }
+    args[#args + 1] = tostring(dims[1])
+  end
+  local keepdim = chance(0.4)
+  if keepdim then
+    if not dims then args[#args + 1] = "nil" end
+    args[#args + 1] = "true"
+  end
+  fields[#fields + 1] = ('"op":"reduce_%s","dims":%s,"list":%s,"keepdim":%s%s'):format(op,
+    dims and "[" .. table.concat(dims, ",") .. "]" or "null", tostring(list), tostring(keepdim),
+    p and (',"p":' .. p[2]) or "")
+  return ("%s:%s(%s)"):format(ea, op, table.concat(args, ", "))
+end
+
+local function creation_case(fields)
+  local kind = pick { "linspace", "eye", "empty" }
+  local dtype = pick { "f32", "f64", "i32", "u64", "nil" }
+  local dt = dtype == "nil" and "" or (", %q"):format(dtype)
+  if kind == "linspace" then
+    local start, stop = pick { 0, 1, -2.5, 0.1, 10, -7 }, pick { 1, 0, 3.75, -1, 1e3, 0.3 }
+    local num = rand(8) - 1
+    fields[1] = ('"op":"linspace","start":%s,"stop":%s,"num":%d,"dtype":"%s"'):format(start, stop, num, dtype)
+    return ("spk.linspace(%s, %s, %d%s)"):format(start, stop, num, dt)
+  elseif kind == "eye" then
+    local n, m = rand(5) - 1, rand(5) - 1
+    fields[1] = ('"op":"eye","n":%d,"m":%d,"dtype":"%s"'):format(n, m, dtype)
+    return ("spk.eye(%d, %d%s)"):format(n, m, dt)
+  end
+  local shape = random_shape(24)
+  fields[1] = ('"op":"empty","shape":%s,"dtype":"%s"'):format(json_ints(shape), dtype)
+  return ("spk.empty({%s}%s)"):format(lua_list(shape), dt)
+end
+
+local function random_more_case()
+  local r = rand(100)
+  local a, shape = random_operand(pick(DTYPES))
+  local ea = operand_expr(a)
+  local fields = { '"a":' .. operand_json(a) }
+  local expr
+  if r <= 14 then expr = unary_case(a, ea, fields)
+  elseif r <= 32 then expr = pow_mod_case(a, ea, shape, fields)
+  elseif r <= 44 then expr = where_case(shape, fields)
+  elseif r <= 58 then expr = matmul_case(fields)
+  elseif r <= 70 then expr = join_case(fields)
+  elseif r <= 82 then expr = view_case(a, ea, shape, fields)
+  elseif r <= 94 then expr = reduce_dims_case(a, ea, shape, fields)
+  else expr = creation_case(fields) end
+  return expr, fields, a
+end
+
+describe("NumPy's other everyday functions against NumPy", function()
+  numpy_it(("agree on %d seeded random cases: values, shapes and dtypes"):format(MORE_CASES), function()
+    state = SEED + 1
+    local dir = spec_tmpdir()
+    local path = dir .. "/more.jsonl"
+    local f = assert(io.open(path, "w"))
+    local exprs = {}
+    for id = 1, MORE_CASES do
+      local expr, fields, a = random_more_case()
+      exprs[id] = expr
+      f:write(run_case(id, expr, fields, a), "\n")
+    end
+    f:close()
+    local pipe = assert(io.popen(("%s %s %s 2>&1"):format(PYTHON, shell_quote("tests/spec/tensor_numpy_check.py"),
+      shell_quote(path))))
+    local out = pipe:read("a")
+    pipe:close()
+    os.execute("rm -rf " .. shell_quote(dir))
+    local failures = {}
+    for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
+      if #failures < 20 then
+        failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
+          shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
+      end
+    end
+    assert(out:match("checked (%d+) cases"), "the NumPy checker did not finish:\n" .. out:sub(-2000))
+    assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(SEED + 1,
+      out:match("checked %d+ cases, (%d+) failed"), MORE_CASES, table.concat(failures, "\n")))
+    assert.are.equal(tostring(MORE_CASES), out:match("checked (%d+) cases"))
   end)
 end)

@@ -69,14 +69,14 @@ describe("a plan's timeline option", function()
     assert.are.same({ "wait", "publish" }, tl.stages)
     assert.are.same({ wait = "publish" }, tl.waits_for)
     assert.are.equal("stand-in: two blocks", tl.kernel)
-    assert.are.same({ layer = 1, direction = "forward", steps = { 1, 64 }, blocks = { 0, 7 }, warp = 0 }, tl.selection)
+    assert.are.same({ layer = 1, direction = "forward", step_range = { 1, 64 }, blocks = { 0, 7 }, warp = 0 }, tl.selection)
     assert.are.same({ registers = 40, spills = 0 }, tl.build)
     -- what it hands back is a timeline spk.timeline reads
     local rec = timeline.records(tl)
     assert.are.same({ 0, 1 }, rec.blocks)
     assert.is_true(#timeline.critical_path(tl).elements > 0)
     -- a selection of its own, as given
-    plan:forward(x, { timeline = { layer = 3, direction = "reverse", steps = { 500, 589 }, blocks = { 16, 23 },
+    plan:forward(x, { timeline = { layer = 3, direction = "reverse", step_range = { 500, 589 }, blocks = { 16, 23 },
                                    warp = 2 } })
     assert.are.same({ layer = 2, direction = 1, first_step = 499, steps = 90, first_block = 16, blocks = 8, warp = 2 },
       calls[2][3].timeline)
@@ -87,7 +87,7 @@ describe("a plan's timeline option", function()
 
   it("times the timeline build recording the selection", function()
     local plan, calls = stand_in()
-    local t = plan:time { rounds = 3, warmup = 1, timeline = { steps = { 2, 9 } } }
+    local t = plan:time { rounds = 3, warmup = 1, timeline = { step_range = { 2, 9 } } }
     assert.are.equal(3, #t.samples)
     local call = calls[1]
     assert.are.same({ "time", 3, 1 }, { call[1], call[3], call[4] })
@@ -100,9 +100,9 @@ describe("a plan's timeline option", function()
   it("refuses a bad selection before the plan runs, at the caller's line", function()
     local plan, calls = stand_in()
     local x = spk.zeros({ 1, 589, 3 }, "f32")
-    local ok, err = pcall(function() return plan:forward(x, { timeline = { steps = { 9, 2 } } }) end)
+    local ok, err = pcall(function() return plan:forward(x, { timeline = { step_range = { 9, 2 } } }) end)
     assert.is_false(ok)
-    assert.matches("timeline_kernels_spec%.lua:%d+: .*timeline.steps = {9, 2}: needs 1 <= first <= last", err)
+    assert.matches("timeline_kernels_spec%.lua:%d+: .*timeline.step_range = {9, 2}: needs 1 <= first <= last", err)
     ok, err = pcall(plan.forward, plan, x, { timeline = { blocks = 3 } })
     assert.is_false(ok)
     assert.matches("timeline.blocks must be a range {first, last}", err)
@@ -196,7 +196,7 @@ local function check_recording(plan, x, selection, what, unstamped)
   assert.are.equal(selection.direction == "reverse" and 1 or 0, c.direction)
   local rec = timeline.records(tl)
   assert.are.same(range(selection.blocks[1], selection.blocks[2]), rec.blocks, what)
-  assert.are.same(range(selection.steps[1], selection.steps[2]), rec.steps, what)
+  assert.are.same(range(selection.step_range[1], selection.step_range[2]), rec.steps, what)
   local marks = #tl.stages + 1
   for _, b in ipairs(rec.blocks) do
     local previous
@@ -252,11 +252,11 @@ describe("the cluster kernel's timeline build", function()
       assert.are.equal(plan.kernel.cluster * plan.schedule.tiles, about.blocks)
       local what = ("cluster batch %d (%s)"):format(batch, plan.variant)
       -- the first cluster, the last steps of layer 1 (the last one fetches nothing)
-      local tl = check_recording(plan, x, { steps = { STEPS - 20, STEPS }, blocks = { 0, about.group - 1 } }, what,
+      local tl = check_recording(plan, x, { step_range = { STEPS - 20, STEPS }, blocks = { 0, about.group - 1 } }, what,
         last_step_fetch)
       -- the last cluster of layer 2's reverse direction, another warp
       local blocks = { about.blocks - about.group, about.blocks - 1 }
-      check_recording(plan, x, { layer = 2, direction = "reverse", steps = { 3, 30 }, blocks = blocks,
+      check_recording(plan, x, { layer = 2, direction = "reverse", step_range = { 3, 30 }, blocks = blocks,
                                  warp = about.warps - 1 }, what .. ", last cluster")
       local b = tl.build
       print(("\n  %s: the timeline build has %d registers, %d bytes of spills, %d clusters at once (the plain "
@@ -271,7 +271,7 @@ describe("the cluster kernel's timeline build", function()
                                           kernel = { push = "scalar", cluster = 4 } }
     assert.are.same({ "fetch", "wait", "dot", "reduce", "sync", "cell", "publish" }, plan.timeline.stages)
     local x = spk.randn({ 3, STEPS, 60 }, { seed = 5 })
-    check_recording(plan, x, { steps = { 1, STEPS }, blocks = { 0, plan.timeline.blocks - 1 } }, "cluster baseline")
+    check_recording(plan, x, { step_range = { 1, STEPS }, blocks = { 0, plan.timeline.blocks - 1 } }, "cluster baseline")
   end)
 
   gpu_it("stamps two row phases, each with its own wait and publish", function()
@@ -281,7 +281,7 @@ describe("the cluster kernel's timeline build", function()
                                                      row_phases = 2 } }
     assert.are.same({ wait = "publish", wait_2 = "publish_2" }, plan.timeline.waits_for)
     local x = spk.randn({ 16, STEPS, 60 }, { seed = 6 })
-    check_recording(plan, x, { steps = { 10, 20 }, blocks = { 0, 1 } }, "cluster, two row phases")
+    check_recording(plan, x, { step_range = { 10, 20 }, blocks = { 0, 1 } }, "cluster, two row phases")
   end)
 
   gpu_it("refuses a selection past the plan's blocks or warps, naming it", function()
@@ -298,7 +298,7 @@ describe("the cluster kernel's timeline build", function()
     ok, err = pcall(plan.forward, plan, x, { timeline = { layer = 3 } })
     assert.is_false(ok)
     assert.matches("layer 3 is past the last layer, 2", err)
-    ok, err = pcall(plan.time, plan, { timeline = { steps = { 40, STEPS + 1 } } })
+    ok, err = pcall(plan.time, plan, { timeline = { step_range = { 40, STEPS + 1 } } })
     assert.is_false(ok)
     assert.matches(("step %d is past the last step, %d"):format(STEPS + 1, STEPS), err)
   end)
@@ -315,9 +315,9 @@ describe("the persistent kernel's timeline build", function()
       assert.are.equal(plan.kernel.groups, about.group)
       local x = spk.randn({ batch, STEPS, 60 }, { seed = 7 })
       local what = ("persistent batch %d (%s)"):format(batch, plan.variant)
-      check_recording(plan, x, { steps = { 1, STEPS }, blocks = { 0, about.group - 1 } }, what)
+      check_recording(plan, x, { step_range = { 1, STEPS }, blocks = { 0, about.group - 1 } }, what)
       -- the last tile, layer 2 reverse, another warp
-      check_recording(plan, x, { layer = 2, direction = "reverse", steps = { 30, STEPS },
+      check_recording(plan, x, { layer = 2, direction = "reverse", step_range = { 30, STEPS },
                                  blocks = { about.blocks - about.group, about.blocks - 1 }, warp = about.warps - 1 },
         what .. ", last tile")
     end
@@ -344,7 +344,7 @@ describe("the timeline builds' cost", function()
     local plan <close> = spk.lstm.stack { layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 },
                                           batch = batch, steps = 589, backend = backend }
     local x = spk.randn({ batch, 589, 60 }, { seed = 1 }):cuda()
-    local sel = { steps = { 101, 164 } }
+    local sel = { step_range = { 101, 164 } }
     local plain, recording = {}, {}
     for _ = 1, 3 do
       plain[#plain + 1] = plan:time { x = x, rounds = 7 }.median_ms
@@ -375,7 +375,7 @@ describe("backend auto's plan", function()
     local backend = plan.auto.backend
     if backend == "cluster" or backend == "persistent" then
       local plain = plan:forward(x)
-      local y, info = plan:forward(x, { timeline = { steps = { 1, 8 } } })
+      local y, info = plan:forward(x, { timeline = { step_range = { 1, 8 } } })
       assert.bits_equal(plain, y)
       assert.truthy(info.timeline.kernel:find(backend, 1, true))
       assert.are.same(range(1, 8), timeline.records(info.timeline).steps)

@@ -91,7 +91,7 @@ local function simulate(o)
   local cols = {}
   for i, n in ipairs(columns) do cols[i] = { name = n } end
   return { stamps = rows, columns = cols, stages = stages, waits_for = waits, kernel = "simulated",
-           selection = { layer = 1, direction = "forward", steps = { first_step, first_step + T - 1 },
+           selection = { layer = 1, direction = "forward", step_range = { first_step, first_step + T - 1 },
                          blocks = { first_block, first_block + B - 1 }, warp = 0 } }, truth
 end
 
@@ -116,19 +116,22 @@ local function from_marks(stages, waits, marks)
   cols[#cols + 1] = { name = "start_cycles" }
   for _, n in ipairs(stages) do cols[#cols + 1] = { name = n .. "_cycles" } end
   return { stamps = rows, columns = cols, stages = stages, waits_for = waits, kernel = "hand-made",
-           selection = { layer = 1, direction = "forward", steps = { 1, 1 }, blocks = { 0, 0 }, warp = 0 } }
+           selection = { layer = 1, direction = "forward", step_range = { 1, 1 }, blocks = { 0, 0 }, warp = 0 } }
 end
 
 -- ---------------------------------------------------------------- selection
 
 describe("spk.timeline.selection", function()
-  local defaults = { steps = { 1, 64 }, blocks = { 0, 7 } }
+  local defaults = { step_range = { 1, 64 }, blocks = { 0, 7 } }
 
   it("fills the defaults and gives the 0-based C form", function()
     local c, given = timeline.selection({}, defaults)
     assert.are.same({ layer = 0, direction = 0, first_step = 0, steps = 64, first_block = 0, blocks = 8, warp = 0 }, c)
-    assert.are.same({ layer = 1, direction = "forward", steps = { 1, 64 }, blocks = { 0, 7 }, warp = 0 }, given)
-    c = timeline.selection({ layer = 3, direction = "reverse", steps = { 101, 164 }, blocks = { 2, 5 }, warp = 1 },
+    assert.are.same({ layer = 1, direction = "forward", step_range = { 1, 64 }, blocks = { 0, 7 }, warp = 0 }, given)
+    -- a list of consecutive steps is the same selection
+    local _, listed = timeline.selection({ steps = { 5, 6, 7 } }, defaults)
+    assert.are.same({ 5, 7 }, listed.step_range)
+    c = timeline.selection({ layer = 3, direction = "reverse", step_range = { 101, 164 }, blocks = { 2, 5 }, warp = 1 },
       defaults)
     assert.are.same({ layer = 2, direction = 1, first_step = 100, steps = 64, first_block = 2, blocks = 4, warp = 1 }, c)
   end)
@@ -138,10 +141,16 @@ describe("spk.timeline.selection", function()
       { { layer = 0 }, "timeline.layer must be a layer number" },
       { { layer = 1.5 }, "timeline.layer must be a layer number" },
       { { direction = "up" }, 'timeline.direction must be "forward" or "reverse"' },
-      { { steps = 5 }, "timeline.steps must be a range {first, last}" },
-      { { steps = { 1, 2, 3 } }, "a table of 3 entries" },
-      { { steps = { 10, 9 } }, "timeline.steps = {10, 9}: needs 1 <= first <= last" },
-      { { steps = { 0, 9 } }, "needs 1 <= first" },
+      { { step_range = 5 }, "timeline.step_range must be a range {first, last}" },
+      { { step_range = { 1, 2, 3 } }, "a table of 3 entries" },
+      { { step_range = { 10, 9 } }, "timeline.step_range = {10, 9}: needs 1 <= first <= last" },
+      { { step_range = { 0, 9 } }, "needs 1 <= first" },
+      -- steps is a list everywhere (as in traces): a range written there is named
+      { { steps = { 101, 164 } }, "timeline.steps = {101, 164} is a list of steps, as in traces, and a timeline "
+        .. "records consecutive ones; for the steps 101 to 164 write step_range = {101, 164}" },
+      { { steps = { 3, 2, 1 } }, "timeline.steps = {3, 2, 1} is a list of steps" },
+      { { steps = 5 }, "timeline.steps must be a list of steps" },
+      { { steps = { 1, 2 }, step_range = { 1, 2 } }, "not both" },
       { { blocks = { -1, 3 } }, "timeline.blocks = {-1, 3}: needs 0 <= first" },
       { { warp = 32 }, "timeline.warp must be a warp of the block" },
       { { stepz = { 1, 2 } }, "unknown option 'stepz'" },
@@ -208,7 +217,7 @@ describe("spk.timeline.decode", function()
                                           first_step = 100, first_block = 8, direction = 1, layer = 2, warp = 1 })
     local tl = timeline.decode(raw, { stages = stages, waits_for = { wait = "publish" }, kernel = "synthetic" })
     assert.are.equal("synthetic", tl.kernel)
-    assert.are.same({ layer = 3, direction = "reverse", steps = { 101, 140 }, blocks = { 8, 10 }, warp = 1 },
+    assert.are.same({ layer = 3, direction = "reverse", step_range = { 101, 140 }, blocks = { 8, 10 }, warp = 1 },
       tl.selection)
     assert.are.same({ wait = "publish" }, tl.waits_for)
     local names = {}
@@ -524,8 +533,8 @@ describe("spk.timeline.critical_path", function()
       { block = 0, step = 2, stage = "publish", from = 230, to = 240 },
     }, path)
     -- a window of one step has no predecessor step to jump to
-    local one = timeline.critical_path(tl, { steps = { 2, 2 } })
-    assert.are.same({ 2, 2 }, one.steps)
+    local one = timeline.critical_path(tl, { step_range = { 2, 2 } })
+    assert.are.same({ 2, 2 }, one.step_range)
     assert.are.equal(3, #one.elements)
     assert.are.equal(200, one.start)
   end)
@@ -583,7 +592,7 @@ describe("report.timeline and plot.timeline", function()
 
   it("draws a well-formed Gantt of a few steps with the critical path outlined", function()
     local tl = simulate { blocks = 4, steps = 10, seed = 5 }
-    local svg = plot.timeline(tl, { steps = { 3, 6 } })
+    local svg = plot.timeline(tl, { step_range = { 3, 6 } })
     assert.is_true(xml.check(svg))
     local bars, highlights, links, markers = 0, 0, 0, 0
     for _ in svg:gmatch('<rect class="bar"') do bars = bars + 1 end
@@ -591,7 +600,7 @@ describe("report.timeline and plot.timeline", function()
     for _ in svg:gmatch('<line class="link"') do links = links + 1 end
     for _ in svg:gmatch('<line class="marker"') do markers = markers + 1 end
     assert.are.equal(4 * 4 * 4, bars) -- 4 blocks x 4 steps x 4 stages
-    local path = timeline.critical_path(tl, { steps = { 3, 6 } })
+    local path = timeline.critical_path(tl, { step_range = { 3, 6 } })
     assert.are.equal(#path.elements, highlights)
     local jumps = 0
     for _, e in ipairs(path.elements) do
@@ -624,9 +633,12 @@ describe("report.timeline and plot.timeline", function()
                                   bars = { { track = 1, from = 0, to = 1, category = "y" } } })
     assert.is_false(ok)
     assert.matches("category y is not among the categories", err)
-    ok, err = pcall(plot.timeline, simulate { blocks = 2, steps = 3 }, { steps = { 3, 1 } })
+    ok, err = pcall(plot.timeline, simulate { blocks = 2, steps = 3 }, { step_range = { 3, 1 } })
     assert.is_false(ok)
-    assert.matches("steps must be a range", err)
+    assert.matches("plot.timeline.step_range = {3, 1}: needs 1 <= first <= last", err, 1, true)
+    ok, err = pcall(plot.timeline, simulate { blocks = 2, steps = 3 }, { steps = { 1, 3 } })
+    assert.is_false(ok)
+    assert.matches("write step_range = {1, 3}", err, 1, true)
   end)
 end)
 
@@ -723,7 +735,7 @@ describe("the timeline demo on the GPU", function()
     local demo <close> = spk.timeline.demo { batch = 3, steps = 96, cluster = 4 }
     local x = spk.randn({ 3, 96, 64 }, { seed = 4 })
     local plain = demo:forward(x)
-    local y, info = demo:forward(x, { timeline = { steps = { 11, 42 }, blocks = { 0, 3 } } })
+    local y, info = demo:forward(x, { timeline = { step_range = { 11, 42 }, blocks = { 0, 3 } } })
     assert.bits_equal(plain, y)
     local tl = info.timeline
     assert.are.same({ 4 * 32, 2 + 3 * 6 }, tl.stamps:shape())
@@ -764,15 +776,15 @@ describe("the timeline demo on the GPU", function()
     if not sm90() then pending("needs compute capability 9.0") return end
     local demo <close> = spk.timeline.demo { batch = 2, steps = 40, cluster = 8 }
     local x = spk.randn({ 2, 40, 64 }, { seed = 9 })
-    local y = demo:forward(x, { timeline = { direction = "reverse", steps = { 1, 40 }, blocks = { 4, 7 } } })
-    assert.tensor_near(demo_reference(demo.weights, x), y:to("f64"), { rel_l2 = 1e-5, max_abs = 1e-5 })
+    local y = demo:forward(x, { timeline = { direction = "reverse", step_range = { 1, 40 }, blocks = { 4, 7 } } })
+    assert.tensor_near(y:to("f64"), demo_reference(demo.weights, x), { rel_l2 = 1e-5, max_abs = 1e-5 })
   end)
 
   gpu_it("records exactly the blocks, direction and warp selected", function()
     if not sm90() then pending("needs compute capability 9.0") return end
     local demo <close> = spk.timeline.demo { batch = 20, steps = 30, cluster = 2 } -- 3 tiles: blocks 0..5
     local x = spk.randn({ 20, 30, 64 }, { seed = 2 })
-    local _, info = demo:forward(x, { timeline = { direction = "reverse", steps = { 30, 30 }, blocks = { 3, 5 },
+    local _, info = demo:forward(x, { timeline = { direction = "reverse", step_range = { 30, 30 }, blocks = { 3, 5 },
                                                    warp = 3 } })
     local rec = timeline.records(info.timeline)
     assert.are.same({ 3, 4, 5 }, rec.blocks)
@@ -791,7 +803,7 @@ describe("the timeline demo on the GPU", function()
     if not sm90() then pending("needs compute capability 9.0") return end
     local demo <close> = spk.timeline.demo { batch = 1, steps = 589, cluster = 8 }
     local x = spk.randn({ 1, 589, 64 }, { seed = 1 }):cuda()
-    local sel = { steps = { 1, 589 }, blocks = { 0, 7 } }
+    local sel = { step_range = { 1, 589 }, blocks = { 0, 7 } }
     local plain, idle, recording = {}, {}, {}
     for _ = 1, 3 do -- in turn, so clock changes hit all three alike
       plain[#plain + 1] = demo:time { x = x, rounds = 9 }.median_ms

@@ -27,7 +27,7 @@ describe("spk.lstm.stack without a backend", function()
     local y = plan:forward(x)
     if y.device ~= "cpu" then y = y:cpu() end
     local truth = spk.lstm.reference(layers, x, { precision = "f64" })
-    assert.tensor_near(truth, y, { rel_l2 = 1e-5 })
+    assert.tensor_near(y, truth, { rel_l2 = 1e-5 })
     plan:close()
   end)
 

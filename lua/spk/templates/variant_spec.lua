@@ -26,9 +26,12 @@ local KERNEL = { push = "warp", cluster = 4, threads = 128, gate_block = 4, gate
 local TILE_HEIGHTS = { 1, 2, 4, 8 }
 -- The shape: pyannote segmentation-3.0's LSTM stack at batch 8.
 local SHAPE = { layers = 4, input = 60, hidden = 128, batch = 8, steps = 589 }
--- The bound against the f64 reference (spk's FP32 kernels reach rel_l2 about
--- 1.2e-7 and max_abs about 5e-8 here).
-local BOUND = { rel_l2 = 1e-6, max_abs = 1e-6 }
+-- The bound against the f64 reference: nil is the one spk bench holds every
+-- kernel to (spk.lstm.bound: 1.1x the rel_l2 and 2x the max_abs of cuDNN
+-- standard's error on the same input, measured in the run), or a table of
+-- one's own such as { rel_l2 = 1e-6, max_abs = 1e-6 } (spk's FP32 kernels
+-- reach rel_l2 about 1.2e-7 and max_abs about 5e-8 here).
+local BOUND = nil
 -- The stored baseline and the slowdown tolerated beyond the measured spread.
 local BASELINE, TOLERANCE, ROUNDS = "variant_b8", 0.03, 7
 
