@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/cpu.h"
 #include "core/tensor.h"
 
 /* ---- Layers ------------------------------------------------------------- */
@@ -105,20 +106,26 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
 
 /* ---- The reference forward pass ---------------------------------------- */
 
-/* Numerics (ONNX Runtime's CPU order), in the chosen precision:
- *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), every dot product summed in index order
- *   from its first term, no fused multiply-add;
- *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c),
- *   σ(v) = 1 / (1 + exp(-v)) with libm exp/tanh (f64) or expf/tanhf (f32);
+/* Numerics, in the chosen precision (the one place they are written down):
+ *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), each of the two dot products summed from
+ *   zero in index order, one fused multiply-add a term (acc = fma(a, b, acc):
+ *   each term rounded once), the biases summed once (Wb + Rb) per row; no
+ *   other operation is fused (the code is compiled with -ffp-contract=off);
+ *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c), σ(v) =
+ *   1 / (1 + exp(-v)), with spk's own exp and tanh of the precision
+ *   (lstm/cpu_math_impl.h: a few ulp from libm's, lanes of a vector giving
+ *   the bits of the scalar function);
  *   c = f*c + i*c~, h = o*tanh(c); zero initial h and c.
  * The forward direction runs t = 0..T-1 and writes features 0..H-1, the
  * reverse runs t = T-1..0 and writes features H..2H-1 at the same t.
- * Work is split over (batch row, direction) items; every item is computed by
- * the same code whatever the thread count, so results are bitwise independent
- * of `threads`. */
+ * Threads split the work by direction, batch rows and hidden units
+ * (reference.c), never inside a sum, and every vector unit computes each
+ * lane with the same scalar operations, so the result is bitwise the same
+ * for any `threads` and any `vector`. */
 typedef struct spk_lstm_reference_options {
     spk_dtype precision; /* SPK_F64 (x and weights promoted) or SPK_F32 */
-    int threads;         /* <= 0: the number of online CPUs */
+    int threads;         /* <= 0: SPK_THREADS, else the CPUs the process may use (core/cpu.h) */
+    spk_cpu_vector vector; /* SPK_CPU_VECTOR_AUTO: the widest this CPU has; another: that one or an error */
     bool layers_out;     /* keep every layer's output in the result */
     /* Trace h and c of one layer and direction at chosen time positions
      * (the t at which h is written, whatever the direction). */
@@ -136,7 +143,7 @@ typedef struct spk_lstm_reference_result {
     spk_tensor *trace_c;
 } spk_lstm_reference_result;
 
-/* Default options: f64, all CPUs, no layer outputs, no trace. */
+/* Default options: f64, the default threads, the widest vector unit, no layer outputs, no trace. */
 spk_lstm_reference_options spk_lstm_reference_defaults(void);
 /* x [B, T, in] f32 or f64 (any strides). On success `out` owns new tensors. */
 int spk_lstm_reference(const spk_lstm_layer *layers, int count, const spk_tensor *x,
