@@ -133,7 +133,21 @@ typedef struct spk_lstm_reference_options {
     int trace_direction;        /* 0 forward, 1 reverse */
     int trace_count;            /* 0: no trace */
     const int64_t *trace_steps; /* trace_count time positions, 0-based */
+    struct spk_lstm_reference_profile *profile; /* where to report how the call ran, or NULL */
 } spk_lstm_reference_options;
+
+/* How a call ran: the split of the work and where the threads' time went.
+ * The parts are sums over the threads of wall time (ms) spent projecting
+ * (x·Wᵀ), in the recurrence's steps (h·Rᵀ and the cells) and waiting at
+ * barriers; flops count a multiply-add as two. */
+typedef struct spk_lstm_reference_profile {
+    spk_cpu_vector vector; /* the unit used */
+    int threads;           /* threads that ran (the pool) */
+    int teams, team_threads;
+    int64_t slab_steps;
+    double wall_ms, project_ms, step_ms, wait_ms;
+    double project_flops, step_flops;
+} spk_lstm_reference_profile;
 
 typedef struct spk_lstm_reference_result {
     spk_tensor *y;        /* [B, T, 2H] in the precision's dtype */

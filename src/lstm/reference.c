@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/cancel.h"
 #include "core/cpu.h"
@@ -34,6 +35,7 @@ struct ref_thread {
     int64_t chunk0, chunks; /* its unit chunks */
     void *Wp, *Rp, *bias, *G, *c;
     int packed_layer, packed_dir; /* what Wp, Rp and bias hold (-1: nothing yet) */
+    double project_ms, step_ms, wait_ms; /* with a profile */
 };
 
 /* Everything a layer's threads share; pointers are float* or double*. */
@@ -52,7 +54,25 @@ struct ref_plan {
     struct ref_thread *workers;
     atomic_int_fast64_t *next_team; /* per layer, where teams have one thread */
     spk_cpu_barrier all;
+    bool profiled;
 };
+
+static double clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Adds the time since *since to *part and restarts the clock (profiles only). */
+static inline void lap(const struct ref_plan *p, double *since, double *part)
+{
+    if (!p->profiled)
+        return;
+    double now = clock_ms();
+    *part += now - *since;
+    *since = now;
+}
 
 /* One instantiation per precision and vector unit; ROWS batch rows a
  * register block (four gate vectors each) fit the unit's registers. */
@@ -451,6 +471,28 @@ static int prepare_tensors(const spk_lstm_layer *layers, int count, const spk_te
     return 0;
 }
 
+static void report_profile(const struct ref_plan *p, int threads, spk_cpu_vector unit, double wall_ms,
+                           spk_lstm_reference_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    out->vector = unit;
+    out->threads = threads;
+    out->teams = p->team_count;
+    out->team_threads = p->team_size;
+    out->slab_steps = p->slab_steps;
+    out->wall_ms = wall_ms;
+    for (int i = 0; i < threads; i++) {
+        out->project_ms += p->workers[i].project_ms;
+        out->step_ms += p->workers[i].step_ms;
+        out->wait_ms += p->workers[i].wait_ms;
+    }
+    const double rows = (double)p->batch * (double)p->steps * 2 * 4 * (double)p->hidden; /* gate rows, both directions */
+    for (int k = 0; k < p->layers; k++) {
+        out->project_flops += 2 * rows * (double)p->input[k];
+        out->step_flops += 2 * rows * (double)p->hidden;
+    }
+}
+
 /* Starts the threads, splits the work over those there are, runs it. */
 static int run_plan(struct ref_plan *p, const spk_lstm_reference_options *opt, int64_t k_max)
 {
@@ -475,7 +517,11 @@ static int run_plan(struct ref_plan *p, const spk_lstm_reference_options *opt, i
         free(arena);
         return -1;
     }
+    p->profiled = opt->profile != NULL;
+    double start = p->profiled ? clock_ms() : 0;
     spk_cpu_pool_run(pool, worker_for(f64, unit), p);
+    if (opt->profile)
+        report_profile(p, have, unit, clock_ms() - start, opt->profile);
     free(arena);
     return spk_cancel_check();
 }

@@ -254,17 +254,22 @@ static bool FN(run_team_)(const struct ref_plan *p, int k, struct ref_team *team
     for (int64_t r = 0; r < team->rows; r++)
         for (int64_t u = me->chunk0 * LANES; u < (me->chunk0 + me->chunks) * LANES && u < H; u++)
             h0[r * H + u] = 0;
+    double since = p->profiled ? clock_ms() : 0;
     if (team_barrier && spk_cpu_barrier_wait(team_barrier, false))
         return true;
+    lap(p, &since, &me->wait_ms);
     for (int64_t s0 = 0; s0 < T; s0 += p->slab_steps) {
         int64_t n = T - s0 < p->slab_steps ? T - s0 : p->slab_steps;
         if (!team_barrier && spk_cancel_requested())
             return true;
         FN(project_)(&w, s0, n);
+        lap(p, &since, &me->project_ms);
         for (int64_t s = s0; s < s0 + n; s++) {
             FN(step_)(&w, s, s0, n);
+            lap(p, &since, &me->step_ms);
             if (team_barrier && spk_cpu_barrier_wait(team_barrier, spk_cancel_requested()))
                 return true;
+            lap(p, &since, &me->wait_ms);
         }
     }
     return false;
@@ -286,7 +291,9 @@ static void FN(worker_)(void *arg, int index)
             struct ref_team *team = &p->teams[me->team];
             stop = FN(run_team_)(p, k, team, me, &team->barrier);
         }
+        double since = p->profiled ? clock_ms() : 0;
         stop = spk_cpu_barrier_wait(&p->all, stop || spk_cancel_requested());
+        lap(p, &since, &me->wait_ms);
         if (stop)
             break;
     }

@@ -98,7 +98,15 @@ describe("spk.lstm.backends", function()
     assert.has_error(function() plan:time { x = spk.zeros({ 2, 4, 5 }, "f32") } end)
     assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
                                                  kernel = {} } end,
-      "spk.lstm.stack (cpu): unknown option 'kernel' (known: backend, batch, layers, math, steps, threads)")
+      "spk.lstm.stack (cpu): unknown option 'kernel' (known: backend, batch, layers, math, steps, threads, vector)")
+    assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
+                                                 vector = "avx3" } end,
+      ("spk.lstm.stack (cpu): vector must be \"auto\" or a unit this CPU has (%s), got 'avx3'"):format(
+        table.concat(spk.lstm.cpu_info().vectors, ", ")))
+    local portable = spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu", vector = "portable" }
+    assert.are.equal("f32 reference, portable", portable.variant)
+    local x = spk.randn({ 2, 3, 5 }, { seed = 3 })
+    assert.bits_equal(plan:forward(x), portable:forward(x))
   end)
 end)
 
