@@ -370,15 +370,17 @@ spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1, dtype
 PyTorch's default initialisation, uniform in [-scale/sqrt(H), scale/sqrt(H)), from one generator
 seeded with seed. Draw order: layer 1's W (direction 1 then 2, row-major), its R, its B, then layer 2's.]])
   doc(lstm.reference, [[
-spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, vector = "auto", layers_out = false,
-                                trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}},
-                                profile = false}]) -> y, info
+spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, vector = "auto", team_threads = n,
+                                layers_out = false, trace = {layer = k, direction = "forward" | "reverse",
+                                steps = {t, ...}}, profile = false}]) -> y, info
 The CPU forward pass of the stack: y [B, T, 2H] in the precision's dtype (forward direction in
 features 1..H, reverse in H+1..2H); x [B, T, in] f32 or f64. info.layers (layers_out): every layer's
 output; info.trace: h and c [#steps, B, H] of one layer and direction at 1-based times t. threads
 defaults to SPK_THREADS, else the CPUs this process may use; vector picks the unit ("auto": the
-widest spk.lstm.cpu_info() lists; "portable", "avx2", "avx512"). The result is bitwise the same for
-any thread count and vector unit (the order of every sum is fixed: src/lstm/lstm.h). profile = true
+widest spk.lstm.cpu_info() lists; "portable", "avx2", "avx512"); team_threads (for measuring the
+split) sets how many threads share a direction's units for a group of batch rows, meeting at every
+step (left out: src/lstm/reference.c's rule). The result is bitwise the same for any thread count,
+split and vector unit (the order of every sum is fixed: src/lstm/lstm.h). profile = true
 adds info.profile = {vector, threads, teams, team_threads, slab_steps, wall_ms, project_ms, step_ms,
 wait_ms, project_flops, step_flops}: the threads' summed time in the input projections, the steps and
 at barriers. Ctrl-C in the REPL interrupts it within a step.]])

@@ -124,8 +124,10 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
  * for any `threads` and any `vector`. */
 typedef struct spk_lstm_reference_options {
     spk_dtype precision; /* SPK_F64 (x and weights promoted) or SPK_F32 */
-    int threads;         /* <= 0: SPK_THREADS, else the CPUs the process may use (core/cpu.h) */
+    int threads;         /* at most this many; <= 0: SPK_THREADS, else the CPUs the process may use
+                            (core/cpu.h), fewer for a call of a few MFLOP (reference.c) */
     spk_cpu_vector vector; /* SPK_CPU_VECTOR_AUTO: the widest this CPU has; another: that one or an error */
+    int team_threads;      /* threads sharing a team's units (a barrier a step); 0: reference.c's rule */
     bool layers_out;     /* keep every layer's output in the result */
     /* Trace h and c of one layer and direction at chosen time positions
      * (the t at which h is written, whatever the direction). */

@@ -219,16 +219,23 @@ static ref_worker worker_for(bool f64, spk_cpu_vector v)
 /* As many teams as keep every thread busy, the fewest threads a team (a
  * barrier a step costs more the more threads meet at it): row groups =
  * min(batch, threads / 2), two directions each; the threads left over share
- * a team's unit chunks. Returns the threads the split uses. */
+ * a team's unit chunks, as long as all teams' threads fit the CPUs (a team
+ * whose threads outnumber the cores waits a time slice at every step).
+ * Returns the threads the split uses. */
 struct split {
     int64_t groups, team_size;
 };
 
-static int split_work(int threads, int64_t batch, int64_t chunk_count, struct split *s)
+static int split_work(int threads, int cpus, int team_threads, int64_t batch, int64_t chunk_count, struct split *s)
 {
     int64_t half = threads / 2 > 0 ? threads / 2 : 1;
     s->groups = batch < half ? batch : half;
-    s->team_size = threads / (2 * s->groups);
+    s->team_size = (threads < cpus ? threads : cpus) / (2 * s->groups);
+    if (team_threads > 0) { /* asked for: as many groups as such teams fill the threads */
+        s->team_size = team_threads;
+        s->groups = threads / (2 * team_threads);
+        s->groups = s->groups < 1 ? 1 : s->groups > batch ? batch : s->groups;
+    }
     if (s->team_size < 1)
         s->team_size = 1;
     if (s->team_size > chunk_count)
@@ -282,11 +289,12 @@ static void lay_out(struct ref_plan *p, struct arena *a, int threads, int64_t la
 
 /* Teams, threads and their buffers for `threads` threads; the arena is
  * p->teams' owner (freed by the caller). */
-static int plan_threads(struct ref_plan *p, int threads, int64_t lanes, int64_t k_max, size_t elem, void **arena_out)
+static int plan_threads(struct ref_plan *p, int threads, int team_threads, int64_t lanes, int64_t k_max, size_t elem,
+                        void **arena_out)
 {
     const int64_t chunk_count = (p->hidden + lanes - 1) / lanes;
     struct split s;
-    split_work(threads, p->batch, chunk_count, &s);
+    split_work(threads, spk_cpu_count(), team_threads, p->batch, chunk_count, &s);
     p->team_size = (int)s.team_size;
     p->team_count = (int)(2 * s.groups);
     int64_t rows_max = (p->batch + s.groups - 1) / s.groups;
@@ -493,12 +501,24 @@ static void report_profile(const struct ref_plan *p, int threads, spk_cpu_vector
     }
 }
 
+/* The default thread count takes at most one thread for this much work (a
+ * few hundred microseconds of one core): fewer where a call is smaller, as
+ * starting and meeting threads would cost more than they save. */
+#define DEFAULT_WORK_FLOPS 8e6
+
 /* Starts the threads, splits the work over those there are, runs it. */
 static int run_plan(struct ref_plan *p, const spk_lstm_reference_options *opt, int64_t k_max)
 {
     int threads = opt->threads;
-    if (threads <= 0 && spk_cpu_threads_default(&threads, NULL))
-        return -1;
+    if (threads <= 0) {
+        if (spk_cpu_threads_default(&threads, NULL))
+            return -1;
+        double flops = 0, rows = (double)p->batch * (double)p->steps * 8 * (double)p->hidden;
+        for (int k = 0; k < p->layers; k++)
+            flops += 2 * rows * (double)(p->input[k] + p->hidden);
+        if (flops / DEFAULT_WORK_FLOPS < threads)
+            threads = flops < DEFAULT_WORK_FLOPS ? 1 : (int)(flops / DEFAULT_WORK_FLOPS);
+    }
     spk_cpu_vector unit;
     if (spk_cpu_vector_resolve(opt->vector, &unit))
         return -1;
@@ -506,13 +526,13 @@ static int run_plan(struct ref_plan *p, const spk_lstm_reference_options *opt, i
     const size_t elem = f64 ? sizeof(double) : sizeof(float);
     const int64_t lanes = spk_cpu_vector_bytes(unit) / (int64_t)elem;
     struct split s;
-    int want = split_work(threads, p->batch, (p->hidden + lanes - 1) / lanes, &s);
+    int want = split_work(threads, spk_cpu_count(), opt->team_threads, p->batch, (p->hidden + lanes - 1) / lanes, &s);
     int have = 0;
     spk_cpu_pool *pool = spk_cpu_pool_start(want, &have);
     if (!pool)
         return -1;
     void *arena = NULL;
-    if (plan_threads(p, have, lanes, k_max, elem, &arena)) {
+    if (plan_threads(p, have, opt->team_threads, lanes, k_max, elem, &arena)) {
         spk_cpu_pool_run(pool, NULL, NULL);
         free(arena);
         return -1;

@@ -192,8 +192,8 @@ static int l_random(lua_State *L)
     return 1;
 }
 
-static const char *const reference_options[] = {"precision", "threads", "vector", "layers_out", "trace", "profile",
-                                                 NULL};
+static const char *const reference_options[] = {"precision", "threads", "vector", "team_threads", "layers_out",
+                                                 "trace", "profile", NULL};
 static const char *const trace_options[] = {"layer", "direction", "steps", NULL};
 
 /* info.profile of a reference call (lstm.h, spk_lstm_reference_profile). */
@@ -240,6 +240,15 @@ static int l_reference(lua_State *L)
             if (!isint || n < 1)
                 luaL_argerror(L, 3, "option 'threads' must be a positive integer");
             opt.threads = n > 4096 ? 4096 : (int)n;
+        }
+        lua_pop(L, 1);
+        spk_lua_rawfield(L, 3, "team_threads");
+        if (!lua_isnil(L, -1)) {
+            int isint = 0;
+            lua_Integer n = lua_tointegerx(L, -1, &isint);
+            if (!isint || n < 1 || n > SPK_CPU_MAX_THREADS)
+                luaL_argerror(L, 3, "option 'team_threads' must be a positive integer");
+            opt.team_threads = (int)n;
         }
         lua_pop(L, 1);
         spk_lua_rawfield(L, 3, "vector");

@@ -246,7 +246,8 @@ TEST(hand_worked_h1)
     spk_tensor_free(x);
 }
 
-/* The reference of `dtype` with `threads` threads on vector unit `unit`. */
+/* The reference of `dtype` with `threads` threads on vector unit `unit`;
+ * threads > 2 make teams of two or more (a barrier a step) as on many cores. */
 static spk_tensor *reference_y(const struct stack *s, const spk_tensor *x, spk_dtype dtype, int threads,
                                spk_cpu_vector unit)
 {
@@ -254,6 +255,7 @@ static spk_tensor *reference_y(const struct stack *s, const spk_tensor *x, spk_d
     opt.precision = dtype;
     opt.threads = threads;
     opt.vector = unit;
+    opt.team_threads = threads > 2 ? threads / 2 : 0;
     spk_lstm_reference_result res;
     if (spk_lstm_reference(s->l, s->count, x, &opt, &res) != 0) {
         fprintf(stderr, "  reference: %s\n", spk_last_error());
@@ -369,6 +371,23 @@ TEST(threads_do_not_change_bits)
             spk_tensor *some = reference_y(&s, x, dtype, 5, SPK_CPU_VECTOR_AUTO);
             CHECK(bitwise_equal(one, many));
             CHECK(bitwise_equal(one, some));
+            /* the rule's own split (teams of one here, or of several on many cores) */
+            spk_lstm_reference_profile prof;
+            spk_lstm_reference_options opt = spk_lstm_reference_defaults();
+            opt.precision = dtype;
+            opt.threads = 16;
+            opt.profile = &prof;
+            spk_lstm_reference_result res;
+            CHECK(spk_lstm_reference(s.l, s.count, x, &opt, &res) == 0);
+            CHECK(bitwise_equal(one, res.y));
+            spk_lstm_reference_result_free(&res);
+            /* teams of eight at batch 1: a barrier a step, every thread in one */
+            opt.team_threads = 8;
+            CHECK(spk_lstm_reference(s.l, s.count, x, &opt, &res) == 0);
+            CHECK(bitwise_equal(one, res.y));
+            CHECK(batch != 1 || (prof.threads == 16 && prof.teams == 2 && prof.team_threads == 8));
+            CHECK(prof.project_flops > 0 && prof.step_flops > 0 && prof.wall_ms > 0);
+            spk_lstm_reference_result_free(&res);
             spk_tensor_free(one);
             spk_tensor_free(many);
             spk_tensor_free(some);
