@@ -44,6 +44,7 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #define MATH_AS_V(i) spk_cpu_from_bits_f64(i)
 #define MATH_MASK(cmp) ((uint64_t)0 - (uint64_t)(cmp))
 #define MATH_SPLAT(c) ((double)(c))
+#define MATH_FMA(a, b, c) __builtin_fma(a, b, c)
 #include "lstm/cpu_math_impl.h"
 #undef MATH_DOUBLE
 #undef MATH_REAL
@@ -54,6 +55,7 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #undef MATH_AS_V
 #undef MATH_MASK
 #undef MATH_SPLAT
+#undef MATH_FMA
 
 #define MATH_DOUBLE 0
 #define MATH_REAL float
@@ -64,6 +66,7 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #define MATH_AS_V(i) spk_cpu_from_bits_f32(i)
 #define MATH_MASK(cmp) ((uint32_t)0 - (uint32_t)(cmp))
 #define MATH_SPLAT(c) ((float)(c))
+#define MATH_FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "lstm/cpu_math_impl.h"
 #undef MATH_DOUBLE
 #undef MATH_REAL
@@ -74,5 +77,6 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #undef MATH_AS_V
 #undef MATH_MASK
 #undef MATH_SPLAT
+#undef MATH_FMA
 
 #endif

@@ -7,15 +7,16 @@
  *   MATH_I      the unsigned integer type of the same width (uint32_t/uint64_t or a vector)
  *   MATH_FN(n)  the name of function n in this instantiation
  *   MATH_AS_I(v), MATH_AS_V(i)  bit casts; MATH_MASK(cmp)  all ones where cmp holds;
- *   MATH_SPLAT(c)  the constant c in every lane
+ *   MATH_SPLAT(c)  the constant c in every lane; MATH_FMA(a, b, c)  a·b + c rounded once
+ *                  (lane by lane)
  * Each lane does the same separately rounded operations in the same order,
  * so a vector's lanes give exactly the scalar functions' bits (the CPU
  * reference's promise across vector units rests on this).
  *
+ * Every a·b + c below is one fused multiply-add (MATH_FMA).
  * exp(x): x clamped to [EXP_LO, EXP_HI] (NaN passes through), n = x·log2(e)
- * rounded to nearest by adding 1.5·2^MANT, r = (x − n·ln2_hi) − n·ln2_lo
- * (ln2_hi has trailing zeros, so n·ln2_hi and the first subtraction are
- * exact), p = r + r²·(1/2! + r·(1/3! + … r/DEG!)) (Taylor; the first term
+ * rounded to nearest by adding 1.5·2^MANT, r = (x − n·ln2_hi) − n·ln2_lo,
+ * p = r + r²·(1/2! + r·(1/3! + … r/DEG!)) (Taylor by Horner; the first term
  * left out is below half an ulp on |r| ≤ ln2/2), exp = (1 + p)·2^n with 2^n
  * built in the exponent bits. The clamp keeps 2^n a normal number: beyond it
  * the LSTM's gates are 0 or 1 in the precision anyway.
@@ -56,32 +57,32 @@
 static inline MATH_V MATH_FN(expm1_reduced_)(MATH_V r)
 {
 #if MATH_DOUBLE
-    MATH_V q = r * (R1 / 6227020800) + R1 / 479001600;   /* 1/13!, 1/12! */
-    q = q * r + R1 / 39916800;
-    q = q * r + R1 / 3628800;
-    q = q * r + R1 / 362880;
-    q = q * r + R1 / 40320;
-    q = q * r + R1 / 5040;
-    q = q * r + R1 / 720;
-    q = q * r + R1 / 120;
+    MATH_V q = MATH_FMA(r, MATH_SPLAT(R1 / 6227020800), MATH_SPLAT(R1 / 479001600)); /* 1/13!, 1/12! */
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 39916800));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 3628800));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 362880));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 40320));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 5040));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 720));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 120));
 #else
-    MATH_V q = r * (R1 / 40320) + R1 / 5040; /* 1/8!, 1/7! */
-    q = q * r + R1 / 720;
-    q = q * r + R1 / 120;
+    MATH_V q = MATH_FMA(r, MATH_SPLAT(R1 / 40320), MATH_SPLAT(R1 / 5040)); /* 1/8!, 1/7! */
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 720));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 120));
 #endif
-    q = q * r + R1 / 24;
-    q = q * r + R1 / 6;
-    q = q * r + R1 / 2;
-    return r + (r * r) * q;
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 24));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 6));
+    q = MATH_FMA(q, r, MATH_SPLAT(R1 / 2));
+    return MATH_FMA(r * r, q, r);
 }
 
 /* n (as a value), r, and 2^n for x in the clamped range. */
 static inline MATH_V MATH_FN(reduce_)(MATH_V x, MATH_V *scale)
 {
-    MATH_V t = x * LOG2E + ROUNDER;
+    MATH_V t = MATH_FMA(x, MATH_SPLAT(LOG2E), MATH_SPLAT(ROUNDER));
     MATH_V n = t - ROUNDER;
     *scale = MATH_AS_V((MATH_AS_I(t) << MANT) + ONE_BITS);
-    return (x - n * LN2_HI) - n * LN2_LO;
+    return MATH_FMA(-n, MATH_SPLAT(LN2_LO), MATH_FMA(-n, MATH_SPLAT(LN2_HI), x));
 }
 
 static inline MATH_V MATH_FN(exp_)(MATH_V x)
@@ -105,7 +106,7 @@ static inline MATH_V MATH_FN(tanh_)(MATH_V v)
     a = SELECT(MATH_MASK(a > TANH_LIMIT), MATH_SPLAT(TANH_LIMIT), a);
     MATH_V scale;
     MATH_V r = MATH_FN(reduce_)(a + a, &scale);
-    MATH_V e = scale * MATH_FN(expm1_reduced_)(r) + (scale - R1);
+    MATH_V e = MATH_FMA(scale, MATH_FN(expm1_reduced_)(r), scale - R1);
     MATH_V t = e / (e + (MATH_REAL)2);
     return MATH_AS_V(MATH_AS_I(t) | (MATH_AS_I(v) & sign));
 }

@@ -109,13 +109,14 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
 /* Numerics, in the chosen precision (the one place they are written down):
  *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), each of the two dot products summed from
  *   zero in index order, one fused multiply-add a term (acc = fma(a, b, acc):
- *   each term rounded once), the biases summed once (Wb + Rb) per row; no
- *   other operation is fused (the code is compiled with -ffp-contract=off);
+ *   each term rounded once), the biases summed once (Wb + Rb) per row;
  *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c), σ(v) =
  *   1 / (1 + exp(-v)), with spk's own exp and tanh of the precision
  *   (lstm/cpu_math_impl.h: a few ulp from libm's, lanes of a vector giving
- *   the bits of the scalar function);
- *   c = f*c + i*c~, h = o*tanh(c); zero initial h and c.
+ *   the bits of the scalar function; their polynomials by fused multiply-adds);
+ *   c = fma(f, c, i*c~), h = o*tanh(c); zero initial h and c.
+ * Only the fused multiply-adds named here are fused (the code is compiled
+ * with -ffp-contract=off, so the compiler fuses nothing on its own).
  * The forward direction runs t = 0..T-1 and writes features 0..H-1, the
  * reverse runs t = T-1..0 and writes features H..2H-1 at the same t.
  * Threads split the work by direction, batch rows and hidden units

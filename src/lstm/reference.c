@@ -76,18 +76,20 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 
 /* One instantiation per precision and vector unit; ROWS batch rows a
  * register block (four gate vectors each) fit the unit's registers. */
-/* MADD(a, b, c) = a·b + c rounded once, a a scalar, in every lane. The
- * portable form calls fma() a lane (a processor's own instruction where it
- * has one); KEEP(...) keeps vectors in registers (x86 only). */
-#define PORTABLE_MADD(fma, a, b, c)                                                                    \
+/* MADD(a, b, c) = a·b + c rounded once in every lane, a a scalar; VFMA the
+ * same with a a vector. The portable form calls fma() a lane (a processor's
+ * own instruction where it has one); KEEP(...) keeps vectors in registers
+ * (x86 only). */
+#define PORTABLE_FMA(fma, a, b, c)                                                                     \
     __extension__({                                                                                  \
-        __typeof__(b) m_;                                                                            \
+        __typeof__(b) m_, a_ = (a) - (__typeof__(b)){0};                                             \
         for (int l_ = 0; l_ < LANES; l_++)                                                           \
-            m_[l_] = fma((a), (b)[l_], (c)[l_]);                                                     \
+            m_[l_] = fma(a_[l_], (b)[l_], (c)[l_]);                                                  \
         m_;                                                                                          \
     })
 #define KEEP(a, b, c, d) ((void)0)
-#define MADD(a, b, c) PORTABLE_MADD(__builtin_fma, a, b, c)
+#define MADD(a, b, c) PORTABLE_FMA(__builtin_fma, a, b, c)
+#define VFMA(a, b, c) PORTABLE_FMA(__builtin_fma, a, b, c)
 #define REAL double
 #define UINT uint64_t
 #define IS_DOUBLE 1
@@ -101,7 +103,9 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #undef UINT
 #undef IS_DOUBLE
 #undef MADD
-#define MADD(a, b, c) PORTABLE_MADD(__builtin_fmaf, a, b, c)
+#undef VFMA
+#define MADD(a, b, c) PORTABLE_FMA(__builtin_fmaf, a, b, c)
+#define VFMA(a, b, c) PORTABLE_FMA(__builtin_fmaf, a, b, c)
 #define REAL float
 #define UINT uint32_t
 #define IS_DOUBLE 0
@@ -115,6 +119,7 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #undef IS_DOUBLE
 
 #undef MADD
+#undef VFMA
 #undef KEEP
 
 #if defined(__x86_64__)
@@ -126,6 +131,7 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #endif
 #define KEEP(a, b, c, d) __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d))
 #define MADD(a, b, c) _mm256_fmadd_pd(_mm256_set1_pd(a), b, c)
+#define VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
 #define REAL double
 #define UINT uint64_t
 #define IS_DOUBLE 1
@@ -138,7 +144,9 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #undef UINT
 #undef IS_DOUBLE
 #undef MADD
+#undef VFMA
 #define MADD(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define REAL float
 #define UINT uint32_t
 #define IS_DOUBLE 0
@@ -161,9 +169,11 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #undef ROWS
 #define ROWS 4
 #undef MADD
+#undef VFMA
 #undef KEEP
 #define KEEP(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
 #define MADD(a, b, c) _mm512_fmadd_pd(_mm512_set1_pd(a), b, c)
+#define VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
 #define REAL double
 #define UINT uint64_t
 #define IS_DOUBLE 1
@@ -176,7 +186,9 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #undef UINT
 #undef IS_DOUBLE
 #undef MADD
+#undef VFMA
 #define MADD(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define REAL float
 #define UINT uint32_t
 #define IS_DOUBLE 0
@@ -194,6 +206,7 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #pragma GCC pop_options
 #endif
 #undef MADD
+#undef VFMA
 #undef KEEP
 #endif
 #undef ROWS

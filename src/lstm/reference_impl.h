@@ -11,7 +11,7 @@
  * (i, o, f, c), so the products of a chunk and a batch row end in four
  * vectors that the cell consumes at once:
  *   Wp [chunks][K][4·LANES], Rp [chunks][H][4·LANES], bias [chunks][4·LANES]
- *   G  [rows·steps of a slab][chunks][4·LANES]   x·Wᵀ of the slab's steps
+ *   G  [chunks][steps of a slab][rows][4·LANES]   x·Wᵀ of the slab's steps
  *   c  [rows][chunks][LANES]                     the cell state
  * The team's h is [2][rows][H]: step s reads h[s % 2] and writes h[(s+1) % 2]. */
 
@@ -34,6 +34,7 @@ typedef UINT FN(vi_) __attribute__((vector_size(LANES * sizeof(REAL))));
 #define MATH_AS_V(i) ((VR)(i))
 #define MATH_MASK(cmp) ((VI)(cmp))
 #define MATH_SPLAT(c) ((REAL)(c) - (VR){0})
+#define MATH_FMA(a, b, c) VFMA(a, b, c)
 #include "lstm/cpu_math_impl.h"
 #undef MATH_DOUBLE
 #undef MATH_REAL
@@ -44,6 +45,7 @@ typedef UINT FN(vi_) __attribute__((vector_size(LANES * sizeof(REAL))));
 #undef MATH_AS_V
 #undef MATH_MASK
 #undef MATH_SPLAT
+#undef MATH_FMA
 
 /* acc[r][j] = Σ_k a[r][k] · panel_{j/4}[k][(j%4)·LANES ..], k = 0 .. K-1 in
  * order, from zero, one fused multiply-add a term (MADD): the order of
@@ -159,12 +161,12 @@ static void FN(project_)(const struct FN(work_) *w, int64_t s0, int64_t n)
             int mr = (int)(m_all - m < ROWS ? m_all - m : ROWS);
             const REAL *a[ROWS];
             for (int r = 0; r < mr; r++) {
-                int64_t row = (m + r) / n, s = s0 + (m + r) % n, t = w->d ? T - 1 - s : s;
+                int64_t row = (m + r) % rows, s = s0 + (m + r) / rows, t = w->d ? T - 1 - s : s;
                 a[r] = w->x + ((b0 + row) * T + t) * K;
             }
             FN(block_any_)(mr, 1, a, &panel, K, acc);
             for (int r = 0; r < mr; r++) {
-                VR *g = (VR *)(G + ((m + r) * me->chunks + c) * GATES);
+                VR *g = (VR *)(G + (c * m_all + m + r) * GATES);
                 g[0] = acc[r][0], g[1] = acc[r][1], g[2] = acc[r][2], g[3] = acc[r][3];
             }
         }
@@ -190,14 +192,14 @@ static inline void FN(cell_)(const struct FN(work_) *w, const VR acc[4], int64_t
     const struct ref_plan *p = w->p;
     struct ref_thread *me = w->me;
     const int64_t H = p->hidden, T = p->steps, b = w->team->row0 + r, u0 = (me->chunk0 + c) * LANES;
-    const VR *g = (const VR *)((const REAL *)me->G + ((r * n + (s - s0)) * me->chunks + c) * GATES);
+    const VR *g = (const VR *)((const REAL *)me->G + ((c * n + (s - s0)) * w->team->rows + r) * GATES);
     const VR *bias = (const VR *)((const REAL *)me->bias + c * GATES);
     VR *cell = (VR *)((REAL *)me->c + (r * me->chunks + c) * LANES);
     VR ig = FN(sigmoid_)((g[0] + acc[0]) + bias[0]);
     VR og = FN(sigmoid_)((g[1] + acc[1]) + bias[1]);
     VR fg = FN(sigmoid_)((g[2] + acc[2]) + bias[2]);
     VR cand = FN(tanh_)((g[3] + acc[3]) + bias[3]);
-    VR cv = fg * *cell + ig * cand;
+    VR cv = VFMA(fg, *cell, ig * cand);
     *cell = cv;
     VR hv = og * FN(tanh_)(cv);
     int64_t t = w->d ? T - 1 - s : s;

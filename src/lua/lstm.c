@@ -214,6 +214,31 @@ static void push_profile(lua_State *L, const spk_lstm_reference_profile *p)
     lua_setfield(L, -2, "profile");
 }
 
+/* Option `name` of table 3 as a thread count (left out: *out unchanged). */
+static void thread_option(lua_State *L, const char *name, int *out)
+{
+    if (spk_lua_rawfield(L, 3, name) != LUA_TNIL) {
+        int isint = 0;
+        lua_Integer n = lua_tointegerx(L, -1, &isint);
+        if (!isint || n < 1)
+            luaL_argerror(L, 3, lua_pushfstring(L, "option '%s' must be a positive integer", name));
+        *out = n > SPK_CPU_MAX_THREADS ? SPK_CPU_MAX_THREADS : (int)n;
+    }
+    lua_pop(L, 1);
+}
+
+/* The options saying how the CPU runs the reference: threads, team_threads, vector. */
+static void check_cpu_options(lua_State *L, spk_lstm_reference_options *opt)
+{
+    thread_option(L, "threads", &opt->threads);
+    thread_option(L, "team_threads", &opt->team_threads);
+    spk_lua_rawfield(L, 3, "vector");
+    if (!lua_isnil(L, -1) &&
+        (lua_type(L, -1) != LUA_TSTRING || spk_cpu_vector_from_name(lua_tostring(L, -1), &opt->vector)))
+        luaL_argerror(L, 3, "option 'vector' must be \"auto\", \"portable\", \"avx2\" or \"avx512\"");
+    lua_pop(L, 1);
+}
+
 /* reference(layers, x, options) -> y, info (see lua/spk/lstm.lua) */
 static int l_reference(lua_State *L)
 {
@@ -233,29 +258,7 @@ static int l_reference(lua_State *L)
             opt.precision = strcmp(p, "f64") == 0 ? SPK_F64 : SPK_F32;
         }
         lua_pop(L, 1);
-        spk_lua_rawfield(L, 3, "threads");
-        if (!lua_isnil(L, -1)) {
-            int isint = 0;
-            lua_Integer n = lua_tointegerx(L, -1, &isint);
-            if (!isint || n < 1)
-                luaL_argerror(L, 3, "option 'threads' must be a positive integer");
-            opt.threads = n > 4096 ? 4096 : (int)n;
-        }
-        lua_pop(L, 1);
-        spk_lua_rawfield(L, 3, "team_threads");
-        if (!lua_isnil(L, -1)) {
-            int isint = 0;
-            lua_Integer n = lua_tointegerx(L, -1, &isint);
-            if (!isint || n < 1 || n > SPK_CPU_MAX_THREADS)
-                luaL_argerror(L, 3, "option 'team_threads' must be a positive integer");
-            opt.team_threads = (int)n;
-        }
-        lua_pop(L, 1);
-        spk_lua_rawfield(L, 3, "vector");
-        if (!lua_isnil(L, -1) &&
-            (lua_type(L, -1) != LUA_TSTRING || spk_cpu_vector_from_name(lua_tostring(L, -1), &opt.vector)))
-            luaL_argerror(L, 3, "option 'vector' must be \"auto\", \"portable\", \"avx2\" or \"avx512\"");
-        lua_pop(L, 1);
+        check_cpu_options(L, &opt);
         spk_lua_rawfield(L, 3, "layers_out");
         opt.layers_out = lua_toboolean(L, -1);
         lua_pop(L, 1);

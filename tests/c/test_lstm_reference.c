@@ -108,7 +108,7 @@ static void naive_layer_f64(const spk_lstm_layer *l, const spk_tensor *x, spk_te
                 for (int64_t u = 0; u < H; u++) {
                     double i = naive_sigmoid(pre[u]), o = naive_sigmoid(pre[H + u]);
                     double f = naive_sigmoid(pre[2 * H + u]), g = naive_tanh(pre[3 * H + u]);
-                    c[u] = f * c[u] + i * g;
+                    c[u] = naive_libm ? f * c[u] + i * g : fma(f, c[u], i * g);
                     h[u] = o * naive_tanh(c[u]);
                     const int64_t idx[3] = {b, t, d * H + u};
                     spk_tensor_set_f64(y, idx, h[u]);
@@ -143,7 +143,7 @@ static void naive_layer_f32(const spk_lstm_layer *l, const spk_tensor *x, spk_te
                 for (int64_t u = 0; u < H; u++) {
                     float i = naive_sigmoidf(pre[u]), o = naive_sigmoidf(pre[H + u]);
                     float f = naive_sigmoidf(pre[2 * H + u]), g = naive_tanhf(pre[3 * H + u]);
-                    c[u] = f * c[u] + i * g;
+                    c[u] = naive_libm ? f * c[u] + i * g : fmaf(f, c[u], i * g);
                     h[u] = o * naive_tanhf(c[u]);
                     const int64_t idx[3] = {b, t, d * H + u};
                     spk_tensor_set_f64(y, idx, h[u]);
