@@ -217,7 +217,8 @@ DOCDIR  ?= $(PREFIX)/share/doc/spk
 LUA_FILES        = $(patsubst lua/%,%,$(sort $(shell find lua/spk -type f -name '*.lua')))
 KERNEL_FILES     = $(sort $(wildcard kernels/*.cu kernels/*.cuh))
 EXPERIMENT_FILES = $(sort $(wildcard experiments/*.lua experiments/kernels/*.lua experiments/kernels/*.cu))
-TOOL_FILES       = $(sort $(wildcard tools/*.lua))
+# tools/onnx_ort_check.py is what spk bench's CPU section runs ONNX Runtime with.
+TOOL_FILES       = $(sort $(wildcard tools/*.lua) tools/onnx_ort_check.py)
 DOC_FILES        = README.md $(sort $(shell find docs -type f))
 
 # $(call install_files,FROM,FILES,TO): FROM/f to $(DESTDIR)TO/f for each f,

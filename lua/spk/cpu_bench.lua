@@ -4,7 +4,7 @@
 --
 --   local cpu_bench = require "spk.cpu_bench"
 --   local rows, info = cpu_bench.run{layers =, batches =, steps =, threads = {16, 2}, rounds =, warmup =,
---                                    seed =, progress = function(message) end}
+--                                    seed =, progress = function(message) end, ort = true, python = nil}
 --   print(cpu_bench.text(rows, info))
 --
 -- Method. At each batch B the input is spk.randn({B, steps, input}, {seed =
@@ -17,7 +17,8 @@
 -- ONNX Runtime outputs against the f64 one. bits: whether the f64 and the f32
 -- outputs are bitwise those of the first thread count. GFLOP/s: the forward's
 -- multiply-adds (x·Wᵀ and h·Rᵀ of every layer, direction and step) × 2 / the
--- median time. Python is SPK_PYTHON or python3.
+-- median time. Python is `python`, else SPK_PYTHON, else python3; ort = false
+-- leaves ONNX Runtime out.
 local M = {}
 
 local function median(samples)
@@ -30,20 +31,22 @@ end
 
 local function quote(path) return "'" .. tostring(path):gsub("'", "'\\''") .. "'" end
 
-local function python()
-  local p = os.getenv("SPK_PYTHON")
+-- The Python that runs ONNX Runtime: `python`, else SPK_PYTHON, else python3.
+local function python_of(python)
+  local p = python or os.getenv("SPK_PYTHON")
   return p ~= nil and p ~= "" and p or "python3"
 end
 
--- The onnxruntime version Python reports, or nil and why not.
-function M.ort_version()
-  local pipe = io.popen(python() .. " -c 'import onnxruntime, numpy; print(onnxruntime.__version__)' 2>&1")
-  if not pipe then return nil, "cannot start " .. python() end
+-- The onnxruntime version that Python reports, or nil and why not.
+function M.ort_version(python)
+  python = python_of(python)
+  local pipe = io.popen(quote(python) .. " -c 'import onnxruntime, numpy; print(onnxruntime.__version__)' 2>&1")
+  if not pipe then return nil, "cannot start " .. python end
   local text = pipe:read("a") or ""
   local ok = pipe:close()
   local version = text:match("^(%d[%w%.%-+]*)%s*$")
   if ok and version then return version end
-  return nil, ("%s cannot import onnxruntime and numpy (%s)"):format(python(), (text:gsub("%s+$", ""):match("[^\n]*$")))
+  return nil, ("%s cannot import onnxruntime and numpy (%s)"):format(python, (text:gsub("%s+$", ""):match("[^\n]*$")))
 end
 
 -- Flops of one forward (a multiply-add counts two).
@@ -58,12 +61,14 @@ function M.flops(dims, layers, batch, steps)
 end
 
 -- ONNX Runtime's median ms and relative L2 on one batch, or nil and the reason.
-local function ort_time(spk, dir, x, y64, threads, rounds, warmup)
+local function ort_time(spk, o, x, y64, threads)
+  local dir = o.ort_dir
   spk.save(dir .. "/x.npy", x)
   spk.save(dir .. "/y64.npy", y64)
   local tool = (spk.find_dir("tools") or "tools") .. "/onnx_ort_check.py"
-  local command = ("%s %s %s %s %s --max-rel-l2 1e-4 --time %d --warmup %d --threads %d 2>&1"):format(python(),
-    quote(tool), quote(dir .. "/model.onnx"), quote(dir .. "/x.npy"), quote(dir .. "/y64.npy"), rounds, warmup, threads)
+  local command = ("%s %s %s %s %s --max-rel-l2 1e-4 --time %d --warmup %d --threads %d 2>&1"):format(
+    quote(o.python), quote(tool), quote(dir .. "/model.onnx"), quote(dir .. "/x.npy"), quote(dir .. "/y64.npy"),
+    o.rounds, o.warmup, threads)
   local pipe = io.popen(command)
   local text = pipe and pipe:read("a") or ""
   if pipe then pipe:close() end
@@ -102,7 +107,7 @@ local function measure(spk, o, batch, threads, x, first)
       first.y64, first.y32 = y64, y32
     end
     if o.ort_dir then
-      row.ort_ms, row.ort_rel_l2, row.ort_note = ort_time(spk, o.ort_dir, x, y64, threads, o.rounds, o.warmup)
+      row.ort_ms, row.ort_rel_l2, row.ort_note = ort_time(spk, o, x, y64, threads)
     end
   end)
   if not ok then row.error = tostring(err):gsub("\n.*", "") end
@@ -124,10 +129,10 @@ end
 
 function M.run(opts)
   opts = require("spk.options").check_keys(opts, { "layers", "batches", "steps", "threads", "rounds", "warmup",
-                                                   "seed", "progress", "ort" }, "cpu_bench")
+                                                   "seed", "progress", "ort", "python" }, "cpu_bench")
   local spk = require "spk"
   local o = { layers = opts.layers, steps = opts.steps or 589, rounds = opts.rounds or 7, warmup = opts.warmup or 2,
-              seed = opts.seed or 1, progress = opts.progress or function() end }
+              seed = opts.seed or 1, progress = opts.progress or function() end, python = python_of(opts.python) }
   o.layers = o.layers or spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
   o.dims = spk.lstm.validate(o.layers)
   local cpu = spk.lstm.cpu_info()
@@ -135,7 +140,7 @@ function M.run(opts)
   local info = { vector = cpu.vector, cpus = cpu.cpus, threads = threads, rounds = o.rounds, warmup = o.warmup,
                  steps = o.steps, batches = opts.batches or { 1, 8, 32, 64 } }
   if opts.ort ~= false then
-    info.ort_version, info.ort_missing = M.ort_version()
+    info.ort_version, info.ort_missing = M.ort_version(o.python)
     if info.ort_version then o.ort_dir = ort_folder(spk, o.layers) end
   end
   local rows = {}

@@ -305,7 +305,14 @@ describe("spk bench", function()
     assert.matches("^    1  cpu      f32 reference +[%d.]+ .* ok$", lines[header_at + 2])
     assert.matches("^    2  cpu      f32 reference +[%d.]+ .* ok$", lines[header_at + 3])
 
+    -- the CPU section: both batches at the default thread count, checked against the f64 reference
+    assert.matches("\nCPU section: %w+ vectors, %d+ CPUs? this process may use", out)
     local doc = report.json_decode(read_file(json))
+    assert.are.equal(2, #doc.cpu.rows)
+    for i, r in ipairs(doc.cpu.rows) do
+      assert.are.equal(i, r.batch)
+      assert.is_true(r.f32_ms > 0 and r.f64_ms > 0 and r.rel_l2 > 0 and r.rel_l2 < 1e-4)
+    end
     assert.are.equal(2, #doc.rows)
     assert.are.equal(4, doc.settings.steps)
     assert.are.equal("string", type(doc.environment.date))
