@@ -46,16 +46,6 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #define MATH_SPLAT(c) ((double)(c))
 #define MATH_FMA(a, b, c) __builtin_fma(a, b, c)
 #include "lstm/cpu_math_impl.h"
-#undef MATH_DOUBLE
-#undef MATH_REAL
-#undef MATH_V
-#undef MATH_I
-#undef MATH_FN
-#undef MATH_AS_I
-#undef MATH_AS_V
-#undef MATH_MASK
-#undef MATH_SPLAT
-#undef MATH_FMA
 
 #define MATH_DOUBLE 0
 #define MATH_REAL float
@@ -68,15 +58,5 @@ static inline float spk_cpu_from_bits_f32(uint32_t i)
 #define MATH_SPLAT(c) ((float)(c))
 #define MATH_FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "lstm/cpu_math_impl.h"
-#undef MATH_DOUBLE
-#undef MATH_REAL
-#undef MATH_V
-#undef MATH_I
-#undef MATH_FN
-#undef MATH_AS_I
-#undef MATH_AS_V
-#undef MATH_MASK
-#undef MATH_SPLAT
-#undef MATH_FMA
 
 #endif

@@ -9,7 +9,8 @@
  *   MATH_AS_I(v), MATH_AS_V(i)  bit casts; MATH_MASK(cmp)  all ones where cmp holds;
  *   MATH_SPLAT(c)  the constant c in every lane; MATH_FMA(a, b, c)  a·b + c rounded once
  *                  (lane by lane)
- * Each lane does the same separately rounded operations in the same order,
+ * (the parameters are undefined at the end). Each lane does the same
+ * correctly rounded operations in the same order,
  * so a vector's lanes give exactly the scalar functions' bits (the CPU
  * reference's promise across vector units rests on this).
  *
@@ -122,3 +123,13 @@ static inline MATH_V MATH_FN(tanh_)(MATH_V v)
 #undef ONE_BITS
 #undef R1
 #undef SELECT
+#undef MATH_DOUBLE
+#undef MATH_REAL
+#undef MATH_V
+#undef MATH_I
+#undef MATH_FN
+#undef MATH_AS_I
+#undef MATH_AS_V
+#undef MATH_MASK
+#undef MATH_SPLAT
+#undef MATH_FMA

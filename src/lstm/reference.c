@@ -75,11 +75,10 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 }
 
 /* One instantiation per precision and vector unit; ROWS batch rows a
- * register block (four gate vectors each) fit the unit's registers. */
-/* MADD(a, b, c) = a·b + c rounded once in every lane, a a scalar; VFMA the
- * same with a a vector. The portable form calls fma() a lane (a processor's
- * own instruction where it has one); KEEP(...) keeps vectors in registers
- * (x86 only). */
+ * register block (four gate vectors each) fit the unit's registers. VFMA(a,
+ * b, c) = a·b + c rounded once in every lane: the unit's instruction, or in
+ * the portable form fma() a lane (a processor's own instruction where it has
+ * one); KEEP(...) keeps vectors in registers (x86 only). */
 #define PORTABLE_FMA(fma, a, b, c)                                                                     \
     __extension__({                                                                                  \
         __typeof__(b) m_, a_ = (a) - (__typeof__(b)){0};                                             \
@@ -88,37 +87,19 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
         m_;                                                                                          \
     })
 #define KEEP(a, b, c, d) ((void)0)
-#define MADD(a, b, c) PORTABLE_FMA(__builtin_fma, a, b, c)
 #define VFMA(a, b, c) PORTABLE_FMA(__builtin_fma, a, b, c)
-#define REAL double
-#define UINT uint64_t
 #define IS_DOUBLE 1
 #define LANES 2
 #define ROWS 2
 #define SUFFIX f64_portable
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
-#undef MADD
 #undef VFMA
-#define MADD(a, b, c) PORTABLE_FMA(__builtin_fmaf, a, b, c)
 #define VFMA(a, b, c) PORTABLE_FMA(__builtin_fmaf, a, b, c)
-#define REAL float
-#define UINT uint32_t
 #define IS_DOUBLE 0
 #define LANES 4
 #define SUFFIX f32_portable
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
 
-#undef MADD
 #undef VFMA
 #undef KEEP
 
@@ -130,34 +111,17 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #pragma GCC target("avx2,fma")
 #endif
 #define KEEP(a, b, c, d) __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d))
-#define MADD(a, b, c) _mm256_fmadd_pd(_mm256_set1_pd(a), b, c)
 #define VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define REAL double
-#define UINT uint64_t
 #define IS_DOUBLE 1
 #define LANES 4
 #define SUFFIX f64_avx2
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
-#undef MADD
 #undef VFMA
-#define MADD(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define REAL float
-#define UINT uint32_t
 #define IS_DOUBLE 0
 #define LANES 8
 #define SUFFIX f32_avx2
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
 #if defined(__clang__)
 #pragma clang attribute pop
 #pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
@@ -168,44 +132,25 @@ static inline void lap(const struct ref_plan *p, double *since, double *part)
 #endif
 #undef ROWS
 #define ROWS 4
-#undef MADD
 #undef VFMA
 #undef KEEP
 #define KEEP(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
-#define MADD(a, b, c) _mm512_fmadd_pd(_mm512_set1_pd(a), b, c)
 #define VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define REAL double
-#define UINT uint64_t
 #define IS_DOUBLE 1
 #define LANES 8
 #define SUFFIX f64_avx512
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
-#undef MADD
 #undef VFMA
-#define MADD(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define REAL float
-#define UINT uint32_t
 #define IS_DOUBLE 0
 #define LANES 16
 #define SUFFIX f32_avx512
 #include "lstm/reference_impl.h"
-#undef LANES
-#undef SUFFIX
-#undef REAL
-#undef UINT
-#undef IS_DOUBLE
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
-#undef MADD
 #undef VFMA
 #undef KEEP
 #endif

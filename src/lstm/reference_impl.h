@@ -1,8 +1,8 @@
 /* The reference's work in one precision on one vector unit. Included by
- * reference.c once per pair with REAL (float or double), UINT (the unsigned
- * integer of its width), LANES (values a vector), ROWS (batch rows a
- * register block), IS_DOUBLE and SUFFIX defined, inside the vector unit's
- * target; not a header of its own. The order of every sum is lstm.h's
+ * reference.c once per pair with IS_DOUBLE (1: double, 0: float), LANES
+ * (values a vector), ROWS (batch rows a register block), SUFFIX, VFMA and
+ * KEEP defined, inside the vector unit's target; IS_DOUBLE, LANES and SUFFIX
+ * are undefined at the end. Not a header of its own. The order of every sum is lstm.h's
  * (Numerics); nothing here depends on which thread runs which part.
  *
  * Layouts. A thread owns a range of unit chunks of its direction: chunk c
@@ -15,6 +15,13 @@
  *   c  [rows][chunks][LANES]                     the cell state
  * The team's h is [2][rows][H]: step s reads h[s % 2] and writes h[(s+1) % 2]. */
 
+#if IS_DOUBLE
+#define REAL double
+#define UINT uint64_t
+#else
+#define REAL float
+#define UINT uint32_t
+#endif
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SUFFIX)
@@ -24,6 +31,7 @@ typedef UINT FN(vi_) __attribute__((vector_size(LANES * sizeof(REAL))));
 #define VR FN(vr_)
 #define VI FN(vi_)
 #define GATES (4 * LANES)
+#define MADD(a, b, c) VFMA((a) - (VR){0}, b, c) /* a a scalar, in every lane */
 
 #define MATH_DOUBLE IS_DOUBLE
 #define MATH_REAL REAL
@@ -36,16 +44,6 @@ typedef UINT FN(vi_) __attribute__((vector_size(LANES * sizeof(REAL))));
 #define MATH_SPLAT(c) ((REAL)(c) - (VR){0})
 #define MATH_FMA(a, b, c) VFMA(a, b, c)
 #include "lstm/cpu_math_impl.h"
-#undef MATH_DOUBLE
-#undef MATH_REAL
-#undef MATH_V
-#undef MATH_I
-#undef MATH_FN
-#undef MATH_AS_I
-#undef MATH_AS_V
-#undef MATH_MASK
-#undef MATH_SPLAT
-#undef MATH_FMA
 
 /* acc[r][j] = Σ_k a[r][k] · panel_{j/4}[k][(j%4)·LANES ..], k = 0 .. K-1 in
  * order, from zero, one fused multiply-add a term (MADD): the order of
@@ -301,9 +299,15 @@ static void FN(worker_)(void *arg, int index)
     }
 }
 
+#undef REAL
+#undef UINT
+#undef IS_DOUBLE
+#undef LANES
+#undef SUFFIX
 #undef VR
 #undef VI
 #undef GATES
+#undef MADD
 #undef CHUNKS_FOR
 #undef FN
 #undef CAT
