@@ -190,8 +190,8 @@ static int split_work(int threads, int cpus, int team_threads, int64_t batch, in
     s->groups = batch < half ? batch : half;
     s->team_size = (threads < cpus ? threads : cpus) / (2 * s->groups);
     if (team_threads > 0) { /* asked for: as many groups as such teams fill the threads */
-        s->team_size = team_threads;
-        s->groups = threads / (2 * team_threads);
+        s->team_size = team_threads < half ? team_threads : half;
+        s->groups = threads / (2 * s->team_size);
         s->groups = s->groups < 1 ? 1 : s->groups > batch ? batch : s->groups;
     }
     if (s->team_size < 1)
@@ -206,7 +206,7 @@ static int split_work(int threads, int cpus, int team_threads, int64_t batch, in
 
 struct arena {
     char *base;
-    size_t used, size;
+    size_t used;
     bool overflow;
 };
 

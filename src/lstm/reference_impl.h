@@ -2,8 +2,9 @@
  * reference.c once per pair with IS_DOUBLE (1: double, 0: float), LANES
  * (values a vector), ROWS (batch rows a register block), SUFFIX, VFMA and
  * KEEP defined, inside the vector unit's target; IS_DOUBLE, LANES and SUFFIX
- * are undefined at the end. Not a header of its own. The order of every sum is lstm.h's
- * (Numerics); nothing here depends on which thread runs which part.
+ * are undefined at the end. Not a header of its own. The order of every sum
+ * is lstm.h's (Numerics); nothing here depends on which thread runs which
+ * part.
  *
  * Layouts. A thread owns a range of unit chunks of its direction: chunk c
  * holds units c·LANES .. c·LANES + LANES − 1 (past H: zero weights, never
@@ -46,13 +47,14 @@ typedef UINT FN(vi_) __attribute__((vector_size(LANES * sizeof(REAL))));
 #include "lstm/cpu_math_impl.h"
 
 /* acc[r][j] = Σ_k a[r][k] · panel_{j/4}[k][(j%4)·LANES ..], k = 0 .. K-1 in
- * order, from zero, one fused multiply-add a term (MADD): the order of
- * lstm.h. `mr` rows and `nc` chunks (panels) at once; both are constants
- * where this is inlined, so the accumulators stay in registers. KEEP holds a
- * k's panel vectors in registers for all the rows (left alone, GCC folds
- * their loads into each row's multiply-add, a load each). */
+ * order, one fused multiply-add a term (MADD), from zero or, to go on with a
+ * sum over a first part of its terms, from acc itself (`more`): the order
+ * of lstm.h either way. `mr` rows and `nc` chunks (panels) at once; both are
+ * constants where this is inlined, so the accumulators stay in registers.
+ * KEEP holds a k's panel vectors in registers for all the rows (left alone,
+ * GCC folds their loads into each row's multiply-add, a load each). */
 static inline __attribute__((always_inline)) void FN(block_)(const int mr, const int nc, const REAL *const *a,
-                                                             const REAL *const *panel, int64_t K,
+                                                             const REAL *const *panel, int64_t K, bool more,
                                                              VR acc[ROWS][8])
 {
     VR s[ROWS][8];
@@ -60,7 +62,7 @@ static inline __attribute__((always_inline)) void FN(block_)(const int mr, const
     for (int r = 0; r < ROWS; r++)
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            s[r][j] = (VR){0};
+            s[r][j] = more && r < mr && j < 4 * nc ? acc[r][j] : (VR){0};
     const REAL *p0 = panel[0], *p1 = nc > 1 ? panel[1] : panel[0];
     for (int64_t k = 0; k < K; k++) {
         const VR *b0 = (const VR *)(p0 + k * GATES), *b1 = (const VR *)(p1 + k * GATES);
@@ -87,23 +89,19 @@ static inline __attribute__((always_inline)) void FN(block_)(const int mr, const
                 acc[r][j] = s[r][j];
 }
 
-/* The chunks a block takes at once for `mr` rows: two where the registers
- * hold twice the accumulators (few rows: more independent sums in flight). */
-#define CHUNKS_FOR(mr) (2 * (mr) <= ROWS ? 2 : 1)
-
 /* block_ with mr and nc constants in each case. */
-static void FN(block_any_)(int mr, int nc, const REAL *const *a, const REAL *const *panel, int64_t K,
+static void FN(block_any_)(int mr, int nc, const REAL *const *a, const REAL *const *panel, int64_t K, bool more,
                            VR acc[ROWS][8])
 {
     switch (mr * 2 + (nc > 1)) {
 #if ROWS >= 4
-    case 8: FN(block_)(4, 1, a, panel, K, acc); break;
-    case 6: FN(block_)(3, 1, a, panel, K, acc); break;
-    case 5: FN(block_)(2, 2, a, panel, K, acc); break;
+    case 8: FN(block_)(4, 1, a, panel, K, more, acc); break;
+    case 6: FN(block_)(3, 1, a, panel, K, more, acc); break;
+    case 5: FN(block_)(2, 2, a, panel, K, more, acc); break;
 #endif
-    case 4: FN(block_)(2, 1, a, panel, K, acc); break;
-    case 3: FN(block_)(1, 2, a, panel, K, acc); break;
-    default: FN(block_)(1, 1, a, panel, K, acc); break;
+    case 4: FN(block_)(2, 1, a, panel, K, more, acc); break;
+    case 3: FN(block_)(1, 2, a, panel, K, more, acc); break;
+    default: FN(block_)(1, 1, a, panel, K, more, acc); break;
     }
 }
 
@@ -144,6 +142,12 @@ struct FN(work_) {
     bool traced;
 };
 
+/* The inputs a projection block takes at once: its slice of a chunk's
+ * panel (KB × 4 vectors) stays in the core's first-level cache while the
+ * rows stream by; a sum goes on across slices from where it stopped (G holds
+ * it between them), so its order is the same as in one pass. */
+#define KB (16384 / (GATES * (int64_t)sizeof(REAL)))
+
 /* G = x·Wᵀ for the team's rows at steps s0 .. s0 + n - 1 (in the direction's
  * order), the thread's chunks. */
 static void FN(project_)(const struct FN(work_) *w, int64_t s0, int64_t n)
@@ -153,19 +157,24 @@ static void FN(project_)(const struct FN(work_) *w, int64_t s0, int64_t n)
     const int64_t T = p->steps, K = w->K, rows = w->team->rows, b0 = w->team->row0, m_all = rows * n;
     REAL *G = me->G;
     VR acc[ROWS][8];
-    for (int64_t c = 0; c < me->chunks; c++) {
-        const REAL *panel = (const REAL *)me->Wp + c * K * GATES;
-        for (int64_t m = 0; m < m_all; m += ROWS) {
-            int mr = (int)(m_all - m < ROWS ? m_all - m : ROWS);
-            const REAL *a[ROWS];
-            for (int r = 0; r < mr; r++) {
-                int64_t row = (m + r) % rows, s = s0 + (m + r) / rows, t = w->d ? T - 1 - s : s;
-                a[r] = w->x + ((b0 + row) * T + t) * K;
-            }
-            FN(block_any_)(mr, 1, a, &panel, K, acc);
-            for (int r = 0; r < mr; r++) {
-                VR *g = (VR *)(G + (c * m_all + m + r) * GATES);
-                g[0] = acc[r][0], g[1] = acc[r][1], g[2] = acc[r][2], g[3] = acc[r][3];
+    for (int64_t k0 = 0; k0 < K; k0 += KB) {
+        const int64_t kn = K - k0 < KB ? K - k0 : KB;
+        for (int64_t c = 0; c < me->chunks; c++) {
+            const REAL *panel = (const REAL *)me->Wp + (c * K + k0) * GATES;
+            for (int64_t m = 0; m < m_all; m += ROWS) {
+                int mr = (int)(m_all - m < ROWS ? m_all - m : ROWS);
+                const REAL *a[ROWS];
+                VR *g[ROWS];
+                for (int r = 0; r < mr; r++) {
+                    int64_t row = (m + r) % rows, s = s0 + (m + r) / rows, t = w->d ? T - 1 - s : s;
+                    a[r] = w->x + ((b0 + row) * T + t) * K + k0;
+                    g[r] = (VR *)(G + (c * m_all + m + r) * GATES);
+                    if (k0 > 0)
+                        acc[r][0] = g[r][0], acc[r][1] = g[r][1], acc[r][2] = g[r][2], acc[r][3] = g[r][3];
+                }
+                FN(block_any_)(mr, 1, a, &panel, kn, k0 > 0, acc);
+                for (int r = 0; r < mr; r++)
+                    g[r][0] = acc[r][0], g[r][1] = acc[r][1], g[r][2] = acc[r][2], g[r][3] = acc[r][3];
             }
         }
     }
@@ -227,7 +236,7 @@ static void FN(step_)(const struct FN(work_) *w, int64_t s, int64_t s0, int64_t 
             const REAL *a[ROWS];
             for (int i = 0; i < mr; i++)
                 a[i] = h + (r + i) * H;
-            FN(block_any_)(mr, nc, a, panel, H, acc);
+            FN(block_any_)(mr, nc, a, panel, H, false, acc);
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nc; j++)
                     FN(cell_)(w, &acc[i][4 * j], r + i, c + j, s, s0, n, h_next);
@@ -307,8 +316,8 @@ static void FN(worker_)(void *arg, int index)
 #undef VR
 #undef VI
 #undef GATES
+#undef KB
 #undef MADD
-#undef CHUNKS_FOR
 #undef FN
 #undef CAT
 #undef CAT_
