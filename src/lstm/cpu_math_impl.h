@@ -25,9 +25,9 @@
  * sigmoid(v) = 1 / (1 + exp(−v)).
  * tanh(v) = sign(v) · e / (e + 2), e = expm1(2·min(|v|, TANH_LIMIT)); at
  * the limit the quotient rounds to 1.
- * Against glibc's libm over [−40, 40] and near 0 (tests/c/test_lstm_reference.c,
- * cpu_math_against_libm): f64 exp within 1 ulp, sigmoid and tanh within 4;
- * f32 exp within 1, sigmoid 4, tanh 3. */
+ * Against the true values over [−40, 40] and near 0 (tests/c/test_lstm_reference.c,
+ * cpu_math_against_true_values): f64 exp within 0.99 ulp, sigmoid 2.36, tanh
+ * 2.42 (glibc's: 0.51, 2.36, 2.13); f32 exp 0.97, sigmoid 2.47, tanh 2.17. */
 
 #if MATH_DOUBLE
 #define EXP_LO (-708.0)

@@ -544,42 +544,54 @@ TEST(kernel_activation_error)
     CHECK(spk_kernel_tanh(0.0f) == 0.0f);
 }
 
-/* Distance in units in the last place between two finite values of one sign. */
-static uint64_t ulps_f64(double a, double b)
+/* |got - want| in units in the last place of want, in the precision of got:
+ * want from long double (x87's 64-bit significand on x86-64) for f64, from
+ * double for f32, so the figure is the error against the true value, the
+ * same whichever libm's last bits are. */
+static double ulps_f64(double got, long double want)
 {
-    uint64_t x = spk_cpu_bits_f64(a), y = spk_cpu_bits_f64(b);
-    return x > y ? x - y : y - x;
+    if (want == 0)
+        return got == 0 ? 0 : INFINITY;
+    int e;
+    frexpl(want, &e);
+    return (double)(fabsl((long double)got - want) / ldexpl(1.0L, e - 53));
 }
 
-static uint32_t ulps_f32(float a, float b)
+static double ulps_f32(float got, double want)
 {
-    uint32_t x = spk_cpu_bits_f32(a), y = spk_cpu_bits_f32(b);
-    return x > y ? x - y : y - x;
+    if (want == 0)
+        return got == 0 ? 0 : INFINITY;
+    int e;
+    frexp(want, &e);
+    return fabs((double)got - want) / ldexp(1.0, e - 24);
 }
 
-/* spk's exp, sigmoid and tanh against libm's over [-40, 40] (8,000,001
- * points) and near 0, in ulps; the bounds are the figures measured
- * (printed with SPK_VERBOSE=1). Then the special values the LSTM relies on. */
-TEST(cpu_math_against_libm)
+/* spk's exp, sigmoid and tanh against the true values over [-40, 40]
+ * (8,000,001 points) and near 0, in ulps; the bounds leave a margin over the
+ * figures measured (printed with SPK_VERBOSE=1; glibc's exp, sigmoid and tanh
+ * in f64 measure 0.51, 2.36 and 2.13 the same way). Then the special values
+ * the LSTM relies on. */
+TEST(cpu_math_against_true_values)
 {
-    uint64_t e64 = 0, s64 = 0, t64 = 0;
-    uint32_t e32 = 0, s32 = 0, t32 = 0;
+    double e64 = 0, s64 = 0, t64 = 0, e32 = 0, s32 = 0, t32 = 0;
     const int n = 8000000;
     for (int i = 0; i <= n + 200000; i++) {
         double v = i <= n ? -40.0 + 80.0 * i / n : ldexp(1.0 + (i - n) / 2e5, -(i - n) % 60);
+        long double lv = v;
         float f = (float)v;
-        e64 = fmax(e64, ulps_f64(spk_cpu_exp_f64(v), exp(v)));
-        s64 = fmax(s64, ulps_f64(spk_cpu_sigmoid_f64(v), 1 / (1 + exp(-v))));
-        t64 = fmax(t64, ulps_f64(spk_cpu_tanh_f64(v), tanh(v)));
-        e32 = fmaxf(e32, ulps_f32(spk_cpu_exp_f32(f), expf(f)));
-        s32 = fmaxf(s32, ulps_f32(spk_cpu_sigmoid_f32(f), 1 / (1 + expf(-f))));
-        t32 = fmaxf(t32, ulps_f32(spk_cpu_tanh_f32(f), tanhf(f)));
+        double df = f;
+        e64 = fmax(e64, ulps_f64(spk_cpu_exp_f64(v), expl(lv)));
+        s64 = fmax(s64, ulps_f64(spk_cpu_sigmoid_f64(v), 1.0L / (1.0L + expl(-lv))));
+        t64 = fmax(t64, ulps_f64(spk_cpu_tanh_f64(v), tanhl(lv)));
+        e32 = fmax(e32, ulps_f32(spk_cpu_exp_f32(f), exp(df)));
+        s32 = fmax(s32, ulps_f32(spk_cpu_sigmoid_f32(f), 1 / (1 + exp(-df))));
+        t32 = fmax(t32, ulps_f32(spk_cpu_tanh_f32(f), tanh(df)));
     }
     if (check_verbose())
-        printf("# ulps from libm: f64 exp %llu, sigmoid %llu, tanh %llu; f32 exp %u, sigmoid %u, tanh %u\n",
-               (unsigned long long)e64, (unsigned long long)s64, (unsigned long long)t64, e32, s32, t32);
-    CHECK(e64 <= 1 && s64 <= 4 && t64 <= 4);
-    CHECK(e32 <= 1 && s32 <= 4 && t32 <= 3);
+        printf("# ulps from the true values: f64 exp %.2f, sigmoid %.2f, tanh %.2f; f32 exp %.2f, sigmoid %.2f, "
+               "tanh %.2f\n", e64, s64, t64, e32, s32, t32);
+    CHECK(e64 < 1.25 && s64 < 3 && t64 < 3);
+    CHECK(e32 < 1.25 && s32 < 3 && t32 < 3);
     CHECK(spk_cpu_tanh_f64(INFINITY) == 1 && spk_cpu_tanh_f64(-INFINITY) == -1 && spk_cpu_tanh_f64(30) == 1);
     CHECK(isnan(spk_cpu_tanh_f64(NAN)) && isnan(spk_cpu_sigmoid_f64(NAN)) && isnan(spk_cpu_exp_f64(NAN)));
     CHECK(spk_cpu_sigmoid_f64(INFINITY) == 1 && spk_cpu_sigmoid_f64(-INFINITY) < 1e-307);
@@ -601,6 +613,6 @@ int main(void)
     RUN(layers_out_and_trace_agree_with_y);
     RUN(errors_name_the_problem);
     RUN(kernel_activation_error);
-    RUN(cpu_math_against_libm);
+    RUN(cpu_math_against_true_values);
     return CHECK_SUMMARY();
 }
