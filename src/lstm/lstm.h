@@ -112,8 +112,9 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
  *   each term rounded once), the biases summed once (Wb + Rb) per row;
  *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c), σ(v) =
  *   1 / (1 + exp(-v)), with spk's own exp and tanh of the precision
- *   (lstm/cpu_math_impl.h: within 2.5 ulp of the true values, lanes of a vector giving
- *   the bits of the scalar function; their polynomials by fused multiply-adds);
+ *   (lstm/cpu_math_impl.h: within 2.5 ulp of the true values, each lane of
+ *   a vector the scalar function's bits, the polynomials by fused
+ *   multiply-adds);
  *   c = fma(f, c, i*c~), h = o*tanh(c); zero initial h and c.
  * Only the fused multiply-adds named here are fused (the code is compiled
  * with -ffp-contract=off, so the compiler fuses nothing on its own).
