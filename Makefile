@@ -6,7 +6,7 @@ BUILD     ?= build
 
 CC      ?= gcc
 OPT     ?= -O2
-CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
+CFLAGS  += -std=c11 -ffp-contract=off $(OPT) -g -Wall -Wextra -fPIC -D_GNU_SOURCE -pthread \
            -Isrc -Ikernels -I$(CUDA_HOME)/include -I$(LUA_INC) $(SANITIZE)
 # The CUDA runtime is linked statically: it loads the driver itself, so the
 # program starts (and says "no CUDA device") on a machine without one.
@@ -148,7 +148,7 @@ FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 FUZZ_TARGETS   = npy safetensors weights_dir onnx
 FUZZ_TARGETS  += kernel_source cache_entry
-FUZZ_CFLAGS    = -std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -I$(FUZZ_BUILD)/gen -fno-omit-frame-pointer \
+FUZZ_CFLAGS    = -std=c11 -ffp-contract=off -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -I$(FUZZ_BUILD)/gen -fno-omit-frame-pointer \
                  -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
 fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
@@ -236,7 +236,8 @@ MANDIR  ?= $(PREFIX)/share/man
 LUA_FILES        = $(patsubst lua/%,%,$(sort $(shell find lua/spk -type f -name '*.lua')))
 KERNEL_FILES     = $(sort $(wildcard kernels/*.cu kernels/*.cuh))
 EXPERIMENT_FILES = $(sort $(wildcard experiments/*.lua experiments/kernels/*.lua experiments/kernels/*.cu))
-TOOL_FILES       = $(sort $(wildcard tools/*.lua))
+# tools/onnx_ort_check.py is what spk bench's CPU section runs ONNX Runtime with.
+TOOL_FILES       = $(sort $(wildcard tools/*.lua) tools/onnx_ort_check.py)
 DOC_FILES        = README.md $(sort $(shell find docs -type f))
 
 # $(call install_files,FROM,FILES,TO): FROM/f to $(DESTDIR)TO/f for each f,

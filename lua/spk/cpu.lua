@@ -1,7 +1,9 @@
 -- The cpu backend of the LSTM stack: the f32 reference (src/lstm/reference.c),
 -- so scripts run where there is no GPU.
 --
---   spk.lstm.stack{layers = layers, batch = 4, steps = 589, backend = "cpu", threads = n}
+--   spk.lstm.stack{layers = layers, batch = 4, steps = 589, backend = "cpu", threads = n, vector = "auto"}
+--                        -- threads: SPK_THREADS, else the CPUs this process may use; vector: the
+--                        -- widest unit of spk.lstm.cpu_info() (the bits are the same on every unit)
 --   plan:forward(x[, {trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}}])
 --                        -- -> y[, info]: info.trace = {h, c = [#steps, B, H], layer, direction, steps}
 --   plan:time{...}       -- the monotonic wall clock (spk.clock_ms) around whole forward calls
@@ -17,10 +19,9 @@ return function(spk)
       error(("forward: x has shape [%s], expected [%d, %d, %d]"):format(table.concat(s, ", "), self.batch,
         self.steps, self.input), 3)
     end
-    if trace == nil then
-      return (spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads }))
-    end
-    return spk.lstm.reference(self.layers, x, { precision = "f32", threads = self.threads, trace = trace })
+    local ref = { precision = "f32", threads = self.threads, vector = self.vector, trace = trace }
+    if trace == nil then return (spk.lstm.reference(self.layers, x, ref)) end
+    return spk.lstm.reference(self.layers, x, ref)
   end
 
   function impl.samples(self, x, rounds, warmup)
@@ -40,12 +41,23 @@ return function(spk)
   end
 
   local function cpu(opts)
-    local self = spk.lstm.plan_options(opts, "cpu", { threads = true }, 2)
+    local self = spk.lstm.plan_options(opts, "cpu", { threads = true, vector = true }, 2)
     if opts.threads ~= nil and (math.type(opts.threads) ~= "integer" or opts.threads < 1) then
       error(("spk.lstm.stack (cpu): threads must be a positive integer, got %s"):format(tostring(opts.threads)), 2)
     end
-    self.threads = opts.threads
+    if opts.vector ~= nil then
+      local units = spk.lstm.cpu_info().vectors
+      local known = opts.vector == "auto"
+      for _, u in ipairs(units) do known = known or opts.vector == u end
+      if not known then
+        error(("spk.lstm.stack (cpu): vector must be \"auto\" or a unit this CPU has (%s), got %s"):format(
+          table.concat(units, ", "), type(opts.vector) == "string" and ("'" .. opts.vector .. "'")
+          or tostring(opts.vector)), 2)
+      end
+    end
+    self.threads, self.vector = opts.threads, opts.vector
     self.variant = "f32 reference" .. (opts.threads and (", %d threads"):format(opts.threads) or "")
+      .. (opts.vector and opts.vector ~= "auto" and ", " .. opts.vector or "")
     return spk.lstm.new_plan(self, impl)
   end
 
@@ -58,9 +70,10 @@ return function(spk)
 
   local doc = require "spk.doc"
   doc(spk.lstm.backends.cpu, [[
-spk.lstm.backends.cpu{layers =, batch =, steps =, threads =} -> plan
+spk.lstm.backends.cpu{layers =, batch =, steps =, threads =, vector =} -> plan
 The f32 C reference as a plan (spk.lstm.stack{backend = "cpu"}), for machines without a GPU; forward
-takes a trace as spk.lstm.reference does.]])
+takes a trace as spk.lstm.reference does. threads: SPK_THREADS, else the CPUs this process may use;
+vector: "auto" (the widest unit spk.lstm.cpu_info() lists) or one of them, the same bits on each.]])
   doc.area { name = "cpu", source = "spk.cpu",
              summary = "the cpu backend: the f32 C reference as a plan, where there is no GPU",
              contents = { spk.lstm.backends.cpu } }

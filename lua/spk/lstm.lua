@@ -35,9 +35,10 @@
 --   spk.lstm.pack_bias(B, {from = "iofc", to = "ifco"}) -> [2, 4H], Wb + Rb
 --   spk.lstm.reorder_gates(t, dim, from, to)  -- gate blocks along dim (1-based)
 --   spk.lstm.reference(layers, x, {precision = "f64" | "f32", threads = n,
---                                  layers_out = false,
+--                                  vector = "auto", layers_out = false,
 --                                  trace = {layer = k, direction = "forward" |
---                                           "reverse", steps = {...}}})
+--                                           "reverse", steps = {...}},
+--                                  profile = false})
 --     -> y, info
 --        y: [B, T, 2H] in the precision's dtype (forward in features 1..H,
 --           reverse in H+1..2H); x may be f32 or f64 (promoted for "f64").
@@ -48,8 +49,14 @@
 --           (where h is written in y, whichever the direction), so
 --           info.trace.h[e][b] is y[b][steps[e]] of that direction when the
 --           traced layer is the last.
---        threads defaults to the number of online CPUs; the result is bitwise
---        the same for any thread count.
+--        info.profile: with profile, how the call ran (the vector unit, the
+--           threads and teams, the threads' summed ms in projections, steps
+--           and barrier waits, and the flops of each part).
+--        threads defaults to SPK_THREADS, else the CPUs the process may use;
+--        vector to the widest unit the CPU has; the result is bitwise the
+--        same for any thread count and any vector unit.
+--   spk.lstm.cpu_info() -> {vector, vector_bytes, vectors, cpus, threads,
+--        threads_from}: what the CPU path runs on by default.
 --
 --   spk.schedule.new{batch =, capacity =, concurrent_capacity = (nil: unknown),
 --                    groups = 32, heights = {8, 16, 32}}
@@ -98,6 +105,7 @@ return function(spk, core)
   end
 
   lstm.reference = clstm.reference
+  lstm.cpu_info = clstm.cpu_info
 
   -- Loading names every file (or tensor) a problem is in. A stack's layers
   -- are l0 .. l<last> with none missing, all of one dtype: a gap, a stray or
@@ -362,13 +370,25 @@ spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1, dtype
 PyTorch's default initialisation, uniform in [-scale/sqrt(H), scale/sqrt(H)), from one generator
 seeded with seed. Draw order: layer 1's W (direction 1 then 2, row-major), its R, its B, then layer 2's.]])
   doc(lstm.reference, [[
-spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, layers_out = false,
-                                trace = {layer = k, direction = "forward" | "reverse", steps = {t, ...}}}]) -> y, info
+spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, vector = "auto", team_threads = n,
+                                layers_out = false, trace = {layer = k, direction = "forward" | "reverse",
+                                steps = {t, ...}}, profile = false}]) -> y, info
 The CPU forward pass of the stack: y [B, T, 2H] in the precision's dtype (forward direction in
 features 1..H, reverse in H+1..2H); x [B, T, in] f32 or f64. info.layers (layers_out): every layer's
 output; info.trace: h and c [#steps, B, H] of one layer and direction at 1-based times t. threads
-defaults to the number of CPUs; the result is bitwise the same for any thread count. Ctrl-C in the
-REPL interrupts it within a step.]])
+defaults to SPK_THREADS, else the CPUs this process may use; vector picks the unit ("auto": the
+widest spk.lstm.cpu_info() lists; "portable", "avx2", "avx512"); team_threads (for measuring the
+split) sets how many threads share a direction's units for a group of batch rows, meeting at every
+step (left out: src/lstm/reference.c's rule). The result is bitwise the same for any thread count,
+split and vector unit (the order of every sum is fixed: src/lstm/lstm.h). profile = true
+adds info.profile = {vector, threads, teams, team_threads, slab_steps, wall_ms, project_ms, step_ms,
+wait_ms, project_flops, step_flops}: the threads' summed time in the input projections, the steps and
+at barriers. Ctrl-C in the REPL interrupts it within a step.]])
+  doc(lstm.cpu_info, [[
+spk.lstm.cpu_info() -> {vector =, vector_bytes =, vectors = {...}, cpus =, threads =, threads_from =}
+What the CPU path (spk.lstm.reference, the cpu backend) runs on: the widest vector unit this CPU has,
+all it has, the CPUs this process may use, the default thread count and where it comes from
+("SPK_THREADS" or "cpus"; threads_error instead when SPK_THREADS is not a thread count).]])
   doc(lstm.load, [[
 spk.lstm.load(path) -> layers
 A folder of l<k>_W.npy, l<k>_R.npy, l<k>_B.npy (k from 0), or a .safetensors file named l<k>_W ...

@@ -1,6 +1,6 @@
 /* Plain-C stand-ins for the persistent kernel's activation functions, so their
  * error against libm can be measured (and reasoned about) on the CPU. The
- * reference (reference.c) uses libm; the kernel uses these forms:
+ * reference (reference.c) uses its own (cpu_math.h); the kernel uses these:
  *
  *   exp(v)     = ex2.approx(clamp(v, -87, 87) * log2(e)); here exp2f stands in
  *                for ex2.approx (PTX documents ex2.approx.ftz.f32 to about 2 ulp,

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/cpu.h"
 #include "core/tensor.h"
 
 /* ---- Layers ------------------------------------------------------------- */
@@ -105,20 +106,30 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8]);
 
 /* ---- The reference forward pass ---------------------------------------- */
 
-/* Numerics (ONNX Runtime's CPU order), in the chosen precision:
- *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), every dot product summed in index order
- *   from its first term, no fused multiply-add;
- *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c),
- *   σ(v) = 1 / (1 + exp(-v)) with libm exp/tanh (f64) or expf/tanhf (f32);
- *   c = f*c + i*c~, h = o*tanh(c); zero initial h and c.
+/* Numerics, in the chosen precision (the one place they are written down):
+ *   pre = (x·Wᵀ + h·Rᵀ) + (Wb + Rb), each of the two dot products summed from
+ *   zero in index order, one fused multiply-add a term (acc = fma(a, b, acc):
+ *   each term rounded once), the biases summed once (Wb + Rb) per row;
+ *   i = σ(pre_i), o = σ(pre_o), f = σ(pre_f), c~ = tanh(pre_c), σ(v) =
+ *   1 / (1 + exp(-v)), with spk's own exp and tanh of the precision
+ *   (lstm/cpu_math_impl.h: within 2.5 ulp of the true values, each lane of
+ *   a vector the scalar function's bits, the polynomials by fused
+ *   multiply-adds);
+ *   c = fma(f, c, i*c~), h = o*tanh(c); zero initial h and c.
+ * Only the fused multiply-adds named here are fused (the code is compiled
+ * with -ffp-contract=off, so the compiler fuses nothing on its own).
  * The forward direction runs t = 0..T-1 and writes features 0..H-1, the
  * reverse runs t = T-1..0 and writes features H..2H-1 at the same t.
- * Work is split over (batch row, direction) items; every item is computed by
- * the same code whatever the thread count, so results are bitwise independent
- * of `threads`. */
+ * Threads split the work by direction, batch rows and hidden units
+ * (reference.c), never inside a sum, and every vector unit computes each
+ * lane with the same scalar operations, so the result is bitwise the same
+ * for any `threads` and any `vector`. */
 typedef struct spk_lstm_reference_options {
     spk_dtype precision; /* SPK_F64 (x and weights promoted) or SPK_F32 */
-    int threads;         /* <= 0: the number of online CPUs */
+    int threads;         /* at most this many; <= 0: SPK_THREADS, else the CPUs the process may use
+                            (core/cpu.h), fewer for a call of a few MFLOP (reference.c) */
+    spk_cpu_vector vector; /* SPK_CPU_VECTOR_AUTO: the widest this CPU has; another: that one or an error */
+    int team_threads;      /* threads sharing a team's units (a barrier a step); 0: reference.c's rule */
     bool layers_out;     /* keep every layer's output in the result */
     /* Trace h and c of one layer and direction at chosen time positions
      * (the t at which h is written, whatever the direction). */
@@ -126,7 +137,21 @@ typedef struct spk_lstm_reference_options {
     int trace_direction;        /* 0 forward, 1 reverse */
     int trace_count;            /* 0: no trace */
     const int64_t *trace_steps; /* trace_count time positions, 0-based */
+    struct spk_lstm_reference_profile *profile; /* where to report how the call ran, or NULL */
 } spk_lstm_reference_options;
+
+/* How a call ran: the split of the work and where the threads' time went.
+ * The parts are sums over the threads of wall time (ms) spent projecting
+ * (x·Wᵀ), in the recurrence's steps (h·Rᵀ and the cells) and waiting at
+ * barriers; flops count a multiply-add as two. */
+typedef struct spk_lstm_reference_profile {
+    spk_cpu_vector vector; /* the unit used */
+    int threads;           /* threads that ran (the pool) */
+    int teams, team_threads;
+    int64_t slab_steps;
+    double wall_ms, project_ms, step_ms, wait_ms;
+    double project_flops, step_flops;
+} spk_lstm_reference_profile;
 
 typedef struct spk_lstm_reference_result {
     spk_tensor *y;        /* [B, T, 2H] in the precision's dtype */
@@ -136,7 +161,7 @@ typedef struct spk_lstm_reference_result {
     spk_tensor *trace_c;
 } spk_lstm_reference_result;
 
-/* Default options: f64, all CPUs, no layer outputs, no trace. */
+/* Default options: f64, the default threads, the widest vector unit, no layer outputs, no trace. */
 spk_lstm_reference_options spk_lstm_reference_defaults(void);
 /* x [B, T, in] f32 or f64 (any strides). On success `out` owns new tensors. */
 int spk_lstm_reference(const spk_lstm_layer *layers, int count, const spk_tensor *x,

@@ -192,8 +192,52 @@ static int l_random(lua_State *L)
     return 1;
 }
 
-static const char *const reference_options[] = {"precision", "threads", "layers_out", "trace", NULL};
+static const char *const reference_options[] = {"precision", "threads", "vector", "team_threads", "layers_out",
+                                                 "trace", "profile", NULL};
 static const char *const trace_options[] = {"layer", "direction", "steps", NULL};
+
+/* info.profile of a reference call (lstm.h, spk_lstm_reference_profile). */
+static void push_profile(lua_State *L, const spk_lstm_reference_profile *p)
+{
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, spk_cpu_vector_name(p->vector)), lua_setfield(L, -2, "vector");
+    lua_pushinteger(L, p->threads), lua_setfield(L, -2, "threads");
+    lua_pushinteger(L, p->teams), lua_setfield(L, -2, "teams");
+    lua_pushinteger(L, p->team_threads), lua_setfield(L, -2, "team_threads");
+    lua_pushinteger(L, p->slab_steps), lua_setfield(L, -2, "slab_steps");
+    lua_pushnumber(L, p->wall_ms), lua_setfield(L, -2, "wall_ms");
+    lua_pushnumber(L, p->project_ms), lua_setfield(L, -2, "project_ms");
+    lua_pushnumber(L, p->step_ms), lua_setfield(L, -2, "step_ms");
+    lua_pushnumber(L, p->wait_ms), lua_setfield(L, -2, "wait_ms");
+    lua_pushnumber(L, p->project_flops), lua_setfield(L, -2, "project_flops");
+    lua_pushnumber(L, p->step_flops), lua_setfield(L, -2, "step_flops");
+    lua_setfield(L, -2, "profile");
+}
+
+/* Option `name` of table 3 as a thread count (left out: *out unchanged). */
+static void thread_option(lua_State *L, const char *name, int *out)
+{
+    if (spk_lua_rawfield(L, 3, name) != LUA_TNIL) {
+        int isint = 0;
+        lua_Integer n = lua_tointegerx(L, -1, &isint);
+        if (!isint || n < 1)
+            luaL_argerror(L, 3, lua_pushfstring(L, "option '%s' must be a positive integer", name));
+        *out = n > SPK_CPU_MAX_THREADS ? SPK_CPU_MAX_THREADS : (int)n;
+    }
+    lua_pop(L, 1);
+}
+
+/* The options saying how the CPU runs the reference: threads, team_threads, vector. */
+static void check_cpu_options(lua_State *L, spk_lstm_reference_options *opt)
+{
+    thread_option(L, "threads", &opt->threads);
+    thread_option(L, "team_threads", &opt->team_threads);
+    spk_lua_rawfield(L, 3, "vector");
+    if (!lua_isnil(L, -1) &&
+        (lua_type(L, -1) != LUA_TSTRING || spk_cpu_vector_from_name(lua_tostring(L, -1), &opt->vector)))
+        luaL_argerror(L, 3, "option 'vector' must be \"auto\", \"portable\", \"avx2\" or \"avx512\"");
+    lua_pop(L, 1);
+}
 
 /* reference(layers, x, options) -> y, info (see lua/spk/lstm.lua) */
 static int l_reference(lua_State *L)
@@ -203,6 +247,7 @@ static int l_reference(lua_State *L)
     check_layers(L, 1, layers); /* arguments in order; the pointers are taken again after the options */
     spk_lua_checktensor(L, 2);
     spk_lstm_reference_options opt = spk_lstm_reference_defaults();
+    spk_lstm_reference_profile profile;
     int64_t steps[1024];
     if (spk_lua_checkoptions(L, 3, reference_options)) {
         spk_lua_rawfield(L, 3, "precision");
@@ -213,17 +258,13 @@ static int l_reference(lua_State *L)
             opt.precision = strcmp(p, "f64") == 0 ? SPK_F64 : SPK_F32;
         }
         lua_pop(L, 1);
-        spk_lua_rawfield(L, 3, "threads");
-        if (!lua_isnil(L, -1)) {
-            int isint = 0;
-            lua_Integer n = lua_tointegerx(L, -1, &isint);
-            if (!isint || n < 1)
-                luaL_argerror(L, 3, "option 'threads' must be a positive integer");
-            opt.threads = n > 4096 ? 4096 : (int)n;
-        }
-        lua_pop(L, 1);
+        check_cpu_options(L, &opt);
         spk_lua_rawfield(L, 3, "layers_out");
         opt.layers_out = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        spk_lua_rawfield(L, 3, "profile");
+        if (lua_toboolean(L, -1))
+            opt.profile = &profile;
         lua_pop(L, 1);
         if (spk_lua_rawfield(L, 3, "trace") != LUA_TNIL) {
             int tr = lua_gettop(L);
@@ -295,8 +336,36 @@ static int l_reference(lua_State *L)
         lua_setfield(L, -2, "steps");
         lua_setfield(L, -2, "trace");
     }
+    if (opt.profile)
+        push_profile(L, &profile);
     free(res.layer_outputs);
     return 2;
+}
+
+/* cpu_info() -> {vector =, vectors = {...}, threads =, threads_from =, cpus =} */
+static int l_cpu_info(lua_State *L)
+{
+    spk_lua_noextra(L, 0);
+    spk_cpu_vector best;
+    spk_cpu_vector_resolve(SPK_CPU_VECTOR_AUTO, &best);
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, spk_cpu_vector_name(best)), lua_setfield(L, -2, "vector");
+    lua_pushinteger(L, spk_cpu_vector_bytes(best)), lua_setfield(L, -2, "vector_bytes");
+    lua_newtable(L);
+    for (int u = SPK_CPU_VECTOR_PORTABLE, n = 1; u < SPK_CPU_VECTOR_COUNT; u++)
+        if (spk_cpu_vector_available((spk_cpu_vector)u))
+            lua_pushstring(L, spk_cpu_vector_name((spk_cpu_vector)u)), lua_rawseti(L, -2, n++);
+    lua_setfield(L, -2, "vectors");
+    lua_pushinteger(L, spk_cpu_count()), lua_setfield(L, -2, "cpus");
+    int threads = 0;
+    const char *source = NULL;
+    if (spk_cpu_threads_default(&threads, &source) == 0) {
+        lua_pushinteger(L, threads), lua_setfield(L, -2, "threads");
+        lua_pushstring(L, source), lua_setfield(L, -2, "threads_from");
+    } else {
+        lua_pushstring(L, spk_last_error()), lua_setfield(L, -2, "threads_error");
+    }
+    return 1;
 }
 
 /* make_directory(path): creates one directory; an existing one is fine. */
@@ -457,6 +526,12 @@ void spk_open_lstm(lua_State *L, int module)
          "spk.core.lstm.random(layers, input, hidden, seed, scale, dtype) -> layers\nWhat spk.lstm.random calls."},
         {"reference", l_reference,
          "spk.core.lstm.reference(layers, x, options) -> y, info\nWhat spk.lstm.reference calls."},
+        {"cpu_info", l_cpu_info,
+         "spk.lstm.cpu_info() -> {vector =, vector_bytes =, vectors = {...}, cpus =, threads =, threads_from =}\n"
+         "What the CPU path (spk.lstm.reference, the cpu backend) runs on: the widest vector unit this CPU\n"
+         "has (\"avx512\", \"avx2\" or \"portable\"), all it has, the CPUs this process may use, and the\n"
+         "default thread count and where it comes from (\"SPK_THREADS\" or \"cpus\"; threads_error instead\n"
+         "when SPK_THREADS is not a thread count)."},
         {"make_directory", l_make_directory,
          "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine)."},
         {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean"},

@@ -101,7 +101,15 @@ describe("spk.lstm.backends", function()
     assert.has_error(function() plan:time { x = spk.zeros({ 2, 4, 5 }, "f32") } end)
     assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
                                                  kernel = {} } end,
-      "spk.lstm.stack (cpu): unknown option 'kernel' (known: backend, batch, layers, math, steps, threads)")
+      "spk.lstm.stack (cpu): unknown option 'kernel' (known: backend, batch, layers, math, steps, threads, vector)")
+    assert.has_error(function() spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu",
+                                                 vector = "avx3" } end,
+      ("spk.lstm.stack (cpu): vector must be \"auto\" or a unit this CPU has (%s), got 'avx3'"):format(
+        table.concat(spk.lstm.cpu_info().vectors, ", ")))
+    local portable = spk.lstm.stack { layers = tiny(), batch = 2, steps = 3, backend = "cpu", vector = "portable" }
+    assert.are.equal("f32 reference, portable", portable.variant)
+    local x = spk.randn({ 2, 3, 5 }, { seed = 3 })
+    assert.bits_equal(plan:forward(x), portable:forward(x))
   end)
 end)
 
@@ -300,7 +308,14 @@ describe("spk bench", function()
     assert.matches("^    1  cpu      f32 reference +[%d.]+ .* ok$", lines[header_at + 2])
     assert.matches("^    2  cpu      f32 reference +[%d.]+ .* ok$", lines[header_at + 3])
 
+    -- the CPU section: both batches at the default thread count, checked against the f64 reference
+    assert.matches("\nCPU section: %w+ vectors, %d+ CPUs? this process may use", out)
     local doc = report.json_decode(read_file(json))
+    assert.are.equal(2, #doc.cpu.rows)
+    for i, r in ipairs(doc.cpu.rows) do
+      assert.are.equal(i, r.batch)
+      assert.is_true(r.f32_ms > 0 and r.f64_ms > 0 and r.rel_l2 > 0 and r.rel_l2 < 1e-4)
+    end
     assert.are.equal(2, #doc.rows)
     assert.are.equal(4, doc.settings.steps)
     assert.are.equal("string", type(doc.environment.date))

@@ -207,9 +207,10 @@ M.recipes = {
   ["spk.lstm.pack_bias"] = { n = 2, opts = 2, args = function(m) return m.layers()[1].B, { from = "iofc", to = "ifco" } end },
   ["spk.lstm.reorder_gates"] = { n = 4, args = function(m) return m.layers()[1].W, 2, "iofc", "ifco" end },
   ["spk.lstm.reference"] = { n = 3, opts = 3, args = function(m)
-    return m.layers(), m.x(), { precision = "f64", threads = 1, layers_out = true,
-                                trace = { layer = 1, direction = "reverse", steps = { 1, 2 } } }
+    return m.layers(), m.x(), { precision = "f64", threads = 2, team_threads = 1, vector = "portable",
+                                layers_out = true, trace = { layer = 1, direction = "reverse", steps = { 1, 2 } } }
   end },
+  ["spk.lstm.cpu_info"] = { n = 0, args = function() end },
   ["spk.lstm.stack"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, backend = "cpu" } end },
   ["spk.lstm.backends.cpu"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, threads = 1 } end },
   ["spk.lstm.backends.persistent"] = { n = 1, opts = 1, gpu = true, args = function(m)

@@ -518,6 +518,7 @@ describe("spk info (the command module)", function()
       program = program,
       cuda = cuda,
       version = false,
+      cpu = false,
       find_dir = false,
       write = function(...) lines[#lines + 1] = table.concat { ... } end,
     })
@@ -561,10 +562,31 @@ describe("spk info (the command module)", function()
       if found[kind] then return found[kind] end
       return nil, "the installed spk at /p has no kernels folder"
     end
-    assert.are.equal(0, info({}, { program = program, cuda = false, find_dir = find_dir,
+    assert.are.equal(0, info({}, { program = program, cuda = false, cpu = false, find_dir = find_dir,
       write = function(...) lines[#lines + 1] = table.concat { ... } end }))
     assert.matches("GPU runtime: not built in\nkernels folder: not found: the installed spk at /p has no "
       .. "kernels folder\nlua folder: /p/share/lua/5.4\n$", table.concat(lines))
+  end)
+
+  it("says which vector unit and how many threads the CPU path uses, and where the count comes from", function()
+    local function cpu_text(cpu)
+      local lines = {}
+      info({}, { program = program, cuda = false, cpu = cpu, find_dir = false,
+                 write = function(...) lines[#lines + 1] = table.concat { ... } end })
+      return table.concat(lines):match("CPU path: [^\n]*")
+    end
+    assert.are.equal("CPU path: avx2 vectors (this CPU: portable, avx2), 2 threads (the 2 CPUs this process may use)",
+      cpu_text { vector = "avx2", vectors = { "portable", "avx2" }, cpus = 2, threads = 2, threads_from = "cpus" })
+    assert.are.equal("CPU path: avx512 vectors (this CPU: portable, avx2, avx512), 1 thread (SPK_THREADS)",
+      cpu_text { vector = "avx512", vectors = { "portable", "avx2", "avx512" }, cpus = 16, threads = 1,
+                 threads_from = "SPK_THREADS" })
+    assert.are.equal("CPU path: portable vectors (this CPU: portable); threads: SPK_THREADS must be a whole number",
+      cpu_text { vector = "portable", vectors = { "portable" }, cpus = 1,
+                 threads_error = "SPK_THREADS must be a whole number" })
+    -- the real facts: the unit this machine has and the default count
+    local real = spk.lstm.cpu_info()
+    assert.matches("^CPU path: " .. real.vector .. " vectors %(this CPU: portable", cpu_text(nil))
+    assert.is_true(real.threads >= 1 and real.cpus >= 1)
   end)
 
   it("turns a failing spk.cuda.info into a no-device answer", function()

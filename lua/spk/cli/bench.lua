@@ -11,7 +11,7 @@ local USAGE = [[
 usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
                  [--backends persistent,cudnn] [--algos standard,persist_static,...]
                  [--math fp32,tf32,3xtf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
-                 [--layers 4] [--hidden 128] [--input 60]
+                 [--layers 4] [--hidden 128] [--input 60] [--threads 16,2]
                  [--kernel FILE] [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
 
 Times one forward pass of the bidirectional LSTM stack (random PyTorch-style
@@ -26,7 +26,14 @@ that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
   --batches LIST   batch sizes (default 1,8,32,64,256)
   --steps N        sequence length (default 589)
   --backends LIST  backends of spk.lstm.stack (default persistent,cudnn);
-                   cpu (the f32 CPU reference) runs without a GPU
+                   cpu (the f32 CPU reference) runs without a GPU and adds
+                   the CPU section: the cpu backend and the f64 reference
+                   at each batch and thread count, beside ONNX Runtime's CPU
+                   provider where SPK_PYTHON or python3 imports onnxruntime
+                   (tools/onnx_ort_check.py times it), with GFLOP/s, errors
+                   against the f64 reference and bits across thread counts
+  --threads LIST   thread counts of the CPU section (default: the CPU path's
+                   default, SPK_THREADS or the CPUs this process may use)
   --algos LIST     cuDNN algorithms (default: standard, persist_static,
                    persist_static_small_h, persist_dynamic)
   --math LIST      fp32, tf32 and/or 3xtf32 (default fp32). tf32 adds rows of the
@@ -82,6 +89,8 @@ local function parse(args)
       o.batches = options.positives(value("batches"), "batches")
     elseif a == "--units" then
       o.units = options.positives(value("units"), "units")
+    elseif a == "--threads" then
+      o.threads = options.positives(value("threads"), "threads")
     elseif a == "--backends" then o.backends = list(value("backends"), "backends")
     elseif a == "--algos" then o.algos = list(value("algos"), "algos")
     elseif a == "--math" then
@@ -189,9 +198,22 @@ return function(args, io_override)
   out.write(table.concat(provenance.lines(record, { device = false }), "\n") .. "\n")
   out.write(benchmark.text(rows, info, { environment = env, seconds = seconds }))
 
+  local cpu_rows, cpu_info
+  for _, b in ipairs(o.backends) do
+    if b == "cpu" then
+      local cpu_bench = require "spk.cpu_bench"
+      cpu_rows, cpu_info = cpu_bench.run {
+        layers = layers, batches = o.batches, steps = o.steps, threads = o.threads, rounds = o.rounds,
+        warmup = o.warmup, seed = o.seed, progress = function(message) out.progress(message .. "\n") end,
+      }
+      out.write("\n" .. cpu_bench.text(cpu_rows, cpu_info))
+    end
+  end
+
   local written, werr = pcall(function()
     if o.json then
-      report.json(o.json, { environment = env, settings = info, rows = rows }, { indent = 2, provenance = record })
+      report.json(o.json, { environment = env, settings = info, rows = rows, cpu = cpu_rows and
+        { settings = cpu_info, rows = cpu_rows } }, { indent = 2, provenance = record })
     end
     if o.csv then report.csv(o.csv, rows, CSV_COLUMNS, { provenance = record }) end
   end)

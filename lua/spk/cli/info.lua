@@ -1,10 +1,11 @@
--- versions of spk, Lua and CUDA, the GPU devices this machine has, and spk's folders
+-- versions of spk, Lua and CUDA, the GPU devices this machine has, the CPU path, and spk's folders
 --
 -- spk info: prints what spk was built with and what the machine offers. A
 -- machine without a GPU or driver is a normal answer ("no CUDA device"), not
 -- an error. The optional second argument lets tests supply the facts:
--- {program = ..., cuda = ..., find_dir = ..., version = ..., write = function(text)}
--- (find_dir = false leaves the folder lines out).
+-- {program = ..., cuda = ..., cpu = ..., find_dir = ..., version = ..., write = function(text)}
+-- (cpu: spk.lstm.cpu_info()'s facts; cpu = false and find_dir = false leave
+-- the CPU line and the folder lines out).
 
 local USAGE = [[
 usage: spk info [--help]
@@ -36,6 +37,23 @@ local function cuda_area()
   local ok, spk = pcall(require, "spk")
   if ok and type(spk) == "table" then return spk.cuda end
   return nil
+end
+
+-- The CPU path's vector unit and default thread count (spk.lstm.cpu_info).
+local function cpu_line(cpu, say)
+  if cpu == nil then
+    local ok, spk = pcall(require, "spk")
+    cpu = ok and type(spk) == "table" and spk.lstm and spk.lstm.cpu_info and spk.lstm.cpu_info()
+  end
+  if type(cpu) ~= "table" then return end
+  local unit = ("%s vectors (this CPU: %s)"):format(cpu.vector, table.concat(cpu.vectors or {}, ", "))
+  if cpu.threads_error then
+    say(("CPU path: %s; threads: %s"):format(unit, cpu.threads_error))
+    return
+  end
+  local from = cpu.threads_from == "SPK_THREADS" and "SPK_THREADS"
+    or ("the %d CPU%s this process may use"):format(cpu.cpus, cpu.cpus == 1 and "" or "s")
+  say(("CPU path: %s, %d thread%s (%s)"):format(unit, cpu.threads, cpu.threads == 1 and "" or "s", from))
 end
 
 -- Where spk reads its own files from (spk.find_dir: installed, or a source tree).
@@ -133,6 +151,7 @@ return function(args, context)
       say("host: " .. tostring(env.host or "unknown") .. (env.os and (" (" .. env.os .. ")") or ""))
     end
   end
+  cpu_line(context.cpu, say)
   folder_lines(context.find_dir, say)
   return 0
 end
