@@ -137,7 +137,7 @@ FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeou
 fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
 FUZZ_CORE_OBJ  = $(call fuzz_obj,$(filter-out src/core/onnx.c,$(CORE_SRC)))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
-FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c src/lstm/onnx_stack.c $(FUZZ_BUILD)/gen/onnx.pb-c.c)
+FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c $(wildcard src/lstm/onnx_*.c) $(FUZZ_BUILD)/gen/onnx.pb-c.c)
 FUZZ_KERNEL_OBJ = $(call fuzz_obj,src/cuda/kernel_files.c src/cuda/sha256.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 # The tuning-record reader is Lua: its target (tests/fuzz/fuzz_tuning_record.lua,
