@@ -226,10 +226,7 @@ function Ex:svg(name, svg)
 end
 
 function Ex:text(name, text)
-  local p = self:path(name)
-  local f = assert(io.open(p, "w"))
-  f:write(text)
-  f:close()
+  local p = spk.files.write(self:path(name), text)
   self.files[#self.files + 1] = p
   return p
 end

@@ -672,11 +672,8 @@ function M.save(path, svg)
   if type(path) ~= "string" or type(svg) ~= "string" then
     error("plot.save: expects (path, svg string)", 2)
   end
-  local f, err = io.open(path, "w")
-  if not f then error("plot.save: " .. tostring(err), 2) end
-  local ok, werr = f:write(svg)
-  f:close()
-  if not ok then error("plot.save: " .. path .. ": " .. tostring(werr), 2) end
+  local ok, err = pcall(require("spk.core").files.write, path, svg)
+  if not ok then error("plot.save: " .. tostring(err), 2) end
   return path
 end
 

@@ -97,10 +97,9 @@ local function parse(args)
   return o
 end
 
+-- Whether something is at path (never opened: a FIFO there would block an open).
 local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return require("spk.core").files.kind(path) ~= nil
 end
 
 local function shell_quote(s)
@@ -132,13 +131,11 @@ local function init(dir, force)
   end
   for _, name in ipairs(TEMPLATES) do
     local path = dir .. "/" .. name
-    local f, err = io.open(path, "wb")
-    if not f then
+    local ok, err = pcall(require("spk.core").files.write, path, sources[name])
+    if not ok then
       io.stderr:write("spk test: cannot write ", tostring(err), "\n")
       return 1
     end
-    f:write(sources[name])
-    f:close()
     io.stdout:write("wrote ", path, "\n")
   end
   io.stdout:write(("run it with: spk test %s\n"):format(dir),
