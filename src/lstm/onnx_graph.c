@@ -103,7 +103,7 @@ int graph_init(graph *g, spk_onnx_model *model)
         declare_type(g, gp->output[i]);
     for (size_t i = 0; i < gp->n_value_info; i++)
         declare_type(g, gp->value_info[i]);
-    return 0;
+    return graph_check_rules(g);
 }
 
 void graph_free(graph *g)
@@ -187,6 +187,21 @@ const char *graph_shape_string(const graph *g, const shape *s, char *buf, size_t
 
 /* Puts "file: context: " before the current message, which may begin with
  * the file's name already (the core's messages do). */
+void graph_in_context(const graph *g, const char *fmt, ...)
+{
+    char context[256], rest[SPK_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    const char *msg = spk_last_error();
+    size_t n = strlen(g->file);
+    if (strncmp(msg, g->file, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2;
+    snprintf(rest, sizeof rest, "%s", msg);
+    spk_fail("%s: %s: %s", g->file, context, rest);
+}
+
 /* ---- nodes and attributes ---------------------------------------------------- */
 
 /* A node's attribute, NULL when absent. A scan of many attributes costs node

@@ -1,8 +1,9 @@
 /* The evaluator behind lstm/onnx_stack.h, shared by its units: a name index
  * of a model's main graph (onnx_graph.c), shapes and integer vectors with
  * symbolic sizes (onnx_shapes.c), constant folding of weights and proofs that
- * a value is zero (onnx_fold.c). The chain of LSTM nodes and what each must
- * compute are in onnx_stack.c, the writer in onnx_write.c. Internal to
+ * a value is zero (onnx_fold.c), ONNX's rules for every node (onnx_rules.c),
+ * one LSTM node's checks and weights (onnx_layer.c). The chain of LSTM nodes
+ * is in onnx_stack.c, the writer in onnx_write.c. Internal to
  * src/lstm: only the ONNX units include it. */
 #ifndef SPK_LSTM_ONNX_GRAPH_H
 #define SPK_LSTM_ONNX_GRAPH_H
@@ -13,6 +14,7 @@
 
 #include "core/onnx.h"
 #include "core/tensor.h"
+#include "lstm/lstm.h"
 
 #define MAX_INTS 64           /* entries of a shape or index vector the evaluator follows */
 #define MAX_SYMS 4            /* symbolic sizes in one product */
@@ -181,8 +183,16 @@ const Onnx__AttributeProto *graph_attr(graph *g, const Onnx__NodeProto *n, const
 int graph_attr_int(graph *g, const Onnx__NodeProto *n, const char *name, int64_t def, int64_t *out);
 int graph_attr_ints(graph *g, const Onnx__NodeProto *n, const char *name, int64_t *out, size_t max,
                     size_t *count);
+/* ONNX's rules for every node of the main graph (onnx_rules.c): attributes
+ * named once each, holding one value of their type; for the operators spk
+ * evaluates, inputs, outputs and attributes as the operator's schema at the
+ * model's opset has them; every initializer's values in one field. */
+int graph_check_rules(graph *g);
 /* Counts a node visit against the model's budget and depth limit. */
 int graph_step(graph *g, int depth, const char *name);
+/* Puts "file: context: " before the current message, which may begin with
+ * the file's name already (the core's messages do). */
+void graph_in_context(const graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "file: Op node 'name': what" as the error; -1. */
 int graph_node_fail(graph *g, const Onnx__NodeProto *n, const char *what);
 
@@ -198,6 +208,10 @@ int graph_axis_in(const graph *g, const Onnx__NodeProto *n, int64_t axis, int ra
 int graph_squeeze_shape(graph *g, const Onnx__NodeProto *n, const shape *in, bool unsqueeze, shape *out, int depth);
 int graph_transpose_perm(graph *g, const Onnx__NodeProto *n, int rank, int *perm);
 int graph_slice_params(graph *g, const Onnx__NodeProto *n, int rank, slice_params *p, int depth);
+/* A value's ONNX element type (TensorProto.DataType), as its producers give
+ * it (initializers, Constant, Cast, the nodes that keep their input's type),
+ * else as the graph declares it; 0 when not known, -1 on an error. */
+int graph_elem_type(graph *g, const char *name, int depth);
 
 /* ---- constants (onnx_fold.c) ------------------------------------------------------ */
 
@@ -206,5 +220,14 @@ spk_tensor *graph_fold(graph *g, const char *name, int depth);
 /* 1 when the value is provably all zeros, 0 when not or not provably (why
  * says where it comes from), -1 on an error. */
 int graph_is_zero(graph *g, const char *name, char *why, size_t size, int depth);
+
+/* ---- one LSTM node (onnx_layer.c) -------------------------------------------------- */
+
+/* Checks that layer `layer` (from 1, for messages) follows ONNX's LSTM rules
+ * beyond its schema and is what spk computes; its layout into *layout. */
+int graph_check_lstm(graph *g, const Onnx__NodeProto *n, int layer, int64_t *layout);
+/* The layer's W, R and B as owned contiguous tensors (no B: zeros), with
+ * hidden_size and the states' shapes checked against R. */
+int graph_lstm_weights(graph *g, const Onnx__NodeProto *n, int layer, spk_lstm_weights *out);
 
 #endif

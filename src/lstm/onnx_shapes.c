@@ -659,3 +659,79 @@ int graph_eval_ints(graph *g, const char *name, ints *out, int depth)
     v->folding = false;
     return rc;
 }
+
+/* ---- element types ------------------------------------------------------------------- */
+
+/* The element type the graph declares for a value (inputs, outputs,
+ * value_info), 0 when it declares none. */
+static int declared_elem_type(const value *v)
+{
+    const Onnx__TypeProto *t = v->type;
+    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type ||
+        !t->tensor_type->has_elem_type)
+        return 0;
+    return t->tensor_type->elem_type;
+}
+
+static int node_elem_type(graph *g, const value *v, const Onnx__NodeProto *n, int depth)
+{
+    if (!default_domain(n))
+        return 0;
+    const char *op = op_of(n), *in = input_of(n, 0);
+    if (strcmp(op, "Constant") == 0) {
+        const Onnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
+        if (!a)
+            return 0;
+        if (a->t)
+            return a->t->data_type;
+        if (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT ||
+            a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS)
+            return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        if (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ||
+            a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS)
+            return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        return 0;
+    }
+    if (strcmp(op, "ConstantOfShape") == 0) {
+        const Onnx__AttributeProto *a = graph_attr(g, n, "value");
+        return a && a->t ? a->t->data_type : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    }
+    if (strcmp(op, "Cast") == 0) {
+        int64_t to;
+        if (graph_attr_int(g, n, "to", 0, &to))
+            return -1;
+        return to > 0 && to <= INT32_MAX ? (int)to : 0;
+    }
+    if (strcmp(op, "Shape") == 0)
+        return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    if (strcmp(op, "LSTM") == 0) /* Y, Y_h, Y_c are of its T, which W has */
+        return input_of(n, 1) ? graph_elem_type(g, input_of(n, 1), depth + 1) : 0;
+    if (strcmp(op, "Dropout") == 0 && v->slot == 1)
+        return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    static const char *const same_as_input[] = {"Identity", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
+                                                "Slice", "Split", "Flatten", "Expand", "Tile", "Gather",
+                                                "Concat", "Dropout", "Add", "Sub", "Mul", "Div"};
+    for (size_t i = 0; in && i < sizeof same_as_input / sizeof *same_as_input; i++)
+        if (strcmp(op, same_as_input[i]) == 0)
+            return graph_elem_type(g, in, depth + 1);
+    return 0;
+}
+
+int graph_elem_type(graph *g, const char *name, int depth)
+{
+    value *v = graph_lookup(g, name);
+    if (!v)
+        return spk_fail("%s: no value named '%s' in the graph", g->file, name ? name : "");
+    if (graph_step(g, depth, name))
+        return -1;
+    if (v->kind == V_INIT)
+        return initializer(g, v)->data_type;
+    if (v->kind == V_INPUT)
+        return declared_elem_type(v);
+    if (v->folding)
+        return spk_fail("%s: '%s' depends on itself", g->file, name);
+    v->folding = true;
+    int type = node_elem_type(g, v, node_at(g, v), depth);
+    v->folding = false;
+    return type != 0 ? type : declared_elem_type(v);
+}

@@ -16,22 +16,6 @@
 
 #define MAX_PATH 16 /* nodes between two LSTM layers */
 
-static void in_context(const graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void in_context(const graph *g, const char *fmt, ...)
-{
-    char context[256], rest[SPK_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(context, sizeof context, fmt, ap);
-    va_end(ap);
-    const char *msg = spk_last_error();
-    size_t n = strlen(g->file);
-    if (strncmp(msg, g->file, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
-        msg += n + 2;
-    snprintf(rest, sizeof rest, "%s", msg);
-    spk_fail("%s: %s: %s", g->file, context, rest);
-}
-
 /* ---- the chain of LSTM nodes ------------------------------------------------------- */
 
 typedef struct layer_node {
@@ -158,7 +142,7 @@ static int check_link(graph *g, layer_node *list, int to, int layer)
             if (graph_eval_ints(g, input_of(n, 1) ? input_of(n, 1) : "", &target, 1) ||
                 graph_attr_int(g, n, "allowzero", 0, &allowzero) ||
                 graph_resolve_reshape(g, n->output[0], &in, &target, allowzero != 0, &out)) {
-                in_context(g, "layers %d to %d: the Reshape node '%s' between them", layer, layer + 1,
+                graph_in_context(g, "layers %d to %d: the Reshape node '%s' between them", layer, layer + 1,
                                  node_name(n));
                 return -1;
             }
@@ -240,134 +224,93 @@ static bool lstm_elsewhere(const Onnx__GraphProto *gp, int depth)
     return false;
 }
 
-/* ---- what spk computes: the attributes and optional inputs of a layer -------------- */
-
-static bool bytes_eq(ProtobufCBinaryData b, const char *s)
+/* Pushes the producers of the names a subgraph (If, Loop, Scan) reads, which
+ * may be the outer graph's values. */
+static void push_subgraph_inputs(graph *g, const Onnx__GraphProto *sub, int32_t *stack, size_t *top, bool *seen,
+                                 int depth)
 {
-    size_t n = strlen(s);
-    return b.len == n && strncasecmp((const char *)b.data, s, n) == 0;
+    if (depth > SPK_ONNX_MAX_DEPTH)
+        return;
+    for (size_t i = 0; i < sub->n_node; i++) {
+        const Onnx__NodeProto *n = sub->node[i];
+        for (size_t k = 0; k < n->n_input; k++) {
+            const value *v = graph_lookup(g, input_of(n, k));
+            if (v && v->kind == V_NODE && !seen[v->index]) {
+                seen[v->index] = true;
+                stack[(*top)++] = v->index;
+            }
+        }
+        for (size_t a = 0; a < n->n_attribute; a++) {
+            const Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g)
+                push_subgraph_inputs(g, at->g, stack, top, seen, depth + 1);
+            for (size_t j = 0; j < at->n_graphs; j++)
+                push_subgraph_inputs(g, at->graphs[j], stack, top, seen, depth + 1);
+        }
+    }
 }
 
-static int check_layer(graph *g, layer_node *L, int layer)
+/* Whether a graph output depends on an output of `last`: the nodes the
+ * outputs read, transitively, each visited once. */
+static int feeds_output(graph *g, const Onnx__NodeProto *last, bool *feeds)
 {
-    const Onnx__NodeProto *n = L->n;
-    const char *who = node_name(n);
-    static const char *const known[] = {"activation_alpha", "activation_beta", "activations", "clip",
-                                        "direction", "hidden_size", "input_forget", "layout"};
-    if (n->n_attribute > sizeof known / sizeof *known)
-        return spk_fail("%s: layer %d (LSTM node '%s'): %zu attributes, more than LSTM has (names repeat)", g->file,
-                        layer, who, n->n_attribute);
-    for (size_t i = 0; i < n->n_attribute; i++) {
-        const char *name = n->attribute[i]->name ? n->attribute[i]->name : "";
-        bool ok = false;
-        for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++)
-            ok = strcmp(name, known[k]) == 0;
-        if (!ok)
-            return spk_fail("%s: layer %d (LSTM node '%s'): unknown attribute '%s'", g->file, layer, who, name);
+    const Onnx__GraphProto *gp = g->g;
+    bool *seen = calloc(gp->n_node ? gp->n_node : 1, sizeof *seen);
+    int32_t *stack = malloc((gp->n_node ? gp->n_node : 1) * sizeof *stack); /* each node pushed once */
+    if (!seen || !stack) {
+        free(seen);
+        free(stack);
+        return spk_fail("out of memory");
     }
-    const Onnx__AttributeProto *a = graph_attr(g, n, "direction");
-    if (!a || !bytes_eq(a->s, "bidirectional")) {
-        char dir[32] = "forward";
-        if (a)
-            snprintf(dir, sizeof dir, "%.*s", (int)(a->s.len < 24 ? a->s.len : 24),
-                     a->s.data ? (const char *)a->s.data : "");
-        return spk_fail("%s: layer %d (LSTM node '%s'): direction is \"%s\"; spk's stacks are bidirectional", g->file,
-                        layer, who, dir);
-    }
-    if ((a = graph_attr(g, n, "activations"))) {
-        static const char *const defaults[3] = {"Sigmoid", "Tanh", "Tanh"};
-        bool ok = a->n_strings == 6;
-        for (size_t i = 0; ok && i < 6; i++)
-            ok = bytes_eq(a->strings[i], defaults[i % 3]);
-        if (!ok) {
-            char list[200] = "";
-            size_t at = 0;
-            for (size_t i = 0; i < a->n_strings && i < 8 && at < sizeof list; i++)
-                at += (size_t)snprintf(list + at, sizeof list - at, "%s%.*s", i ? ", " : "",
-                                       (int)(a->strings[i].len < 16 ? a->strings[i].len : 16),
-                                       a->strings[i].data ? (const char *)a->strings[i].data : "");
-            return spk_fail("%s: layer %d (LSTM node '%s'): activations are [%s]; spk computes the defaults (Sigmoid, "
-                            "Tanh, Tanh for each direction)", g->file, layer, who, list);
+    size_t top = 0;
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const value *v = graph_lookup(g, gp->output[i]->name);
+        if (v && v->kind == V_NODE && !seen[v->index]) {
+            seen[v->index] = true;
+            stack[top++] = v->index;
         }
     }
-    if ((a = graph_attr(g, n, "clip")))
-        return spk_fail("%s: layer %d (LSTM node '%s'): clip = %g; spk does not clip the cell's inputs", g->file,
-                        layer, who, a->f);
-    int64_t v;
-    if (graph_attr_int(g, n, "input_forget", 0, &v))
-        return -1;
-    if (v != 0)
-        return spk_fail("%s: layer %d (LSTM node '%s'): input_forget = %" PRId64 "; spk computes input_forget = 0",
-                        g->file, layer, who, v);
-    if (graph_attr_int(g, n, "layout", 0, &L->layout))
-        return -1;
-    if (L->layout != 0 && L->layout != 1)
-        return spk_fail("%s: layer %d (LSTM node '%s'): layout = %" PRId64 ", expected 0 or 1", g->file, layer, who,
-                        L->layout);
-    if (input_of(n, 4))
-        return spk_fail("%s: layer %d (LSTM node '%s'): sequence_lens ('%s') is given; spk runs every sequence "
-                        "for all steps", g->file, layer, who, input_of(n, 4));
-    static const char *const states[3] = {"initial_h", "initial_c", "P (peepholes)"};
-    for (int i = 0; i < 3; i++) {
-        const char *in = input_of(n, (size_t)(5 + i));
-        if (!in)
-            continue;
-        char why[300] = "";
-        int rc = graph_is_zero(g, in, why, sizeof why, 0);
-        if (rc < 0) {
-            in_context(g, "layer %d (LSTM node '%s'): %s", layer, who, states[i]);
-            return -1;
+    *feeds = false;
+    while (top > 0 && !*feeds) {
+        const Onnx__NodeProto *n = gp->node[stack[--top]];
+        *feeds = n == last;
+        for (size_t k = 0; k < n->n_input; k++) {
+            const value *v = graph_lookup(g, input_of(n, k));
+            if (v && v->kind == V_NODE && !seen[v->index]) {
+                seen[v->index] = true;
+                stack[top++] = v->index;
+            }
         }
-        if (rc == 0)
-            return spk_fail("%s: layer %d (LSTM node '%s'): %s ('%s') %s; spk computes %s", g->file, layer, who,
-                            states[i], in, why, i < 2 ? "from zero initial states" : "without peepholes");
+        for (size_t a = 0; a < n->n_attribute; a++) {
+            const Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g)
+                push_subgraph_inputs(g, at->g, stack, &top, seen, 1);
+            for (size_t j = 0; j < at->n_graphs; j++)
+                push_subgraph_inputs(g, at->graphs[j], stack, &top, seen, 1);
+        }
     }
+    free(seen);
+    free(stack);
     return 0;
 }
 
-/* W, R and B of a layer as owned contiguous tensors. */
-static int layer_weights(graph *g, layer_node *L, int layer, spk_lstm_weights *out)
+/* The last layer must be computed: some graph output depends on it. */
+static int check_used(graph *g, const Onnx__NodeProto *last, int layers)
 {
-    static const char *const parts[3] = {"W", "R", "B"};
-    spk_tensor *t[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) {
-        const char *in = input_of(L->n, (size_t)(1 + i));
-        if (!in) {
-            if (i < 2)
-                return spk_fail("%s: layer %d (LSTM node '%s'): input %s is missing", g->file, layer,
-                                node_name(L->n), parts[i]);
-            continue;
-        }
-        const spk_tensor *f = graph_fold(g, in, 0);
-        if (!f) {
-            in_context(g, "layer %d (LSTM node '%s'): %s ('%s')", layer, node_name(L->n), parts[i], in);
-            goto fail;
-        }
-        t[i] = spk_tensor_clone(f);
-        if (!t[i])
-            goto fail;
-    }
-    if (!t[2]) { /* no B: zero biases */
-        const int64_t dims[2] = {2, t[1]->ndim == 3 ? 2 * t[1]->shape[1] : 0};
-        t[2] = spk_tensor_new(t[0]->dtype, 2, dims);
-        if (!t[2])
-            goto fail;
-    }
-    int64_t hidden;
-    if (graph_attr_int(g, L->n, "hidden_size", -1, &hidden))
-        goto fail;
-    if (hidden != -1 && (t[1]->ndim != 3 || t[1]->shape[2] != hidden)) {
-        char got[64];
-        spk_fail("%s: layer %d (LSTM node '%s'): hidden_size = %" PRId64 " but R has shape %s", g->file, layer,
-                 node_name(L->n), hidden, spk_shape_string(t[1], got, sizeof got));
-        goto fail;
-    }
-    *out = (spk_lstm_weights){t[0], t[1], t[2]};
-    return 0;
-fail:
-    for (int i = 0; i < 3; i++)
-        spk_tensor_free(t[i]);
-    return -1;
+    bool feeds = false;
+    if (feeds_output(g, last, &feeds))
+        return -1;
+    if (feeds)
+        return 0;
+    const Onnx__GraphProto *gp = g->g;
+    char outs[160] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < gp->n_output && i < 4 && at < sizeof outs; i++)
+        at += (size_t)snprintf(outs + at, sizeof outs - at, "%s'%.40s'", i ? ", " : "",
+                               gp->output[i]->name ? gp->output[i]->name : "");
+    return spk_fail("%s: layer %d (LSTM node '%s'): no graph output depends on it (the outputs: %s%s); the model "
+                    "does not compute this stack", g->file, layers, node_name(last), gp->n_output ? outs : "none",
+                    gp->n_output > 4 ? ", ..." : "");
 }
 
 static int find_stack(graph *g, spk_lstm_weights *out, int max, int *count)
@@ -440,14 +383,16 @@ static int find_stack(graph *g, spk_lstm_weights *out, int max, int *count)
         spk_fail("%s: the LSTM nodes do not form one chain (%d of %d follow from the first)", g->file, len, n);
         goto done;
     }
+    if (check_used(g, list[order[n - 1]].n, n))
+        goto done;
     for (k = 0; k < n; k++)
-        if (check_layer(g, &list[order[k]], k + 1))
+        if (graph_check_lstm(g, list[order[k]].n, k + 1, &list[order[k]].layout))
             goto done;
     for (k = 1; k < n; k++)
         if (check_link(g, list, order[k], k))
             goto done;
     for (k = 0; k < n; k++) {
-        if (layer_weights(g, &list[order[k]], k + 1, &out[k])) {
+        if (graph_lstm_weights(g, list[order[k]].n, k + 1, &out[k])) {
             for (int j = 0; j < k; j++)
                 spk_lstm_weights_free(&out[j]);
             goto done;
@@ -457,7 +402,7 @@ static int find_stack(graph *g, spk_lstm_weights *out, int max, int *count)
     for (k = 0; k < n; k++)
         view[k] = (spk_lstm_layer){out[k].W, out[k].R, out[k].B};
     if (spk_lstm_validate(view, n, NULL)) {
-        in_context(g, "the stack");
+        graph_in_context(g, "the stack");
         for (k = 0; k < n; k++)
             spk_lstm_weights_free(&out[k]);
         goto done;
