@@ -180,6 +180,35 @@ describe("spk test", function()
     assert.are.equal(1, code)
   end)
 
+  it("walks a folder the file system cannot turn against it: each spec once, no link out, odd files failures",
+    function()
+    local counted = 'describe("counted", function() it("runs", function() io.stderr:write("RAN " .. "%s\\n") end) end)\n'
+    local dir = folder { ["specs/a_spec.lua"] = counted:format("a"), ["outside/o_spec.lua"] = counted:format("outside") }
+    local specs = dir .. "/specs"
+    for _, cmd in ipairs {
+      "ln -s . specs/self", "ln -s .. specs/up", "mkdir specs/sub && ln -s .. specs/sub/back",
+      "ln -s a_spec.lua specs/b_spec.lua", "ln -s ../outside/o_spec.lua specs/o_spec.lua",
+      "mkfifo specs/x_spec.lua", "ln -s nowhere_spec.lua specs/y_spec.lua",
+    } do
+      assert(os.execute(("cd %s && %s"):format(shell_quote(dir), cmd)))
+    end
+    local p = io.popen(("CUDA_VISIBLE_DEVICES= timeout 60 %s test %s 2>&1 | head -c 100000"):format(
+      shell_quote(absolute(SPK)), shell_quote(specs)))
+    local out = p:read("a")
+    p:close()
+    local runs = select(2, out:gsub("RAN a", ""))
+    assert.are.equal(1, runs, out) -- a_spec.lua once, through neither self, sub/back nor b_spec.lua
+    assert.is_nil(out:find("RAN outside", 1, true), out)
+    assert.matches("o_spec.lua links out of " .. specs, out, 1, true)
+    assert.matches(specs .. "/x_spec.lua: not a regular file (a FIFO); a spec file must be one", out, 1, true)
+    assert.matches(specs .. "/y_spec.lua: a symbolic link to nothing", out, 1, true)
+    assert.matches("\n1 passed, 2 failed\n", out, 1, true)
+    assert.is_true(#out < 4000, "the output grew to " .. #out .. " bytes")
+    -- a FIFO named on the command line is refused too, at once
+    local _, _, code = run_spk({ "test", specs .. "/x_spec.lua" }, { env = env() })
+    assert.are.equal(1, code)
+  end)
+
   it("has help, and refuses its own bad arguments with exit 2", function()
     local out, _, code = run_spk { "test", "--help" }
     assert.are.equal(0, code)
