@@ -209,6 +209,42 @@ describe("spk test", function()
     assert.are.equal(1, code)
   end)
 
+  it("writes skipped specs (gpu_it, nogpu_it, pending, spk.busted.skip) in every output format, counted", function()
+    local specs = folder { ["mixed_spec.lua"] = [[
+local spk = require "spk"
+describe("mixed", function()
+  gpu_it("needs a GPU", function() end)
+  it("passes", function() assert.are.equal(2, 1 + 1) end)
+  pending("not written yet")
+  it("skips itself", function() require("spk.busted").skip("nothing to run here") end)
+  nogpu_it("runs without a GPU", function() end)
+end)
+]] }
+    local xml = require "xml_check"
+    local report = require "spk.report"
+    for _, format in ipairs { "plainTerminal", "utfTerminal", "TAP", "json", "junit", "gtest" } do
+      local out, err, code = run_spk({ "test", specs, "-o", format }, { env = env() })
+      assert.are.equal("2 passed, 0 failed, 3 skipped", last_line(out), format .. ":\n" .. out .. err)
+      assert.are.equal(0, code, format)
+      local body = out:gsub("[^\n]*\n?$", "") -- what the handler printed, before the summary line
+      if format == "json" then
+        local ok, doc = pcall(report.json_decode, body)
+        assert(ok, "json: not JSON: " .. tostring(doc) .. "\n" .. body)
+        assert.are.equal(3, #doc.pendings)
+        assert.are.equal(2, #doc.successes)
+      elseif format == "junit" then
+        assert(xml.check(body))
+        assert.matches("skip='3'", body, 1, true)
+      elseif format == "TAP" then
+        assert.are.equal(3, select(2, body:gsub("\nok %d+ %- # SKIP", "")) + (body:match("^ok %d+ %- # SKIP") and 1 or 0))
+      elseif format == "gtest" then
+        assert.matches("3 SKIPPED TESTS", body, 1, true)
+      else
+        assert.matches("2 success[es]* / 0 failures / 0 errors / 3 pending", body)
+      end
+    end
+  end)
+
   it("has help, and refuses its own bad arguments with exit 2", function()
     local out, _, code = run_spk { "test", "--help" }
     assert.are.equal(0, code)

@@ -295,6 +295,7 @@ local function run_busted(o)
     return function(busted, output, handler_options)
       load(busted, output, handler_options)
       counts = helpers.counter(busted)
+      helpers.plain_pendings(busted)
     end
   end
   local saved_arg, saved_exit = _G.arg, os.exit
