@@ -13,7 +13,9 @@ What spk documents differently from NumPy (src/core/tensor.h) is mapped, not
 skipped: comparisons give i32 0/1 where NumPy gives bool; argmin/argmax give
 1-based i32 positions where NumPy gives 0-based int64; a sum of i32 is f64
 where NumPy's is int64; the mean of an empty tensor (no dim) is an error
-where NumPy warns and gives NaN; norms accumulate in f64 (NumPy's f64 norm,
+where NumPy warns and gives NaN; a Lua integer beside a u64 tensor is the
+u64 of the same bits (-1 is 2^64 - 1), as spk reads and writes u64 values
+past 2^63; norms accumulate in f64 (NumPy's f64 norm,
 rounded to f32 for f32 tensors, is the reference). Scalars follow NumPy 2's rules (NEP 50),
 which NumPy 1.24 offers as the "weak" promotion state.
 """
@@ -113,6 +115,8 @@ def expected(case):
     if op in BINARY:
         if "scalar" in case:
             s = scalar_value(case)
+            if isinstance(s, int) and a.dtype == np.uint64:
+                s %= 1 << 64  # a Lua integer beside a u64 is the u64 of its bits (src/core/tensor.h)
             if op in COMPARISONS and isinstance(s, int) and a.dtype.kind in "iu":
                 # NumPy 2 compares Python integers exactly whatever their size
                 r = np.array([EXACT[op](int(v), s) for v in a.reshape(-1).tolist()], dtype=bool).reshape(a.shape)
