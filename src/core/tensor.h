@@ -208,8 +208,14 @@ int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src);
  * Float sums accumulate in f64 and are rounded once to the result dtype;
  * integer sums are exact (u64 wraps modulo 2^64). min and max propagate NaN,
  * and argmin/argmax give the first NaN's position, as NumPy does; ties give
- * the first position. A mean over an empty dim is NaN; min, max, argmin and
- * argmax over an empty dim, or a norm with p = ±Inf, are errors.
+ * the first position.
+ *
+ * Empty reductions (a tensor with no element, or a dim of size 0), NumPy 2's
+ * rule (NumPy 2.3 and later for the +Inf norm): a sum is 0; every norm with
+ * p >= 0 or p = +Inf is 0 (the empty vector is the zero vector); a mean
+ * over an empty dim is NaN and the mean of an empty tensor an error; min,
+ * max, argmin, argmax and the -Inf norm (min |x|) have no value there and
+ * are errors naming the reduction.
  *
  * norm(p): p = 2 (sqrt of the sum of squares), 1 (sum of |x|), any other
  * finite p > 0 ((sum |x|^p)^(1/p)), 0 (the count of non-zero elements),
