@@ -158,6 +158,11 @@ M.recipes = {
   ["spk.cuda.set_cache_dir"] = { n = 1, args = function() return "cache" end },
   ["spk.cuda.set_kernel_dir"] = { n = 1, args = function(_) return require("spk").cuda.kernel_dir() end },
   ["spk.cuda.kernel_dir"] = { n = 0, args = function() end },
+  ["spk.cuda.launch_limits"] = { n = 1, args = function() return "sm_90" end },
+  ["spk.cuda.cubin_entries"] = { n = 2, args = function(m) return (m.module():code()), "sm_90" end },
+  ["spk.cuda.check_launch"] = { n = 4, opts = 3, args = function()
+    return "sm_90", { name = "k", registers = 8 }, { grid = 1, block = 32 }, "k"
+  end },
   ["spk.cuda.kernel_files"] = { n = 1, args = function() return require("spk").cuda.kernel_dir() end },
   ["spk.cuda.sha256"] = { n = 1, args = function() return "abc" end },
   ["spk.cuda.no_device_reason"] = { n = 1, args = function() return "spk.cuda: no CUDA device (test)" end },
