@@ -345,10 +345,8 @@ static bool tensor_is_zero(const spk_tensor *t)
  * where it comes from), -1 on an error. */
 int graph_is_zero(graph *g, const char *name, char *why, size_t size, int depth)
 {
-    value *v = graph_lookup(g, name);
+    value *v = graph_visit(g, name, depth);
     if (!v)
-        return spk_fail("%s: no value named '%s' in the graph", g->file, name);
-    if (graph_step(g, depth, name))
         return -1;
     if (v->kind == V_INPUT) {
         snprintf(why, size, "comes from the graph input '%s'", name);

@@ -254,6 +254,14 @@ int graph_attr_ints(graph *g, const Onnx__NodeProto *n, const char *name, int64_
 }
 /* ---- budgets ------------------------------------------------------------------ */
 
+value *graph_visit(graph *g, const char *name, int depth)
+{
+    value *v = graph_lookup(g, name);
+    if (!v)
+        return spk_fail_null("%s: no value named '%s' in the graph", g->file, name ? name : "");
+    return graph_step(g, depth, name) ? NULL : v;
+}
+
 int graph_step(graph *g, int depth, const char *name)
 {
     if (++g->steps > MAX_EVAL_STEPS)

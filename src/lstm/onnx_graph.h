@@ -190,6 +190,9 @@ int graph_attr_ints(graph *g, const Onnx__NodeProto *n, const char *name, int64_
 int graph_check_rules(graph *g);
 /* Counts a node visit against the model's budget and depth limit. */
 int graph_step(graph *g, int depth, const char *name);
+/* The value of that name, its visit counted (graph_step); NULL and a message
+ * when there is none or the budget is spent. */
+value *graph_visit(graph *g, const char *name, int depth);
 /* Puts "file: context: " before the current message, which may begin with
  * the file's name already (the core's messages do). */
 void graph_in_context(const graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

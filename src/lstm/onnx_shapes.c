@@ -332,10 +332,8 @@ static int infer_shape(graph *g, const value *v, const Onnx__NodeProto *n, shape
 
 int graph_value_shape(graph *g, const char *name, shape *out, int depth)
 {
-    value *v = graph_lookup(g, name);
+    value *v = graph_visit(g, name, depth);
     if (!v)
-        return spk_fail("%s: no value named '%s' in the graph", g->file, name ? name : "");
-    if (graph_step(g, depth, name))
         return -1;
     if (v->folded) {
         out->ndim = v->folded->ndim;
@@ -643,10 +641,8 @@ static int eval_ints_node(graph *g, const value *v, const Onnx__NodeProto *n, in
 
 int graph_eval_ints(graph *g, const char *name, ints *out, int depth)
 {
-    value *v = graph_lookup(g, name);
+    value *v = graph_visit(g, name, depth);
     if (!v)
-        return spk_fail("%s: no value named '%s' in the graph", g->file, name ? name : "");
-    if (graph_step(g, depth, name))
         return -1;
     if (v->kind == V_INIT)
         return ints_from_tensor(g, initializer(g, v), out);
@@ -719,10 +715,8 @@ static int node_elem_type(graph *g, const value *v, const Onnx__NodeProto *n, in
 
 int graph_elem_type(graph *g, const char *name, int depth)
 {
-    value *v = graph_lookup(g, name);
+    value *v = graph_visit(g, name, depth);
     if (!v)
-        return spk_fail("%s: no value named '%s' in the graph", g->file, name ? name : "");
-    if (graph_step(g, depth, name))
         return -1;
     if (v->kind == V_INIT)
         return initializer(g, v)->data_type;

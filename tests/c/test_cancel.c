@@ -117,11 +117,10 @@ TEST(packing_stops)
 
 TEST(file_readers_stop)
 {
-    char npy[] = "/tmp/spk_cancel_XXXXXX", st[] = "/tmp/spk_cancel_XXXXXX";
-    int fd1 = mkstemp(npy), fd2 = mkstemp(st);
-    CHECK(fd1 >= 0 && fd2 >= 0);
-    close(fd1);
-    close(fd2);
+    const char *dir = check_scratch_dir("test-cancel");
+    char npy[600], st[600];
+    snprintf(npy, sizeof npy, "%s/t.npy", dir);
+    snprintf(st, sizeof st, "%s/t.safetensors", dir);
     const int64_t shape[1] = {BIG};
     spk_tensor *t = uniform(SPK_F32, 1, shape, 5);
     CHECK(spk_npy_save(npy, t) == 0);
@@ -142,8 +141,6 @@ TEST(file_readers_stop)
     spk_tensor_list_free(&got);
     spk_tensor_free(back);
     spk_tensor_free(t);
-    unlink(npy);
-    unlink(st);
 }
 
 struct stack {

@@ -255,20 +255,12 @@ TEST(writes_follow_links)
 
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/spk-test-file-XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(root, sizeof root, "%s", check_scratch_dir("test-file"));
     RUN(non_files_are_refused_at_once);
     RUN(reads_stop_at_their_limit);
     RUN(descriptor_flags);
     RUN(failed_writes_keep_the_previous_file);
     RUN(writes_refuse_non_files);
     RUN(writes_follow_links);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
     return CHECK_SUMMARY();
 }

@@ -930,11 +930,7 @@ TEST(no_device_errors_are_clear)
 
 int main(void)
 {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/spk-test-nvrtc-XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(tmp_root, sizeof tmp_root, "%s", check_scratch_dir("test-nvrtc"));
     RUN(sha256_known_vectors);
     RUN(every_kernel_compiles_for_sm80_and_sm90);
     RUN(gemm_3xtf32_forms_compile);
@@ -956,9 +952,5 @@ int main(void)
     RUN(gemm_checks_shapes_without_a_gpu);
     RUN(gemm_checks_batches_without_a_gpu);
     RUN(no_device_errors_are_clear);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmp_root);
     return CHECK_SUMMARY();
 }

@@ -729,11 +729,7 @@ TEST(external_data_links)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/spk_test_onnx_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(dir, sizeof dir, "%s", check_scratch_dir("test-onnx"));
     RUN(save_load_round_trip);
     RUN(save_load_f64);
     RUN(save_refuses_mixed_dtypes);
@@ -756,9 +752,5 @@ int main(void)
     RUN(external_data);
     RUN(external_data_links);
     RUN(integer_tensors);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     return CHECK_SUMMARY();
 }
