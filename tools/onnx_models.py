@@ -444,6 +444,11 @@ def rule_cases(ts):
         a = next(a for a in lstm_nodes(gr)[0].attribute if a.name == "hidden_size")
         a.f = 2.5
     cases["attribute_two_values"] = edit(ts, two_values)
+    def concat_without_axis(gr):  # the zero states' shape, concatenated without the required axis
+        concat = next(n for n in gr.node if n.op_type == "Concat")
+        for a in list(concat.attribute):
+            concat.attribute.remove(a)
+    cases["concat_without_axis"] = edit(ts, concat_without_axis)
     layout_old = edit(ts, lambda gr: set_attr(lstm_nodes(gr)[0], "layout", 0))
     layout_old.opset_import[0].version = 13
     cases["layout_before_opset_14"] = layout_old

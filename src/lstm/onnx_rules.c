@@ -43,54 +43,56 @@ typedef struct op_rule {
     int single; /* the first `single` inputs are required: not empty */
     int min_out, max_out;
     attr_rule attrs[9];
+    const char *required; /* an attribute the node must have, NULL for none */
 } op_rule;
 
 #define LSTM_ATTRS                                                                                             \
     {"activation_alpha", A_FLOATS}, {"activation_beta", A_FLOATS}, {"activations", A_STRINGS}, {"clip", A_FLOAT}, \
         {"direction", A_STRING}, {"hidden_size", A_INT}, {"input_forget", A_INT}
 #define ARITH(op)                                                                                         \
-    {op, 1, 6, 2, 2, 2, 1, 1, {{"axis", A_INT}, {"broadcast", A_INT}, {"consumed_inputs", A_INTS}}},     \
-        {op, 7, LATEST, 2, 2, 2, 1, 1, {{0}}}
+    {op, 1, 6, 2, 2, 2, 1, 1, {{"axis", A_INT}, {"broadcast", A_INT}, {"consumed_inputs", A_INTS}}, NULL}, \
+        {op, 7, LATEST, 2, 2, 2, 1, 1, {{0}}, NULL}
 
 /* The operators spk evaluates (between layers, in weights, in zero states),
  * from ONNX's operator documents (onnx/defs). */
 static const op_rule rules[] = {
-    {"LSTM", 1, 6, 3, 8, 3, 0, 3, {LSTM_ATTRS, {"output_sequence", A_INT}}},
-    {"LSTM", 7, 13, 3, 8, 3, 0, 3, {LSTM_ATTRS}},
-    {"LSTM", 14, LATEST, 3, 8, 3, 0, 3, {LSTM_ATTRS, {"layout", A_INT}}},
-    {"Transpose", 1, LATEST, 1, 1, 1, 1, 1, {{"perm", A_INTS}}},
-    {"Reshape", 1, 4, 1, 1, 1, 1, 1, {{"shape", A_INTS}, {"consumed_inputs", A_INTS}}},
-    {"Reshape", 5, 13, 2, 2, 2, 1, 1, {{0}}},
-    {"Reshape", 14, LATEST, 2, 2, 2, 1, 1, {{"allowzero", A_INT}}},
-    {"Identity", 1, LATEST, 1, 1, 1, 1, 1, {{0}}},
-    {"Dropout", 1, 6, 1, 1, 1, 1, 2, {{"is_test", A_INT}, {"ratio", A_FLOAT}, {"consumed_inputs", A_INTS}}},
-    {"Dropout", 7, 11, 1, 1, 1, 1, 2, {{"ratio", A_FLOAT}}},
-    {"Dropout", 12, LATEST, 1, 3, 1, 1, 2, {{"seed", A_INT}}},
+    {"LSTM", 1, 6, 3, 8, 3, 0, 3, {LSTM_ATTRS, {"output_sequence", A_INT}}, NULL},
+    {"LSTM", 7, 13, 3, 8, 3, 0, 3, {LSTM_ATTRS}, NULL},
+    {"LSTM", 14, LATEST, 3, 8, 3, 0, 3, {LSTM_ATTRS, {"layout", A_INT}}, NULL},
+    {"Transpose", 1, LATEST, 1, 1, 1, 1, 1, {{"perm", A_INTS}}, NULL},
+    {"Reshape", 1, 4, 1, 1, 1, 1, 1, {{"shape", A_INTS}, {"consumed_inputs", A_INTS}}, NULL},
+    {"Reshape", 5, 13, 2, 2, 2, 1, 1, {{0}}, NULL},
+    {"Reshape", 14, LATEST, 2, 2, 2, 1, 1, {{"allowzero", A_INT}}, NULL},
+    {"Identity", 1, LATEST, 1, 1, 1, 1, 1, {{0}}, NULL},
+    {"Dropout", 1, 6, 1, 1, 1, 1, 2, {{"is_test", A_INT}, {"ratio", A_FLOAT}, {"consumed_inputs", A_INTS}}, NULL},
+    {"Dropout", 7, 11, 1, 1, 1, 1, 2, {{"ratio", A_FLOAT}}, NULL},
+    {"Dropout", 12, LATEST, 1, 3, 1, 1, 2, {{"seed", A_INT}}, NULL},
     {"Constant", 1, LATEST, 0, 0, 0, 1, 1,
      {{"value", A_TENSOR}, {"sparse_value", A_SPARSE}, {"value_float", A_FLOAT}, {"value_floats", A_FLOATS},
-      {"value_int", A_INT}, {"value_ints", A_INTS}, {"value_string", A_STRING}, {"value_strings", A_STRINGS}}},
-    {"ConstantOfShape", 9, LATEST, 1, 1, 1, 1, 1, {{"value", A_TENSOR}}},
-    {"Cast", 1, 5, 1, 1, 1, 1, 1, {{"to", A_STRING}}},
-    {"Cast", 6, 18, 1, 1, 1, 1, 1, {{"to", A_INT}}},
-    {"Cast", 19, LATEST, 1, 1, 1, 1, 1, {{"to", A_INT}, {"saturate", A_INT}, {"round_mode", A_STRING}}},
-    {"Slice", 1, 9, 1, 1, 1, 1, 1, {{"starts", A_INTS}, {"ends", A_INTS}, {"axes", A_INTS}}},
-    {"Slice", 10, LATEST, 3, 5, 3, 1, 1, {{0}}},
-    {"Concat", 1, LATEST, 1, ANY, 0, 1, 1, {{"axis", A_INT}}},
-    {"Split", 1, 1, 1, 2, 1, 1, ANY, {{"axis", A_INT}, {"split", A_INTS}}},
-    {"Split", 2, 12, 1, 1, 1, 1, ANY, {{"axis", A_INT}, {"split", A_INTS}}},
-    {"Split", 13, 17, 1, 2, 1, 1, ANY, {{"axis", A_INT}}},
-    {"Split", 18, LATEST, 1, 2, 1, 1, ANY, {{"axis", A_INT}, {"num_outputs", A_INT}}},
-    {"Squeeze", 1, 12, 1, 1, 1, 1, 1, {{"axes", A_INTS}}},
-    {"Squeeze", 13, LATEST, 1, 2, 1, 1, 1, {{0}}},
-    {"Unsqueeze", 1, 12, 1, 1, 1, 1, 1, {{"axes", A_INTS}}},
-    {"Unsqueeze", 13, LATEST, 2, 2, 2, 1, 1, {{0}}},
-    {"Flatten", 1, LATEST, 1, 1, 1, 1, 1, {{"axis", A_INT}}},
-    {"Shape", 1, 14, 1, 1, 1, 1, 1, {{0}}},
-    {"Shape", 15, LATEST, 1, 1, 1, 1, 1, {{"start", A_INT}, {"end", A_INT}}},
-    {"Gather", 1, LATEST, 2, 2, 2, 1, 1, {{"axis", A_INT}}},
-    {"Expand", 8, LATEST, 2, 2, 2, 1, 1, {{0}}},
-    {"Tile", 1, 5, 3, 3, 3, 1, 1, {{0}}},
-    {"Tile", 6, LATEST, 2, 2, 2, 1, 1, {{0}}},
+      {"value_int", A_INT}, {"value_ints", A_INTS}, {"value_string", A_STRING}, {"value_strings", A_STRINGS}}, NULL},
+    {"ConstantOfShape", 9, LATEST, 1, 1, 1, 1, 1, {{"value", A_TENSOR}}, NULL},
+    {"Cast", 1, 5, 1, 1, 1, 1, 1, {{"to", A_STRING}}, "to"},
+    {"Cast", 6, 18, 1, 1, 1, 1, 1, {{"to", A_INT}}, "to"},
+    {"Cast", 19, LATEST, 1, 1, 1, 1, 1, {{"to", A_INT}, {"saturate", A_INT}, {"round_mode", A_STRING}}, "to"},
+    {"Slice", 1, 9, 1, 1, 1, 1, 1, {{"starts", A_INTS}, {"ends", A_INTS}, {"axes", A_INTS}}, NULL},
+    {"Slice", 10, LATEST, 3, 5, 3, 1, 1, {{0}}, NULL},
+    /* axis is required from opset 4; before, it defaulted to 1, a default spk does not take either */
+    {"Concat", 1, LATEST, 1, ANY, 0, 1, 1, {{"axis", A_INT}}, "axis"},
+    {"Split", 1, 1, 1, 2, 1, 1, ANY, {{"axis", A_INT}, {"split", A_INTS}}, NULL},
+    {"Split", 2, 12, 1, 1, 1, 1, ANY, {{"axis", A_INT}, {"split", A_INTS}}, NULL},
+    {"Split", 13, 17, 1, 2, 1, 1, ANY, {{"axis", A_INT}}, NULL},
+    {"Split", 18, LATEST, 1, 2, 1, 1, ANY, {{"axis", A_INT}, {"num_outputs", A_INT}}, NULL},
+    {"Squeeze", 1, 12, 1, 1, 1, 1, 1, {{"axes", A_INTS}}, NULL},
+    {"Squeeze", 13, LATEST, 1, 2, 1, 1, 1, {{0}}, NULL},
+    {"Unsqueeze", 1, 12, 1, 1, 1, 1, 1, {{"axes", A_INTS}}, NULL},
+    {"Unsqueeze", 13, LATEST, 2, 2, 2, 1, 1, {{0}}, NULL},
+    {"Flatten", 1, LATEST, 1, 1, 1, 1, 1, {{"axis", A_INT}}, NULL},
+    {"Shape", 1, 14, 1, 1, 1, 1, 1, {{0}}, NULL},
+    {"Shape", 15, LATEST, 1, 1, 1, 1, 1, {{"start", A_INT}, {"end", A_INT}}, NULL},
+    {"Gather", 1, LATEST, 2, 2, 2, 1, 1, {{"axis", A_INT}}, NULL},
+    {"Expand", 8, LATEST, 2, 2, 2, 1, 1, {{0}}, NULL},
+    {"Tile", 1, 5, 3, 3, 3, 1, 1, {{0}}, NULL},
+    {"Tile", 6, LATEST, 2, 2, 2, 1, 1, {{0}}, NULL},
     ARITH("Add"),
     ARITH("Sub"),
     ARITH("Mul"),
@@ -276,6 +278,14 @@ static int check_schema(const graph *g, const Onnx__NodeProto *n, const op_rule 
         snprintf(what, sizeof what, "input %d is empty (\"\")", i);
         snprintf(rule, sizeof rule, "%s requires input %d (an empty name marks an optional input left out)", r->op,
                  i);
+        return rule_fail(g, n, what, rule);
+    }
+    bool has_required = !r->required;
+    for (size_t k = 0; k < n->n_attribute && !has_required; k++)
+        has_required = strcmp(n->attribute[k]->name, r->required) == 0;
+    if (!has_required) {
+        snprintf(what, sizeof what, "attribute '%s' is missing", r->required);
+        snprintf(rule, sizeof rule, "%s (%s) requires it", r->op, at);
         return rule_fail(g, n, what, rule);
     }
     for (size_t k = 0; k < n->n_attribute; k++) {

@@ -152,6 +152,7 @@ local refused = {
   direction_type = { "attribute 'direction' is an INT; LSTM's direction is a STRING" },
   hidden_size_type = { "attribute 'hidden_size' is a FLOAT; LSTM's hidden_size is an INT" },
   layout_before_opset_14 = { "unknown attribute 'layout'; LSTM (opsets 7 to 13) has activation_alpha" },
+  concat_without_axis = { "Concat node '", "attribute 'axis' is missing; Concat (opset 1 and later) requires it" },
   mixed_types = { "layer 1 (LSTM node '", "W ('", "is DOUBLE but X is FLOAT",
                   "ONNX's LSTM takes X, W, R, B, initial_h, initial_c and P of one element type" },
   state_type = { "initial_h ('h0_f64') is DOUBLE but X is FLOAT" },
@@ -182,7 +183,7 @@ local refused = {
 local checker_refuses = {
   "repeated_activations", "repeated_input_forget", "repeated_direction", "repeated_hidden_size", "repeated_perm",
   "unknown_attribute", "unnamed_attribute", "attribute_two_values", "direction_type", "hidden_size_type",
-  "layout_before_opset_14", "mixed_types", "state_type", "empty_x", "empty_r", "nine_inputs", "four_outputs",
+  "layout_before_opset_14", "concat_without_axis", "mixed_types", "state_type", "empty_x", "empty_r", "nine_inputs", "four_outputs",
   "reshape_three_inputs", "raw_and_float_data", "wrong_value_field", "empty_with_data",
 }
 local checker_accepts = { "peephole_shape", "state_shape", "direction_case", "unused_stack", "unused_last_layer" }
