@@ -143,6 +143,10 @@ check-asan:
 # (src/cuda/kernel_files.c, plain C). No CUDA.
 # Inputs are at most 1 MiB; an allocation over 64 MiB is more than any such
 # input can justify, so libFuzzer reports it as a failure (-malloc_limit_mb).
+# The leak checker is on for every input (-detect_leaks=1, and LeakSanitizer
+# forced on whatever ASAN_OPTIONS says): an error path that forgets to free
+# is a failure. The seed corpora hold inputs that fail at each stage of
+# each reader, so every replay walks those paths.
 FUZZ_CC       ?= clang
 FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
@@ -150,11 +154,12 @@ FUZZ_TARGETS   = npy safetensors weights_dir onnx
 FUZZ_TARGETS  += kernel_source cache_entry
 FUZZ_CFLAGS    = -std=c11 -ffp-contract=off -O1 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Isrc -I$(FUZZ_BUILD)/gen -fno-omit-frame-pointer \
                  -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
+FUZZ_OPTIONS   = -max_len=1048576 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -detect_leaks=1
+FUZZ_ENV       = ASAN_OPTIONS="$${ASAN_OPTIONS:-}:detect_leaks=1"
 fuzz_obj       = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(1))
 FUZZ_CORE_OBJ  = $(call fuzz_obj,$(filter-out src/core/onnx.c,$(CORE_SRC)))
 FUZZ_LSTM_OBJ  = $(call fuzz_obj,src/lstm/layers.c src/lstm/pack.c src/lstm/reference.c)
-FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c src/lstm/onnx_stack.c $(FUZZ_BUILD)/gen/onnx.pb-c.c)
+FUZZ_ONNX_OBJ  = $(call fuzz_obj,src/core/onnx.c $(wildcard src/lstm/onnx_*.c) $(FUZZ_BUILD)/gen/onnx.pb-c.c)
 FUZZ_KERNEL_OBJ = $(call fuzz_obj,src/cuda/kernel_files.c src/cuda/sha256.c)
 FUZZ_BINS      = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 # The tuning-record reader is Lua: its target (tests/fuzz/fuzz_tuning_record.lua,
@@ -185,7 +190,7 @@ fuzz: $(FUZZ_BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) \
+	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) \
 	    -dict=tests/fuzz/$$t.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
 	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
 	done
@@ -201,10 +206,10 @@ check-fuzz: $(FUZZ_BINS)
 	@mkdir -p $(FUZZ_BUILD)/artifacts
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "check-fuzz: $$t: replaying tests/fuzz/corpus/$$t"; \
-	  $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -runs=0 tests/fuzz/corpus/$$t; \
+	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -runs=0 tests/fuzz/corpus/$$t; \
 	  scratch=$$(mktemp -d); \
 	  echo "check-fuzz: $$t: 20 s"; \
-	  $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -max_total_time=20 -dict=tests/fuzz/$$t.dict \
+	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -max_total_time=20 -dict=tests/fuzz/$$t.dict \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$scratch tests/fuzz/corpus/$$t \
 	    || { rm -rf "$$scratch"; exit 1; }; \
 	  rm -rf "$$scratch"; \

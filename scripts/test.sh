@@ -11,6 +11,13 @@ BUILD=${BUILD:-build}
 export BUILD
 passed=0 failed=0 skipped=0
 
+# Every test cleans up after itself: the run gets a private TMPDIR, and what
+# is left in it at the end (a test's folder, a spec's file) is named and
+# counted as one failure, then removed.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/spk-test-run-XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
+
 # C unit tests: each binary ends with "c/<name>: N passed, N failed".
 for t in "$BUILD"/tests/test_*; do
   [ -n "${SPK_SKIP_C_TESTS:-}" ] && break
@@ -47,6 +54,12 @@ fi
 [ -n "${SPK_TAP_FILE:-}" ] || rm -f "$tap"
 echo "specs: $((bp - bs)) passed, $bf failed, $bs skipped"
 passed=$((passed + bp - bs)); skipped=$((skipped + bs)); failed=$((failed + bf))
+
+left=$(find "$scratch" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort)
+if [ -n "$left" ]; then
+  echo "left in the temporary folder (a test did not clean up):"; printf '  %s\n' $left
+  failed=$((failed + 1))
+fi
 
 if [ "$skipped" -gt 0 ]; then
   echo "$passed passed, $failed failed, $skipped skipped"

@@ -204,16 +204,13 @@ for _, v in ipairs(variants) do
       io.stderr:write(("kernel_cubins: %s does not compile: %s\n"):format(v.name, tostring(m)))
       skipped = skipped + 1
     else
-      local f = assert(io.open(("%s/%s.cubin"):format(out, v.name), "wb"))
-      f:write((m:code()))
-      f:close()
+      spk.files.write(("%s/%s.cubin"):format(out, v.name), (m:code()))
       local names = {}
       for name in pairs(defines) do names[#names + 1] = name end
       table.sort(names)
-      f = assert(io.open(("%s/%s.defines"):format(out, v.name), "w"))
-      f:write(file, "\n")
-      for _, name in ipairs(names) do f:write(name, "=", tostring(defines[name]), "\n") end
-      f:close()
+      local lines = { file }
+      for _, name in ipairs(names) do lines[#lines + 1] = name .. "=" .. tostring(defines[name]) end
+      spk.files.write(("%s/%s.defines"):format(out, v.name), table.concat(lines, "\n") .. "\n")
       written = written + 1
     end
   end

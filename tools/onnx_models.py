@@ -342,6 +342,116 @@ def broken_cases():
         w = next(t for t in gr.initializer if t.name == lstm_nodes(gr)[0].input[1])
         w.dims[1] += 4
     cases["lying_dims"] = edit(ts, lying_dims)
+    cases.update(rule_cases(ts))
+    return cases
+
+
+def rule_cases(ts):
+    """Models that break ONNX's own rules (onnx.checker's, or the LSTM
+    operator's where the checker does not look), each in one way."""
+    cases = {}
+
+    def repeat(name, first, second, k=0):
+        def fn(gr):
+            node = lstm_nodes(gr)[k]
+            for a in list(node.attribute):
+                if a.name == name:
+                    node.attribute.remove(a)
+            node.attribute.extend([helper.make_attribute(name, first), helper.make_attribute(name, second)])
+        return fn
+    cases["repeated_activations"] = edit(ts, repeat("activations", ["Sigmoid", "Tanh", "Tanh"] * 2,
+                                                    ["Sigmoid", "Tanh", "Relu"] * 2))
+    cases["repeated_input_forget"] = edit(ts, repeat("input_forget", 0, 1))
+    cases["repeated_direction"] = edit(ts, repeat("direction", "bidirectional", "forward", 1))
+    cases["repeated_hidden_size"] = edit(ts, repeat("hidden_size", HIDDEN, HIDDEN + 1))
+
+    def initializer_of(gr, name):
+        return next(t for t in gr.initializer if t.name == name)
+
+    def mixed_types(gr):  # layer 1's W in float64, its R in float32
+        w = initializer_of(gr, lstm_nodes(gr)[0].input[1])
+        w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w).astype(np.float64), w.name))
+    cases["mixed_types"] = edit(ts, mixed_types)
+
+    def state_type(gr):  # initial_h in float64 (zeros)
+        gr.initializer.append(numpy_helper.from_array(np.zeros((2, BATCH, HIDDEN)), "h0_f64"))
+        lstm_nodes(gr)[0].input[5] = "h0_f64"
+    cases["state_type"] = edit(ts, state_type)
+    cases["empty_x"] = edit(ts, lambda gr: lstm_nodes(gr)[0].input.__setitem__(0, ""))
+    cases["empty_r"] = edit(ts, lambda gr: lstm_nodes(gr)[1].input.__setitem__(2, ""))
+    cases["nine_inputs"] = edit(ts, lambda gr: lstm_nodes(gr)[0].input.extend(
+        [""] * (9 - len(lstm_nodes(gr)[0].input))))
+    cases["four_outputs"] = edit(ts, lambda gr: lstm_nodes(gr)[0].output.append("extra_output"))
+
+    def raw_and_float(gr):  # R's values in raw_data and again in float_data
+        r = initializer_of(gr, lstm_nodes(gr)[0].input[2])
+        r.float_data.extend(numpy_helper.to_array(r).flatten().tolist())
+    cases["raw_and_float_data"] = edit(ts, raw_and_float)
+
+    def wrong_field(gr):  # a FLOAT tensor's values in double_data
+        b = initializer_of(gr, lstm_nodes(gr)[0].input[3])
+        values = numpy_helper.to_array(b).flatten().astype(np.float64).tolist()
+        b.ClearField("raw_data")
+        b.double_data.extend(values)
+    cases["wrong_value_field"] = edit(ts, wrong_field)
+
+    def empty_with_data(gr):  # an unused 0-element initializer that holds a value
+        t = numpy_helper.from_array(np.zeros((0,), np.float32), "nothing")
+        t.float_data.append(1.0)
+        gr.initializer.append(t)
+    cases["empty_with_data"] = edit(ts, empty_with_data)
+
+    def peephole_shape(gr):  # zero peepholes of shape [1], not [2, 3H]
+        gr.initializer.append(numpy_helper.from_array(np.zeros(1, np.float32), "p_short"))
+        lstm_nodes(gr)[0].input.append("p_short")
+    cases["peephole_shape"] = edit(ts, peephole_shape)
+
+    def state_shape(gr):  # zero initial_h of [2, batch, H + 1]
+        gr.initializer.append(numpy_helper.from_array(np.zeros((2, BATCH, HIDDEN + 1), np.float32), "h0_wide"))
+        lstm_nodes(gr)[2].input[5] = "h0_wide"
+    cases["state_shape"] = edit(ts, state_shape)
+    cases["direction_case"] = edit(ts, lambda gr: set_attr(lstm_nodes(gr)[0], "direction", "Bidirectional"))
+    cases["direction_type"] = edit(ts, lambda gr: set_attr(lstm_nodes(gr)[0], "direction", 2))
+    cases["hidden_size_type"] = edit(ts, lambda gr: set_attr(lstm_nodes(gr)[0], "hidden_size", float(HIDDEN)))
+
+    def unused_stack(gr):  # the model's output is its input: the LSTM nodes compute nothing it returns
+        gr.node.append(helper.make_node("Identity", ["input"], ["passed"], name="pass_through"))
+        del gr.output[:]
+        gr.output.append(helper.make_tensor_value_info("passed", TensorProto.FLOAT, ["batch", "steps", INPUT]))
+    cases["unused_stack"] = edit(ts, unused_stack)
+
+    def unused_last_layer(gr):  # the output is taken after layer 2; layer 3 computes nothing it returns
+        second = lstm_nodes(gr)[1]
+        gr.node.append(helper.make_node("Identity", [second.output[1]], ["h_2"], name="take_h"))
+        del gr.output[:]
+        gr.output.append(helper.make_tensor_value_info("h_2", TensorProto.FLOAT, [2, "batch", HIDDEN]))
+    cases["unused_last_layer"] = edit(ts, unused_last_layer)
+
+    def between(gr, op):
+        second = lstm_nodes(gr)[1]
+        reshape = producer(gr, second.input[0])
+        return reshape if op == "Reshape" else producer(gr, reshape.input[0])
+    cases["repeated_perm"] = edit(ts, lambda gr: between(gr, "Transpose").attribute.append(
+        helper.make_attribute("perm", [0, 1, 2, 3])))
+    cases["unknown_attribute"] = edit(ts, lambda gr: between(gr, "Transpose").attribute.append(
+        helper.make_attribute("perms", [0, 2, 1, 3])))
+    cases["reshape_three_inputs"] = edit(ts, lambda gr: between(gr, "Reshape").input.append(
+        between(gr, "Reshape").input[1]))
+    cases["unnamed_attribute"] = edit(ts, lambda gr: lstm_nodes(gr)[0].attribute.append(
+        helper.make_attribute("", 1)))
+
+    def two_values(gr):  # hidden_size as an INT that also holds a FLOAT
+        a = next(a for a in lstm_nodes(gr)[0].attribute if a.name == "hidden_size")
+        a.f = 2.5
+    cases["attribute_two_values"] = edit(ts, two_values)
+    def concat_without_axis(gr):  # the zero states' shape, concatenated without the required axis
+        concat = next(n for n in gr.node if n.op_type == "Concat")
+        for a in list(concat.attribute):
+            concat.attribute.remove(a)
+    cases["concat_without_axis"] = edit(ts, concat_without_axis)
+    layout_old = edit(ts, lambda gr: set_attr(lstm_nodes(gr)[0], "layout", 0))
+    layout_old.opset_import[0].version = 13
+    cases["layout_before_opset_14"] = layout_old
     return cases
 
 

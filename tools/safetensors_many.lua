@@ -15,9 +15,7 @@ for i = 1, n do
 end
 local header = "{" .. table.concat(parts, ",") .. "}"
 header = header .. string.rep(" ", (8 - #header % 8) % 8)
-local f = assert(io.open(path, "wb"))
-f:write(string.pack("<I8", #header), header, string.rep("\0", 4 * n))
-f:close()
+spk.files.write(path, string.pack("<I8", #header) .. header .. string.rep("\0", 4 * n))
 parts = nil
 collectgarbage()
 

@@ -301,11 +301,9 @@ end
 
 -- A text file: the provenance as "# " lines above it.
 function Ex:text(name, text)
-  local p = self:path(name)
-  local f = assert(io.open(p, "w"))
-  for _, line in ipairs(provenance.lines(self:record())) do f:write("# ", line, "\n") end
-  f:write(text)
-  f:close()
+  local lines = {}
+  for _, line in ipairs(provenance.lines(self:record())) do lines[#lines + 1] = "# " .. line .. "\n" end
+  local p = spk.files.write(self:path(name), table.concat(lines) .. text)
   self.files[#self.files + 1] = p
   return p
 end

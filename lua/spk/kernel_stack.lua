@@ -34,7 +34,9 @@
 --
 --   spk.lstm.kernel_check(spec[, shape]) -> report   -- no device: compiles the kernel with NVRTC
 --       (PTX for compute_90 and a cubin for sm_90, or the device's), checks its parameters against
---       args, and the launch rule's result at shape (default: the workload's, batch 1)
+--       args, the launch rule's result at shape (default: the workload's, batch 1), and each launch
+--       against the architecture's limits with the cubin's registers and shared memory; the report
+--       carries registers, spills, static_smem and every entry's usage
 --   spk.lstm.kernel_file(path) -> spec               -- a kernel file: a Lua file returning a spec,
 --       whose `file` is relative to it (experiments/kernels/*.lua)
 --   spk.lstm.kernel_backend(name, spec) -> constructor  -- registers spk.lstm.backends[name], so
@@ -244,6 +246,25 @@ return function(spk, core)
     return params
   end
 
+  -- Every launch against its architecture's limits with what the entry uses, both known without a
+  -- device (src/cuda/launch_limits.h): the cubin's entries, or nil for an architecture without a table.
+  local function check_limits(s, desc, cubin, where, level)
+    if not pcall(spk.cuda.launch_limits, cubin.arch) then return nil end
+    local entries = spk.cuda.cubin_entries((cubin:code()), cubin.arch)
+    local entry
+    for _, e in ipairs(entries) do
+      if e.name == s.entry then entry = e end
+    end
+    if not entry then fail(where, ("kernel %s: the cubin has no kernel %s"):format(s.name, s.entry), level + 1) end
+    for i, l in ipairs(desc.launches) do
+      local ok, why = pcall(spk.cuda.check_launch, cubin.arch, entry,
+        { grid = l.grid, block = l.block, smem = l.smem, cluster = l.cluster },
+        ("kernel %s: launch %d (%s)"):format(s.name, i, tostring(l.direction)))
+      if not ok then fail(where, (tostring(why):gsub("^[^\n]-%.lua:%d+: ", "")), level + 1) end
+    end
+    return entries, entry
+  end
+
   function spk.lstm.kernel_check(spec, shape)
     local where = "spk.lstm.kernel_check"
     local s = check_spec(spec, where, 2)
@@ -253,10 +274,17 @@ return function(spk, core)
     local params = check_contract(s, desc, defines, where, 2)
     local has_device = spk.cuda.available()
     local cubin = compile(s, defines, has_device and nil or "sm_90", where, 2)
+    local ok, entries, entry = pcall(check_limits, s, desc, cubin, where, 2)
+    if not ok then
+      cubin:close()
+      error(entries, 0)
+    end
     local report = { name = s.name, entry = s.entry, file = s.file, args = s.args, params = params,
                      packing = s.packing, defines = defines, launches = desc.launches, concurrent = desc.concurrent,
                      tile_rows = desc.tile_rows, state_words = desc.state_words, shape = shape, arch = cubin.arch,
-                     cubin_bytes = cubin.size, cached = cubin.cached, log = cubin.log }
+                     cubin_bytes = cubin.size, cached = cubin.cached, log = cubin.log, entries = entries,
+                     registers = entry and entry.registers, spills = entry and entry.local_bytes,
+                     static_smem = entry and entry.static_smem }
     cubin:close()
     return report
   end
@@ -291,6 +319,11 @@ return function(spk, core)
         s.name, spk.cuda.no_device_reason()), level + 1)
     end
     local module = compile(s, defines, nil, where, level + 1)
+    local checked, why = pcall(check_limits, s, desc, module, where, level + 1)
+    if not checked then
+      module:close()
+      error(why, 0)
+    end
     local args = { layers = self.layers, batch = self.batch, steps = self.steps, math = self.math, module = module,
                    entry = s.entry }
     for k, v in pairs(desc) do args[k] = v end
@@ -369,8 +402,10 @@ forward (with a trace when the kernel takes the trace arguments), time and close
   doc(spk.lstm.kernel_check, [[
 spk.lstm.kernel_check(spec[, shape = {batch = 1, steps = 589, hidden = 128, input = 60, layers = 4}]) -> report
 Without a device: compiles the kernel with NVRTC (PTX, and a cubin for sm_90 or the device's), checks
-its parameters against spec.args and the launch rule's result at shape; report = {params, launches,
-defines, arch, cubin_bytes, ...}.]])
+its parameters against spec.args, the launch rule's result at shape, and every launch against the
+architecture's limits (grid, block, threads, cluster, shared memory, registers: spk.cuda.check_launch);
+report = {params, launches, defines, arch, cubin_bytes, registers, spills, static_smem, entries =
+{{name, registers, local_bytes, static_smem, ...}, ...}, ...}.]])
   doc(spk.lstm.kernel_file, [[
 spk.lstm.kernel_file(path) -> spec
 A kernel file: a Lua file returning a kernel spec (file =, entry =, args =, launch =, ...); its file =

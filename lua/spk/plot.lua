@@ -752,11 +752,8 @@ function M.save(path, svg, opts)
     local at = select(2, svg:find("^%s*<svg[^>]*>"))
     if at then svg = svg:sub(1, at) .. "\n" .. provenance.svg_metadata(provenance.record(run)) .. svg:sub(at + 1) end
   end
-  local f, err = io.open(path, "w")
-  if not f then error("plot.save: " .. tostring(err), 2) end
-  local ok, werr = f:write(svg)
-  f:close()
-  if not ok then error("plot.save: " .. path .. ": " .. tostring(werr), 2) end
+  local ok, err = pcall(require("spk.core").files.write, path, svg)
+  if not ok then error("plot.save: " .. tostring(err), 2) end
   return path
 end
 

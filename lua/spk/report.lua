@@ -254,13 +254,8 @@ end
 
 local function write_file(path, text, where)
   if type(path) ~= "string" or path == "" then error(where .. ": path must be a non-empty string", 3) end
-  local f, err = io.open(path, "wb")
-  if not f then error(("%s: cannot write %s"):format(where, err), 3) end
-  local ok, werr = f:write(text)
-  local closed, cerr = f:close()
-  if not ok or not closed then
-    error(("%s: writing %s failed: %s"):format(where, path, tostring(werr or cerr)), 3)
-  end
+  local ok, err = pcall(require("spk.core").files.write, path, text)
+  if not ok then error(("%s: %s"):format(where, err), 3) end
   return path
 end
 

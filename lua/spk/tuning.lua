@@ -207,20 +207,8 @@ function M.save(record, dir)
   end
   local path = M.path(record.key, dir)
   local text = report.json_encode(record, { indent = 1 }) .. "\n"
-  local tmp = ("%s.tmp-%d-%d"):format(path, os.time(), math.random(1, 1 << 30))
-  local f, err = io.open(tmp, "wb")
-  if not f then error("tuning.save: cannot write " .. tostring(err), 2) end
-  local ok, werr = f:write(text)
-  f:close()
-  if not ok then
-    os.remove(tmp)
-    error("tuning.save: cannot write " .. tmp .. ": " .. tostring(werr), 2)
-  end
-  local renamed, rerr = os.rename(tmp, path)
-  if not renamed then
-    os.remove(tmp)
-    error("tuning.save: cannot rename onto " .. path .. ": " .. tostring(rerr), 2)
-  end
+  local ok, err = pcall(require("spk.core").files.write, path, text)
+  if not ok then error("tuning.save: " .. tostring(err), 2) end
   return path
 end
 

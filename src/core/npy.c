@@ -18,6 +18,7 @@
 #include "core/cancel.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/file.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -473,20 +474,15 @@ int spk_npy_save(const char *path, const spk_tensor *t)
     spk_tensor *c = spk_tensor_contiguous(t);
     if (!c)
         return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    spk_file_out *out = spk_file_out_open(path);
+    if (!out) {
         spk_tensor_free(c);
-        return spk_fail("%s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
     }
+    FILE *f = spk_file_out_stream(out);
     size_t bytes = (size_t)spk_tensor_numel(c) * spk_dtype_size(c->dtype);
-    bool ok = fwrite(head, 1, total, f) == total;
-    ok = ok && (bytes == 0 || fwrite(spk_tensor_data(c), 1, bytes, f) == bytes);
-    int err = errno;
-    ok = (fclose(f) == 0) && ok;
+    if (fwrite(head, 1, total, f) == total && bytes)
+        fwrite(spk_tensor_data(c), 1, bytes, f);
     spk_tensor_free(c);
-    if (!ok) {
-        remove(path);
-        return spk_fail("%s: write failed: %s", path, strerror(err ? err : EIO));
-    }
-    return 0;
+    return spk_file_out_commit(out); /* a failed write left the stream's error set: refused there */
 }

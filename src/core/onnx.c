@@ -14,27 +14,26 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ONNX raw_data is little-endian; this reader copies it as the host's"
 #endif
 
 /* ---- reading files -------------------------------------------------------
- * The one place this file touches the disk. It opens without blocking (a
- * FIFO or a device never stalls the call), refuses anything but a regular
- * file, reports its size, and with `dst` reads exactly `length` bytes at
- * `offset`, which must lie within the file. */
-static int read_file_at(const char *path, uint64_t offset, uint64_t length, void *dst, uint64_t *file_size)
+ * The one place this file touches the disk. Files are opened as core/file.h
+ * says (never blocking, a regular file only); with `roots`, only a file
+ * whose resolved location lies inside one of them (external data). With
+ * `dst`, reads exactly `length` bytes at `offset`, which must lie within the
+ * file; reports its size. */
+static int read_file_at(const char *path, const char *const *roots, int nroots, uint64_t offset, uint64_t length,
+                        void *dst, uint64_t *file_size)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return spk_fail("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
+    int fd = nroots ? spk_file_open_within(path, roots, nroots, "the model's folder", &st) : spk_file_open(path, &st);
+    if (fd < 0)
+        return -1;
     int rc = -1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        spk_fail("%s: not a regular file", path);
-        goto done;
-    }
     uint64_t size = (uint64_t)st.st_size;
     *file_size = size;
     if (dst) {
@@ -286,7 +285,11 @@ struct spk_onnx_model {
     char *name;
     spk_onnx_external external;
     bool has_external;
-    char *folder; /* of a file loaded from disk: where its external data lives */
+    /* Of a file loaded from disk, the folders its external data may lie in:
+     * the model's folder as named, and the folder of the model file's
+     * resolved location (where a cache links model files from, as Hugging
+     * Face's does). */
+    char *folders[2];
     budget budget;
     ProtobufCAllocator allocator;
 };
@@ -341,7 +344,8 @@ void spk_onnx_free(spk_onnx_model *m)
     if (m->proto)
         onnx__model_proto__free_unpacked(m->proto, &m->allocator);
     free(m->name);
-    free(m->folder);
+    free(m->folders[0]);
+    free(m->folders[1]);
     free(m);
 }
 
@@ -362,36 +366,44 @@ spk_onnx_model *spk_onnx_parse(const void *bytes, size_t size, const char *name,
 }
 
 /* External data of a model on disk: files in the model's folder. */
-static char *external_path(void *ctx, const char *location)
+static char *external_path(const spk_onnx_model *m, const char *location)
 {
-    const char *folder = ctx;
-    size_t n = strlen(folder) + strlen(location) + 2;
+    size_t n = strlen(m->folders[0]) + strlen(location) + 2;
     char *path = malloc(n);
     if (!path)
         return spk_fail_null("out of memory");
-    snprintf(path, n, "%s/%s", folder, location);
+    snprintf(path, n, "%s/%s", m->folders[0], location);
     return path;
 }
 
 static int disk_size(void *ctx, const char *location, uint64_t *size)
 {
-    char *path = external_path(ctx, location);
+    const spk_onnx_model *m = ctx;
+    char *path = external_path(m, location);
     if (!path)
         return -1;
-    int rc = read_file_at(path, 0, 0, NULL, size);
+    int rc = read_file_at(path, (const char *const *)m->folders, 2, 0, 0, NULL, size);
     free(path);
     return rc;
 }
 
 static int disk_read(void *ctx, const char *location, uint64_t offset, void *dst, size_t n)
 {
-    char *path = external_path(ctx, location);
+    const spk_onnx_model *m = ctx;
+    char *path = external_path(m, location);
     if (!path)
         return -1;
     uint64_t size;
-    int rc = read_file_at(path, offset, n, dst, &size);
+    int rc = read_file_at(path, (const char *const *)m->folders, 2, offset, n, dst, &size);
     free(path);
     return rc;
+}
+
+/* The folder part of a path ("." for none). */
+static char *folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
 }
 
 spk_onnx_model *spk_onnx_load(const char *path)
@@ -401,7 +413,7 @@ spk_onnx_model *spk_onnx_load(const char *path)
         return NULL;
     uint8_t *bytes = NULL;
     uint64_t size, again;
-    if (read_file_at(path, 0, 0, NULL, &size))
+    if (read_file_at(path, NULL, 0, 0, 0, NULL, &size))
         goto fail;
     if (size > SPK_ONNX_MAX_BYTES) {
         spk_fail("%s: %" PRIu64 " bytes, more than protobuf's limit of 2 GiB for one message", path, size);
@@ -412,15 +424,17 @@ spk_onnx_model *spk_onnx_load(const char *path)
         spk_fail("%s: out of memory reading %" PRIu64 " bytes", path, size);
         goto fail;
     }
-    if (read_file_at(path, 0, size, bytes, &again))
+    if (read_file_at(path, NULL, 0, 0, size, bytes, &again))
         goto fail;
-    const char *slash = strrchr(path, '/');
-    m->folder = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-    if (!m->folder) {
+    char *real = realpath(path, NULL);
+    m->folders[0] = folder_of(path);
+    m->folders[1] = real ? folder_of(real) : NULL;
+    free(real);
+    if (!m->folders[0]) {
         spk_fail("out of memory");
         goto fail;
     }
-    m->external = (spk_onnx_external){disk_size, disk_read, m->folder};
+    m->external = (spk_onnx_external){disk_size, disk_read, m};
     m->has_external = true;
     if (!parse_into(m, bytes, (size_t)size))
         goto fail;
@@ -488,6 +502,70 @@ static int element_count(const spk_onnx_model *m, const Onnx__TensorProto *t, co
         n *= d;
     }
     *out = n;
+    return 0;
+}
+
+/* The typed field ONNX keeps a data type's values in, NULL for none. */
+static const char *typed_field(int32_t type)
+{
+    switch (type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64: return "float_data";
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: return "int32_data";
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return "int64_data";
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX128: return "double_data";
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return "uint64_data";
+    case ONNX__TENSOR_PROTO__DATA_TYPE__STRING: return "string_data";
+    default: return NULL;
+    }
+}
+
+int spk_onnx_tensor_check(const spk_onnx_model *m, const Onnx__TensorProto *t)
+{
+    const struct {
+        const char *name;
+        size_t count;
+    } fields[] = {{"raw_data", t->has_raw_data ? t->raw_data.len : 0}, {"float_data", t->n_float_data},
+                  {"int32_data", t->n_int32_data}, {"int64_data", t->n_int64_data},
+                  {"double_data", t->n_double_data}, {"uint64_data", t->n_uint64_data},
+                  {"string_data", t->n_string_data}};
+    const char *present[7];
+    int n = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+        if (fields[i].count)
+            present[n++] = fields[i].name;
+    bool empty = false;
+    for (size_t i = 0; i < t->n_dims; i++)
+        empty = empty || t->dims[i] == 0;
+    const char *rule = "; ONNX keeps a tensor's values in exactly one field";
+    if (t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL && n > 0)
+        return spk_fail("%s: tensor '%s' is stored externally and also holds %s%s", m->name, tensor_label(t),
+                        present[0], rule);
+    if (n > 1)
+        return spk_fail("%s: tensor '%s' holds values in both %s and %s%s", m->name, tensor_label(t), present[0],
+                        present[1], rule);
+    if (empty && n > 0)
+        return spk_fail("%s: tensor '%s' has no element but holds %s; ONNX gives a 0-element tensor no data",
+                        m->name, tensor_label(t), present[0]);
+    const char *want = typed_field(t->data_type);
+    if (n == 1 && strcmp(present[0], "raw_data") != 0 && (!want || strcmp(present[0], want) != 0)) {
+        char buf[32];
+        return spk_fail("%s: tensor '%s' of data type %s holds its values in %s; ONNX keeps them in %s", m->name,
+                        tensor_label(t), spk_onnx_type_name(t->data_type, buf, sizeof buf), present[0],
+                        want ? want : "raw_data");
+    }
+    if (n == 1 && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__STRING && strcmp(present[0], "raw_data") == 0)
+        return spk_fail("%s: tensor '%s' of data type STRING holds raw_data; ONNX keeps strings in string_data",
+                        m->name, tensor_label(t));
     return 0;
 }
 
@@ -577,6 +655,8 @@ static int raw_bytes(spk_onnx_model *m, const Onnx__TensorProto *t, void *dst, u
  * values are in a typed field instead. */
 static int raw_size(spk_onnx_model *m, const Onnx__TensorProto *t, bool *raw, uint64_t *bytes)
 {
+    if (spk_onnx_tensor_check(m, t))
+        return -1;
     if (t->segment)
         return spk_fail("%s: tensor '%s' is stored in segments, which spk does not read", m->name, tensor_label(t));
     if (t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
@@ -771,16 +851,8 @@ int spk_onnx_save(const char *path, const Onnx__ModelProto *model)
     if (!buf)
         return spk_fail("%s: out of memory packing %zu bytes", path, size);
     size_t packed = onnx__model_proto__pack(model, buf);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(buf);
-        return spk_fail("%s: cannot create: %s", path, strerror(errno));
-    }
-    bool ok = packed == size && fwrite(buf, 1, size, f) == size;
-    int err = errno;
-    ok = (fclose(f) == 0) && ok;
+    int rc = packed == size ? spk_file_write(path, buf, size)
+                            : spk_fail("%s: protobuf-c packed %zu bytes of %zu", path, packed, size);
     free(buf);
-    if (!ok)
-        return spk_fail("%s: write failed: %s", path, strerror(err ? err : EIO));
-    return 0;
+    return rc;
 }

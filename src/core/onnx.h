@@ -65,6 +65,12 @@ int spk_onnx_tensor_ints(spk_onnx_model *model, const Onnx__TensorProto *t, int6
  * negative). Reads no data. */
 int spk_onnx_tensor_shape(const spk_onnx_model *model, const Onnx__TensorProto *t, int64_t *dims, int *ndim);
 
+/* ONNX's rules for where a tensor keeps its values, as onnx.checker has them:
+ * exactly one value field (raw_data or the data type's typed field), none
+ * for a tensor in external data or with no element. The readers above check
+ * them first. Reads no data. */
+int spk_onnx_tensor_check(const spk_onnx_model *model, const Onnx__TensorProto *t);
+
 /* "FLOAT", "INT64", ... or "data type 42". */
 const char *spk_onnx_type_name(int32_t data_type, char *buf, size_t size);
 

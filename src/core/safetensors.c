@@ -886,12 +886,13 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
         return spk_fail("%s: out of memory building the header", path);
     }
 
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    spk_file_out *out = spk_file_out_open(path);
+    if (!out) {
         free(b.data);
         free(order);
-        return spk_fail("%s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
     }
+    FILE *f = spk_file_out_stream(out);
     uint8_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
@@ -906,13 +907,11 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
         ok = bytes == 0 || fwrite(spk_tensor_data(c), 1, bytes, f) == bytes;
         spk_tensor_free(c);
     }
-    int err = errno;
-    ok = (fclose(f) == 0) && ok;
     free(b.data);
     free(order);
-    if (!ok) {
-        remove(path);
-        return spk_fail("%s: write failed: %s", path, strerror(err ? err : EIO));
+    if (!ok && !ferror(f)) { /* out of memory copying a tensor */
+        spk_file_out_discard(out);
+        return spk_fail("%s: out of memory writing it (the file is unchanged)", path);
     }
-    return 0;
+    return spk_file_out_commit(out); /* a failed write left the stream's error set: refused there */
 }

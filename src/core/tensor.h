@@ -154,15 +154,20 @@ int spk_tensor_fill_scalar(spk_tensor *t, spk_scalar value);
  * equal or one of them 1 (which repeats).
  *
  * A scalar (a Lua number) beside a tensor is "weak", as in NumPy 2 (NEP 50):
- *   an integer takes the tensor's dtype; with an integer tensor it must fit
- *     that dtype (i32: -2^31 .. 2^31-1, u64: 0 .. 2^63-1 as Lua integers),
- *     else the operation is an error naming the value (x_i32 + 2^40);
+ *   an integer takes the tensor's dtype; with an i32 tensor it must fit
+ *     (-2^31 .. 2^31-1), else the operation is an error naming the value
+ *     (x_i32 + 2^40); with a u64 tensor it is the u64 of the same 64 bits,
+ *     the one mapping every u64 path has (set, fill, full and get, tolist,
+ *     sum, min and max read and write values past 2^63 as the negative
+ *     integers of their bits): u64 + -1 wraps as u64 + (2^64 - 1), and
+ *     u:eq(u:max()) holds where the maximum is;
  *   a float takes the tensor's dtype if that is f32 or f64 (x_f32 * 0.1 is
  *     f32, 0.1 rounded to f32 first), and f64 with an integer tensor
  *     (x_i32 * 0.5 is f64, so nothing is truncated);
  *   div of an integer tensor happens in f64, so any number divides it;
  *   comparisons with an integer are exact for integer tensors whatever its
- *     value (u64 > -1 is 1 everywhere; i32 == 2^40 is 0), as in NumPy 2. */
+ *     value (i32 == 2^40 is 0, as in NumPy 2; u64 > -1 compares with
+ *     2^64 - 1, so it is 0 everywhere, by the mapping above). */
 typedef enum {
     SPK_OP_ADD, SPK_OP_SUB, SPK_OP_MUL, SPK_OP_DIV,
     SPK_OP_EQ, SPK_OP_NE, SPK_OP_LT, SPK_OP_LE, SPK_OP_GT, SPK_OP_GE,
@@ -214,10 +219,16 @@ int spk_tensor_assign(spk_tensor *dst, const spk_tensor *src);
  * Float sums accumulate in f64 and are rounded once to the result dtype;
  * integer sums are exact (u64 wraps modulo 2^64). min and max propagate NaN,
  * and argmin/argmax give the first NaN's position, as NumPy does; ties give
- * the first position. A mean over an empty dim is NaN; min, max, argmin and
- * argmax over an empty dim, or a norm with p = ±Inf, are errors. any is
- * whether an element is non-zero (NaN is), all whether every one is; over
- * nothing, any is 0 and all is 1.
+ * the first position.
+ *
+ * Empty reductions (a tensor with no element, or a dim of size 0), NumPy 2's
+ * rule (NumPy 2.3 and later for the +Inf norm): a sum is 0; every norm with
+ * p >= 0 or p = +Inf is 0 (the empty vector is the zero vector); a mean
+ * over an empty dim is NaN and the mean of an empty tensor an error; min,
+ * max, argmin, argmax and the -Inf norm (min |x|) have no value there and
+ * are errors naming the reduction.
+ * any is whether an element is non-zero (NaN is), all whether every one is;
+ * over nothing, any is 0 and all is 1.
  *
  * norm(p): p = 2 (sqrt of the sum of squares), 1 (sum of |x|), any other
  * finite p > 0 ((sum |x|^p)^(1/p)), 0 (the count of non-zero elements),

@@ -44,7 +44,7 @@ int spk_scalar_dtype(spk_dtype t, spk_scalar s, spk_dtype *out)
         *out = SPK_F64;
         return 0;
     }
-    if ((t == SPK_I32 && (s.i < INT32_MIN || s.i > INT32_MAX)) || (t == SPK_U64 && s.i < 0))
+    if (t == SPK_I32 && (s.i < INT32_MIN || s.i > INT32_MAX)) /* a u64 takes any: the same 64 bits */
         return spk_fail("the integer %" PRId64 " does not fit the tensor's dtype %s (convert the tensor with to(), "
                         "or write the number as a float)", s.i, spk_dtype_name(t));
     *out = t;
@@ -316,9 +316,9 @@ static spk_tensor *compare_integer(spk_binop op, const spk_tensor *a, int64_t v,
     iter_init(&it, a);
     for (int64_t i = 0; i < n; i++, iter_next(&it)) {
         int sign;
-        if (a->dtype == SPK_U64) {
+        if (a->dtype == SPK_U64) { /* v is the u64 of the same bits, as set and get have it */
             uint64_t x = ((const uint64_t *)ab)[it.pos];
-            sign = v < 0 ? 1 : (x > (uint64_t)v) - (x < (uint64_t)v);
+            sign = (x > (uint64_t)v) - (x < (uint64_t)v);
         } else {
             int64_t x = load_i64(ab, a->dtype, it.pos);
             sign = (x > v) - (x < v);
@@ -340,7 +340,9 @@ spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scal
     if (is_comparison(op) && s.is_integer && !dtype_is_float(a->dtype))
         return compare_integer(op, a, s.i, scalar_first);
     spk_dtype sd;
-    if (op == SPK_OP_DIV && !dtype_is_float(a->dtype)) {
+    if (a->dtype == SPK_U64 && s.is_integer) {
+        sd = SPK_U64; /* the u64 of the same bits; u64 / u64 divides in f64 */
+    } else if (op == SPK_OP_DIV && !dtype_is_float(a->dtype)) {
         sd = SPK_F64; /* integers divide in f64, where any integer has a value */
     } else if (spk_scalar_dtype(a->dtype, s, &sd)) {
         spk_error_prefix("%s", what);

@@ -40,11 +40,12 @@ int spk_norm_order_check(double p)
     return 0;
 }
 
-/* Reductions that need at least one element. */
+/* Reductions that need at least one element (src/core/tensor.h: empty
+ * reductions). A norm of nothing is 0, the -Inf norm (min |x|) excepted. */
 static bool needs_element(spk_reduction r, double p)
 {
     return r == SPK_RED_MIN || r == SPK_RED_MAX || r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX ||
-           (r == SPK_RED_NORM && isinf(p));
+           (r == SPK_RED_NORM && isinf(p) && p < 0);
 }
 
 /* One group's running value. */

@@ -244,6 +244,14 @@ bool spk_is_entry_name(const char *name)
 
 bool spk_is_entry_temp_name(const char *name)
 {
+    /* the writer's (core/file.h), for the entry it names */
+    if (name[0] == '.' && strlen(name) > SPK_KEY_HEX + 5) {
+        char entry[SPK_KEY_HEX + 5];
+        memcpy(entry, name + 1, SPK_KEY_HEX + 4);
+        entry[SPK_KEY_HEX + 4] = '\0';
+        return spk_is_entry_name(entry) && spk_file_is_temporary(name, entry);
+    }
+    /* an earlier writer's: <entry>.tmp.<pid>.<thread> */
     if (strlen(name) <= SPK_KEY_HEX + 9 || !is_key_hex(name) || strncmp(name + SPK_KEY_HEX, ".bin.tmp.", 9) != 0)
         return false;
     const char *p = name + SPK_KEY_HEX + 9;

@@ -551,29 +551,20 @@ static int cache_read(int dir, const uint8_t key[32], const char *name, bool ptx
 
 static void cache_write(int dir, const uint8_t key[32], const char *name, bool ptx, const void *code, size_t bytes)
 {
-    char tmp[SPK_KEY_HEX + 80];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", name, (long)getpid(), (unsigned long)pthread_self());
     uint8_t header[SPK_ENTRY_HEADER];
     spk_entry_header(header, key, ptx, code, bytes);
-    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int err = errno;
+    spk_file_out *out = spk_file_out_openat(dir, name, NULL, 0600);
+    if (!out) {
         pthread_mutex_lock(&cache_lock);
         cache.writable = false;
-        warn_no_cache("is not writable (%s)", strerror(err));
+        warn_no_cache("is not writable (%s)", spk_last_error());
         pthread_mutex_unlock(&cache_lock);
         return;
     }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlinkat(dir, tmp, 0);
-        return;
-    }
-    bool ok = fwrite(header, 1, sizeof header, f) == sizeof header && fwrite(code, 1, bytes, f) == bytes;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || renameat(dir, tmp, dir, name) != 0)
-        unlinkat(dir, tmp, 0);
+    FILE *f = spk_file_out_stream(out);
+    if (fwrite(header, 1, sizeof header, f) == sizeof header)
+        fwrite(code, 1, bytes, f);
+    spk_file_out_commit(out); /* a failed write leaves no file; the entry is made again next time */
 }
 
 int spk_cache_get_info(spk_cache_info *out)

@@ -114,6 +114,7 @@ void spk_lua_push_doc_registry(lua_State *L);
  * (an absolute stack index). */
 void spk_open_tensor(lua_State *L, int module);
 void spk_open_cuda(lua_State *L, int module);
+void spk_open_launch_limits(lua_State *L, int module); /* spk.cuda's launch limits (launch_limits.c) */
 void spk_open_lstm(lua_State *L, int module);
 void spk_open_persistent(lua_State *L, int module);
 void spk_open_cluster(lua_State *L, int module);

@@ -4,8 +4,12 @@
  * taken against it), as in every comparison of spk. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/compare.h"
+#include "core/error.h"
+#include "cuda/runtime.h"
 #include "lua/tensor_area.h"
 
 #define COMPARISON_MT "spk.comparison"
@@ -116,7 +120,47 @@ static int module_allclose(lua_State *L)
     return 1;
 }
 
+/* spk.digest(t) -> the SHA-256, as 64 hex digits, of t's dtype, shape and
+ * values in row-major order: equal for tensors of equal content (views and
+ * copies alike), different after any change of a value. What caches of
+ * results key on. */
+static int module_digest(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    spk_tensor *t = spk_lua_checktensor(L, 1);
+    if (!spk_tensor_is_host(t))
+        return luaL_error(L, "spk.digest: a host tensor (this one is on a device; :cpu() copies it)");
+    char head[32 + 21 * SPK_MAX_DIMS];
+    int n = snprintf(head, sizeof head, "spk.digest 1 %s %d", spk_dtype_name(t->dtype), t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+        n += snprintf(head + n, sizeof head - (size_t)n, " %lld", (long long)t->shape[d]);
+    head[n++] = '\n';
+    spk_tensor *c = spk_tensor_contiguous(t);
+    size_t bytes = c ? (size_t)spk_tensor_numel(c) * spk_dtype_size(c->dtype) : 0;
+    uint8_t *buf = c ? malloc((size_t)n + bytes) : NULL;
+    if (!buf) {
+        spk_tensor_free(c);
+        return luaL_error(L, "spk.digest: %s", c ? "out of memory" : spk_last_error());
+    }
+    memcpy(buf, head, (size_t)n);
+    if (bytes)
+        memcpy(buf + n, spk_tensor_data(c), bytes);
+    spk_tensor_free(c);
+    uint8_t digest[32];
+    spk_sha256(buf, (size_t)n + bytes, digest);
+    free(buf);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    lua_pushlstring(L, hex, 64);
+    return 1;
+}
+
 static const spk_lua_reg module_functions[] = {
+    {"digest", module_digest,
+     "spk.digest(t) -> 64 hex digits\n"
+     "SHA-256 of t's dtype, shape and values in row-major order (a host tensor): equal for equal content, views\n"
+     "and copies alike, and different once a value changes. What caches of results key on."},
     {"compare", module_compare,
      "spk.compare(actual, expected) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst,\n"
      "                                  nan_mismatch, inf_mismatch, count}\n"

@@ -189,6 +189,21 @@ static int files_read(lua_State *L)
     return 1;
 }
 
+/* spk.files.write(path, text) -> path: the writer every part of spk uses
+ * (core/file.h): a temporary file beside the target, renamed over it once
+ * whole; a folder, FIFO or device at path is refused at once. */
+static int files_write(lua_State *L)
+{
+    spk_lua_noextra(L, 2);
+    const char *path = luaL_checkstring(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 2, &len);
+    if (spk_file_write(path, text, len) != 0)
+        return spk_lua_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int compare_strings(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -250,12 +265,49 @@ static int files_kind(lua_State *L)
     return 1;
 }
 
+/* spk.files.real_path(path) -> the absolute path with every link and "."
+ * or ".." resolved; nil and a message naming path where it cannot be (a
+ * dangling link, a loop of links, nothing there). */
+static int files_real_path(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    const char *path = luaL_checkstring(L, 1);
+    char *real = realpath(path, NULL);
+    if (!real) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_pushstring(L, real);
+    free(real);
+    return 1;
+}
+
+/* spk.files.is_link(path) -> whether path itself is a symbolic link. */
+static int files_is_link(lua_State *L)
+{
+    spk_lua_noextra(L, 1);
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    lua_pushboolean(L, lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+    return 1;
+}
+
 static const spk_lua_reg files_functions[] = {
     {"read", files_read,
      "spk.files.read(path[, max_bytes = 64 MiB]) -> string\n"
      "The bytes of a regular file, read without blocking (a FIFO or a device is an error naming it) and\n"
      "refused past max_bytes: the reader every part of spk uses."},
+    {"write", files_write,
+     "spk.files.write(path, text) -> path\n"
+     "Writes text as the file at path, whole or not at all: into a temporary file beside it, renamed over it\n"
+     "once every byte is on the disk (a failed write leaves the previous file as it was). A folder, FIFO or\n"
+     "device at path is refused at once; a link is followed. The writer every part of spk uses."},
     {"list", files_list, "spk.files.list(folder) -> {name, ...}\nThe names in a folder (no . or ..), sorted."},
+    {"real_path", files_real_path,
+     "spk.files.real_path(path) -> absolute path | nil, message\n"
+     "path with every symbolic link, \".\" and \"..\" resolved (nil for a dangling link or a loop)."},
+    {"is_link", files_is_link, "spk.files.is_link(path) -> boolean\nWhether path itself is a symbolic link."},
     {"kind", files_kind,
      "spk.files.kind(path) -> \"file\" | \"folder\" | \"fifo\" | \"socket\" | ... | nil, message\n"
      "What is at path (links followed), without opening it."},

@@ -53,6 +53,7 @@ int luaopen_spk_core(lua_State *L)
     int module = lua_gettop(L);
     spk_open_tensor(L, module);
     spk_open_cuda(L, module);
+    spk_open_launch_limits(L, module);
     spk_open_lstm(L, module);
     spk_open_persistent(L, module);
     spk_open_cluster(L, module);

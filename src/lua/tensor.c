@@ -1196,7 +1196,7 @@ static const spk_lua_checked_reg tensor_methods[] = {
      "t:argmax([dim[, keepdim]]) -> integer | tensor\nThe 1-based position of the largest element (row-major), or along dim as an i32 tensor.",
      "dim, keepdim"},
     {"norm", tensor_norm,
-     "t:norm([p = 2[, dim[, keepdim]]]) -> number | tensor\nThe p-norm of every element or over dim: p = 2, 1, any p > 0, 0 (non-zeros), math.huge (max |x|)\nor -math.huge (min |x|).",
+     "t:norm([p = 2[, dim[, keepdim]]]) -> number | tensor\nThe p-norm of every element or over dim: p = 2, 1, any p > 0, 0 (non-zeros), math.huge (max |x|)\nor -math.huge (min |x|). Of nothing (no element, an empty dim) it is 0 for every p but -math.huge, which\nis an error, as NumPy 2's norms are.",
      "p, dim, keepdim"},
     {NULL, NULL, NULL, NULL},
 };

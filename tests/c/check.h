@@ -5,11 +5,13 @@
 #ifndef SPK_CHECK_H
 #define SPK_CHECK_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int check_tests_passed, check_tests_failed, check_current_failed;
 
@@ -21,6 +23,51 @@ static inline bool check_verbose(void)
 {
     const char *v = getenv("SPK_VERBOSE");
     return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Scratch folders: check_scratch_dir("name") makes $TMPDIR/spk-name-XXXXXX
+ * (TMPDIR unset: /tmp) and returns its path; the process that made it
+ * removes it, with everything in it, when it exits, however the test ends
+ * (a forked child that exits leaves it alone). So every test cleans up
+ * after itself; scripts/test.sh checks that nothing is left. */
+#define CHECK_SCRATCH_MAX 8
+static char check_scratch[CHECK_SCRATCH_MAX][512];
+static int check_scratch_count;
+static pid_t check_scratch_owner;
+
+static int check_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void check_remove_scratch(void)
+{
+    if (getpid() != check_scratch_owner)
+        return;
+    for (int i = 0; i < check_scratch_count; i++)
+        if (nftw(check_scratch[i], check_remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+            fprintf(stderr, "could not remove %s\n", check_scratch[i]);
+}
+
+static inline const char *check_scratch_dir(const char *name)
+{
+    if (check_scratch_count == CHECK_SCRATCH_MAX) {
+        fprintf(stderr, "check_scratch_dir: more than %d folders\n", CHECK_SCRATCH_MAX);
+        exit(2);
+    }
+    const char *tmp = getenv("TMPDIR");
+    char *dir = check_scratch[check_scratch_count];
+    snprintf(dir, sizeof check_scratch[0], "%s/spk-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    if (!mkdtemp(dir)) {
+        perror(dir);
+        exit(2);
+    }
+    if (check_scratch_count++ == 0) {
+        check_scratch_owner = getpid();
+        atexit(check_remove_scratch);
+    }
+    return dir;
 }
 
 #define CHECK(cond)                                                              \

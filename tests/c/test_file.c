@@ -1,12 +1,17 @@
-/* The core reader (src/core/file.c): what is not a regular file is refused
- * without blocking, reads stop at their limit, messages name the file. */
+/* The core reader and writer (src/core/file.c): what is not a regular file
+ * is refused without blocking, reads stop at their limit, a failed write
+ * leaves the previous file, messages name the file. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,19 +131,136 @@ TEST(descriptor_flags)
     }
 }
 
+/* ---- the writer ---- */
+
+static char *slurp(const char *path, size_t *len)
+{
+    return spk_file_read(path, 1 << 24, NULL, len);
+}
+
+/* The names in the test folder's `sub` other than `keep`: what a writer left. */
+static int leftovers(const char *sub, const char *keep)
+{
+    DIR *d = opendir(at(sub));
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, keep) != 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A write that fails part-way (here the file-size limit, as a full disk
+ * would) leaves the previous file whole and no temporary file; the same for
+ * every writer of the core (npy, safetensors, ONNX, the plain helper). */
+TEST(failed_writes_keep_the_previous_file)
+{
+    CHECK(mkdir(at("full"), 0700) == 0);
+    int64_t n = 1 << 18; /* 1 MiB of f32 */
+    spk_tensor *t = spk_tensor_full(SPK_F32, 1, &n, 1.5);
+    const char *targets[] = {"full/t.npy", "full/t.safetensors", "full/plain.bin"};
+    for (int i = 0; i < 3; i++) {
+        write_bytes(at(targets[i]), "good", 4);
+        CHECK(chmod(at(targets[i]), 0640) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit lim = {64 << 10, 64 << 10}; /* 64 KiB: the write fails with EFBIG */
+            setrlimit(RLIMIT_FSIZE, &lim);
+            int rc;
+            if (i == 0) {
+                rc = spk_npy_save(at(targets[i]), t);
+            } else if (i == 1) {
+                spk_named_tensor item = {"t", t};
+                spk_tensor_list list = {1, &item};
+                rc = spk_safetensors_save(at(targets[i]), &list);
+            } else {
+                rc = spk_file_write(at(targets[i]), spk_tensor_data(t), (size_t)n * 4);
+            }
+            const char *msg = spk_last_error();
+            _exit(rc == -1 && strstr(msg, "write failed: File too large (the file is unchanged)") ? 0 : 1);
+        }
+        int status = -1;
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        size_t len = 0;
+        char *text = slurp(at(targets[i]), &len);
+        CHECK(text && len == 4 && memcmp(text, "good", 4) == 0);
+        free(text);
+        struct stat st;
+        CHECK(stat(at(targets[i]), &st) == 0 && (st.st_mode & 0777) == 0640);
+    }
+    CHECK(leftovers("full", "t.npy") == 2); /* the other two targets, no temporary file */
+    /* the same writes, unlimited: replace the file, keep its permissions */
+    CHECK(spk_npy_save(at("full/t.npy"), t) == 0);
+    struct stat st;
+    CHECK(stat(at("full/t.npy"), &st) == 0 && st.st_size > (off_t)(n * 4) && (st.st_mode & 0777) == 0640);
+    CHECK(leftovers("full", "t.npy") == 2);
+    spk_tensor_free(t);
+}
+
+/* What is not a regular file is refused at once and left as it was: a FIFO
+ * (no reader needed: the write does not block), a folder, a device. */
+TEST(writes_refuse_non_files)
+{
+    CHECK(mkdir(at("odd"), 0700) == 0);
+    CHECK(mkfifo(at("odd/fifo"), 0600) == 0);
+    CHECK(mkdir(at("odd/folder"), 0700) == 0);
+    double t0 = now_s();
+    CHECK(spk_file_write(at("odd/fifo"), "x", 1) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "odd/fifo: not a regular file (a FIFO); spk writes only regular files");
+    CHECK(now_s() - t0 < 5);
+    int64_t four = 4;
+    spk_tensor *t = spk_tensor_new(SPK_F32, 1, &four);
+    CHECK(spk_npy_save(at("odd/fifo"), t) == -1);
+    CHECK(spk_npy_save(at("odd/folder"), t) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "odd/folder: not a regular file (a folder)");
+    CHECK(spk_npy_save("/dev/null", t) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "/dev/null: not a regular file (a character device)");
+    spk_tensor_free(t);
+    struct stat st;
+    CHECK(stat(at("odd/fifo"), &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(stat(at("odd/folder"), &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    CHECK(leftovers("odd", "fifo") == 1); /* the folder; nothing else was made */
+    CHECK(spk_file_write(at("no/such/folder/x"), "x", 1) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "no/such/folder/x: cannot create: No such file or directory");
+}
+
+/* A link is followed: the file it names is replaced and the link stays; a
+ * dangling link is refused. */
+TEST(writes_follow_links)
+{
+    CHECK(mkdir(at("links"), 0700) == 0 && mkdir(at("links/real"), 0700) == 0);
+    write_bytes(at("links/real/data"), "old", 3);
+    CHECK(symlink("real/data", at("links/link")) == 0);
+    CHECK(spk_file_write(at("links/link"), "new!", 4) == 0);
+    struct stat st;
+    CHECK(lstat(at("links/link"), &st) == 0 && S_ISLNK(st.st_mode));
+    size_t len;
+    char *text = slurp(at("links/real/data"), &len);
+    CHECK(text && len == 4 && memcmp(text, "new!", 4) == 0);
+    free(text);
+    CHECK(leftovers("links/real", "data") == 0);
+    CHECK(symlink("real/missing/x", at("links/dangling")) == 0);
+    CHECK(spk_file_write(at("links/dangling"), "x", 1) == -1);
+    CHECK_STR_CONTAINS(spk_last_error(), "links/dangling: a symbolic link to nothing that can be written");
+    /* a temporary name of the writer is recognised, others are not */
+    CHECK(spk_file_is_temporary(".t.npy.spk-tmp-12-3", "t.npy"));
+    CHECK(!spk_file_is_temporary(".t.npy.spk-tmp-12-", "t.npy"));
+    CHECK(!spk_file_is_temporary("t.npy.spk-tmp-12-3", "t.npy"));
+    CHECK(!spk_file_is_temporary(".u.npy.spk-tmp-12-3", "t.npy"));
+}
+
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/spk-test-file-XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(root, sizeof root, "%s", check_scratch_dir("test-file"));
     RUN(non_files_are_refused_at_once);
     RUN(reads_stop_at_their_limit);
     RUN(descriptor_flags);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    RUN(failed_writes_keep_the_previous_file);
+    RUN(writes_refuse_non_files);
+    RUN(writes_follow_links);
     return CHECK_SUMMARY();
 }

@@ -35,9 +35,7 @@ static spk_persistent_variant plain(void)
 
 static void use_fresh_cache(void)
 {
-    static char dir[] = "/tmp/spk-kernel-compile-XXXXXX";
-    if (mkdtemp(dir))
-        setenv("SPK_CACHE_DIR", dir, 1);
+    setenv("SPK_CACHE_DIR", check_scratch_dir("kernel-compile"), 1);
     spk_cache_reset();
 }
 

@@ -18,9 +18,7 @@
 
 static void use_fresh_cache(void)
 {
-    static char dir[] = "/tmp/spk-kernel-stack-XXXXXX";
-    if (mkdtemp(dir))
-        setenv("SPK_CACHE_DIR", dir, 1);
+    setenv("SPK_CACHE_DIR", check_scratch_dir("kernel-stack"), 1);
     spk_cache_reset();
 }
 

@@ -342,7 +342,7 @@ TEST(cache_concurrent_writers)
     int temps = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        temps += strstr(e->d_name, ".tmp.") != NULL;
+        temps += strstr(e->d_name, ".tmp.") != NULL || strstr(e->d_name, ".spk-tmp-") != NULL;
     if (d)
         closedir(d);
     CHECK(temps == 0);
@@ -461,7 +461,9 @@ TEST(cache_touches_only_its_own_files)
         snprintf(path, sizeof path, "%s/%s", dir, foreign[i]);
         write_text(path, "the user's own bytes\n");
     }
-    snprintf(path, sizeof path, "%s/%s.bin.tmp.123.abc", dir, key); /* a writer's leftover */
+    snprintf(path, sizeof path, "%s/%s.bin.tmp.123.abc", dir, key); /* an earlier writer's leftover */
+    write_text(path, "");
+    snprintf(path, sizeof path, "%s/.%s.bin.spk-tmp-123-4", dir, key); /* the writer's (core/file.h) */
     write_text(path, "");
     spk_cache_info info;
     spk_cache_get_info(&info);
@@ -474,6 +476,8 @@ TEST(cache_touches_only_its_own_files)
     snprintf(path, sizeof path, "%s/%s.bin", dir, key);
     CHECK(access(path, F_OK) != 0);
     snprintf(path, sizeof path, "%s/%s.bin.tmp.123.abc", dir, key);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/.%s.bin.spk-tmp-123-4", dir, key);
     CHECK(access(path, F_OK) != 0);
     spk_module_release(m);
 }
@@ -926,11 +930,7 @@ TEST(no_device_errors_are_clear)
 
 int main(void)
 {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/spk-test-nvrtc-XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(tmp_root, sizeof tmp_root, "%s", check_scratch_dir("test-nvrtc"));
     RUN(sha256_known_vectors);
     RUN(every_kernel_compiles_for_sm80_and_sm90);
     RUN(gemm_3xtf32_forms_compile);
@@ -952,9 +952,5 @@ int main(void)
     RUN(gemm_checks_shapes_without_a_gpu);
     RUN(gemm_checks_batches_without_a_gpu);
     RUN(no_device_errors_are_clear);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmp_root);
     return CHECK_SUMMARY();
 }

@@ -634,13 +634,102 @@ TEST(integer_tensors)
     spk_onnx_free(m);
 }
 
+/* ---- external data on disk, behind symbolic links ---- */
+
+/* Writes `name` (in dir) as a model of one DOUBLE [3] initializer whose data
+ * is the first 24 bytes of the external file `location`. */
+static void write_external_model(const char *name, const char *location)
+{
+    int64_t dims[1] = {3};
+    Onnx__TensorProto t, *tp = &t;
+    Onnx__StringStringEntryProto entries[3], *list[3];
+    init_tensor(&t, ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, dims, 1);
+    set_external(&t, entries, list, location, "0", "24");
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.n_initializer = 1;
+    g.initializer = &tp;
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    m.graph = &g;
+    CHECK(spk_onnx_save(path_in_dir(name), &m) == 0);
+}
+
+static void write_doubles(const char *name, double first)
+{
+    double v[3] = {first, first + 1, first + 2};
+    FILE *f = fopen(path_in_dir(name), "wb");
+    CHECK(f && fwrite(v, sizeof v, 1, f) == 1);
+    if (f)
+        fclose(f);
+}
+
+/* The first value of the model's initializer, NAN (and the message) if refused. */
+static double external_value(const char *model)
+{
+    spk_onnx_model *m = spk_onnx_load(path_in_dir(model));
+    spk_tensor *v = m ? spk_onnx_tensor_values(m, first_initializer(m)) : NULL;
+    double first = v ? spk_tensor_flat_get(v, 0) : NAN;
+    spk_tensor_free(v);
+    spk_onnx_free(m);
+    return first;
+}
+
+TEST(external_data_links)
+{
+    CHECK(mkdir(path_in_dir("links"), 0700) == 0 && mkdir(path_in_dir("links/model"), 0700) == 0);
+    CHECK(mkdir(path_in_dir("links/elsewhere"), 0700) == 0 && mkdir(path_in_dir("links/model/sub"), 0700) == 0);
+    write_doubles("links/secret.bin", 100);
+    write_doubles("links/elsewhere/w.bin", 200);
+    write_doubles("links/model/w.bin", 1);
+    write_doubles("links/model/sub/w.bin", 2);
+    /* plain files inside the folder, and a link that stays inside, load */
+    write_external_model("links/model/plain.onnx", "w.bin");
+    CHECK(external_value("links/model/plain.onnx") == 1.0);
+    write_external_model("links/model/nested.onnx", "sub/w.bin");
+    CHECK(external_value("links/model/nested.onnx") == 2.0);
+    CHECK(symlink("sub/w.bin", path_in_dir("links/model/inside.bin")) == 0);
+    write_external_model("links/model/inside.onnx", "inside.bin");
+    CHECK(external_value("links/model/inside.onnx") == 2.0);
+    /* a file link out of the folder, relative or absolute */
+    CHECK(symlink("../secret.bin", path_in_dir("links/model/out.bin")) == 0);
+    write_external_model("links/model/out.onnx", "out.bin");
+    CHECK(isnan(external_value("links/model/out.onnx")));
+    CHECK_STR_CONTAINS(spk_last_error(), "out.bin: resolves to ");
+    CHECK_STR_CONTAINS(spk_last_error(), "secret.bin, outside the model's folder");
+    CHECK(symlink(path_in_dir("links/secret.bin"), path_in_dir("links/model/abs.bin")) == 0);
+    write_external_model("links/model/abs.onnx", "abs.bin");
+    CHECK(isnan(external_value("links/model/abs.onnx")));
+    CHECK_STR_CONTAINS(spk_last_error(), "outside the model's folder");
+    /* a folder link on the way out */
+    CHECK(symlink("../elsewhere", path_in_dir("links/model/away")) == 0);
+    write_external_model("links/model/away.onnx", "away/w.bin");
+    CHECK(isnan(external_value("links/model/away.onnx")));
+    CHECK_STR_CONTAINS(spk_last_error(), "elsewhere/w.bin, outside the model's folder");
+    /* links that stay inside, however many, load */
+    CHECK(symlink(".", path_in_dir("links/model/self")) == 0);
+    write_external_model("links/model/self.onnx", "self/self/w.bin");
+    CHECK(external_value("links/model/self.onnx") == 1.0);
+    /* a model reached through a link: the folder of the model's resolved
+     * location counts too (a cache such as Hugging Face's links both files
+     * from a snapshot folder into its blobs), and so does the folder named */
+    CHECK(mkdir(path_in_dir("links/blobs"), 0700) == 0 && mkdir(path_in_dir("links/snapshot"), 0700) == 0);
+    write_external_model("links/blobs/guid1", "data.bin");
+    write_doubles("links/blobs/guid2", 7);
+    CHECK(symlink("../blobs/guid1", path_in_dir("links/snapshot/model.onnx")) == 0);
+    CHECK(symlink("../blobs/guid2", path_in_dir("links/snapshot/data.bin")) == 0);
+    CHECK(external_value("links/snapshot/model.onnx") == 7.0);
+    /* ... but not a data file that leaves both */
+    CHECK(mkdir(path_in_dir("links/snapshot2"), 0700) == 0);
+    CHECK(symlink("../blobs/guid1", path_in_dir("links/snapshot2/model.onnx")) == 0);
+    CHECK(symlink("../elsewhere/w.bin", path_in_dir("links/snapshot2/data.bin")) == 0);
+    CHECK(isnan(external_value("links/snapshot2/model.onnx")));
+    CHECK_STR_CONTAINS(spk_last_error(), "elsewhere/w.bin, outside the model's folder");
+}
+
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/spk_test_onnx_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    snprintf(dir, sizeof dir, "%s", check_scratch_dir("test-onnx"));
     RUN(save_load_round_trip);
     RUN(save_load_f64);
     RUN(save_refuses_mixed_dtypes);
@@ -661,10 +750,7 @@ int main(void)
     RUN(float16_exact);
     RUN(lying_tensors);
     RUN(external_data);
+    RUN(external_data_links);
     RUN(integer_tensors);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     return CHECK_SUMMARY();
 }

@@ -290,20 +290,11 @@ TEST(save_refuses_bad_lists)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/spk_st_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    snprintf(dir, sizeof dir, "%s", check_scratch_dir("test-safetensors"));
     RUN(round_trip_all_dtypes);
     RUN(saved_layout_matches_reference);
     RUN(reads_hand_written_headers);
     RUN(malformed_files_refused);
     RUN(save_refuses_bad_lists);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     return CHECK_SUMMARY();
 }

@@ -395,7 +395,7 @@ TEST(promotion_table_and_scalars)
     CHECK(spk_scalar_dtype(SPK_F32, spk_scalar_int(1 << 30), &d) == 0 && d == SPK_F32);
     CHECK(spk_scalar_dtype(SPK_I32, spk_scalar_int(INT64_C(1) << 31), &d) == -1);
     CHECK_STR_CONTAINS(spk_last_error(), "2147483648");
-    CHECK(spk_scalar_dtype(SPK_U64, spk_scalar_int(-1), &d) == -1);
+    CHECK(spk_scalar_dtype(SPK_U64, spk_scalar_int(-1), &d) == 0 && d == SPK_U64); /* the u64 2^64 - 1 */
 
     const double one[2] = {1, 1}, q[2] = {0.75, 0.75};
     spk_tensor *i = vec(SPK_I32, 2, one), *f = vec(SPK_F32, 2, q);
@@ -417,8 +417,9 @@ TEST(promotion_table_and_scalars)
     spk_tensor *big = spk_tensor_binary_scalar(SPK_OP_LT, i, spk_scalar_int(INT64_C(1) << 40), false);
     CHECK(big && big->dtype == SPK_I32 && spk_tensor_flat_get(big, 0) == 1);
     spk_tensor *u = spk_tensor_to_dtype(i, SPK_U64);
+    /* beside a u64, an integer is the u64 of its bits: -1 is 2^64 - 1 */
     spk_tensor *gt = spk_tensor_binary_scalar(SPK_OP_GT, u, spk_scalar_int(-1), false);
-    CHECK(gt && spk_tensor_flat_get(gt, 0) == 1);
+    CHECK(gt && spk_tensor_flat_get(gt, 0) == 0);
     spk_tensor *list[] = {i, f, mixed, half, third, f01, rsub, rdiv, big, u, gt};
     for (size_t k = 0; k < sizeof list / sizeof list[0]; k++)
         spk_tensor_free(list[k]);
@@ -477,12 +478,22 @@ TEST(reductions_over_dims)
     spk_tensor *mi = spk_tensor_reduce(ai, SPK_RED_MAX, 0, false, 0, NULL);
     CHECK(si && si->dtype == SPK_F64 && mi && mi->dtype == SPK_I32);
     CHECK(spk_tensor_reduce_value(ai, SPK_RED_SUM, 0, &v) == 0 && v.is_integer && v.i == 21);
-    /* empty dims: sum 0, mean NaN, max an error */
+    /* empty dims: sum 0, norms 0 (the +Inf one too), mean NaN, max and the -Inf norm errors */
     int64_t s30[2] = {3, 0};
     spk_tensor *e = spk_tensor_new(SPK_F32, 2, s30);
     spk_tensor *es = spk_tensor_reduce(e, SPK_RED_SUM, 1, false, 0, NULL);
     spk_tensor *em = spk_tensor_reduce(e, SPK_RED_MEAN, 1, false, 0, NULL);
     CHECK(es && spk_tensor_flat_get(es, 2) == 0 && em && isnan(spk_tensor_flat_get(em, 0)));
+    const double orders[] = {2, 1, 0, 3.5, INFINITY};
+    for (size_t k = 0; k < sizeof orders / sizeof *orders; k++) {
+        spk_tensor *en = spk_tensor_reduce(e, SPK_RED_NORM, 1, false, orders[k], NULL);
+        CHECK(en && en->shape[0] == 3 && spk_tensor_flat_get(en, 1) == 0);
+        spk_tensor_free(en);
+        spk_scalar whole;
+        CHECK(spk_tensor_reduce_value(e, SPK_RED_NORM, orders[k], &whole) == 0 && whole.f == 0);
+    }
+    CHECK(spk_tensor_reduce(e, SPK_RED_NORM, 1, false, -INFINITY, NULL) == NULL);
+    CHECK_STR_CONTAINS(spk_last_error(), "norm over dim 1, which is empty");
     CHECK(spk_tensor_reduce(e, SPK_RED_MAX, 1, false, 0, NULL) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "max over dim 1, which is empty");
     spk_tensor *e0 = spk_tensor_reduce(e, SPK_RED_MAX, 0, false, 0, NULL); /* [0] groups of 3 */

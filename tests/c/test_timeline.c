@@ -33,9 +33,7 @@ static const spk_timeline_stages three = {3, three_names, three_waits};
 
 static void use_fresh_cache(void)
 {
-    static char dir[] = "/tmp/spk-timeline-test-XXXXXX";
-    if (mkdtemp(dir))
-        setenv("SPK_CACHE_DIR", dir, 1);
+    setenv("SPK_CACHE_DIR", check_scratch_dir("timeline-test"), 1);
     spk_cache_reset();
 }
 

@@ -68,9 +68,7 @@ local function read(path)
 end
 
 local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
+  spk.files.write(path, text)
 end
 
 local function list(dir)

@@ -197,6 +197,37 @@ describe("assert.within_reference", function()
     assert.are.equal(1, calls)
   end)
 
+  it("keys the reference on content: a tensor changed in place gets a new one, an equal copy the same", function()
+    local l3 = spk.lstm.random { layers = 1, input = 6, hidden = 8, seed = 5 }
+    local x3 = spk.randn({ 2, 9, 6 }, { seed = 5 })
+    local before = cpu_plan(l3):forward(x3)
+    assert.within_reference(before, l3, x3, { rel_l2 = 1e-5 })
+    x3:fill(0.5) -- the same object, new values
+    local after = cpu_plan(l3):forward(x3)
+    assert.within_reference(after, l3, x3, { rel_l2 = 1e-5 })
+    assert.is_not.within_reference(before, l3, x3, { rel_l2 = 1e-5 })
+    l3[1].R:set(1, 1, 1, l3[1].R:get(1, 1, 1) + 0.25) -- a weight changed in place
+    local changed = cpu_plan(l3):forward(x3)
+    assert.within_reference(changed, l3, x3, { rel_l2 = 1e-5 })
+    assert.is_not.within_reference(after, l3, x3, { rel_l2 = 1e-5 })
+    -- equal content in other objects (a copy of x, a transposed view's copy) finds the same reference
+    local real, calls = spk.lstm.reference, 0
+    spk.lstm.reference = function(l, input, o)
+      if o and o.precision == "f64" then calls = calls + 1 end
+      return real(l, input, o)
+    end
+    local ok, err = pcall(function()
+      assert.within_reference(changed, l3, x3:clone(), { rel_l2 = 1e-5 })
+      assert.within_reference(changed, l3, x3:transpose(1, 2):contiguous():transpose(1, 2), { rel_l2 = 1e-5 })
+    end)
+    spk.lstm.reference = real
+    assert(ok, err)
+    assert.are.equal(0, calls)
+    assert.are.equal(spk.digest(x3), spk.digest(x3:clone()))
+    assert.are_not.equal(spk.digest(x3), spk.digest(x3:to("f64")))
+    assert.are_not.equal(spk.digest(x3), spk.digest(x3:view { 9, 2, 6 }))
+  end)
+
   it("takes spk.lstm.bound's bound when given none, and refuses empty bounds or missing inputs at the spec's line",
     function()
     assert.within_reference(cpu_plan(), layers, x) -- the cpu backend's: rel_l2 <= 1e-4

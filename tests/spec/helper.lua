@@ -7,14 +7,22 @@ local spk = require "spk"
 local luassert = require "luassert"
 require "spk.busted"
 
--- Scratch files for a spec: spec_tmpdir() makes a fresh folder; the spec
--- removes it (os.execute("rm -rf ...")) in its teardown.
-function _G.spec_tmpdir()
-  local path = os.tmpname()
-  os.remove(path)
-  assert(os.execute("mkdir -p '" .. path .. "'"))
+-- Scratch files for a spec, in $TMPDIR (scripts/test.sh gives each run a
+-- private one and reports whatever a spec leaves there): spec_tmpdir() makes
+-- a fresh folder, spec_tmpfile() a fresh empty file; the spec removes them
+-- (os.execute("rm -rf ...")) in its teardown. os.tmpname is spec_tmpfile
+-- here: Lua's own makes its files in /tmp whatever TMPDIR says.
+local function mktemp(args)
+  local p = io.popen("mktemp " .. args)
+  local path = p:read("l")
+  p:close()
+  assert(path and path ~= "", "mktemp failed")
   return path
 end
+
+function _G.spec_tmpdir() return mktemp("-d") end
+function _G.spec_tmpfile() return mktemp("") end
+os.tmpname = _G.spec_tmpfile
 
 -- The Python used for NumPy cross-checks: $SPK_PYTHON, else /usr/bin/python3
 -- (Debian's python3-numpy serves it; `make setup` installs it).

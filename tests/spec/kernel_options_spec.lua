@@ -100,6 +100,7 @@ describe("kernel options", function()
       local text, _, bad = run_spk { "run", "tools/kernel_metrics.lua", "--check", dir .. "/" .. name }
       assert.are.equal(1, bad, text)
     end
+    os.execute("rm -rf " .. shell_quote(dir))
   end)
 
   it("an option left out is the batch's default in both backends", function()

@@ -139,7 +139,54 @@ local refused = {
   external_missing = { "external data file 'model.onnx.data'", "model.onnx.data: cannot open: No such file" },
   external_short = { "is past the end of 'model.onnx.data'" },
   external_outside = { "external data location '../elsewhere.data' leaves the model's folder" },
+  -- ONNX's own rules (tools/onnx_models.py's rule_cases)
+  repeated_activations = { "LSTM node '", "attribute 'activations' is given more than once",
+                           "ONNX allows an attribute once in a node" },
+  repeated_input_forget = { "attribute 'input_forget' is given more than once" },
+  repeated_direction = { "attribute 'direction' is given more than once" },
+  repeated_hidden_size = { "attribute 'hidden_size' is given more than once" },
+  repeated_perm = { "Transpose node '", "attribute 'perm' is given more than once" },
+  unknown_attribute = { "Transpose node '", "unknown attribute 'perms'; Transpose (opset 1 and later) has perm" },
+  unnamed_attribute = { "LSTM node '", "an attribute has no name" },
+  attribute_two_values = { "attribute 'hidden_size' holds both a FLOAT and an INT value" },
+  direction_type = { "attribute 'direction' is an INT; LSTM's direction is a STRING" },
+  hidden_size_type = { "attribute 'hidden_size' is a FLOAT; LSTM's hidden_size is an INT" },
+  layout_before_opset_14 = { "unknown attribute 'layout'; LSTM (opsets 7 to 13) has activation_alpha" },
+  concat_without_axis = { "Concat node '", "attribute 'axis' is missing; Concat (opset 1 and later) requires it" },
+  mixed_types = { "layer 1 (LSTM node '", "W ('", "is DOUBLE but X is FLOAT",
+                  "ONNX's LSTM takes X, W, R, B, initial_h, initial_c and P of one element type" },
+  state_type = { "initial_h ('h0_f64') is DOUBLE but X is FLOAT" },
+  empty_x = { "LSTM node '", "input 0 is empty (\"\"); LSTM requires input 0" },
+  empty_r = { "input 2 is empty (\"\"); LSTM requires input 2" },
+  nine_inputs = { "9 inputs; LSTM (opset 14 and later) takes 3 to 8 inputs" },
+  four_outputs = { "4 outputs; LSTM (opset 14 and later) gives 0 to 3 outputs" },
+  reshape_three_inputs = { "Reshape node '", "3 inputs; Reshape (opset 14 and later) takes 2 inputs" },
+  raw_and_float_data = { "tensor 'R_", "holds values in both raw_data and float_data",
+                         "ONNX keeps a tensor's values in exactly one field" },
+  wrong_value_field = { "of data type FLOAT holds its values in double_data; ONNX keeps them in float_data" },
+  empty_with_data = { "tensor 'nothing' has no element but holds float_data" },
+  peephole_shape = { "layer 1 (LSTM node '", "P ('p_short') has shape [1]",
+                     "ONNX's LSTM needs [num_directions, 3*hidden_size] = [2, 15]" },
+  state_shape = { "layer 3 (LSTM node '", "initial_h ('h0_wide') has shape [2, 2, 6]",
+                  "needs [num_directions, batch_size, hidden_size] = [2, batch, 5]" },
+  direction_case = { "direction is \"Bidirectional\"; ONNX's LSTM takes \"forward\", \"reverse\" or " ..
+                     "\"bidirectional\", spelled so" },
+  unused_stack = { "layer 3 (LSTM node '", "no graph output depends on it (the outputs: 'passed')",
+                   "the model does not compute this stack" },
+  unused_last_layer = { "layer 3 (LSTM node '", "no graph output depends on it (the outputs: 'h_2')" },
 }
+
+-- Of the cases above, those onnx.checker (full_check) refuses too; the rest
+-- break the LSTM operator's definition where the checker does not look
+-- (ONNX Runtime refuses the first three when it runs them), or compute
+-- nothing the outputs return.
+local checker_refuses = {
+  "repeated_activations", "repeated_input_forget", "repeated_direction", "repeated_hidden_size", "repeated_perm",
+  "unknown_attribute", "unnamed_attribute", "attribute_two_values", "direction_type", "hidden_size_type",
+  "layout_before_opset_14", "concat_without_axis", "mixed_types", "state_type", "empty_x", "empty_r", "nine_inputs", "four_outputs",
+  "reshape_three_inputs", "raw_and_float_data", "wrong_value_field", "empty_with_data",
+}
+local checker_accepts = { "peephole_shape", "state_shape", "direction_case", "unused_stack", "unused_last_layer" }
 
 describe("models shaped as PyTorch's exporters write them", function()
   local root
@@ -177,6 +224,31 @@ describe("models shaped as PyTorch's exporters write them", function()
       for _, part in ipairs(refused[name]) do assert.matches(part, err, 1, true) end
     end)
   end
+
+  onnx_it("onnx's checker refuses the cases that break its rules, and accepts the others", function()
+    local list = {}
+    for _, name in ipairs(checker_refuses) do list[#list + 1] = name end
+    for _, name in ipairs(checker_accepts) do list[#list + 1] = name end
+    local script = "import onnx, sys\n" ..
+      "for name in sys.argv[2:]:\n" ..
+      "    try:\n" ..
+      "        onnx.checker.check_model(onnx.load(sys.argv[1] + '/' + name + '/model.onnx'), full_check=True)\n" ..
+      "        print(name, 'accepted')\n" ..
+      "    except Exception as e:\n" ..
+      "        print(name, 'refused', str(e).splitlines()[0])\n"
+    local file = root .. "/check.py"
+    local f = assert(io.open(file, "w"))
+    f:write(script)
+    f:close()
+    local ok, out = sh(("%s %s %s %s"):format(PYTHON, file, shell_quote(root), table.concat(list, " ")))
+    assert(ok, out)
+    for _, name in ipairs(checker_refuses) do
+      assert.matches("\n" .. name .. " refused ", "\n" .. out, 1, true)
+    end
+    for _, name in ipairs(checker_accepts) do
+      assert.matches("\n" .. name .. " accepted", "\n" .. out, 1, true)
+    end
+  end)
 end)
 
 describe("saved models run by ONNX's semantics", function()

@@ -25,9 +25,10 @@ local kinds = {
   { "/dev/zero link", function(p) sh("ln -s /dev/zero '" .. p .. "'") end, "not a regular file %(a character device%)" },
   { "/dev/null link", function(p) sh("ln -s /dev/null '" .. p .. "'") end, "not a regular file %(a character device%)" },
   { "folder", function(p) sh("mkdir '" .. p .. "'") end, "not a regular file %(a folder%)" },
-  { "socket", function(p)
-      return os.execute("/usr/bin/python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' '"
-        .. p .. "' 2>/dev/null")
+  { "socket", function(p) -- bound by its name in its folder: a socket's path has at most 107 bytes
+      local folder, name = p:match("^(.*)/([^/]*)$")
+      return os.execute("cd '" .. folder .. "' && /usr/bin/python3 -c 'import socket,sys; "
+        .. "socket.socket(socket.AF_UNIX).bind(sys.argv[1])' '" .. name .. "' 2>/dev/null") == true
     end, "not a regular file %(a socket%)" },
 }
 -- Sparse regular files just over a reader's limit.

@@ -180,6 +180,71 @@ describe("spk test", function()
     assert.are.equal(1, code)
   end)
 
+  it("walks a folder the file system cannot turn against it: each spec once, no link out, odd files failures",
+    function()
+    local counted = 'describe("counted", function() it("runs", function() io.stderr:write("RAN " .. "%s\\n") end) end)\n'
+    local dir = folder { ["specs/a_spec.lua"] = counted:format("a"), ["outside/o_spec.lua"] = counted:format("outside") }
+    local specs = dir .. "/specs"
+    for _, cmd in ipairs {
+      "ln -s . specs/self", "ln -s .. specs/up", "mkdir specs/sub && ln -s .. specs/sub/back",
+      "ln -s a_spec.lua specs/b_spec.lua", "ln -s ../outside/o_spec.lua specs/o_spec.lua",
+      "mkfifo specs/x_spec.lua", "ln -s nowhere_spec.lua specs/y_spec.lua",
+    } do
+      assert(os.execute(("cd %s && %s"):format(shell_quote(dir), cmd)))
+    end
+    local p = io.popen(("CUDA_VISIBLE_DEVICES= timeout 60 %s test %s 2>&1 | head -c 100000"):format(
+      shell_quote(absolute(SPK)), shell_quote(specs)))
+    local out = p:read("a")
+    p:close()
+    local runs = select(2, out:gsub("RAN a", ""))
+    assert.are.equal(1, runs, out) -- a_spec.lua once, through neither self, sub/back nor b_spec.lua
+    assert.is_nil(out:find("RAN outside", 1, true), out)
+    assert.matches("o_spec.lua links out of " .. specs, out, 1, true)
+    assert.matches(specs .. "/x_spec.lua: not a regular file (a FIFO); a spec file must be one", out, 1, true)
+    assert.matches(specs .. "/y_spec.lua: a symbolic link to nothing", out, 1, true)
+    assert.matches("\n1 passed, 2 failed\n", out, 1, true)
+    assert.is_true(#out < 4000, "the output grew to " .. #out .. " bytes")
+    -- a FIFO named on the command line is refused too, at once
+    local _, _, code = run_spk({ "test", specs .. "/x_spec.lua" }, { env = env() })
+    assert.are.equal(1, code)
+  end)
+
+  it("writes skipped specs (gpu_it, nogpu_it, pending, spk.busted.skip) in every output format, counted", function()
+    local specs = folder { ["mixed_spec.lua"] = [[
+local spk = require "spk"
+describe("mixed", function()
+  gpu_it("needs a GPU", function() end)
+  it("passes", function() assert.are.equal(2, 1 + 1) end)
+  pending("not written yet")
+  it("skips itself", function() require("spk.busted").skip("nothing to run here") end)
+  nogpu_it("runs without a GPU", function() end)
+end)
+]] }
+    local xml = require "xml_check"
+    local report = require "spk.report"
+    for _, format in ipairs { "plainTerminal", "utfTerminal", "TAP", "json", "junit", "gtest" } do
+      local out, err, code = run_spk({ "test", specs, "-o", format }, { env = env() })
+      assert.are.equal("2 passed, 0 failed, 3 skipped", last_line(out), format .. ":\n" .. out .. err)
+      assert.are.equal(0, code, format)
+      local body = out:gsub("[^\n]*\n?$", "") -- what the handler printed, before the summary line
+      if format == "json" then
+        local ok, doc = pcall(report.json_decode, body)
+        assert(ok, "json: not JSON: " .. tostring(doc) .. "\n" .. body)
+        assert.are.equal(3, #doc.pendings)
+        assert.are.equal(2, #doc.successes)
+      elseif format == "junit" then
+        assert(xml.check(body))
+        assert.matches("skip='3'", body, 1, true)
+      elseif format == "TAP" then
+        assert.are.equal(3, select(2, body:gsub("\nok %d+ %- # SKIP", "")) + (body:match("^ok %d+ %- # SKIP") and 1 or 0))
+      elseif format == "gtest" then
+        assert.matches("3 SKIPPED TESTS", body, 1, true)
+      else
+        assert.matches("2 success[es]* / 0 failures / 0 errors / 3 pending", body)
+      end
+    end
+  end)
+
   it("has help, and refuses its own bad arguments with exit 2", function()
     local out, _, code = run_spk { "test", "--help" }
     assert.are.equal(0, code)

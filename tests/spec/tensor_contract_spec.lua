@@ -156,8 +156,8 @@ describe("mixed dtypes promote as NumPy's", function()
     assert.are.same({ 2, 1 }, (2 / i):tolist())
     assert.matches("add: the integer 4294967296 does not fit the tensor's dtype i32",
       error_of(function() return i + (1 << 32) end))
-    assert.matches("the integer %-1 does not fit the tensor's dtype u64",
-      error_of(function() return spk.ones(2, "u64") + (-1) end))
+    -- beside a u64, an integer is the u64 of its bits: -1 is 2^64 - 1, and the sum wraps
+    assert.are.same({ 0, 0 }, (spk.ones(2, "u64") + (-1)):tolist())
     assert.are.same({ 0, 1 }, (spk.tensor({ 1, 2 }, "u64") - 1):tolist())
     assert.are.same({ 2 ^ -40, 2 ^ -39 }, (i / (1 << 40)):tolist()) -- division happens in f64
   end)
@@ -176,10 +176,35 @@ describe("mixed dtypes promote as NumPy's", function()
     assert.are.same({ 0, 1, 1 }, a:ne(1):tolist())
     assert.are.same({ 0, 0, 1 }, a:gt(2):tolist())
     assert.are.same({ 1, 0, 1 }, a:le(a):tolist())
-    assert.are.same({ 1, 1 }, spk.tensor({ 0, 5 }, "u64"):gt(-1):tolist())
+    assert.are.same({ 0, 0 }, spk.tensor({ 0, 5 }, "u64"):gt(-1):tolist()) -- -1 is 2^64 - 1 beside a u64
     assert.are.same({ 0, 0 }, spk.tensor({ 0, 5 }, "i32"):eq(1 << 40):tolist())
     assert.are.same({ 1, 1 }, spk.tensor({ 0, 5 }, "i32"):lt(1 << 40):tolist())
     assert.matches("x:lt%(y%)", error_of(function() return a < a end))
+  end)
+
+  it("u64 values past 2^63 have one mapping to Lua integers (their bits) in every path", function()
+    local top = math.mininteger -- the bits of 2^63
+    local u = spk.full({ 3 }, -1, "u64") -- 2^64 - 1
+    u:set(2, top)
+    u[3] = 7
+    assert.are.same({ -1, top, 7 }, u:tolist())
+    assert.are.equal(-1, u:max())
+    assert.are.equal(7, u:min())
+    assert.are.same({ 1, 0, 0 }, u:eq(u:max()):tolist()) -- the maximum equals itself
+    assert.are.same({ 0, 1, 0 }, u:eq(u:get(2)):tolist())
+    assert.are.same({ 0, 0, 1 }, u:lt(top):tolist()) -- unsigned order: 7 < 2^63 < 2^64 - 1
+    assert.are.same({ 1, 1, 0 }, u:ge(top):tolist())
+    assert.are.same({ 1, 0, 0 }, u:gt(top):tolist())
+    assert.are.same({ -2, math.maxinteger, 6 }, (u - 1):tolist()) -- arithmetic wraps in the same bits
+    assert.are.same({ 0, top + 1, 8 }, (u + 1):tolist())
+    assert.are.same({ 0, top + 1, 8 }, (1 + u):tolist())
+    local v = spk.zeros({ 2 }, "u64")
+    v:fill(-1)
+    assert.are.same({ 1, 1 }, v:eq(-1):tolist())
+    assert.are.same({ 1, 1 }, v:eq(u:max()):tolist())
+    assert.are.same({ 1.0, 1.0 }, (v / -1):tolist()) -- (2^64 - 1) / (2^64 - 1), in f64
+    assert.are.same({ 2.0 ^ 64, 2.0 ^ 64 }, v:to("f64"):tolist()) -- a float is the number: 2^64 - 1 rounds
+    assert.are.same({ 1, 1 }, v:gt(2.0 ^ 63):tolist()) -- floats compare as numbers
   end)
 
   it("shapes broadcast as NumPy's", function()

@@ -13,7 +13,10 @@ What spk documents differently from NumPy (src/core/tensor.h) is mapped, not
 skipped: comparisons give i32 0/1 where NumPy gives bool; argmin/argmax give
 1-based i32 positions where NumPy gives 0-based int64; a sum of i32 is f64
 where NumPy's is int64; the mean of an empty tensor (no dim) is an error
-where NumPy warns and gives NaN; norms accumulate in f64 (NumPy's f64 norm,
+where NumPy warns and gives NaN; the +Inf norm of nothing is 0, as NumPy 2.3
+and later give it, whichever NumPy runs this (earlier versions raise); a Lua integer beside a u64 tensor is the
+u64 of the same bits (-1 is 2^64 - 1), as spk reads and writes u64 values
+past 2^63; norms accumulate in f64 (NumPy's f64 norm,
 rounded to f32 for f32 tensors, is the reference). Scalars follow NumPy 2's rules (NEP 50),
 which NumPy 1.24 offers as the "weak" promotion state.
 """
@@ -113,6 +116,8 @@ def expected(case):
     if op in BINARY:
         if "scalar" in case:
             s = scalar_value(case)
+            if isinstance(s, int) and a.dtype == np.uint64:
+                s %= 1 << 64  # a Lua integer beside a u64 is the u64 of its bits (src/core/tensor.h)
             if op in COMPARISONS and isinstance(s, int) and a.dtype.kind in "iu":
                 # NumPy 2 compares Python integers exactly whatever their size
                 r = np.array([EXACT[op](int(v), s) for v in a.reshape(-1).tolist()], dtype=bool).reshape(a.shape)
@@ -153,6 +158,20 @@ def reduction(case, a):
             return "tensor", np.asarray(r), name, positions
     elif op == "norm":
         p = {"inf": math.inf, "-inf": -math.inf}.get(p, p)
+        empty = a.size == 0 if dim is None else a.shape[axis] == 0
+        if p == math.inf and empty:
+            # NumPy 2.3 and later give 0 (the empty vector's norm), earlier
+            # versions raise for an empty max; spk follows NumPy 2.3, whatever
+            # NumPy is installed
+            shape = (1,) * a.ndim if dim is None else np.delete(np.array(a.shape), axis).tolist()
+            if dim is not None and keepdim:
+                shape = list(a.shape)
+                shape[axis] = 1
+            r = np.zeros(() if whole else tuple(shape))
+            name = "f32" if a.dtype == np.float32 else "f64"
+            if whole:
+                return "number", 0.0, name, None
+            return "tensor", r.astype(np.float32 if name == "f32" else np.float64), name, None
         # spk accumulates every norm in f64 (tensor.h): an f32 norm is NumPy's
         # f64 norm rounded once, where NumPy's own f32 one squares in f32
         # (1e30 gives Inf there); the dtype stays NumPy's.

@@ -79,7 +79,9 @@ describe("the tuning record's schema", function()
   end)
 
   it("an invalid record gives one warning naming the file and the problem, and the documented default", function()
-    local default = tuning.choose(SHAPE, { facts = sample_fields(), dir = spec_tmpdir() })
+    local empty = spec_tmpdir()
+    local default = tuning.choose(SHAPE, { facts = sample_fields(), dir = empty })
+    os.execute("rm -rf " .. shell_quote(empty))
     for _, name in ipairs(corpus_files()) do
       if name:match("^bad_") then
         local dir = spec_tmpdir()

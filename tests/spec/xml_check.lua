@@ -1,5 +1,6 @@
--- A small XML well-formedness checker for the SVG specs: tags balanced and
--- properly nested, attributes quoted and not repeated, entities known, one
+-- A small XML well-formedness checker for the SVG specs (and busted's junit
+-- output): tags balanced and properly nested, attributes quoted (either
+-- quote) and not repeated, entities known, one
 -- root element. Returns true, or nil and a message with the position.
 local M = {}
 
@@ -44,11 +45,13 @@ function M.check(doc)
         local name, rest = tag:match("^([%w:_][%w:_%-%.]*)(.*)$")
         if not name then return nil, "bad tag near " .. s end
         local seen = {}
-        rest = rest:gsub('%s+([%w:_%-]+)%s*=%s*"([^"<]*)"', function(k, v)
+        local function attribute(k, v)
           if seen[k] then seen.__dup = k end
           seen[k] = v
           return ""
-        end)
+        end
+        rest = rest:gsub('%s+([%w:_%-]+)%s*=%s*"([^"<]*)"', attribute) -- either quote, as XML allows
+        rest = rest:gsub("%s+([%w:_%-]+)%s*=%s*'([^'<]*)'", attribute)
         if seen.__dup then return nil, ("attribute %s repeated in <%s>"):format(seen.__dup, name) end
         if rest:match("%S") then return nil, ("bad attributes in <%s>: %s"):format(name, rest) end
         for _, v in pairs(seen) do

@@ -97,10 +97,9 @@ local function parse(args)
   return o
 end
 
+-- Whether something is at path (never opened: a FIFO there would block an open).
 local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return require("spk.core").files.kind(path) ~= nil
 end
 
 local function shell_quote(s)
@@ -132,19 +131,134 @@ local function init(dir, force)
   end
   for _, name in ipairs(TEMPLATES) do
     local path = dir .. "/" .. name
-    local f, err = io.open(path, "wb")
-    if not f then
+    local ok, err = pcall(require("spk.core").files.write, path, sources[name])
+    if not ok then
       io.stderr:write("spk test: cannot write ", tostring(err), "\n")
       return 1
     end
-    f:write(sources[name])
-    f:close()
     io.stdout:write("wrote ", path, "\n")
   end
   io.stdout:write(("run it with: spk test %s\n"):format(dir),
     "(on a GPU the first run records the speed baseline in ", dir, "/baselines/ and reports that spec as skipped;\n",
     " edit the variant at the top of the file, and see docs/testing.md)\n")
   return 0
+end
+
+-- ---------------------------------------------------------------- the walk
+
+-- The spec files under each PATH, as busted's own loader finds them (its
+-- patterns, exclusions and hidden-file rule, --no-recursive), walked so that
+-- the file system cannot turn it against the run: a file is run once however
+-- many links reach it (by its real path), a link that leads out of PATH is
+-- not followed (a spec file reached that way is named on stderr, not run), a
+-- folder is entered once (so `self -> .` or `up -> ..` end), and a name that
+-- matches the pattern but is not a regular file (a FIFO, a socket, a device,
+-- a dangling link) is never opened: it is a failure naming it.
+local KIND_WORDS = { fifo = "a FIFO", socket = "a socket", ["character device"] = "a character device",
+                     ["block device"] = "a block device", other = "not a file" }
+
+local function walk_root(root, patterns, options, found, problems)
+  local files = require("spk.core").files
+  local real_root = files.real_path(root)
+  if not real_root then
+    problems[#problems + 1] = files.is_link(root) and ("%s: a symbolic link to nothing"):format(root)
+      or require("say")("output.file_not_found"):format(root)
+    return
+  end
+  local function matches(name)
+    for _, patt in ipairs(options.excludes or {}) do
+      if patt ~= "" and name:find(patt) then return false end
+    end
+    for _, patt in ipairs(patterns) do
+      if name:find(patt) then return true end
+    end
+    return #patterns == 0
+  end
+  local function inside(real)
+    return real == real_root or real_root == "/" or real:sub(1, #real_root + 1) == real_root .. "/"
+  end
+  local function consider(path, name)
+    local kind = files.kind(path)
+    local real = files.real_path(path)
+    if kind == nil or real == nil then
+      if matches(name) then problems[#problems + 1] = ("%s: a symbolic link to nothing"):format(path) end
+    elseif not inside(real) then
+      if kind == "file" and matches(name) then
+        io.stderr:write(("spk test: %s links out of %s (to %s); not run\n"):format(path, root, real))
+      end
+    elseif kind == "folder" then
+      return "folder", real
+    elseif matches(name) then
+      if kind ~= "file" then
+        problems[#problems + 1] = ("%s: not a regular file (%s); a spec file must be one"):format(path, KIND_WORDS[kind] or kind)
+      elseif not found.seen[real] then
+        found.seen[real] = true
+        found[#found + 1] = path
+      end
+    end
+  end
+  local kind = files.kind(root)
+  if kind ~= "folder" then -- a file named on the command line runs whatever its name
+    if kind ~= "file" then
+      problems[#problems + 1] = ("%s: not a regular file (%s); a spec file must be one"):format(root, KIND_WORDS[kind] or kind)
+    elseif not found.seen[real_root] then
+      found.seen[real_root] = true
+      found[#found + 1] = root
+    end
+    return
+  end
+  local entered = {}
+  local function walk(dir, real)
+    if entered[real] then return end
+    entered[real] = true
+    for _, name in ipairs(files.list(dir)) do
+      local path = dir .. "/" .. name
+      local kind, sub = consider(path, name)
+      if kind == "folder" and options.recursive ~= false then walk(path, sub) end
+    end
+  end
+  walk(root, real_root)
+end
+
+-- busted's test file loader with that walk in place of its own.
+local function walking_loader(real_loader)
+  return function(busted, loaders)
+    local _, loadTestFile = real_loader(busted, loaders) -- its file walk is replaced
+    local function getAllTestFiles(rootFiles, patterns, options)
+      local found, problems = { seen = {} }, {}
+      for _, root in ipairs(rootFiles) do
+        local before = #found
+        walk_root(root, patterns, options, found, problems)
+        local mine = {}
+        for i = before + 1, #found do
+          -- busted's rule: nothing below a hidden name (".git/...", ".x.lua")
+          if not found[i]:find("/%.%w+.%w+", #root) then mine[#mine + 1] = found[i] end
+          found[i] = nil
+        end
+        table.sort(mine)
+        table.move(mine, 1, #mine, before + 1, found)
+      end
+      for _, message in ipairs(problems) do busted.publish({ "error" }, {}, nil, message, {}) end
+      found.seen = nil
+      return found
+    end
+    local function load_all(rootFiles, patterns, options)
+      local fileList = getAllTestFiles(rootFiles, patterns, options)
+      for _, fileName in ipairs(fileList) do
+        local testFile, getTrace, rewriteMessage = loadTestFile(busted, fileName)
+        if testFile then
+          local file = setmetatable({ getTrace = getTrace, rewriteMessage = rewriteMessage }, { __call = testFile })
+          busted.executors.file(fileName, file)
+        end
+      end
+      if #fileList == 0 then
+        local pattern = #patterns > 1 and "\n\t" .. table.concat(patterns, "\n\t") or patterns[1]
+        busted.publish({ "error" }, {}, nil, require("say")("output.no_test_files_match"):format(pattern), {})
+      end
+      return fileList
+    end
+    return load_all, loadTestFile, getAllTestFiles
+  end
 end
 
 -- A busted exit raised as an error, so that the summary line comes after it.
@@ -171,6 +285,9 @@ local function run_busted(o)
 
   -- The counter joins busted's events after its output handler, so the summary follows what the handler prints.
   local counts
+  local files_loader_name = "busted.modules.test_file_loader"
+  local real_files_loader = require(files_loader_name)
+  package.loaded[files_loader_name] = walking_loader(real_files_loader)
   local loader_name = "busted.modules.output_handler_loader"
   local real_loader = require(loader_name)
   package.loaded[loader_name] = function()
@@ -178,6 +295,7 @@ local function run_busted(o)
     return function(busted, output, handler_options)
       load(busted, output, handler_options)
       counts = helpers.counter(busted)
+      helpers.plain_pendings(busted)
     end
   end
   local saved_arg, saved_exit = _G.arg, os.exit
@@ -189,6 +307,7 @@ local function run_busted(o)
   local ok, result = pcall(chunk, runner)
   os.exit, _G.arg = saved_exit, saved_arg
   package.loaded[loader_name] = real_loader
+  package.loaded[files_loader_name] = real_files_loader
   io.stdout:flush()
 
   local code, stopped = 0, false

@@ -1,0 +1,92 @@
+-- Every writer spk has writes through one helper (src/core/file.c, spk.files.write in Lua): a temporary
+-- file beside the target, renamed over it once whole. So a failed write (a full disk) leaves the user's
+-- previous file as it was, a FIFO or device at the target is refused at once (nothing blocks, nothing is
+-- removed), and no temporary file is left behind.
+--
+-- Each writer runs in a child spk (writers_child.lua lists them: tensor files, ONNX and weight folders,
+-- spk.files.write, report JSON and CSV, plots, an experiment's results, tuning records, spk test --init),
+-- once against a previous good file under a file-size limit below what it writes (ulimit -f 2, 1 KiB in
+-- dash's 512-byte blocks, below the 4 KiB template spk test --init writes; SIGXFSZ
+-- ignored: the write fails with EFBIG as a full disk fails it with ENOSPC), once against a FIFO. A source
+-- check keeps every writer on the helper: no Lua file of spk or its tools opens a file for writing, no C
+-- file but the helper's creates, removes or renames one.
+
+local WRITERS = 14 -- the writers writers_child.lua lists
+
+local function run_child(dir, mode)
+  local child = ("trap '' XFSZ; ulimit -f 2; exec %s run tests/spec/writers_child.lua %s %s"):format(
+    shell_quote(SPK), shell_quote(dir), mode)
+  local p = io.popen(("timeout 120 sh -c %s 2>&1"):format(shell_quote(child)))
+  local out = p:read("a")
+  p:close()
+  local results = {}
+  for name, verdict, message in out:gmatch("([^\t\n]+)\t(%a+)\t([^\n]*)\n") do
+    results[#results + 1] = { name = name, verdict = verdict, message = message }
+  end
+  return results, out
+end
+
+-- The names in `dir` (recursively) that a writer's temporary file would have.
+local function temporaries(dir)
+  local p = io.popen(("find %s -name '*.spk-tmp-*' -o -name '*.tmp-*' -o -name '*.tmp.*'"):format(shell_quote(dir)))
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+describe("every writer", function()
+  local dir
+  before_each(function() dir = spec_tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. shell_quote(dir)) end)
+
+  it("keeps the previous file whole when the write fails part-way (a full disk), and leaves no temporary", function()
+    local results, out = run_child(dir, "full")
+    assert.are.equal(WRITERS, #results, out)
+    local targets = {}
+    for line in io.lines("tests/spec/writers_child.lua") do
+      local name, target = line:match('^  { "([^"]+)", "([^"]+)"')
+      if name then targets[name] = target end
+    end
+    for _, r in ipairs(results) do
+      assert.are.equal("error", r.verdict, r.name .. " wrote past the limit: " .. r.message)
+      assert.matches("File too large (the file is unchanged)", r.message, 1, true)
+      local target = targets[r.name]
+      if target and target:sub(1, 1) ~= "/" then
+        assert.are.equal("good", read_file(dir .. "/" .. target), r.name .. " changed its target")
+      end
+    end
+    assert.are.equal("", temporaries(dir))
+  end)
+
+  it("refuses a FIFO at the target at once, naming it, and leaves the FIFO", function()
+    local t0 = os.time()
+    local results, out = run_child(dir, "fifo")
+    assert.is_true(os.time() - t0 < 100, "a writer blocked on the FIFO")
+    assert.are.equal(WRITERS, #results, out)
+    for _, r in ipairs(results) do
+      assert.are.equal("error", r.verdict, r.name .. " wrote into the FIFO")
+      assert.matches("not a regular file (a FIFO); spk writes only regular files", r.message, 1, true)
+    end
+    local p = io.popen(("find %s -type p | wc -l"):format(shell_quote(dir)))
+    local fifos = tonumber(p:read("a"))
+    p:close()
+    assert.are.equal(WRITERS, fifos)
+    assert.are.equal("", temporaries(dir))
+  end)
+
+  it("goes through the one helper: no other code opens a file to write, or removes or renames one", function()
+    local offenders = {}
+    local p = io.popen("grep -rnE 'io\\.open\\([^)]*\"[wa]|io\\.output\\(|os\\.rename\\(' lua tools experiments " ..
+      "--include=*.lua; grep -rn 'os\\.remove(' lua --include=*.lua")
+    for line in p:lines() do offenders[#offenders + 1] = line end
+    p:close()
+    p = io.popen("grep -rnE 'fopen\\([^)]*\"[wa]|[^_a-z](remove|rename|unlink|creat)\\(|O_CREAT|O_TRUNC' src " ..
+      "--include=*.c | grep -v '^src/core/file\\.c:'")
+    for line in p:lines() do
+      -- the REPL's history is appended to, never replaced (O_APPEND, a file it made)
+      if not line:match("^src/cli/repl%.c:.*O_APPEND") then offenders[#offenders + 1] = line end
+    end
+    p:close()
+    assert.are.same({}, offenders)
+  end)
+end)
