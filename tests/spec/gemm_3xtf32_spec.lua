@@ -1,6 +1,7 @@
 -- math = "3xtf32" for spk.blas.gemm: split-TF32 products on the tensor cores
 -- (kernels/gemm_3xtf32.cu), held to FP32's accuracy against an f64 product
--- computed here, in every layout spk.blas.gemm takes.
+-- computed here, in every layout spk.blas.gemm takes; and its TMA form
+-- (kernels/gemm_3xtf32_tma.cu), B given split (spk.blas.split_tf32, b_lo).
 local spk = require "spk"
 
 -- f64 product of host tensors, row-major op(a) [m, k] · op(b) [k, n] (small shapes).
@@ -73,5 +74,111 @@ describe("gemm math 3xtf32", function()
       local truth = product_f64(a, w:select(1, d):contiguous(), false, true)
       assert.is_true(rel_err(host:select(1, d):contiguous(), truth) < 1e-6)
     end
+  end)
+
+  -- ---- B split beforehand: spk.blas.split_tf32 and the TMA form ----------------
+
+  local function u32(x) return (string.unpack("<I4", string.pack("<f", x))) end
+
+  it("splits x into two TF32 parts that sum to x, on the host", function()
+    local x = spk.randn({ 7, 33 }, { seed = 5 }) * 1e3
+    local hi, lo = spk.blas.split_tf32(x)
+    assert.are.same({ 7, 33 }, hi:shape())
+    local xs, hs, ls = x:tolist(), hi:tolist(), lo:tolist()
+    for i = 1, 7 do
+      for j = 1, 33 do
+        assert.are.equal(0, u32(hs[i][j]) & 0x1fff, "hi is TF32")
+        assert.are.equal(0, u32(ls[i][j]) & 0x1fff, "lo is TF32")
+        assert.is_true(math.abs(hs[i][j] + ls[i][j] - xs[i][j]) <= 2 ^ -22 * math.abs(xs[i][j]))
+        assert.is_true(math.abs(hs[i][j] - xs[i][j]) <= 2 ^ -11 * math.abs(xs[i][j]))
+      end
+    end
+    local odd = spk.tensor({ 1 / 0, -1 / 0, 0 / 0, 0 }, "f32")
+    local h, l = spk.blas.split_tf32(odd)
+    local hv, lv = h:tolist(), l:tolist()
+    assert.are.same({ 1 / 0, -1 / 0, 0, 0 }, { hv[1], hv[2], lv[1], lv[3] })
+    assert.is_true(hv[3] ~= hv[3], "a NaN stays in hi")
+    assert.has_error(function() spk.blas.split_tf32(x:to("f64")) end, "tf32 split: x must be an f32 tensor")
+    assert.has_error(function() spk.blas.split_tf32(x:transpose(1, 2)) end,
+      "tf32 split: x must be contiguous (use :contiguous())")
+  end)
+
+  it("checks b_lo against b without a GPU", function()
+    local a, b, c = spk.zeros({ 4, 8 }), spk.zeros({ 5, 8 }), spk.zeros({ 4, 5 })
+    local ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = spk.zeros({ 5, 4 }), c = c, transb = true })
+    assert.is_false(ok)
+    assert.matches("b_lo must have b's shape and strides", err)
+    ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = spk.zeros({ 5, 8 }, "f64"), c = c, transb = true })
+    assert.matches("b_lo must be f32 of b's rank", err)
+    ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = 3, c = c, transb = true })
+    assert.matches("gemm: b_lo must be a tensor, got number", err)
+  end)
+
+  gpu_it("splits on the device to the host's bits", function()
+    local x = spk.randn({ 3, 1000 }, { seed = 9 }) * 7
+    local hh, hl = spk.blas.split_tf32(x)
+    local dh, dl = spk.blas.split_tf32(x:cuda())
+    assert.bits_equal(hh, dh:cpu())
+    assert.bits_equal(hl, dl:cpu())
+  end)
+
+  gpu_it("runs B split beforehand (TMA form) to FP32's accuracy: edges of m, n and k, batches, alpha and beta", function()
+    local cases = {
+      { m = 37, n = 512, k = 60, count = 2 },         -- one row tile, k = 60: two k-tiles, the second past the end
+      { m = 300, n = 200, k = 256, count = 1 },       -- edge tiles in m and n
+      { m = 129, n = 136, k = 12, count = 2 },        -- k shorter than a k-step pair
+      { m = 515, n = 64, k = 36, count = 2, a_batched = true },
+      { m = 257, n = 160, k = 60, count = 2, alpha = 0.5, beta = 1 },
+    }
+    for i, cs in ipairs(cases) do
+      local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
+      local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
+      local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
+      local c0 = spk.randn(cshape, { seed = 20 + i })
+      local hi, lo = spk.blas.split_tf32(w:cuda())
+      local out = {}
+      for _, form in ipairs { "fp32", "tma", "tf32" } do
+        local c = c0:cuda()
+        spk.blas.gemm { a = a:cuda(), b = form == "tma" and hi or w:cuda(), b_lo = form == "tma" and lo or nil, c = c,
+          transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0, math = form == "tma" and "3xtf32" or form }
+        out[form] = c:cpu()
+      end
+      for z = 1, cs.count do
+        local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
+        local az = cs.a_batched and a:select(1, z):contiguous() or a
+        local truth = product_f64(az, pick(w), false, true)
+        if cs.alpha then truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta end
+        local e = {}
+        for form, t in pairs(out) do e[form] = rel_err(pick(t), truth) end
+        local what = ("case %d matrix %d: fp32 %.3g, tma %.3g, tf32 %.3g"):format(i, z, e.fp32, e.tma, e.tf32)
+        assert.is_true(e.tma <= 2 * e.fp32 + 1e-8, what)
+        assert.is_true(e.tf32 > 100 * e.tma, what)
+      end
+      -- the same bits on a second run
+      local c = c0:cuda()
+      spk.blas.gemm { a = a:cuda(), b = hi, b_lo = lo, c = c, transb = true, alpha = cs.alpha or 1,
+        beta = cs.beta or 0, math = "3xtf32" }
+      assert.bits_equal(out.tma, c:cpu())
+    end
+  end)
+
+  gpu_it("refuses, naming why, what the TMA form cannot read", function()
+    local w = spk.randn({ 8, 96 }, { seed = 2 }):cuda()
+    local hi, lo = spk.blas.split_tf32(w)
+    local function err(g)
+      local ok, e = pcall(spk.blas.gemm, g)
+      assert.is_false(ok)
+      return tostring(e)
+    end
+    local c = spk.cuda.zeros({ 16, 8 })
+    assert.matches("a must run along k with unit stride",
+      err { a = spk.randn({ 96, 16 }, { seed = 1 }):cuda(), transa = true, b = hi, b_lo = lo, c = c, transb = true,
+            math = "3xtf32" })
+    assert.matches('b_lo %(the small part of a split b%) needs math "3xtf32", got "fp32"',
+      err { a = spk.randn({ 16, 96 }, { seed = 1 }):cuda(), b = hi, b_lo = lo, c = c, transb = true })
+    local a61 = spk.randn({ 16, 61 }, { seed = 1 }):cuda()
+    local h61, l61 = spk.blas.split_tf32(spk.randn({ 8, 61 }, { seed = 3 }):cuda())
+    assert.matches("rows must be a multiple of 4 floats apart %(61%)",
+      err { a = a61, b = h61, b_lo = l61, c = c, transb = true, math = "3xtf32" })
   end)
 end)
