@@ -18,25 +18,32 @@
 
 /* Whether stack plans of math 3xtf32 keep their weights split and project
  * with this form by default (on compute capability 9.0; elsewhere, and when
- * false, the forms of src/cuda/gemm_3xtf32.c). $SPK_GEMM_3XTF32 overrides it
- * for a process: "tma" or "classic". */
-static const bool tma_form_by_default = false;
+ * false, the forms of src/cuda/gemm_3xtf32.c). On the H200 it was correct and
+ * faster than the classic form on every shape measured (docs/performance.md).
+ * $SPK_GEMM_3XTF32 overrides it for a process: "tma" or "classic". */
+static const bool tma_form_by_default = true;
+
+int spk_gemm_3xtf32_form_wanted(const char *env, bool *tma)
+{
+    *tma = tma_form_by_default;
+    if (!env || !*env)
+        return 0;
+    if (strcmp(env, "tma") == 0)
+        *tma = true;
+    else if (strcmp(env, "classic") == 0)
+        *tma = false;
+    else
+        return spk_fail("gemm 3xtf32: $SPK_GEMM_3XTF32 is \"%.64s\"; it takes \"tma\" (split weights, the TMA "
+                        "form) or \"classic\"",
+                        env);
+    return 0;
+}
 
 int spk_gemm_3xtf32_split_weights(bool *out)
 {
-    bool want = tma_form_by_default;
-    const char *env = getenv("SPK_GEMM_3XTF32");
-    if (env && *env) {
-        if (strcmp(env, "tma") == 0)
-            want = true;
-        else if (strcmp(env, "classic") == 0)
-            want = false;
-        else
-            return spk_fail("gemm 3xtf32: $SPK_GEMM_3XTF32 is \"%.64s\"; it takes \"tma\" (split weights, the TMA "
-                            "form) or \"classic\"",
-                            env);
-    }
-    bool wg = false;
+    bool want = false, wg = false;
+    if (spk_gemm_3xtf32_form_wanted(getenv("SPK_GEMM_3XTF32"), &want))
+        return -1;
     if (want && spk_gemm_3xtf32_device_has_wgmma(&wg))
         return -1;
     *out = want && wg;

@@ -6,6 +6,7 @@
 #ifndef SPK_CUDA_GEMM_3XTF32_TMA_H
 #define SPK_CUDA_GEMM_3XTF32_TMA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,13 @@ typedef struct spk_gemm_tma_c {
  * kernel's 32-bit ranges, a.k == b.k >= 1. */
 int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matrix *b, int64_t count,
                            const spk_gemm_tma_c *c, int sms, spk_gemm_tma_plan *out);
+
+/* Whether a process's stack plans of math 3xtf32 want this form (their
+ * weights split), given $SPK_GEMM_3XTF32's value `env` (NULL or "" when
+ * unset): "tma" yes, "classic" no, unset the build's default (yes); another
+ * value fails, naming it. The device's part of the choice (compute
+ * capability 9.0) is spk_gemm_3xtf32_split_weights's (cuda/runtime.h). */
+int spk_gemm_3xtf32_form_wanted(const char *env, bool *tma);
 
 /* hi[i] + lo[i] = x[i] on the host, as the device's split kernel computes it
  * (kernels/gemm_3xtf32_tma.cuh's spk_tf32_split_value). */

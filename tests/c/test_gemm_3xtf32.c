@@ -410,6 +410,22 @@ TEST(emulated_arithmetic_is_of_fp32_class)
     }
 }
 
+/* ---- which form a process's stack plans take ----------------------------- */
+
+TEST(form_choice_defaults_to_tma_and_names_a_bad_value)
+{
+    bool tma = false;
+    CHECK(spk_gemm_3xtf32_form_wanted(NULL, &tma) == 0 && tma); /* unset: the TMA form */
+    tma = false;
+    CHECK(spk_gemm_3xtf32_form_wanted("", &tma) == 0 && tma);
+    CHECK(spk_gemm_3xtf32_form_wanted("classic", &tma) == 0 && !tma);
+    CHECK(spk_gemm_3xtf32_form_wanted("tma", &tma) == 0 && tma);
+    CHECK(spk_gemm_3xtf32_form_wanted("TMA", &tma) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "$SPK_GEMM_3XTF32 is \"TMA\"; it takes \"tma\"");
+    CHECK(spk_gemm_3xtf32_form_wanted("fast", &tma) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "or \"classic\"");
+}
+
 /* ---- the compile: ptxas's figures ----------------------------------------- */
 
 static char tmp_root[256];
@@ -489,6 +505,7 @@ int main(void)
     RUN(tile_order_visits_every_tile_once);
     RUN(split_parts_are_tf32_and_sum_to_x);
     RUN(emulated_arithmetic_is_of_fp32_class);
+    RUN(form_choice_defaults_to_tma_and_names_a_bad_value);
     RUN(tma_form_compiles_without_spills_for_each_variant);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);

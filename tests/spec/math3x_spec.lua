@@ -76,8 +76,8 @@ describe("math 3xtf32", function()
   end)
 
   -- The TMA form (weights split when the plan is built) is chosen per process
-  -- by $SPK_GEMM_3XTF32 ("tma" or "classic", else the build's default): each
-  -- choice runs in a child of its own.
+  -- by $SPK_GEMM_3XTF32 ("tma" or "classic", else the build's default, the
+  -- TMA form on compute capability 9.0): each choice runs in a child of its own.
   local function child(env, script)
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
@@ -99,15 +99,18 @@ for _, backend in ipairs { "cluster", "persistent" } do
   local fp32 = spk.lstm.stack { layers = layers, batch = 37, steps = 50, backend = backend }
   local split = spk.lstm.stack { layers = layers, batch = 37, steps = 50, backend = backend, math = "3xtf32" }
   local y3 = split:forward(x)
+  if os.getenv("SPK_SPEC_OUT") then spk.save(os.getenv("SPK_SPEC_OUT") .. "-" .. backend .. ".npy", y3) end
   local e32, e3 = spk.compare(fp32:forward(x), truth), spk.compare(y3, truth)
   print(("%s %.6e %.6e %.6e %.6e %s"):format(backend, e32.rel_l2, e3.rel_l2, e32.max_abs, e3.max_abs,
     spk.compare(split:forward(x), y3).max_abs == 0 and "repeatable" or "differs"))
 end
 ]]
 
-  gpu_it("runs the stack's projections on the TMA form (SPK_GEMM_3XTF32=tma) within the FP32 rows' bounds", function()
-    for _, choice in ipairs { "tma", "classic" } do
-      local out = child("SPK_GEMM_3XTF32=" .. choice, STACK)
+  gpu_it("runs the stack's projections on either form within the FP32 rows' bounds, the TMA form by default", function()
+    local dir = spec_tmpdir()
+    for _, choice in ipairs { "tma", "classic", "default" } do
+      local env = choice == "default" and "env -u SPK_GEMM_3XTF32" or "SPK_GEMM_3XTF32=" .. choice
+      local out = child(("%s SPK_SPEC_OUT=%s"):format(env, shell_quote(dir .. "/" .. choice)), STACK)
       local n = 0
       for backend, e32, e3, a32, a3, rep in out:gmatch("(%a+) (%S+) (%S+) (%S+) (%S+) (%a+)") do
         n = n + 1
@@ -118,6 +121,13 @@ end
         assert.are.equal("repeatable", rep, what)
       end
       assert.are.equal(2, n, out)
+    end
+    -- compute capability 9.0: no variable is the TMA form, to the bit
+    if spk.cuda.device().cc == "9.0" then
+      for _, backend in ipairs { "cluster", "persistent" } do
+        local function y(choice) return spk.load(("%s/%s-%s.npy"):format(dir, choice, backend)) end
+        assert.bits_equal(y("tma"), y("default"), backend .. ": the default against SPK_GEMM_3XTF32=tma")
+      end
     end
   end)
 
