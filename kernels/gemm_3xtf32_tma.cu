@@ -27,7 +27,10 @@
 // k-tiles of 32) TMA fills zeros. C (i, j) of matrix z is
 // c[z*c_sb + i*c_sm + j*c_sn]; c_vec2: c_sn is 1 and pairs of columns are
 // 8-byte aligned (float2 stores). A matrix of a batch uses A's matrix z when
-// a_batched (else A's only one) and B's likewise.
+// a_batched (else A's only one) and B's likewise. map_c: C as [count][m][n]
+// (n unit stride) in boxes of 32 columns x 64 rows, through which the
+// SPK_TMA_STORE_C variant stores where c_tma (C suits such a map and beta is
+// 0: the host decides); elsewhere it is unused.
 //
 // Geometry (tiles, fragments, swizzle, descriptors, tile order) is in
 // kernels/gemm_3xtf32_tma.cuh, shared with the host and its C tests.
@@ -83,6 +86,30 @@ static __device__ __forceinline__ void spk_tma_load(unsigned dst, const spk_tma_
                  "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(k0), "r"(row0), "r"(z)
                  : "memory");
 }
+
+#if SPK_TMA_STORE_C
+// C's box at (col0, row0) of matrix z from shared memory at src (TMA's bulk
+// store, counted in this thread's bulk group).
+static __device__ __forceinline__ void spk_tma_store_box(const spk_tma_map *map, unsigned src, int col0, int row0,
+                                                         int z)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)),
+                 "r"(src), "r"(col0), "r"(row0), "r"(z)
+                 : "memory");
+}
+
+// The 128 threads of warpgroup wg meet (named barrier 1 + wg, as immediates
+// so that ptxas counts 3 barriers; the producer warp takes no part).
+static __device__ __forceinline__ void spk_tma_wg_sync(int wg)
+{
+    if (wg == 0)
+        asm volatile("bar.sync 1, 128;" ::: "memory");
+    else
+        asm volatile("bar.sync 2, 128;" ::: "memory");
+}
+
+#endif
 
 // d (+)= A · B for one k-step: A from registers (tf32 bits), B through its
 // shared-memory descriptor; scale_d 0 starts d from zero.
@@ -225,18 +252,55 @@ static __device__ __forceinline__ void spk_tma_store(const float (&acc)[64], flo
     }
 }
 
+#if SPK_TMA_STORE_C
+// A tile's C through shared memory and TMA (SPK_TMA_STORE_C): this
+// warpgroup's 64 x 128 half into its buffer (once the bulk store of its last
+// tile has read it), then one thread stores the four boxes and goes on: the
+// write runs under the next tile's products.
+static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64], const spk_tma_map *map_c,
+                                                           unsigned half, int row0, int col0, int z, int wg, int w,
+                                                           int lane, float alpha)
+{
+    const bool leader = w == 0 && lane == 0;
+    if (leader)
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    spk_tma_wg_sync(wg);
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+        const unsigned dst = half + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i));
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(dst), "f"(alpha * acc[i]), "f"(alpha * acc[i + 1])
+                     : "memory");
+    }
+    // the generic proxy's writes made visible to TMA's (the async proxy), then all of them done
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    spk_tma_wg_sync(wg);
+    if (leader) {
+#pragma unroll
+        for (int b = 0; b < SPK_TMA_BN / SPK_TMA_C_BOX_COLS; b++)
+            spk_tma_store_box(map_c, half + b * (SPK_TMA_C_HALF_BYTES / 4), col0 + b * SPK_TMA_C_BOX_COLS,
+                              row0 + SPK_TMA_WG_ROWS * wg, z);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
-                    const __grid_constant__ spk_tma_map map_b_lo, int m, int n, int k, int count, int a_batched,
-                    int b_batched, float *c, long long c_sm, long long c_sn, long long c_sb, float alpha,
-                    float beta, int c_vec2)
+                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
+                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
+                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
-    // The stages 1024-byte aligned (the swizzle's period), the barriers after them.
+    unsigned given;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
+    if (given < SPK_TMA_SMEM_BYTES)
+        asm volatile("trap;"); // a host that gives less than this variant's layout needs
+    // The stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
     const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
     const unsigned stages = (raw + 1023u) & ~1023u;
-    const unsigned bars = stages + SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES;
+    const unsigned c_buffer = stages + SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES;
+    const unsigned bars = c_buffer + SPK_TMA_C_BYTES;
     const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
@@ -301,9 +365,21 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
                 phase ^= 1;
             }
         }
+#if SPK_TMA_STORE_C
+        if (c_tma) {
+            spk_tma_store_async(acc, &map_c, c_buffer + wg * SPK_TMA_C_HALF_BYTES, rt * SPK_TMA_BM, ct * SPK_TMA_BN, z,
+                                wg, w, lane, alpha);
+            continue;
+        }
+#endif
         spk_tma_store(acc, c + (long long)z * c_sb, c_sm, c_sn, m, n, rt * SPK_TMA_BM, ct * SPK_TMA_BN, warp, lane,
                       alpha, beta, c_vec2);
     }
+#if SPK_TMA_STORE_C
+    // the last bulk stores complete before the block (and its shared memory) ends
+    if (c_tma && w == 0 && lane == 0)
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
 #else
     // wgmma and TMA in this form exist on sm_90a alone; the host launches this kernel nowhere else.
     asm volatile("trap;");

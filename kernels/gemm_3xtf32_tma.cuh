@@ -39,11 +39,32 @@
 #ifndef SPK_TMA_SMALL_FIRST
 #define SPK_TMA_SMALL_FIRST 1
 #endif
+/* How a tile's C leaves the block: 0 = each consumer thread's float2 stores
+ * to global memory, 1 = the accumulators into a shared-memory buffer (64 KB,
+ * each warpgroup's 64 x 128 half as four boxes of 32 columns with the
+ * 128-byte swizzle) that one thread of the warpgroup hands to TMA's bulk
+ * store, so the next tile's products start while C is written (where C
+ * suits a tensor map and beta is 0; else the stores of 0). 1 leaves room
+ * for 3 stages. */
+#ifndef SPK_TMA_STORE_C
+#define SPK_TMA_STORE_C 0
+#endif
+#define SPK_TMA_C_BOX_COLS 32
+#define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)
+#define SPK_TMA_C_BYTES (SPK_TMA_STORE_C ? 2 * SPK_TMA_C_HALF_BYTES : 0)
 /* Dynamic shared memory: the stages (1024-byte aligned, as the swizzle needs:
- * up to 1024 bytes are skipped to get there) and a full and an empty
- * mbarrier a stage. */
+ * up to 1024 bytes are skipped to get there), C's buffer (1024-byte aligned
+ * after them), and a full and an empty mbarrier a stage. */
 #define SPK_TMA_BARRIER_BYTES (2 * SPK_TMA_STAGES * 8)
-#define SPK_TMA_SMEM_BYTES (SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES + 1024 + SPK_TMA_BARRIER_BYTES)
+#define SPK_TMA_SMEM_BYTES (SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA_BARRIER_BYTES)
+/* What the host gives every launch: a block's opt-in maximum on compute
+ * capability 9.0, so a variant compiled from another kernel folder (more
+ * stages, C's buffer) runs with the same host; the kernel traps if it is
+ * given less than it needs. */
+#define SPK_TMA_SMEM_LIMIT 232448
+#if SPK_TMA_SMEM_BYTES > SPK_TMA_SMEM_LIMIT
+#error "gemm_3xtf32_tma: the stages and C's buffer exceed a block's 227 KB (SPK_TMA_STORE_C 1 takes 3 stages at most)"
+#endif
 
 /* Byte offset of element (r, c), c < 32, in a [rows][32] f32 tile as TMA
  * writes it with CU_TENSOR_MAP_SWIZZLE_128B into 1024-byte aligned shared
@@ -76,6 +97,14 @@ SPK_TMA_FN unsigned spk_tma_acc_row(unsigned warp, unsigned lane, unsigned i)
     return 16u * warp + (lane >> 2) + 8u * ((i >> 1) & 1u);
 }
 SPK_TMA_FN unsigned spk_tma_acc_col(unsigned lane, unsigned i) { return 8u * (i >> 2) + 2u * (lane & 3u) + (i & 1u); }
+
+/* Byte offset of element (r, c) (r < 64, c < 128) of a warpgroup's half of
+ * C's buffer, as TMA's bulk store reads it: box c / 32 (32 columns x 64
+ * rows, the 128-byte swizzle) at 8 KB (c / 32). */
+SPK_TMA_FN unsigned spk_tma_c_offset(unsigned r, unsigned c)
+{
+    return (c / SPK_TMA_C_BOX_COLS) * (SPK_TMA_WG_ROWS * 128u) + spk_tma_swizzled(r, c % SPK_TMA_C_BOX_COLS);
+}
 
 /* wgmma's shared-memory descriptor of a K-major B tile with the 128-byte
  * swizzle, starting at shared address `addr` (1024-byte aligned, plus 32

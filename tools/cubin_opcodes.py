@@ -2,8 +2,9 @@
 """The shape of a kernel's machine code without a disassembler (the build
 machine has none): counts of each opcode in a cubin's .text sections, and
 the order of the instructions that matter for a pipeline (HGMMA, the
-warpgroup fences and waits, mbarrier waits and arrives, TMA loads, shared
-loads, FADD, global stores, branches).
+warpgroup fences and waits, mbarrier waits and arrives, TMA loads and
+stores with their bulk groups' commits and waits, shared loads and stores,
+FADD, global stores, named barriers, branches).
 
     python3 tools/cubin_opcodes.py KERNEL.cubin [--sequence]
     python3 tools/cubin_opcodes.py --calibrate      (needs nvcc: re-derives the table)
@@ -22,8 +23,10 @@ import sys
 import tempfile
 
 NAMES = {0xdf0: "HGMMA", 0x9c5: "WARPGROUP", 0x5a7: "SYNCS.TRYWAIT", 0x9a7: "SYNCS.ARRIVE", 0x5b4: "UTMALDG",
-         0x986: "STG", 0x984: "LDS", 0x221: "FADD", 0x947: "BRA", 0x94d: "EXIT", 0xb1d: "BAR", 0x918: "NOP"}
-SEQUENCE = ("HGMMA", "WARPGROUP", "SYNCS.TRYWAIT", "SYNCS.ARRIVE", "UTMALDG", "LDS", "FADD", "STG", "BAR", "EXIT")
+         0x986: "STG", 0x984: "LDS", 0x221: "FADD", 0x947: "BRA", 0x94d: "EXIT", 0xb1d: "BAR", 0x918: "NOP",
+         0x3b5: "UTMASTG", 0x988: "STS", 0x388: "STS", 0x9b7: "UTMACMDFLUSH", 0x91a: "DEPBAR"}
+SEQUENCE = ("HGMMA", "WARPGROUP", "SYNCS.TRYWAIT", "SYNCS.ARRIVE", "UTMALDG", "LDS", "FADD", "STG", "BAR", "STS",
+            "UTMASTG", "UTMACMDFLUSH", "DEPBAR", "EXIT")
 
 
 def text_sections(path):
@@ -81,6 +84,18 @@ extern "C" __global__ void k(const __grid_constant__ M map, float *out, unsigned
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar + 8 * j) : "memory");
 #elif WHAT == 5
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\nwgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a0), "r"(a0 + 1), "r"(a0 + 2), "r"(a0 + 3), "l"(desc + 2 * j), "r"(j));
+#elif WHAT == 6
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" :: "l"((unsigned long long)&map), "r"(dst + 8192 * j), "r"(c0 + 32 * j), "r"(j), "r"(0) : "memory");
+#elif WHAT == 7
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(dst + 136 * j), "f"(d[0] + j), "f"(d[1]) : "memory");
+#elif WHAT == 11
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(dst + 8 * threadIdx.x + 136 * j), "f"(d[0] + j), "f"(d[1]) : "memory");
+#elif WHAT == 8
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#elif WHAT == 9
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#elif WHAT == 10
+    asm volatile("bar.sync 1, 128;" ::: "memory");
 #endif
   }
   for (int i = 0; i < 4; i++) out[64 + i] = d[i];
@@ -89,7 +104,9 @@ extern "C" __global__ void k(const __grid_constant__ M map, float *out, unsigned
 
 
 def calibrate():
-    what = {1: "WARPGROUP (wgmma.fence)", 2: "SYNCS.TRYWAIT", 3: "UTMALDG", 4: "SYNCS.ARRIVE", 5: "HGMMA"}
+    what = {1: "WARPGROUP (wgmma.fence)", 2: "SYNCS.TRYWAIT", 3: "UTMALDG", 4: "SYNCS.ARRIVE", 5: "HGMMA",
+            6: "UTMASTG", 7: "STS", 8: "UTMACMDFLUSH (bulk commit)", 9: "DEPBAR (bulk wait)", 10: "BAR (bar.sync)",
+            11: "STS (address in a thread's register)"}
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "cal.cu")
         open(src, "w").write(CALIBRATION)

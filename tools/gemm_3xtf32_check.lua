@@ -6,6 +6,7 @@
 --
 --   build/spk run tools/gemm_3xtf32_check.lua [--shapes targets,batches,odd,layouts] [--rounds 5]
 --                                             [--forms tma,classic,fp32,tf32]
+--                                             [--tma-define NAME=VALUE,...]
 --
 -- Shapes (gates[d] = x · W[d]ᵀ for both directions in one batched call, x
 -- [M, K] ~ N(0, 1), W [2, 512, K] ~ U(±1/sqrt(128)); c [2, M, 512]):
@@ -26,18 +27,34 @@
 -- for TF32) and the whole output is within 1e-6 relative L2 of cuBLAS FP32
 -- (the FP32-class forms); else "FAIL" and the first element out of bound,
 -- or the whole output's worst one. The TMA form's variant (its slice, order,
--- stages) is read from the kernel folder in use ($SPK_KERNEL_DIR).
+-- stages, how C is stored) is read from the kernel folder in use
+-- ($SPK_KERNEL_DIR); --tma-define runs a variant: the tool copies that
+-- folder to a temporary one with the tunables of kernels/gemm_3xtf32_tma.cuh
+-- set as given (SPK_TMA_SLICE_STEPS, SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES,
+-- SPK_TMA_STORE_C; e.g. SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3) and compiles
+-- from it.
 -- The last line: "gemm check: N rows, N ok, N FAIL".
 local spk = require "spk"
 
 local USAGE = [[
-usage: spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] [--help]
-  --shapes  targets, batches, odd, layouts (default all four)
-  --rounds  timed CUDA-graph replays a row (default 5)
-  --forms   tma, classic, fp32, tf32 (default all four)]]
+usage: spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST]
+                                           [--tma-define NAME=VALUE,...] [--help]
+  --shapes      targets, batches, odd, layouts (default all four)
+  --rounds      timed CUDA-graph replays a row (default 5)
+  --forms       tma, classic, fp32, tf32 (default all four)
+  --tma-define  the TMA form's variant: tunables of gemm_3xtf32_tma.cuh set
+                in a copy of the kernel folder (SPK_TMA_SLICE_STEPS,
+                SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES, SPK_TMA_STORE_C)]]
+
+local TUNABLES = { SPK_TMA_SLICE_STEPS = true, SPK_TMA_SMALL_FIRST = true, SPK_TMA_STAGES = true,
+                   SPK_TMA_STORE_C = true }
 
 local opts = { shapes = { targets = true, batches = true, odd = true, layouts = true }, rounds = 5,
-               forms = { "tma", "classic", "fp32", "tf32" } }
+               forms = { "tma", "classic", "fp32", "tf32" }, defines = {} }
+local function usage_error(message)
+  io.stderr:write("gemm_3xtf32_check: ", message, "\n", USAGE, "\n")
+  os.exit(2)
+end
 do
   local i = 1
   while i <= #arg do
@@ -52,7 +69,15 @@ do
       opts.forms = {}
       for s in v:gmatch("[^,]+") do opts.forms[#opts.forms + 1] = s end
       i = i + 1
-    else io.stderr:write("gemm_3xtf32_check: unknown argument '", a, "'\n", USAGE, "\n") os.exit(2) end
+    elseif a == "--tma-define" and v then
+      for item in v:gmatch("[^,]+") do
+        local name, value = item:match("^([%w_]+)=(%d+)$")
+        if not name then usage_error(("--tma-define: '%s' is not NAME=INTEGER"):format(item)) end
+        if not TUNABLES[name] then usage_error(("--tma-define: '%s' is no tunable of gemm_3xtf32_tma.cuh"):format(name)) end
+        opts.defines[#opts.defines + 1] = { name = name, value = value }
+      end
+      i = i + 1
+    else usage_error(("unknown argument '%s'"):format(a)) end
     i = i + 1
   end
 end
@@ -60,6 +85,36 @@ end
 if not spk.cuda.available() then
   io.stderr:write("gemm_3xtf32_check: needs a CUDA device\n")
   os.exit(3)
+end
+
+-- A variant: the kernel folder copied with the header's tunables set, used
+-- for every compile of this run (removed at the end).
+local variant_dir
+if #opts.defines > 0 then
+  local src = spk.cuda.kernel_dir()
+  local p = assert(io.popen("mktemp -d \"${TMPDIR:-/tmp}/spk-gemm-variant-XXXXXX\""))
+  variant_dir = p:read("l")
+  p:close()
+  assert(variant_dir and variant_dir ~= "", "gemm_3xtf32_check: mktemp -d failed")
+  for _, name in ipairs(spk.cuda.kernel_files(src)) do
+    local f = assert(io.open(src .. "/" .. name, "rb"))
+    local text = f:read("a")
+    f:close()
+    if name == "gemm_3xtf32_tma.cuh" then
+      for _, d in ipairs(opts.defines) do
+        local n
+        text, n = text:gsub("\n#define " .. d.name .. " [^\n]*", "\n#define " .. d.name .. " " .. d.value)
+        if n ~= 1 then
+          io.stderr:write(("gemm_3xtf32_check: %s/%s defines %s %d times, not once\n"):format(src, name, d.name, n))
+          os.exit(2)
+        end
+      end
+    end
+    local out = assert(io.open(variant_dir .. "/" .. name, "wb"))
+    out:write(text)
+    out:close()
+  end
+  assert(spk.cuda.set_kernel_dir(variant_dir), "gemm_3xtf32_check: cannot use " .. variant_dir)
 end
 
 local dev = spk.cuda.device()
@@ -74,8 +129,11 @@ local function tma_variant()
   local text = f and f:read("a") or ""
   if f then f:close() end
   local function value(name) return text:match("#define " .. name .. " (%d+)") or "?" end
-  return ("slice %s, small first %s, stages %s (%s)"):format(value("SPK_TMA_SLICE_STEPS"),
-    value("SPK_TMA_SMALL_FIRST"), value("SPK_TMA_STAGES"), dir)
+  local set = {}
+  for _, d in ipairs(opts.defines) do set[#set + 1] = d.name .. "=" .. d.value end
+  return ("slice %s, small first %s, stages %s, C by TMA's store %s (%s)"):format(value("SPK_TMA_SLICE_STEPS"),
+    value("SPK_TMA_SMALL_FIRST"), value("SPK_TMA_STAGES"), value("SPK_TMA_STORE_C"),
+    variant_dir and "kernels copied with " .. table.concat(set, ",") or dir)
 end
 print(("gemm_3xtf32_check: %s, %d SMs at %.0f MHz; TMA form: %s"):format(dev.name, sms, clock_hz / 1e6,
   tma_variant()))
@@ -335,3 +393,4 @@ for _, t in ipairs(targets) do
   end
 end
 print(("gemm check: %d rows, %d ok, %d FAIL"):format(tally.rows, tally.ok, tally.fail))
+if variant_dir then os.execute("rm -rf '" .. variant_dir .. "'") end

@@ -43,7 +43,7 @@ static const struct {
 } forms[SPK_GEMM_3XTF32_FORMS] = {
     [SPK_GEMM_3XTF32_MMA] = {"gemm_3xtf32.cu", "spk_gemm_3xtf32", NULL, SPK_GEMM_SMEM_BYTES},
     [SPK_GEMM_3XTF32_WGMMA] = {"gemm_3xtf32_wgmma.cu", "spk_gemm_3xtf32_wgmma", "sm_90a", SPK_WG_SMEM_BYTES},
-    [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_BYTES},
+    [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
     [SPK_GEMM_3XTF32_SPLIT] = {"gemm_3xtf32.cu", "spk_tf32_split", NULL, 0},
 };
 

@@ -84,6 +84,30 @@ static int map_of(const spk_gemm_tma_matrix *x, const char *name, int64_t count,
     return 0;
 }
 
+/* C's map for TMA's bulk store (the SPK_TMA_STORE_C variant), where C suits
+ * one: columns with unit stride, a 16-byte aligned start, rows (and matrices
+ * of a batch) multiples of 16 bytes apart and under 2^40, rows no closer
+ * than n columns, and beta 0. Else c_tma stays 0 and the kernel stores
+ * directly. */
+static void c_map_of(const spk_gemm_tma_c *c, int64_t m, int64_t n, int64_t count, spk_gemm_tma_plan *out)
+{
+    const uint64_t stride_limit = 1ull << 40;
+    const bool batched = count > 1;
+    if (c->beta != 0.0f || c->c_sn != 1 || c->address % 16 != 0 || c->c_sm % 4 != 0 || c->c_sm < n ||
+        (batched && (c->c_sb % 4 != 0 || c->c_sb < c->c_sm * m)) || m > INT32_MAX || n > INT32_MAX)
+        return;
+    const uint64_t row_bytes = 4 * (uint64_t)c->c_sm;
+    uint64_t matrix_bytes = batched ? 4 * (uint64_t)c->c_sb : row_bytes * (uint64_t)m;
+    if (row_bytes >= stride_limit || (batched && matrix_bytes >= stride_limit))
+        return;
+    if (matrix_bytes >= stride_limit)
+        matrix_bytes = row_bytes; /* one matrix: a dimension of size 1 takes any stride */
+    out->c = (spk_gemm_tma_map){.dims = {(uint64_t)n, (uint64_t)m, batched ? (uint64_t)count : 1},
+                                .strides = {row_bytes, matrix_bytes},
+                                .box = {SPK_TMA_C_BOX_COLS, SPK_TMA_WG_ROWS, 1}};
+    out->c_tma = 1;
+}
+
 int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matrix *b, int64_t count,
                            const spk_gemm_tma_c *c, int sms, spk_gemm_tma_plan *out)
 {
@@ -102,8 +126,9 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->tiles = out->row_tiles * out->col_tiles * count;
     out->grid = out->tiles < sms ? (unsigned)out->tiles : (unsigned)sms;
     out->threads = SPK_TMA_THREADS;
-    out->smem = SPK_TMA_SMEM_BYTES;
+    out->smem = SPK_TMA_SMEM_LIMIT;
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
+    c_map_of(c, a->rows, b->rows, count, out);
     return 0;
 }
 
@@ -163,7 +188,8 @@ static int plan_of(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int6
     if (b_lo.address % 16 != 0)
         return spk_fail("gemm 3xtf32 (TMA form): b_lo must start 16-byte aligned");
     spk_gemm_strides cs = spk_gemm_matrix_strides(g->c, false);
-    spk_gemm_tma_c c = {.address = (uintptr_t)spk_tensor_data(g->c), .c_sm = cs.s0, .c_sn = cs.s1, .c_sb = cs.batch};
+    spk_gemm_tma_c c = {.address = (uintptr_t)spk_tensor_data(g->c), .c_sm = cs.s0, .c_sn = cs.s1, .c_sb = cs.batch,
+                        .beta = g->beta};
     return spk_gemm_tma_plan_make(&a, &b, count, &c, sms, p);
 }
 
@@ -231,10 +257,12 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
     return 0;
 }
 
-/* The kernel's parameters: three tensor maps, then the scalars and C. */
-#define TMA_PARAMS 16
-static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap), 4,
-                                                   4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8, 4, 4, 4};
+/* The kernel's parameters: four tensor maps (A, B's parts, C), then the
+ * scalars and C. */
+#define TMA_PARAMS 18
+static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
+                                                   sizeof(CUtensorMap), 4, 4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8,
+                                                   4, 4, 4, 4};
 
 int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s)
 {
@@ -249,11 +277,12 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
     spk_gemm_tma_plan p;
     if (sms_of_current_device(&sms) || plan_of(g, m, n, k, count, sms, &p))
         return -1;
-    CUtensorMap maps[3];
-    const spk_gemm_tma_map *params[3] = {&p.a, &p.b, &p.b};
-    const spk_tensor *tensors[3] = {g->a, g->b, g->b_lo};
-    const char *names[3] = {"a", "b", "b_lo"};
-    for (int i = 0; i < 3; i++)
+    CUtensorMap maps[4];
+    memset(&maps[3], 0, sizeof maps[3]); /* C's, where it has none: never read */
+    const spk_gemm_tma_map *params[4] = {&p.a, &p.b, &p.b, &p.c};
+    const spk_tensor *tensors[4] = {g->a, g->b, g->b_lo, g->c};
+    const char *names[4] = {"a", "b", "b_lo", "c"};
+    for (int i = 0; i < (p.c_tma ? 4 : 3); i++)
         if (encode(&maps[i], params[i], spk_tensor_data(tensors[i]), names[i]))
             return -1;
     spk_kernel *kernel = spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA);
@@ -271,8 +300,8 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
     spk_gemm_strides cs = spk_gemm_matrix_strides(g->c, false);
     long long c_sm = cs.s0, c_sn = cs.s1, c_sb = cs.batch;
     float alpha = g->alpha, beta = g->beta;
-    void *args[TMA_PARAMS] = {&maps[0], &maps[1], &maps[2], &m32, &n32, &k32, &count32, &p.a_batched, &p.b_batched,
-                              &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2};
+    void *args[TMA_PARAMS] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32, &p.a_batched,
+                              &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2, &p.c_tma};
     spk_storage *uses[] = {g->a->storage, g->b->storage, g->b_lo->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
                              .uses = uses, .nuses = 4};

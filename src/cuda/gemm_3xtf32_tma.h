@@ -21,9 +21,9 @@ typedef struct spk_gemm_tma_matrix {
 } spk_gemm_tma_matrix;
 
 /* A tensor map's parameters (cuTensorMapEncodeTiled, f32, rank 3, 128-byte
- * swizzle, zeros out of range): sizes innermost first (k, rows, matrices),
- * strides in bytes (between rows, between matrices), the box (32 k x 128
- * rows x 1 matrix). */
+ * swizzle, zeros out of range): sizes innermost first (k, rows, matrices;
+ * C's: columns, rows, matrices), strides in bytes (between rows, between
+ * matrices), the box (32 k x 128 rows x 1 matrix; C's 32 columns x 64 rows). */
 typedef struct spk_gemm_tma_map {
     uint64_t dims[3];
     uint64_t strides[2];
@@ -35,16 +35,21 @@ typedef struct spk_gemm_tma_plan {
     int64_t row_tiles, col_tiles, k_tiles, tiles; /* tiles = row_tiles * col_tiles * count */
     unsigned grid;                                /* persistent blocks: min(tiles, SMs) */
     unsigned threads;
-    size_t smem;
-    spk_gemm_tma_map a, b;  /* b: the map of b's hi and of b's lo (same layout) */
+    size_t smem;              /* SPK_TMA_SMEM_LIMIT: whatever the kernel's variant lays out */
+    spk_gemm_tma_map a, b;    /* b: the map of b's hi and of b's lo (same layout) */
     int a_batched, b_batched; /* the operand holds a matrix per matrix of the batch */
-    int c_vec2;             /* C's column pairs are contiguous and 8-byte aligned */
+    int c_vec2;               /* C's column pairs are contiguous and 8-byte aligned */
+    int c_tma;                /* C suits a tensor map and beta is 0: map c is set, the
+                                 SPK_TMA_STORE_C variant stores through it */
+    spk_gemm_tma_map c;
 } spk_gemm_tma_plan;
 
-/* C (i, j) of matrix z at c_address + 4 (z c_sb + i c_sm + j c_sn). */
+/* C (i, j) of matrix z at c_address + 4 (z c_sb + i c_sm + j c_sn); beta,
+ * the old C's factor (TMA's store only overwrites: 0 alone suits it). */
 typedef struct spk_gemm_tma_c {
     uintptr_t address;
     int64_t c_sm, c_sn, c_sb;
+    float beta;
 } spk_gemm_tma_c;
 
 /* The plan of C[z] = op(A[z]) op(B[z]) for z < count on a device of `sms`

@@ -61,13 +61,19 @@ TEST(plan_of_the_projections)
     CHECK(p.row_tiles == 1178 && p.col_tiles == 4 && p.k_tiles == 8);
     CHECK(p.tiles == 1178 * 4 * 2);
     CHECK(p.grid == 132 && p.threads == 288);
-    CHECK(p.smem == SPK_TMA_SMEM_BYTES && p.smem <= 232448); /* an H100/H200 block's opt-in maximum */
+    /* every launch an H100/H200 block's opt-in maximum, which this build's layout fits */
+    CHECK(p.smem == SPK_TMA_SMEM_LIMIT && p.smem == 232448 && SPK_TMA_SMEM_BYTES <= p.smem);
     CHECK(p.a.dims[0] == 256 && p.a.dims[1] == 150784 && p.a.dims[2] == 1 && !p.a_batched);
     CHECK(p.a.strides[0] == 1024 && p.a.strides[1] == 1024ull * 150784);
     CHECK(p.b.dims[0] == 256 && p.b.dims[1] == 512 && p.b.dims[2] == 2 && p.b_batched);
     CHECK(p.b.strides[0] == 1024 && p.b.strides[1] == 512ull * 1024);
     CHECK(p.a.box[0] == 32 && p.a.box[1] == 128 && p.a.box[2] == 1 && p.b.box[1] == 128);
     CHECK(p.c_vec2 == 1);
+    /* C [2, M, 512] suits TMA's store: columns, rows, both matrices; boxes of 32 columns x 64 rows */
+    CHECK(p.c_tma == 1);
+    CHECK(p.c.dims[0] == 512 && p.c.dims[1] == 150784 && p.c.dims[2] == 2);
+    CHECK(p.c.strides[0] == 2048 && p.c.strides[1] == 2048ull * 150784);
+    CHECK(p.c.box[0] == SPK_TMA_C_BOX_COLS && p.c.box[0] * 4 == 128 && p.c.box[1] == 64 && p.c.box[2] == 1);
     /* The first layer: k = 60 is two k-tiles, the second one 28 past the end (TMA's zeros). */
     p = projection_plan(150784, 60, &rc);
     CHECK(rc == 0 && p.k_tiles == 2 && p.a.strides[0] == 240 && p.a.dims[0] == 60);
@@ -120,6 +126,37 @@ TEST(plan_refuses_what_the_form_cannot_read)
     CHECK(spk_gemm_tma_plan_make(&a, &b, 1, &odd, 132, &p) == 0 && p.c_vec2 == 0);
     odd = c, odd.address += 4;
     CHECK(spk_gemm_tma_plan_make(&a, &b, 1, &odd, 132, &p) == 0 && p.c_vec2 == 0);
+    /* C through TMA's store only where a tensor map takes it and nothing of the old C is kept */
+    CHECK(spk_gemm_tma_plan_make(&a, &b, 1, &c, 132, &p) == 0 && p.c_tma == 1);
+    CHECK(p.c.dims[0] == 200 && p.c.dims[1] == 300 && p.c.dims[2] == 1 && p.c.strides[0] == 800);
+    const struct {
+        int64_t c_sm, c_sn, c_sb;
+        uintptr_t address;
+        float beta;
+        const char *why;
+    } no_map[] = {
+        {200, 1, 0, 0x40000, 1.0f, "beta 1: TMA's store would lose the old C"},
+        {202, 1, 0, 0x40000, 0.0f, "rows 808 bytes apart: not a multiple of 16"},
+        {1, 300, 0, 0x40000, 0.0f, "C transposed: columns not unit stride"},
+        {200, 1, 0, 0x40008, 0.0f, "start 8-byte aligned"},
+        {100, 1, 0, 0x40000, 0.0f, "rows closer than n columns"},
+    };
+    for (size_t i = 0; i < sizeof no_map / sizeof *no_map; i++) {
+        spk_gemm_tma_c x = {.address = no_map[i].address, .c_sm = no_map[i].c_sm, .c_sn = no_map[i].c_sn,
+                            .c_sb = no_map[i].c_sb, .beta = no_map[i].beta};
+        CHECK(spk_gemm_tma_plan_make(&a, &b, 1, &x, 132, &p) == 0);
+        if (p.c_tma)
+            fprintf(stderr, "  C with %s takes TMA's store\n", no_map[i].why);
+        CHECK(p.c_tma == 0);
+    }
+    /* a batch whose matrices are 6 floats past the packed size apart: not 16-byte multiples */
+    spk_gemm_tma_matrix bb = b;
+    bb.matrix_stride = 200 * 64;
+    spk_gemm_tma_c cb = {.address = 0x40000, .c_sm = 200, .c_sn = 1, .c_sb = 300 * 200 + 6};
+    CHECK(spk_gemm_tma_plan_make(&a, &bb, 2, &cb, 132, &p) == 0 && p.c_tma == 0);
+    cb.c_sb = 300 * 200;
+    CHECK(spk_gemm_tma_plan_make(&a, &bb, 2, &cb, 132, &p) == 0 && p.c_tma == 1 && p.c.dims[2] == 2 &&
+          p.c.strides[1] == 4ull * 300 * 200);
 }
 
 /* ---- the kernel's index functions against models of TMA and wgmma -------- */
@@ -253,6 +290,56 @@ TEST(accumulators_cover_the_tile_once)
         for (int c = 0; c < 128; c++)
             once += seen[r][c] == 1;
     CHECK(once == 128 * 128);
+}
+
+/* What TMA's bulk store reads for a box of C (32 columns x 64 rows, the
+ * 128-byte swizzle) from a 1024-byte aligned buffer: element (r, c) at
+ * 128 r + 16 ((c / 4) ^ (r % 8)) + 4 (c % 4), written independently of
+ * spk_tma_swizzled; box b of a warpgroup's half 8 KB further per box. */
+static unsigned tma_store_reads(unsigned box, unsigned r, unsigned c)
+{
+    return box * 64 * 128 + 128 * r + 16 * ((c / 4) ^ (r % 8)) + 4 * (c % 4);
+}
+
+TEST(c_buffer_is_what_tma_stores_read)
+{
+    /* Every accumulator of a warpgroup to its own 4-byte word of the half's
+     * 32 KB, the one the store reads for its row and column; per float2
+     * store of a warp, each half-warp (16 lanes, 128 bytes) within two
+     * wavefronts of the 32 banks. */
+    static int owner[SPK_TMA_C_HALF_BYTES / 4];
+    memset(owner, 0, sizeof owner);
+    int wrong = 0, worst = 0;
+    for (unsigned w = 0; w < 4; w++)
+        for (unsigned i = 0; i < 64; i += 2) {
+            for (unsigned half_warp = 0; half_warp < 2; half_warp++) {
+                int words[32] = {0};
+                for (unsigned lane = 16 * half_warp; lane < 16 * half_warp + 16; lane++)
+                    for (unsigned e = 0; e < 2; e++) {
+                        unsigned r = spk_tma_acc_row(w, lane, i + e), c = spk_tma_acc_col(lane, i + e);
+                        unsigned off = spk_tma_c_offset(r, c);
+                        if (e == 1 && off != spk_tma_c_offset(r, c - 1) + 4)
+                            wrong++; /* the pair is one 8-byte store */
+                        if (off != tma_store_reads(c / 32, r, c % 32) && wrong++ < 3)
+                            fprintf(stderr, "  warp %u lane %u value %u: at %u, TMA reads (%u, %u) at %u\n", w, lane,
+                                    i + e, off, r, c, tma_store_reads(c / 32, r, c % 32));
+                        if (off < sizeof owner)
+                            owner[off / 4]++;
+                        words[(off / 4) % 32]++;
+                    }
+                for (int b = 0; b < 32; b++)
+                    worst = words[b] > worst ? words[b] : worst;
+            }
+        }
+    CHECK(wrong == 0);
+    int once = 0;
+    for (size_t x = 0; x < sizeof owner / sizeof *owner; x++)
+        once += owner[x] == 1;
+    CHECK(once == SPK_TMA_C_HALF_BYTES / 4);
+    /* The accumulators' layout puts rows r and r ^ 1 of a half-warp on the
+     * same banks after the swizzle: two wavefronts, not one (1,024 of the
+     * shared memory's cycles a tile for both halves). */
+    CHECK(worst == 2);
 }
 
 TEST(tile_order_visits_every_tile_once)
@@ -472,18 +559,21 @@ TEST(tma_form_compiles_without_spills_for_each_variant)
     spk_cache_reset();
     /* The default, and the variants tools/gemm_3xtf32_check.lua times (a
      * slice of 4 k-steps holds 32 A registers across 12 wgmmas: it spills at
-     * the 168 registers 9 warps leave a thread, so it is no variant). */
-    const char *variants[][3] = {{NULL, NULL, NULL}, {"1", "1", "4"}, {"2", "0", "4"}, {"2", "1", "3"}};
+     * the 168 registers 9 warps leave a thread, so it is no variant); C
+     * through TMA's store with 3 stages (4 do not fit beside its buffer). */
+    const char *variants[][4] = {{NULL, NULL, NULL, NULL}, {"1", "1", "4", "0"}, {"2", "0", "4", "0"},
+                                 {"2", "1", "3", "0"},     {"2", "1", "3", "1"}, {"1", "1", "3", "1"}};
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
-        spk_define d[3] = {{"SPK_TMA_SLICE_STEPS", variants[i][0]}, {"SPK_TMA_SMALL_FIRST", variants[i][1]},
-                           {"SPK_TMA_STAGES", variants[i][2]}};
+        spk_define d[4] = {{"SPK_TMA_SLICE_STEPS", variants[i][0]}, {"SPK_TMA_SMALL_FIRST", variants[i][1]},
+                           {"SPK_TMA_STAGES", variants[i][2]}, {"SPK_TMA_STORE_C", variants[i][3]}};
         int regs = 0;
         char line[256] = "";
-        bool ok = compile_report(d, variants[i][0] ? 3 : 0, &regs, line, sizeof line);
+        bool ok = compile_report(d, variants[i][0] ? 4 : 0, &regs, line, sizeof line);
         CHECK(ok);
         if (check_verbose())
-            printf("  slice %s, small first %s, stages %s: %d registers; %s\n", variants[i][0] ? variants[i][0] : "2",
-                   variants[i][1] ? variants[i][1] : "1", variants[i][2] ? variants[i][2] : "4", regs, line);
+            printf("  slice %s, small first %s, stages %s, C by TMA %s: %d registers; %s\n",
+                   variants[i][0] ? variants[i][0] : "2", variants[i][1] ? variants[i][1] : "1",
+                   variants[i][2] ? variants[i][2] : "4", variants[i][3] ? variants[i][3] : "0", regs, line);
         CHECK(strstr(line, " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != NULL);
         /* one block an SM: 9 warps, 3 on one SM sub-partition's 16K registers */
         CHECK(regs > 0 && regs <= 168);
@@ -502,6 +592,7 @@ int main(void)
     RUN(a_fragments_read_the_box_tma_wrote);
     RUN(b_descriptors_read_the_box_tma_wrote);
     RUN(accumulators_cover_the_tile_once);
+    RUN(c_buffer_is_what_tma_stores_read);
     RUN(tile_order_visits_every_tile_once);
     RUN(split_parts_are_tf32_and_sum_to_x);
     RUN(emulated_arithmetic_is_of_fp32_class);
