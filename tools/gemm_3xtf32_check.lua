@@ -32,19 +32,21 @@
 -- folder to a temporary one with the tunables of kernels/gemm_3xtf32_tma.cuh
 -- set as given (SPK_TMA_SLICE_STEPS, SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES,
 -- SPK_TMA_STORE_C; e.g. SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3) and compiles
--- from it.
+-- from it; with --write-variant DIR it writes that folder to DIR and exits
+-- (no device needed), for other commands to use as $SPK_KERNEL_DIR.
 -- The last line: "gemm check: N rows, N ok, N FAIL".
 local spk = require "spk"
 
-local USAGE = [[
+local USAGE = [==[
 usage: spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST]
-                                           [--tma-define NAME=VALUE,...] [--help]
-  --shapes      targets, batches, odd, layouts (default all four)
-  --rounds      timed CUDA-graph replays a row (default 5)
-  --forms       tma, classic, fp32, tf32 (default all four)
-  --tma-define  the TMA form's variant: tunables of gemm_3xtf32_tma.cuh set
-                in a copy of the kernel folder (SPK_TMA_SLICE_STEPS,
-                SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES, SPK_TMA_STORE_C)]]
+                                           [--tma-define NAME=VALUE,... [--write-variant DIR]] [--help]
+  --shapes         targets, batches, odd, layouts (default all four)
+  --rounds         timed CUDA-graph replays a row (default 5)
+  --forms          tma, classic, fp32, tf32 (default all four)
+  --tma-define     the TMA form's variant: tunables of gemm_3xtf32_tma.cuh set
+                   in a copy of the kernel folder (SPK_TMA_SLICE_STEPS,
+                   SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES, SPK_TMA_STORE_C)
+  --write-variant  write that kernel folder to DIR (a new folder) and exit]==]
 
 local TUNABLES = { SPK_TMA_SLICE_STEPS = true, SPK_TMA_SMALL_FIRST = true, SPK_TMA_STAGES = true,
                    SPK_TMA_STORE_C = true }
@@ -77,25 +79,22 @@ do
         opts.defines[#opts.defines + 1] = { name = name, value = value }
       end
       i = i + 1
+    elseif a == "--write-variant" and v then opts.write_variant = v; i = i + 1
     else usage_error(("unknown argument '%s'"):format(a)) end
     i = i + 1
   end
 end
 
-if not spk.cuda.available() then
-  io.stderr:write("gemm_3xtf32_check: needs a CUDA device\n")
-  os.exit(3)
+local function defines_text()
+  local t = {}
+  for _, d in ipairs(opts.defines) do t[#t + 1] = d.name .. "=" .. d.value end
+  return table.concat(t, ",")
 end
 
--- A variant: the kernel folder copied with the header's tunables set, used
--- for every compile of this run (removed at the end).
-local variant_dir
-if #opts.defines > 0 then
+-- A variant: the kernel folder copied to `dir` with the header's tunables
+-- set as --tma-define gives them.
+local function write_variant(dir)
   local src = spk.cuda.kernel_dir()
-  local p = assert(io.popen("mktemp -d \"${TMPDIR:-/tmp}/spk-gemm-variant-XXXXXX\""))
-  variant_dir = p:read("l")
-  p:close()
-  assert(variant_dir and variant_dir ~= "", "gemm_3xtf32_check: mktemp -d failed")
   for _, name in ipairs(spk.cuda.kernel_files(src)) do
     local f = assert(io.open(src .. "/" .. name, "rb"))
     local text = f:read("a")
@@ -110,10 +109,41 @@ if #opts.defines > 0 then
         end
       end
     end
-    local out = assert(io.open(variant_dir .. "/" .. name, "wb"))
+    local out, err = io.open(dir .. "/" .. name, "wb")
+    if not out then
+      io.stderr:write("gemm_3xtf32_check: ", err, "\n")
+      os.exit(2)
+    end
     out:write(text)
     out:close()
   end
+end
+
+if opts.write_variant then
+  if #opts.defines == 0 then usage_error("--write-variant needs --tma-define") end
+  if not os.execute("mkdir '" .. opts.write_variant:gsub("'", "'\\''") .. "' 2>/dev/null") then
+    io.stderr:write(("gemm_3xtf32_check: cannot make the folder %s (it must not exist)\n"):format(opts.write_variant))
+    os.exit(2)
+  end
+  write_variant(opts.write_variant)
+  print(("gemm_3xtf32_check: wrote %s: the kernel folder with %s"):format(opts.write_variant, defines_text()))
+  os.exit(0)
+end
+
+if not spk.cuda.available() then
+  io.stderr:write("gemm_3xtf32_check: needs a CUDA device\n")
+  os.exit(3)
+end
+
+-- The variant of this run: in a temporary folder, used for every compile
+-- (removed at the end).
+local variant_dir
+if #opts.defines > 0 then
+  local p = assert(io.popen("mktemp -d \"${TMPDIR:-/tmp}/spk-gemm-variant-XXXXXX\""))
+  variant_dir = p:read("l")
+  p:close()
+  assert(variant_dir and variant_dir ~= "", "gemm_3xtf32_check: mktemp -d failed")
+  write_variant(variant_dir)
   assert(spk.cuda.set_kernel_dir(variant_dir), "gemm_3xtf32_check: cannot use " .. variant_dir)
 end
 
@@ -129,11 +159,9 @@ local function tma_variant()
   local text = f and f:read("a") or ""
   if f then f:close() end
   local function value(name) return text:match("#define " .. name .. " (%d+)") or "?" end
-  local set = {}
-  for _, d in ipairs(opts.defines) do set[#set + 1] = d.name .. "=" .. d.value end
   return ("slice %s, small first %s, stages %s, C by TMA's store %s (%s)"):format(value("SPK_TMA_SLICE_STEPS"),
     value("SPK_TMA_SMALL_FIRST"), value("SPK_TMA_STAGES"), value("SPK_TMA_STORE_C"),
-    variant_dir and "kernels copied with " .. table.concat(set, ",") or dir)
+    variant_dir and "kernels copied with " .. defines_text() or dir)
 end
 print(("gemm_3xtf32_check: %s, %d SMs at %.0f MHz; TMA form: %s"):format(dev.name, sms, clock_hz / 1e6,
   tma_variant()))

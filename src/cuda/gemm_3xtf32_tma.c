@@ -279,12 +279,18 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
         return -1;
     CUtensorMap maps[4];
     memset(&maps[3], 0, sizeof maps[3]); /* C's, where it has none: never read */
-    const spk_gemm_tma_map *params[4] = {&p.a, &p.b, &p.b, &p.c};
-    const spk_tensor *tensors[4] = {g->a, g->b, g->b_lo, g->c};
-    const char *names[4] = {"a", "b", "b_lo", "c"};
-    for (int i = 0; i < (p.c_tma ? 4 : 3); i++)
+    const spk_gemm_tma_map *params[3] = {&p.a, &p.b, &p.b};
+    const spk_tensor *tensors[3] = {g->a, g->b, g->b_lo};
+    const char *names[3] = {"a", "b", "b_lo"};
+    for (int i = 0; i < 3; i++)
         if (encode(&maps[i], params[i], spk_tensor_data(tensors[i]), names[i]))
             return -1;
+    /* C's map serves the SPK_TMA_STORE_C variant alone; where the driver
+     * refuses it the kernel stores C itself, as the default does. */
+    if (p.c_tma && encode(&maps[3], &p.c, spk_tensor_data(g->c), "c")) {
+        spk_clear_error();
+        p.c_tma = 0;
+    }
     spk_kernel *kernel = spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA);
     if (!kernel)
         return -1;

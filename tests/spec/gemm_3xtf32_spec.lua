@@ -210,6 +210,38 @@ describe("gemm math 3xtf32", function()
     end
   end)
 
+  it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
+    local dir = spec_tmpdir() .. "/store_c"
+    local tool = "tools/gemm_3xtf32_check.lua"
+    local out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3",
+                                     "--write-variant", dir }
+    assert.are.equal(0, code, err)
+    assert.matches("wrote .*SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3", out)
+    local kernels = spk.cuda.kernel_dir()
+    for _, name in ipairs(spk.cuda.kernel_files(kernels)) do
+      local mine, theirs = read_file(dir .. "/" .. name), read_file(kernels .. "/" .. name)
+      if name == "gemm_3xtf32_tma.cuh" then
+        assert.matches("\n#define SPK_TMA_STORE_C 1\n", mine)
+        assert.matches("\n#define SPK_TMA_STAGES 3\n", mine)
+        assert.matches("\n#define SPK_TMA_STORE_C 0\n", theirs) -- the default: C's own stores
+        local rest = mine:gsub("\n#define SPK_TMA_STORE_C 1\n", "\n#define SPK_TMA_STORE_C 0\n")
+          :gsub("\n#define SPK_TMA_STAGES 3\n", "\n#define SPK_TMA_STAGES 4\n")
+        assert.are.equal(theirs, rest)
+      else
+        assert.are.equal(theirs, mine, name)
+      end
+    end
+    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1", "--write-variant", dir }
+    assert.are.equal(2, code)
+    assert.matches("cannot make the folder .* %(it must not exist%)", err)
+    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_BK=64", "--write-variant", dir .. "2" }
+    assert.are.equal(2, code)
+    assert.matches("'SPK_TMA_BK' is no tunable of gemm_3xtf32_tma.cuh", err)
+    out, err, code = run_spk { "run", tool, "--write-variant", dir .. "3" }
+    assert.are.equal(2, code)
+    assert.matches("%-%-write%-variant needs %-%-tma%-define", err)
+  end)
+
   gpu_it("refuses, naming why, what the TMA form cannot read", function()
     local w = spk.randn({ 8, 96 }, { seed = 2 }):cuda()
     local hi, lo = spk.blas.split_tf32(w)
