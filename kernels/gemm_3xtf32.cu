@@ -29,6 +29,7 @@
 // SPK_GEMM_STAGES shared-memory stages, the next ones loading with cp.async
 // while one is used.
 #include "gemm_3xtf32_config.cuh"
+#include "gemm_3xtf32_tma.cuh"
 static_assert(SPK_GEMM_BK % (8 * SPK_GEMM_SLICE_STEPS) == 0, "a k-tile holds whole slices");
 static_assert((SPK_GEMM_BM * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0 &&
                   (SPK_GEMM_BN * SPK_GEMM_BK / 4) % SPK_GEMM_THREADS == 0,
@@ -230,4 +231,13 @@ spk_gemm_3xtf32(int m, int n, int k, const float *a, long long a_sm, long long a
                     }
                 }
         }
+}
+
+// hi[i] + lo[i] = x[i], each part TF32 (kernels/gemm_3xtf32_tma.cuh's
+// spk_tf32_split_value, as the host computes it): an operand split once for
+// the TMA form (kernels/gemm_3xtf32_tma.cu), which reads B's parts as they are.
+extern "C" __global__ void spk_tf32_split(const float *x, float *hi, float *lo, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        spk_tf32_split_value(x[i], &hi[i], &lo[i]);
 }

@@ -6,7 +6,9 @@
 # folder comes built (the machine has no Lua headers to build with).
 #
 # Usage (in the repository root, with $BUILD and .deps carried):
-#   scripts/gpu-test.sh [--build] [--no-bench] [busted args...]
+#   scripts/gpu-test.sh [--build] [--no-bench] [--kernel-dir DIR] [busted args...]
+# --kernel-dir: the kernel folder the suites compile from (default: kernels/
+# of this tree), e.g. a variant's copy (tools/gemm_3xtf32_check.lua --write-variant).
 # The last line is the suite's "N passed, N failed[, N skipped]"; the exit
 # status is the suite's.
 set -u
@@ -14,11 +16,14 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD
 
-build=0 bench=1
+build=0 bench=1 kernel_dir="$PWD/kernels"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=1; shift ;;
     --no-bench) bench=0; shift ;;
+    --kernel-dir)
+      [ $# -ge 2 ] && [ -d "$2" ] || { echo "gpu-test: --kernel-dir needs a folder, got '${2:-}'" >&2; echo "0 passed, 1 failed"; exit 1; }
+      kernel_dir=$(cd "$2" && pwd); shift 2 ;;
     *) break ;;
   esac
 done
@@ -36,8 +41,9 @@ export PATH="$root/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$root/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LUA_PATH="$root/usr/share/lua/5.4/?.lua;$root/usr/share/lua/5.4/?/init.lua;./?.lua;./?/init.lua"
 export LUA_CPATH="$root/usr/lib/$multiarch/lua/5.4/?.so;./?.so"
-# The tree may sit elsewhere than where it was built: find kernels/ here.
-export SPK_KERNEL_DIR="$PWD/kernels"
+# The tree may sit elsewhere than where it was built: find kernels/ here
+# (or the folder --kernel-dir names).
+export SPK_KERNEL_DIR="$kernel_dir"
 unset LUA_PATH_5_4 LUA_CPATH_5_4 LUA_INIT LUA_INIT_5_4
 # NumPy cross-checks: the first Python here that has numpy.
 if [ -z "${SPK_PYTHON:-}" ]; then

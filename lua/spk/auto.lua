@@ -4,9 +4,13 @@
 --
 --   local plan = spk.lstm.stack{backend = "auto", layers = layers, batch = 8, steps = 589,
 --                               tune_dir = dir,   -- optional: the record folder (default tuning.dir())
---                               math = "fp32"}    -- | "tf32": handed to the chosen backend (TF32 input
---                                                 -- projections); auto never picks tf32 on its own
---   plan.auto = {backend = "cluster", options = {kernel = {...}}, source = "record" | "default",
+--                               math = nil}       -- nil: FP32's accuracy, in the math the record measured
+--                                                 -- faster at this batch ("fp32" or "3xtf32": split-TF32
+--                                                 -- projections, held to FP32's bounds); "fp32", "tf32" or
+--                                                 -- "3xtf32": handed to the chosen backend as it is; auto
+--                                                 -- never picks tf32 on its own
+--   plan.auto = {backend = "cluster", options = {kernel = {...}}, math = nil | "3xtf32",
+--                source = "record" | "default",
 --                record = path | nil, tuned_batch = 8 | nil, reason = "..."}
 --   -- the rest of plan is the chosen backend's plan (forward, time, close, variant, ...)
 --
@@ -90,11 +94,13 @@ return function(spk, core)
 
   -- What the script gave wins over a record's options (which tuning.choose
   -- has checked against spk.lstm.tunables, so they hold no such key anyway):
-  -- layers, batch, steps and the math (nil: each backend's FP32 default).
-  local function build(name, options, opts)
+  -- layers, batch, steps and the math. Where the script gave no math, the
+  -- record's FP32-accuracy math (nil: each backend's FP32 default).
+  local function build(name, options, opts, record_math)
     local o = {}
     for k, v in pairs(options or {}) do o[k] = v end
-    o.layers, o.batch, o.steps, o.backend, o.math = opts.layers, opts.batch, opts.steps, name, opts.math
+    o.layers, o.batch, o.steps, o.backend = opts.layers, opts.batch, opts.steps, name
+    if opts.math ~= nil then o.math = opts.math else o.math = record_math end
     return spk.lstm.backends[name](o)
   end
 
@@ -102,7 +108,7 @@ return function(spk, core)
     local shape = shape_of(opts, 2)
     local f, why = facts()
     local choice = tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
-    local ok, plan = pcall(build, choice.backend, choice.options, opts)
+    local ok, plan = pcall(build, choice.backend, choice.options, opts, choice.math)
     if ok then return with_auto(plan, choice) end
     -- The choice cannot be built for this shape: the defaults in order, each with the backend's own options.
     local failures = { ("%s: %s"):format(choice.backend, tostring(plan)) }
@@ -127,13 +133,15 @@ return function(spk, core)
   spk.lstm.auto_choice = options.takes(1, "spk.lstm.auto_choice", spk.lstm.auto_choice)
   local doc = require "spk.doc"
   doc(spk.lstm.auto_choice, [[
-spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> {backend, options, source, record, tuned_batch, reason}
+spk.lstm.auto_choice{layers =, batch =, steps =[, tune_dir =]} -> {backend, options, math, source, record, tuned_batch,
+                                                                  reason}
 What backend "auto" would build for this shape on this machine (from the tuning record, else the
 documented default), building nothing.]])
   doc(spk.lstm.backends.auto, [[
 spk.lstm.backends.auto{layers =, batch =, steps =, tune_dir =, math =} -> plan
 Backend "auto" (spk.lstm.stack's default): the tuning record's or the default choice for this device
-and shape, the next fallback where it cannot be built; plan.auto says what was chosen and why.]])
+and shape, the next fallback where it cannot be built; plan.auto says what was chosen and why. With no
+math given, the record's FP32-accuracy math for the batch ("fp32" or "3xtf32", the faster measured).]])
   doc.area { name = "auto", source = "spk.auto",
              summary = "backend \"auto\" (the default): the fastest correct backend for this machine and shape",
              contents = { spk.lstm.auto_choice, spk.lstm.backends.auto } }

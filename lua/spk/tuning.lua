@@ -24,8 +24,8 @@
 --   tuning.new_record(fields[, command]) -> {format = 1, key, fields, date, command, entries = {}}
 --   record.entries: one per measured shape and batch:
 --     {hidden, input, layers, batch, steps, steps_class, rounds, date,
---      winner = {backend =, options = {kernel = {...}} | {algo = ...}, variant =, median_ms =,
---                rel_l2 =, speedup =} | nil (no candidate passed its bound),
+--      winner = {backend =, options = {kernel = {...}} | {algo = ...}, math = nil | "fp32" | "3xtf32",
+--                variant =, median_ms =, rel_l2 =, speedup =} | nil (no candidate passed its bound),
 --      cudnn_best = {variant =, median_ms =} | nil,
 --      candidates = {{backend =, options =, variant =, median_ms =, rel_l2 =, max_abs =,
 --                     bound =, bound_ok =, eligible =, error =}, ...}}
@@ -44,8 +44,12 @@
 --     one that spk.lstm.tunables knows (not "auto"), and its options are the
 --     ones that backend lets a record choose (a kernel table, cuDNN's algo and
 --     layout; never layers, batch, steps or math), checked by the backend's
---     own option checks without a device. The reason names the field
+--     own option checks without a device; its math, if any, one of
+--     tuning.fp32_maths() that the backend has. The reason names the field
 --     ("entries[2].winner.median_ms must be a positive number, got \"abc\"").
+--   tuning.fp32_maths() -> {"fp32", "3xtf32"}: the maths of FP32's accuracy
+--     (those spk.benchmark holds to FP32's bounds), among which a record
+--     chooses per batch
 --   tuning.kernel_tunable(spk.lstm, backend) -> the check a kernel backend
 --     registers as spk.lstm.tunables[backend]: a kernel table whose keys and
 --     value types come from the backend's option table, fitted at the
@@ -72,8 +76,11 @@
 --     (its per-batch variant table).
 --   tuning.fallbacks(facts) -> backend names to try, in order, when the
 --     chosen plan cannot be built.
---   tuning.choose(shape[, {facts =, why =, dir =}]) -> {backend, options, source = "record" | "default",
+--   tuning.choose(shape[, {facts =, why =, dir =}]) -> {backend, options, math, source = "record" | "default",
 --     record = path | nil, reason, tuned_batch}
+--     math: the winner's FP32-accuracy math ("3xtf32" where the split-TF32
+--     projections measured faster), nil for FP32 (and for every default);
+--     backend "auto" uses it where the script gave no math.
 --     A record that is not of the schema is ignored with one warning (the
 --     documented default is chosen, and the reason says why).
 --     facts = false means "no CUDA device" (for tests and scripts); why, the
@@ -361,9 +368,26 @@ local function any_object(v)
 end
 local options_shape = object({ kernel = any_object, algo = text, layout = text })
 
-local winner = object({ backend = backend_name, options = options_shape, variant = text, median_ms = positive_number,
-                        rel_l2 = nonnegative_number, speedup = positive_number }, { "backend", "median_ms" })
-local candidate = object({ backend = text, options = options_shape, variant = text, median_ms = positive_number,
+-- The maths of FP32's accuracy: those the benchmark holds to cuDNN's FP32 bounds.
+function M.fp32_maths()
+  local out = {}
+  for m, held_to in pairs(require("spk.benchmark").held_to) do
+    if held_to == "fp32" then out[#out + 1] = m end
+  end
+  table.sort(out)
+  return out
+end
+local function fp32_math(v)
+  for _, m in ipairs(M.fp32_maths()) do
+    if v == m then return true end
+  end
+  return nil, ("must be a math of FP32's accuracy (%s)"):format(table.concat(M.fp32_maths(), ", "))
+end
+
+local winner = object({ backend = backend_name, options = options_shape, math = fp32_math, variant = text,
+                        median_ms = positive_number, rel_l2 = nonnegative_number, speedup = positive_number },
+                      { "backend", "median_ms" })
+local candidate = object({ backend = text, options = options_shape, math = text, variant = text, median_ms = positive_number,
                            min_ms = positive_number, spread = nonnegative_number, rel_l2 = nonnegative_number,
                            max_abs = nonnegative_number, bound = nonnegative_number, bound_ok = boolean,
                            speedup = positive_number, eligible = boolean, error = text })
@@ -422,6 +446,10 @@ local function check_entries(record)
       return nil, ("%s.steps_class must be a power of two, got %d"):format(where, e.steps_class)
     end
     local w = e.winner
+    if w and w.math then -- one of fp32_maths (the schema), and one the backend has
+      local has, why = require("spk").lstm.check_math(w.math, w.backend)
+      if not has then return nil, ("%s.winner.math: %s"):format(where, why) end
+    end
     if w then
       local ok, why = choices[w.backend](w.options or {}, { hidden = e.hidden, input = e.input, layers = e.layers,
                                                             batch = e.batch, steps = e.steps or e.steps_class })
@@ -682,10 +710,12 @@ function M.choose(shape, opts)
     local entry, rule = M.lookup(record, shape)
     if entry then
       local w = entry.winner -- of the schema: M.find loads only records that are
-      return { backend = w.backend, options = type(w.options) == "table" and w.options or {}, source = "record",
-               record = path, tuned_batch = entry.batch,
-               reason = ("tuning record: %s (%s), %s ms there, %s"):format(w.backend, tostring(w.variant),
-                 w.median_ms and ("%.3f"):format(w.median_ms) or "?", rule) }
+      local math_mode = w.math ~= "fp32" and w.math or nil
+      return { backend = w.backend, options = type(w.options) == "table" and w.options or {}, math = math_mode,
+               source = "record", record = path, tuned_batch = entry.batch,
+               reason = ("tuning record: %s (%s)%s, %s ms there, %s"):format(w.backend, tostring(w.variant),
+                 math_mode and (", math " .. math_mode) or "", w.median_ms and ("%.3f"):format(w.median_ms) or "?",
+                 rule) }
     end
     detail = rule
   end

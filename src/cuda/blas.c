@@ -117,14 +117,17 @@ int spk_gemm_check(const spk_gemm_args *g, int64_t *m, int64_t *n, int64_t *k, i
         return spk_fail("gemm: c holds %lld matrices but %s holds %lld", (long long)c.count,
                         a.count && a.count != c.count ? "a" : "b",
                         (long long)(a.count && a.count != c.count ? a.count : b.count));
+    if (g->b_lo && spk_gemm_split_layout_check(g->b, g->b_lo))
+        return -1;
     /* Shapes first, so that mistakes show the same way with or without a GPU. */
-    const spk_tensor *all[3] = {g->a, g->b, g->c};
-    const char *names[3] = {"a", "b", "c"};
-    for (int i = 0; i < 3; i++)
+    const spk_tensor *all[4] = {g->a, g->b, g->c, g->b_lo};
+    const char *names[4] = {"a", "b", "c", "b_lo"};
+    for (int i = 0; i < (g->b_lo ? 4 : 3); i++)
         if (!spk_tensor_is_device(all[i]))
             return spk_fail("gemm: %s is a host tensor; move it to the GPU with :cuda()", names[i]);
-    if (g->a->storage->device != g->c->storage->device || g->b->storage->device != g->c->storage->device)
-        return spk_fail("gemm: a, b and c must be on the same device");
+    if (g->a->storage->device != g->c->storage->device || g->b->storage->device != g->c->storage->device ||
+        (g->b_lo && g->b_lo->storage->device != g->c->storage->device))
+        return spk_fail("gemm: a, b%s and c must be on the same device", g->b_lo ? ", b_lo" : "");
     const int64_t limit = 2147483647;
     if (a.rows > limit || b.cols > limit || a.cols > limit || a.ld > limit || b.ld > limit || c.ld > limit ||
         c.count > limit)
@@ -212,6 +215,9 @@ int spk_gemm(const spk_gemm_args *g)
     if (!s)
         return -1;
     int device = g->c->storage->device;
+    if (g->b_lo && g->math != SPK_MATH_3XTF32)
+        return spk_fail("gemm: b_lo (the small part of a split b) needs math \"3xtf32\", got \"%s\"",
+                        spk_math_mode_name(g->math));
     if (g->math == SPK_MATH_3XTF32) {
         if (m == 0 || n == 0 || count == 0)
             return 0;
@@ -219,7 +225,7 @@ int spk_gemm(const spk_gemm_args *g)
         cudaGetDevice(&prev_device);
         if (prev_device != device)
             cudaSetDevice(device);
-        int rc = spk_gemm_3xtf32(g, m, n, k, count, s);
+        int rc = g->b_lo ? spk_gemm_3xtf32_split(g, m, n, k, count, s) : spk_gemm_3xtf32(g, m, n, k, count, s);
         if (prev_device != device)
             cudaSetDevice(prev_device);
         return rc;

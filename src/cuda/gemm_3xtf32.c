@@ -12,14 +12,18 @@
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 #include "gemm_3xtf32_config.cuh"
+#include "gemm_3xtf32_tma.cuh"
 
-/* Two forms of the kernel. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
+/* The kernels of math 3xtf32. The wgmma form (kernels/gemm_3xtf32_wgmma.cu,
  * compiled for sm_90a) runs on compute capability 9.0 when both operands run
  * along k with unit stride and 16-byte alignment; the mma.sync form
- * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. Their tiles,
- * threads and shared memory come from kernels/gemm_3xtf32_config.cuh, which
- * the kernels include too. */
-typedef enum { FORM_MMA = 0, FORM_WGMMA = 1, FORMS } kernel_form;
+ * (kernels/gemm_3xtf32.cu, sm_80 and up) takes every other case. The TMA
+ * form (kernels/gemm_3xtf32_tma.cu, sm_90a; src/cuda/gemm_3xtf32_tma.c) takes
+ * B already split (spk_gemm_args.b_lo), with the split kernel
+ * (kernels/gemm_3xtf32.cu's spk_tf32_split) that makes the parts. Their
+ * tiles, threads and shared memory come from kernels/gemm_3xtf32_config.cuh
+ * and kernels/gemm_3xtf32_tma.cuh, which the kernels include too. */
+typedef enum { FORM_MMA = SPK_GEMM_3XTF32_MMA, FORM_WGMMA = SPK_GEMM_3XTF32_WGMMA } kernel_form;
 
 typedef struct form_launch {
     int threads, tile_m, tile_n;
@@ -33,30 +37,38 @@ static form_launch launch_of(kernel_form form)
     return (form_launch){SPK_GEMM_THREADS, SPK_GEMM_BM, SPK_GEMM_BN, SPK_GEMM_SMEM_BYTES};
 }
 
-static const char *const form_file[FORMS] = {"gemm_3xtf32.cu", "gemm_3xtf32_wgmma.cu"};
-static const char *const form_entry[FORMS] = {"spk_gemm_3xtf32", "spk_gemm_3xtf32_wgmma"};
+static const struct {
+    const char *file, *entry, *arch; /* arch NULL: the device's */
+    size_t smem;                     /* dynamic shared memory the kernel is allowed */
+} forms[SPK_GEMM_3XTF32_FORMS] = {
+    [SPK_GEMM_3XTF32_MMA] = {"gemm_3xtf32.cu", "spk_gemm_3xtf32", NULL, SPK_GEMM_SMEM_BYTES},
+    [SPK_GEMM_3XTF32_WGMMA] = {"gemm_3xtf32_wgmma.cu", "spk_gemm_3xtf32_wgmma", "sm_90a", SPK_WG_SMEM_BYTES},
+    [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
+    [SPK_GEMM_3XTF32_SPLIT] = {"gemm_3xtf32.cu", "spk_tf32_split", NULL, 0},
+};
 
 #define MAX_DEVICES 64
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static spk_kernel *kernels[MAX_DEVICES][FORMS];
+static spk_kernel *kernels[MAX_DEVICES][SPK_GEMM_3XTF32_FORMS];
 
-static spk_module *compile_form(kernel_form form, const char *arch)
+static spk_module *compile_form(int form, const char *arch)
 {
     const char *kernel_dir = spk_kernel_dir();
     if (!kernel_dir)
         return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", kernel_dir, form_file[form]);
-    spk_compile_options opts = {.file = path, .arch = arch};
+    snprintf(path, sizeof path, "%s/%s", kernel_dir, forms[form].file);
+    spk_compile_options opts = {.file = path, .arch = arch ? arch : forms[form].arch};
     return spk_compile(&opts);
 }
 
 spk_module *spk_gemm_3xtf32_compile(const char *arch) { return compile_form(FORM_MMA, arch); }
 
-spk_module *spk_gemm_3xtf32_wgmma_compile(void) { return compile_form(FORM_WGMMA, "sm_90a"); }
+spk_module *spk_gemm_3xtf32_wgmma_compile(void) { return compile_form(FORM_WGMMA, NULL); }
 
-/* Whether the current device runs the wgmma form (compute capability 9.0). */
-static int device_has_wgmma(bool *out)
+spk_module *spk_gemm_3xtf32_tma_compile(void) { return compile_form(SPK_GEMM_3XTF32_TMA, NULL); }
+
+int spk_gemm_3xtf32_device_has_wgmma(bool *out)
 {
     char arch[32];
     if (spk_device_arch(arch, sizeof arch))
@@ -65,8 +77,7 @@ static int device_has_wgmma(bool *out)
     return 0;
 }
 
-/* The kernel of a form for the current device, compiled and loaded on first use. */
-static spk_kernel *kernel_for_current_device(kernel_form form)
+spk_kernel *spk_gemm_3xtf32_kernel(int form)
 {
     int device = 0;
     if (spk_device_current(&device))
@@ -76,11 +87,11 @@ static spk_kernel *kernel_for_current_device(kernel_form form)
     pthread_mutex_lock(&lock);
     spk_kernel *k = kernels[device][form];
     if (!k) {
-        spk_module *m = form == FORM_WGMMA ? spk_gemm_3xtf32_wgmma_compile() : compile_form(FORM_MMA, NULL);
+        spk_module *m = compile_form(form, NULL);
         if (m) {
-            k = spk_module_kernel(m, form_entry[form]);
+            k = spk_module_kernel(m, forms[form].entry);
             spk_module_release(m); /* the kernel keeps it */
-            if (k && spk_kernel_set_max_dynamic_smem(k, launch_of(form).smem)) {
+            if (k && forms[form].smem > 48 * 1024 && spk_kernel_set_max_dynamic_smem(k, forms[form].smem)) {
                 spk_kernel_free(k);
                 k = NULL;
             }
@@ -98,10 +109,14 @@ int spk_gemm_prepare(spk_math_mode math)
     if (spk_cuda_require())
         return -1;
     if (math == SPK_MATH_3XTF32) {
-        bool wg = false;
-        if (device_has_wgmma(&wg) || !kernel_for_current_device(FORM_MMA))
+        bool wg = false, split = false;
+        if (spk_gemm_3xtf32_device_has_wgmma(&wg) || spk_gemm_3xtf32_split_weights(&split) ||
+            !spk_gemm_3xtf32_kernel(FORM_MMA))
             return -1;
-        return wg && !kernel_for_current_device(FORM_WGMMA) ? -1 : 0;
+        if (wg && !spk_gemm_3xtf32_kernel(FORM_WGMMA))
+            return -1;
+        /* A plan that keeps its weights split: the split and TMA kernels, the tensor-map encoder. */
+        return split && spk_gemm_3xtf32_tma_prepare() ? -1 : 0;
     }
     int device = 0;
     return spk_device_current(&device) ? -1 : spk_blas_prepare(device);
@@ -111,23 +126,17 @@ void spk_gemm_3xtf32_release(void)
 {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_DEVICES; i++)
-        for (int f = 0; f < FORMS; f++) {
+        for (int f = 0; f < SPK_GEMM_3XTF32_FORMS; f++) {
             spk_kernel_free(kernels[i][f]);
             kernels[i][f] = NULL;
         }
     pthread_mutex_unlock(&lock);
 }
 
-/* Strides of the matrix dimensions of t (the last two) and between the
- * matrices of a 3-D t (0 for a 2-D one, which every matrix of a batch shares). */
-typedef struct strides3 {
-    long long s0, s1, batch;
-} strides3;
-
-static strides3 matrix_strides(const spk_tensor *t, bool trans)
+spk_gemm_strides spk_gemm_matrix_strides(const spk_tensor *t, bool trans)
 {
     int d = t->ndim - 2;
-    strides3 s = {t->strides[d], t->strides[d + 1], t->ndim == 3 ? t->strides[0] : 0};
+    spk_gemm_strides s = {t->strides[d], t->strides[d + 1], t->ndim == 3 ? t->strides[0] : 0};
     if (trans) {
         long long x = s.s0;
         s.s0 = s.s1;
@@ -151,12 +160,12 @@ int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int
                         (long long)n, (long long)k);
     /* op(A) is [m, k]: rows i, columns p; op(B) is [k, n], read as its
      * transpose [n, k] so both operands run along k. */
-    strides3 a = matrix_strides(g->a, g->transa);
-    strides3 b = matrix_strides(g->b, !g->transb);
-    strides3 c = matrix_strides(g->c, false);
+    spk_gemm_strides a = spk_gemm_matrix_strides(g->a, g->transa);
+    spk_gemm_strides b = spk_gemm_matrix_strides(g->b, !g->transb);
+    spk_gemm_strides c = spk_gemm_matrix_strides(g->c, false);
     int vec_a = vector_ok(g->a, a.s0, a.s1, a.batch, k), vec_b = vector_ok(g->b, b.s0, b.s1, b.batch, k);
     bool wg = false;
-    if (device_has_wgmma(&wg))
+    if (spk_gemm_3xtf32_device_has_wgmma(&wg))
         return -1;
     kernel_form form = wg && vec_a && vec_b ? FORM_WGMMA : FORM_MMA;
     form_launch l = launch_of(form);
@@ -164,7 +173,7 @@ int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int
     if (row_tiles > 65535 || count > 65535)
         return spk_fail("gemm 3xtf32: %lld row tiles or %lld matrices, the launch takes at most 65535 of each",
                         (long long)row_tiles, (long long)count);
-    spk_kernel *kernel = kernel_for_current_device(form);
+    spk_kernel *kernel = spk_gemm_3xtf32_kernel(form);
     if (!kernel)
         return -1;
     spk_arg args[19];

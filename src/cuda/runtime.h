@@ -326,6 +326,8 @@ const char *spk_math_mode_name(spk_math_mode math);
 
 typedef struct spk_gemm_args {
     const spk_tensor *a, *b; /* device f32 2-D, or 3-D [count, ...]; rows contiguous or a transposed view */
+    const spk_tensor *b_lo;  /* NULL, or with math 3xtf32: b is B's big TF32 part and b_lo its small
+                                one (spk_tf32_split), of b's shape and strides */
     spk_tensor *c;           /* device f32 2-D, or 3-D [count, m, n] for a batch; rows contiguous */
     bool transa, transb;
     float alpha, beta;
@@ -359,6 +361,22 @@ int spk_gemm_prepare(spk_math_mode math);
 spk_module *spk_gemm_3xtf32_compile(const char *arch);
 /* Its wgmma form, for sm_90a (the gemm's choice on compute capability 9.0). */
 spk_module *spk_gemm_3xtf32_wgmma_compile(void);
+/* Its TMA form, for sm_90a (spk_gemm with b_lo, on compute capability 9.0). */
+spk_module *spk_gemm_3xtf32_tma_compile(void);
+/* x = hi + lo for every element of an f32 tensor (host or device, contiguous):
+ * hi is x rounded to TF32 (ties away from zero), lo = x - hi rounded to TF32,
+ * both new contiguous tensors on x's side (device: on s). The parts that
+ * spk_gemm's b and b_lo take. */
+int spk_tf32_split(const spk_tensor *x, spk_tensor **hi, spk_tensor **lo, spk_stream *s);
+/* Whether a stack plan of math 3xtf32 keeps its weights split and runs the
+ * TMA form on the current device: compute capability 9.0 and the form chosen
+ * (src/cuda/gemm_3xtf32_tma.c's default, or $SPK_GEMM_3XTF32 = "tma" or
+ * "classic"; another value fails, naming it). */
+int spk_gemm_3xtf32_split_weights(bool *out);
+/* Whether spk_gemm runs g (its b_lo given) on the TMA form: A's rows along k
+ * with unit stride, 16-byte aligned rows and matrices, b and b_lo likewise.
+ * No message is left either way. */
+bool spk_gemm_3xtf32_split_fits(const spk_gemm_args *g);
 /* Unloads the 3xtf32 kernels (loaded again on next use). */
 void spk_gemm_3xtf32_release(void);
 

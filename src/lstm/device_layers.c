@@ -50,6 +50,8 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count)
         spk_tensor_free(layers[i].w);
         spk_tensor_free(layers[i].r);
         spk_tensor_free(layers[i].bias);
+        spk_tensor_free(layers[i].w_hi);
+        spk_tensor_free(layers[i].w_lo);
     }
     free(layers);
 }
@@ -123,6 +125,13 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, sp
      * empty (docs/results/2026-11-30-h200/bench_batched.txt). */
     spk_gemm_args ga = {.a = a, .b = layer->w, .c = gates, .transa = false, .transb = true, .alpha = 1.0f,
                         .beta = 0.0f, .math = math, .stream = s};
+    if (math == SPK_MATH_3XTF32 && layer->w_lo) {
+        spk_gemm_args split = ga;
+        split.b = layer->w_hi;
+        split.b_lo = layer->w_lo;
+        if (spk_gemm_3xtf32_split_fits(&split)) /* else (an unaligned x) the other 3xtf32 kernels */
+            return spk_gemm(&split);
+    }
     return spk_gemm(&ga);
 }
 
@@ -172,6 +181,14 @@ int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *laye
         return -1;
     if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, packing, s)))
         return -1;
+    bool split = false;
+    if (shape->math == SPK_MATH_3XTF32 && spk_gemm_3xtf32_split_weights(&split))
+        return -1;
+    for (int l = 0; split && l < b->count; l++)
+        if (spk_tf32_split(b->layers[l].w, &b->layers[l].w_hi, &b->layers[l].w_lo, s)) {
+            spk_error_prefix("layer %d", l + 1);
+            return -1;
+        }
     int64_t H = shape->hidden, B = shape->batch, T = shape->steps;
     int64_t gshape[3] = {2, B * T, 4 * H};
     int64_t wshape[1] = {words_numel};

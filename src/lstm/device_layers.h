@@ -36,6 +36,10 @@ typedef struct spk_lstm_device_layer {
     spk_tensor *w;    /* [2, 4H, input] */
     spk_tensor *r;    /* [2, 4H, H] */
     spk_tensor *bias; /* [2, 4H]: Wb + Rb */
+    /* math 3xtf32 where the plan keeps its weights split
+     * (spk_gemm_3xtf32_split_weights): w's TF32 parts (spk_tf32_split), made
+     * once; else NULL */
+    spk_tensor *w_hi, *w_lo;
 } spk_lstm_device_layer;
 
 /* Packs and uploads `count` layers on s; NULL on failure (the message names
@@ -46,7 +50,8 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
 /* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
  * SPK_MATH_FP32 strict, SPK_MATH_TF32 tensor cores, or SPK_MATH_3XTF32 split
- * TF32 on tensor cores with FP32 sums): a is the layer's
+ * TF32 on tensor cores with FP32 sums, from w_hi and w_lo where the layer
+ * has them and a suits their kernel): a is the layer's
  * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
                      spk_stream *s);

@@ -1196,7 +1196,19 @@ static double opt_number_field(lua_State *L, int idx, const char *key, double fa
     return v;
 }
 
-static const char *const gemm_options[] = {"a", "b", "c", "transa", "transb", "alpha", "beta", "math", "stream", NULL};
+/* The tensor in field `key`, or NULL where it is nil. */
+static spk_tensor *opt_field_tensor(lua_State *L, int idx, const char *key)
+{
+    spk_lua_rawfield(L, idx, key);
+    spk_tensor *t = NULL;
+    if (!lua_isnil(L, -1) && !(t = spk_lua_totensor(L, -1)))
+        luaL_error(L, "gemm: %s must be a tensor, got %s", key, luaL_typename(L, -1));
+    lua_pop(L, 1); /* still referenced by the options table */
+    return t;
+}
+
+static const char *const gemm_options[] = {"a", "b", "b_lo", "c", "transa", "transb", "alpha", "beta", "math",
+                                           "stream", NULL};
 
 static int l_gemm(lua_State *L)
 {
@@ -1206,6 +1218,7 @@ static int l_gemm(lua_State *L)
     spk_gemm_args g = {0};
     g.a = field_tensor(L, 1, "a"); /* the raw readers make no allocation: the pointers stay valid */
     g.b = field_tensor(L, 1, "b");
+    g.b_lo = opt_field_tensor(L, 1, "b_lo");
     g.c = field_tensor(L, 1, "c");
     spk_lua_rawfield(L, 1, "transa");
     g.transa = lua_toboolean(L, -1);
@@ -1233,6 +1246,7 @@ static int l_gemm_check(lua_State *L)
     spk_gemm_args g = {0};
     g.a = field_tensor(L, 1, "a"); /* the raw readers make no allocation: the pointers stay valid */
     g.b = field_tensor(L, 1, "b");
+    g.b_lo = opt_field_tensor(L, 1, "b_lo");
     g.c = field_tensor(L, 1, "c");
     spk_lua_rawfield(L, 1, "transa");
     g.transa = lua_toboolean(L, -1);
@@ -1246,6 +1260,20 @@ static int l_gemm_check(lua_State *L)
     lua_pushinteger(L, k);
     lua_pushinteger(L, count);
     return 4;
+}
+
+/* spk.blas.split_tf32(x[, stream]) -> hi, lo: x = hi + lo in TF32 parts. */
+static int l_split_tf32(lua_State *L)
+{
+    spk_lua_noextra(L, 2);
+    spk_lua_checktensor(L, 1); /* arguments in order; the pointer taken after the stream's check */
+    spk_stream *s = opt_stream(L, 2);
+    spk_tensor *x = spk_lua_checktensor(L, 1);
+    spk_tensor *hi, *lo;
+    CHECK_OK(L, spk_tf32_split(x, &hi, &lo, s));
+    spk_lua_pushtensor(L, hi);
+    spk_lua_pushtensor(L, lo);
+    return 2;
 }
 
 /* ---- registration ------------------------------------------------------ */
@@ -1432,10 +1460,15 @@ void spk_open_cuda(lua_State *L, int module)
     static const spk_lua_reg blas_functions[] = {
         {"gemm", l_gemm,
          "spk.blas.gemm{a =, b =, c =, transa = false, transb = false, alpha = 1, beta = 0,\n"
-         "              math = \"fp32\" | \"tf32\", stream =}\n"
-         "c = alpha * op(a) * op(b) + beta * c with cuBLAS on device f32 tensors (FP32 strict by default). A\n"
-         "3-d c [count, m, n] is a batch of count products in one launch; a and b are each count matrices\n"
-         "or one shared by all."},
+         "              math = \"fp32\" | \"tf32\" | \"pedantic\" | \"3xtf32\", b_lo =, stream =}\n"
+         "c = alpha * op(a) * op(b) + beta * c with cuBLAS on device f32 tensors (FP32 strict by default;\n"
+         "\"3xtf32\": spk's split-TF32 kernels). A 3-d c [count, m, n] is a batch of count products in one\n"
+         "launch; a and b are each count matrices or one shared by all. b_lo (math \"3xtf32\"): b and b_lo\n"
+         "are b's parts from spk.blas.split_tf32, run on the TMA kernel (compute capability 9.0)."},
+        {"split_tf32", l_split_tf32,
+         "spk.blas.split_tf32(x[, stream]) -> hi, lo\n"
+         "x = hi + lo with both parts TF32 (hi x rounded, lo the rest rounded), new f32 tensors of x's shape\n"
+         "on x's side (x contiguous, host or device): the b and b_lo of spk.blas.gemm's split form."},
         {"gemm_check", l_gemm_check,
          "spk.blas.gemm_check{a =, b =, c =, transa =, transb =} -> m, n, k, count\n"
          "The shape checks of spk.blas.gemm alone (no GPU needed)."},

@@ -25,7 +25,9 @@
 --   * tuning.decode and tuning.choose never raise;
 --   * an input that decodes is a record of the schema, and choose takes its
 --     winners only: a backend spk.lstm.tunables knows, options its check
---     accepts at that shape, no layers, batch, steps or math among them;
+--     accepts at that shape, no layers, batch, steps or math among them,
+--     and a math beside them only of FP32's accuracy (tuning.fp32_maths)
+--     and one its backend has;
 --   * an input that does not decode gives the documented default, with one
 --     warning for its file, and a reason naming why.
 -- A failing input is written to the artifacts folder, with the command that
@@ -121,6 +123,13 @@ local function check(text)
     if not spk.lstm.tunables[c.backend] then return "chose an unknown backend " .. tostring(c.backend) end
     for k in pairs(c.options) do
       if FORBIDDEN[k] then return ("a record's options set %s"):format(tostring(k)) end
+    end
+    if c.math ~= nil then
+      local fp32_class = false
+      for _, m in ipairs(tuning.fp32_maths()) do fp32_class = fp32_class or c.math == m end
+      if not fp32_class then return "chose a math not of FP32's accuracy: " .. tostring(c.math) end
+      if not spk.lstm.check_math(c.math, c.backend) then return "chose a math its backend lacks: " .. c.math end
+      if c.source ~= "record" then return "a default chose a math" end
     end
     if c.source == "record" then
       if record == nil then return "choose took a record that does not decode (" .. tostring(why) .. ")" end

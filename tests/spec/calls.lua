@@ -151,6 +151,7 @@ M.recipes = {
   ["spk.blas.gemm_check"] = { n = 1, opts = 1, args = function(m)
     return { a = m.t { 2, 3 }, b = m.t { 3, 4 }, c = m.t { 2, 4 }, transa = false }
   end },
+  ["spk.blas.split_tf32"] = { n = 2, args = function(m) return m.t23():to("f32") end },
   -- the GPU runtime
   ["spk.cuda.available"] = { n = 0, args = function() end },
   ["spk.cuda.require"] = { n = 0, gpu = true, args = function() end },

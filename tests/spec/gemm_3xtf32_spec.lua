@@ -1,6 +1,7 @@
 -- math = "3xtf32" for spk.blas.gemm: split-TF32 products on the tensor cores
 -- (kernels/gemm_3xtf32.cu), held to FP32's accuracy against an f64 product
--- computed here, in every layout spk.blas.gemm takes.
+-- computed here, in every layout spk.blas.gemm takes; and its TMA form
+-- (kernels/gemm_3xtf32_tma.cu), B given split (spk.blas.split_tf32, b_lo).
 local spk = require "spk"
 
 -- f64 product of host tensors, row-major op(a) [m, k] · op(b) [k, n] (small shapes).
@@ -28,6 +29,44 @@ end
 
 local function rel_err(c, truth) return spk.compare(c:to("f64"), truth).rel_l2 end
 
+-- x rounded to TF32 (10 explicit mantissa bits, to nearest, ties away from
+-- zero) on its bits, here in Lua: an implementation independent of spk's
+-- split and of cuBLAS.
+local function tf32(x)
+  local u = string.unpack("<I4", string.pack("<f", x))
+  if u & 0x7f800000 == 0x7f800000 then return x end
+  return (string.unpack("<f", string.pack("<I4", ((u + 0x1000) & 0xffffe000) & 0xffffffff)))
+end
+
+local function tf32_tensor(t)
+  local function round(v)
+    if type(v) == "table" then
+      local out = {}
+      for i, e in ipairs(v) do out[i] = round(e) end
+      return out
+    end
+    return tf32(v)
+  end
+  return spk.tensor(round(t:tolist()), "f32")
+end
+
+-- A model of one plain TF32 product: both operands rounded to TF32, the
+-- products and sums in f64 (no rounding of the sum at all: the most a TF32
+-- GEMM can be). Its error against f64 is TF32's class (2^-11 a rounding,
+-- about 3e-4 relative L2 on these operands) whatever algorithm cuBLAS picks
+-- for math "tf32" (which may compute in FP32 at small k: the math allows
+-- TF32, it does not promise it).
+local function tf32_model(a, b, transa, transb) return product_f64(tf32_tensor(a), tf32_tensor(b), transa, transb) end
+
+-- The classes, against f64: FP32's (no worse than twice cuBLAS FP32's own
+-- error on the operands), and a plain TF32 product's (the model's error at
+-- least 100 times the split form's, so the check can tell a TF32 product
+-- from an FP32-class one without asking cuBLAS for one).
+local function assert_fp32_class(e, fp32, model, what)
+  assert.is_true(e <= 2 * fp32 + 1e-8, what)
+  assert.is_true(model > 100 * e, what)
+end
+
 describe("gemm math 3xtf32", function()
   it("is named in the error for an unknown math", function()
     local a, b = spk.zeros({ 4, 3 }), spk.zeros({ 3, 2 })
@@ -37,7 +76,7 @@ describe("gemm math 3xtf32", function()
     assert.matches('"3xtf32"', err)
   end)
 
-  gpu_it("matches an f64 product to FP32's accuracy in every layout, where TF32 does not", function()
+  gpu_it("matches an f64 product to FP32's accuracy in every layout, where one TF32 product does not", function()
     local cases = {
       { m = 37, n = 29, k = 61 }, -- k not a multiple of 4: element-wise tile loads
       { m = 130, n = 140, k = 64, transa = true },
@@ -49,17 +88,23 @@ describe("gemm math 3xtf32", function()
       local b = cs.transb and spk.randn({ cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.k, cs.n }, { seed = 10 + i })
       local c0 = spk.randn({ cs.m, cs.n }, { seed = 20 + i })
       local truth = product_f64(a, b, cs.transa, cs.transb)
-      if cs.alpha then truth = truth * cs.alpha + c0:to("f64") * cs.beta end
-      local err = {}
+      local model = tf32_model(a, b, cs.transa, cs.transb)
+      if cs.alpha then
+        truth = truth * cs.alpha + c0:to("f64") * cs.beta
+        model = model * cs.alpha + c0:to("f64") * cs.beta
+      end
+      local err = { model = spk.compare(model, truth).rel_l2 }
       for _, mode in ipairs { "fp32", "tf32", "3xtf32" } do
         local c = c0:cuda()
         spk.blas.gemm { a = a:cuda(), b = b:cuda(), c = c, transa = cs.transa, transb = cs.transb,
           alpha = cs.alpha or 1, beta = cs.beta or 0, math = mode }
         err[mode] = rel_err(c:cpu(), truth)
       end
-      local what = ("case %d: fp32 %.3g, tf32 %.3g, 3xtf32 %.3g"):format(i, err.fp32, err.tf32, err["3xtf32"])
-      assert.is_true(err["3xtf32"] <= 2 * err.fp32 + 1e-8, what)
-      assert.is_true(err.tf32 > 100 * err["3xtf32"], what) -- the check can tell TF32 from FP32
+      local what = ("case %d: fp32 %.3g, tf32 %.3g, 3xtf32 %.3g, one TF32 product (host model) %.3g"):format(i,
+        err.fp32, err.tf32, err["3xtf32"], err.model)
+      assert_fp32_class(err["3xtf32"], err.fp32, err.model, what)
+      -- math "tf32" within TF32's class (TF32 or better: cuBLAS may pick an FP32 algorithm)
+      assert.is_true(err.tf32 <= 4 * err.model, what)
     end
   end)
 
@@ -73,5 +118,147 @@ describe("gemm math 3xtf32", function()
       local truth = product_f64(a, w:select(1, d):contiguous(), false, true)
       assert.is_true(rel_err(host:select(1, d):contiguous(), truth) < 1e-6)
     end
+  end)
+
+  -- ---- B split beforehand: spk.blas.split_tf32 and the TMA form ----------------
+
+  local function u32(x) return (string.unpack("<I4", string.pack("<f", x))) end
+
+  it("splits x into two TF32 parts that sum to x, on the host", function()
+    local x = spk.randn({ 7, 33 }, { seed = 5 }) * 1e3
+    local hi, lo = spk.blas.split_tf32(x)
+    assert.are.same({ 7, 33 }, hi:shape())
+    local xs, hs, ls = x:tolist(), hi:tolist(), lo:tolist()
+    for i = 1, 7 do
+      for j = 1, 33 do
+        assert.are.equal(0, u32(hs[i][j]) & 0x1fff, "hi is TF32")
+        assert.are.equal(0, u32(ls[i][j]) & 0x1fff, "lo is TF32")
+        assert.is_true(math.abs(hs[i][j] + ls[i][j] - xs[i][j]) <= 2 ^ -22 * math.abs(xs[i][j]))
+        assert.is_true(math.abs(hs[i][j] - xs[i][j]) <= 2 ^ -11 * math.abs(xs[i][j]))
+      end
+    end
+    local odd = spk.tensor({ 1 / 0, -1 / 0, 0 / 0, 0 }, "f32")
+    local h, l = spk.blas.split_tf32(odd)
+    local hv, lv = h:tolist(), l:tolist()
+    assert.are.same({ 1 / 0, -1 / 0, 0, 0 }, { hv[1], hv[2], lv[1], lv[3] })
+    assert.is_true(hv[3] ~= hv[3], "a NaN stays in hi")
+    assert.has_error(function() spk.blas.split_tf32(x:to("f64")) end, "tf32 split: x must be an f32 tensor")
+    assert.has_error(function() spk.blas.split_tf32(x:transpose(1, 2)) end,
+      "tf32 split: x must be contiguous (use :contiguous())")
+  end)
+
+  it("checks b_lo against b without a GPU", function()
+    local a, b, c = spk.zeros({ 4, 8 }), spk.zeros({ 5, 8 }), spk.zeros({ 4, 5 })
+    local ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = spk.zeros({ 5, 4 }), c = c, transb = true })
+    assert.is_false(ok)
+    assert.matches("b_lo must have b's shape and strides", err)
+    ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = spk.zeros({ 5, 8 }, "f64"), c = c, transb = true })
+    assert.matches("b_lo must be f32 of b's rank", err)
+    ok, err = pcall(spk.blas.gemm_check, { a = a, b = b, b_lo = 3, c = c, transb = true })
+    assert.matches("gemm: b_lo must be a tensor, got number", err)
+  end)
+
+  gpu_it("splits on the device to the host's bits", function()
+    local x = spk.randn({ 3, 1000 }, { seed = 9 }) * 7
+    local hh, hl = spk.blas.split_tf32(x)
+    local dh, dl = spk.blas.split_tf32(x:cuda())
+    assert.bits_equal(hh, dh:cpu())
+    assert.bits_equal(hl, dl:cpu())
+  end)
+
+  gpu_it("runs B split beforehand (TMA form) to FP32's accuracy: edges of m, n and k, batches, alpha and beta", function()
+    local cases = {
+      { m = 37, n = 512, k = 60, count = 2 },         -- one row tile, k = 60: two k-tiles, the second past the end
+      { m = 300, n = 200, k = 256, count = 1 },       -- edge tiles in m and n
+      { m = 129, n = 136, k = 12, count = 2 },        -- k shorter than a k-step pair
+      { m = 515, n = 64, k = 36, count = 2, a_batched = true },
+      { m = 257, n = 160, k = 60, count = 2, alpha = 0.5, beta = 1 },
+    }
+    for i, cs in ipairs(cases) do
+      local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
+      local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
+      local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
+      local c0 = spk.randn(cshape, { seed = 20 + i })
+      local hi, lo = spk.blas.split_tf32(w:cuda())
+      local out = {}
+      for _, form in ipairs { "fp32", "tma" } do
+        local c = c0:cuda()
+        spk.blas.gemm { a = a:cuda(), b = form == "tma" and hi or w:cuda(), b_lo = form == "tma" and lo or nil, c = c,
+          transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0, math = form == "tma" and "3xtf32" or form }
+        out[form] = c:cpu()
+      end
+      for z = 1, cs.count do
+        local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
+        local az = cs.a_batched and a:select(1, z):contiguous() or a
+        local truth = product_f64(az, pick(w), false, true)
+        local model = tf32_model(az, pick(w), false, true)
+        if cs.alpha then
+          truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta
+          model = model * cs.alpha + pick(c0):to("f64") * cs.beta
+        end
+        local e = { model = spk.compare(model, truth).rel_l2 }
+        for form, t in pairs(out) do e[form] = rel_err(pick(t), truth) end
+        local what = ("case %d matrix %d: fp32 %.3g, tma %.3g, one TF32 product (host model) %.3g"):format(i, z,
+          e.fp32, e.tma, e.model)
+        assert_fp32_class(e.tma, e.fp32, e.model, what)
+      end
+      -- the same bits on a second run
+      local c = c0:cuda()
+      spk.blas.gemm { a = a:cuda(), b = hi, b_lo = lo, c = c, transb = true, alpha = cs.alpha or 1,
+        beta = cs.beta or 0, math = "3xtf32" }
+      assert.bits_equal(out.tma, c:cpu())
+    end
+  end)
+
+  it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
+    local dir = spec_tmpdir() .. "/store_c"
+    local tool = "tools/gemm_3xtf32_check.lua"
+    local out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3",
+                                     "--write-variant", dir }
+    assert.are.equal(0, code, err)
+    assert.matches("wrote .*SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3", out)
+    local kernels = spk.cuda.kernel_dir()
+    for _, name in ipairs(spk.cuda.kernel_files(kernels)) do
+      local mine, theirs = read_file(dir .. "/" .. name), read_file(kernels .. "/" .. name)
+      if name == "gemm_3xtf32_tma.cuh" then
+        assert.matches("\n#define SPK_TMA_STORE_C 1\n", mine)
+        assert.matches("\n#define SPK_TMA_STAGES 3\n", mine)
+        assert.matches("\n#define SPK_TMA_STORE_C 0\n", theirs) -- the default: C's own stores
+        local rest = mine:gsub("\n#define SPK_TMA_STORE_C 1\n", "\n#define SPK_TMA_STORE_C 0\n")
+          :gsub("\n#define SPK_TMA_STAGES 3\n", "\n#define SPK_TMA_STAGES 4\n")
+        assert.are.equal(theirs, rest)
+      else
+        assert.are.equal(theirs, mine, name)
+      end
+    end
+    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1", "--write-variant", dir }
+    assert.are.equal(2, code)
+    assert.matches("cannot make the folder .* %(it must not exist%)", err)
+    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_BK=64", "--write-variant", dir .. "2" }
+    assert.are.equal(2, code)
+    assert.matches("'SPK_TMA_BK' is no tunable of gemm_3xtf32_tma.cuh", err)
+    out, err, code = run_spk { "run", tool, "--write-variant", dir .. "3" }
+    assert.are.equal(2, code)
+    assert.matches("%-%-write%-variant needs %-%-tma%-define", err)
+  end)
+
+  gpu_it("refuses, naming why, what the TMA form cannot read", function()
+    local w = spk.randn({ 8, 96 }, { seed = 2 }):cuda()
+    local hi, lo = spk.blas.split_tf32(w)
+    local function err(g)
+      local ok, e = pcall(spk.blas.gemm, g)
+      assert.is_false(ok)
+      return tostring(e)
+    end
+    local c = spk.cuda.zeros({ 16, 8 })
+    assert.matches("a must run along k with unit stride",
+      err { a = spk.randn({ 96, 16 }, { seed = 1 }):cuda(), transa = true, b = hi, b_lo = lo, c = c, transb = true,
+            math = "3xtf32" })
+    assert.matches('b_lo %(the small part of a split b%) needs math "3xtf32", got "fp32"',
+      err { a = spk.randn({ 16, 96 }, { seed = 1 }):cuda(), b = hi, b_lo = lo, c = c, transb = true })
+    local a61 = spk.randn({ 16, 61 }, { seed = 1 }):cuda()
+    local h61, l61 = spk.blas.split_tf32(spk.randn({ 8, 61 }, { seed = 3 }):cuda())
+    assert.matches("rows must be a multiple of 4 floats apart %(61%)",
+      err { a = a61, b = h61, b_lo = l61, c = c, transb = true, math = "3xtf32" })
   end)
 end)

@@ -74,4 +74,69 @@ describe("math 3xtf32", function()
       split:close()
     end
   end)
+
+  -- The TMA form (weights split when the plan is built) is chosen per process
+  -- by $SPK_GEMM_3XTF32 ("tma" or "classic", else the build's default, the
+  -- TMA form on compute capability 9.0): each choice runs in a child of its own.
+  local function child(env, script)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(script)
+    f:close()
+    local p = io.popen(("%s %s run %s 2>&1"):format(env, shell_quote(SPK), shell_quote(path)))
+    local out = p:read("a")
+    p:close()
+    os.remove(path)
+    return out
+  end
+
+  local STACK = [[
+local spk = require "spk"
+local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 3 }
+local x = spk.randn({ 37, 50, 60 }, { seed = 4 })
+local truth = spk.lstm.reference(layers, x, { precision = "f64" })
+for _, backend in ipairs { "cluster", "persistent" } do
+  local fp32 = spk.lstm.stack { layers = layers, batch = 37, steps = 50, backend = backend }
+  local split = spk.lstm.stack { layers = layers, batch = 37, steps = 50, backend = backend, math = "3xtf32" }
+  local y3 = split:forward(x)
+  if os.getenv("SPK_SPEC_OUT") then spk.save(os.getenv("SPK_SPEC_OUT") .. "-" .. backend .. ".npy", y3) end
+  local e32, e3 = spk.compare(fp32:forward(x), truth), spk.compare(y3, truth)
+  print(("%s %.6e %.6e %.6e %.6e %s"):format(backend, e32.rel_l2, e3.rel_l2, e32.max_abs, e3.max_abs,
+    spk.compare(split:forward(x), y3).max_abs == 0 and "repeatable" or "differs"))
+end
+]]
+
+  gpu_it("runs the stack's projections on either form within the FP32 rows' bounds, the TMA form by default", function()
+    local dir = spec_tmpdir()
+    for _, choice in ipairs { "tma", "classic", "default" } do
+      local env = choice == "default" and "env -u SPK_GEMM_3XTF32" or "SPK_GEMM_3XTF32=" .. choice
+      local out = child(("%s SPK_SPEC_OUT=%s"):format(env, shell_quote(dir .. "/" .. choice)), STACK)
+      local n = 0
+      for backend, e32, e3, a32, a3, rep in out:gmatch("(%a+) (%S+) (%S+) (%S+) (%S+) (%a+)") do
+        n = n + 1
+        e32, e3, a32, a3 = tonumber(e32), tonumber(e3), tonumber(a32), tonumber(a3)
+        local what = ("%s, %s: 3xtf32 rel_l2 %.3g max_abs %.3g against fp32's %.3g, %.3g"):format(choice, backend, e3,
+          a3, e32, a32)
+        assert.is_true(e3 <= 1.1 * e32 and a3 <= 2 * a32, what)
+        assert.are.equal("repeatable", rep, what)
+      end
+      assert.are.equal(2, n, out)
+    end
+    -- compute capability 9.0: no variable is the TMA form, to the bit
+    if spk.cuda.device().cc == "9.0" then
+      for _, backend in ipairs { "cluster", "persistent" } do
+        local function y(choice) return spk.load(("%s/%s-%s.npy"):format(dir, choice, backend)) end
+        assert.bits_equal(y("tma"), y("default"), backend .. ": the default against SPK_GEMM_3XTF32=tma")
+      end
+    end
+  end)
+
+  gpu_it("names a value of SPK_GEMM_3XTF32 it does not take", function()
+    local out = child("SPK_GEMM_3XTF32=fast", [[
+local spk = require "spk"
+local layers = spk.lstm.random { layers = 1, input = 60, hidden = 128, seed = 3 }
+print(pcall(spk.lstm.stack, { layers = layers, batch = 2, steps = 4, backend = "cluster", math = "3xtf32" }))
+]])
+    assert.matches('SPK_GEMM_3XTF32 is "fast"; it takes "tma"', out)
+  end)
 end)

@@ -59,6 +59,8 @@ describe("the tuning record's schema", function()
       bad_median_string = 'winner.median_ms must be a positive number, got "abc"', bad_not_json = "not valid JSON",
       bad_options_math = 'options has no field "math"', bad_options_override_shape = 'options has no field "',
       bad_steps_class = "steps_class must be 1024",
+      bad_winner_math = "winner.math must be a math of FP32's accuracy %(3xtf32, fp32%), got \"tf32\"",
+      bad_winner_math_backend = 'winner.math: backend cudnn has no math "3xtf32"',
     }
     local valid, invalid = 0, 0
     for _, name in ipairs(corpus_files()) do
@@ -74,8 +76,8 @@ describe("the tuning record's schema", function()
         invalid = invalid + 1
       end
     end
-    assert.are.equal(3, valid)
-    assert.are.equal(17, invalid)
+    assert.are.equal(4, valid)
+    assert.are.equal(19, invalid)
   end)
 
   it("an invalid record gives one warning naming the file and the problem, and the documented default", function()
@@ -127,6 +129,22 @@ describe("the tuning record's schema", function()
                                                 median_ms = 1 }))
     assert.is_nil(ok)
     assert.matches("not an option a record chooses for backend persistent", why)
+  end)
+
+  it("a winner may carry a math of FP32's accuracy that its backend has, beside its options", function()
+    for _, m in ipairs { "fp32", "3xtf32" } do
+      assert.is_true(tuning.check_record(record_with({ backend = "cluster", options = {}, math = m, median_ms = 1 })))
+    end
+    assert.are.same({ "3xtf32", "fp32" }, tuning.fp32_maths())
+    local ok, why = tuning.check_record(record_with({ backend = "cluster", options = {}, math = "tf32", median_ms = 1 }))
+    assert.is_nil(ok)
+    assert.matches("winner.math must be a math of FP32's accuracy %(3xtf32, fp32%)", why)
+    ok, why = tuning.check_record(record_with({ backend = "cudnn", options = { algo = "standard" }, math = "3xtf32",
+                                               median_ms = 1 }))
+    assert.is_nil(ok)
+    assert.matches('winner.math: backend cudnn has no math "3xtf32"', why)
+    ok, why = tuning.check_record(record_with({ backend = "cluster", options = {}, math = 3, median_ms = 1 }))
+    assert.is_nil(ok)
   end)
 
   it("checks the kernel options the way the backend checks them, with types and ranges", function()
@@ -194,7 +212,7 @@ describe("the tuning record's schema", function()
   it("the fuzz target's corpus replays with its property holding", function()
     local out, err, code = run_spk({ "run", "tests/fuzz/fuzz_tuning_record.lua", "--seconds", "0", CORPUS })
     assert.are.equal(0, code, err)
-    assert.matches("fuzz_tuning_record: 20 replayed, 0 mutated .* 0 failures", out)
+    assert.matches("fuzz_tuning_record: 23 replayed, 0 mutated .* 0 failures", out)
     -- and it mutates from whatever it is given
     local dir = spec_tmpdir()
     write_file(dir .. "/x.json", "{")
@@ -233,6 +251,34 @@ describe("backend auto and a record", function()
       local x = spk.rand({ 3, 5, 3 }, { seed = 1 })
       assert.is_true(spk.allclose(plan:forward(x), (spk.lstm.reference(layers, x, { precision = "f32" }))))
       os.execute("rm -rf " .. shell_quote(dir))
+    end)
+  end)
+
+  it("builds the record's math where the script gives none, the script's where it does", function()
+    with_facts(function()
+      local dir = spec_tmpdir()
+      local built = {}
+      spk.lstm.tunables.fake = function() return true end
+      spk.lstm.backends.fake = function(o)
+        built[#built + 1] = o.math or "fp32"
+        return { backend = "fake", batch = o.batch, steps = o.steps, close = function() end }
+      end
+      local ok, err = pcall(function()
+        local r = tuning.new_record(sample_fields(), "spk tune")
+        r.entries = { { hidden = 2, input = 3, layers = 1, batch = 4, steps = 5, steps_class = 8,
+                        winner = { backend = "fake", options = {}, math = "3xtf32", median_ms = 1.5 } } }
+        tuning.save(r, dir)
+        local c = spk.lstm.auto_choice { layers = layers, batch = 3, steps = 5, tune_dir = dir }
+        assert.are.equal("3xtf32", c.math)
+        assert.matches("math 3xtf32", c.reason)
+        spk.lstm.stack { backend = "auto", layers = layers, batch = 3, steps = 5, tune_dir = dir }
+        spk.lstm.stack { backend = "auto", layers = layers, batch = 3, steps = 5, tune_dir = dir, math = "fp32" }
+        spk.lstm.stack { backend = "auto", layers = layers, batch = 3, steps = 5, tune_dir = dir, math = "tf32" }
+      end)
+      spk.lstm.tunables.fake, spk.lstm.backends.fake = nil, nil
+      os.execute("rm -rf " .. shell_quote(dir))
+      assert(ok, err)
+      assert.are.same({ "3xtf32", "fp32", "tf32" }, built)
     end)
   end)
 

@@ -401,7 +401,7 @@ describe("spk tune", function()
 
   it("lists the candidates per batch with --dry-run and measures nothing", function()
     local dir = spec_tmpdir()
-    local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--dir", dir }
+    local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--math", "fp32", "--dir", dir }
     assert.are.equal(0, code)
     -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways
     assert.matches("batch 1: 14 variants", out)
@@ -421,6 +421,56 @@ describe("spk tune", function()
     assert.matches("batch 8: 31 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
+    -- by default every kernel variant also with split-TF32 projections; cuDNN in FP32 alone
+    out, _, code = run_spk { "tune", "--dry-run", "--batches", "1", "--dir", dir }
+    assert.are.equal(0, code)
+    assert.matches("kernel maths: fp32, 3xtf32", out)
+    assert.matches("batch 1: 24 variants", out)
+    assert.matches("persistent %(units 16, 3xtf32 projections%)", out)
+    assert.matches("cluster %(tile_rows 1, push scalar, 3xtf32 projections%)", out)
+    assert.is_nil(out:match("cudnn %(algo [%w_]+, 3xtf32"))
+    local _, err
+    _, err, code = run_spk { "tune", "--dry-run", "--math", "fp32,tf32" }
+    assert.are.equal(2, code)
+    assert.matches("%-%-math: unknown math 'tf32' %(known: 3xtf32, fp32%)", err)
+    os.execute("rm -rf " .. shell_quote(dir))
+  end)
+
+  it("records the faster FP32-accuracy math with the winner (made-up measurements)", function()
+    local benchmark = require "spk.benchmark"
+    local dir = spec_tmpdir()
+    local saved_run, saved_facts = benchmark.run, tuning.facts
+    local maths_seen = {}
+    benchmark.run = function(opts)
+      local rows = {}
+      for _, b in ipairs(opts.backends) do
+        for i, v in ipairs(opts.variants[b]) do
+          local row = { batch = opts.batches[1], steps = opts.steps, backend = b, algo = v.algo, math = v.math,
+                        variant = b .. " " .. i, bound_ok = true, rel_l2 = 1e-7 }
+          maths_seen[v.math or "fp32"] = true
+          -- split-TF32 projections 10 % faster than FP32's, cuDNN slowest
+          row.median_ms = b == "cudnn" and 20 or (v.math == "3xtf32" and 9 or 10) + i / 100
+          rows[#rows + 1] = row
+        end
+      end
+      return rows, {}
+    end
+    tuning.facts = function() return sample_fields() end
+    local written = {}
+    local ok, code = pcall(require "spk.cli.tune", { "--batches", "64", "--rounds", "1", "--dir", dir,
+                                                     "--candidates", "cluster,cudnn" },
+      { write = function(s) written[#written + 1] = s end, progress = function() end })
+    benchmark.run, tuning.facts = saved_run, saved_facts
+    assert(ok, code)
+    assert.are.equal(0, code)
+    assert.are.same({ fp32 = true, ["3xtf32"] = true }, maths_seen)
+    local path = table.concat(written):match("record: (%S+)")
+    local record = assert(tuning.load(path, sample_fields()))
+    local w = record.entries[1].winner
+    assert.are.equal("cluster", w.backend)
+    assert.are.equal("3xtf32", w.math)
+    assert.is_nil(w.options.math) -- the math beside the options, never in them
+    assert.matches("3xtf32 projections", table.concat(written))
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
@@ -459,7 +509,7 @@ describe("spk tune", function()
     end
     tuning.facts = function() return sample_fields() end
     local written = {}
-    local ok, code = pcall(require "spk.cli.tune", { "--batches", "2", "--rounds", "1", "--dir", dir },
+    local ok, code = pcall(require "spk.cli.tune", { "--batches", "2", "--rounds", "1", "--dir", dir, "--math", "fp32" },
       { write = function(s) written[#written + 1] = s end, progress = function() end })
     benchmark.run, tuning.facts = saved_run, saved_facts
     assert(ok, code)

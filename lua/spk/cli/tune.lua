@@ -4,8 +4,10 @@
 -- 16 units; the cluster kernels with their per-batch default and each tile
 -- height up to the batch, the batch's default, the baseline and the direct
 -- pushes at that height) and every cuDNN algorithm with spk.benchmark at
--- each batch, checks each against the f64 reference, and keeps as the winner the fastest
--- FP32-strict candidate within its correctness bound. The winners go into the
+-- each batch, each kernel variant in every FP32-accuracy math of --math (FP32
+-- projections, split-TF32 projections), checks each against the f64
+-- reference, and keeps as the winner the fastest candidate of FP32's
+-- accuracy within its correctness bound. The winners go into the
 -- tuning record of this device, drivers and kernel sources (lua/spk/tuning.lua),
 -- which spk.lstm.stack{backend = "auto"} reads. Progress on stderr, the table
 -- and the record's path on stdout.
@@ -15,15 +17,16 @@
 
 local USAGE = [[
 usage: spk tune [--batches 1,8,32,64,256] [--steps 589] [--rounds 5] [--warmup 2]
-                [--candidates persistent,cluster] [--hidden 128] [--input 60]
-                [--layers 4] [--dir DIR] [--dry-run] [--help]
+                [--candidates persistent,cluster] [--math fp32,3xtf32] [--hidden 128]
+                [--input 60] [--layers 4] [--dir DIR] [--dry-run] [--help]
 
 Measures the candidate kernel variants of the bidirectional LSTM stack at each
 batch (random PyTorch-style weights, seed 1; one input per batch; CUDA graph
 replays timed with CUDA events, median over the rounds), checks each output
-against the f64 CPU reference, and records, per batch, the fastest FP32-strict
-candidate within its bound (the persistent kernel's: rel L2 <= 1.1x and max abs
-<= 2x cuDNN standard FP32's). cuDNN's four algorithms are always timed, as the
+against the f64 CPU reference, and records, per batch, the fastest candidate of
+FP32's accuracy within its bound (the persistent kernel's: rel L2 <= 1.1x and
+max abs <= 2x cuDNN standard FP32's), with its math: backend "auto" then runs
+the faster of FP32 and split-TF32 projections where a script gives no math. cuDNN's four algorithms are always timed, as the
 baseline of the speed-up. spk.lstm.stack{backend = "auto"} then builds the
 recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
 
@@ -41,6 +44,9 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      blocks (cluster 4 or 2, 4 chunks, where hidden is a
                      multiple of 32 up to 128; the gates fetched 3 steps
                      ahead; from tile 4 at cluster 2 also in two row phases)
+  --math LIST        the maths of FP32's accuracy each kernel candidate runs in
+                     (default fp32,3xtf32: FP32 projections, and split-TF32
+                     projections on the tensor cores); cuDNN runs FP32 only
   --layers N, --hidden N, --input N   the stack's shape (default 4, 128, 60)
   --dir DIR          the record folder (default $SPK_TUNE_DIR, else
                      $XDG_CACHE_HOME/spk/tune, else ~/.cache/spk/tune)
@@ -53,13 +59,16 @@ carry where they came from (spk's version and commit, the command, the
 device and its versions). Without a CUDA device it says so and exits 3.]]
 
 local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
+local MATHS = {}
+for _, m in ipairs(require("spk.tuning").fp32_maths()) do MATHS[m] = true end
 
 local options = require "spk.options"
 local fail, positive, list = options.fail, options.positive, options.list
 
 local function parse(args)
   local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, rounds = 5, warmup = 2,
-              candidates = { "persistent", "cluster" }, layers = 4, hidden = 128, input = 60 }
+              candidates = { "persistent", "cluster" }, maths = { "fp32", "3xtf32" }, layers = 4, hidden = 128,
+              input = 60 }
   local numbers = { steps = 1, rounds = 1, warmup = 0, layers = 1, hidden = 1, input = 1 }
   local i = 1
   local function value(name)
@@ -77,6 +86,8 @@ local function parse(args)
       o.batches = options.positives(value("batches"), "batches")
     elseif a == "--candidates" then
       o.candidates = options.choices(value("candidates"), "candidates", "candidate", CANDIDATES)
+    elseif a == "--math" then
+      o.maths = options.choices(value("math"), "math", "math", MATHS)
     elseif a == "--dir" then o.dir = value("dir")
     else fail(("unknown argument '%s' (see spk tune --help)"):format(a)) end
     i = i + 1
@@ -128,7 +139,27 @@ local function variants(backend, batch, algos, hidden)
   return out
 end
 
-local function describe(options)
+-- Each kernel variant once per math (math left out for FP32, as the record stores it).
+local function in_maths(list, maths)
+  local out = {}
+  for _, m in ipairs(maths) do
+    for _, v in ipairs(list) do
+      local w = {}
+      for k, x in pairs(v) do w[k] = x end
+      w.math = m ~= "fp32" and m or nil
+      out[#out + 1] = w
+    end
+  end
+  return out
+end
+
+local describe
+function describe(options)
+  if options.math then
+    local rest = {}
+    for k, v in pairs(options) do if k ~= "math" then rest[k] = v end end
+    return describe(rest) .. ", " .. options.math .. " projections"
+  end
   if options.algo then return "algo " .. options.algo end
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
@@ -156,11 +187,12 @@ local function entry_of(o, batch, rows, options_of, tuning)
                   steps_class = tuning.steps_class(o.steps), rounds = o.rounds,
                   date = os.date("!%Y-%m-%dT%H:%M:%SZ"), candidates = {} }
   local best
+  local benchmark = require "spk.benchmark"
   for i, r in ipairs(rows) do
-    local fp32 = (r.math or "fp32") == "fp32"
+    local fp32 = benchmark.held_to[r.math or "fp32"] == "fp32" -- FP32's accuracy: fp32 or 3xtf32
     local eligible = candidate[r.backend] == true and not r.error and fp32 and r.bound_ok == true
       and type(r.median_ms) == "number"
-    local c = { backend = r.backend, options = options_of[i], variant = r.variant, median_ms = r.median_ms,
+    local c = { backend = r.backend, options = options_of[i], math = r.math, variant = r.variant, median_ms = r.median_ms,
                 min_ms = r.min_ms, spread = r.spread, rel_l2 = r.rel_l2, max_abs = r.max_abs, bound = r.bound,
                 bound_ok = r.bound_ok, speedup = r.speedup, eligible = eligible, error = r.error }
     entry.candidates[#entry.candidates + 1] = c
@@ -171,7 +203,7 @@ local function entry_of(o, batch, rows, options_of, tuning)
     end
   end
   if best then
-    entry.winner = { backend = best.backend, options = best.options, variant = best.variant,
+    entry.winner = { backend = best.backend, options = best.options, math = best.math, variant = best.variant,
                      median_ms = best.median_ms, rel_l2 = best.rel_l2, speedup = best.speedup }
   end
   return entry
@@ -181,11 +213,14 @@ end
 local function dry_run(o, out, backends, benchmark, tuning, facts, why, dir)
   out.write(("spk tune (dry run): %d-layer bidirectional LSTM, hidden %d, input %d, %d steps (class <= %d), "
     .. "%d timed rounds\n"):format(o.layers, o.hidden, o.input, o.steps, tuning.steps_class(o.steps), o.rounds))
-  out.write(("candidates: %s (cuDNN's algorithms timed as the baseline)\n"):format(table.concat(o.candidates, ", ")))
+  out.write(("candidates: %s (cuDNN's algorithms timed as the baseline); kernel maths: %s\n"):format(
+    table.concat(o.candidates, ", "), table.concat(o.maths, ", ")))
   for _, batch in ipairs(o.batches) do
     local words = {}
     for _, b in ipairs(backends) do
-      for _, v in ipairs(variants(b, batch, benchmark.cudnn_algorithms, o.hidden)) do
+      local list = variants(b, batch, benchmark.cudnn_algorithms, o.hidden)
+      if b ~= "cudnn" then list = in_maths(list, o.maths) end
+      for _, v in ipairs(list) do
         words[#words + 1] = b .. " (" .. describe(v) .. ")"
       end
     end
@@ -207,7 +242,12 @@ local function measure(o, out, backends, benchmark, tuning, layers)
     local per_backend, options_of = {}, {}
     for _, b in ipairs(backends) do
       per_backend[b] = variants(b, batch, benchmark.cudnn_algorithms, o.hidden)
-      for _, v in ipairs(per_backend[b]) do options_of[#options_of + 1] = copy(v) end
+      if b ~= "cudnn" then per_backend[b] = in_maths(per_backend[b], o.maths) end
+      for _, v in ipairs(per_backend[b]) do
+        local opts = copy(v)
+        opts.math = nil -- the row's math, which the record keeps beside the options
+        options_of[#options_of + 1] = opts
+      end
     end
     per_batch[i] = { per_backend = per_backend, options_of = options_of }
     total = total + #options_of + 1 -- and the f64 reference
@@ -277,8 +317,11 @@ return function(args, io_override)
     for _, cand in ipairs(e.candidates) do
       if cand.eligible then eligible = eligible + 1 end
     end
+    local shown = {}
+    for k, v in pairs(w.options or {}) do shown[k] = v end
+    shown.math = w.math
     lines[#lines + 1] = { batch = e.batch, backend = w.backend or "none", variant = w.variant,
-                          options = e.winner and describe(w.options or {}) or nil, median_ms = w.median_ms,
+                          options = e.winner and describe(shown) or nil, median_ms = w.median_ms,
                           cudnn_ms = c.median_ms, cudnn = c.variant, speedup = w.speedup, rel_l2 = w.rel_l2,
                           eligible = ("%d of %d"):format(eligible, #e.candidates) }
   end
@@ -302,7 +345,8 @@ return function(args, io_override)
       table.concat(o.candidates, ", ")),
   }
   local footer = {
-    "winner: the fastest FP32-strict candidate within its bound (eligible: rows that ran and passed, of all timed).",
+    "winner: the fastest candidate of FP32's accuracy (FP32 or split-TF32 projections) within its bound (eligible:",
+    "rows that ran and passed, of all timed).",
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the winner's (> 1: faster).",
     ("%.1f s in all."):format(seconds),
   }

@@ -1,0 +1,166 @@
+/* The geometry of the split-TF32 GEMM's TMA form (kernels/gemm_3xtf32_tma.cu):
+ * tiles, stages, the shared-memory layout that TMA writes and wgmma reads,
+ * the register fragments, the tile order, and the split itself. Included by
+ * the kernel and by its host (src/cuda/gemm_3xtf32_tma.c), so that the C
+ * tests (tests/c/test_gemm_3xtf32.c) check on the CPU the very index
+ * functions the kernel runs. C and CUDA C++; each tunable can be overridden
+ * with a define (tools/gemm_3xtf32_check.lua times the variants). */
+#ifndef SPK_GEMM_3XTF32_TMA_CUH
+#define SPK_GEMM_3XTF32_TMA_CUH
+
+#if defined(__CUDACC__)
+#define SPK_TMA_FN static __host__ __device__ __forceinline__
+#else
+#define SPK_TMA_FN static inline
+#endif
+
+/* A block computes a 128 x 128 tile of C: two consumer warpgroups of 64 rows
+ * each (one m64n128k8 wgmma per product and k-step) and one producer warp. */
+#define SPK_TMA_BM 128
+#define SPK_TMA_BN 128
+#define SPK_TMA_WG_ROWS 64
+#define SPK_TMA_CONSUMER_WARPS 8
+#define SPK_TMA_THREADS (32 * (SPK_TMA_CONSUMER_WARPS + 1))
+/* A k-tile is 32 floats: one 128-byte row of TMA's 128-byte swizzle, four
+ * k-steps of 8. A stage holds A's, B hi's and B lo's k-tile (16 KB each). */
+#define SPK_TMA_BK 32
+#define SPK_TMA_KSTEPS (SPK_TMA_BK / 8)
+#define SPK_TMA_TILE_BYTES (SPK_TMA_BM * SPK_TMA_BK * 4)
+#define SPK_TMA_STAGE_BYTES (3 * SPK_TMA_TILE_BYTES)
+#ifndef SPK_TMA_STAGES
+#define SPK_TMA_STAGES 4
+#endif
+/* k-steps whose products the tensor core sums from zero before one FP32 add
+ * (1, 2 or 4), and their order: 1 = every small product of the slice, then
+ * the big ones; 0 = small, small, big per k-step (the mma.sync form's). */
+#ifndef SPK_TMA_SLICE_STEPS
+#define SPK_TMA_SLICE_STEPS 2
+#endif
+#ifndef SPK_TMA_SMALL_FIRST
+#define SPK_TMA_SMALL_FIRST 1
+#endif
+/* How a tile's C leaves the block: 0 = each consumer thread's float2 stores
+ * to global memory, 1 = the accumulators into a shared-memory buffer (64 KB,
+ * each warpgroup's 64 x 128 half as four boxes of 32 columns with the
+ * 128-byte swizzle) that one thread of the warpgroup hands to TMA's bulk
+ * store, so the next tile's products start while C is written (where C
+ * suits a tensor map and beta is 0; else the stores of 0). 1 leaves room
+ * for 3 stages. */
+#ifndef SPK_TMA_STORE_C
+#define SPK_TMA_STORE_C 0
+#endif
+#define SPK_TMA_C_BOX_COLS 32
+#define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)
+#define SPK_TMA_C_BYTES (SPK_TMA_STORE_C ? 2 * SPK_TMA_C_HALF_BYTES : 0)
+/* Dynamic shared memory: the stages (1024-byte aligned, as the swizzle needs:
+ * up to 1024 bytes are skipped to get there), C's buffer (1024-byte aligned
+ * after them), and a full and an empty mbarrier a stage. */
+#define SPK_TMA_BARRIER_BYTES (2 * SPK_TMA_STAGES * 8)
+#define SPK_TMA_SMEM_BYTES (SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA_BARRIER_BYTES)
+/* What the host gives every launch: a block's opt-in maximum on compute
+ * capability 9.0, so a variant compiled from another kernel folder (more
+ * stages, C's buffer) runs with the same host; the kernel traps if it is
+ * given less than it needs. */
+#define SPK_TMA_SMEM_LIMIT 232448
+#if SPK_TMA_SMEM_BYTES > SPK_TMA_SMEM_LIMIT
+#error "gemm_3xtf32_tma: the stages and C's buffer exceed a block's 227 KB (SPK_TMA_STORE_C 1 takes 3 stages at most)"
+#endif
+
+/* Byte offset of element (r, c), c < 32, in a [rows][32] f32 tile as TMA
+ * writes it with CU_TENSOR_MAP_SWIZZLE_128B into 1024-byte aligned shared
+ * memory: row r at 128 r, its 16-byte chunk c / 4 moved to (c / 4) ^ (r % 8). */
+SPK_TMA_FN unsigned spk_tma_swizzled(unsigned r, unsigned c)
+{
+    return r * 128u + ((((c >> 2) ^ r) & 7u) << 4) + ((c & 3u) << 2);
+}
+
+/* wgmma's A fragment from registers (m64 x k8, tf32), warp w (0..3) of the
+ * warpgroup, lane l, value v (0..3): row 16 w + l / 4 (+ 8 for v odd),
+ * column l % 4 (+ 4 for v >= 2) of the 64 x 8 k-step. */
+SPK_TMA_FN unsigned spk_tma_a_row(unsigned warp, unsigned lane, unsigned v)
+{
+    return 16u * warp + (lane >> 2) + 8u * (v & 1u);
+}
+SPK_TMA_FN unsigned spk_tma_a_col(unsigned lane, unsigned v) { return (lane & 3u) + 4u * (v >> 1); }
+
+/* Where value v of k-step q of a consumer thread sits in the stage's A tile
+ * (warpgroup wg, warp w of it): the byte offset the kernel loads from. */
+SPK_TMA_FN unsigned spk_tma_a_offset(unsigned wg, unsigned warp, unsigned lane, unsigned q, unsigned v)
+{
+    return spk_tma_swizzled(SPK_TMA_WG_ROWS * wg + spk_tma_a_row(warp, lane, v), 8u * q + spk_tma_a_col(lane, v));
+}
+
+/* The m64n128 f32 accumulator, value i (0..63) of lane l in warp w: row
+ * 16 w + l / 4 (+ 8 for i % 4 >= 2), column 8 (i / 4) + 2 (l % 4) + i % 2. */
+SPK_TMA_FN unsigned spk_tma_acc_row(unsigned warp, unsigned lane, unsigned i)
+{
+    return 16u * warp + (lane >> 2) + 8u * ((i >> 1) & 1u);
+}
+SPK_TMA_FN unsigned spk_tma_acc_col(unsigned lane, unsigned i) { return 8u * (i >> 2) + 2u * (lane & 3u) + (i & 1u); }
+
+/* Byte offset of element (r, c) (r < 64, c < 128) of a warpgroup's half of
+ * C's buffer, as TMA's bulk store reads it: box c / 32 (32 columns x 64
+ * rows, the 128-byte swizzle) at 8 KB (c / 32). */
+SPK_TMA_FN unsigned spk_tma_c_offset(unsigned r, unsigned c)
+{
+    return (c / SPK_TMA_C_BOX_COLS) * (SPK_TMA_WG_ROWS * 128u) + spk_tma_swizzled(r, c % SPK_TMA_C_BOX_COLS);
+}
+
+/* wgmma's shared-memory descriptor of a K-major B tile with the 128-byte
+ * swizzle, starting at shared address `addr` (1024-byte aligned, plus 32
+ * bytes a k-step): start address >> 4 in bits 0-13, leading offset 1 (unused
+ * with a swizzle) in 16-29, stride offset 1024 >> 4 (8 rows of 128 bytes) in
+ * 32-45, base offset 0, layout 1 (128-byte swizzle) in 62-63. */
+#define SPK_TMA_DESC_SBO 1024u
+SPK_TMA_FN unsigned long long spk_tma_desc(unsigned addr)
+{
+    return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) |
+           ((unsigned long long)(SPK_TMA_DESC_SBO >> 4) << 32) | (1ull << 62);
+}
+
+/* The tiles in the order the persistent blocks take them (block b: tiles
+ * b, b + grid, ...): columns fastest, then the matrices of a batch, then
+ * rows, so the blocks running at once share A's row tiles in L2. */
+SPK_TMA_FN void spk_tma_tile_of(long long t, int col_tiles, int count, int *row_tile, int *matrix, int *col_tile)
+{
+    *col_tile = (int)(t % col_tiles);
+    long long rest = t / col_tiles;
+    *matrix = (int)(rest % count);
+    *row_tile = (int)(rest / count);
+}
+
+/* x rounded to TF32 on its bits: half an ulp added to the magnitude, the 13
+ * low bits cleared (ties away from zero, as cvt.rna); the kernels' split is
+ * hi = this, lo = x - hi (exact). */
+SPK_TMA_FN unsigned spk_tf32_round_bits(unsigned bits) { return (bits + 0x1000u) & 0xffffe000u; }
+
+/* The split of a prepared operand (spk_tf32_split, on the host and in
+ * kernels/gemm_3xtf32.cu's spk_tf32_split alike): hi = x rounded to TF32,
+ * lo = x - hi rounded to TF32 too (the tensor core would truncate it), so
+ * hi + lo is x within 2^-22 of it. An Inf or NaN goes whole into hi, lo 0
+ * (rounding would carry a NaN's payload into its sign); a finite x that
+ * rounds up to Inf is truncated instead. */
+SPK_TMA_FN int spk_tf32_finite_bits(unsigned bits) { return (bits & 0x7f800000u) != 0x7f800000u; }
+
+SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
+{
+    union {
+        float f;
+        unsigned u;
+    } v, h, l;
+    v.f = x;
+    if (!spk_tf32_finite_bits(v.u)) {
+        *hi = x;
+        *lo = 0.0f;
+        return;
+    }
+    h.u = spk_tf32_round_bits(v.u);
+    if (!spk_tf32_finite_bits(h.u))
+        h.u = v.u & 0xffffe000u;
+    l.f = x - h.f;
+    l.u = spk_tf32_round_bits(l.u);
+    *hi = h.f;
+    *lo = l.f;
+}
+
+#endif
