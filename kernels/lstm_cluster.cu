@@ -187,34 +187,14 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
                 c, hv, gx, b4);
     zero_h(tid, h_buffers, h_floats);
-    // The exchange: full[phase][q] at full0 + 16 phase + 8 q counts a phase's bytes of h[q], this block's
-    // own units' included; thread 0 makes and arms them for steps 0 and 1 (a phase without rows never
-    // arms, waits or pushes), then every block of the cluster is running and armed before any pushes.
+    // The exchange (kernels/lstm_cluster_stages.cuh): the mbarriers made and armed, one cluster barrier.
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
-    unsigned exchange_bytes[ROW_PHASES];
+    unsigned exchange_bytes[ROW_PHASES]; // a phase's bytes of h a step
 #pragma unroll
     for (int phase = 0; phase < ROW_PHASES; phase++)
-        exchange_bytes[phase] = (unsigned)(PHASE_ROWS(phase) * HIDDEN * 4);
+        exchange_bytes[phase] = PHASE_BYTES(phase);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
-    if (tid == 0) {
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            mbarrier_init(full0 + 16 * phase, 1);
-            mbarrier_init(full0 + 16 * phase + 8, 1);
-        }
-        mbarrier_init_fence();
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            if (!PHASE_HAS_ROWS(phase))
-                continue;
-            if (steps > 1)
-                mbarrier_arm(full0 + 16 * phase + 8, exchange_bytes[phase]); // step 0's pushes, into h[1]
-            if (steps > 2)
-                mbarrier_arm(full0 + 16 * phase, exchange_bytes[phase]); // step 1's pushes, into h[0]
-        }
-    }
-    cluster_arrive();
-    cluster_wait();
+    start_exchange(tid, steps, rows, full0, exchange_bytes[0], exchange_bytes[ROW_PHASES - 1]);
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;

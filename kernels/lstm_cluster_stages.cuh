@@ -110,6 +110,7 @@ __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, 
     (ROW_PHASES == 1 ? rows                                                                                         \
                      : max(0, min(rows, PHASE_SLOT((p) + 1) * ROW_GROUP) - PHASE_SLOT(p) * ROW_GROUP))
 #define PHASE_HAS_ROWS(p) (ROW_PHASES == 1 || PHASE_ROWS(p) > 0) /* rows >= 1: the geometry check */
+#define PHASE_BYTES(p) ((unsigned)(PHASE_ROWS(p) * HIDDEN * 4)) /* a phase's bytes of h a step */
 
 // ---- stage: the exchange's start and end ------------------------------------------
 
@@ -118,6 +119,36 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
 {
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
+}
+
+// The mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
+// bytes of h[q] (bytes0, the first phase's; bytes1, the second's), this
+// block's own units' included. Thread 0 makes them and arms them for steps 0
+// and 1 (a phase without rows never arms, waits or pushes); after the cluster
+// barrier every block of the cluster is running and armed before any pushes.
+// (The bytes as scalars: the kernel's array by reference gives other code.)
+__device__ __forceinline__ void start_exchange(int tid, int steps, int rows, unsigned full0, unsigned bytes0,
+                                               unsigned bytes1)
+{
+    if (tid == 0) {
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            mbarrier_init(full0 + 16 * phase, 1);
+            mbarrier_init(full0 + 16 * phase + 8, 1);
+        }
+        mbarrier_init_fence();
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            if (!PHASE_HAS_ROWS(phase))
+                continue;
+            if (steps > 1)
+                mbarrier_arm(full0 + 16 * phase + 8, phase == 0 ? bytes0 : bytes1); // step 0's pushes, into h[1]
+            if (steps > 2)
+                mbarrier_arm(full0 + 16 * phase, phase == 0 ? bytes0 : bytes1); // step 1's pushes, into h[0]
+        }
+    }
+    cluster_arrive();
+    cluster_wait();
 }
 
 // Nobody leaves while a peer may still store into its shared memory.
