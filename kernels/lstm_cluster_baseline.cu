@@ -45,8 +45,15 @@
 #ifndef ROW_PHASES
 #define ROW_PHASES 1
 #endif
-static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 1,
-              "the baseline has scalar pushes (PUSH 0), one gate row a thread, the gates one step ahead, one row phase");
+#ifndef EARLY_GATES
+#define EARLY_GATES 0
+#endif
+#ifndef CELL
+#define CELL 0
+#endif
+static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 1 && EARLY_GATES == 0 && CELL == 0,
+              "the baseline has scalar pushes (PUSH 0), one gate row a thread, the gates one step ahead, one row "
+              "phase, the reference cell");
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)

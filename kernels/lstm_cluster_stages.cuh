@@ -67,6 +67,23 @@ __device__ __forceinline__ const float4 *gates_at(const float4 *gates4, int row0
     return gates4 + ((size_t)(row0 + b) * steps + t) * HIDDEN + first_unit + u;
 }
 
+// ---- stage: take the gates -------------------------------------------------------
+
+// GATES_AHEAD > 1: this thread's copies of step `step` have landed; each
+// slot's x·Wᵀ from its stage (GATES_AHEAD 1: gx already holds it). Called
+// after the step's wait, or with EARLY_GATES at the end of the step before.
+__device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bool cell_lane, float4 *stages, int tid,
+                                           float4 (&gx)[SLOTS])
+{
+    if constexpr (GATES_AHEAD > 1) {
+        copy_async_wait<GATES_AHEAD - 1>();
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++)
+            if (SLOT_OWNED(k))
+                gx[k] = *STAGE(stage, k);
+    }
+}
+
 // ---- stage: the gates' first steps ------------------------------------------------
 
 // The bias and the first step's x·Wᵀ of each slot (GATES_AHEAD 1: into gx),
@@ -100,6 +117,8 @@ __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, 
                 }
             copy_async_commit();
         }
+        if constexpr (EARLY_GATES)
+            take_gates(0, lane_row, rows, cell_lane, stages, tid, gx); // step 0's
     }
 }
 
@@ -121,7 +140,8 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
         h_buffers[i] = 0.0f;
 }
 
-// The mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
+// The pull has no mbarrier: its words, zeroed with h, are visible to every
+// block after the cluster barrier. The pushes' mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
 // bytes of h[q] (bytes0, the first phase's; bytes1, the second's), this
 // block's own units' included. Thread 0 makes them and arms them for steps 0
 // and 1 (a phase without rows never arms, waits or pushes); after the cluster
@@ -130,7 +150,7 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
 __device__ __forceinline__ void start_exchange(int tid, int steps, int rows, unsigned full0, unsigned bytes0,
                                                unsigned bytes1)
 {
-    if (tid == 0) {
+    if (!PULL && tid == 0) {
 #pragma unroll
         for (int phase = 0; phase < ROW_PHASES; phase++) {
             mbarrier_init(full0 + 16 * phase, 1);
@@ -160,42 +180,148 @@ __device__ __forceinline__ void end_exchange()
 
 // ---- stage: wait for h -------------------------------------------------------------
 
+// The pull's words: {tag, h} in 8 bytes, the tag in the high half (tag
+// step + 1 for the h of step `step`), one single-copy-atomic access each.
+__device__ __forceinline__ void store_word(unsigned address, unsigned tag, float h)
+{
+    asm volatile("st.relaxed.cluster.shared::cta.u64 [%0], %1;" ::"r"(address),
+                 "l"(((unsigned long long)tag << 32) | __float_as_uint(h))
+                 : "memory");
+}
+// Two consecutive words of a block of the cluster (a vector access is two
+// single-copy-atomic loads, each checked for its own tag).
+__device__ __forceinline__ ulonglong2 load_words(unsigned address)
+{
+    ulonglong2 w;
+    asm volatile("ld.relaxed.cluster.shared::cluster.v2.u64 {%0, %1}, [%2];" : "=l"(w.x), "=l"(w.y) : "r"(address)
+                 : "memory");
+    return w;
+}
+__device__ __forceinline__ bool words_ready(ulonglong2 w, unsigned tag)
+{
+    return ((unsigned)(w.x >> 32) == tag) & ((unsigned)(w.y >> 32) == tag);
+}
+
+// Pairs of words a thread pulls a phase: the phase's rows of h, HIDDEN / 2 pairs a row.
+#define PHASE_MAX_ROWS ((SLOTS + ROW_PHASES - 1) / ROW_PHASES * ROW_GROUP)
+#define PULL_PAIRS ((PHASE_MAX_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
+
+// The pull of step `step` (>= 1) of a phase: every pair of words of the
+// phase's rows (pair i: row i / (HIDDEN / 2), units 2 (i % (HIDDEN / 2)) and
+// the next, in the block that owns them) polled until both carry tag `step`
+// (the h of step - 1, slot (step - 1) & 1), all of a thread's pairs in
+// flight together; then the values into this step's h buffer and a block
+// barrier. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting.
+__device__ __forceinline__ bool pull_h(int step, int phase, int rows, int tid, unsigned words0, float *h_step,
+                                       int padded_rows, bool waiting, unsigned *status)
+{
+    const int pairs = PHASE_ROWS(phase) * (HIDDEN / 2);
+    const int first_row = PHASE_SLOT(phase) * ROW_GROUP;
+    const unsigned slot0 = words0 + 8u * (unsigned)(((step - 1) & 1) * padded_rows * UNITS);
+    const unsigned tag = (unsigned)step;
+    unsigned address[PULL_PAIRS];
+    ulonglong2 w[PULL_PAIRS];
+#pragma unroll
+    for (int k = 0; k < PULL_PAIRS; k++) {
+        const int i = tid + k * THREADS, unit = 2 * (i % (HIDDEN / 2));
+        address[k] = map_rank(slot0 + 8u * (unsigned)((first_row + i / (HIDDEN / 2)) * UNITS + unit % UNITS),
+                              (unsigned)(unit / UNITS));
+        if (i < pairs)
+            w[k] = load_words(address[k]);
+    }
+    unsigned long long start = 0;
+    for (unsigned rounds = 1; waiting; rounds++) {
+        bool ready = true;
+#pragma unroll
+        for (int k = 0; k < PULL_PAIRS; k++)
+            if (tid + k * THREADS < pairs && !words_ready(w[k], tag))
+                ready = false;
+        if (ready)
+            break;
+        if ((rounds & 15u) == 0) {
+            const unsigned long long now = global_ns();
+            start = start ? start : now;
+            if (now - start > EXCHANGE_TIMEOUT_NS) {
+                waiting = false;
+                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < PULL_PAIRS; k++)
+            if (tid + k * THREADS < pairs && !words_ready(w[k], tag))
+                w[k] = load_words(address[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < PULL_PAIRS; k++) {
+        const int i = tid + k * THREADS;
+        if (i < pairs)
+            reinterpret_cast<float2 *>(h_step + (first_row + i / (HIDDEN / 2)) * HIDDEN)[i % (HIDDEN / 2)] =
+                make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
+    }
+    __syncthreads();
+    return waiting;
+}
+
 // Step `step` (>= 1) of a phase waits until the bytes of its h have landed,
 // then thread 0 re-arms the barrier for step + 2's pushes into the same
-// buffer. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting: returns
-// whether to wait again.
+// buffer (with EARLY_GATES, after its publish: rearm_after_publish); the pull
+// polls the words instead. A wait past EXCHANGE_TIMEOUT_NS reports and stops
+// waiting: returns whether to wait again.
 __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int steps, int rows, int tid,
-                                           unsigned full0, unsigned bytes, bool waiting, unsigned *status)
+                                           unsigned full0, unsigned bytes, float *h_buffers, int h_floats,
+                                           bool waiting, unsigned *status)
 {
     if (step > 0 && PHASE_HAS_ROWS(phase)) {
-        const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
-        if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
-            waiting = false;
-            atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+        if constexpr (PULL) {
+            waiting = pull_h(step, phase, rows, tid, full0, h_buffers + parity * h_floats, h_floats / HIDDEN, waiting,
+                             status);
+        } else {
+            const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
+            if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+                waiting = false;
+                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+            }
+            if (!EARLY_GATES && tid == 0 && step + 2 < steps)
+                mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
         }
-        if (tid == 0 && step + 2 < steps)
-            mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
     }
     return waiting;
 }
 
-// ---- stage: take the gates -------------------------------------------------------
-
-// GATES_AHEAD > 1: this thread's copies of step `step` have landed; each
-// slot's x·Wᵀ from its stage (GATES_AHEAD 1: gx already holds it).
-__device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bool cell_lane, float4 *stages, int tid,
-                                           float4 (&gx)[SLOTS])
+// EARLY_GATES with pushes: thread 0 re-arms the barrier it waited on at this
+// step after its own publish, so the arm is off the path from the wait to the
+// dot products. Pushes of step + 1 may reach the barrier before the arm (its
+// tx-count goes below zero), never before the phase this step waited for
+// completed, and the next phase cannot complete without the arm's arrival.
+__device__ __forceinline__ void rearm_after_publish(int step, int phase, int parity, int steps, int rows, int tid,
+                                                    unsigned full0, unsigned bytes)
 {
-    if constexpr (GATES_AHEAD > 1) {
-        copy_async_wait<GATES_AHEAD - 1>();
-#pragma unroll
-        for (int k = 0; k < SLOTS; k++)
-            if (SLOT_OWNED(k))
-                gx[k] = *STAGE(stage, k);
+    if constexpr (EARLY_GATES && !PULL) {
+        if (tid == 0 && step > 0 && step + 2 < steps && PHASE_HAS_ROWS(phase))
+            mbarrier_arm(full0 + 16u * (unsigned)phase + 8u * (unsigned)parity, bytes);
     }
 }
 
 // ---- stage: dot products, reduction, cell ---------------------------------------
+
+// The cell of kernel.cell (kernels/lstm_cell.cuh): the reference's, trimmed
+// (the same bits), or fused (gxb: x·Wᵀ + bias, added before the dots).
+__device__ __forceinline__ float4 fused_gates(const float4 &gx, const float4 &b4)
+{
+    if constexpr (CELL == 2)
+        return make_float4(gx.x + b4.x, gx.y + b4.y, gx.z + b4.z, gx.w + b4.w);
+    return gx;
+}
+__device__ __forceinline__ float cluster_cell(float4 gx, float pi, float pf, float pc, float po, float4 b4, float4 gxb,
+                                              float &c)
+{
+    if constexpr (CELL == 1)
+        return spk_lstm_cell_trimmed(gx, pi, pf, pc, po, b4, c);
+    else if constexpr (CELL == 2)
+        return spk_lstm_cell_fused(gxb, pi, pf, pc, po, c);
+    else
+        return spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+}
 
 // Gate blocks: the four gate sums of slot k's ROW_GROUP rows, reduce-scattered
 // over the chunk lanes, leave lane q with all four of row SLOT_ROW(k), which
@@ -207,6 +333,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
+    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         float v[ROW_GROUP][4];
         const float *group_h = h + k * ROW_GROUP * HIDDEN;
@@ -228,7 +355,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
         spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = spk_lstm_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, c);
+            hv = cluster_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, gxb, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
@@ -240,6 +367,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
+    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP,
                                             q ROW_SUMS_TIMELINE_ARGS(spk_timeline_step, PHASE_MARK(DOT, SLOT_PHASE(k))));
@@ -249,7 +377,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
         const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+            hv = cluster_cell(gx, pi, pf, pc, po, b4, gxb, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
@@ -259,9 +387,11 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 // The phase's h: at the last step to the output (no exchange follows); before
 // it into h[parity ^ 1] of every block of the cluster, this one's included:
 // each copy of a cell st.asyncs it into its share of the blocks (direct
-// pushes), or each warp packs its units (warp pushes).
-__device__ __forceinline__ void publish_h(int phase, int parity, bool last, int t, int steps, int row0, int rows,
-                                          int first_unit, int lane_row, int lane_unit, bool cell_lane,
+// pushes), or each warp packs its units (warp pushes); the pull: the cell's
+// store lane writes its tagged word into this block's slot `parity`, for
+// every block to poll at the next step.
+__device__ __forceinline__ void publish_h(int phase, int parity, bool last, int step, int t, int steps, int row0,
+                                          int rows, int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                           bool store_lane, int copy, unsigned rank, int tid, float *h_buffers,
                                           int h_floats, unsigned full0, const float (&hv)[SLOTS], float *output)
 {
@@ -273,7 +403,12 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
             if (SLOT_STORES(k) && last)
                 output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
             if (!last) {
-                if constexpr (!WARP_PUSH) {
+                if constexpr (PULL) {
+                    // the owner's word, tag step + 1, into this block's slot of the step's parity
+                    if (SLOT_STORES(k))
+                        store_word(full0 + 8u * (unsigned)((parity * (h_floats / HIDDEN) + b) * UNITS + u),
+                                   (unsigned)(step + 1), hv[k]);
+                } else if constexpr (!WARP_PUSH) {
                     const unsigned local =
                         (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
                     const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
@@ -326,8 +461,9 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
 
 // While the step's h crosses the cluster: this step's h to the output, and
 // the x·Wᵀ of the step GATES_AHEAD ahead into its register (GATES_AHEAD 1)
-// or into the stage just read (its value is in gx), one commit group a step.
-// Returns the next step's stage.
+// or into the stage just read (its value is in gx), one commit group a step;
+// with EARLY_GATES the next step's gates taken from their stage. Returns the
+// next step's stage.
 __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int direction, int row0, int rows,
                                                int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                                bool store_lane, const float4 *gates4, float4 *stages, int tid,
@@ -351,7 +487,10 @@ __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int d
     }
     if constexpr (GATES_AHEAD > 1) {
         copy_async_commit();
-        return stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+        const int next = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+        if constexpr (EARLY_GATES)
+            take_gates(next, lane_row, rows, cell_lane, stages, tid, gx); // the next step's, under the exchange
+        return next;
     }
     return stage;
 }

@@ -2,7 +2,8 @@
 -- thread-block clusters, h exchanged through distributed shared memory, both
 -- directions in one launch per layer. Needs compute capability 9.0. Two
 -- sources: kernels/lstm_cluster.cu (kernel.push "direct" or "warp": st.async
--- pushes and mbarrier waits, no block barrier in a step) and
+-- pushes and mbarrier waits, no block barrier in a step; "pull": tagged words
+-- polled from every block, one block barrier a step) and
 -- kernels/lstm_cluster_baseline.cu (kernel.push "scalar": the plain form, a
 -- cluster barrier a step, the reference the others are checked against).
 --
@@ -26,10 +27,12 @@ return function(spk, core)
 
   local function describe(k, schedule, math_mode)
     local options = { ({ scalar = "scalar push, cluster barrier", direct = "direct push",
-                         warp = "warp push" })[k.push] }
+                         warp = "warp push", pull = "tagged-word pull" })[k.push] }
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.row_phases == 2 then options[#options + 1] = "2 row phases" end
+    if k.early_gates == 1 then options[#options + 1] = "early gates" end
+    if k.cell ~= "reference" then options[#options + 1] = k.cell .. " cell" end
     return ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s, %s%s"):format(k.cluster, k.threads,
       schedule.tile_rows, schedule.clusters, schedule.waves, schedule.waves == 1 and "" or "s",
       table.concat(options, ", "), spk.lstm.math_suffix(math_mode))

@@ -31,6 +31,9 @@ enum {
     SPK_PUSH_DIRECT = 1, /* kernels/lstm_cluster.cu: the lanes holding a cell st.async its h into their share of
                             the blocks, each block waits on its mbarrier for its bytes; no block barrier a step */
     SPK_PUSH_WARP = 2,   /* the same, a warp's pushes packed four units of a row into one 16-byte st.async */
+    SPK_PUSH_PULL = 3,   /* kernels/lstm_cluster.cu: each cell's owner writes the tagged word {step, h} into its own
+                            block's shared memory, and each block polls every block's words into its h buffer
+                            (no mbarrier, one block barrier a step) */
 };
 
 /* One int per option of spk_cluster_family (cluster.c's option table says
@@ -46,7 +49,17 @@ typedef struct spk_cluster_variant {
     int threads;     /* [THREADS] threads a block */
     int row_group;   /* [ROW_GROUP] rows whose partial dots a thread forms at once */
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
+    int early_gates; /* [EARLY_GATES] the next step's gates taken before the wait, the re-arm after publish */
+    int cell;        /* [CELL] the cell's form: SPK_CELL_* */
 } spk_cluster_variant;
+
+/* kernel.cell: the cell's instructions (kernels/lstm_cell.cuh). */
+enum {
+    SPK_CELL_REFERENCE = 0, /* the persistent kernel's and the baseline's */
+    SPK_CELL_TRIMMED = 1,   /* fewer dependent instructions, the same bits for every input */
+    SPK_CELL_FUSED = 2,     /* the bias added to x·Wᵀ off the step's chain, the tanh polynomial in FMAs: other
+                               bits, within the FP32 bound */
+};
 
 /* The options, their values, defaults and rules (cluster.c). */
 extern const spk_kernel_family spk_cluster_family;

@@ -123,7 +123,10 @@ static spk_module *compile_verbose(const spk_cluster_variant *v)
     return spk_compile(&o);
 }
 
-static const char *push_name(int push) { return push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar"; }
+static const char *push_name(int push)
+{
+    return push == SPK_PUSH_PULL ? "pull" : push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar";
+}
 
 /* The variant compiles for sm_90 with no spills and at most the registers
  * its __launch_bounds__ budget gives (min_blocks blocks a SM); prints
@@ -147,11 +150,11 @@ static void check_compiles_within_budget(const spk_cluster_variant *v, const cha
     bool within = registers > 0 && registers <= sizes.registers && spills == 0;
     if (check_verbose() || !within)
         fprintf(stderr, "  %s: hidden %3d push %-6s cluster %2d threads %4d gate_block %d tile_rows %2d row_group %d "
-                        "min_blocks %d gates_ahead %d row_phases %d: %3d registers (budget %d), %3d bytes spill "
-                        "stores, smem %zu\n",
+                        "min_blocks %d gates_ahead %d row_phases %d early_gates %d cell %d: %3d registers (budget "
+                        "%d), %3d bytes spill stores, smem %zu\n",
                 label, v->hidden, push_name(v->push), v->cluster, v->threads, v->gate_block, v->tile_rows,
-                v->row_group, v->min_blocks, v->gates_ahead, v->row_phases, registers, sizes.registers, spills,
-                sizes.smem_bytes);
+                v->row_group, v->min_blocks, v->gates_ahead, v->row_phases, v->early_gates, v->cell, registers,
+                sizes.registers, spills, sizes.smem_bytes);
     CHECK(within);
     spk_module_release(m);
 }
@@ -225,6 +228,51 @@ TEST(direct_push_option_sets_compile_without_spills)
     for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
             check_default_compiles(hiddens[h], batches[b]);
+}
+
+/* The step variants (kernel.early_gates, kernel.cell, kernel.push "pull")
+ * on the shapes of the batch table's rows at batch 1, 8, 32, 64, 128 and
+ * 256, and the pull's other forms (one gate row a thread, cluster 16, two
+ * row phases, a tile of rows), compile within budget without spills. */
+TEST(step_variants_compile_without_spills)
+{
+    struct {
+        int push, cluster, threads, rows, gate_block, gates_ahead, row_phases;
+    } rows[] = {
+        {SPK_PUSH_WARP, 8, 128, 1, 4, 2, 1},   {SPK_PUSH_WARP, 4, 128, 1, 4, 3, 1},
+        {SPK_PUSH_WARP, 2, 256, 1, 4, 3, 1},   {SPK_PUSH_WARP, 2, 256, 2, 4, 3, 1},
+        {SPK_PUSH_DIRECT, 2, 256, 4, 4, 3, 1}, {SPK_PUSH_DIRECT, 2, 256, 8, 4, 3, 2},
+    };
+    struct {
+        int pull, early, cell;
+    } forms[] = {{0, 1, SPK_CELL_REFERENCE}, {0, 0, SPK_CELL_TRIMMED}, {0, 0, SPK_CELL_FUSED},
+                 {1, 0, SPK_CELL_REFERENCE}, {1, 1, SPK_CELL_TRIMMED}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+            /* (the rows past batch 32: the pull and the combined form only) */
+            if (i >= 3 && !forms[f].pull)
+                continue;
+            spk_cluster_variant v = {.hidden = 128, .push = forms[f].pull ? SPK_PUSH_PULL : rows[i].push,
+                                     .cluster = rows[i].cluster, .threads = rows[i].threads,
+                                     .tile_rows = rows[i].rows, .gate_block = rows[i].gate_block,
+                                     .gates_ahead = rows[i].gates_ahead, .row_phases = rows[i].row_phases,
+                                     .early_gates = forms[f].early, .cell = forms[f].cell};
+            spk_cluster_variant_fit(&v);
+            CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
+            check_compiles_within_budget(&v, "step variant");
+        }
+    struct {
+        int cluster, threads, rows, gate_block, gates_ahead, row_phases;
+    } pulls[] = {{8, 128, 1, 1, 2, 1}, {16, 64, 1, 4, 2, 1}, {8, 128, 8, 4, 3, 2}, {4, 128, 4, 4, 1, 1}};
+    for (size_t i = 0; i < sizeof pulls / sizeof *pulls; i++) {
+        spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_PULL, .cluster = pulls[i].cluster,
+                                 .threads = pulls[i].threads, .tile_rows = pulls[i].rows,
+                                 .gate_block = pulls[i].gate_block, .gates_ahead = pulls[i].gates_ahead,
+                                 .row_phases = pulls[i].row_phases};
+        spk_cluster_variant_fit(&v);
+        CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
+        check_compiles_within_budget(&v, "pull");
+    }
 }
 
 /* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
@@ -359,7 +407,7 @@ TEST(static_asserts_reject_what_the_check_rejects)
         CHECK(spk_cluster_variant_derive(&v, 0, NULL) != 0);
     }
     spk_define scalar[] = {{"PUSH", "0"}};
-    check_kernel_refuses("lstm_cluster.cu", scalar, 1, "PUSH must be 1 (direct) or 2 (warp)");
+    check_kernel_refuses("lstm_cluster.cu", scalar, 1, "PUSH must be 1 (direct), 2 (warp) or 3 (pull)");
     spk_define direct[] = {{"PUSH", "1"}};
     check_kernel_refuses("lstm_cluster_baseline.cu", direct, 1, "the baseline has scalar pushes (PUSH 0)");
     spk_define blocks[] = {{"THREADS", "128"}, {"GATE_BLOCK", "4"}};
@@ -382,28 +430,41 @@ TEST(option_table_checks_and_messages)
     int push = spk_kernel_option_index(&spk_cluster_family, "push");
     CHECK(push >= 0);
     CHECK(spk_kernel_choice_set_word(&spk_cluster_family, &c, push, "vector") != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push must be \"scalar\", \"direct\" or \"warp\"");
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push must be \"scalar\", \"direct\", \"warp\" or \"pull\"");
     CHECK_STR_CONTAINS(spk_last_error(), "got \"vector\"");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, push, 1) != 0);
     int cluster = spk_kernel_option_index(&spk_cluster_family, "cluster");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, cluster, 3) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.cluster must be 1, 2, 4, 8 or 16");
-    CHECK(spk_kernel_option_index(&spk_cluster_family, "cell") < 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'cell' (known: hidden, push,");
+    CHECK(spk_kernel_option_index(&spk_cluster_family, "store") < 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'store' (known: hidden, push,");
+    int cell = spk_kernel_option_index(&spk_cluster_family, "cell");
+    CHECK(spk_kernel_choice_set_word(&spk_cluster_family, &c, cell, "fast") != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.cell must be \"reference\", \"trimmed\" or \"fused\"");
+    int early = spk_kernel_option_index(&spk_cluster_family, "early_gates");
+    CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, early, 2) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.early_gates must be 0 .. 1");
     int ahead = spk_kernel_option_index(&spk_cluster_family, "gates_ahead");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, ahead, 5) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gates_ahead must be 1 .. 4");
 
     spk_cluster_variant v = variant(128, SPK_PUSH_SCALAR, 8, 0, 4, 4);
-    CHECK_REFUSED(v, "kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\"");
+    CHECK_REFUSED(v, "kernel.gate_block 4 needs kernel.push \"direct\", \"warp\" or \"pull\"");
     v = variant(128, SPK_PUSH_WARP, 8, 0, 4, 1);
     CHECK_REFUSED(v, "kernel.push \"warp\" needs kernel.gate_block 4");
     v = variant(128, SPK_PUSH_SCALAR, 8, 0, 4, 1);
     v.gates_ahead = 2;
-    CHECK_REFUSED(v, "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\" or \"warp\"");
+    CHECK_REFUSED(v, "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\", \"warp\" or \"pull\"");
     v.gates_ahead = 1;
     v.row_phases = 2;
-    CHECK_REFUSED(v, "kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\"");
+    CHECK_REFUSED(v, "kernel.row_phases 2 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    v.row_phases = 1;
+    v.early_gates = 1;
+    CHECK_REFUSED(v, "kernel.early_gates 1 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    v.early_gates = 0;
+    v.cell = SPK_CELL_TRIMMED;
+    CHECK_REFUSED(v, "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\", \"warp\" or \"pull\"");
+
     v = variant(128, SPK_PUSH_DIRECT, 8, 0, 1, 1);
     v.row_phases = 2;
     CHECK_REFUSED(v, "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1");
@@ -614,6 +675,50 @@ TEST(ptx_of_gates_ahead_and_row_phases)
     spk_module_release(m1);
 }
 
+/* The pull's PTX: its words stored at cluster scope into this block's own
+ * shared memory and read in pairs from every block's, one block barrier a
+ * step and the cluster barriers at the start and the end, no mbarrier and no
+ * st.async; a bounded wait (the globaltimer). The trimmed and fused cells:
+ * fewer floating-point instructions than the reference's. */
+TEST(ptx_of_the_pull_and_the_cell_forms)
+{
+    spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_PULL, .cluster = 8, .threads = 128, .gate_block = 4,
+                             .tile_rows = 1, .gates_ahead = 2};
+    spk_cluster_variant_fit(&v);
+    size_t bytes;
+    const char *code;
+    spk_module *m = compile_ptx(&v, &code, &bytes);
+    if (m) {
+        CHECK(ptx_has(code, bytes, "st.relaxed.cluster.shared::cta.u64"));
+        CHECK(ptx_has(code, bytes, "ld.relaxed.cluster.shared::cluster.v2.u64"));
+        CHECK(ptx_has(code, bytes, "mapa.shared::cluster"));
+        CHECK(ptx_has(code, bytes, "%globaltimer"));
+        CHECK(ptx_count(code, bytes, "barrier.sync") + ptx_count(code, bytes, "bar.sync") == 1);
+        CHECK(ptx_count(code, bytes, "barrier.cluster.arrive") == 2);
+        CHECK(memmem(code, bytes, "mbarrier", 8) == NULL);
+        CHECK(memmem(code, bytes, "st.async", 8) == NULL);
+        spk_module_release(m);
+    }
+    int counts[3] = {0, 0, 0};
+    for (int form = 0; form < 3; form++) {
+        spk_cluster_variant c = {.hidden = 128, .push = SPK_PUSH_WARP, .cluster = 8, .threads = 128, .gate_block = 4,
+                                 .tile_rows = 1, .gates_ahead = 2, .cell = form};
+        spk_cluster_variant_fit(&c);
+        m = compile_ptx(&c, &code, &bytes);
+        if (m) {
+            counts[form] = ptx_count(code, bytes, ".f32 \t%f") + ptx_count(code, bytes, "fma.rn.f32") +
+                           ptx_count(code, bytes, "mul.rn.f32") + ptx_count(code, bytes, "add.rn.f32") +
+                           ptx_count(code, bytes, "selp.f32") + ptx_count(code, bytes, "sub.rn.f32");
+            spk_module_release(m);
+        }
+    }
+    if (check_verbose())
+        fprintf(stderr, "  floating-point PTX instructions: reference %d, trimmed %d, fused %d\n", counts[0],
+                counts[1], counts[2]);
+    CHECK(counts[1] > 0 && counts[1] < counts[0]);
+    CHECK(counts[2] > 0 && counts[2] < counts[1]);
+}
+
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
 {
     int64_t h[SPK_CLUSTER_MAX_HEIGHTS + 1];
@@ -666,6 +771,8 @@ int main(void)
     RUN(the_batch_table);
     RUN(fit_and_shared_memory);
     RUN(ptx_of_gates_ahead_and_row_phases);
+    RUN(step_variants_compile_without_spills);
+    RUN(ptx_of_the_pull_and_the_cell_forms);
     RUN(tile_height_is_the_smallest_whose_clusters_all_run_at_once);
     RUN(plans_refuse_bad_input_before_the_device);
     return CHECK_SUMMARY();

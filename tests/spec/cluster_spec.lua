@@ -69,20 +69,25 @@ describe("cluster backend options", function()
       assert.is_false(ok)
       assert.matches(pattern, tostring(err))
     end
-    refuses({ push = "vector" }, 'kernel.push must be "scalar", "direct" or "warp" %(.*%), got "vector"')
-    refuses({ push = 4 }, 'kernel.push must be "scalar", "direct" or "warp" %(.*%), got 4')
+    refuses({ push = "vector" }, 'kernel.push must be "scalar", "direct", "warp" or "pull" %(.*%), got "vector"')
+    refuses({ push = 4 }, 'kernel.push must be "scalar", "direct", "warp" or "pull" %(.*%), got 4')
     refuses({ push = "warp", gate_block = 1 }, 'kernel.push "warp" needs kernel.gate_block 4')
-    refuses({ push = "scalar", gate_block = 4 }, 'kernel.gate_block 4 needs kernel.push "direct" or "warp"')
+    refuses({ push = "scalar", gate_block = 4 }, 'kernel.gate_block 4 needs kernel.push "direct", "warp" or "pull"')
     refuses({ gate_block = 2 }, "kernel.gate_block must be 1 or 4 %(.*%), got 2")
     refuses({ gates_ahead = 5 }, "kernel.gates_ahead must be 1 .. 4")
-    refuses({ push = "scalar", gates_ahead = 2 }, 'kernel.gates_ahead 2 .. 4 needs kernel.push "direct" or "warp"')
+    refuses({ push = "scalar", gates_ahead = 2 }, 'kernel.gates_ahead 2 .. 4 needs kernel.push "direct", "warp" or "pull"')
     refuses({ row_phases = 3 }, "kernel.row_phases must be 1 or 2 %(halves of a tile's row groups that take turns%)")
-    refuses({ push = "scalar", row_phases = 2 }, 'kernel.row_phases 2 needs kernel.push "direct" or "warp"')
+    refuses({ push = "scalar", row_phases = 2 }, 'kernel.row_phases 2 needs kernel.push "direct", "warp" or "pull"')
+    refuses({ push = "scalar", early_gates = 1 }, 'kernel.early_gates 1 needs kernel.push "direct", "warp" or "pull"')
+    refuses({ push = "scalar", cell = "fused" }, 'kernel.cell "trimmed" or "fused" needs kernel.push')
+    refuses({ cell = "fast" }, 'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
     refuses({ push = "warp", gate_block = 4, tile_rows = 1, row_phases = 2 },
       "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1")
-    for _, gone in ipairs { "cell", "store", "exchange", "directions", "weights", "math" } do
+    for _, gone in ipairs { "store", "exchange", "directions", "weights", "math" } do
       refuses({ [gone] = 1 }, "kernel: unknown option '" .. gone .. "'")
     end
+    -- the pruned cell forms ("shared", "lanes") are no values of today's kernel.cell
+    refuses({ cell = "lanes" }, 'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "lanes"')
     -- options left out: the batch's default, refitted where what they follow changed
     local halves = spk.lstm.cluster_variant({ push = "warp", gate_block = 4, tile_rows = 2, row_phases = 2,
                                               gates_ahead = 1 }, 8)
@@ -114,8 +119,9 @@ describe("cluster backend options", function()
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
     assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "tile_rows", "threads",
-                      "row_group", "min_blocks" }, names)
-    assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
+                      "row_group", "min_blocks", "early_gates", "cell" }, names)
+    assert.are.same({ "scalar", "direct", "warp", "pull" }, t.options[2].words)
+    assert.are.same({ "reference", "trimmed", "fused" }, t.options[12].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)
   end)
 
@@ -188,6 +194,28 @@ describe("cluster backend (GPU)", function()
         case .. " (" .. describe_plan(plan) .. ")")
       assert.are.equal(0, plan.kernel.spills, "local memory per thread: " .. describe_plan(plan))
     end)
+    -- the step variants that change the bits (the fused cell, another chunk split with the pull) stay
+    -- within the same bound; the pull with the trimmed cell keeps the default's bits
+    gpu_it("matches fixture " .. case .. " within cuDNN FP32's error with the step variants", function()
+      local dir = fixtures .. "/" .. case
+      local layers = spk.lstm.load(dir)
+      local x = spk.load(dir .. "/x.npy")
+      local s = x:shape()
+      local default = cluster { layers = layers, batch = s[1], steps = s[2] }:forward(x)
+      for _, kernel in ipairs { { cell = "fused" }, { cell = "fused", push = "pull", early_gates = 1 },
+                                { push = "pull", gate_block = 1, cluster = 8, threads = 128, gates_ahead = 2 },
+                                { push = "pull", early_gates = 1, cell = "trimmed" } } do
+        local plan = cluster { layers = layers, batch = s[1], steps = s[2], kernel = kernel }
+        local y = plan:forward(x)
+        check_against_cudnn(y, spk.load(dir .. "/y_f64.npy"), spk.load(dir .. "/y_cudnn_f32.npy"),
+          case .. " (" .. describe_plan(plan) .. ")")
+        if kernel.cell == "trimmed" then
+          local same, c = bit_compare(y, default)
+          assert.is_true(same, ("%s differs from the default: %s"):format(describe_plan(plan), tostring(c)))
+        end
+        plan:close()
+      end
+    end)
   end
 
   local cases = {}
@@ -251,6 +279,15 @@ describe("cluster backend (GPU)", function()
     { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 3, row_phases = 2 },
     { push = "direct", gate_block = 1, cluster = 8, row_phases = 2 },
     { push = "direct", gate_block = 4, cluster = 16, threads = 64, row_phases = 2 },
+    -- the step variants: the pull of tagged words, the gates taken early, the trimmed cell
+    { push = "pull", gate_block = 4, cluster = 8, threads = 128 },
+    { push = "pull", gate_block = 1, cluster = 8 },
+    { push = "pull", gate_block = 4, cluster = 16, threads = 64, gates_ahead = 2 },
+    { push = "pull", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 3, row_phases = 2 },
+    { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1 },
+    { push = "direct", gate_block = 1, cluster = 8, gates_ahead = 3, early_gates = 1, row_phases = 2 },
+    { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, cell = "trimmed" },
+    { push = "pull", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1, cell = "trimmed" },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every option set gives the baseline's bits (tile %d)"):format(tile), function()
@@ -279,17 +316,23 @@ describe("cluster backend (GPU)", function()
   local forms = { { push = "direct", gate_block = 1 }, { push = "direct", gate_block = 4 },
                   { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 },
                   -- tiles of 4 rows in two row groups: batch 5 leaves a tile of one row (an empty second half)
-                  { push = "warp", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 } }
+                  { push = "warp", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 },
+                  -- the pull (its words, one block barrier a step) and the gates taken early (the re-arm after
+                  -- the publish)
+                  { push = "pull", gate_block = 4 }, { push = "pull", gate_block = 1, gates_ahead = 2 },
+                  { push = "pull", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 },
+                  { push = "warp", gate_block = 4, gates_ahead = 3, early_gates = 1 },
+                  { push = "direct", gate_block = 1, gates_ahead = 2, early_gates = 1 } }
   for _, form in ipairs(forms) do
     local name = form.push .. (form.gate_block == 4 and ", gate blocks" or "") ..
       (form.gates_ahead and (", gates %d steps ahead"):format(form.gates_ahead) or "") ..
-      (form.row_phases and ", two row phases" or "")
-    gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
+      (form.row_phases and ", two row phases" or "") .. (form.early_gates and ", early gates" or "")
+    gpu_it(("the exchange (%s): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
       -- cluster 8, gate blocks at 128 threads: 8 chunks, the baseline's sums
       local kernel = { cluster = 8, push = form.push, gate_block = form.gate_block,
                        threads = form.gate_block == 4 and 128 or nil, gates_ahead = form.gates_ahead or 1,
-                       row_phases = form.row_phases or 1, tile_rows = form.tile_rows }
+                       row_phases = form.row_phases or 1, tile_rows = form.tile_rows, early_gates = form.early_gates }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }

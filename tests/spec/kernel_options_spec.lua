@@ -60,6 +60,7 @@ describe("kernel options", function()
       cluster = {
         { push = "scalar", gate_block = 4 }, { push = "warp", gate_block = 1 },
         { push = "scalar", gates_ahead = 2 }, { push = "scalar", row_phases = 2 },
+        { push = "scalar", early_gates = 1 }, { push = "scalar", cell = "trimmed" },
       },
       persistent = { { units = 32, gate_block = 1 } },
     }
