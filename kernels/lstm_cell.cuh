@@ -132,13 +132,18 @@ __device__ __forceinline__ float spk_tanh_scaled_reciprocal(float a, float scale
     return fmaf(fmaf(-x, r, 1.0f), rs, rs);
 }
 
-__device__ __forceinline__ float spk_tanh_trimmed(float v)
+// tanh(v) from its near-zero side's value: that, or the trimmed saturating side.
+__device__ __forceinline__ float spk_tanh_from(float v, float near_zero)
 {
     const float a = fabsf(v);
-    const float near_zero = spk_tanh_polynomial(v);
     const float sign = v < 0.0f ? -1.0f : 1.0f;
     const float saturating = __fsub_rn(sign, spk_tanh_scaled_reciprocal(a, 2.0f * sign));
     return a < 0.625f ? near_zero : saturating;
+}
+
+__device__ __forceinline__ float spk_tanh_trimmed(float v)
+{
+    return spk_tanh_from(v, spk_tanh_polynomial(v));
 }
 
 __device__ __forceinline__ float spk_lstm_cell_trimmed(float4 gx, float pi, float pf, float pc, float po, float4 b4,
@@ -170,11 +175,7 @@ __device__ __forceinline__ float spk_tanh_polynomial_fma(float v)
 
 __device__ __forceinline__ float spk_tanh_fused(float v)
 {
-    const float a = fabsf(v);
-    const float near_zero = spk_tanh_polynomial_fma(v);
-    const float sign = v < 0.0f ? -1.0f : 1.0f;
-    const float saturating = __fsub_rn(sign, spk_tanh_scaled_reciprocal(a, 2.0f * sign));
-    return a < 0.625f ? near_zero : saturating;
+    return spk_tanh_from(v, spk_tanh_polynomial_fma(v));
 }
 
 // o * tanh(v): o * sign - o * q in one FMA on the saturating side.

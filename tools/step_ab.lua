@@ -10,9 +10,10 @@
 -- batch's default), then `passes` rounds of plan:time{rounds, warmup = 2} go
 -- over all of them in turn, and a plan's figure is the median of its passes'
 -- medians: drift between passes touches every plan alike. --wide batches run
--- only the variants that keep the default's bits (the candidates for a
--- default there). --cudnn adds cuDNN's best algorithm of the batch, timed in
--- the same passes.
+-- only the candidates for a default there (the variants that keep the
+-- default's bits, and the fused cell with the early gates, with and without
+-- the pull). --cudnn adds a line with cuDNN's best algorithm of each batch
+-- (not --wide), timed before the passes.
 --
 -- A line per plan: "batch B  NAME  MS ms  xRATIO  VERDICT  regs R spills S  [variant]",
 -- RATIO = default ms / plan ms (above 1: faster than the default); VERDICT
@@ -70,18 +71,19 @@ if not ok_gpu or not available then
 end
 
 -- The variants, as options on top of the batch's default. same = true: meant to keep the
--- default's bits (run at the wide batches too). k2: one gate row a thread over two
+-- default's bits; wide = true: run at the wide batches too (the candidates for a default
+-- there: the same-bits ones and the fused cell's best combinations). k2: one gate row a thread over two
 -- k-chunks (one shuffle level and the gather), threads from the batch's cluster size.
 local variants = {
-  { name = "early", kernel = { early_gates = 1 }, same = true },
-  { name = "trimmed", kernel = { cell = "trimmed" }, same = true },
-  { name = "early trimmed", kernel = { early_gates = 1, cell = "trimmed" }, same = true },
-  { name = "pull", kernel = { push = "pull" }, same = true },
-  { name = "pull early", kernel = { push = "pull", early_gates = 1 }, same = true },
-  { name = "pull early trimmed", kernel = { push = "pull", early_gates = 1, cell = "trimmed" }, same = true },
+  { name = "early", kernel = { early_gates = 1 }, same = true, wide = true },
+  { name = "trimmed", kernel = { cell = "trimmed" }, same = true, wide = true },
+  { name = "early trimmed", kernel = { early_gates = 1, cell = "trimmed" }, same = true, wide = true },
+  { name = "pull", kernel = { push = "pull" }, same = true, wide = true },
+  { name = "pull early", kernel = { push = "pull", early_gates = 1 }, same = true, wide = true },
+  { name = "pull early trimmed", kernel = { push = "pull", early_gates = 1, cell = "trimmed" }, same = true, wide = true },
   { name = "fused", kernel = { cell = "fused" } },
-  { name = "early fused", kernel = { early_gates = 1, cell = "fused" } },
-  { name = "pull early fused", kernel = { push = "pull", early_gates = 1, cell = "fused" } },
+  { name = "early fused", kernel = { early_gates = 1, cell = "fused" }, wide = true },
+  { name = "pull early fused", kernel = { push = "pull", early_gates = 1, cell = "fused" }, wide = true },
   { name = "k2 direct", kernel = { push = "direct", gate_block = 1 }, k2 = true },
   { name = "k2 pull early trimmed", kernel = { push = "pull", gate_block = 1, early_gates = 1, cell = "trimmed" },
     k2 = true },
@@ -130,7 +132,7 @@ local function run_batch(batch, is_wide)
   local default_variant = spk.lstm.cluster_variant(nil, batch)
   local lines = { { name = "default", kernel = nil } }
   for _, v in ipairs(variants) do
-    local keep = not is_wide or v.same
+    local keep = not is_wide or v.wide
     if v.small and batch > 8 then keep = false end
     if keep then
       local k = {}

@@ -123,7 +123,7 @@ return function(spk, core)
   -- An argument a function does not take is an error that names it.
   local takes = {
     selection = 2, make = 5, records = 1, durations = 1, stats = 2, critical_path = 2, percentile = 2,
-    critical_view = 2, describe_view = 1,
+    critical_view = 2, describe_view = 1, load_stamps = 2,
   }
   for name, max in pairs(takes) do
     timeline[name] = options.takes(max, "spk.timeline." .. name, analysis[name])
@@ -170,6 +170,10 @@ ns =, share =, room_ns =}, step_ns =, steps =, jumps =, blocks =, path =} (docs/
   doc(timeline.describe_view, [[
 spk.timeline.describe_view(view) -> text
 A view's chain a step, what ran under the exchange and the stage to attack next.]])
+  doc(timeline.load_stamps, [[
+spk.timeline.load_stamps(path[, {waits_for =, kernel =}]) -> tl
+A stamps CSV as experiments/step_timeline.lua writes it (stamps_b<B>.csv) read back as a timeline
+(its stages from the columns; waits_for {wait = "publish"} where both are there), for the analysis.]])
   doc(timeline.percentile, [[
 spk.timeline.percentile(sorted, p) -> value
 Linear interpolation between the closest ranks of a sorted list (NumPy's default); nil when empty.]])

@@ -34,6 +34,10 @@
 --                              at a time, the exchange as a stage (see below)
 --   timeline.describe_view(view) -> its text: the chain, what ran under the exchange, the
 --                              stage to attack next
+--   timeline.load_stamps(path[, {waits_for =, kernel =}]) -> tl from a stamps CSV as
+--                              experiments/step_timeline.lua writes it (stamps_b<B>.csv): the
+--                              stages are the columns after start, before the first _cycles one;
+--                              waits_for defaults to {wait = "publish"} (and wait_2 = "publish_2")
 --   timeline.percentile(sorted, p) -> linear interpolation between closest ranks (NumPy's default)
 --   spk.timeline.decode and spk.timeline.demo: lua/spk/timeline.lua (they need spk's C part)
 --
@@ -130,6 +134,61 @@ function M.make(stamps, columns, clock, description, selection)
   for stage, target in pairs(description.waits_for or {}) do waits_for[stage] = target end
   return { stamps = stamps, columns = columns, clock = clock, stages = description.stages, waits_for = waits_for,
            selection = selection, kernel = description.kernel }
+end
+
+-- ---------------------------------------------------------------- a recording read back
+
+function M.load_stamps(path, opts)
+  opts = options.check_keys(opts, { "waits_for", "kernel" }, "timeline.load_stamps")
+  if type(path) ~= "string" then
+    error(("timeline.load_stamps: path must be a string, got %s"):format(options.type_name(path)))
+  end
+  local f, why = io.open(path)
+  if not f then error(("timeline.load_stamps: cannot open %s: %s"):format(path, tostring(why))) end
+  local header = f:read("l") or ""
+  local names = {}
+  for n in header:gmatch("[^,]+") do names[#names + 1] = n end
+  if names[1] ~= "block" or names[2] ~= "step" or names[3] ~= "start" then
+    f:close()
+    error(("timeline.load_stamps: %s is no stamps CSV (its header must start block,step,start, got %q)")
+      :format(path, header:sub(1, 40)))
+  end
+  local stages = {}
+  for i = 4, #names do
+    if names[i]:find("_cycles$") then break end
+    stages[#stages + 1] = names[i]
+  end
+  local rows, n = {}, 1
+  for line in f:lines() do
+    n = n + 1
+    local row = {}
+    for v in line:gmatch("[^,]+") do
+      local x = v == "nan" and 0 / 0 or tonumber(v)
+      if x == nil then
+        f:close()
+        error(("timeline.load_stamps: %s line %d: %q is not a number"):format(path, n, v))
+      end
+      row[#row + 1] = x
+    end
+    if #row ~= #names then
+      f:close()
+      error(("timeline.load_stamps: %s line %d has %d fields, the header %d"):format(path, n, #row, #names))
+    end
+    rows[#rows + 1] = row
+  end
+  f:close()
+  local waits_for = opts.waits_for
+  if waits_for == nil then
+    waits_for = {}
+    for _, pair in ipairs { { "wait", "publish" }, { "wait_2", "publish_2" } } do
+      local has_wait, has_publish = false, false
+      for _, name in ipairs(stages) do
+        has_wait, has_publish = has_wait or name == pair[1], has_publish or name == pair[2]
+      end
+      if has_wait and has_publish then waits_for[pair[1]] = pair[2] end
+    end
+  end
+  return { stamps = rows, columns = names, stages = stages, waits_for = waits_for, kernel = opts.kernel or path }
 end
 
 -- ---------------------------------------------------------------- records

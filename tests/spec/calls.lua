@@ -303,6 +303,9 @@ M.recipes = {
     return { chain = { { stage = "a", ns = 2, share = 1 } }, hidden = {}, steps = 1, step_ns = 2, jumps = 0,
              blocks = 1, attack = { stage = "a", ns = 2, share = 1 } }
   end },
+  ["spk.timeline.load_stamps"] = { n = 2, opts = 2, args = function()
+    return "docs/results/2026-12-01-h200-stack/step_timeline/stamps_b1.csv", { kernel = "recorded" }
+  end },
   ["spk.timeline.percentile"] = { n = 2, args = function() return { 1, 2, 3 }, 0.5 end },
   ["spk.timeline.decode"] = { n = 2, opts = 2, args = function(m)
     return m.raw_timeline(), { stages = { "a" }, waits_for = {}, kernel = "k" }

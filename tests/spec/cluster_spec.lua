@@ -195,8 +195,9 @@ describe("cluster backend (GPU)", function()
       assert.are.equal(0, plan.kernel.spills, "local memory per thread: " .. describe_plan(plan))
     end)
     -- the step variants that change the bits (the fused cell, another chunk split with the pull) stay
-    -- within the same bound; the pull with the trimmed cell keeps the default's bits
-    gpu_it("matches fixture " .. case .. " within cuDNN FP32's error with the step variants", function()
+    -- within the same bound; the pull with the trimmed cell keeps the default's bits (hidden 128: the
+    -- sizes the options below name)
+    if case:find("_h128_", 1, true) then gpu_it("matches fixture " .. case .. " within cuDNN FP32's error with the step variants", function()
       local dir = fixtures .. "/" .. case
       local layers = spk.lstm.load(dir)
       local x = spk.load(dir .. "/x.npy")
@@ -215,7 +216,7 @@ describe("cluster backend (GPU)", function()
         end
         plan:close()
       end
-    end)
+    end) end
   end
 
   local cases = {}

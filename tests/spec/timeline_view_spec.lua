@@ -8,25 +8,7 @@ local timeline = spk.timeline
 
 local RECORDED = "docs/results/2026-12-01-h200-stack/step_timeline/stamps_b%d.csv"
 
--- A recorded stamps CSV as the table a timeline forward returns.
-local function load_recording(batch)
-  local f = assert(io.open(RECORDED:format(batch)))
-  local names = {}
-  for n in f:read("l"):gmatch("[^,]+") do names[#names + 1] = n end
-  local rows = {}
-  for line in f:lines() do
-    local row = {}
-    for v in line:gmatch("[^,]+") do row[#row + 1] = v == "nan" and 0 / 0 or assert(tonumber(v), v) end
-    rows[#rows + 1] = row
-  end
-  f:close()
-  local stages = {}
-  for i = 4, #names do -- block, step, start, then the stages' ends (before their _cycles columns)
-    if names[i]:find("_cycles$") then break end
-    stages[#stages + 1] = names[i]
-  end
-  return { stamps = rows, columns = names, stages = stages, waits_for = { wait = "publish" }, kernel = "recorded" }
-end
+local function load_recording(batch) return timeline.load_stamps(RECORDED:format(batch)) end
 
 local function median_of(tl, stage)
   for _, r in ipairs(timeline.stats(tl)) do
@@ -162,6 +144,29 @@ describe("spk.timeline.critical_view", function()
     assert.are.equal(1, #view.hidden)
     assert.are.equal("gap", view.hidden[1].stage)
     assert.is_true(math.abs(view.hidden[1].ns - 10) < 1e-9, tostring(view.hidden[1].ns))
+  end)
+
+  it("reads a stamps CSV back: the stages from its columns, the waits, and refuses what is no stamps CSV", function()
+    local tl = load_recording(1)
+    assert.are.same({ "wait", "gates", "dot", "reduce", "cell", "publish", "fetch" }, tl.stages)
+    assert.are.same({ wait = "publish" }, tl.waits_for)
+    assert.are.equal(256, #tl.stamps) -- 8 blocks, 32 steps
+    local dir = spec_tmpdir()
+    local f = assert(io.open(dir .. "/bad.csv", "w"))
+    f:write("a,b\n1,2\n")
+    f:close()
+    local ok, err = pcall(timeline.load_stamps, dir .. "/bad.csv")
+    assert.is_false(ok)
+    assert.matches("no stamps CSV", tostring(err))
+    f = assert(io.open(dir .. "/short.csv", "w"))
+    f:write("block,step,start,wait,start_cycles,wait_cycles\n0,1,2,3\n")
+    f:close()
+    ok, err = pcall(timeline.load_stamps, dir .. "/short.csv")
+    assert.is_false(ok)
+    assert.matches("line 2 has 4 fields, the header 6", tostring(err))
+    ok, err = pcall(timeline.load_stamps, dir .. "/none.csv")
+    assert.is_false(ok)
+    assert.matches("cannot open", tostring(err))
   end)
 
   it("refuses a bad floor, a short window and unknown options, naming them", function()
