@@ -226,7 +226,7 @@ local function run_batch(batch, is_wide)
   end
   for _, pick in ipairs { { "same bits", best_same }, { "bound", best_bound } } do
     local line = pick[2]
-    if line then
+    if line and default_ms then
       say("best %d: %s %.4f ms x%.3f (%s) kernel=%s", batch, line.name, line.median, default_ms / line.median,
         pick[1], kernel_text(line.kernel))
     end
