@@ -202,15 +202,28 @@ __device__ __forceinline__ bool words_ready(ulonglong2 w, unsigned tag)
     return ((unsigned)(w.x >> 32) == tag) & ((unsigned)(w.y >> 32) == tag);
 }
 
-// Pairs of words a thread pulls a phase: the phase's rows of h, HIDDEN / 2 pairs a row.
+// Pairs of words a thread pulls a phase: the phase's rows of h, HIDDEN / 2 pairs a row;
+// at most PULL_ROUND of them in flight at once (a round: 4, 2 where a thread has at most 128
+// registers), so tall tiles keep their registers.
 #define PHASE_MAX_ROWS ((SLOTS + ROW_PHASES - 1) / ROW_PHASES * ROW_GROUP)
 #define PULL_PAIRS ((PHASE_MAX_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
+#define PULL_ROUND_MAX (THREADS * MIN_BLOCKS > 256 ? 2 : 4)
+#define PULL_ROUND (PULL_PAIRS < PULL_ROUND_MAX ? PULL_PAIRS : PULL_ROUND_MAX)
+#define PULL_ROUNDS ((PULL_PAIRS + PULL_ROUND - 1) / PULL_ROUND)
+
+// The address of pair i of the pull (row first_row + i / (HIDDEN / 2), units
+// 2 (i % (HIDDEN / 2)) and the next) in the block that owns it.
+__device__ __forceinline__ unsigned pair_address(unsigned slot0, int first_row, int i)
+{
+    const int unit = 2 * (i % (HIDDEN / 2));
+    return map_rank(slot0 + 8u * (unsigned)((first_row + i / (HIDDEN / 2)) * UNITS + unit % UNITS),
+                    (unsigned)(unit / UNITS));
+}
 
 // The pull of step `step` (>= 1) of a phase: every pair of words of the
-// phase's rows (pair i: row i / (HIDDEN / 2), units 2 (i % (HIDDEN / 2)) and
-// the next, in the block that owns them) polled until both carry tag `step`
-// (the h of step - 1, slot (step - 1) & 1), all of a thread's pairs in
-// flight together; then the values into this step's h buffer and a block
+// phase's rows polled until both carry tag `step` (the h of step - 1, slot
+// (step - 1) & 1), a round of a thread's pairs in flight together; then the
+// values into this step's h buffer, and after the last round a block
 // barrier. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting.
 __device__ __forceinline__ bool pull_h(int step, int phase, int rows, int tid, unsigned words0, float *h_step,
                                        int padded_rows, bool waiting, unsigned *status)
@@ -219,44 +232,43 @@ __device__ __forceinline__ bool pull_h(int step, int phase, int rows, int tid, u
     const int first_row = PHASE_SLOT(phase) * ROW_GROUP;
     const unsigned slot0 = words0 + 8u * (unsigned)(((step - 1) & 1) * padded_rows * UNITS);
     const unsigned tag = (unsigned)step;
-    unsigned address[PULL_PAIRS];
-    ulonglong2 w[PULL_PAIRS];
+#pragma unroll 1
+    for (int round = 0; round < PULL_ROUNDS; round++) {
+        const int base = tid + round * PULL_ROUND * THREADS;
+        ulonglong2 w[PULL_ROUND];
 #pragma unroll
-    for (int k = 0; k < PULL_PAIRS; k++) {
-        const int i = tid + k * THREADS, unit = 2 * (i % (HIDDEN / 2));
-        address[k] = map_rank(slot0 + 8u * (unsigned)((first_row + i / (HIDDEN / 2)) * UNITS + unit % UNITS),
-                              (unsigned)(unit / UNITS));
-        if (i < pairs)
-            w[k] = load_words(address[k]);
-    }
-    unsigned long long start = 0;
-    for (unsigned rounds = 1; waiting; rounds++) {
-        bool ready = true;
+        for (int k = 0; k < PULL_ROUND; k++)
+            if (base + k * THREADS < pairs)
+                w[k] = load_words(pair_address(slot0, first_row, base + k * THREADS));
+        unsigned long long start = 0;
+        for (unsigned polls = 1; waiting; polls++) {
+            bool ready = true;
 #pragma unroll
-        for (int k = 0; k < PULL_PAIRS; k++)
-            if (tid + k * THREADS < pairs && !words_ready(w[k], tag))
-                ready = false;
-        if (ready)
-            break;
-        if ((rounds & 15u) == 0) {
-            const unsigned long long now = global_ns();
-            start = start ? start : now;
-            if (now - start > EXCHANGE_TIMEOUT_NS) {
-                waiting = false;
-                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+            for (int k = 0; k < PULL_ROUND; k++)
+                if (base + k * THREADS < pairs && !words_ready(w[k], tag))
+                    ready = false;
+            if (ready)
+                break;
+            if ((polls & 15u) == 0) {
+                const unsigned long long now = global_ns();
+                start = start ? start : now;
+                if (now - start > EXCHANGE_TIMEOUT_NS) {
+                    waiting = false;
+                    atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
+                }
             }
+#pragma unroll
+            for (int k = 0; k < PULL_ROUND; k++)
+                if (base + k * THREADS < pairs && !words_ready(w[k], tag))
+                    w[k] = load_words(pair_address(slot0, first_row, base + k * THREADS));
         }
 #pragma unroll
-        for (int k = 0; k < PULL_PAIRS; k++)
-            if (tid + k * THREADS < pairs && !words_ready(w[k], tag))
-                w[k] = load_words(address[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < PULL_PAIRS; k++) {
-        const int i = tid + k * THREADS;
-        if (i < pairs)
-            reinterpret_cast<float2 *>(h_step + (first_row + i / (HIDDEN / 2)) * HIDDEN)[i % (HIDDEN / 2)] =
-                make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
+        for (int k = 0; k < PULL_ROUND; k++) {
+            const int i = base + k * THREADS;
+            if (i < pairs)
+                reinterpret_cast<float2 *>(h_step + (first_row + i / (HIDDEN / 2)) * HIDDEN)[i % (HIDDEN / 2)] =
+                    make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
+        }
     }
     __syncthreads();
     return waiting;
