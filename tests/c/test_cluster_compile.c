@@ -233,7 +233,8 @@ TEST(direct_push_option_sets_compile_without_spills)
 /* The step variants (kernel.early_gates, kernel.cell, kernel.push "pull")
  * on the shapes of the batch table's rows at batch 1, 8, 32, 64, 128 and
  * 256, and the pull's other forms (one gate row a thread, cluster 16, two
- * row phases, a tile of rows), compile within budget without spills. */
+ * row phases, tiles of 4, 8 and 32 rows, 512 threads at a 128-register
+ * budget), compile within budget without spills. */
 TEST(step_variants_compile_without_spills)
 {
     struct {
@@ -263,7 +264,8 @@ TEST(step_variants_compile_without_spills)
         }
     struct {
         int cluster, threads, rows, gate_block, gates_ahead, row_phases;
-    } pulls[] = {{8, 128, 1, 1, 2, 1}, {16, 64, 1, 4, 2, 1}, {8, 128, 8, 4, 3, 2}, {4, 128, 4, 4, 1, 1}};
+    } pulls[] = {{8, 128, 1, 1, 2, 1}, {16, 64, 1, 4, 2, 1}, {8, 128, 8, 4, 3, 2}, {4, 128, 4, 4, 1, 1},
+                 {8, 128, 32, 4, 1, 1}, {8, 0, 32, 1, 1, 1}}; /* tall tiles: the pairs polled in rounds */
     for (size_t i = 0; i < sizeof pulls / sizeof *pulls; i++) {
         spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_PULL, .cluster = pulls[i].cluster,
                                  .threads = pulls[i].threads, .tile_rows = pulls[i].rows,
