@@ -12,7 +12,7 @@
 -- 9.0). Without one it says so and exits 3; nothing is written.
 -- Run: build/spk run experiments/step_timeline.lua [--quick] [--batch 1,8,64]
 --      [--backend cluster] [--steps 64] [--first 101] [--layer 1] [--direction forward]
---      [--warp 0] [--rounds 7] [--kernel "push=pull,early_gates=1"] [--out DIR]
+--      [--warp 0] [--rounds 7] [--kernel "early_gates=0,cell=reference"] [--out DIR]
 -- Backends: "demo" (kernels/timeline_demo.cu, a small cluster recurrence with
 -- the stamps), or a stack backend whose plan takes
 -- plan:forward(x, {timeline = {...}}) -> y, info and plan:time{timeline = ...}
@@ -46,7 +46,7 @@ local ex = experiment.start {
 local o = ex.opts
 local T = 589
 
--- --kernel "push=pull,early_gates=1": the kernel table (integers as integers)
+-- --kernel "early_gates=0,cell=reference": the kernel table (integers as integers)
 local kernel
 for name, value in tostring(o.kernel or ""):gmatch("([%w_]+)=([^,]+)") do
   kernel = kernel or {}

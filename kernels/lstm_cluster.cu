@@ -8,9 +8,7 @@
 // src/lstm/cluster.c (spk help lists the options):
 //   HIDDEN, CLUSTER, THREADS, TILE_ROWS, ROW_GROUP, MIN_BLOCKS  sizes
 //   PUSH         1: direct pushes (4-byte st.async a cell copy and block);
-//                2: warp pushes (four units of a row in one 16-byte st.async);
-//                3: the pull (each cell's tagged word {step, h} in its own
-//                block's shared memory, polled by every block; no mbarrier)
+//                2: warp pushes (four units of a row in one 16-byte st.async)
 //   GATE_BLOCK   gate rows a thread holds: 1, or 4 (its unit's four)
 //   GATES_AHEAD  steps ahead a cell's x·Wᵀ is fetched: 1 (a register load),
 //                2 .. 4 (cp.async stages in shared memory)
@@ -63,12 +61,11 @@
 #ifndef CELL
 #define CELL 0
 #endif
-static_assert(PUSH == 1 || PUSH == 2 || PUSH == 3,
-              "PUSH must be 1 (direct), 2 (warp) or 3 (pull); kernels/lstm_cluster_baseline.cu has the scalar pushes");
+static_assert(PUSH == 1 || PUSH == 2,
+              "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
 static_assert(CELL == 0 || CELL == 1 || CELL == 2, "CELL must be 0 (reference), 1 (trimmed) or 2 (fused)");
 #define WARP_PUSH (PUSH == 2)
-#define PULL (PUSH == 3)
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -83,8 +80,6 @@ static_assert(CELL == 0 || CELL == 1 || CELL == 2, "CELL must be 0 (reference), 
 #define PADDED_ROWS (GROUPS * ROW_GROUP)     /* a tile padded to whole row groups */
 #define SLOTS GROUPS                          /* cells a thread may own: one a row group */
 #define BARRIER_FLOATS (4 * ROW_PHASES)       /* two 8-byte mbarriers a phase */
-#define WORD_FLOATS(padded) (PULL ? 4 * (padded) * UNITS : 0) /* the pull's tagged words [2][padded rows][UNITS] */
-#define EXCHANGE_FLOATS(padded) (PULL ? WORD_FLOATS(padded) : BARRIER_FLOATS) /* before h in shared memory */
 #define PHASE_SLOT(p) ((p) * SLOTS / ROW_PHASES) /* phase p owns slots PHASE_SLOT(p) .. PHASE_SLOT(p + 1) - 1 */
 #define RING_FLOATS (GATES_AHEAD > 1 ? GATES_AHEAD * SLOTS * THREADS * 4 : 0) /* the gates' cp.async stages */
 #define STATUS_BAD_GEOMETRY 2u
@@ -116,9 +111,8 @@ static_assert(ROW_PHASES == 1 || (ROW_PHASES == 2 && SLOTS >= 2),
               "ROW_PHASES must be 1, or 2 with TILE_ROWS >= 2 * ROW_GROUP");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS * THREADS <= 2048, "MIN_BLOCKS must be 1 .. 2048 / THREADS");
 static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4, "GATES_AHEAD must be 1 .. 4");
-static_assert(4 * (EXCHANGE_FLOATS(PADDED_ROWS) + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 227 * 1024,
-              "shared memory (mbarriers or tagged words, two h buffers, gate stages) must fit 227 KiB");
-static_assert(!PULL || UNITS % 2 == 0, "PUSH 3 (pull) reads the tagged words in pairs: UNITS must be even");
+static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 227 * 1024,
+              "shared memory (mbarriers, two h buffers, gate stages) must fit 227 KiB");
 
 #include "lstm_cell.cuh"
 #include "lstm_gate_block.cuh"
@@ -165,10 +159,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     const int row0 = blockIdx.y * tile_rows;
     const int rows = min(tile_rows, batch - row0);
     const unsigned rank = cluster_rank();
-    // Shared memory: [2 mbarriers a phase, or the pull's tagged words], h[2][padded rows][H], [gate
-    // stages[GATES_AHEAD][SLOTS][THREADS] float4]: `need` bytes, a multiple of 16 (as src/lstm/cluster.c's).
+    // Shared memory: [2 mbarriers a phase], h[2][padded rows][H], [gate stages[GATES_AHEAD][SLOTS][THREADS]
+    // float4]: `need` bytes, a multiple of 16 (src/lstm/cluster.c sizes it the same way).
     const int padded_rows = (tile_rows + ROW_GROUP - 1) / ROW_GROUP * ROW_GROUP;
-    const unsigned need = 4u * (unsigned)(EXCHANGE_FLOATS(padded_rows) + 2 * padded_rows * HIDDEN + RING_FLOATS);
+    const unsigned need = 4u * (unsigned)(BARRIER_FLOATS + 2 * padded_rows * HIDDEN + RING_FLOATS);
     // Uniform over the cluster (arguments, the tile, the cluster shape), so an
     // early exit never leaves a peer waiting at a barrier.
     if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 ||
@@ -178,7 +172,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         return;
     }
     float4 *smem4 = block_smem4;
-    float *h_buffers = reinterpret_cast<float *>(smem4) + EXCHANGE_FLOATS(padded_rows);
+    float *h_buffers = reinterpret_cast<float *>(smem4) + BARRIER_FLOATS;
     const int h_floats = padded_rows * HIDDEN;
     float4 *stages = reinterpret_cast<float4 *>(h_buffers + 2 * h_floats); // the gates' (GATES_AHEAD > 1)
     gates += (size_t)direction * batch * steps * 4 * HIDDEN;
@@ -204,7 +198,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     int stage = 0; // the gates' stage of this step (GATES_AHEAD > 1)
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
                 c, hv, gx, b4);
-    zero_h(tid, h_buffers - WORD_FLOATS(padded_rows), h_floats + WORD_FLOATS(padded_rows) / 2); // (the words too)
+    zero_h(tid, h_buffers, h_floats);
     // The exchange (kernels/lstm_cluster_stages.cuh): the mbarriers made and armed, one cluster barrier.
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
     unsigned exchange_bytes[ROW_PHASES]; // a phase's bytes of h a step
@@ -229,8 +223,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 #pragma unroll
         for (int phase = 0; phase < ROW_PHASES; phase++) {
 #endif
-            waiting = wait_for_h(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase], h_buffers,
-                                 h_floats, waiting, status);
+            waiting = wait_for_h(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase], waiting, status);
             SPK_TIMELINE_STAMP(step, PHASE_MARK(WAIT, phase));
             if (phase == 0 && !EARLY_GATES)
                 take_gates(stage, lane_row, rows, cell_lane, stages, tid, gx);
@@ -239,7 +232,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
             for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
                 cell_of_slot(w, h, k, rows, q, lane_row, cell_lane, unit_lane0, gx[k], b4[k], c[k],
                              hv[k] SPK_TIMELINE_FN_ARGS(step));
-            publish_h(phase, parity, last, step, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
+            publish_h(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                       store_lane, copy, rank, tid, h_buffers, h_floats, full0, hv, output);
             rearm_after_publish(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase]);
             SPK_TIMELINE_STAMP(step, PHASE_MARK(PUBLISH, phase));

@@ -140,8 +140,7 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
         h_buffers[i] = 0.0f;
 }
 
-// The pull has no mbarrier: its words, zeroed with h, are visible to every
-// block after the cluster barrier. The pushes' mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
+// The mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
 // bytes of h[q] (bytes0, the first phase's; bytes1, the second's), this
 // block's own units' included. Thread 0 makes them and arms them for steps 0
 // and 1 (a phase without rows never arms, waits or pushes); after the cluster
@@ -150,7 +149,7 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
 __device__ __forceinline__ void start_exchange(int tid, int steps, int rows, unsigned full0, unsigned bytes0,
                                                unsigned bytes1)
 {
-    if (!PULL && tid == 0) {
+    if (tid == 0) {
 #pragma unroll
         for (int phase = 0; phase < ROW_PHASES; phase++) {
             mbarrier_init(full0 + 16 * phase, 1);
@@ -180,135 +179,35 @@ __device__ __forceinline__ void end_exchange()
 
 // ---- stage: wait for h -------------------------------------------------------------
 
-// The pull's words: {tag, h} in 8 bytes, the tag in the high half (tag
-// step + 1 for the h of step `step`), one single-copy-atomic access each.
-__device__ __forceinline__ void store_word(unsigned address, unsigned tag, float h)
-{
-    asm volatile("st.relaxed.cluster.shared::cta.u64 [%0], %1;" ::"r"(address),
-                 "l"(((unsigned long long)tag << 32) | __float_as_uint(h))
-                 : "memory");
-}
-// Two consecutive words of a block of the cluster (a vector access is two
-// single-copy-atomic loads, each checked for its own tag).
-__device__ __forceinline__ ulonglong2 load_words(unsigned address)
-{
-    ulonglong2 w;
-    asm volatile("ld.relaxed.cluster.shared::cluster.v2.u64 {%0, %1}, [%2];" : "=l"(w.x), "=l"(w.y) : "r"(address)
-                 : "memory");
-    return w;
-}
-__device__ __forceinline__ bool words_ready(ulonglong2 w, unsigned tag)
-{
-    return ((unsigned)(w.x >> 32) == tag) & ((unsigned)(w.y >> 32) == tag);
-}
-
-// Pairs of words a thread pulls a phase: the phase's rows of h, HIDDEN / 2 pairs a row;
-// at most PULL_ROUND of them in flight at once (a round: 4, 2 where a thread has at most 128
-// registers), so tall tiles keep their registers.
-#define PHASE_MAX_ROWS ((SLOTS + ROW_PHASES - 1) / ROW_PHASES * ROW_GROUP)
-#define PULL_PAIRS ((PHASE_MAX_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
-#define PULL_ROUND_MAX (THREADS * MIN_BLOCKS > 256 ? 2 : 4)
-#define PULL_ROUND (PULL_PAIRS < PULL_ROUND_MAX ? PULL_PAIRS : PULL_ROUND_MAX)
-#define PULL_ROUNDS ((PULL_PAIRS + PULL_ROUND - 1) / PULL_ROUND)
-
-// The address of pair i of the pull (row first_row + i / (HIDDEN / 2), units
-// 2 (i % (HIDDEN / 2)) and the next) in the block that owns it.
-__device__ __forceinline__ unsigned pair_address(unsigned slot0, int first_row, int i)
-{
-    const int unit = 2 * (i % (HIDDEN / 2));
-    return map_rank(slot0 + 8u * (unsigned)((first_row + i / (HIDDEN / 2)) * UNITS + unit % UNITS),
-                    (unsigned)(unit / UNITS));
-}
-
-// The pull of step `step` (>= 1) of a phase: every pair of words of the
-// phase's rows polled until both carry tag `step` (the h of step - 1, slot
-// (step - 1) & 1), a round of a thread's pairs in flight together; then the
-// values into this step's h buffer, and after the last round a block
-// barrier. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting.
-__device__ __forceinline__ bool pull_h(int step, int phase, int rows, int tid, unsigned words0, float *h_step,
-                                       int padded_rows, bool waiting, unsigned *status)
-{
-    const int pairs = PHASE_ROWS(phase) * (HIDDEN / 2);
-    const int first_row = PHASE_SLOT(phase) * ROW_GROUP;
-    const unsigned slot0 = words0 + 8u * (unsigned)(((step - 1) & 1) * padded_rows * UNITS);
-    const unsigned tag = (unsigned)step;
-#pragma unroll 1
-    for (int round = 0; round < PULL_ROUNDS; round++) {
-        const int base = tid + round * PULL_ROUND * THREADS;
-        ulonglong2 w[PULL_ROUND];
-#pragma unroll
-        for (int k = 0; k < PULL_ROUND; k++)
-            if (base + k * THREADS < pairs)
-                w[k] = load_words(pair_address(slot0, first_row, base + k * THREADS));
-        unsigned long long start = 0;
-        for (unsigned polls = 1; waiting; polls++) {
-            bool ready = true;
-#pragma unroll
-            for (int k = 0; k < PULL_ROUND; k++)
-                if (base + k * THREADS < pairs && !words_ready(w[k], tag))
-                    ready = false;
-            if (ready)
-                break;
-            if ((polls & 15u) == 0) {
-                const unsigned long long now = global_ns();
-                start = start ? start : now;
-                if (now - start > EXCHANGE_TIMEOUT_NS) {
-                    waiting = false;
-                    atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < PULL_ROUND; k++)
-                if (base + k * THREADS < pairs && !words_ready(w[k], tag))
-                    w[k] = load_words(pair_address(slot0, first_row, base + k * THREADS));
-        }
-#pragma unroll
-        for (int k = 0; k < PULL_ROUND; k++) {
-            const int i = base + k * THREADS;
-            if (i < pairs)
-                reinterpret_cast<float2 *>(h_step + (first_row + i / (HIDDEN / 2)) * HIDDEN)[i % (HIDDEN / 2)] =
-                    make_float2(__uint_as_float((unsigned)w[k].x), __uint_as_float((unsigned)w[k].y));
-        }
-    }
-    __syncthreads();
-    return waiting;
-}
-
 // Step `step` (>= 1) of a phase waits until the bytes of its h have landed,
 // then thread 0 re-arms the barrier for step + 2's pushes into the same
-// buffer (with EARLY_GATES, after its publish: rearm_after_publish); the pull
-// polls the words instead. A wait past EXCHANGE_TIMEOUT_NS reports and stops
-// waiting: returns whether to wait again.
+// buffer (with EARLY_GATES, after its publish: rearm_after_publish). A wait
+// past EXCHANGE_TIMEOUT_NS reports and stops waiting: returns whether to wait
+// again.
 __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int steps, int rows, int tid,
-                                           unsigned full0, unsigned bytes, float *h_buffers, int h_floats,
-                                           bool waiting, unsigned *status)
+                                           unsigned full0, unsigned bytes, bool waiting, unsigned *status)
 {
     if (step > 0 && PHASE_HAS_ROWS(phase)) {
-        if constexpr (PULL) {
-            waiting = pull_h(step, phase, rows, tid, full0, h_buffers + parity * h_floats, h_floats / HIDDEN, waiting,
-                             status);
-        } else {
-            const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
-            if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
-                waiting = false;
-                atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
-            }
-            if (!EARLY_GATES && tid == 0 && step + 2 < steps)
-                mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
+        const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
+        if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+            waiting = false;
+            atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
         }
+        if (!EARLY_GATES && tid == 0 && step + 2 < steps)
+            mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
     }
     return waiting;
 }
 
-// EARLY_GATES with pushes: thread 0 re-arms the barrier it waited on at this
-// step after its own publish, so the arm is off the path from the wait to the
-// dot products. Pushes of step + 1 may reach the barrier before the arm (its
+// EARLY_GATES: thread 0 re-arms the barrier it waited on at this step after
+// its own publish, so the arm is off the path from the wait to the dot
+// products. Pushes of step + 1 may reach the barrier before the arm (its
 // tx-count goes below zero), never before the phase this step waited for
 // completed, and the next phase cannot complete without the arm's arrival.
 __device__ __forceinline__ void rearm_after_publish(int step, int phase, int parity, int steps, int rows, int tid,
                                                     unsigned full0, unsigned bytes)
 {
-    if constexpr (EARLY_GATES && !PULL) {
+    if constexpr (EARLY_GATES) {
         if (tid == 0 && step > 0 && step + 2 < steps && PHASE_HAS_ROWS(phase))
             mbarrier_arm(full0 + 16u * (unsigned)phase + 8u * (unsigned)parity, bytes);
     }
@@ -399,11 +298,9 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 // The phase's h: at the last step to the output (no exchange follows); before
 // it into h[parity ^ 1] of every block of the cluster, this one's included:
 // each copy of a cell st.asyncs it into its share of the blocks (direct
-// pushes), or each warp packs its units (warp pushes); the pull: the cell's
-// store lane writes its tagged word into this block's slot `parity`, for
-// every block to poll at the next step.
-__device__ __forceinline__ void publish_h(int phase, int parity, bool last, int step, int t, int steps, int row0,
-                                          int rows, int first_unit, int lane_row, int lane_unit, bool cell_lane,
+// pushes), or each warp packs its units (warp pushes).
+__device__ __forceinline__ void publish_h(int phase, int parity, bool last, int t, int steps, int row0, int rows,
+                                          int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                           bool store_lane, int copy, unsigned rank, int tid, float *h_buffers,
                                           int h_floats, unsigned full0, const float (&hv)[SLOTS], float *output)
 {
@@ -415,12 +312,7 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
             if (SLOT_STORES(k) && last)
                 output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
             if (!last) {
-                if constexpr (PULL) {
-                    // the owner's word, tag step + 1, into this block's slot of the step's parity
-                    if (SLOT_STORES(k))
-                        store_word(full0 + 8u * (unsigned)((parity * (h_floats / HIDDEN) + b) * UNITS + u),
-                                   (unsigned)(step + 1), hv[k]);
-                } else if constexpr (!WARP_PUSH) {
+                if constexpr (!WARP_PUSH) {
                     const unsigned local =
                         (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
                     const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);

@@ -11,8 +11,7 @@
 -- over all of them in turn, and a plan's figure is the median of its passes'
 -- medians: drift between passes touches every plan alike. --wide batches run
 -- only the candidates for a default there (the variants that keep the
--- default's bits, and the fused cell with the early gates, with and without
--- the pull). --cudnn adds a line with cuDNN's best algorithm of each batch
+-- default's bits, and the fused cell with the early gates). --cudnn adds a line with cuDNN's best algorithm of each batch
 -- (not --wide), timed before the passes.
 --
 -- A line per plan: "batch B  NAME  MS ms  xRATIO  VERDICT  regs R spills S  [variant]",
@@ -78,18 +77,10 @@ local variants = {
   { name = "early", kernel = { early_gates = 1 }, same = true, wide = true },
   { name = "trimmed", kernel = { cell = "trimmed" }, same = true, wide = true },
   { name = "early trimmed", kernel = { early_gates = 1, cell = "trimmed" }, same = true, wide = true },
-  { name = "pull", kernel = { push = "pull" }, same = true, wide = true },
-  { name = "pull early", kernel = { push = "pull", early_gates = 1 }, same = true, wide = true },
-  { name = "pull early trimmed", kernel = { push = "pull", early_gates = 1, cell = "trimmed" }, same = true, wide = true },
   { name = "fused", kernel = { cell = "fused" } },
   { name = "early fused", kernel = { early_gates = 1, cell = "fused" }, wide = true },
-  { name = "pull early fused", kernel = { push = "pull", early_gates = 1, cell = "fused" }, wide = true },
   { name = "k2 direct", kernel = { push = "direct", gate_block = 1 }, k2 = true },
-  { name = "k2 pull early trimmed", kernel = { push = "pull", gate_block = 1, early_gates = 1, cell = "trimmed" },
-    k2 = true },
   { name = "c16", kernel = { cluster = 16 }, small = true },
-  { name = "c16 pull early trimmed", kernel = { cluster = 16, push = "pull", early_gates = 1, cell = "trimmed" },
-    small = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

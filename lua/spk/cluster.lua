@@ -2,8 +2,7 @@
 -- thread-block clusters, h exchanged through distributed shared memory, both
 -- directions in one launch per layer. Needs compute capability 9.0. Two
 -- sources: kernels/lstm_cluster.cu (kernel.push "direct" or "warp": st.async
--- pushes and mbarrier waits, no block barrier in a step; "pull": tagged words
--- polled from every block, one block barrier a step) and
+-- pushes and mbarrier waits, no block barrier in a step) and
 -- kernels/lstm_cluster_baseline.cu (kernel.push "scalar": the plain form, a
 -- cluster barrier a step, the reference the others are checked against).
 --
@@ -27,7 +26,7 @@ return function(spk, core)
 
   local function describe(k, schedule, math_mode)
     local options = { ({ scalar = "scalar push, cluster barrier", direct = "direct push",
-                         warp = "warp push", pull = "tagged-word pull" })[k.push] }
+                         warp = "warp push" })[k.push] }
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.row_phases == 2 then options[#options + 1] = "2 row phases" end

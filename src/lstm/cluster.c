@@ -26,15 +26,15 @@
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_TILE_ROWS, O_THREADS, O_ROW_GROUP,
        O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
 #define ON(o) (1u << (o))
-#define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP) | SPK_BIT(SPK_PUSH_PULL))
+#define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
 
 static const spk_kernel_option options[O_COUNT] = {
     [O_HIDDEN] = {"hidden", "HIDDEN", {NULL}, 1, 1 << 20, 0, SPK_DEFAULT_LAYERS, 0, 0, FIELD(hidden),
                   "hidden units, the layers' own"},
-    [O_PUSH] = {"push", "PUSH", {"scalar", "direct", "warp", "pull"}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_PUSH_DIRECT, 0,
+    [O_PUSH] = {"push", "PUSH", {"scalar", "direct", "warp"}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_PUSH_DIRECT, 0,
                 FIELD(push),
                 "how h reaches the blocks: stores and a cluster barrier (the baseline), st.async from a "
-                "cell's lanes or per warp, or pulled: every block polls the tagged words {step, h} of each"},
+                "cell's lanes, or per warp"},
     [O_CLUSTER] = {"cluster", "CLUSTER", {NULL}, 1, 16, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8) | SPK_BIT(16),
                    SPK_DEFAULT_BATCH, 8, 0, FIELD(cluster), "blocks a cluster; each owns hidden / cluster units"},
     [O_GATE_BLOCK] = {"gate_block", "GATE_BLOCK", {NULL}, 1, 4, SPK_BIT(1) | SPK_BIT(4), SPK_DEFAULT_BATCH, 1, 0,
@@ -66,17 +66,14 @@ static const spk_kernel_option options[O_COUNT] = {
 };
 
 static const spk_kernel_rule rules[] = {
-    {"gate_block", SPK_BIT(4), "push", FAST_PUSHES,
-     "kernel.gate_block 4 needs kernel.push \"direct\", \"warp\" or \"pull\""},
+    {"gate_block", SPK_BIT(4), "push", FAST_PUSHES, "kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\""},
     {"push", SPK_BIT(SPK_PUSH_WARP), "gate_block", SPK_BIT(4), "kernel.push \"warp\" needs kernel.gate_block 4"},
     {"gates_ahead", SPK_BIT(2) | SPK_BIT(3) | SPK_BIT(4), "push", FAST_PUSHES,
-     "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\", \"warp\" or \"pull\""},
-    {"row_phases", SPK_BIT(2), "push", FAST_PUSHES,
-     "kernel.row_phases 2 needs kernel.push \"direct\", \"warp\" or \"pull\""},
-    {"early_gates", SPK_BIT(1), "push", FAST_PUSHES,
-     "kernel.early_gates 1 needs kernel.push \"direct\", \"warp\" or \"pull\""},
+     "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\" or \"warp\""},
+    {"row_phases", SPK_BIT(2), "push", FAST_PUSHES, "kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\""},
+    {"early_gates", SPK_BIT(1), "push", FAST_PUSHES, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\""},
     {"cell", SPK_BIT(SPK_CELL_TRIMMED) | SPK_BIT(SPK_CELL_FUSED), "push", FAST_PUSHES,
-     "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\", \"warp\" or \"pull\""},
+     "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\""},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -241,10 +238,8 @@ int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choi
 
 /* Dynamic shared memory of a launch of `tile_rows` rows: the baseline's two
  * h buffers and pre-activations [tile_rows][gate_rows + 4]; the direct
- * pushes' two mbarriers a phase (the pull: two slots of the block's units'
- * tagged words, [2][padded rows][units] 8 bytes each), two h buffers padded
- * to whole row groups and the gates' cp.async stages (a float4 a thread, slot
- * and step ahead). */
+ * pushes' two mbarriers a phase, two h buffers padded to whole row groups and
+ * the gates' cp.async stages (a float4 a thread, slot and step ahead). */
 static size_t smem_bytes(const spk_cluster_variant *v, int tile_rows)
 {
     size_t units = (size_t)(v->hidden / v->cluster), gate_rows = 4 * units, rows = (size_t)tile_rows;
@@ -253,8 +248,7 @@ static size_t smem_bytes(const spk_cluster_variant *v, int tile_rows)
         return 4 * (2 * rows * hidden + rows * (gate_rows + 4));
     size_t group = v->row_group > 0 ? (size_t)v->row_group : 1;
     size_t padded = (rows + group - 1) / group * group;
-    /* the exchange: two mbarriers a phase, or (pulled) two slots of tagged 8-byte words of the block's units */
-    size_t barriers = v->push == SPK_PUSH_PULL ? 4 * padded * units : 4 * (size_t)(v->row_phases == 2 ? 2 : 1);
+    size_t barriers = 4 * (size_t)(v->row_phases == 2 ? 2 : 1);
     size_t slots = ((size_t)v->tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
     return 4 * (barriers + 2 * padded * hidden + stages);

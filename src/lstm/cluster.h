@@ -31,9 +31,6 @@ enum {
     SPK_PUSH_DIRECT = 1, /* kernels/lstm_cluster.cu: the lanes holding a cell st.async its h into their share of
                             the blocks, each block waits on its mbarrier for its bytes; no block barrier a step */
     SPK_PUSH_WARP = 2,   /* the same, a warp's pushes packed four units of a row into one 16-byte st.async */
-    SPK_PUSH_PULL = 3,   /* kernels/lstm_cluster.cu: each cell's owner writes the tagged word {step, h} into its own
-                            block's shared memory, and each block polls every block's words into its h buffer
-                            (no mbarrier, one block barrier a step) */
 };
 
 /* One int per option of spk_cluster_family (cluster.c's option table says

@@ -125,7 +125,7 @@ static spk_module *compile_verbose(const spk_cluster_variant *v)
 
 static const char *push_name(int push)
 {
-    return push == SPK_PUSH_PULL ? "pull" : push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar";
+    return push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar";
 }
 
 /* The variant compiles for sm_90 with no spills and at most the registers
@@ -230,11 +230,10 @@ TEST(direct_push_option_sets_compile_without_spills)
             check_default_compiles(hiddens[h], batches[b]);
 }
 
-/* The step variants (kernel.early_gates, kernel.cell, kernel.push "pull")
- * on the shapes of the batch table's rows at batch 1, 8, 32, 64, 128 and
- * 256, and the pull's other forms (one gate row a thread, cluster 16, two
- * row phases, tiles of 4, 8 and 32 rows, 512 threads at a 128-register
- * budget), compile within budget without spills. */
+/* The step variants (kernel.early_gates, kernel.cell) on the shapes of the
+ * batch table's rows at batch 1, 8, 32, 64, 128 and 256 compile within
+ * budget without spills: each alone and the two together at batch 1 to 32,
+ * the combined forms at the wider rows. */
 TEST(step_variants_compile_without_spills)
 {
     struct {
@@ -245,36 +244,22 @@ TEST(step_variants_compile_without_spills)
         {SPK_PUSH_DIRECT, 2, 256, 4, 4, 3, 1}, {SPK_PUSH_DIRECT, 2, 256, 8, 4, 3, 2},
     };
     struct {
-        int pull, early, cell;
-    } forms[] = {{0, 1, SPK_CELL_REFERENCE}, {0, 0, SPK_CELL_TRIMMED}, {0, 0, SPK_CELL_FUSED},
-                 {1, 0, SPK_CELL_REFERENCE}, {1, 1, SPK_CELL_TRIMMED}};
+        int early, cell, combined;
+    } forms[] = {{1, SPK_CELL_REFERENCE, 0}, {0, SPK_CELL_TRIMMED, 0}, {0, SPK_CELL_FUSED, 0},
+                 {1, SPK_CELL_TRIMMED, 1}, {1, SPK_CELL_FUSED, 1}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
-            /* (the rows past batch 32: the pull and the combined form only) */
-            if (i >= 3 && !forms[f].pull)
+            if (i >= 3 && !forms[f].combined)
                 continue;
-            spk_cluster_variant v = {.hidden = 128, .push = forms[f].pull ? SPK_PUSH_PULL : rows[i].push,
-                                     .cluster = rows[i].cluster, .threads = rows[i].threads,
-                                     .tile_rows = rows[i].rows, .gate_block = rows[i].gate_block,
-                                     .gates_ahead = rows[i].gates_ahead, .row_phases = rows[i].row_phases,
-                                     .early_gates = forms[f].early, .cell = forms[f].cell};
+            spk_cluster_variant v = {.hidden = 128, .push = rows[i].push, .cluster = rows[i].cluster,
+                                     .threads = rows[i].threads, .tile_rows = rows[i].rows,
+                                     .gate_block = rows[i].gate_block, .gates_ahead = rows[i].gates_ahead,
+                                     .row_phases = rows[i].row_phases, .early_gates = forms[f].early,
+                                     .cell = forms[f].cell};
             spk_cluster_variant_fit(&v);
             CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
             check_compiles_within_budget(&v, "step variant");
         }
-    struct {
-        int cluster, threads, rows, gate_block, gates_ahead, row_phases;
-    } pulls[] = {{8, 128, 1, 1, 2, 1}, {16, 64, 1, 4, 2, 1}, {8, 128, 8, 4, 3, 2}, {4, 128, 4, 4, 1, 1},
-                 {8, 128, 32, 4, 1, 1}, {8, 0, 32, 1, 1, 1}}; /* tall tiles: the pairs polled in rounds */
-    for (size_t i = 0; i < sizeof pulls / sizeof *pulls; i++) {
-        spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_PULL, .cluster = pulls[i].cluster,
-                                 .threads = pulls[i].threads, .tile_rows = pulls[i].rows,
-                                 .gate_block = pulls[i].gate_block, .gates_ahead = pulls[i].gates_ahead,
-                                 .row_phases = pulls[i].row_phases};
-        spk_cluster_variant_fit(&v);
-        CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
-        check_compiles_within_budget(&v, "pull");
-    }
 }
 
 /* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
@@ -409,7 +394,7 @@ TEST(static_asserts_reject_what_the_check_rejects)
         CHECK(spk_cluster_variant_derive(&v, 0, NULL) != 0);
     }
     spk_define scalar[] = {{"PUSH", "0"}};
-    check_kernel_refuses("lstm_cluster.cu", scalar, 1, "PUSH must be 1 (direct), 2 (warp) or 3 (pull)");
+    check_kernel_refuses("lstm_cluster.cu", scalar, 1, "PUSH must be 1 (direct) or 2 (warp)");
     spk_define direct[] = {{"PUSH", "1"}};
     check_kernel_refuses("lstm_cluster_baseline.cu", direct, 1, "the baseline has scalar pushes (PUSH 0)");
     spk_define blocks[] = {{"THREADS", "128"}, {"GATE_BLOCK", "4"}};
@@ -432,7 +417,7 @@ TEST(option_table_checks_and_messages)
     int push = spk_kernel_option_index(&spk_cluster_family, "push");
     CHECK(push >= 0);
     CHECK(spk_kernel_choice_set_word(&spk_cluster_family, &c, push, "vector") != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push must be \"scalar\", \"direct\", \"warp\" or \"pull\"");
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.push must be \"scalar\", \"direct\" or \"warp\"");
     CHECK_STR_CONTAINS(spk_last_error(), "got \"vector\"");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, push, 1) != 0);
     int cluster = spk_kernel_option_index(&spk_cluster_family, "cluster");
@@ -451,21 +436,21 @@ TEST(option_table_checks_and_messages)
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gates_ahead must be 1 .. 4");
 
     spk_cluster_variant v = variant(128, SPK_PUSH_SCALAR, 8, 0, 4, 4);
-    CHECK_REFUSED(v, "kernel.gate_block 4 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    CHECK_REFUSED(v, "kernel.gate_block 4 needs kernel.push \"direct\" or \"warp\"");
     v = variant(128, SPK_PUSH_WARP, 8, 0, 4, 1);
     CHECK_REFUSED(v, "kernel.push \"warp\" needs kernel.gate_block 4");
     v = variant(128, SPK_PUSH_SCALAR, 8, 0, 4, 1);
     v.gates_ahead = 2;
-    CHECK_REFUSED(v, "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    CHECK_REFUSED(v, "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\" or \"warp\"");
     v.gates_ahead = 1;
     v.row_phases = 2;
-    CHECK_REFUSED(v, "kernel.row_phases 2 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    CHECK_REFUSED(v, "kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\"");
     v.row_phases = 1;
     v.early_gates = 1;
-    CHECK_REFUSED(v, "kernel.early_gates 1 needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    CHECK_REFUSED(v, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\"");
     v.early_gates = 0;
     v.cell = SPK_CELL_TRIMMED;
-    CHECK_REFUSED(v, "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\", \"warp\" or \"pull\"");
+    CHECK_REFUSED(v, "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\"");
 
     v = variant(128, SPK_PUSH_DIRECT, 8, 0, 1, 1);
     v.row_phases = 2;
@@ -677,36 +662,18 @@ TEST(ptx_of_gates_ahead_and_row_phases)
     spk_module_release(m1);
 }
 
-/* The pull's PTX: its words stored at cluster scope into this block's own
- * shared memory and read in pairs from every block's, one block barrier a
- * step and the cluster barriers at the start and the end, no mbarrier and no
- * st.async; a bounded wait (the globaltimer). The trimmed and fused cells:
- * fewer floating-point instructions than the reference's. */
-TEST(ptx_of_the_pull_and_the_cell_forms)
+/* The trimmed and fused cells: fewer floating-point instructions than the
+ * reference's. */
+TEST(ptx_of_the_cell_forms)
 {
-    spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_PULL, .cluster = 8, .threads = 128, .gate_block = 4,
-                             .tile_rows = 1, .gates_ahead = 2};
-    spk_cluster_variant_fit(&v);
-    size_t bytes;
-    const char *code;
-    spk_module *m = compile_ptx(&v, &code, &bytes);
-    if (m) {
-        CHECK(ptx_has(code, bytes, "st.relaxed.cluster.shared::cta.u64"));
-        CHECK(ptx_has(code, bytes, "ld.relaxed.cluster.shared::cluster.v2.u64"));
-        CHECK(ptx_has(code, bytes, "mapa.shared::cluster"));
-        CHECK(ptx_has(code, bytes, "%globaltimer"));
-        CHECK(ptx_count(code, bytes, "barrier.sync") + ptx_count(code, bytes, "bar.sync") == 1);
-        CHECK(ptx_count(code, bytes, "barrier.cluster.arrive") == 2);
-        CHECK(memmem(code, bytes, "mbarrier", 8) == NULL);
-        CHECK(memmem(code, bytes, "st.async", 8) == NULL);
-        spk_module_release(m);
-    }
     int counts[3] = {0, 0, 0};
     for (int form = 0; form < 3; form++) {
         spk_cluster_variant c = {.hidden = 128, .push = SPK_PUSH_WARP, .cluster = 8, .threads = 128, .gate_block = 4,
                                  .tile_rows = 1, .gates_ahead = 2, .cell = form};
         spk_cluster_variant_fit(&c);
-        m = compile_ptx(&c, &code, &bytes);
+        size_t bytes;
+        const char *code;
+        spk_module *m = compile_ptx(&c, &code, &bytes);
         if (m) {
             counts[form] = ptx_count(code, bytes, ".f32 \t%f") + ptx_count(code, bytes, "fma.rn.f32") +
                            ptx_count(code, bytes, "mul.rn.f32") + ptx_count(code, bytes, "add.rn.f32") +
@@ -774,7 +741,7 @@ int main(void)
     RUN(fit_and_shared_memory);
     RUN(ptx_of_gates_ahead_and_row_phases);
     RUN(step_variants_compile_without_spills);
-    RUN(ptx_of_the_pull_and_the_cell_forms);
+    RUN(ptx_of_the_cell_forms);
     RUN(tile_height_is_the_smallest_whose_clusters_all_run_at_once);
     RUN(plans_refuse_bad_input_before_the_device);
     return CHECK_SUMMARY();
