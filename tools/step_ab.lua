@@ -7,22 +7,25 @@
 -- Stack: 4 layers, input 60, hidden 128, 589 steps, spk.lstm.random{seed = 1},
 -- x standard normal (seed = batch). For each batch every plan is built first
 -- (the default: no kernel options; each variant: its options on top of the
--- batch's default), then `passes` rounds of plan:time{rounds, warmup = 2} go
--- over all of them in turn, and a plan's figure is the median of its passes'
--- medians: drift between passes touches every plan alike. --wide batches run
--- only the candidates for a default there (the variants that keep the
--- default's bits, and the fused cell with the early gates). --cudnn adds a line with cuDNN's best algorithm of each batch
--- (not --wide), timed before the passes.
+-- batch's default, which takes the gates early and the trimmed cell), then
+-- `passes` rounds of plan:time{rounds, warmup = 2} go over all of them in
+-- turn, and a plan's figure is the median of its passes' medians: drift
+-- between passes touches every plan alike. "plain" is the default as it was
+-- before it took the step options (the gates after the wait, the reference
+-- cell), so its ratio is the default's gain measured in the same process.
+-- --wide batches run only the candidates for a default there (marked wide
+-- below). --cudnn adds a line with cuDNN's best algorithm of each batch (not
+-- --wide), timed before the passes.
 --
 -- A line per plan: "batch B  NAME  MS ms  xRATIO  VERDICT  regs R spills S  [variant]",
 -- RATIO = default ms / plan ms (above 1: faster than the default); VERDICT
 -- "same bits" (every output bit the default's), "bound rel_l2 E" (other bits,
 -- within 1e-6 relative L2 of the default: another order of the same sums,
--- as another chunk split gives; the GPU specs check the FP32 bound against
--- f64 on the fixtures) or "DIFFERS rel_l2 E" (past it: a bug). Then per
--- batch "best B: NAME MS ms xRATIO (same bits|bound) kernel=k=v,k=v" for the
--- fastest same-bits and the fastest within-bound plan, which
--- scratch scripts feed to experiments/step_timeline.lua --kernel. Last line
+-- as another chunk split gives, or the fused cell; the GPU specs check the
+-- FP32 bound against f64 on the fixtures) or "DIFFERS rel_l2 E" (past it: a
+-- bug). Then per batch "best B: NAME MS ms xRATIO (same bits|bound)
+-- kernel=k=v,k=v" for the fastest same-bits and the fastest within-bound
+-- plan (experiments/step_timeline.lua --kernel takes that text). Last line
 -- "step_ab: N plans, N failed, N s".
 local spk = require "spk"
 
@@ -69,16 +72,15 @@ if not ok_gpu or not available then
   os.exit(3)
 end
 
--- The variants, as options on top of the batch's default. same = true: meant to keep the
--- default's bits; wide = true: run at the wide batches too (the candidates for a default
--- there: the same-bits ones and the fused cell's best combinations). k2: one gate row a thread over two
--- k-chunks (one shuffle level and the gather), threads from the batch's cluster size.
+-- The variants, as options on top of the batch's default. wide = true: run at the wide batches too;
+-- k2: one gate row a thread over two k-chunks (one shuffle level and the gather), threads from the
+-- batch's cluster size; small: batch 8 and below only.
 local variants = {
-  { name = "early", kernel = { early_gates = 1 }, same = true, wide = true },
-  { name = "trimmed", kernel = { cell = "trimmed" }, same = true, wide = true },
-  { name = "early trimmed", kernel = { early_gates = 1, cell = "trimmed" }, same = true, wide = true },
-  { name = "fused", kernel = { cell = "fused" } },
-  { name = "early fused", kernel = { early_gates = 1, cell = "fused" }, wide = true },
+  { name = "plain", kernel = { early_gates = 0, cell = "reference" }, wide = true },
+  { name = "late gates", kernel = { early_gates = 0 }, wide = true },
+  { name = "reference cell", kernel = { cell = "reference" }, wide = true },
+  { name = "fused", kernel = { cell = "fused" }, wide = true },
+  { name = "late fused", kernel = { early_gates = 0, cell = "fused" } },
   { name = "k2 direct", kernel = { push = "direct", gate_block = 1 }, k2 = true },
   { name = "c16", kernel = { cluster = 16 }, small = true },
 }

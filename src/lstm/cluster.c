@@ -155,16 +155,22 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
  * batch's sweep on the H200 (docs/design.md, "Why each default", names the
  * sweep and the figures behind each row). What decides a row is placement:
  * each row takes the smallest tile whose clusters all run at once, one
- * block an SM where it fits. chunks 0: the fit's. */
+ * block an SM where it fits. chunks 0: the fit's. Every row takes the gates
+ * early and the trimmed cell, which keep the bits (docs/design.md says why
+ * they are defaults and the fused cell is not). */
 static const struct {
     int64_t max_batch;
-    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases;
+    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, early_gates, cell;
 } batch_table[] = {
-    {1, SPK_PUSH_WARP, 8, 1, 4, 8, 2, 1},     {8, SPK_PUSH_WARP, 4, 1, 4, 4, 3, 1},
-    {16, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1},    {32, SPK_PUSH_WARP, 2, 1, 4, 4, 3, 1},
-    {48, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1},    {64, SPK_PUSH_WARP, 2, 2, 4, 4, 3, 1},
-    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1}, {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2},
-    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1},
+    {1, SPK_PUSH_WARP, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED},
+    {8, SPK_PUSH_WARP, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {16, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {32, SPK_PUSH_WARP, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {48, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {64, SPK_PUSH_WARP, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2, 1, SPK_CELL_TRIMMED},
+    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1, 1, SPK_CELL_TRIMMED},
 };
 
 /* Threads of the fewest chunks from `chunks` up whose block holds at most
@@ -188,7 +194,9 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .gate_block = batch_table[i].gate_block,
                              .gates_ahead = batch_table[i].gates_ahead,
                              .row_phases = batch_table[i].row_phases,
-                             .tile_rows = batch_table[i].tile_rows};
+                             .tile_rows = batch_table[i].tile_rows,
+                             .early_gates = batch_table[i].early_gates,
+                             .cell = batch_table[i].cell};
     /* The row's chunks, or the fewest more, that keep a thread's weights
      * (gate_block * hidden / chunks) within the row's at hidden 128 and the
      * block within 256 threads. A gate-block row that finds none tries one

@@ -503,10 +503,12 @@ TEST(options_left_out_take_the_batch_default)
     CHECK(spk_cluster_variant_resolve(128, 1, &c, &v, &tile) == 0);
     CHECK(v.push == SPK_PUSH_DIRECT && v.gates_ahead == 2 && v.cluster == 8 && v.tile_rows == 1 && tile == 1);
     CHECK(v.threads == 512); /* refitted: one gate row a thread, 8 chunks */
+    CHECK(v.early_gates == 1 && v.cell == SPK_CELL_TRIMMED); /* the row's, which the direct pushes take */
     /* the scalar pushes: the baseline, every option it lacks at its plain value */
     c = choose("push", "scalar", 0);
     CHECK(spk_cluster_variant_resolve(128, 256, &c, &v, &tile) == 0);
     CHECK(v.gate_block == 1 && v.gates_ahead == 1 && v.row_phases == 1 && v.cluster == 2 && v.tile_rows == 8);
+    CHECK(v.early_gates == 0 && v.cell == SPK_CELL_REFERENCE);
     spk_cluster_sizes sizes;
     CHECK(spk_cluster_variant_derive(&v, 0, &sizes) == 0 && strcmp(sizes.file, "lstm_cluster_baseline.cu") == 0);
     /* a tile height given: the launch's, the row's options kept */
@@ -561,19 +563,22 @@ TEST(the_batch_table)
      * pushes; at batch 32 (cluster 2, 8 units a block) gate blocks make one warp */
     spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16, &tile_rows);
     CHECK(spk_cluster_variant_derive(&narrow, 0, NULL) == 0);
-    CHECK(narrow.gate_block == 1 && narrow.push == SPK_PUSH_DIRECT);
+    CHECK(narrow.gate_block == 1 && narrow.push == SPK_PUSH_DIRECT && narrow.early_gates == 1);
     spk_cluster_variant narrow2 = spk_cluster_variant_for_batch(16, 32, &tile_rows);
     CHECK(narrow2.gate_block == 4 && narrow2.cluster == 2 && narrow2.threads == 32);
     /* hidden 256 at batch 1 and 32: no row fits: the baseline, the schedule picking the tile height */
     spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
     CHECK(spk_cluster_variant_derive(&wide, 0, NULL) == 0 && wide.push == SPK_PUSH_SCALAR && tile_rows == 0);
+    CHECK(wide.early_gates == 0 && wide.cell == SPK_CELL_REFERENCE);
     spk_cluster_variant big = spk_cluster_variant_for_batch(256, 32, &tile_rows);
     CHECK(spk_cluster_variant_derive(&big, 0, NULL) == 0 && big.cluster == 8 && big.push == SPK_PUSH_SCALAR);
-    /* every batch gets a valid variant; rows are monotone in tile height */
+    /* every batch gets a valid variant, the gates early and the trimmed cell (the fused cell would change the
+     * defaults' bits); rows are monotone in tile height */
     int64_t previous = 0;
     for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
         spk_cluster_variant d = spk_cluster_variant_for_batch(128, batch, &tile_rows);
         CHECK(spk_cluster_variant_derive(&d, 0, NULL) == 0);
+        CHECK(d.early_gates == 1 && d.cell == SPK_CELL_TRIMMED);
         CHECK(tile_rows >= previous);
         previous = tile_rows;
     }

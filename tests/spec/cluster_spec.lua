@@ -110,7 +110,8 @@ describe("cluster backend options", function()
     assert.are.same({ "direct", 8, 2, 512 }, { d.push, d.cluster, d.gates_ahead, d.threads })
     -- the scalar pushes: the baseline, what it lacks at its plain values
     local b = spk.lstm.cluster_variant({ push = "scalar" }, 256)
-    assert.are.same({ 1, 1, 1, 2, 8 }, { b.gate_block, b.gates_ahead, b.row_phases, b.cluster, b.tile_rows })
+    assert.are.same({ 1, 1, 1, 2, 8, 0, "reference" }, { b.gate_block, b.gates_ahead, b.row_phases, b.cluster,
+                                                         b.tile_rows, b.early_gates, b.cell })
     local narrow = spk.lstm.random { layers = 1, input = 6, hidden = 16, seed = 1 }
     local ok, err = pcall(cluster, { layers = narrow, batch = 1, steps = 2, kernel = { push = "warp", cluster = 8 } })
     assert.is_false(ok)
@@ -140,21 +141,25 @@ describe("cluster backend options", function()
       end
       assert.is_true(k.tile_rows >= 1 and k.tile_rows <= 32, "batch " .. batch)
     end
-    local blocks, push, ahead, tiles, phases = {}, {}, {}, {}, {}
+    local blocks, push, ahead, tiles, phases, early, cells = {}, {}, {}, {}, {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 128, 129, 256, 257 } do
       local k = spk.lstm.cluster_variant(nil, batch)
       blocks[#blocks + 1], push[#push + 1], ahead[#ahead + 1] = k.gate_block, k.push, k.gates_ahead
       tiles[#tiles + 1], phases[#phases + 1] = k.launch_tile_rows, k.row_phases
+      early[#early + 1], cells[#cells + 1] = k.early_gates, k.cell
     end
     assert.are.same({ 4, 4, 4, 4, 4, 4, 4, 4 }, blocks)
     assert.are.same({ "warp", "warp", "warp", "warp", "direct", "direct", "direct", "warp" }, push)
     assert.are.same({ 2, 3, 3, 3, 3, 3, 3, 1 }, ahead)
     assert.are.same({ 1, 1, 1, 2, 4, 8, 8, 16 }, tiles)
     assert.are.same({ 1, 1, 1, 1, 1, 2, 2, 1 }, phases) -- 8-row tiles in two halves of 4
+    -- every row: the gates taken early and the trimmed cell (the reference cell's bits)
+    assert.are.same({ 1, 1, 1, 1, 1, 1, 1, 1 }, early)
+    assert.are.same({ "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed" }, cells)
     assert.has_error(function() spk.lstm.cluster_variant(nil, 0) end)
     -- a hidden size no row fits: the baseline, the schedule picking the tile height
     local k = spk.lstm.cluster_variant(nil, 1, 256)
-    assert.are.same({ "scalar", 0 }, { k.push, k.launch_tile_rows })
+    assert.are.same({ "scalar", 0, 0, "reference" }, { k.push, k.launch_tile_rows, k.early_gates, k.cell })
   end)
 
   it("picks the smallest tile height whose clusters all run at once", function()
