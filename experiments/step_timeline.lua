@@ -2,21 +2,24 @@
 -- batch, the kernel's timeline build records every stage boundary of a run
 -- of steps in the blocks of one cluster (docs/timeline.md); the script prints
 -- each stage's duration per block (median, p10, p90) with its share of the
--- critical path, checks that the instrumented build gives the same bits as
--- the plain one, measures what it costs, and draws a Gantt of four steps
--- across the blocks with the critical path outlined.
+-- critical path, the critical path a step at a time (the exchange as a stage,
+-- what ran under it, the stage to attack next: spk.timeline.critical_view),
+-- checks that the instrumented build gives the same bits as the plain one,
+-- measures what it costs, and draws a Gantt of four steps across the blocks
+-- with the critical path outlined.
 --
 -- GPU: required (the demo and the cluster kernel need compute capability
 -- 9.0). Without one it says so and exits 3; nothing is written.
 -- Run: build/spk run experiments/step_timeline.lua [--quick] [--batch 1,8,64]
 --      [--backend cluster] [--steps 64] [--first 101] [--layer 1] [--direction forward]
---      [--warp 0] [--rounds 7] [--out DIR]
+--      [--warp 0] [--rounds 7] [--kernel "early_gates=0,cell=reference"] [--out DIR]
 -- Backends: "demo" (kernels/timeline_demo.cu, a small cluster recurrence with
 -- the stamps), or a stack backend whose plan takes
 -- plan:forward(x, {timeline = {...}}) -> y, info and plan:time{timeline = ...}
 -- (the contract in docs/timeline.md: "cluster", "persistent", or "auto" where
 -- it picks one of them), run on spk.lstm.random{seed = 1}, 4 layers, input 60,
--- hidden 128, 589 steps, each batch's default kernel. The blocks recorded are
+-- hidden 128, 589 steps, each batch's default kernel (--kernel: these kernel
+-- options on top of it, for every batch). The blocks recorded are
 -- the first cluster (cluster) or tile (persistent).
 -- Writes: step_timeline.csv (a row per batch, stage and block), step_timeline.json
 -- (everything, with the critical paths and the clock fits), stamps_b<B>.csv
@@ -37,10 +40,18 @@ local ex = experiment.start {
               { "layer", 1, help = "layer recorded (from 1)" },
               { "direction", "forward", help = "forward or reverse" },
               { "warp", 0, help = "warp whose lane 0 stamps (from 0)" },
-              { "rounds", 7, quick = 3, help = "timed rounds for the overhead" } },
+              { "rounds", 7, quick = 3, help = "timed rounds for the overhead" },
+              { "kernel", "", help = "kernel options on top of each batch's default: name=value,name=value" } },
 }
 local o = ex.opts
 local T = 589
+
+-- --kernel "early_gates=0,cell=reference": the kernel table (integers as integers)
+local kernel
+for name, value in tostring(o.kernel or ""):gmatch("([%w_]+)=([^,]+)") do
+  kernel = kernel or {}
+  kernel[name] = math.tointeger(tonumber(value)) or value
+end
 
 -- A plan for the backend at a batch: forward(x[, {timeline =}]), time{}, close(),
 -- and the input it takes.
@@ -50,7 +61,8 @@ local function runner(batch)
     return demo, { batch, T, demo.input }
   end
   local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
-  return spk.lstm.stack { layers = layers, batch = batch, steps = T, backend = o.backend }, { batch, T, 60 }
+  return spk.lstm.stack { layers = layers, batch = batch, steps = T, backend = o.backend, kernel = kernel },
+    { batch, T, 60 }
 end
 
 local function reason(err)
@@ -91,6 +103,7 @@ for _, batch in ipairs(ex.batches) do
     local tl = info.timeline
     local path = timeline.critical_path(tl)
     local rows = report.timeline_rows(tl, { path = path })
+    local view_ok, view = pcall(timeline.critical_view, tl)
     -- what the timeline build costs: the plain build and the recording one, in turn
     local plain_ms, timeline_ms = {}, {}
     for _ = 1, 2 do
@@ -113,6 +126,7 @@ for _, batch in ipairs(ex.batches) do
     end
     print(("timeline build%s: %.4f ms against %.4f ms plain (%+.1f%%, %+.1f ns a step), same bits: %s"):format(build,
       t, p, 100 * overhead.overhead, overhead.ns_a_step, tostring(same_bits)))
+    io.write(view_ok and timeline.describe_view(view) or ("critical path a step: %s\n"):format(tostring(view)))
     for _, r in ipairs(rows) do
       r.batch = batch
       stats_rows[#stats_rows + 1] = r
@@ -128,7 +142,8 @@ for _, batch in ipairs(ex.batches) do
     end
     ex:csv(("stamps_b%d.csv"):format(batch), records, names)
     ex:svg(("timeline_b%d.svg"):format(batch), plot.timeline(tl))
-    local line = { batch = batch, same_bits = same_bits, overhead = overhead.overhead, path_ns = path.total_ns }
+    local line = { batch = batch, same_bits = same_bits, overhead = overhead.overhead, path_ns = path.total_ns,
+                   attack = view_ok and view.attack and ("%s %.1f ns"):format(view.attack.stage, view.attack.ns) or nil }
     for _, r in ipairs(rows) do
       if r.block == "all" then
         line[r.stage] = r.median_ns
@@ -143,7 +158,11 @@ for _, batch in ipairs(ex.batches) do
                               overhead = overhead,
                               critical_path = { step_range = path.step_range, total_ns = path.total_ns,
                                                 by_stage = path.by_stage, end_block = path.end_block,
-                                                elements = elements } }
+                                                elements = elements },
+                              critical_view = view_ok and { step_ns = view.step_ns, steps = view.steps,
+                                                            chain = view.chain, hidden = view.hidden,
+                                                            attack = view.attack, jumps = view.jumps,
+                                                            wait_floor_ns = view.wait_floor_ns } or nil }
   end)
   if not ok then
     local why = reason(err)
@@ -162,7 +181,8 @@ for _, name in ipairs(stages or {}) do
   columns[#columns + 1] = { key = name .. "_path", title = "path", format = report.fmt_pct }
 end
 for _, c in ipairs {
-  { key = "step", title = "step ns", format = "%.1f" }, { key = "overhead", title = "overhead", format = report.fmt_pct },
+  { key = "step", title = "step ns", format = "%.1f" }, { key = "attack", title = "attack next" },
+  { key = "overhead", title = "overhead", format = report.fmt_pct },
   { key = "same_bits", title = "same bits" }, { key = "error", title = "error" } } do
   columns[#columns + 1] = c
 end
@@ -171,7 +191,8 @@ ex:table(summary, columns, { title = ("medians over the blocks, steps %d..%d of 
   :format(selection.step_range[1], selection.step_range[2], o.layer, o.direction, o.backend) })
 ex:csv("step_timeline.csv", stats_rows, { "batch", "stage", "block", "n", "median_ns", "p10_ns", "p90_ns",
                                           "median_cycles", "p10_cycles", "p90_cycles", "path_ns", "path_share" })
-ex:json("step_timeline.json", { backend = o.backend, steps = T, selection = selection, batches = results })
+ex:json("step_timeline.json", { backend = o.backend, steps = T, selection = selection, kernel = kernel,
+                                batches = results })
 local failed = 0
 for _, r in ipairs(results) do
   if r.error then failed = failed + 1 end

@@ -93,4 +93,109 @@ __device__ __forceinline__ float spk_lstm_cell(float4 gx, float pi, float pf, fl
     return go * spk_tanh(c);
 }
 
+// ---- the cluster kernel's other forms (kernel.cell) ----------------------------
+// Trimmed: the reference cell's bits with fewer dependent instructions on the
+// step's chain (the gate's tanh and tanh(c) are on it; the sigmoids run beside
+// them). Each change is exact:
+//   - sigmoid: the clamp at -87 goes: below it ex2 gives at most 2^-125.5 and
+//     1 + that rounds to 1, as with the clamp (NaN still passes);
+//   - tanh: 2|v| clamped at 87 then times log2(e) is |v| clamped at 43.5 times
+//     2 log2(e): the same product (2|v| is exact, 2 log2(e) a float), so the
+//     same ex2 argument; the clamp at -87 is dead there (|v| >= 0);
+//   - tanh: sign(v) * (1 - 2r) with r the Newton step's 1/x is sign - q with q
+//     the Newton step run on 2r sign(v): scaling by +-2 is exact (r is normal:
+//     1 <= x < 2^126) and round-to-nearest is symmetric, so one select and one
+//     multiply leave the chain.
+// kernels/lstm_cell_check.cu compares both with the reference forms for all
+// 2^32 inputs on the GPU; tests/c/test_cell_forms.c does it on the CPU with
+// exp2f and a division standing in for ex2.approx and rcp.approx.
+__device__ __forceinline__ float spk_sigmoid_trimmed(float v)
+{
+    float e = -v;
+    e = e > EXP_LIMIT ? EXP_LIMIT : e;
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(e, 1.44269504088896341f)));
+    return spk_recip(__fadd_rn(1.0f, y));
+}
+
+// The saturating side of tanh, sign(v) * (1 - 2 / (exp(2|v|) + 1)), trimmed;
+// `scale` multiplies the Newton step's reciprocal exactly (2 sign(v)).
+__device__ __forceinline__ float spk_tanh_scaled_reciprocal(float a, float scale)
+{
+    const float m = a > 0.5f * EXP_LIMIT ? 0.5f * EXP_LIMIT : a;
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(m, 2.0f * 1.44269504088896341f)));
+    const float x = __fadd_rn(y, 1.0f);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    const float rs = __fmul_rn(r, scale);
+    return fmaf(fmaf(-x, r, 1.0f), rs, rs);
+}
+
+// tanh(v) from its near-zero side's value: that, or the trimmed saturating side.
+__device__ __forceinline__ float spk_tanh_from(float v, float near_zero)
+{
+    const float a = fabsf(v);
+    const float sign = v < 0.0f ? -1.0f : 1.0f;
+    const float saturating = __fsub_rn(sign, spk_tanh_scaled_reciprocal(a, 2.0f * sign));
+    return a < 0.625f ? near_zero : saturating;
+}
+
+__device__ __forceinline__ float spk_tanh_trimmed(float v)
+{
+    return spk_tanh_from(v, spk_tanh_polynomial(v));
+}
+
+__device__ __forceinline__ float spk_lstm_cell_trimmed(float4 gx, float pi, float pf, float pc, float po, float4 b4,
+                                                       float &c)
+{
+    const float gi = spk_sigmoid_trimmed((gx.x + pi) + b4.x);
+    const float gf = spk_sigmoid_trimmed((gx.y + pf) + b4.y);
+    const float gc = spk_tanh_trimmed((gx.z + pc) + b4.z);
+    const float go = spk_sigmoid_trimmed((gx.w + po) + b4.w);
+    c = fmaf(gf, c, gi * gc);
+    return go * spk_tanh_trimmed(c);
+}
+
+// Fused: other bits, within the FP32 bound (a few ulp of each activation,
+// tests/spec/cluster_spec.lua checks the stack against f64). On top of the
+// trimmed forms: pre = sum + (x·Wᵀ + bias), the bracket added before the dot
+// products (gxb); the polynomial in FMAs; c = i*c~ + f*c in one FMA over f*c;
+// h = o * tanh(c) with o folded into the saturating side's last subtraction.
+__device__ __forceinline__ float spk_tanh_polynomial_fma(float v)
+{
+    const float z = v * v;
+    float p = -5.70498872745e-3f;
+    p = fmaf(p, z, 2.06390887954e-2f);
+    p = fmaf(p, z, -5.37397155531e-2f);
+    p = fmaf(p, z, 1.33314422036e-1f);
+    p = fmaf(p, z, -3.33332819422e-1f);
+    return fmaf(p * z, v, v);
+}
+
+__device__ __forceinline__ float spk_tanh_fused(float v)
+{
+    return spk_tanh_from(v, spk_tanh_polynomial_fma(v));
+}
+
+// o * tanh(v): o * sign - o * q in one FMA on the saturating side.
+__device__ __forceinline__ float spk_times_tanh_fused(float o, float v)
+{
+    const float a = fabsf(v);
+    const float near_zero = __fmul_rn(o, spk_tanh_polynomial_fma(v));
+    const float sign = v < 0.0f ? -1.0f : 1.0f;
+    const float saturating = fmaf(-o, spk_tanh_scaled_reciprocal(a, 2.0f * sign), __fmul_rn(o, sign));
+    return a < 0.625f ? near_zero : saturating;
+}
+
+__device__ __forceinline__ float spk_lstm_cell_fused(float4 gxb, float pi, float pf, float pc, float po, float &c)
+{
+    const float gi = spk_sigmoid_trimmed(pi + gxb.x);
+    const float gf = spk_sigmoid_trimmed(pf + gxb.y);
+    const float gc = spk_tanh_fused(pc + gxb.z);
+    const float go = spk_sigmoid_trimmed(po + gxb.w);
+    c = fmaf(gi, gc, __fmul_rn(gf, c));
+    return spk_times_tanh_fused(go, c);
+}
+
 #endif

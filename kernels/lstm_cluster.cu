@@ -13,6 +13,10 @@
 //   GATES_AHEAD  steps ahead a cell's x·Wᵀ is fetched: 1 (a register load),
 //                2 .. 4 (cp.async stages in shared memory)
 //   ROW_PHASES   1, or 2: the tile's row groups in two halves that take turns
+//   EARLY_GATES  1: a step's gates taken at the end of the step before, and
+//                thread 0's re-arm after its publish (off the wait's path)
+//   CELL         0: the reference cell; 1: trimmed (the same bits); 2: fused
+//                (the bias added early, FMAs: other bits within the FP32 bound)
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -51,8 +55,16 @@
 #ifndef ROW_PHASES
 #define ROW_PHASES 1
 #endif
+#ifndef EARLY_GATES
+#define EARLY_GATES 0
+#endif
+#ifndef CELL
+#define CELL 0
+#endif
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
+static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
+static_assert(CELL == 0 || CELL == 1 || CELL == 2, "CELL must be 0 (reference), 1 (trimmed) or 2 (fused)");
 #define WARP_PUSH (PUSH == 2)
 
 #define UNITS (HIDDEN / CLUSTER)
@@ -187,34 +199,14 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
                 c, hv, gx, b4);
     zero_h(tid, h_buffers, h_floats);
-    // The exchange: full[phase][q] at full0 + 16 phase + 8 q counts a phase's bytes of h[q], this block's
-    // own units' included; thread 0 makes and arms them for steps 0 and 1 (a phase without rows never
-    // arms, waits or pushes), then every block of the cluster is running and armed before any pushes.
+    // The exchange (kernels/lstm_cluster_stages.cuh): the mbarriers made and armed, one cluster barrier.
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
-    unsigned exchange_bytes[ROW_PHASES];
+    unsigned exchange_bytes[ROW_PHASES]; // a phase's bytes of h a step
 #pragma unroll
     for (int phase = 0; phase < ROW_PHASES; phase++)
-        exchange_bytes[phase] = (unsigned)(PHASE_ROWS(phase) * HIDDEN * 4);
+        exchange_bytes[phase] = PHASE_BYTES(phase);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
-    if (tid == 0) {
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            mbarrier_init(full0 + 16 * phase, 1);
-            mbarrier_init(full0 + 16 * phase + 8, 1);
-        }
-        mbarrier_init_fence();
-#pragma unroll
-        for (int phase = 0; phase < ROW_PHASES; phase++) {
-            if (!PHASE_HAS_ROWS(phase))
-                continue;
-            if (steps > 1)
-                mbarrier_arm(full0 + 16 * phase + 8, exchange_bytes[phase]); // step 0's pushes, into h[1]
-            if (steps > 2)
-                mbarrier_arm(full0 + 16 * phase, exchange_bytes[phase]); // step 1's pushes, into h[0]
-        }
-    }
-    cluster_arrive();
-    cluster_wait();
+    start_exchange(tid, steps, rows, full0, exchange_bytes[0], exchange_bytes[ROW_PHASES - 1]);
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;
@@ -233,7 +225,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
 #endif
             waiting = wait_for_h(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase], waiting, status);
             SPK_TIMELINE_STAMP(step, PHASE_MARK(WAIT, phase));
-            if (phase == 0)
+            if (phase == 0 && !EARLY_GATES)
                 take_gates(stage, lane_row, rows, cell_lane, stages, tid, gx);
             SPK_TIMELINE_STAMP(step, phase == 0 ? STEP_MARK(GATES) : 255);
 #pragma unroll
@@ -242,6 +234,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                              hv[k] SPK_TIMELINE_FN_ARGS(step));
             publish_h(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                       store_lane, copy, rank, tid, h_buffers, h_floats, full0, hv, output);
+            rearm_after_publish(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase]);
             SPK_TIMELINE_STAMP(step, PHASE_MARK(PUBLISH, phase));
         } // phases
         if (last)

@@ -45,8 +45,15 @@
 #ifndef ROW_PHASES
 #define ROW_PHASES 1
 #endif
-static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 1,
-              "the baseline has scalar pushes (PUSH 0), one gate row a thread, the gates one step ahead, one row phase");
+#ifndef EARLY_GATES
+#define EARLY_GATES 0
+#endif
+#ifndef CELL
+#define CELL 0
+#endif
+static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 1 && EARLY_GATES == 0 && CELL == 0,
+              "the baseline has scalar pushes (PUSH 0), one gate row a thread, the gates one step ahead, one row "
+              "phase, the reference cell");
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -124,6 +131,27 @@ __device__ __forceinline__ void dots_to_pre(const float4 (&w)[FLOAT4_PER_CHUNK],
 #define SLOT_OWNED(k) (SLOT_ROW(k) < rows)
 #define SLOT_STORES(k) SLOT_OWNED(k)
 #define GATES_AT(b, u, t) (gates4 + ((size_t)(row0 + (b)) * steps + (t)) * HIDDEN + first_unit + (u))
+
+// Stage 2, after the block barrier and the cells: slot k's h (hv) to the
+// output and, unless this is the last step, into the next h buffer
+// (next_offset) of every block of the cluster, scalar DSMEM stores. (One
+// slot a call, the kernel looping: the array by reference gives other code.)
+__device__ __forceinline__ void push_h(int k, int next_offset, bool last, int t, int steps, int row0, int rows,
+                                       int first_unit, int tid, float *h_buffers, float hv, float *output)
+{
+    if (SLOT_OWNED(k)) {
+        const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
+        if (SLOT_STORES(k))
+            output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv;
+        if (!last) {
+            const unsigned local =
+                (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
+#pragma unroll
+            for (unsigned g = 0; g < CLUSTER; g++)
+                store_cluster(map_rank(local, g), hv);
+        }
+    }
+}
 
 #define SPK_CLUSTER_SUPPORTED 1
 #endif
@@ -215,23 +243,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 }
             }
             SPK_TIMELINE_STAMP(step, MARK(CELL));
-            // h to the output and, unless this is the last step, into h[parity^1] of every block
             const int next_offset = (parity ^ 1) * h_floats;
 #pragma unroll
-            for (int k = 0; k < SLOTS; k++) {
-                if (SLOT_OWNED(k)) {
-                    const int b = SLOT_ROW(k), u = SLOT_UNIT(k);
-                    if (SLOT_STORES(k))
-                        output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
-                    if (!last) {
-                        const unsigned local =
-                            (unsigned)__cvta_generic_to_shared(h_buffers + next_offset + b * HIDDEN + first_unit + u);
-#pragma unroll
-                        for (unsigned g = 0; g < CLUSTER; g++)
-                            store_cluster(map_rank(local, g), hv[k]);
-                    }
-                }
-            }
+            for (int k = 0; k < SLOTS; k++)
+                push_h(k, next_offset, last, t, steps, row0, rows, first_unit, tid, h_buffers, hv[k], output);
             SPK_TIMELINE_STAMP(step, MARK(PUBLISH));
         }
         if (last)

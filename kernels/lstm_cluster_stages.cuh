@@ -67,6 +67,23 @@ __device__ __forceinline__ const float4 *gates_at(const float4 *gates4, int row0
     return gates4 + ((size_t)(row0 + b) * steps + t) * HIDDEN + first_unit + u;
 }
 
+// ---- stage: take the gates -------------------------------------------------------
+
+// GATES_AHEAD > 1: this thread's copies of step `step` have landed; each
+// slot's x·Wᵀ from its stage (GATES_AHEAD 1: gx already holds it). Called
+// after the step's wait, or with EARLY_GATES at the end of the step before.
+__device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bool cell_lane, float4 *stages, int tid,
+                                           float4 (&gx)[SLOTS])
+{
+    if constexpr (GATES_AHEAD > 1) {
+        copy_async_wait<GATES_AHEAD - 1>();
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++)
+            if (SLOT_OWNED(k))
+                gx[k] = *STAGE(stage, k);
+    }
+}
+
 // ---- stage: the gates' first steps ------------------------------------------------
 
 // The bias and the first step's x·Wᵀ of each slot (GATES_AHEAD 1: into gx),
@@ -100,6 +117,8 @@ __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, 
                 }
             copy_async_commit();
         }
+        if constexpr (EARLY_GATES)
+            take_gates(0, lane_row, rows, cell_lane, stages, tid, gx); // step 0's
     }
 }
 
@@ -110,6 +129,7 @@ __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, 
     (ROW_PHASES == 1 ? rows                                                                                         \
                      : max(0, min(rows, PHASE_SLOT((p) + 1) * ROW_GROUP) - PHASE_SLOT(p) * ROW_GROUP))
 #define PHASE_HAS_ROWS(p) (ROW_PHASES == 1 || PHASE_ROWS(p) > 0) /* rows >= 1: the geometry check */
+#define PHASE_BYTES(p) ((unsigned)(PHASE_ROWS(p) * HIDDEN * 4)) /* a phase's bytes of h a step */
 
 // ---- stage: the exchange's start and end ------------------------------------------
 
@@ -118,6 +138,36 @@ __device__ __forceinline__ void zero_h(int tid, float *h_buffers, int h_floats)
 {
     for (int i = tid; i < 2 * h_floats; i += THREADS)
         h_buffers[i] = 0.0f;
+}
+
+// The mbarriers: full[phase][q] at full0 + 16 phase + 8 q counts a phase's
+// bytes of h[q] (bytes0, the first phase's; bytes1, the second's), this
+// block's own units' included. Thread 0 makes them and arms them for steps 0
+// and 1 (a phase without rows never arms, waits or pushes); after the cluster
+// barrier every block of the cluster is running and armed before any pushes.
+// (The bytes as scalars: the kernel's array by reference gives other code.)
+__device__ __forceinline__ void start_exchange(int tid, int steps, int rows, unsigned full0, unsigned bytes0,
+                                               unsigned bytes1)
+{
+    if (tid == 0) {
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            mbarrier_init(full0 + 16 * phase, 1);
+            mbarrier_init(full0 + 16 * phase + 8, 1);
+        }
+        mbarrier_init_fence();
+#pragma unroll
+        for (int phase = 0; phase < ROW_PHASES; phase++) {
+            if (!PHASE_HAS_ROWS(phase))
+                continue;
+            if (steps > 1)
+                mbarrier_arm(full0 + 16 * phase + 8, phase == 0 ? bytes0 : bytes1); // step 0's pushes, into h[1]
+            if (steps > 2)
+                mbarrier_arm(full0 + 16 * phase, phase == 0 ? bytes0 : bytes1); // step 1's pushes, into h[0]
+        }
+    }
+    cluster_arrive();
+    cluster_wait();
 }
 
 // Nobody leaves while a peer may still store into its shared memory.
@@ -131,8 +181,9 @@ __device__ __forceinline__ void end_exchange()
 
 // Step `step` (>= 1) of a phase waits until the bytes of its h have landed,
 // then thread 0 re-arms the barrier for step + 2's pushes into the same
-// buffer. A wait past EXCHANGE_TIMEOUT_NS reports and stops waiting: returns
-// whether to wait again.
+// buffer (with EARLY_GATES, after its publish: rearm_after_publish). A wait
+// past EXCHANGE_TIMEOUT_NS reports and stops waiting: returns whether to wait
+// again.
 __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int steps, int rows, int tid,
                                            unsigned full0, unsigned bytes, bool waiting, unsigned *status)
 {
@@ -142,29 +193,46 @@ __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int 
             waiting = false;
             atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
         }
-        if (tid == 0 && step + 2 < steps)
+        if (!EARLY_GATES && tid == 0 && step + 2 < steps)
             mbarrier_arm(bar, bytes); // step+1's pushes, into this same buffer
     }
     return waiting;
 }
 
-// ---- stage: take the gates -------------------------------------------------------
-
-// GATES_AHEAD > 1: this thread's copies of step `step` have landed; each
-// slot's x·Wᵀ from its stage (GATES_AHEAD 1: gx already holds it).
-__device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bool cell_lane, float4 *stages, int tid,
-                                           float4 (&gx)[SLOTS])
+// EARLY_GATES: thread 0 re-arms the barrier it waited on at this step after
+// its own publish, so the arm is off the path from the wait to the dot
+// products. Pushes of step + 1 may reach the barrier before the arm (its
+// tx-count goes below zero), never before the phase this step waited for
+// completed, and the next phase cannot complete without the arm's arrival.
+__device__ __forceinline__ void rearm_after_publish(int step, int phase, int parity, int steps, int rows, int tid,
+                                                    unsigned full0, unsigned bytes)
 {
-    if constexpr (GATES_AHEAD > 1) {
-        copy_async_wait<GATES_AHEAD - 1>();
-#pragma unroll
-        for (int k = 0; k < SLOTS; k++)
-            if (SLOT_OWNED(k))
-                gx[k] = *STAGE(stage, k);
+    if constexpr (EARLY_GATES) {
+        if (tid == 0 && step > 0 && step + 2 < steps && PHASE_HAS_ROWS(phase))
+            mbarrier_arm(full0 + 16u * (unsigned)phase + 8u * (unsigned)parity, bytes);
     }
 }
 
 // ---- stage: dot products, reduction, cell ---------------------------------------
+
+// The cell of kernel.cell (kernels/lstm_cell.cuh): the reference's, trimmed
+// (the same bits), or fused (gxb: x·Wᵀ + bias, added before the dots).
+__device__ __forceinline__ float4 fused_gates(const float4 &gx, const float4 &b4)
+{
+    if constexpr (CELL == 2)
+        return make_float4(gx.x + b4.x, gx.y + b4.y, gx.z + b4.z, gx.w + b4.w);
+    return gx;
+}
+__device__ __forceinline__ float cluster_cell(float4 gx, float pi, float pf, float pc, float po, float4 b4, float4 gxb,
+                                              float &c)
+{
+    if constexpr (CELL == 1)
+        return spk_lstm_cell_trimmed(gx, pi, pf, pc, po, b4, c);
+    else if constexpr (CELL == 2)
+        return spk_lstm_cell_fused(gxb, pi, pf, pc, po, c);
+    else
+        return spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+}
 
 // Gate blocks: the four gate sums of slot k's ROW_GROUP rows, reduce-scattered
 // over the chunk lanes, leave lane q with all four of row SLOT_ROW(k), which
@@ -176,6 +244,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
+    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         float v[ROW_GROUP][4];
         const float *group_h = h + k * ROW_GROUP * HIDDEN;
@@ -197,7 +266,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
         spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = spk_lstm_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, c);
+            hv = cluster_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, gxb, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
@@ -209,6 +278,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
+    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP,
                                             q ROW_SUMS_TIMELINE_ARGS(spk_timeline_step, PHASE_MARK(DOT, SLOT_PHASE(k))));
@@ -218,7 +288,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
         const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
+            hv = cluster_cell(gx, pi, pf, pc, po, b4, gxb, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
@@ -295,8 +365,9 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
 
 // While the step's h crosses the cluster: this step's h to the output, and
 // the x·Wᵀ of the step GATES_AHEAD ahead into its register (GATES_AHEAD 1)
-// or into the stage just read (its value is in gx), one commit group a step.
-// Returns the next step's stage.
+// or into the stage just read (its value is in gx), one commit group a step;
+// with EARLY_GATES the next step's gates taken from their stage. Returns the
+// next step's stage.
 __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int direction, int row0, int rows,
                                                int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                                bool store_lane, const float4 *gates4, float4 *stages, int tid,
@@ -320,7 +391,10 @@ __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int d
     }
     if constexpr (GATES_AHEAD > 1) {
         copy_async_commit();
-        return stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+        const int next = stage + 1 == GATES_AHEAD ? 0 : stage + 1;
+        if constexpr (EARLY_GATES)
+            take_gates(next, lane_row, rows, cell_lane, stages, tid, gx); // the next step's, under the exchange
+        return next;
     }
     return stage;
 }

@@ -11,7 +11,9 @@
 -- plans' choice with no kernel options) at hidden 128 for batch 1 to 1024,
 -- odd batches included, and at hidden 16, 32, 64 and 256 for a few batches;
 -- "options" are option sets that are no default (each as both trees spell
--- it; a set a tree does not know is skipped there and reported so).
+-- it, what it leaves out at the plain values of the options an older tree
+-- lacks; a set a tree does not know is skipped there and reported so), the
+-- cluster kernel's batch-table rows at those plain values among them.
 --
 -- --define adds a define to every variant (--define SPK_TIMELINE=1: the
 -- timeline builds, whose registers tools/cubin_compare.lua then lists beside
@@ -61,7 +63,11 @@ local function default(backend, hidden, batch, trace)
 end
 
 -- Option sets that are no default: {name, backend, old = {fields of the earlier C variant}, new = {kernel
--- options of this tree}}; old or new nil where that tree has no such variant.
+-- options of this tree}, batch = the batch whose default fills in the rest (1)}; old or new nil where that
+-- tree has no such variant. Options a set leaves out that `plain` names run at their plain values (the
+-- values the kernels had before the option existed), not at the batch's default, so a set names the same
+-- kernel in a tree with the option and in one without it.
+local plain = { cluster = { early_gates = 0, cell = "reference" } }
 local options = {
   -- the plain cluster kernel (scalar pushes, a cluster barrier a step), which this tree keeps as the baseline
   { "cluster_plain_c8_t32", "cluster", old = { cluster = 8, tile_rows = 32 },
@@ -115,6 +121,17 @@ local options = {
             late_store = true, mbarrier_exchange = true, direct_push = true, gates_ahead = 3 },
     new = { push = "direct", gate_block = 4, gates_ahead = 3, cluster = 4, threads = 128, tile_rows = 4,
             min_blocks = 3 } },
+  -- the cluster kernel's batch-table rows at their plain values (the gates taken after the wait, the
+  -- reference cell: the defaults before they took the gates early and the trimmed cell)
+  { "cluster_h128_b1_plain", "cluster", new = {}, batch = 1 },
+  { "cluster_h128_b8_plain", "cluster", new = {}, batch = 8 },
+  { "cluster_h128_b16_plain", "cluster", new = {}, batch = 16 },
+  { "cluster_h128_b32_plain", "cluster", new = {}, batch = 32 },
+  { "cluster_h128_b48_plain", "cluster", new = {}, batch = 48 },
+  { "cluster_h128_b64_plain", "cluster", new = {}, batch = 64 },
+  { "cluster_h128_b128_plain", "cluster", new = {}, batch = 128 },
+  { "cluster_h128_b256_plain", "cluster", new = {}, batch = 256 },
+  { "cluster_h128_b1024_plain", "cluster", new = {}, batch = 1024 },
   -- the persistent kernel
   { "persistent_u8_256thr", "persistent", old = { units = 8, threads = 256, gate_block = 1, row_group = 1 },
     new = { units = 8, threads = 256, gate_block = 1, row_group = 1 } },
@@ -143,7 +160,7 @@ if list == "defaults" or list == "all" then
 end
 if list == "options" or list == "all" then
   for _, o in ipairs(options) do
-    variants[#variants + 1] = { name = o[1], backend = o[2], old = o.old, new = o.new }
+    variants[#variants + 1] = { name = o[1], backend = o[2], old = o.old, new = o.new, batch = o.batch }
   end
 end
 
@@ -151,8 +168,24 @@ end
 local function resolve(v)
   if new_api then
     if v.old and not v.new then return nil, "not in this tree" end
+    local kernel
+    if v.new then
+      local known = {}
+      for _, o in ipairs(spk.lstm.kernel_options(v.backend).options) do known[o.name] = true end
+      kernel = {}
+      for key, value in pairs(plain[v.backend] or {}) do
+        if known[key] then kernel[key] = value end
+      end
+      for key, value in pairs(v.new) do
+        if known[key] then
+          kernel[key] = value
+        elseif (plain[v.backend] or {})[key] ~= value then
+          return nil, ("kernel.%s is no option of this tree"):format(key)
+        end
+      end
+    end
     local ok, k = pcall(spk.lstm.kernel_variant, { backend = v.backend, batch = v.batch or 1,
-                                                   hidden = v.hidden or 128, kernel = v.new })
+                                                   hidden = v.hidden or 128, kernel = kernel })
     if not ok then return nil, tostring(k) end
     local defines = {}
     for name, value in pairs(k.defines) do defines[name] = value end

@@ -8,8 +8,9 @@
 -- --check: exit status 1 when a file named is past either target.
 -- Braces are counted outside comments and strings, and in the first branch of
 -- an #if only (its #else/#elif branches repeat the block's opening); a
--- function is a top-level brace block whose opening line (or the one before)
--- has a parameter list.
+-- function is a top-level brace block whose declaration has a parameter list,
+-- and its length runs from the declaration's first line (the signature, with
+-- its return type and attributes) to the closing brace.
 require "spk"
 require("spk.options").script { usage = "spk run tools/kernel_metrics.lua [--check] [FILE ...]" }
 local files, check = {}, false
@@ -50,7 +51,7 @@ end
 local worst_branches, worst_length = 0, 0
 for _, path in ipairs(files) do
   local depth, in_comment, branches, functions = 0, false, 0, {}
-  local current, previous = nil, ""
+  local current, declaration = nil, nil
   local n = 0
   local conditionals = {} -- per open #if: true while in a later branch (its braces not counted)
   for line in io.lines(path) do
@@ -73,22 +74,31 @@ for _, path in ipairs(files) do
     end
     if directive then code = "" end
     if skipping then code = "" end
-    for ch in code:gmatch("[{}]") do
+    -- a top-level declaration (a function's signature) starts at its first line of code
+    if depth == 0 and directive then declaration = nil end
+    if depth == 0 and code:match("%S") and not declaration then declaration = { first = n, text = "" } end
+    for ch in code:gmatch("[{};]") do
       if ch == "{" then
-        if depth == 0 and (code:match("%)") or previous:match("%)")) then
-          current = { name = (previous .. " " .. code):match("([%w_]+)%s*%(") or ("at line " .. n), first = n }
+        if depth == 0 and declaration and (declaration.text .. code):match("%)") then
+          local signature = (declaration.text .. " " .. code):gsub("__launch_bounds__%s*%b()", "")
+          current = { name = signature:match("([%w_]+)%s*%(") or ("at line " .. n), first = declaration.first }
         end
         depth = depth + 1
-      else
+      elseif ch == "}" then
         depth = depth - 1
-        if depth == 0 and current then
-          current.lines = n - current.first + 1
-          functions[#functions + 1] = current
-          current = nil
+        if depth == 0 then
+          declaration = nil
+          if current then
+            current.lines = n - current.first + 1
+            functions[#functions + 1] = current
+            current = nil
+          end
         end
+      elseif depth == 0 then
+        declaration = nil -- a top-level statement ends
       end
     end
-    if code:match("%S") then previous = code end
+    if depth == 0 and declaration then declaration.text = declaration.text .. " " .. code end
   end
   table.sort(functions, function(a, b) return a.lines > b.lines end)
   local longest = functions[1]

@@ -30,6 +30,8 @@ return function(spk, core)
     if k.gate_block > 1 then options[#options + 1] = ("gate block %d"):format(k.gate_block) end
     if k.gates_ahead > 1 then options[#options + 1] = ("gates %d steps ahead"):format(k.gates_ahead) end
     if k.row_phases == 2 then options[#options + 1] = "2 row phases" end
+    if k.early_gates == 1 then options[#options + 1] = "early gates" end
+    if k.cell ~= "reference" then options[#options + 1] = k.cell .. " cell" end
     return ("cluster %d, %d threads, tile %d, %d clusters in %d wave%s, %s%s"):format(k.cluster, k.threads,
       schedule.tile_rows, schedule.clusters, schedule.waves, schedule.waves == 1 and "" or "s",
       table.concat(options, ", "), spk.lstm.math_suffix(math_mode))

@@ -123,6 +123,7 @@ return function(spk, core)
   -- An argument a function does not take is an error that names it.
   local takes = {
     selection = 2, make = 5, records = 1, durations = 1, stats = 2, critical_path = 2, percentile = 2,
+    critical_view = 2, describe_view = 1, load_stamps = 2,
   }
   for name, max in pairs(takes) do
     timeline[name] = options.takes(max, "spk.timeline." .. name, analysis[name])
@@ -160,6 +161,19 @@ spk.timeline.critical_path(tl[, {step_range = {first, last}}]) -> path
 The chain of stage intervals that ends the window's last step, through the waits for the other
 blocks (tl.waits_for): {elements = {{block =, step =, stage =, from =, to =, waited_for =}, ...},
 start =, finish =, total_ns =, by_stage =, step_range =, end_block =}.]])
+  doc(timeline.critical_view, [[
+spk.timeline.critical_view(tl[, {step_range = {first, last}, wait_floor_ns = 20}]) -> view
+The critical path a step at a time: a wait longer than wait_floor_ns was held by the exchange, from
+the latest end of the stage it waits for to the wait's end, with the waiting block's own stages
+in that interval under it. {chain = {{stage =, ns =, share =}, ...}, hidden =, attack = {stage =,
+ns =, share =, room_ns =}, step_ns =, steps =, jumps =, blocks =, path =} (docs/timeline.md).]])
+  doc(timeline.describe_view, [[
+spk.timeline.describe_view(view) -> text
+A view's chain a step, what ran under the exchange and the stage to attack next.]])
+  doc(timeline.load_stamps, [[
+spk.timeline.load_stamps(path[, {waits_for =, kernel =}]) -> tl
+A stamps CSV as experiments/step_timeline.lua writes it (stamps_b<B>.csv) read back as a timeline
+(its stages from the columns; waits_for {wait = "publish"} where both are there), for the analysis.]])
   doc(timeline.percentile, [[
 spk.timeline.percentile(sorted, p) -> value
 Linear interpolation between the closest ranks of a sorted list (NumPy's default); nil when empty.]])

@@ -30,6 +30,14 @@
 --                                 path, the "all" rows also carry path_ns and path_share (of
 --                                 the path's total time, that stage's intervals on it)
 --   timeline.critical_path(tl[, {step_range = {first, last}}]) -> path (see below)
+--   timeline.critical_view(tl[, {step_range =, wait_floor_ns = 20}]) -> view: the path read a step
+--                              at a time, the exchange as a stage (see below)
+--   timeline.describe_view(view) -> its text: the chain, what ran under the exchange, the
+--                              stage to attack next
+--   timeline.load_stamps(path[, {waits_for =, kernel =}]) -> tl from a stamps CSV as
+--                              experiments/step_timeline.lua writes it (stamps_b<B>.csv): the
+--                              stages are the columns after start, before the first _cycles one;
+--                              waits_for defaults to {wait = "publish"} (and wait_2 = "publish_2")
 --   timeline.step_range(t, where) -> first, last: the steps an option table names (below)
 --
 -- Steps: `steps` is a list of steps everywhere in spk (traces' steps = {1, 5}
@@ -59,6 +67,19 @@
 --   path = {elements = {{block =, step =, stage =, from =, to =, waited_for = b* | nil}, ...},
 --           start =, finish =, total_ns =, by_stage = {[name] = ns}, step_range = {first, last}}
 -- Only recorded blocks are candidates for b*: record a whole cluster to see the path.
+--
+-- The view (critical_view): a publish's stamp says when the last push was issued, not when
+-- it landed, so a waiter may start waiting after every block's publish and still wait (the
+-- data in flight). The view treats a wait longer than wait_floor_ns (what a wait costs when
+-- its data is there) as held by the exchange: its element is "exchange", from the latest
+-- end of the stage it waits for at the previous step (over the recorded blocks) to the
+-- wait's end, and the waiting block's own stages in that interval (the fetch, the gap) ran
+-- under it: they hold the step only once the exchange is shorter than they are.
+--   view = {path =, steps = the whole steps read (the window's but its first and last), step_ns = the
+--           path's ns a step, chain = {{stage =, ns =, share =}, ...} (a step, in step order, "exchange" first), hidden = {{stage =, ns =}, ...} (under the
+--           exchange, a step), attack = {stage =, ns =, share =[, room_ns =, under_ns =]} (the
+--           longest element; for the exchange, how much of it can go before the work under it
+--           holds the step), jumps =, blocks =, wait_floor_ns =}
 local options = require "spk.options"
 
 local M = {}
@@ -148,6 +169,61 @@ function M.make(stamps, columns, clock, description, selection)
   for stage, target in pairs(description.waits_for or {}) do waits_for[stage] = target end
   return { stamps = stamps, columns = columns, clock = clock, stages = description.stages, waits_for = waits_for,
            selection = selection, kernel = description.kernel }
+end
+
+-- ---------------------------------------------------------------- a recording read back
+
+function M.load_stamps(path, opts)
+  opts = options.check_keys(opts, { "waits_for", "kernel" }, "timeline.load_stamps")
+  if type(path) ~= "string" then
+    error(("timeline.load_stamps: path must be a string, got %s"):format(options.type_name(path)))
+  end
+  local f, why = io.open(path)
+  if not f then error(("timeline.load_stamps: cannot open %s: %s"):format(path, tostring(why))) end
+  local header = f:read("l") or ""
+  local names = {}
+  for n in header:gmatch("[^,]+") do names[#names + 1] = n end
+  if names[1] ~= "block" or names[2] ~= "step" or names[3] ~= "start" then
+    f:close()
+    error(("timeline.load_stamps: %s is no stamps CSV (its header must start block,step,start, got %q)")
+      :format(path, header:sub(1, 40)))
+  end
+  local stages = {}
+  for i = 4, #names do
+    if names[i]:find("_cycles$") then break end
+    stages[#stages + 1] = names[i]
+  end
+  local rows, n = {}, 1
+  for line in f:lines() do
+    n = n + 1
+    local row = {}
+    for v in line:gmatch("[^,]+") do
+      local x = v == "nan" and 0 / 0 or tonumber(v)
+      if x == nil then
+        f:close()
+        error(("timeline.load_stamps: %s line %d: %q is not a number"):format(path, n, v))
+      end
+      row[#row + 1] = x
+    end
+    if #row ~= #names then
+      f:close()
+      error(("timeline.load_stamps: %s line %d has %d fields, the header %d"):format(path, n, #row, #names))
+    end
+    rows[#rows + 1] = row
+  end
+  f:close()
+  local waits_for = opts.waits_for
+  if waits_for == nil then
+    waits_for = {}
+    for _, pair in ipairs { { "wait", "publish" }, { "wait_2", "publish_2" } } do
+      local has_wait, has_publish = false, false
+      for _, name in ipairs(stages) do
+        has_wait, has_publish = has_wait or name == pair[1], has_publish or name == pair[2]
+      end
+      if has_wait and has_publish then waits_for[pair[1]] = pair[2] end
+    end
+  end
+  return { stamps = rows, columns = names, stages = stages, waits_for = waits_for, kernel = opts.kernel or path }
 end
 
 -- ---------------------------------------------------------------- records
@@ -311,13 +387,16 @@ local function previous_mark(r, m)
   end
 end
 
-function M.critical_path(tl, opts)
-  opts = options.check_keys(opts, { "steps", "step_range" }, "timeline.critical_path")
+-- The walk behind critical_path and critical_view. floor nil: a wait is followed to the
+-- block it waited for only when that block's end came after the wait began; floor a
+-- number: also when the wait lasted longer than floor ns (it waited for data), and then
+-- its element is the exchange, from that end to the wait's end.
+local function walk(tl, opts, floor, where)
   local rec = M.records(tl)
   local waits = stage_numbers(tl)
   if #rec.steps == 0 then error("timeline: no records") end
   local first, last = rec.steps[1], rec.steps[#rec.steps]
-  local f, l = M.step_range(opts, "timeline.critical_path")
+  local f, l = M.step_range(opts, where)
   if f then first, last = f, l end
   -- the end: the latest last mark at the window's last step
   local b_end, m_end, t_end
@@ -352,9 +431,12 @@ function M.critical_path(tl, opts)
           local v = p and p.t[target + 1]
           if is_number(v) and (D == nil or v > D or (v == D and b2 == b)) then D, b_star = v, b2 end
         end
-        if D and D > r.t[j] then
-          emit { block = b, step = s, stage = tl.stages[k], from = math.min(D, r.t[m]), to = r.t[m],
-                 waited_for = b_star }
+        local held = floor and r.t[m] - r.t[j] > floor
+        if D and (D > r.t[j] or held) then
+          local e = { block = b, step = s, stage = tl.stages[k], from = math.min(D, r.t[m]), to = r.t[m],
+                      waited_for = b_star }
+          if floor then e.stage, e.wait, e.waited_from = "exchange", tl.stages[k], r.t[j] end
+          emit(e)
           b, s, m = b_star, s - 1, target + 1
           jumped = true
         end
@@ -375,7 +457,120 @@ function M.critical_path(tl, opts)
   end
   local start = n > 0 and elements[1].from or t_end
   return { elements = elements, start = start, finish = t_end, total_ns = t_end - start, by_stage = by_stage,
-           step_range = { first, last }, end_block = b_end }
+           step_range = { first, last }, end_block = b_end }, rec
+end
+
+function M.critical_path(tl, opts)
+  opts = options.check_keys(opts, { "steps", "step_range" }, "timeline.critical_path")
+  return (walk(tl, opts, nil, "timeline.critical_path"))
+end
+
+-- ---------------------------------------------------------------- the critical path, a step
+
+-- The stages of block b between time `from` and `to` (its records' intervals clipped to
+-- them, the gap between steps included): what ran under an exchange.
+local function block_stages_between(tl, rec, b, s_from, s_to, from, to, into)
+  for s = s_from, s_to do
+    local r = rec.at[b] and rec.at[b][s]
+    if r then
+      local prev_t
+      for m = 1, #r.t do
+        local t = r.t[m]
+        if is_number(t) then
+          local name = m == 1 and "gap" or tl.stages[m - 1]
+          local t0 = prev_t
+          if m == 1 then
+            local p = rec.at[b][s - 1]
+            local pm = p and last_mark(p)
+            t0 = pm and p.t[pm] or nil
+          end
+          if t0 then
+            local a, z = math.max(t0, from), math.min(t, to)
+            if z > a then into[name] = (into[name] or 0) + (z - a) end
+          end
+          prev_t = t
+        end
+      end
+    end
+  end
+end
+
+function M.critical_view(tl, opts)
+  opts = options.check_keys(opts, { "steps", "step_range", "wait_floor_ns" }, "timeline.critical_view")
+  local floor = opts.wait_floor_ns == nil and 20 or opts.wait_floor_ns
+  if type(floor) ~= "number" or floor < 0 then
+    error(("timeline.critical_view: wait_floor_ns must be a number of ns >= 0, got %s"):format(tostring(floor)))
+  end
+  local path, rec = walk(tl, opts, floor, "timeline.critical_view")
+  -- the window's first and last steps are on the path only in part: a step's figures are
+  -- those of the whole steps between them (an element's step: its record's; a gap's: the
+  -- step it follows)
+  local first, last = path.step_range[1] + 1, path.step_range[2] - 1
+  local steps = last - first + 1
+  if steps < 1 then error("timeline.critical_view: needs a window of at least three steps") end
+  local by_stage, total, hidden, blocks, jumps = {}, 0, {}, {}, 0
+  for _, e in ipairs(path.elements) do
+    if e.step >= first and e.step <= last then
+      blocks[e.block] = true
+      by_stage[e.stage] = (by_stage[e.stage] or 0) + e.duration
+      total = total + e.duration
+      if e.waited_for and e.waited_for ~= e.block then jumps = jumps + 1 end
+      if e.stage == "exchange" then
+        block_stages_between(tl, rec, e.block, e.step - 1, e.step, e.from, e.waited_from, hidden)
+      end
+    end
+  end
+  local per_step = total / steps
+  local chain = {}
+  local order = { "exchange" }
+  for _, name in ipairs(tl.stages) do order[#order + 1] = name end
+  order[#order + 1] = "gap"
+  for _, name in ipairs(order) do
+    local ns = by_stage[name]
+    if ns and ns > 0 then chain[#chain + 1] = { stage = name, ns = ns / steps, share = ns / total } end
+  end
+  local under = {}
+  for _, name in ipairs(order) do
+    if hidden[name] then under[#under + 1] = { stage = name, ns = hidden[name] / steps } end
+  end
+  local attack
+  for _, c in ipairs(chain) do
+    if not attack or c.ns > attack.ns then attack = { stage = c.stage, ns = c.ns, share = c.share } end
+  end
+  if attack and attack.stage == "exchange" then
+    local beneath = 0
+    for _, h in ipairs(under) do beneath = beneath + h.ns end
+    attack.room_ns = math.max(0, attack.ns - beneath - floor)
+    attack.under_ns = beneath
+  end
+  local n_blocks = 0
+  for _ in pairs(blocks) do n_blocks = n_blocks + 1 end
+  return { path = path, steps = steps, step_ns = per_step, chain = chain, hidden = under, attack = attack,
+           jumps = jumps, blocks = n_blocks, wait_floor_ns = floor }
+end
+
+-- One paragraph of text for a view: the chain a step, what ran under the exchange, the
+-- stage to attack next.
+function M.describe_view(view)
+  local parts = {}
+  for _, c in ipairs(view.chain) do parts[#parts + 1] = ("%s %.1f (%.0f%%)"):format(c.stage, c.ns, 100 * c.share) end
+  local lines = { ("critical path a step: %.1f ns = %s"):format(view.step_ns, table.concat(parts, " > ")) }
+  if #view.hidden > 0 then
+    local h = {}
+    for _, x in ipairs(view.hidden) do h[#h + 1] = ("%s %.1f"):format(x.stage, x.ns) end
+    lines[#lines + 1] = ("  under the exchange (off the path while it lasts longer): %s"):format(table.concat(h, ", "))
+  end
+  lines[#lines + 1] = ("  over %d whole steps; the path runs through %d block%s, %d of its exchanges from another "
+    .. "block"):format(view.steps, view.blocks, view.blocks == 1 and "" or "s", view.jumps)
+  local a = view.attack
+  if a then
+    local room = ""
+    if a.room_ns then
+      room = ("; %.1f ns of it can go before the %.1f ns under it hold the step"):format(a.room_ns, a.under_ns)
+    end
+    lines[#lines + 1] = ("  attack next: %s, %.1f ns a step (%.0f%%)%s"):format(a.stage, a.ns, 100 * a.share, room)
+  end
+  return table.concat(lines, "\n") .. "\n"
 end
 
 return M

@@ -24,7 +24,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_TILE_ROWS, O_THREADS, O_ROW_GROUP,
-       O_MIN_BLOCKS, O_COUNT };
+       O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
 
@@ -55,8 +55,14 @@ static const spk_kernel_option options[O_COUNT] = {
                      FIELD(row_group), "rows whose partial dots a thread forms at once"},
     [O_MIN_BLOCKS] = {"min_blocks", "MIN_BLOCKS", {NULL}, 1, 64, 0, SPK_DEFAULT_FIT, 0,
                       ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_GATES_AHEAD) | ON(O_ROW_PHASES) |
-                          ON(O_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP),
+                          ON(O_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL),
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
+    [O_EARLY_GATES] = {"early_gates", "EARLY_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(early_gates),
+                       "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
+    [O_CELL] = {"cell", "CELL", {"reference", "trimmed", "fused"}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0,
+                FIELD(cell),
+                "the cell's instructions: the reference's, trimmed (the same bits), or fused (the bias added "
+                "early, FMAs: within the FP32 bound)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -65,6 +71,9 @@ static const spk_kernel_rule rules[] = {
     {"gates_ahead", SPK_BIT(2) | SPK_BIT(3) | SPK_BIT(4), "push", FAST_PUSHES,
      "kernel.gates_ahead 2 .. 4 needs kernel.push \"direct\" or \"warp\""},
     {"row_phases", SPK_BIT(2), "push", FAST_PUSHES, "kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\""},
+    {"early_gates", SPK_BIT(1), "push", FAST_PUSHES, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\""},
+    {"cell", SPK_BIT(SPK_CELL_TRIMMED) | SPK_BIT(SPK_CELL_FUSED), "push", FAST_PUSHES,
+     "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\""},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -146,16 +155,22 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
  * batch's sweep on the H200 (docs/design.md, "Why each default", names the
  * sweep and the figures behind each row). What decides a row is placement:
  * each row takes the smallest tile whose clusters all run at once, one
- * block an SM where it fits. chunks 0: the fit's. */
+ * block an SM where it fits. chunks 0: the fit's. Every row takes the gates
+ * early and the trimmed cell, which keep the bits (docs/design.md says why
+ * they are defaults and the fused cell is not). */
 static const struct {
     int64_t max_batch;
-    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases;
+    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, early_gates, cell;
 } batch_table[] = {
-    {1, SPK_PUSH_WARP, 8, 1, 4, 8, 2, 1},     {8, SPK_PUSH_WARP, 4, 1, 4, 4, 3, 1},
-    {16, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1},    {32, SPK_PUSH_WARP, 2, 1, 4, 4, 3, 1},
-    {48, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1},    {64, SPK_PUSH_WARP, 2, 2, 4, 4, 3, 1},
-    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1}, {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2},
-    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1},
+    {1, SPK_PUSH_WARP, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED},
+    {8, SPK_PUSH_WARP, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {16, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {32, SPK_PUSH_WARP, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {48, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {64, SPK_PUSH_WARP, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
+    {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2, 1, SPK_CELL_TRIMMED},
+    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1, 1, SPK_CELL_TRIMMED},
 };
 
 /* Threads of the fewest chunks from `chunks` up whose block holds at most
@@ -179,7 +194,9 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .gate_block = batch_table[i].gate_block,
                              .gates_ahead = batch_table[i].gates_ahead,
                              .row_phases = batch_table[i].row_phases,
-                             .tile_rows = batch_table[i].tile_rows};
+                             .tile_rows = batch_table[i].tile_rows,
+                             .early_gates = batch_table[i].early_gates,
+                             .cell = batch_table[i].cell};
     /* The row's chunks, or the fewest more, that keep a thread's weights
      * (gate_block * hidden / chunks) within the row's at hidden 128 and the
      * block within 256 threads. A gate-block row that finds none tries one

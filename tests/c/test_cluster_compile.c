@@ -121,7 +121,10 @@ static spk_module *compile_verbose(const spk_cluster_variant *v)
     return spk_compile(&o);
 }
 
-static const char *push_name(int push) { return push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar"; }
+static const char *push_name(int push)
+{
+    return push == SPK_PUSH_WARP ? "warp" : push ? "direct" : "scalar";
+}
 
 /* The variant compiles for sm_90 with no spills and at most the registers
  * its __launch_bounds__ budget gives (min_blocks blocks a SM); prints
@@ -145,11 +148,11 @@ static void check_compiles_within_budget(const spk_cluster_variant *v, const cha
     bool within = registers > 0 && registers <= sizes.registers && spills == 0;
     if (check_verbose() || !within)
         fprintf(stderr, "  %s: hidden %3d push %-6s cluster %2d threads %4d gate_block %d tile_rows %2d row_group %d "
-                        "min_blocks %d gates_ahead %d row_phases %d: %3d registers (budget %d), %3d bytes spill "
-                        "stores, smem %zu\n",
+                        "min_blocks %d gates_ahead %d row_phases %d early_gates %d cell %d: %3d registers (budget "
+                        "%d), %3d bytes spill stores, smem %zu\n",
                 label, v->hidden, push_name(v->push), v->cluster, v->threads, v->gate_block, v->tile_rows,
-                v->row_group, v->min_blocks, v->gates_ahead, v->row_phases, registers, sizes.registers, spills,
-                sizes.smem_bytes);
+                v->row_group, v->min_blocks, v->gates_ahead, v->row_phases, v->early_gates, v->cell, registers,
+                sizes.registers, spills, sizes.smem_bytes);
     CHECK(within);
     spk_module_release(m);
 }
@@ -223,6 +226,38 @@ TEST(direct_push_option_sets_compile_without_spills)
     for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
             check_default_compiles(hiddens[h], batches[b]);
+}
+
+/* The step variants (kernel.early_gates, kernel.cell) on the shapes of the
+ * batch table's rows at batch 1, 8, 32, 64, 128 and 256 compile within
+ * budget without spills: each alone and the two together at batch 1 to 32,
+ * the combined forms at the wider rows. */
+TEST(step_variants_compile_without_spills)
+{
+    struct {
+        int push, cluster, threads, rows, gate_block, gates_ahead, row_phases;
+    } rows[] = {
+        {SPK_PUSH_WARP, 8, 128, 1, 4, 2, 1},   {SPK_PUSH_WARP, 4, 128, 1, 4, 3, 1},
+        {SPK_PUSH_WARP, 2, 256, 1, 4, 3, 1},   {SPK_PUSH_WARP, 2, 256, 2, 4, 3, 1},
+        {SPK_PUSH_DIRECT, 2, 256, 4, 4, 3, 1}, {SPK_PUSH_DIRECT, 2, 256, 8, 4, 3, 2},
+    };
+    struct {
+        int early, cell, combined;
+    } forms[] = {{1, SPK_CELL_REFERENCE, 0}, {0, SPK_CELL_TRIMMED, 0}, {0, SPK_CELL_FUSED, 0},
+                 {1, SPK_CELL_TRIMMED, 1}, {1, SPK_CELL_FUSED, 1}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+            if (i >= 3 && !forms[f].combined)
+                continue;
+            spk_cluster_variant v = {.hidden = 128, .push = rows[i].push, .cluster = rows[i].cluster,
+                                     .threads = rows[i].threads, .tile_rows = rows[i].rows,
+                                     .gate_block = rows[i].gate_block, .gates_ahead = rows[i].gates_ahead,
+                                     .row_phases = rows[i].row_phases, .early_gates = forms[f].early,
+                                     .cell = forms[f].cell};
+            spk_cluster_variant_fit(&v);
+            CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
+            check_compiles_within_budget(&v, "step variant");
+        }
 }
 
 /* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
@@ -386,8 +421,14 @@ TEST(option_table_checks_and_messages)
     int cluster = spk_kernel_option_index(&spk_cluster_family, "cluster");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, cluster, 3) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.cluster must be 1, 2, 4, 8 or 16");
-    CHECK(spk_kernel_option_index(&spk_cluster_family, "cell") < 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'cell' (known: hidden, push,");
+    CHECK(spk_kernel_option_index(&spk_cluster_family, "store") < 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel: unknown option 'store' (known: hidden, push,");
+    int cell = spk_kernel_option_index(&spk_cluster_family, "cell");
+    CHECK(spk_kernel_choice_set_word(&spk_cluster_family, &c, cell, "fast") != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.cell must be \"reference\", \"trimmed\" or \"fused\"");
+    int early = spk_kernel_option_index(&spk_cluster_family, "early_gates");
+    CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, early, 2) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.early_gates must be 0 .. 1");
     int ahead = spk_kernel_option_index(&spk_cluster_family, "gates_ahead");
     CHECK(spk_kernel_choice_set_int(&spk_cluster_family, &c, ahead, 5) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gates_ahead must be 1 .. 4");
@@ -402,6 +443,13 @@ TEST(option_table_checks_and_messages)
     v.gates_ahead = 1;
     v.row_phases = 2;
     CHECK_REFUSED(v, "kernel.row_phases 2 needs kernel.push \"direct\" or \"warp\"");
+    v.row_phases = 1;
+    v.early_gates = 1;
+    CHECK_REFUSED(v, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\"");
+    v.early_gates = 0;
+    v.cell = SPK_CELL_TRIMMED;
+    CHECK_REFUSED(v, "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\"");
+
     v = variant(128, SPK_PUSH_DIRECT, 8, 0, 1, 1);
     v.row_phases = 2;
     CHECK_REFUSED(v, "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1");
@@ -453,10 +501,12 @@ TEST(options_left_out_take_the_batch_default)
     CHECK(spk_cluster_variant_resolve(128, 1, &c, &v, &tile) == 0);
     CHECK(v.push == SPK_PUSH_DIRECT && v.gates_ahead == 2 && v.cluster == 8 && v.tile_rows == 1 && tile == 1);
     CHECK(v.threads == 512); /* refitted: one gate row a thread, 8 chunks */
+    CHECK(v.early_gates == 1 && v.cell == SPK_CELL_TRIMMED); /* the row's, which the direct pushes take */
     /* the scalar pushes: the baseline, every option it lacks at its plain value */
     c = choose("push", "scalar", 0);
     CHECK(spk_cluster_variant_resolve(128, 256, &c, &v, &tile) == 0);
     CHECK(v.gate_block == 1 && v.gates_ahead == 1 && v.row_phases == 1 && v.cluster == 2 && v.tile_rows == 8);
+    CHECK(v.early_gates == 0 && v.cell == SPK_CELL_REFERENCE);
     spk_cluster_sizes sizes;
     CHECK(spk_cluster_variant_derive(&v, 0, &sizes) == 0 && strcmp(sizes.file, "lstm_cluster_baseline.cu") == 0);
     /* a tile height given: the launch's, the row's options kept */
@@ -511,19 +561,22 @@ TEST(the_batch_table)
      * pushes; at batch 32 (cluster 2, 8 units a block) gate blocks make one warp */
     spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16, &tile_rows);
     CHECK(spk_cluster_variant_derive(&narrow, 0, NULL) == 0);
-    CHECK(narrow.gate_block == 1 && narrow.push == SPK_PUSH_DIRECT);
+    CHECK(narrow.gate_block == 1 && narrow.push == SPK_PUSH_DIRECT && narrow.early_gates == 1);
     spk_cluster_variant narrow2 = spk_cluster_variant_for_batch(16, 32, &tile_rows);
     CHECK(narrow2.gate_block == 4 && narrow2.cluster == 2 && narrow2.threads == 32);
     /* hidden 256 at batch 1 and 32: no row fits: the baseline, the schedule picking the tile height */
     spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
     CHECK(spk_cluster_variant_derive(&wide, 0, NULL) == 0 && wide.push == SPK_PUSH_SCALAR && tile_rows == 0);
+    CHECK(wide.early_gates == 0 && wide.cell == SPK_CELL_REFERENCE);
     spk_cluster_variant big = spk_cluster_variant_for_batch(256, 32, &tile_rows);
     CHECK(spk_cluster_variant_derive(&big, 0, NULL) == 0 && big.cluster == 8 && big.push == SPK_PUSH_SCALAR);
-    /* every batch gets a valid variant; rows are monotone in tile height */
+    /* every batch gets a valid variant, the gates early and the trimmed cell (the fused cell would change the
+     * defaults' bits); rows are monotone in tile height */
     int64_t previous = 0;
     for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
         spk_cluster_variant d = spk_cluster_variant_for_batch(128, batch, &tile_rows);
         CHECK(spk_cluster_variant_derive(&d, 0, NULL) == 0);
+        CHECK(d.early_gates == 1 && d.cell == SPK_CELL_TRIMMED);
         CHECK(tile_rows >= previous);
         previous = tile_rows;
     }
@@ -612,6 +665,32 @@ TEST(ptx_of_gates_ahead_and_row_phases)
     spk_module_release(m1);
 }
 
+/* The trimmed and fused cells: fewer floating-point instructions than the
+ * reference's. */
+TEST(ptx_of_the_cell_forms)
+{
+    int counts[3] = {0, 0, 0};
+    for (int form = 0; form < 3; form++) {
+        spk_cluster_variant c = {.hidden = 128, .push = SPK_PUSH_WARP, .cluster = 8, .threads = 128, .gate_block = 4,
+                                 .tile_rows = 1, .gates_ahead = 2, .cell = form};
+        spk_cluster_variant_fit(&c);
+        size_t bytes;
+        const char *code;
+        spk_module *m = compile_ptx(&c, &code, &bytes);
+        if (m) {
+            counts[form] = ptx_count(code, bytes, ".f32 \t%f") + ptx_count(code, bytes, "fma.rn.f32") +
+                           ptx_count(code, bytes, "mul.rn.f32") + ptx_count(code, bytes, "add.rn.f32") +
+                           ptx_count(code, bytes, "selp.f32") + ptx_count(code, bytes, "sub.rn.f32");
+            spk_module_release(m);
+        }
+    }
+    if (check_verbose())
+        fprintf(stderr, "  floating-point PTX instructions: reference %d, trimmed %d, fused %d\n", counts[0],
+                counts[1], counts[2]);
+    CHECK(counts[1] > 0 && counts[1] < counts[0]);
+    CHECK(counts[2] > 0 && counts[2] < counts[1]);
+}
+
 TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
 {
     int64_t h[SPK_CLUSTER_MAX_HEIGHTS + 1];
@@ -664,6 +743,8 @@ int main(void)
     RUN(the_batch_table);
     RUN(fit_and_shared_memory);
     RUN(ptx_of_gates_ahead_and_row_phases);
+    RUN(step_variants_compile_without_spills);
+    RUN(ptx_of_the_cell_forms);
     RUN(tile_height_is_the_smallest_whose_clusters_all_run_at_once);
     RUN(plans_refuse_bad_input_before_the_device);
     return CHECK_SUMMARY();

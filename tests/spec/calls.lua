@@ -70,9 +70,11 @@ function M.maker(spk)
     for i, v in ipairs { 1000, 0, 2000, 2000, 0, 2500, 3000, 4000, 0, 4500 } do r:set(16 + i, v) end
     return r
   end
-  -- a recorded timeline as spk.timeline reads it (one block, two steps, two stages)
-  function m.timeline()
-    return { stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } },
+  -- a recorded timeline as spk.timeline reads it (one block, two steps or `steps`, two stages)
+  function m.timeline(steps)
+    local stamps = { { 0, 1, 0, 1, 2, 0, 2, 4 }, { 0, 2, 3, 4, 6, 6, 8, 12 } }
+    for s = 3, steps or 2 do stamps[s] = { 0, s, 3 * s, 3 * s + 1, 3 * s + 2, 6 * s, 6 * s + 2, 6 * s + 4 } end
+    return { stamps = stamps,
              columns = { "block", "step", "start", "a", "b", "start_cycles", "a_cycles", "b_cycles" },
              stages = { "a", "b" }, waits_for = { a = "b" }, kernel = "recipe",
              selection = { layer = 1, direction = "forward", step_range = { 1, 2 }, blocks = { 0, 0 }, warp = 0 } }
@@ -330,6 +332,16 @@ M.recipes = {
   ["spk.timeline.durations"] = { n = 1, args = function(m) return m.timeline() end },
   ["spk.timeline.stats"] = { n = 2, opts = 2, args = function(m) return m.timeline(), {} end },
   ["spk.timeline.critical_path"] = { n = 2, opts = 2, args = function(m) return m.timeline(), { step_range = { 1, 2 } } end },
+  ["spk.timeline.critical_view"] = { n = 2, opts = 2, args = function(m)
+    return m.timeline(3), { step_range = { 1, 3 }, wait_floor_ns = 10 }
+  end },
+  ["spk.timeline.describe_view"] = { n = 1, args = function(m)
+    return { chain = { { stage = "a", ns = 2, share = 1 } }, hidden = {}, steps = 1, step_ns = 2, jumps = 0,
+             blocks = 1, attack = { stage = "a", ns = 2, share = 1 } }
+  end },
+  ["spk.timeline.load_stamps"] = { n = 2, opts = 2, args = function()
+    return "docs/results/2026-12-01-h200-stack/step_timeline/stamps_b1.csv", { kernel = "recorded" }
+  end },
   ["spk.timeline.percentile"] = { n = 2, args = function() return { 1, 2, 3 }, 0.5 end },
   ["spk.timeline.decode"] = { n = 2, opts = 2, args = function(m)
     return m.raw_timeline(), { stages = { "a" }, waits_for = {}, kernel = "k" }

@@ -71,6 +71,8 @@ describe("cluster backend options", function()
     end
     refuses({ push = "vector" }, 'kernel.push must be "scalar", "direct" or "warp" %(.*%), got "vector"')
     refuses({ push = 4 }, 'kernel.push must be "scalar", "direct" or "warp" %(.*%), got 4')
+    -- the pruned pull (tagged words polled from every block) is no value of today's kernel.push
+    refuses({ push = "pull" }, 'kernel.push must be "scalar", "direct" or "warp" %(.*%), got "pull"')
     refuses({ push = "warp", gate_block = 1 }, 'kernel.push "warp" needs kernel.gate_block 4')
     refuses({ push = "scalar", gate_block = 4 }, 'kernel.gate_block 4 needs kernel.push "direct" or "warp"')
     refuses({ gate_block = 2 }, "kernel.gate_block must be 1 or 4 %(.*%), got 2")
@@ -78,11 +80,16 @@ describe("cluster backend options", function()
     refuses({ push = "scalar", gates_ahead = 2 }, 'kernel.gates_ahead 2 .. 4 needs kernel.push "direct" or "warp"')
     refuses({ row_phases = 3 }, "kernel.row_phases must be 1 or 2 %(halves of a tile's row groups that take turns%)")
     refuses({ push = "scalar", row_phases = 2 }, 'kernel.row_phases 2 needs kernel.push "direct" or "warp"')
+    refuses({ push = "scalar", early_gates = 1 }, 'kernel.early_gates 1 needs kernel.push "direct" or "warp"')
+    refuses({ push = "scalar", cell = "fused" }, 'kernel.cell "trimmed" or "fused" needs kernel.push')
+    refuses({ cell = "fast" }, 'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
     refuses({ push = "warp", gate_block = 4, tile_rows = 1, row_phases = 2 },
       "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1")
-    for _, gone in ipairs { "cell", "store", "exchange", "directions", "weights", "math" } do
+    for _, gone in ipairs { "store", "exchange", "directions", "weights", "math" } do
       refuses({ [gone] = 1 }, "kernel: unknown option '" .. gone .. "'")
     end
+    -- the pruned cell forms ("shared", "lanes") are no values of today's kernel.cell
+    refuses({ cell = "lanes" }, 'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "lanes"')
     -- options left out: the batch's default, refitted where what they follow changed
     local halves = spk.lstm.cluster_variant({ push = "warp", gate_block = 4, tile_rows = 2, row_phases = 2,
                                               gates_ahead = 1 }, 8)
@@ -103,7 +110,8 @@ describe("cluster backend options", function()
     assert.are.same({ "direct", 8, 2, 512 }, { d.push, d.cluster, d.gates_ahead, d.threads })
     -- the scalar pushes: the baseline, what it lacks at its plain values
     local b = spk.lstm.cluster_variant({ push = "scalar" }, 256)
-    assert.are.same({ 1, 1, 1, 2, 8 }, { b.gate_block, b.gates_ahead, b.row_phases, b.cluster, b.tile_rows })
+    assert.are.same({ 1, 1, 1, 2, 8, 0, "reference" }, { b.gate_block, b.gates_ahead, b.row_phases, b.cluster,
+                                                         b.tile_rows, b.early_gates, b.cell })
     local narrow = spk.lstm.random { layers = 1, input = 6, hidden = 16, seed = 1 }
     local ok, err = pcall(cluster, { layers = narrow, batch = 1, steps = 2, kernel = { push = "warp", cluster = 8 } })
     assert.is_false(ok)
@@ -114,8 +122,9 @@ describe("cluster backend options", function()
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
     assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "tile_rows", "threads",
-                      "row_group", "min_blocks" }, names)
+                      "row_group", "min_blocks", "early_gates", "cell" }, names)
     assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
+    assert.are.same({ "reference", "trimmed", "fused" }, t.options[12].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)
   end)
 
@@ -132,21 +141,25 @@ describe("cluster backend options", function()
       end
       assert.is_true(k.tile_rows >= 1 and k.tile_rows <= 32, "batch " .. batch)
     end
-    local blocks, push, ahead, tiles, phases = {}, {}, {}, {}, {}
+    local blocks, push, ahead, tiles, phases, early, cells = {}, {}, {}, {}, {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 128, 129, 256, 257 } do
       local k = spk.lstm.cluster_variant(nil, batch)
       blocks[#blocks + 1], push[#push + 1], ahead[#ahead + 1] = k.gate_block, k.push, k.gates_ahead
       tiles[#tiles + 1], phases[#phases + 1] = k.launch_tile_rows, k.row_phases
+      early[#early + 1], cells[#cells + 1] = k.early_gates, k.cell
     end
     assert.are.same({ 4, 4, 4, 4, 4, 4, 4, 4 }, blocks)
     assert.are.same({ "warp", "warp", "warp", "warp", "direct", "direct", "direct", "warp" }, push)
     assert.are.same({ 2, 3, 3, 3, 3, 3, 3, 1 }, ahead)
     assert.are.same({ 1, 1, 1, 2, 4, 8, 8, 16 }, tiles)
     assert.are.same({ 1, 1, 1, 1, 1, 2, 2, 1 }, phases) -- 8-row tiles in two halves of 4
+    -- every row: the gates taken early and the trimmed cell (the reference cell's bits)
+    assert.are.same({ 1, 1, 1, 1, 1, 1, 1, 1 }, early)
+    assert.are.same({ "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed", "trimmed" }, cells)
     assert.has_error(function() spk.lstm.cluster_variant(nil, 0) end)
     -- a hidden size no row fits: the baseline, the schedule picking the tile height
     local k = spk.lstm.cluster_variant(nil, 1, 256)
-    assert.are.same({ "scalar", 0 }, { k.push, k.launch_tile_rows })
+    assert.are.same({ "scalar", 0, 0, "reference" }, { k.push, k.launch_tile_rows, k.early_gates, k.cell })
   end)
 
   it("picks the smallest tile height whose clusters all run at once", function()
@@ -175,6 +188,23 @@ local function describe_plan(plan)
     plan.kernel.registers, plan.kernel.spills, plan.kernel.smem, plan.kernel.max_active_clusters)
 end
 
+-- Whether `plan` must give `other`'s bits: the same chunk split (another split adds the same products in
+-- another order, and a fit that refits the threads changes it: the cluster size, the gate block, the push
+-- all follow into the threads) and cells of the same bits (the trimmed cell's are the reference's, the
+-- fused cell's its own). Every case below that expects another plan's bits asks this first, so a case
+-- whose fit changed the split says so instead of failing on the bits.
+local function same_bits_expected(plan, other)
+  local a, b = plan.kernel, other.kernel
+  if a.chunks ~= b.chunks then
+    return false, ("%d chunks a gate row against %d: another order of the sums (%s; %s)"):format(a.chunks, b.chunks,
+      plan.variant, other.variant)
+  end
+  if (a.cell == "fused") ~= (b.cell == "fused") then
+    return false, ("the fused cell on one side only (%s; %s)"):format(plan.variant, other.variant)
+  end
+  return true
+end
+
 describe("cluster backend (GPU)", function()
   for _, case in ipairs(fixture_cases(fixtures)) do
     gpu_it("matches fixture " .. case .. " within cuDNN FP32's error", function()
@@ -188,6 +218,35 @@ describe("cluster backend (GPU)", function()
         case .. " (" .. describe_plan(plan) .. ")")
       assert.are.equal(0, plan.kernel.spills, "local memory per thread: " .. describe_plan(plan))
     end)
+    -- the step variants on top of the fixture's default: each within the same bound, and with the
+    -- default's bits exactly where same_bits_expected says so (the same chunk split, cells of the same
+    -- bits). The fit decides the split: cluster 16 refits the threads, which keeps the default's 8
+    -- chunks at batch 1 and doubles batch 2's 4 (hidden 128: the sizes the options below name)
+    if case:find("_h128_", 1, true) then gpu_it("matches fixture " .. case .. " within cuDNN FP32's error with the step variants", function()
+      local dir = fixtures .. "/" .. case
+      local layers = spk.lstm.load(dir)
+      local x = spk.load(dir .. "/x.npy")
+      local s = x:shape()
+      local default = cluster { layers = layers, batch = s[1], steps = s[2] }
+      local y0 = default:forward(x)
+      local kept = 0
+      for _, kernel in ipairs { { early_gates = 0, cell = "reference" }, { early_gates = 1, cell = "trimmed" },
+                                { cell = "fused" }, { early_gates = 1, cell = "fused" }, { cluster = 16 },
+                                { push = "direct", gate_block = 1, cluster = 8, threads = 128, gates_ahead = 2 } } do
+        local plan = cluster { layers = layers, batch = s[1], steps = s[2], kernel = kernel }
+        local y = plan:forward(x)
+        check_against_cudnn(y, spk.load(dir .. "/y_f64.npy"), spk.load(dir .. "/y_cudnn_f32.npy"),
+          case .. " (" .. describe_plan(plan) .. ")")
+        if same_bits_expected(plan, default) then
+          local same, c = bit_compare(y, y0)
+          assert.is_true(same, ("%s differs from the default (%s): %s"):format(describe_plan(plan), default.variant,
+            tostring(c)))
+          kept = kept + 1
+        end
+        plan:close()
+      end
+      assert.is_true(kept >= 2, "the same-bits variants were not compared") -- the first two at least
+    end) end
   end
 
   local cases = {}
@@ -227,6 +286,7 @@ describe("cluster backend (GPU)", function()
     } do
       kernel.push, kernel.cluster = "scalar", kernel.cluster or 8
       local plan = cluster { layers = layers, batch = 37, steps = 64, kernel = kernel }
+      assert.is_true(same_bits_expected(plan, base))
       local same, c = bit_compare(plan:forward(x), y)
       assert.is_true(same, ("%s differs from tile_rows 1: %s"):format(describe_plan(plan), tostring(c)))
       plan:close()
@@ -234,7 +294,10 @@ describe("cluster backend (GPU)", function()
   end)
 
   -- Every option set of the direct pushes keeps the sums and the cells: the
-  -- baseline's bits (8 chunks a gate row in all of them).
+  -- baseline's bits (8 chunks a gate row in all of them, which
+  -- same_bits_expected checks). Options a set leaves out are at their plain
+  -- values, not the batch's default: the reference cell, the gates after the
+  -- wait.
   local option_sets = {
     { push = "direct", gate_block = 1, cluster = 8 },
     { push = "direct", gate_block = 1, cluster = 16 },
@@ -251,15 +314,23 @@ describe("cluster backend (GPU)", function()
     { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 3, row_phases = 2 },
     { push = "direct", gate_block = 1, cluster = 8, row_phases = 2 },
     { push = "direct", gate_block = 4, cluster = 16, threads = 64, row_phases = 2 },
+    -- the step variants: the gates taken early, the trimmed cell
+    { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1 },
+    { push = "direct", gate_block = 1, cluster = 8, gates_ahead = 3, early_gates = 1, row_phases = 2 },
+    { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, cell = "trimmed" },
+    { push = "warp", gate_block = 4, cluster = 16, threads = 64, gates_ahead = 3, early_gates = 1, cell = "trimmed" },
+    { push = "direct", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 3, row_phases = 2, early_gates = 1,
+      cell = "trimmed" },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every option set gives the baseline's bits (tile %d)"):format(tile), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 22 }
       local x = lcg_uniform({ 37, 64, 60 }, 6)
-      local y = cluster { layers = layers, batch = 37, steps = 64,
-                          kernel = { push = "scalar", cluster = 8, tile_rows = tile } }:forward(x)
+      local base = cluster { layers = layers, batch = 37, steps = 64,
+                             kernel = { push = "scalar", cluster = 8, tile_rows = tile } }
+      local y = base:forward(x)
       for _, options in ipairs(option_sets) do
-        local kernel = { tile_rows = tile, gates_ahead = 1, row_phases = 1 }
+        local kernel = { tile_rows = tile, gates_ahead = 1, row_phases = 1, early_gates = 0, cell = "reference" }
         for k, v in pairs(options) do kernel[k] = v end
         -- (two row phases need two row groups: not at tile 1)
         if not (kernel.row_phases == 2 and tile == 1) then
@@ -267,6 +338,7 @@ describe("cluster backend (GPU)", function()
           -- an odd tile sizes the kernel to exactly 3 rows, which may spill a few bytes at 64 registers;
           -- the bits must agree
           if tile ~= 3 then assert.are.equal(0, plan.kernel.spills, describe_plan(plan)) end
+          assert.is_true(same_bits_expected(plan, base))
           local same, c = bit_compare(plan:forward(x), y)
           assert.is_true(same, ("%s differs from the baseline: %s"):format(describe_plan(plan), tostring(c)))
           plan:close()
@@ -279,21 +351,26 @@ describe("cluster backend (GPU)", function()
   local forms = { { push = "direct", gate_block = 1 }, { push = "direct", gate_block = 4 },
                   { push = "warp", gate_block = 4 }, { push = "warp", gate_block = 4, gates_ahead = 3 },
                   -- tiles of 4 rows in two row groups: batch 5 leaves a tile of one row (an empty second half)
-                  { push = "warp", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 } }
+                  { push = "warp", gate_block = 4, gates_ahead = 3, row_phases = 2, tile_rows = 4 },
+                  -- the gates taken early (the re-arm after the publish)
+                  { push = "warp", gate_block = 4, gates_ahead = 3, early_gates = 1 },
+                  { push = "direct", gate_block = 1, gates_ahead = 2, early_gates = 1 } }
   for _, form in ipairs(forms) do
     local name = form.push .. (form.gate_block == 4 and ", gate blocks" or "") ..
       (form.gates_ahead and (", gates %d steps ahead"):format(form.gates_ahead) or "") ..
-      (form.row_phases and ", two row phases" or "")
-    gpu_it(("the mbarrier exchange (%s pushes): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
+      (form.row_phases and ", two row phases" or "") .. (form.early_gates and ", early gates" or "")
+    gpu_it(("the exchange (%s): 1 and 2 steps, waves, NaN, repeatability"):format(name), function()
       local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 23 }
       -- cluster 8, gate blocks at 128 threads: 8 chunks, the baseline's sums
       local kernel = { cluster = 8, push = form.push, gate_block = form.gate_block,
                        threads = form.gate_block == 4 and 128 or nil, gates_ahead = form.gates_ahead or 1,
-                       row_phases = form.row_phases or 1, tile_rows = form.tile_rows }
+                       row_phases = form.row_phases or 1, tile_rows = form.tile_rows,
+                       early_gates = form.early_gates or 0, cell = "reference" }
       for _, steps in ipairs { 1, 2, 3 } do
         local x = lcg_uniform({ 5, steps, 60 }, steps)
         local ours = cluster { layers = layers, batch = 5, steps = steps, kernel = kernel }
         local plain = cluster { layers = layers, batch = 5, steps = steps, kernel = { push = "scalar", cluster = 8 } }
+        assert.is_true(same_bits_expected(ours, plain))
         local same, c = bit_compare(ours:forward(x), plain:forward(x))
         assert.is_true(same, ("steps %d: %s"):format(steps, tostring(c)))
       end
@@ -305,6 +382,7 @@ describe("cluster backend (GPU)", function()
       assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
       local one = cluster { layers = layers, batch = 1024, steps = 16,
                             kernel = { push = "scalar", cluster = 8, tile_rows = 32 } }
+      assert.is_true(same_bits_expected(waves, one))
       local same, c = bit_compare(waves:forward(xb), one:forward(xb))
       assert.is_true(same, tostring(c))
       local x = lcg_uniform({ 2, 40, 60 }, 11)
@@ -415,6 +493,7 @@ describe("cluster backend (GPU)", function()
     local waves = cluster { layers = big, batch = 1024, steps = 16, kernel = { tile_rows = 1 } }
     assert.is_true(waves.schedule.waves > 1, describe_plan(waves))
     local one = cluster { layers = big, batch = 1024, steps = 16, kernel = { tile_rows = 32 } }
+    assert.is_true(same_bits_expected(waves, one))
     local same, c = bit_compare(waves:forward(xb), one:forward(xb))
     assert.is_true(same, tostring(c))
   end)

@@ -11,8 +11,9 @@
 -- Without a GPU two things are still checked: the fixtures agree with
 -- themselves (y_b1.npy is the batch-1 FP32 output whose digest the records
 -- carry), and the variant this tree picks for each record's batch is the one
--- the record says ran (its plan.variant then), so a default table that lost
--- a row fails here too. GPU specs are skipped without a device, never passed.
+-- the record says ran (its plan.variant then; the cluster kernel's cell by
+-- its bits, the early gates not at all: options_of), so a default table that
+-- lost a row, or took a cell of other bits, fails here too. GPU specs are skipped without a device, never passed.
 local spk = require "spk"
 local report = require "spk.report"
 
@@ -46,7 +47,11 @@ local function record_name(file, r)
 end
 
 -- The options a record's plan.variant names (the words of that tree's
--- describe functions), as this tree's option names.
+-- describe functions), as this tree's option names. The cluster kernel's
+-- cell is compared by its bits: "trimmed" gives the reference cell's for
+-- every input (a record names no cell form, or "trimmed cell"), "fused" its
+-- own; the early gates change no bit and are not compared.
+local function cell_bits(cell) return cell == "fused" and "fused" or "reference" end
 local function options_of(r)
   local v = r.variant
   if r.backend == "cluster" then
@@ -56,7 +61,8 @@ local function options_of(r)
              gates_ahead = tonumber(v:match("gates (%d+) steps ahead") or "1"),
              row_phases = v:find("2 row phases", 1, true) and 2 or 1,
              push = v:find("warp push", 1, true) and "warp" or v:find("direct push", 1, true) and "direct"
-               or "scalar" }
+               or "scalar",
+             cell_bits = cell_bits(v:match("(%a+) cell,") or v:match("(%a+) cell$")) }
   end
   local units, threads = v:match("^units (%d+), (%d+) threads")
   local gate_block, row_group = v:match("gate block (%d+), row group (%d+)")
@@ -113,6 +119,7 @@ describe("the fixtures of the per-batch defaults", function()
         for key, value in pairs(want) do
           local got = v[key]
           if r.backend == "cluster" and key == "tile_rows" then got = v.launch_tile_rows end
+          if key == "cell_bits" then got = cell_bits(v.cell) end
           assert.are.equal(value, got, ("%s (%s): %s"):format(record_name(file, r), r.variant, key))
         end
       end
