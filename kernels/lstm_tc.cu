@@ -118,6 +118,9 @@ static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4, "GATES_AHEAD must be 1 .. 4"
 static_assert((SLICE_STEPS == 1 || SLICE_STEPS == 2) && KSTEPS % SLICE_STEPS == 0, "SLICE_STEPS must be 1 or 2");
 static_assert(SPK_PACK_ROWS == 0, "the tensor-core kernel reads a unit's four gates as one float4: packing layout units");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory (mbarriers, two h buffers, gate stages) must fit 227 KiB");
+#ifdef TC_EXPECTED_SMEM /* the launch rule's size (lua/spk/tensor_core.lua passes it): the two formulas agree */
+static_assert(SMEM_BYTES == TC_EXPECTED_SMEM, "lua/spk/tensor_core.lua sizes shared memory unlike SMEM_BYTES");
+#endif
 
 #include "lstm_cell.cuh"
 #include "spk_timeline.cuh"

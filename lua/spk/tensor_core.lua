@@ -5,7 +5,7 @@
 --   local tc = require "spk.tensor_core"
 --   local spec = tc.spec{split = "f16"}             -- a kernel spec (spk.lstm.kernel_stack, kernel_backend)
 --   local v = tc.variant({batch = 256, hidden = 128}, {tile_rows = 8})  -- the batch's default, overridden
---   tc.defines(v), tc.launch(v, shape), tc.label(v), tc.stages(v), tc.sizes(v, hidden)
+--   tc.defines(v, hidden), tc.launch(v, shape), tc.label(v), tc.stages(v), tc.sizes(v, hidden)
 --
 -- The options (a value left out is the batch's default):
 --   split        "f16" (FP16x3, scaled small parts) or "tf32" (3xTF32)
@@ -16,9 +16,13 @@
 --   row_phases   1, or 2 (two halves of the tile's n-tiles take turns; needs tile_rows > 8)
 --   gates_ahead  steps ahead the x·Wᵀ is fetched: 1 .. 4
 --   slice_steps  mma k-steps summed in the tensor core before the FP32 add: 1 or 2
+--   exclusive_sm 1: the launch asks for more than half an SM's shared memory, so no two blocks
+--                share an SM (small blocks would otherwise pile up on some SMs and leave others
+--                idle); 0: what the kernel needs
 local M = {}
 
-M.options = { "split", "products", "cluster", "tile_rows", "warp_mt", "row_phases", "gates_ahead", "slice_steps" }
+M.options = { "split", "products", "cluster", "tile_rows", "warp_mt", "row_phases", "gates_ahead", "slice_steps",
+              "exclusive_sm" }
 M.splits = { tf32 = 1, f16 = 2 }
 
 local allowed = {
@@ -29,20 +33,26 @@ local allowed = {
   row_phases = { 1, 2 },
   gates_ahead = { 1, 2, 3, 4 },
   slice_steps = { 1, 2 },
+  exclusive_sm = { 1, 0 },
 }
 
 -- Per batch (the first row whose max_batch holds it): 128 blocks where the
 -- batch allows (two directions x clusters x tiles), one m-tile a warp (two
--- spill at these sizes: tools/tc_sweep.lua measures them).
+-- spill at these sizes), two row phases once a block's products and cells
+-- outlast the exchange's latency. Chosen from the primitives' costs
+-- (docs/kernels.md); tools/tc_sweep.lua measures the alternatives.
 M.batch_table = {
   { max_batch = 16, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },
   { max_batch = 32, cluster = 8, tile_rows = 4, warp_mt = 1, row_phases = 1 },
   { max_batch = 64, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },
-  { max_batch = 128, cluster = 4, tile_rows = 8, warp_mt = 1, row_phases = 1 },
+  { max_batch = 128, cluster = 8, tile_rows = 16, warp_mt = 1, row_phases = 2 },
   { max_batch = 256, cluster = 4, tile_rows = 16, warp_mt = 1, row_phases = 2 },
   { max_batch = math.maxinteger, cluster = 4, tile_rows = 32, warp_mt = 1, row_phases = 2 },
 }
-M.fixed_defaults = { split = "f16", products = 3, gates_ahead = 2, slice_steps = 1 }
+M.fixed_defaults = { split = "f16", products = 3, gates_ahead = 2, slice_steps = 1, exclusive_sm = 1 }
+-- Dynamic shared memory an exclusive_sm launch asks for at least: more than half of the
+-- 228 KiB an SM has, so a second block never fits beside it.
+M.exclusive_smem = 115 * 1024
 
 local function shown(v)
   if type(v) == "string" then return ("%q"):format(v) end
@@ -135,21 +145,24 @@ function M.variant(shape, opts)
   return v
 end
 
-function M.defines(v)
+-- The kernel's macros for a variant at a hidden size; TC_EXPECTED_SMEM makes the
+-- kernel check at compile time that it needs the shared memory M.sizes gives.
+function M.defines(v, hidden)
   return { TC_SPLIT = M.splits[v.split], TC_PRODUCTS = v.products, CLUSTER = v.cluster, TILE_ROWS = v.tile_rows,
-           WARP_MT = v.warp_mt, ROW_PHASES = v.row_phases, GATES_AHEAD = v.gates_ahead, SLICE_STEPS = v.slice_steps }
+           WARP_MT = v.warp_mt, ROW_PHASES = v.row_phases, GATES_AHEAD = v.gates_ahead, SLICE_STEPS = v.slice_steps,
+           TC_EXPECTED_SMEM = M.sizes(v, hidden).smem }
 end
 
 function M.launch(v, shape)
   local s = M.sizes(v, shape.hidden)
   return { grid = { v.cluster, (shape.batch + v.tile_rows - 1) // v.tile_rows, 2 }, cluster = { v.cluster, 1, 1 },
-           block = s.threads, smem = s.smem }
+           block = s.threads, smem = v.exclusive_sm == 1 and math.max(s.smem, M.exclusive_smem) or s.smem }
 end
 
--- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product).
+-- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm: exclusive_sm 0).
 function M.label(v)
-  return ("%s%s c%d t%d mt%d p%d a%d s%d"):format(v.split, v.products == 1 and " x1" or "", v.cluster, v.tile_rows,
-    v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps)
+  return ("%s%s c%d t%d mt%d p%d a%d s%d%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster, v.tile_rows,
+    v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps, v.exclusive_sm == 0 and " shared-sm" or "")
 end
 
 -- The stage names of a variant's timeline build, read from the list the kernel stamps
@@ -181,12 +194,14 @@ M.statuses = {
 
 -- A kernel spec for spk.lstm.kernel_stack / kernel_backend / kernel_check: the
 -- batch's defaults with `opts` over them at every shape; opts.name names it
--- (default "tensor_core", or "tensor_core_<split>" for a split given).
+-- (default "tensor_core", or "tensor_core_<split>" for a split given),
+-- opts.options are NVRTC options ({"--ptxas-options=-v"}: ptxas's report in
+-- kernel_check's log).
 function M.spec(opts)
   opts = opts or {}
   local fixed = {}
   for k, x in pairs(opts) do
-    if k ~= "name" then fixed[k] = x end
+    if k ~= "name" and k ~= "options" then fixed[k] = x end
   end
   require("spk.options").check_keys(fixed, M.options, "spk.tensor_core.spec", 2)
   local name = opts.name or (opts.split and opts.split ~= "f16" and "tensor_core_" .. opts.split) or "tensor_core"
@@ -197,7 +212,8 @@ function M.spec(opts)
     args = M.args,
     packing = { order = "ifco", layout = "units" },
     statuses = M.statuses,
-    defines = function(shape) return M.defines(M.variant(shape, fixed)) end,
+    options = opts.options,
+    defines = function(shape) return M.defines(M.variant(shape, fixed), shape.hidden) end,
     launch = function(shape) return M.launch(M.variant(shape, fixed), shape) end,
   }
 end
