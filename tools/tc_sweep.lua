@@ -110,18 +110,18 @@ local function correctness()
   print("== correctness: the kernel against the f64 reference at small and odd shapes ==")
   local failed = 0
   local function run(case, variant)
-    local label = case.label .. " " .. variant.split
+    local label = case.label
     local layers = spk.lstm.random { layers = case.layers, input = 60, hidden = case.hidden, seed = 1 }
     local ok_v, v = pcall(tc.variant, case, variant)
     if not ok_v then
-      print(("skip  %-34s %s"):format(label, tostring(v):gsub("^.-: ", "")))
+      print(("skip  %-38s %s"):format(label, tostring(v):gsub("^.-: ", "")))
       return
     end
     local x = spk.randn({ case.batch, case.steps, 60 }, { seed = 7 })
     local plan, err = plan_of(layers, case.batch, case.steps, variant)
     if not plan then
       failed = failed + 1
-      print(("ERROR %-34s %-26s %s"):format(label, tc.label(v), err))
+      print(("ERROR %-38s %-28s %s"):format(label, tc.label(v), err))
       return
     end
     local ok, why = pcall(function()
@@ -132,7 +132,7 @@ local function correctness()
       local bits = bits_repeat(plan, x, y)
       local good = c.rel_l2 == c.rel_l2 and c.rel_l2 <= 1e-6 and (c.nan_mismatch or 0) == 0
       if not good or not bits then failed = failed + 1 end
-      print(("%-5s %-34s %-26s rel_l2 %s max_abs %s bits %s"):format(good and "ok" or "WRONG", label, tc.label(v),
+      print(("%-5s %-38s %-28s rel_l2 %s max_abs %s bits %s"):format(good and "ok" or "WRONG", label, tc.label(v),
         fmt(c.rel_l2), fmt(c.max_abs), bits and "repeat" or "DIFFER"))
       if not good then
         local d = spk.debug.first_divergence(host, ref, { tol = 1e-4 })
@@ -141,7 +141,7 @@ local function correctness()
     end)
     if not ok then
       failed = failed + 1
-      print(("ERROR %-34s %-26s %s"):format(label, tc.label(v), tostring(why):gsub("\n.*", "")))
+      print(("ERROR %-38s %-28s %s"):format(label, tc.label(v), tostring(why):gsub("\n.*", "")))
     end
     plan:close()
     collectgarbage()
