@@ -39,7 +39,13 @@
 //                (each with its own mbarriers: one half computes while the
 //                other's h crosses the cluster)
 //   GATES_AHEAD  steps ahead a cell's x·Wᵀ is fetched (cp.async stages, 1 .. 4)
-//   SLICE_STEPS  mma k-steps a slice (1 or 2)
+//   SLICE_STEPS  mma k-steps a slice (1 or 2; wgmma 1, 2, 4, 8)
+//   TC_MMA       1 (mma.sync, each warp its own products) or 2 (wgmma: a warpgroup's
+//                four m-tiles in one instruction, A = R from registers, B = h read by
+//                the tensor core from shared memory once a warpgroup; FP16x3, one
+//                m-tile a warp, warps a multiple of 4, sm_90a)
+//   FETCH_EARLY  0, or 1: the x·Wᵀ of a step ahead is fetched right after this step's
+//                gates are taken, before the wait (off the step's chain), not at its end
 // and the plan's SPK_HIDDEN and SPK_GATE_* (packing: units layout, any order).
 // SPK_TIMELINE 1 is the timeline build (kernels/spk_timeline.cuh; its stages:
 // TC_STAGES in kernels/lstm_tc_layout.cuh).
@@ -77,6 +83,12 @@
 #ifndef SLICE_STEPS
 #define SLICE_STEPS 1
 #endif
+#ifndef TC_MMA
+#define TC_MMA TC_MMA_SYNC
+#endif
+#ifndef FETCH_EARLY
+#define FETCH_EARLY 0
+#endif
 
 #define H SPK_HIDDEN
 #define UNITS (H / CLUSTER)
@@ -89,20 +101,28 @@
 #define CELLS (NT * (WARP_MT == 2 ? 2 : 1))          /* cells a thread finishes a step */
 #define ROW_ITEMS (TC_SPLIT == TC_SPLIT_F16 ? H / 2 : H)
 #define ROW_WORDS (ROW_ITEMS + 8)                    /* 8-byte words of a batch row of h */
-#define BUFFER_WORDS (PADDED_ROWS * ROW_WORDS)
+#define BUFFER_WORDS (TC_MMA == TC_MMA_WGMMA ? NT * 2 * 16 * H / 8 : PADDED_ROWS * ROW_WORDS) /* a buffer's 8-byte words */
 #define UNIT_BYTES (TC_SPLIT == TC_SPLIT_F16 ? 4 : 8) /* bytes of h a unit and row in the exchange */
 #define PHASE_NT(p) ((p) * NT / ROW_PHASES)          /* phase p owns n-tiles PHASE_NT(p) .. PHASE_NT(p + 1) - 1 */
-#define BARRIER_BYTES 32
-// Shared memory: [mbarriers full[phase][parity]], h[2][PADDED_ROWS][ROW_WORDS] (8-byte words),
-// gate stages [GATES_AHEAD][CELLS][THREADS] float4. lua/spk/tensor_core.lua sizes the launch the same way.
+#define BARRIER_BYTES 128
+// Shared memory: [mbarriers full[phase][parity]] in 128 bytes, h[2][BUFFER_WORDS] (mma.sync:
+// [PADDED_ROWS][ROW_WORDS] 8-byte words; wgmma: [NT][2 parts] groups of 16 H bytes), gate stages
+// [GATES_AHEAD][CELLS][THREADS] float4. lua/spk/tensor_core.lua sizes the launch the same way.
 #define SMEM_BYTES (BARRIER_BYTES + 2 * 8 * BUFFER_WORDS + 16 * GATES_AHEAD * CELLS * THREADS)
 #define STATUS_BAD_GEOMETRY 2u
 #define STATUS_NEEDS_SM90 3u
 #define STATUS_EXCHANGE_TIMEOUT 4u
 #define FULL_MASK 0xffffffffu
-#define TC_TIMELINE_STAGES (ROW_PHASES == 1 ? TC_STAGE_COUNT : TC_PHASED_STAGE_COUNT)
-#define TC_MARK(s, phase) (1 + (ROW_PHASES == 1 ? TC_STAGE_##s : (phase) == 0 ? TC_PHASED_STAGE_##s : TC_PHASED_STAGE_##s##_2))
-#define TC_STEP_MARK(s) (1 + (ROW_PHASES == 1 ? TC_STAGE_##s : TC_PHASED_STAGE_##s))
+#define TC_TIMELINE_STAGES (ROW_PHASES == 1 ? TC_STAGE_COUNT : TC_PHASED_STAGE_COUNT) /* the _EARLY lists' counts too */
+#if FETCH_EARLY
+#define TC_ONE_PHASE(s) TC_EARLY_STAGE_##s
+#define TC_TWO_PHASES(s) TC_EARLY_PHASED_STAGE_##s
+#else
+#define TC_ONE_PHASE(s) TC_STAGE_##s
+#define TC_TWO_PHASES(s) TC_PHASED_STAGE_##s
+#endif
+#define TC_MARK(s, phase) (1 + (ROW_PHASES == 1 ? TC_ONE_PHASE(s) : (phase) == 0 ? TC_TWO_PHASES(s) : TC_TWO_PHASES(s##_2)))
+#define TC_STEP_MARK(s) (1 + (ROW_PHASES == 1 ? TC_ONE_PHASE(s) : TC_TWO_PHASES(s)))
 
 static_assert(TC_SPLIT == TC_SPLIT_TF32 || TC_SPLIT == TC_SPLIT_F16, "TC_SPLIT must be 1 (3xTF32) or 2 (FP16x3)");
 static_assert(TC_PRODUCTS == 3 || TC_PRODUCTS == 1, "TC_PRODUCTS must be 3 or 1");
@@ -115,7 +135,20 @@ static_assert(THREADS <= 1024, "at most 1024 threads a block");
 static_assert(TILE_ROWS >= 1 && TILE_ROWS <= 32, "TILE_ROWS must be 1 .. 32");
 static_assert(ROW_PHASES == 1 || (ROW_PHASES == 2 && NT >= 2), "ROW_PHASES 2 needs TILE_ROWS > 8 (two n-tiles)");
 static_assert(GATES_AHEAD >= 1 && GATES_AHEAD <= 4, "GATES_AHEAD must be 1 .. 4");
-static_assert((SLICE_STEPS == 1 || SLICE_STEPS == 2) && KSTEPS % SLICE_STEPS == 0, "SLICE_STEPS must be 1 or 2");
+static_assert(TC_MMA == TC_MMA_SYNC || TC_MMA == TC_MMA_WGMMA, "TC_MMA must be 1 (mma.sync) or 2 (wgmma)");
+static_assert((SLICE_STEPS == 1 || SLICE_STEPS == 2 ||
+               (TC_MMA == TC_MMA_WGMMA && (SLICE_STEPS == 4 || SLICE_STEPS == 8))) &&
+                  KSTEPS % SLICE_STEPS == 0,
+              "SLICE_STEPS must be 1 or 2 (wgmma: 1, 2, 4 or 8) and divide the k-steps");
+static_assert(TC_MMA == TC_MMA_SYNC || (TC_SPLIT == TC_SPLIT_F16 && TC_PRODUCTS == 3 && WARP_MT == 1 &&
+                                         WARPS % 4 == 0 && NT % ROW_PHASES == 0 && NT / ROW_PHASES <= 2),
+              "wgmma needs FP16x3 with 3 products, one m-tile a warp, whole warpgroups (a multiple of 4 "
+              "warps) and one or two n-tiles a phase");
+static_assert(FETCH_EARLY == 0 || (FETCH_EARLY == 1 && GATES_AHEAD >= 2),
+              "FETCH_EARLY 1 needs GATES_AHEAD >= 2 (the stage a fetch fills must not be the one just read)");
+#if TC_MMA == TC_MMA_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "TC_MMA 2 (wgmma) needs the arch-specific target sm_90a (compute_90a)"
+#endif
 static_assert(SPK_PACK_ROWS == 0, "the tensor-core kernel reads a unit's four gates as one float4: packing layout units");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory (mbarriers, two h buffers, gate stages) must fit 227 KiB");
 #ifdef TC_EXPECTED_SMEM /* the launch rule's size (lua/spk/tensor_core.lua passes it): the two formulas agree */
@@ -144,7 +177,7 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
-    extern __shared__ __align__(16) unsigned long long tc_smem[];
+    extern __shared__ __align__(128) unsigned long long tc_smem[];
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int direction = (int)blockIdx.z;
     const int row0 = (int)blockIdx.y * TILE_ROWS;
@@ -216,12 +249,22 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
         SPK_TIMELINE_START(step);
         tc_take_gates(stage, row0, rows, lane, stages, tid, gx);
         SPK_TIMELINE_STAMP(step, TC_STEP_MARK(GATES));
+        int next_stage = stage;
+        if (FETCH_EARLY) {
+            next_stage = tc_fetch_gates(step, t, steps, direction, row0, rows, unit, lane, gates4, stages, tid, stage);
+            SPK_TIMELINE_STAMP(step, TC_STEP_MARK(FETCH));
+        }
 #pragma unroll
         for (int p = 0; p < ROW_PHASES; p++) {
             waiting = tc_wait_for_h(step, p, parity, steps, tid, full0, exchange_bytes[p], waiting, status);
             SPK_TIMELINE_STAMP(step, TC_MARK(WAIT, p));
             float pre[WARP_MT][NT][4];
+#if TC_MMA == TC_MMA_WGMMA
+            tc_products_wgmma(p, pre, a_big, a_small, unscale,
+                              (unsigned)__cvta_generic_to_shared(h_buffers + parity * BUFFER_WORDS));
+#else
             tc_products(p, pre, a_big, a_small, unscale, h_buffers + parity * BUFFER_WORDS, lane);
+#endif
             SPK_TIMELINE_STAMP(step, TC_MARK(PRODUCTS, p));
             tc_cells(p, pre, gx, b4, c, hv, t, steps, batch, row0, rows, unit, lane, output, trace, trace_slot,
                      trace_slots);
@@ -233,8 +276,11 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
         }
         if (last)
             break;
-        stage = tc_fetch_gates(step, t, steps, direction, row0, rows, unit, lane, gates4, stages, tid, stage);
-        SPK_TIMELINE_STAMP(step, TC_STEP_MARK(FETCH));
+        if (!FETCH_EARLY) {
+            next_stage = tc_fetch_gates(step, t, steps, direction, row0, rows, unit, lane, gates4, stages, tid, stage);
+            SPK_TIMELINE_STAMP(step, TC_STEP_MARK(FETCH));
+        }
+        stage = next_stage;
     }
     cluster_arrive(); // nobody leaves while a peer may still push into its shared memory
     cluster_wait();

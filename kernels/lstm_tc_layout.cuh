@@ -78,6 +78,31 @@ TC_FN int tc_item_word(int i) { return (i >> 3) * 8 + (i & 3) * 2 + ((i >> 2) & 
 /* The first 8-byte word of lane's 16-byte B load at k-step ks, within the batch row of n = g. */
 TC_FN int tc_b_word(int lane, int ks) { return ks * 8 + 2 * (lane & 3); }
 
+/* ---- h in shared memory for wgmma (TC_MMA_WGMMA, FP16x3, one m-tile a warp) ----
+ * wgmma reads its B operand (h: N = batch rows, K = units) from shared memory
+ * through a matrix descriptor, in the canonical K-major layout without
+ * swizzle: core matrices of 8 rows x 16 bytes (8 batch rows x 8 units of
+ * f16, 128 bytes each), 128 bytes apart along K (the descriptor's leading
+ * offset) and one 8-row group after another 16 H bytes apart (its stride
+ * offset). A group is one part (big or small) of one n-tile; phase p's
+ * groups are its n-tiles' big parts, then their small parts, so one wgmma
+ * with N = 16 x (the phase's n-tiles) multiplies R's big part by both parts
+ * of h, and one with half that N R's small part by h's big part. */
+#define TC_MMA_SYNC 1
+#define TC_MMA_WGMMA 2
+TC_FN int tc_wg_lbo(void) { return 128; }
+TC_FN int tc_wg_group_bytes(int hidden) { return 16 * hidden; } /* the stride offset */
+/* The group of part `part` (0 big, 1 small) of n-tile nt, in a phase of `phase_nts`
+ * n-tiles starting at n-tile first_nt. */
+TC_FN int tc_wg_group(int first_nt, int phase_nts, int nt, int part)
+{
+    return 2 * first_nt + part * phase_nts + (nt - first_nt);
+}
+/* The byte of unit k (even: a unit pair's f16x2 word) of batch row n (0..7) within its group. */
+TC_FN int tc_wg_core_byte(int n, int k) { return (k >> 3) * 128 + (n & 7) * 16 + (k & 7) * 2; }
+/* The first byte of a k-step's (16 units') core matrices within a group. */
+TC_FN int tc_wg_kstep_byte(int ks) { return ks * 2 * 128; }
+
 /* ---- the cells a thread finishes -------------------------------------------
  * Per n-tile: two m-tiles a warp, two cells a thread (unit g of the warp's,
  * batch columns 2t and 2t + 1, c = 0, 1); one m-tile, one cell (unit g / 2,
@@ -141,20 +166,30 @@ TC_FN int tc_push_copy(int split, int warp_mt, int lane)
 
 /* ---- the step's stages, as the timeline build stamps them ----------------------
  * X(NAME, "name") in the order a step runs them (kernels/spk_timeline.cuh: the
- * kernel stamps mark TC_STAGE_<NAME> + 1 where a stage ends). gates: this
+ * kernel stamps mark <list>_<NAME> + 1 where a stage ends). gates: this
  * step's x·Wᵀ from its cp.async stage; wait: the mbarrier wait for h; products:
  * the mmas (loads of h's fragments included) and the pre-activations; cell:
  * the gather of a unit's gates, the cells, h to the output; publish: h split
- * and pushed into every block; fetch: the x·Wᵀ of a step ahead. Two row
- * phases: the second phase's stages end in _2. */
+ * and pushed into every block; fetch: the x·Wᵀ of a step ahead (at the step's
+ * end, or with FETCH_EARLY right after the gates, before the wait: the _EARLY
+ * lists). Two row phases: the second phase's stages end in _2. */
 #define TC_STAGES(X) X(GATES, "gates") X(WAIT, "wait") X(PRODUCTS, "products") X(CELL, "cell") X(PUBLISH, "publish") X(FETCH, "fetch")
 #define TC_PHASED_STAGES(X)                                                                                            \
     X(GATES, "gates") X(WAIT, "wait") X(PRODUCTS, "products") X(CELL, "cell") X(PUBLISH, "publish")                  \
         X(WAIT_2, "wait_2") X(PRODUCTS_2, "products_2") X(CELL_2, "cell_2") X(PUBLISH_2, "publish_2")                  \
             X(FETCH, "fetch")
+#define TC_EARLY_STAGES(X) X(GATES, "gates") X(FETCH, "fetch") X(WAIT, "wait") X(PRODUCTS, "products") X(CELL, "cell") X(PUBLISH, "publish")
+#define TC_EARLY_PHASED_STAGES(X)                                                                                      \
+    X(GATES, "gates") X(FETCH, "fetch") X(WAIT, "wait") X(PRODUCTS, "products") X(CELL, "cell")                      \
+        X(PUBLISH, "publish") X(WAIT_2, "wait_2") X(PRODUCTS_2, "products_2") X(CELL_2, "cell_2")                     \
+            X(PUBLISH_2, "publish_2")
 #define TC_STAGE_ENTRY(name, text) TC_STAGE_##name,
 #define TC_PHASED_STAGE_ENTRY(name, text) TC_PHASED_STAGE_##name,
+#define TC_EARLY_STAGE_ENTRY(name, text) TC_EARLY_STAGE_##name,
+#define TC_EARLY_PHASED_STAGE_ENTRY(name, text) TC_EARLY_PHASED_STAGE_##name,
 enum { TC_STAGES(TC_STAGE_ENTRY) TC_STAGE_COUNT };
 enum { TC_PHASED_STAGES(TC_PHASED_STAGE_ENTRY) TC_PHASED_STAGE_COUNT };
+enum { TC_EARLY_STAGES(TC_EARLY_STAGE_ENTRY) TC_EARLY_STAGE_COUNT };
+enum { TC_EARLY_PHASED_STAGES(TC_EARLY_PHASED_STAGE_ENTRY) TC_EARLY_PHASED_STAGE_COUNT };
 
 #endif

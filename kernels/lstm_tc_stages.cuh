@@ -173,13 +173,14 @@ __device__ __forceinline__ const float4 *tc_gates_at(const float4 *gates4, int r
     return gates4 + ((size_t)(row0 + b) * steps + t) * H + unit;
 }
 
-// The first GATES_AHEAD steps' x·Wᵀ of each cell into the stages, one cp.async
-// commit group a step (empty past the end): waiting for all but the newest
-// GATES_AHEAD - 1 groups at step s means step s's has landed.
+// The first GATES_AHEAD - FETCH_EARLY steps' x·Wᵀ of each cell into the stages,
+// one cp.async commit group a step (empty past the end): waiting for all but the
+// newest GATES_AHEAD - 1 - FETCH_EARLY groups at step s means step s's has landed
+// (a step commits one group: at its end, or with FETCH_EARLY after its take).
 __device__ __forceinline__ void tc_prime_gates(int direction, int steps, int row0, int rows, int unit, int lane,
                                                const float4 *gates4, float4 *stages, int tid)
 {
-    for (int a = 0; a < GATES_AHEAD; a++) {
+    for (int a = 0; a < GATES_AHEAD - FETCH_EARLY; a++) {
 #pragma unroll
         for (int k = 0; k < CELLS; k++)
             if (tc_cell_row(k, lane) < rows && a < steps)
@@ -193,21 +194,26 @@ __device__ __forceinline__ void tc_prime_gates(int direction, int steps, int row
 __device__ __forceinline__ void tc_take_gates(int stage, int row0, int rows, int lane, float4 *stages, int tid,
                                               float4 (&gx)[CELLS])
 {
-    copy_async_wait<GATES_AHEAD - 1>();
+    copy_async_wait<GATES_AHEAD - 1 - FETCH_EARLY>();
 #pragma unroll
     for (int k = 0; k < CELLS; k++)
         gx[k] = tc_cell_row(k, lane) < rows ? tc_gate_float4(*TC_STAGE(stage, k)) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// The x·Wᵀ of the step GATES_AHEAD ahead into the stage just read; returns the next step's stage.
+// The x·Wᵀ of step step + LEAD (LEAD = GATES_AHEAD - FETCH_EARLY) into its stage
+// (step j's is j % GATES_AHEAD): at the end of step `step`, the stage it just read;
+// with FETCH_EARLY at its start, after its take, the stage step - 1 read. Returns
+// the next step's stage.
 __device__ __forceinline__ int tc_fetch_gates(int step, int t, int steps, int direction, int row0, int rows, int unit,
                                               int lane, const float4 *gates4, float4 *stages, int tid, int stage)
 {
-    const int t_fetch = direction ? t - GATES_AHEAD : t + GATES_AHEAD;
+    constexpr int LEAD = GATES_AHEAD - FETCH_EARLY;
+    const int t_fetch = direction ? t - LEAD : t + LEAD;
+    const int into = (stage + LEAD) % GATES_AHEAD;
 #pragma unroll
     for (int k = 0; k < CELLS; k++)
-        if (tc_cell_row(k, lane) < rows && step + GATES_AHEAD < steps)
-            copy_async16(TC_STAGE(stage, k), tc_gates_at(gates4, row0, steps, tc_cell_row(k, lane), unit, t_fetch));
+        if (tc_cell_row(k, lane) < rows && step + LEAD < steps)
+            copy_async16(TC_STAGE(into, k), tc_gates_at(gates4, row0, steps, tc_cell_row(k, lane), unit, t_fetch));
     copy_async_commit();
     return stage + 1 == GATES_AHEAD ? 0 : stage + 1;
 }
@@ -288,6 +294,146 @@ __device__ __forceinline__ void tc_products(int p, float (&pre)[WARP_MT][NT][4],
                                      : big[mt][nt][i];
 }
 
+// ---- stage: the products by wgmma (TC_MMA_WGMMA) ----------------------------------------
+#if TC_MMA == TC_MMA_WGMMA
+// d (+)= A·B by wgmma m64nNk16, f32 += f16 x f16: A (R's fragments) from registers, B (h)
+// through a descriptor, K-major (imm-trans-b 0); ACCUMULATE false starts from zero (scale-d
+// false, d write-only). One specialisation a shape the kernel issues.
+template <int N, bool ACCUMULATE> struct tc_wgmma_op;
+template <> struct tc_wgmma_op<8, false> {
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(0)
+                     : "memory");
+    }
+};
+template <> struct tc_wgmma_op<8, true> {
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)
+                     : "memory");
+    }
+};
+template <> struct tc_wgmma_op<16, false> {
+    static __device__ __forceinline__ void run(float (&d)[8], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(0)
+                     : "memory");
+    }
+};
+template <> struct tc_wgmma_op<16, true> {
+    static __device__ __forceinline__ void run(float (&d)[8], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)
+                     : "memory");
+    }
+};
+template <> struct tc_wgmma_op<32, false> {
+    static __device__ __forceinline__ void run(float (&d)[16], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(0)
+                     : "memory");
+    }
+};
+template <> struct tc_wgmma_op<32, true> {
+    static __device__ __forceinline__ void run(float (&d)[16], const unsigned (&a)[4], unsigned long long desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)
+                     : "memory");
+    }
+};
+
+// A shared-memory matrix descriptor (kernels/lstm_tc_layout.cuh, "h in shared memory for
+// wgmma"): start address, leading offset (along K) and stride offset (8-row groups), each
+// in 16-byte units; no swizzle, base offset 0.
+__device__ __forceinline__ unsigned long long tc_wg_desc(unsigned address)
+{
+    return (unsigned long long)((address & 0x3ffffu) >> 4) | ((unsigned long long)(tc_wg_lbo() >> 4) << 16) |
+           ((unsigned long long)(tc_wg_group_bytes(H) >> 4) << 32);
+}
+
+// Keeps the compiler from moving a use of an accumulator above the wgmma wait.
+template <int N>
+__device__ __forceinline__ void tc_wg_pin(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Phase p's pre-activations by the warpgroup's wgmmas: for each slice of
+// SLICE_STEPS k-steps, R's big part times both parts of h (N = 16 P: big·big in
+// the first 8 P columns, big·small after them) from zero; R's small part times
+// h's big part (N = 8 P) in one chain over all of K, in registers of its own
+// (its terms are 2^-11 of the big ones: the tensor core's truncation there is far
+// below FP32's; writing it onto the big·small registers instead makes ptxas
+// serialise the wgmmas). The slices are added in order, as tc_products adds its.
+// h arrived through st.async (the mbarrier's acquire): the proxy fence orders it
+// before wgmma's reads.
+__device__ __forceinline__ void tc_products_wgmma(int p, float (&pre)[WARP_MT][NT][4],
+                                                  const unsigned (&a_big)[WARP_MT][KSTEPS][4],
+                                                  const unsigned (&a_small)[WARP_MT][KSTEPS][4],
+                                                  const float (&unscale)[WARP_MT][2], unsigned h_address)
+{
+    constexpr int P = NT / ROW_PHASES, SLICES = KSTEPS / SLICE_STEPS;
+    const int first = PHASE_NT(p);
+    const unsigned base = h_address + (unsigned)(tc_wg_group(first, P, first, 0) * tc_wg_group_bytes(H));
+    float acc[SLICES][8 * P], e[4 * P];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < SLICES; s++) {
+        tc_wgmma_op<16 * P, false>::run(acc[s], a_big[0][s * SLICE_STEPS],
+                                        tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS)));
+#pragma unroll
+        for (int q = 1; q < SLICE_STEPS; q++)
+            tc_wgmma_op<16 * P, true>::run(acc[s], a_big[0][s * SLICE_STEPS + q],
+                                           tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS + q)));
+    }
+    tc_wgmma_op<8 * P, false>::run(e, a_small[0][0], tc_wg_desc(base));
+#pragma unroll
+    for (int ks = 1; ks < KSTEPS; ks++)
+        tc_wgmma_op<8 * P, true>::run(e, a_small[0][ks], tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(ks)));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < SLICES; s++)
+        tc_wg_pin(acc[s]);
+    tc_wg_pin(e);
+#pragma unroll
+    for (int j = 0; j < P; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float big = acc[0][4 * j + i], small = acc[0][4 * P + 4 * j + i];
+#pragma unroll
+            for (int s = 1; s < SLICES; s++) {
+                big += acc[s][4 * j + i];
+                small += acc[s][4 * P + 4 * j + i];
+            }
+            small += e[4 * j + i];
+            pre[0][first + j][i] = __fmul_rn(fmaf(small, 1.0f / 2048.0f, big), unscale[0][i >> 1]);
+        }
+}
+#endif
+
 // ---- stage: the cells --------------------------------------------------------------------
 
 // Phase p's cells: each thread's four gate sums of a cell (two m-tiles: in its
@@ -351,12 +497,29 @@ __device__ __forceinline__ void tc_publish(int p, const float (&hv)[CELLS], int 
             const int b = nt * 8 + tc_pair_col(lane);
             if (b < rows) {
                 const int item = (first_unit + tc_pair_unit(WARP_MT, warp, lane)) >> 1;
-                const unsigned local = (unsigned)__cvta_generic_to_shared(h_next + b * ROW_WORDS + tc_item_word(item));
-                constexpr int copies = tc_push_copies(TC_SPLIT, WARP_MT);
+                if constexpr (TC_MMA == TC_MMA_WGMMA) {
+                    // The pair's two threads: one pushes the big part, the other the small, each to every block.
+                    const int part = tc_push_copy(TC_SPLIT, WARP_MT, lane);
+                    const unsigned local =
+                        (unsigned)__cvta_generic_to_shared(h_next) +
+                        (unsigned)(tc_wg_group(PHASE_NT(p), NT / ROW_PHASES, nt, part) * tc_wg_group_bytes(H) +
+                                   tc_wg_core_byte(tc_pair_col(lane), 2 * item));
+                    const float word = __uint_as_float(part ? small : big);
 #pragma unroll
-                for (int d = 0; d < CLUSTER / copies; d++) {
-                    const unsigned target = (rank + (unsigned)(d * copies + tc_push_copy(TC_SPLIT, WARP_MT, lane))) % CLUSTER;
-                    tc_store_async2(map_rank(local, target), big, small, map_rank(bar, target));
+                    for (int d = 0; d < CLUSTER; d++) {
+                        const unsigned target = (rank + (unsigned)d) % CLUSTER;
+                        store_async1(map_rank(local, target), word, map_rank(bar, target));
+                    }
+                } else {
+                    const unsigned local =
+                        (unsigned)__cvta_generic_to_shared(h_next + b * ROW_WORDS + tc_item_word(item));
+                    constexpr int copies = tc_push_copies(TC_SPLIT, WARP_MT);
+#pragma unroll
+                    for (int d = 0; d < CLUSTER / copies; d++) {
+                        const unsigned target =
+                            (rank + (unsigned)(d * copies + tc_push_copy(TC_SPLIT, WARP_MT, lane))) % CLUSTER;
+                        tc_store_async2(map_rank(local, target), big, small, map_rank(bar, target));
+                    }
                 }
             }
         } else {

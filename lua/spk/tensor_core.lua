@@ -15,15 +15,21 @@
 --   warp_mt      m-tiles of 16 gate rows a warp: 1 or 2
 --   row_phases   1, or 2 (two halves of the tile's n-tiles take turns; needs tile_rows > 8)
 --   gates_ahead  steps ahead the x·Wᵀ is fetched: 1 .. 4
---   slice_steps  mma k-steps summed in the tensor core before the FP32 add: 1 or 2
+--   slice_steps  mma k-steps summed in the tensor core before the FP32 add: 1 or 2 (wgmma: 1, 2, 4, 8)
+--   mma          "sync" (mma.sync, each warp its own products) or "wgmma" (a warpgroup's four
+--                m-tiles in one instruction, R from registers, h read by the tensor core from
+--                shared memory; FP16x3, warp_mt 1, a cluster of at most 8, at most 2 n-tiles a phase)
+--   fetch_early  1: the x·Wᵀ of a step ahead is fetched right after the step's gates are taken,
+--                before the wait for h (off the step's chain; needs gates_ahead >= 2); 0: at its end
 --   exclusive_sm 1: the launch asks for more than half an SM's shared memory, so no two blocks
 --                share an SM (small blocks would otherwise pile up on some SMs and leave others
 --                idle); 0: what the kernel needs
 local M = {}
 
 M.options = { "split", "products", "cluster", "tile_rows", "warp_mt", "row_phases", "gates_ahead", "slice_steps",
-              "exclusive_sm" }
+              "exclusive_sm", "mma", "fetch_early" }
 M.splits = { tf32 = 1, f16 = 2 }
+M.mmas = { sync = 1, wgmma = 2 }
 
 local allowed = {
   split = { "f16", "tf32" },
@@ -32,24 +38,32 @@ local allowed = {
   warp_mt = { 1, 2 },
   row_phases = { 1, 2 },
   gates_ahead = { 1, 2, 3, 4 },
-  slice_steps = { 1, 2 },
+  slice_steps = { 1, 2, 4, 8 },
   exclusive_sm = { 1, 0 },
+  mma = { "sync", "wgmma" },
+  fetch_early = { 1, 0 },
 }
 
--- Per batch (the first row whose max_batch holds it): 128 blocks where the
--- batch allows (two directions x clusters x tiles), one m-tile a warp (two
--- spill at these sizes), two row phases once a block's products and cells
--- outlast the exchange's latency. Chosen from the primitives' costs
--- (docs/kernels.md); tools/tc_sweep.lua measures the alternatives.
+-- Per batch (the first row whose max_batch holds it): one wave of clusters on the
+-- H200, whose blocks hold an SM each (exclusive_sm): it holds 66 clusters of 2, 30 of
+-- 4 and about 14 of 8 so (some of its GPCs have fewer SMs), and a cluster past those
+-- waits for a whole second wave (docs/performance.md, "Where a tensor-core step's
+-- cycles go"). One n-tile a block where the batch allows (a step's chain is then one
+-- wait, one product, one cell), the smallest blocks that fit. tools/tc_sweep.lua
+-- measures the alternatives and prints each launch's waves.
 M.batch_table = {
-  { max_batch = 16, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },
-  { max_batch = 32, cluster = 8, tile_rows = 4, warp_mt = 1, row_phases = 1 },
-  { max_batch = 64, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },
-  { max_batch = 128, cluster = 8, tile_rows = 16, warp_mt = 1, row_phases = 2 },
-  { max_batch = 256, cluster = 4, tile_rows = 16, warp_mt = 1, row_phases = 2 },
-  { max_batch = math.maxinteger, cluster = 4, tile_rows = 32, warp_mt = 1, row_phases = 2 },
+  { max_batch = 56, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },    -- <= 14 clusters of 8
+  { max_batch = 120, cluster = 4, tile_rows = 8, warp_mt = 1, row_phases = 1 },   -- <= 30 clusters of 4
+  { max_batch = 128, cluster = 2, tile_rows = 4, warp_mt = 1, row_phases = 1 },   -- 64 clusters of 2
+  { max_batch = 256, cluster = 2, tile_rows = 8, warp_mt = 1, row_phases = 1 },   -- <= 64 clusters of 2
+  { max_batch = math.maxinteger, cluster = 2, tile_rows = 16, warp_mt = 1, row_phases = 2 },
 }
-M.fixed_defaults = { split = "f16", products = 3, gates_ahead = 2, slice_steps = 1, exclusive_sm = 1 }
+M.fixed_defaults = { split = "f16", products = 3, gates_ahead = 2, slice_steps = 1, exclusive_sm = 1, mma = "sync",
+                     fetch_early = 1 }
+-- wgmma's slice when none is given: one k-step (the mma.sync form's accuracy) in
+-- blocks of up to 256 threads; four in blocks of 512, whose 128 registers a thread
+-- spill at two and make ptxas serialise the wgmmas at one (docs/kernels.md).
+function M.wgmma_slice_steps(threads) return threads <= 256 and 1 or 4 end
 -- Dynamic shared memory an exclusive_sm launch asks for at least: more than half of the
 -- 228 KiB an SM has, so a second block never fits beside it.
 M.exclusive_smem = 115 * 1024
@@ -73,8 +87,8 @@ local function listed(list)
 end
 
 -- Sizes a variant implies at a hidden size: units and warps a block, threads,
--- n-tiles, cells a thread, 8-byte words of a row of h, shared memory (the
--- kernel's SMEM_BYTES), A registers of R a thread.
+-- n-tiles, cells a thread, 8-byte words of a row of h (mma.sync), bytes of one h
+-- buffer, shared memory (the kernel's SMEM_BYTES), A registers of R a thread.
 function M.sizes(v, hidden)
   local units = hidden // v.cluster
   local warps = units // (4 * v.warp_mt)
@@ -84,9 +98,10 @@ function M.sizes(v, hidden)
   local row_words = items + 8
   local threads = 32 * warps
   local kstep = v.split == "f16" and 16 or 8
+  local buffer = v.mma == "wgmma" and nt * 2 * 16 * hidden or 8 * nt * 8 * row_words
   return { units = units, warps = warps, threads = threads, nt = nt, cells = cells, row_words = row_words,
-           smem = 32 + 2 * 8 * nt * 8 * row_words + 16 * v.gates_ahead * cells * threads,
-           r_registers = v.warp_mt * (hidden // kstep) * 8 }
+           buffer_bytes = buffer, smem = 128 + 2 * buffer + 16 * v.gates_ahead * cells * threads,
+           ksteps = hidden // kstep, r_registers = v.warp_mt * (hidden // kstep) * 8 }
 end
 
 local function check(v, shape, where)
@@ -116,6 +131,19 @@ local function check(v, shape, where)
   if v.row_phases == 2 and s.nt < 2 then
     error(("%s: row_phases 2 needs two n-tiles (tile_rows > 8), got tile_rows %d"):format(where, v.tile_rows), 4)
   end
+  if s.ksteps % v.slice_steps ~= 0 or (v.slice_steps > 2 and v.mma ~= "wgmma") then
+    error(("%s: slice_steps %d must divide the %d k-steps and be 1 or 2 (4 and 8: mma \"wgmma\" only)"):format(
+      where, v.slice_steps, s.ksteps), 4)
+  end
+  if v.mma == "wgmma" and (v.split ~= "f16" or v.products ~= 3 or v.warp_mt ~= 1 or s.warps % 4 ~= 0 or
+      s.nt % v.row_phases ~= 0 or s.nt // v.row_phases > 2) then
+    error(("%s: mma \"wgmma\" needs split \"f16\", products 3, warp_mt 1, whole warpgroups (cluster %d at hidden "
+      .. "%d gives %d warps) and one or two n-tiles a row phase (tile_rows %d, row_phases %d)"):format(where,
+      v.cluster, h, s.warps, v.tile_rows, v.row_phases), 4)
+  end
+  if v.fetch_early == 1 and v.gates_ahead < 2 then
+    error(("%s: fetch_early 1 needs gates_ahead >= 2, got %d"):format(where, v.gates_ahead), 4)
+  end
   if s.smem > 227 * 1024 then
     error(("%s: %d bytes of shared memory (at most 227 KiB): fewer tile_rows or gates_ahead"):format(where, s.smem), 4)
   end
@@ -141,6 +169,9 @@ function M.variant(shape, opts)
     if k ~= "max_batch" then v[k] = x end
   end
   for k, x in pairs(opts) do v[k] = x end
+  if v.mma == "wgmma" and opts.slice_steps == nil then
+    v.slice_steps = M.wgmma_slice_steps(M.sizes(v, shape.hidden).threads)
+  end
   check(v, shape, where)
   return v
 end
@@ -150,7 +181,7 @@ end
 function M.defines(v, hidden)
   return { TC_SPLIT = M.splits[v.split], TC_PRODUCTS = v.products, CLUSTER = v.cluster, TILE_ROWS = v.tile_rows,
            WARP_MT = v.warp_mt, ROW_PHASES = v.row_phases, GATES_AHEAD = v.gates_ahead, SLICE_STEPS = v.slice_steps,
-           TC_EXPECTED_SMEM = M.sizes(v, hidden).smem }
+           TC_MMA = M.mmas[v.mma], FETCH_EARLY = v.fetch_early, TC_EXPECTED_SMEM = M.sizes(v, hidden).smem }
 end
 
 function M.launch(v, shape)
@@ -159,10 +190,12 @@ function M.launch(v, shape)
            block = s.threads, smem = v.exclusive_sm == 1 and math.max(s.smem, M.exclusive_smem) or s.smem }
 end
 
--- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm: exclusive_sm 0).
+-- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm:
+-- exclusive_sm 0; wgmma: mma "wgmma"; late: fetch_early 0).
 function M.label(v)
-  return ("%s%s c%d t%d mt%d p%d a%d s%d%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster, v.tile_rows,
-    v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps, v.exclusive_sm == 0 and " shared-sm" or "")
+  return ("%s%s c%d t%d mt%d p%d a%d s%d%s%s%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster,
+    v.tile_rows, v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps, v.exclusive_sm == 0 and " shared-sm" or "",
+    v.mma == "wgmma" and " wgmma" or "", v.fetch_early == 0 and " late" or "")
 end
 
 -- The stage names of a variant's timeline build, read from the list the kernel stamps
@@ -170,7 +203,7 @@ end
 function M.stages(v)
   local spk = require "spk"
   local text = spk.files.read(M.kernel_dir() .. "/lstm_tc_layout.cuh")
-  local macro = v.row_phases == 2 and "TC_PHASED_STAGES" or "TC_STAGES"
+  local macro = ("TC_%s%sSTAGES"):format(v.fetch_early == 1 and "EARLY_" or "", v.row_phases == 2 and "PHASED_" or "")
   local body = text:match("#define " .. macro .. "%(X%)(.-)\n#define") or ""
   local names = {}
   for name in body:gmatch('X%([%w_]+, "([%w_]+)"%)') do names[#names + 1] = name end
@@ -204,7 +237,8 @@ function M.spec(opts)
     if k ~= "name" and k ~= "options" then fixed[k] = x end
   end
   require("spk.options").check_keys(fixed, M.options, "spk.tensor_core.spec", 2)
-  local name = opts.name or (opts.split and opts.split ~= "f16" and "tensor_core_" .. opts.split) or "tensor_core"
+  local name = opts.name or (opts.split and opts.split ~= "f16" and "tensor_core_" .. opts.split) or
+    (opts.mma == "wgmma" and "tensor_core_wgmma") or "tensor_core"
   return {
     name = name,
     file = M.kernel_dir() .. "/lstm_tc.cu",
@@ -213,6 +247,7 @@ function M.spec(opts)
     packing = { order = "ifco", layout = "units" },
     statuses = M.statuses,
     options = opts.options,
+    arch_specific = true, -- sm_90a: the wgmma form needs it; the mma.sync form compiles the same
     defines = function(shape) return M.defines(M.variant(shape, fixed), shape.hidden) end,
     launch = function(shape) return M.launch(M.variant(shape, fixed), shape) end,
   }
