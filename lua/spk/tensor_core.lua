@@ -51,6 +51,9 @@ local allowed = {
 -- cycles go"). One n-tile a block where the batch allows (a step's chain is then one
 -- wait, one product, one cell), the smallest blocks that fit. tools/tc_sweep.lua
 -- measures the alternatives and prints each launch's waves.
+-- The clusters of each size the H200 holds at once with a block an SM (measured:
+-- docs/performance.md); the batch table keeps every row's launch within them.
+M.h200_clusters = { [2] = 66, [4] = 30, [8] = 14 }
 M.batch_table = {
   { max_batch = 56, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },    -- <= 14 clusters of 8
   { max_batch = 120, cluster = 4, tile_rows = 8, warp_mt = 1, row_phases = 1 },   -- <= 30 clusters of 4
@@ -167,6 +170,11 @@ function M.variant(shape, opts)
   for k, x in pairs(M.fixed_defaults) do v[k] = x end
   for k, x in pairs(row) do
     if k ~= "max_batch" then v[k] = x end
+  end
+  -- 3xTF32 holds 128 registers of R a thread: blocks of 512 threads (cluster 2) would
+  -- spill, so its large batches keep the two-phase tiles of 16 on clusters of 4.
+  if opts.split == "tf32" and opts.cluster == nil and v.cluster == 2 then
+    v.cluster, v.tile_rows, v.row_phases = 4, 16, 2
   end
   for k, x in pairs(opts) do v[k] = x end
   if v.mma == "wgmma" and opts.slice_steps == nil then
