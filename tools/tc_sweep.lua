@@ -2,7 +2,7 @@
 -- in parts that each print one line per case:
 --
 --   build/spk run tools/tc_sweep.lua [--part correctness,sweep,stamps] [--batches 32,64,128,256]
---                                    [--rounds 5] [--steps 589] [--only LABEL,LABEL]
+--                                    [--rounds 5] [--steps 589] [--only LABEL,LABEL] [--mma sync,wgmma]
 --
 -- correctness  small and odd shapes (batch 1, 3, 5, 17, 37; steps 7 .. 50; hidden 32, 64,
 --              128, 256; 1 or 2 layers; FP16x3 and 3xTF32 by mma.sync, FP16x3 by wgmma where
@@ -31,11 +31,15 @@
 --              through spk.lstm.kernel_check at its shape (the contract's parameters, the
 --              launch), with ptxas's registers, stack and spills; and the timeline build's
 --              parameters against the arguments the stamps part passes.
+-- --mma keeps the variants of those product forms only (default both): a form whose kernel
+-- faults leaves the process's CUDA context unusable, so tools/tc_h200_check.sh runs each
+-- form in a process of its own.
 -- The other parts need a GPU of compute capability 9.0; without one they say so and exit 3.
 local spk = require "spk"
 local tc = require "spk.tensor_core"
 
-local opts = { part = "correctness,sweep,stamps", batches = "32,64,128,256", rounds = 5, steps = 589, only = nil }
+local opts = { part = "correctness,sweep,stamps", batches = "32,64,128,256", rounds = 5, steps = 589, only = nil,
+               mma = "sync,wgmma" }
 local i = 1
 while i <= #arg do
   local a = arg[i]
@@ -48,7 +52,7 @@ while i <= #arg do
   end
   local key = a:match("^%-%-([%w_]+)$")
   if not key or opts[key] == nil and key ~= "only" then
-    io.stderr:write(("tc_sweep: unknown argument '%s' (--part, --batches, --rounds, --steps, --only)\n"):format(a))
+    io.stderr:write(("tc_sweep: unknown argument '%s' (--part, --batches, --rounds, --steps, --only, --mma)\n"):format(a))
     os.exit(2)
   end
   opts[key] = arg[i + 1]
@@ -64,6 +68,17 @@ if opts.only then
   only = {}
   for l in opts.only:gmatch("[^,]+") do only[l] = true end
 end
+
+local mmas = {}
+for m in tostring(opts.mma):gmatch("[^,]+") do
+  if not tc.mmas[m] then
+    io.stderr:write(("tc_sweep: --mma lists sync and/or wgmma, got '%s'\n"):format(m))
+    os.exit(2)
+  end
+  mmas[m] = true
+end
+-- Whether a variant (the options over the batch's defaults) is of a product form --mma keeps.
+local function wanted(variant) return mmas[variant.mma or tc.fixed_defaults.mma] == true end
 
 local function needs_gpu() return parts.correctness or parts.sweep or parts.stamps end
 if needs_gpu() and not spk.cuda.available() then
@@ -121,6 +136,7 @@ local function correctness()
   print("== correctness: the kernel against the f64 reference at small and odd shapes ==")
   local failed = 0
   local function run(case, variant)
+    if not wanted(variant) then return end
     local label = case.label
     local layers = spk.lstm.random { layers = case.layers, input = 60, hidden = case.hidden, seed = 1 }
     local ok_v, v = pcall(tc.variant, case, variant)
@@ -231,7 +247,7 @@ local function sweep()
     for _, variant in ipairs(sweep_variants) do
       local ok_v, v = pcall(tc.variant, { batch = batch, hidden = 128 }, variant)
       local label = ok_v and tc.label(v) or "?"
-      if ok_v and not seen[label] and (not only or only[label]) then
+      if ok_v and not seen[label] and (not only or only[label]) and wanted(variant) then
         seen[label] = true
         local plan, err = plan_of(layers, batch, opts.steps, variant)
         if not plan then
@@ -271,7 +287,7 @@ local function stamps()
   for _, batch in ipairs(batches) do
     for _, variant in ipairs { {}, { mma = "wgmma" }, { cluster = 8, tile_rows = 8, fetch_early = 0 },
                                { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } } do
-      local ok, why = pcall(function()
+      local function stamp_one()
         local v = tc.variant({ batch = batch, hidden = H }, variant)
         local launch = tc.launch(v, { batch = batch, hidden = H })
         local names = tc.stages(v)
@@ -350,7 +366,9 @@ local function stamps()
           line[#line + 1] = ("%9d %6.3f"):format(row.ns, row.ns > 0 and step / row.ns or 0)
           print(table.concat(line, " "))
         end
-      end)
+      end
+      local ok, why = true, nil
+      if wanted(variant) then ok, why = pcall(stamp_one) end
       if not ok then
         local ok_v, v = pcall(tc.variant, { batch = batch, hidden = H }, variant)
         print(("stamps %s batch %d: error: %s"):format(ok_v and tc.label(v) or "?", batch,
@@ -367,7 +385,7 @@ local function check()
   print("== check: every variant compiled for sm_90 (NVRTC, ptxas -v) and its contract checked ==")
   local todo, failed = {}, 0
   local function add(shape, variant)
-    todo[#todo + 1] = { shape = shape, variant = variant }
+    if wanted(variant) then todo[#todo + 1] = { shape = shape, variant = variant } end
   end
   for _, case in ipairs(correctness_cases) do
     local shape = { batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
