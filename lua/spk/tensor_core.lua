@@ -45,14 +45,16 @@ local allowed = {
 }
 
 -- Per batch (the first row whose max_batch holds it): one wave of clusters on the
--- H200, whose blocks hold an SM each (exclusive_sm): it holds 66 clusters of 2, 30 of
--- 4 and about 14 of 8 so (some of its GPCs have fewer SMs), and a cluster past those
--- waits for a whole second wave (docs/performance.md, "Where a tensor-core step's
--- cycles go"). One n-tile a block where the batch allows (a step's chain is then one
--- wait, one product, one cell), the smallest blocks that fit. tools/tc_sweep.lua
--- measures the alternatives and prints each launch's waves.
--- The clusters of each size the H200 holds at once with a block an SM (measured:
--- docs/performance.md); the batch table keeps every row's launch within them.
+-- H200 with a block an SM (exclusive_sm): a cluster past the co-resident ones waits
+-- for a whole second wave, which doubled every run-1 default's time
+-- (docs/performance.md, "Where a tensor-core step's cycles go"). One n-tile a block
+-- where the batch allows (a step's chain is then one wait, one product, one cell),
+-- the smallest blocks that fit. tools/tc_sweep.lua measures the alternatives and
+-- prints each launch's clusters, the device's co-resident count and the waves.
+-- The clusters of each size the H200 holds at once with a block an SM: 66 of 2 and
+-- 30 of 4 measured (docs/results/2026-11-30-h200/cluster_sweep_placement.txt); of 8,
+-- 14 or 15 follow from 30 of 4 in GPCs that hold 3 or 4 of them (run 1's 16 did not
+-- fit), so 14. The batch table keeps every row's launch within them.
 M.h200_clusters = { [2] = 66, [4] = 30, [8] = 14 }
 M.batch_table = {
   { max_batch = 56, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },    -- <= 14 clusters of 8
