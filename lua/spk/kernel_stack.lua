@@ -27,6 +27,8 @@
 --                                       -- grid = ...}, ...} lists them one by one
 --     statuses = {[1] = "a wait timed out"},   -- what its status codes mean
 --     name = "my kernel", timeout_ms = 10000, watchdog_ms = (4 x timeout + 60 s), check_writes = true,
+--     arch_specific = false,            -- true: compiled for the arch-specific target (sm_90a,
+--                                       -- compute_90a: wgmma and the other sm_90a instructions)
 --   }
 --   local plan = spk.lstm.kernel_stack(spec + {layers =, batch =, steps =, math = one of spk.lstm.math_modes})
 --   plan:forward(x[, {trace = {layer =, direction =, steps =}}]), plan:time{}, plan:close(),
@@ -48,7 +50,7 @@ return function(spk, core)
   local doc = require "spk.doc"
 
   local SPEC = { "name", "file", "source", "entry", "defines", "options", "args", "packing", "launch", "statuses",
-                 "check_writes", "timeout_ms", "watchdog_ms", "dir" }
+                 "check_writes", "timeout_ms", "watchdog_ms", "dir", "arch_specific" }
   local STACK = { "layers", "batch", "steps", "math", "backend" }
   local RESULT = { "grid", "block", "smem", "cluster", "cooperative", "co_resident", "concurrent", "tile_rows",
                    "state_words", "launches" }
@@ -117,7 +119,7 @@ return function(spk, core)
     local packing = spec.packing or {}
     if type(packing) ~= "table" then fail(where, "packing must be a table {order =, layout =}", level + 1) end
     options.check_keys(packing, { "order", "layout" }, where .. ": packing", level + 1)
-    for _, key in ipairs { "check_writes" } do
+    for _, key in ipairs { "check_writes", "arch_specific" } do
       if spec[key] ~= nil and type(spec[key]) ~= "boolean" then
         fail(where, ("%s must be true or false, got %s"):format(key, shown(spec[key])), level + 1)
       end
@@ -133,7 +135,7 @@ return function(spk, core)
              args = spec.args, packing = { order = packing.order or "ifco", layout = packing.layout or "units" },
              launch = spec.launch, defines = spec.defines, options = spec.options, statuses = spec.statuses,
              check_writes = spec.check_writes ~= false, timeout_ms = spec.timeout_ms or 10000,
-             watchdog_ms = spec.watchdog_ms }
+             watchdog_ms = spec.watchdog_ms, arch_specific = spec.arch_specific == true }
   end
 
   local function check_shape(shape, where, level)
@@ -217,11 +219,12 @@ return function(spk, core)
     return out
   end
 
-  -- compute_XY of the device, or of sm_90 without one.
-  local function ptx_arch()
+  -- compute_XY (kind "compute") or sm_XY ("sm") of the device, or of 9.0 without one;
+  -- with an "a" for an arch-specific spec.
+  local function device_arch(s, kind)
     local ok, d = pcall(function() return spk.cuda.available() and spk.cuda.device() or nil end)
-    if ok and d and d.cc then return "compute_" .. tostring(d.cc):gsub("%.", "") end
-    return "compute_90"
+    local xy = ok and d and d.cc and tostring(d.cc):gsub("%.", "") or "90"
+    return kind .. "_" .. xy .. (s.arch_specific and "a" or "")
   end
 
   local function compile(s, defines, arch, where, level)
@@ -234,7 +237,7 @@ return function(spk, core)
 
   -- The contract check without a device: the description and the PTX parameters.
   local function check_contract(s, desc, defines, where, level)
-    local ptx = compile(s, defines, ptx_arch(), where, level + 1)
+    local ptx = compile(s, defines, device_arch(s, "compute"), where, level + 1)
     local ok, params = pcall(function() return ptx:params(s.entry) end)
     if not ok then
       ptx:close()
@@ -273,7 +276,9 @@ return function(spk, core)
     local defines = defines_at(s, shape, where, 2)
     local params = check_contract(s, desc, defines, where, 2)
     local has_device = spk.cuda.available()
-    local cubin = compile(s, defines, has_device and nil or "sm_90", where, 2)
+    local cubin_arch -- the device's (nil), or sm_90 without one; arch-specific: with its "a"
+    if not has_device or s.arch_specific then cubin_arch = device_arch(s, "sm") end
+    local cubin = compile(s, defines, cubin_arch, where, 2)
     local ok, entries, entry = pcall(check_limits, s, desc, cubin, where, 2)
     if not ok then
       cubin:close()
@@ -318,7 +323,7 @@ return function(spk, core)
       fail(where, ("kernel %s: running it needs a GPU: %s (spk.lstm.kernel_check checks it without one)"):format(
         s.name, spk.cuda.no_device_reason()), level + 1)
     end
-    local module = compile(s, defines, nil, where, level + 1)
+    local module = compile(s, defines, s.arch_specific and device_arch(s, "sm") or nil, where, level + 1)
     local checked, why = pcall(check_limits, s, desc, module, where, level + 1)
     if not checked then
       module:close()

@@ -1,0 +1,166 @@
+-- The tensor-core recurrence (kernels/lstm_tc.cu) through the kernel stack
+-- (lua/spk/tensor_core.lua, experiments/kernels/tensor_core*.lua). Without a
+-- GPU: the per-batch defaults and their launches, every refusal of a variant
+-- that cannot be built, the launch rule's shared memory against the kernel's
+-- own formula (a compile-time check), NVRTC compiles of both splits and the
+-- wgmma form for sm_90a at odd shapes, the timeline's stage list. On a GPU
+-- (gpu_it): all three against the f64 reference at small and odd shapes, bit for bit across
+-- forwards, traced like the reference. (The layout itself is emulated on the
+-- CPU by tests/c/test_tc_layout.c; tools/tc_sweep.lua times the variants.)
+local spk = require "spk"
+local tc = require "spk.tensor_core"
+
+local EXPERIMENTS = spk.find_dir("experiments")
+
+local function refuses(fn, pattern)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error matching " .. pattern)
+  assert.matches(pattern, tostring(err))
+end
+
+local function copy(t, extra)
+  local out = {}
+  for k, v in pairs(t) do out[k] = v end
+  for k, v in pairs(extra or {}) do out[k] = v end
+  return out
+end
+
+describe("spk.tensor_core", function()
+  it("keeps every batch's launch to one wave of the H200's clusters, one block an SM", function()
+    for _, row in ipairs(tc.batch_table) do
+      local batch = row.max_batch == math.maxinteger and 512 or row.max_batch
+      local shape = { batch = batch, hidden = 128 }
+      local v = tc.variant(shape)
+      local l = tc.launch(v, shape)
+      local clusters = l.grid[1] * l.grid[2] * l.grid[3] // v.cluster
+      assert.is_true(clusters <= tc.h200_clusters[v.cluster], ("batch %d: %d clusters of %d"):format(batch, clusters,
+        v.cluster))
+      assert.are.same({ v.cluster, 1, 1 }, l.cluster)
+      assert.are.equal(tc.sizes(v, 128).threads, l.block)
+    end
+    for _, batch in ipairs { 128, 256 } do -- the large batches fill 128 SMs
+      local l = tc.launch(tc.variant { batch = batch, hidden = 128 }, { batch = batch, hidden = 128 })
+      assert.are.equal(128, l.grid[1] * l.grid[2] * l.grid[3], "batch " .. batch)
+    end
+    assert.are.equal("f16 c2 t8 mt1 p1 a2 s1", tc.label(tc.variant { batch = 256, hidden = 128 }))
+    assert.are.equal("f16 c4 t8 mt1 p1 a2 s1 wgmma", tc.label(tc.variant({ batch = 64, hidden = 128 }, { mma = "wgmma" })))
+    assert.are.equal("f16 c2 t8 mt1 p1 a2 s4 wgmma", tc.label(tc.variant({ batch = 256, hidden = 128 }, { mma = "wgmma" })))
+    assert.are.equal("tf32 c4 t8 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 64, hidden = 128 }, { split = "tf32" })))
+    assert.are.equal("tf32 c4 t16 mt1 p2 a2 s1", tc.label(tc.variant({ batch = 256, hidden = 128 }, { split = "tf32" })))
+    assert.are.equal("f16 c8 t8 mt1 p1 a2 s1 late", tc.label(tc.variant({ batch = 32, hidden = 128 }, { fetch_early = 0 })))
+    -- no two blocks on one SM: more than half an SM's shared memory, unless asked otherwise
+    local v = tc.variant { batch = 64, hidden = 128 }
+    assert.are.equal(tc.exclusive_smem, tc.launch(v, { batch = 64, hidden = 128 }).smem)
+    local shared = tc.variant({ batch = 64, hidden = 128 }, { exclusive_sm = 0 })
+    assert.are.equal(tc.sizes(shared, 128).smem, tc.launch(shared, { batch = 64, hidden = 128 }).smem)
+  end)
+
+  it("refuses variants the kernel cannot build, naming the option and the value", function()
+    local shape = { batch = 64, hidden = 128 }
+    refuses(function() tc.variant(shape, { split = "bf16" }) end, 'split must be one of "f16", "tf32", got "bf16"')
+    refuses(function() tc.variant(shape, { cluster = 3 }) end, "cluster must be one of 2, 4, 8, 16, got 3")
+    refuses(function() tc.variant(shape, { tile_rows = 33 }) end, "tile_rows must be an integer 1 .. 32, got 33")
+    refuses(function() tc.variant(shape, { split = "tf32", warp_mt = 2 }) end,
+      "a thread would hold 256 registers of R")
+    refuses(function() tc.variant(shape, { tile_rows = 8, row_phases = 2 }) end, "row_phases 2 needs two n%-tiles")
+    refuses(function() tc.variant({ batch = 4, hidden = 48 }, {}) end, "hidden 48 does not split")
+    refuses(function() tc.variant({ batch = 4, hidden = 256 }, { cluster = 2, tile_rows = 32, gates_ahead = 4 }) end,
+      "shared memory")
+    refuses(function() tc.variant(shape, { mma = "wgmma", split = "tf32" }) end, 'mma "wgmma" needs split "f16"')
+    refuses(function() tc.variant(shape, { mma = "wgmma", cluster = 16 }) end, "gives 2 warps")
+    refuses(function() tc.variant(shape, { mma = "wgmma", warp_mt = 2 }) end, 'mma "wgmma" needs')
+    refuses(function() tc.variant(shape, { mma = "mma" }) end, 'mma must be one of "sync", "wgmma", got "mma"')
+    refuses(function() tc.variant(shape, { slice_steps = 4 }) end, '4 and 8: mma "wgmma" only')
+    refuses(function() tc.variant(shape, { gates_ahead = 1 }) end, "fetch_early 1 needs gates_ahead >= 2, got 1")
+    refuses(function() tc.variant(shape, { threads = 128 }) end, "unknown option 'threads'")
+    refuses(function() tc.spec { unit = 4 } end, "unknown option 'unit'")
+  end)
+
+  it("lists the stages its timeline build stamps, from the kernel's own list", function()
+    local shape = { batch = 256, hidden = 128 }
+    assert.are.same({ "gates", "fetch", "wait", "products", "cell", "publish" }, tc.stages(tc.variant(shape)))
+    assert.are.same({ "gates", "wait", "products", "cell", "publish", "fetch" },
+      tc.stages(tc.variant(shape, { fetch_early = 0 })))
+    local phased = { cluster = 4, tile_rows = 16, row_phases = 2 }
+    assert.are.same({ "gates", "fetch", "wait", "products", "cell", "publish", "wait_2", "products_2", "cell_2",
+                      "publish_2" }, tc.stages(tc.variant(shape, phased)))
+    phased.fetch_early = 0
+    assert.are.same({ "gates", "wait", "products", "cell", "publish", "wait_2", "products_2", "cell_2", "publish_2",
+                      "fetch" }, tc.stages(tc.variant(shape, phased)))
+  end)
+
+  it("compiles both splits and the wgmma form for sm_90a at odd shapes and keeps the contract (no device)", function()
+    local files = { ["tensor_core.lua"] = { split = "f16" }, ["tensor_core_tf32.lua"] = { split = "tf32" },
+                    ["tensor_core_wgmma.lua"] = { mma = "wgmma" } }
+    for file, opts in pairs(files) do
+      local spec = spk.lstm.kernel_file(EXPERIMENTS .. "/kernels/" .. file)
+      for _, shape in ipairs { { batch = 37, steps = 5, hidden = 128 }, { batch = 200, steps = 2, hidden = 128 },
+                              { batch = 3, steps = 2, hidden = 64 } } do
+        if opts.mma == "wgmma" and shape.hidden == 64 then -- clusters of 8 at hidden 64: two warps, no warpgroup
+          refuses(function() spk.lstm.kernel_check(spec, shape) end, "whole warpgroups")
+        else
+          local report = spk.lstm.kernel_check(spec, shape)
+          assert.are.equal(11, #report.params)
+          assert.are.equal(1, #report.launches)
+          assert.are.equal("both", report.launches[1].direction)
+          assert.are.equal("sm_90a", report.arch)
+          assert.truthy(report.cubin_bytes > 0)
+          local v = tc.variant(shape, opts)
+          assert.are.equal(math.max(tc.sizes(v, shape.hidden).smem, tc.exclusive_smem), report.launches[1].smem)
+          assert.are.equal(tc.sizes(v, shape.hidden).smem, report.defines.TC_EXPECTED_SMEM)
+          assert.are.equal(tc.mmas[v.mma], report.defines.TC_MMA)
+        end
+      end
+    end
+  end)
+
+  it("sizes shared memory as the kernel does: a launch rule that disagrees does not compile", function()
+    for _, opts in ipairs { {}, { mma = "wgmma" }, { cluster = 4, tile_rows = 16, row_phases = 2 } } do
+      local v = tc.variant({ batch = 256, hidden = 128 }, opts)
+      local d = {}
+      for k, x in pairs(tc.defines(v, 128)) do d[k] = tostring(x) end
+      local ptx = spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" }
+      ptx:close()
+      d.TC_EXPECTED_SMEM = tostring(tc.sizes(v, 128).smem + 16)
+      refuses(function() spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" } end,
+        "sizes shared memory unlike SMEM_BYTES")
+    end
+  end)
+
+  it("refuses the wgmma form for a target without sm_90a's instructions", function()
+    local d = {}
+    for k, x in pairs(tc.defines(tc.variant({ batch = 64, hidden = 128 }, { mma = "wgmma" }), 128)) do d[k] = tostring(x) end
+    refuses(function() spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "sm_90" } end,
+      "needs the arch%-specific target sm_90a")
+  end)
+
+  nogpu_it("checks the contract, then says that running it needs a GPU", function()
+    local layers = spk.lstm.random { layers = 1, input = 4, hidden = 128, seed = 1 }
+    local spec = spk.lstm.kernel_file(EXPERIMENTS .. "/kernels/tensor_core.lua")
+    refuses(function() spk.lstm.kernel_stack(copy(spec, { layers = layers, batch = 2, steps = 3 })) end,
+      "kernel tensor_core: running it needs a GPU")
+  end)
+
+  gpu_it("both splits and wgmma: within the f64 reference at odd shapes, the same bits every forward, traced like it", function()
+    for _, file in ipairs { "tensor_core.lua", "tensor_core_tf32.lua", "tensor_core_wgmma.lua" } do
+      local spec = spk.lstm.kernel_file(EXPERIMENTS .. "/kernels/" .. file)
+      for _, case in ipairs { { batch = 1, steps = 7, hidden = 128 }, { batch = 37, steps = 19, hidden = 128 },
+                              { batch = 130, steps = 5, hidden = 128 }, { batch = 5, steps = 9, hidden = 64 } } do
+        if file == "tensor_core_wgmma.lua" and case.hidden == 64 then goto next end
+        local layers = spk.lstm.random { layers = 2, input = 6, hidden = case.hidden, seed = 1 }
+        local x = spk.randn({ case.batch, case.steps, 6 }, { seed = case.batch })
+        local plan <close> = spk.lstm.kernel_stack(copy(spec, { layers = layers, batch = case.batch,
+                                                                steps = case.steps }))
+        local y = plan:forward(x)
+        assert.within_reference(y, layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
+        assert.bits_equal(y, plan:forward(x), "a second forward")
+        local trace = { layer = 1, direction = "reverse", steps = { 1, case.steps } }
+        local traced, info = plan:forward(x, { trace = trace })
+        assert.bits_equal(y, traced, "a traced forward")
+        local _, ref = spk.lstm.reference(layers, x, { precision = "f64", trace = trace })
+        assert.is_nil(spk.debug.first_divergence(info.trace, ref.trace, { tol = 1e-5 }))
+        ::next::
+      end
+    end
+  end)
+end)
