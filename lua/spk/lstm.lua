@@ -61,6 +61,7 @@
 --        (default 32) and either a launches method or a `launches` list).
 return function(spk, core)
   local clstm, cschedule = core.lstm, core.schedule
+  local GATES = clstm.gate_orders -- the gate orders spk names (src/lstm/lstm.h)
   local lstm, schedule = {}, {}
 
   local function ends_with(s, suffix)
@@ -77,17 +78,17 @@ return function(spk, core)
 
   function lstm.pack_directions(W, opts)
     opts = check_options(opts, { from = true, to = true }, "pack_directions")
-    return clstm.pack_directions(W, opts.from or "iofc", opts.to or "ifco")
+    return clstm.pack_directions(W, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.unpack_directions(P, opts)
     opts = check_options(opts, { from = true, to = true }, "unpack_directions")
-    return clstm.unpack_directions(P, opts.from or "iofc", opts.to or "ifco")
+    return clstm.unpack_directions(P, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.pack_bias(B, opts)
     opts = check_options(opts, { from = true, to = true }, "pack_bias")
-    return clstm.pack_bias(B, opts.from or "iofc", opts.to or "ifco")
+    return clstm.pack_bias(B, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.random(opts)

@@ -97,43 +97,50 @@ return function(spk, core)
 
   function spk.lstm.stack(opts)
     if type(opts) ~= "table" then
-      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
+      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}")
     end
     local name = opts.backend or "auto"
     local make = type(name) == "string" and backends[name] or nil
     if type(make) ~= "function" then
       error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
-        type(name) == "string" and ("'" .. name .. "'") or tostring(name), registered()), 2)
+        type(name) == "string" and ("'" .. name .. "'") or tostring(name), registered()))
     end
     return make(opts)
   end
 
   -- ---- kernel options ------------------------------------------------------
 
-  local families = { persistent = core.persistent_options, cluster = core.cluster_options }
-  local variants = { persistent = core.persistent_variant, cluster = core.cluster_variant }
+  -- The built-in kernel families' option tables (src/lstm/family.h), by backend.
+  local families, names = {}, {}
+  for _, f in ipairs(core.kernel_families()) do
+    families[f.backend] = f.options
+    names[#names + 1] = f.backend
+  end
 
-  local function family_of(backend, level)
+  local function family_of(backend)
     if families[backend] == nil then
-      error(("spk.lstm: backend %s has no kernel options (persistent, cluster)"):format(tostring(backend)), level + 1)
+      error(("spk.lstm: backend %s has no kernel options (%s)"):format(tostring(backend), table.concat(names, ", ")))
     end
     return backend
   end
 
-  -- The option table of a backend's kernels, as data (from C).
+  -- The option table of a backend's kernels, as data (from C: a new table each call).
   function spk.lstm.kernel_options(backend)
-    return families[family_of(backend, 2)]()
+    family_of(backend)
+    for _, f in ipairs(core.kernel_families()) do
+      if f.backend == backend then return f.options end
+    end
   end
 
   -- The variant a plan of that batch compiles for `kernel` (nil: every option at the batch's default).
   function spk.lstm.kernel_variant(opts)
     if type(opts) ~= "table" then
-      error("spk.lstm.kernel_variant: expects a table {backend =, batch =, hidden =, kernel =}", 2)
+      error("spk.lstm.kernel_variant: expects a table {backend =, batch =, hidden =, kernel =}")
     end
-    options.check_keys(opts, { "backend", "batch", "hidden", "kernel" }, "spk.lstm.kernel_variant", 2)
-    local backend = family_of(opts.backend, 2)
-    local ok, v = pcall(variants[backend], opts.kernel, opts.batch or 1, opts.hidden or 128)
-    if not ok then error(("spk.lstm.kernel_variant (%s): %s"):format(backend, tostring(v)), 2) end
+    options.check_keys(opts, { "backend", "batch", "hidden", "kernel" }, "spk.lstm.kernel_variant")
+    local backend = family_of(opts.backend)
+    local ok, v = pcall(core.kernel_variant, backend, opts.kernel, opts.batch or 1, opts.hidden or 128)
+    if not ok then error(("spk.lstm.kernel_variant (%s): %s"):format(backend, tostring(v))) end
     return v
   end
 
@@ -142,9 +149,9 @@ return function(spk, core)
   local Plan = {}
   Plan.__index = Plan
 
-  local function positive_integer(value, name, prefix, level)
+  local function positive_integer(value, name, prefix)
     if math.type(value) ~= "integer" or value < 1 then
-      error(("%s: %s must be a positive integer, got %s"):format(prefix, name, tostring(value)), level + 1)
+      error(("%s: %s must be a positive integer, got %s"):format(prefix, name, tostring(value)))
     end
   end
 
@@ -152,27 +159,26 @@ return function(spk, core)
   -- in `allowed` (a set; layers, batch, steps, backend and math are always
   -- allowed), backend (if given) the backend's name, layers, batch, steps and
   -- math. Returns the plan's fields {backend, layers, batch, steps, input,
-  -- hidden, math}; errors name the option, at `level` above the caller
-  -- (1 when left out).
-  function spk.lstm.plan_options(opts, backend, allowed, level)
-    if type(backend) ~= "string" then error("spk.lstm.plan_options: backend must be a string", 2) end
-    if type(allowed) ~= "table" then error("spk.lstm.plan_options: allowed must be a set {option = true}", 2) end
+  -- hidden, math}; errors name the option (and point at the script's line,
+  -- as every spk error does: spk.errors).
+  function spk.lstm.plan_options(opts, backend, allowed)
+    if type(backend) ~= "string" then error("spk.lstm.plan_options: backend must be a string") end
+    if type(allowed) ~= "table" then error("spk.lstm.plan_options: allowed must be a set {option = true}") end
     local prefix = ("spk.lstm.stack (%s)"):format(backend)
-    level = (level or 1) + 1
-    if type(opts) ~= "table" then error(prefix .. ": expects a table {layers =, batch =, steps =, ...}", level) end
+    if type(opts) ~= "table" then error(prefix .. ": expects a table {layers =, batch =, steps =, ...}") end
     local known = { layers = true, batch = true, steps = true, backend = true, math = true }
     for key in pairs(allowed) do known[key] = true end
-    options.check_keys(opts, known, prefix, level)
+    options.check_keys(opts, known, prefix)
     if opts.backend ~= nil and opts.backend ~= backend then
-      error(("%s: backend must be \"%s\", got %s"):format(prefix, backend, tostring(opts.backend)), level)
+      error(("%s: backend must be \"%s\", got %s"):format(prefix, backend, tostring(opts.backend)))
     end
     if type(opts.layers) ~= "table" or #opts.layers == 0 then
-      error(prefix .. ": layers must be a non-empty list of {W =, R =, B =}", level)
+      error(prefix .. ": layers must be a non-empty list of {W =, R =, B =}")
     end
-    positive_integer(opts.batch, "batch", prefix, level)
-    positive_integer(opts.steps, "steps", prefix, level)
+    positive_integer(opts.batch, "batch", prefix)
+    positive_integer(opts.steps, "steps", prefix)
     local math_mode, why = spk.lstm.check_math(opts.math, backend)
-    if not math_mode then error(prefix .. ": " .. why, level) end
+    if not math_mode then error(prefix .. ": " .. why) end
     local dims = spk.lstm.validate(opts.layers)
     return { backend = backend, layers = opts.layers, batch = opts.batch, steps = opts.steps, input = dims.input,
              hidden = dims.hidden, math = math_mode }
@@ -232,8 +238,8 @@ return function(spk, core)
   -- a timeline too (forward's through impl.forward, time's as samples'
   -- selection).
   function spk.lstm.new_plan(fields, impl)
-    if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table", 2) end
-    if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table", 2) end
+    if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table") end
+    if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table") end
     if fields.handle ~= nil then
       local merged = {}
       for key, value in pairs(userdata_plan) do merged[key] = value end
@@ -242,31 +248,31 @@ return function(spk, core)
     end
     for _, key in ipairs { "forward", "samples", "name" } do
       if type(impl) ~= "table" or type(impl[key]) ~= "function" then
-        error(("spk.lstm.new_plan: impl.%s must be a function (or fields.handle a C plan)"):format(key), 2)
+        error(("spk.lstm.new_plan: impl.%s must be a function (or fields.handle a C plan)"):format(key))
       end
     end
     fields.impl = impl
     return setmetatable(fields, Plan)
   end
 
-  local function check_open(self, what, level)
-    if self.closed then error(("%s: the lstm stack plan (%s) is closed"):format(what, self.backend), level + 1) end
+  local function check_open(self, what)
+    if self.closed then error(("%s: the lstm stack plan (%s) is closed"):format(what, self.backend)) end
   end
 
   function Plan:forward(x, opts)
-    check_open(self, "forward", 2)
-    if not spk.is_tensor(x) then error("forward: x must be a tensor", 2) end
+    check_open(self, "forward")
+    if not spk.is_tensor(x) then error("forward: x must be a tensor") end
     if opts ~= nil then
-      if type(opts) ~= "table" then error("forward: options must be a table", 2) end
-      if rawget(opts, "timeline") ~= nil and not self.timeline then error("forward: " .. no_timeline(self), 2) end
+      if type(opts) ~= "table" then error("forward: options must be a table") end
+      if rawget(opts, "timeline") ~= nil and not self.timeline then error("forward: " .. no_timeline(self)) end
       local known = {}
       for key in pairs(self.impl.forward_options or {}) do known[key] = true end
       if self.timeline then known.timeline = true end
       if next(known) == nil then
         error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\", a timeline "
-          .. "\"persistent\" or \"cluster\")"):format(self.backend), 2)
+          .. "\"persistent\" or \"cluster\")"):format(self.backend))
       end
-      options.check_keys(opts, known, "forward", 2)
+      options.check_keys(opts, known, "forward")
     end
     return self.impl.forward(self, x, opts)
   end
@@ -277,28 +283,29 @@ return function(spk, core)
     local v = opts[key]
     if v == nil then return default end
     if math.type(v) ~= "integer" or v < least then
-      error(("time: %s must be an integer >= %d, got %s"):format(key, least, tostring(v)), 3)
+      error(("time: %s must be an integer >= %d, got %s"):format(key, least, tostring(v)))
     end
     return v
   end
 
   function Plan:time(opts)
-    check_open(self, "time", 2)
+    check_open(self, "time")
     opts = opts or {}
-    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =, timeline =}", 2) end
-    options.check_keys(opts, time_options, "time", 2)
+    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =, timeline =}") end
+    options.check_keys(opts, time_options, "time")
     local rounds, warmup = count(opts, "rounds", 7, 1), count(opts, "warmup", 2, 0)
     local selection
     if opts.timeline ~= nil then
-      if not self.timeline then error("time: " .. no_timeline(self), 2) end
+      if not self.timeline then error("time: " .. no_timeline(self)) end
       selection = timeline_selection(self, opts.timeline)
     end
     local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
-    if not spk.is_tensor(x) then error("time: x must be a tensor", 2) end
+    if not spk.is_tensor(x) then error("time: x must be a tensor") end
     return require("spk.bench").summarize(self.impl.samples(self, x, rounds, warmup, selection))
   end
 
   local function close(self)
+    -- also __close, which spk.errors leaves unguarded: the level is the caller's
     if getmetatable(self) ~= Plan then error("close: expects an lstm stack plan, got a " .. type(self), 2) end
     if not self.closed and self.impl.close then self.impl.close(self) end
     self.closed = true
@@ -321,7 +328,7 @@ return function(spk, core)
   spk.lstm.stack = options.takes(1, "spk.lstm.stack", spk.lstm.stack)
   spk.lstm.kernel_options = options.takes(1, "spk.lstm.kernel_options", spk.lstm.kernel_options)
   spk.lstm.kernel_variant = options.takes(1, "spk.lstm.kernel_variant", spk.lstm.kernel_variant)
-  spk.lstm.plan_options = options.takes(4, "spk.lstm.plan_options", spk.lstm.plan_options)
+  spk.lstm.plan_options = options.takes(3, "spk.lstm.plan_options", spk.lstm.plan_options)
   spk.lstm.new_plan = options.takes(2, "spk.lstm.new_plan", spk.lstm.new_plan)
   for name, max in pairs { forward = 3, time = 2, close = 1, is_closed = 1 } do
     Plan[name] = options.takes(max, name, Plan[name])
@@ -349,7 +356,7 @@ spk.lstm.kernel_variant{backend =, batch = 1, hidden = 128, kernel = {...}} -> v
 The variant a plan of that batch compiles for the kernel table (every option left out at the batch's
 default): its options, sizes and defines; no device needed.]])
   doc(spk.lstm.plan_options, [[
-spk.lstm.plan_options(opts, backend, allowed[, level]) -> fields
+spk.lstm.plan_options(opts, backend, allowed) -> fields
 The checks every backend's constructor makes first (option keys: layers, batch, steps, backend, math
 and the set `allowed`; the layers' shapes); returns {backend, layers, batch, steps, input, hidden, math}.]])
   doc(spk.lstm.new_plan, [[

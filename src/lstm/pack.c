@@ -10,18 +10,19 @@
 
 int spk_lstm_gate_order_check(const char *order)
 {
+    static const char letters[] = SPK_GATES_ONNX;
     if (!order)
-        return spk_fail("gate order missing, expected a permutation of \"iofc\"");
+        return spk_fail("gate order missing, expected a permutation of \"%s\"", SPK_GATES_ONNX);
     bool seen[4] = {false, false, false, false};
     size_t n = strlen(order);
     for (size_t i = 0; i < n && n == 4; i++) {
-        const char *at = strchr("iofc", order[i]);
-        if (!at || !order[i] || seen[at - "iofc"])
+        const char *at = strchr(letters, order[i]);
+        if (!at || !order[i] || seen[at - letters])
             break;
-        seen[at - "iofc"] = true;
+        seen[at - letters] = true;
     }
     if (n != 4 || !seen[0] || !seen[1] || !seen[2] || !seen[3])
-        return spk_fail("gate order \"%s\" is not a permutation of \"iofc\"", order);
+        return spk_fail("gate order \"%s\" is not a permutation of \"%s\"", order, SPK_GATES_ONNX);
     return 0;
 }
 

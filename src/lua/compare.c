@@ -66,7 +66,6 @@ static void set_integer(lua_State *L, const char *key, int64_t v)
  * finite pair exists. */
 static int module_compare(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     spk_tensor *a = spk_lua_checktensor(L, 1);
     spk_tensor *b = spk_lua_checktensor(L, 2);
     spk_comparison c;
@@ -100,7 +99,6 @@ static const char *const allclose_options[] = {"rtol", "atol", NULL};
 /* spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]), NumPy's defaults. */
 static int module_allclose(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     spk_lua_checktensor(L, 1); /* arguments in order, the options read before the tensors are taken */
     spk_lua_checktensor(L, 2);
     spk_lua_checkoptions(L, 3, allclose_options);
@@ -115,16 +113,18 @@ static int module_allclose(lua_State *L)
     return 1;
 }
 
-static const spk_lua_reg module_functions[] = {
+static const spk_lua_checked_reg module_functions[] = {
     {"compare", module_compare,
      "spk.compare(a, b) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst, nan_mismatch,\n"
      "                      inf_mismatch, count}\n"
      "Metrics of a against the truth b (same shape, host): rel_l2 = ||a - b|| / ||b||, max_ulp in the less\n"
-     "precise dtype, worst = the 1-based index of the largest |a - b|. Prints as one line."},
+     "precise dtype, worst = the 1-based index of the largest |a - b|. Prints as one line.",
+     "a, b"},
     {"allclose", module_allclose,
      "spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
-     "Whether |a - b| <= atol + rtol * |b| everywhere (NaN matches NaN), as NumPy's allclose."},
-    {NULL, NULL, NULL},
+     "Whether |a - b| <= atol + rtol * |b| everywhere (NaN matches NaN), as NumPy's allclose.",
+     "a, b, options"},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_compare(lua_State *L, int module)
@@ -135,6 +135,6 @@ void spk_open_compare(lua_State *L, int module)
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     lua_pop(L, 1);
 }

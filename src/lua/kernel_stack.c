@@ -14,8 +14,8 @@
 
 #include "core/error.h"
 #include "lstm/kernel_stack.h"
-#include "lua/bind.h"
-#include "lua/gpu_plan.h"
+#include "lua/cuda_area.h"
+#include "lua/plan.h"
 
 #define MAX_LAUNCHES 64
 #define MAX_STATUSES 32
@@ -32,24 +32,8 @@ typedef struct read_desc {
 static const char *const desc_keys[] = {"name", "args", "launches", "concurrent", "tile_rows", "state_words",
                                         "timeout_ms", "watchdog_ms", "packing", "statuses", "check_writes", NULL};
 
-static lua_Integer int_in(lua_State *L, int t, const char *key, lua_Integer def, lua_Integer lo, lua_Integer hi,
-                          const char *where)
-{
-    lua_Integer v = spk_lua_int_field(L, t, key, def, where);
-    if (v < lo || v > hi)
-        luaL_error(L, "%s.%s must be in %I .. %I, got %I", where, key, lo, hi, v);
-    return v;
-}
-
-static bool bool_field(lua_State *L, int t, const char *key, const char *where)
-{
-    int type = spk_lua_rawfield(L, t, key);
-    if (type != LUA_TNIL && type != LUA_TBOOLEAN)
-        luaL_error(L, "%s.%s must be true or false, got %s", where, key, luaL_typename(L, -1));
-    bool v = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
+#define int_in spk_lua_intfield
+#define bool_field spk_lua_boolfield
 
 /* A string field, kept alive in the holder table; NULL when nil. */
 static const char *held_string(lua_State *L, int t, const char *key, int holder, const char *where)
@@ -64,33 +48,6 @@ static const char *held_string(lua_State *L, int t, const char *key, int holder,
     const char *v = lua_tostring(L, -1);
     lua_rawseti(L, holder, spk_lua_rawcount(L, holder) + 1);
     return v;
-}
-
-/* A dim3 from a positive integer or {x[, y[, z]]}; nil: `fallback` (all 0 for none). */
-static void read_dim3(lua_State *L, int t, const char *key, unsigned out[3], unsigned fallback, const char *where)
-{
-    int type = spk_lua_rawfield(L, t, key);
-    out[0] = fallback, out[1] = out[2] = fallback ? 1 : 0;
-    if (type == LUA_TNUMBER && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 &&
-        lua_tointeger(L, -1) <= 0x7fffffff) {
-        out[0] = (unsigned)lua_tointeger(L, -1), out[1] = out[2] = 1;
-    } else if (type == LUA_TTABLE) {
-        int n = spk_lua_rawcount(L, -1);
-        if (n < 1 || n > 3)
-            luaL_error(L, "%s.%s must be {x[, y[, z]]}, got %d entries", where, key, n);
-        out[0] = out[1] = out[2] = 1;
-        for (int i = 0; i < n; i++) {
-            lua_rawgeti(L, -1, i + 1);
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 0x7fffffff)
-                luaL_error(L, "%s.%s[%d] must be a positive integer, got %s", where, key, i + 1,
-                           spk_lua_describe(L, -1));
-            out[i] = (unsigned)lua_tointeger(L, -1);
-            lua_pop(L, 1);
-        }
-    } else if (type != LUA_TNIL) {
-        luaL_error(L, "%s.%s must be a positive integer or {x, y, z}, got %s", where, key, spk_lua_describe(L, -1));
-    }
-    lua_pop(L, 1);
 }
 
 static void read_args(lua_State *L, int t, read_desc *r)
@@ -148,11 +105,11 @@ static void read_launches(lua_State *L, int t, read_desc *r)
             luaL_error(L, "%s.direction must be \"forward\", \"reverse\" or \"both\", got %s", where,
                        spk_lua_describe(L, -1));
         lua_pop(L, 1);
-        read_dim3(L, l, "grid", o->grid, 0, where);
-        read_dim3(L, l, "block", o->block, 0, where);
+        spk_lua_dim3field(L, l, "grid", o->grid, 0, where);
+        spk_lua_dim3field(L, l, "block", o->block, 0, where);
         if (!o->grid[0] || !o->block[0])
             luaL_error(L, "%s needs grid = and block =", where);
-        read_dim3(L, l, "cluster", o->cluster, 0, where);
+        spk_lua_dim3field(L, l, "cluster", o->cluster, 0, where);
         o->smem = (size_t)int_in(L, l, "smem", 0, 0, 1 << 30, where);
         o->cooperative = bool_field(L, l, "cooperative", where);
         o->co_resident = bool_field(L, l, "co_resident", where);
@@ -242,31 +199,7 @@ static void read_description(lua_State *L, int t, read_desc *r, int holder)
         spk_lua_fail(L);
 }
 
-/* ---- the plan userdata ---------------------------------------------------- */
-
-static void plan_free(void *plan) { spk_kernel_stack_free(plan); }
-
-static int plan_time(void *plan, const spk_tensor *x, int rounds, int warmup, double *ms)
-{
-    return spk_kernel_stack_time(plan, x, rounds, warmup, ms);
-}
-
-static void plan_push_name(lua_State *L, const void *plan)
-{
-    const spk_kernel_stack_info *i = spk_kernel_stack_get_info(plan);
-    lua_pushfstring(L, "lstm stack (kernel, %d layers, batch %d, steps %d, %d launch%s a layer%s%s)",
-                    (int)i->shape.layers, (int)i->shape.batch, (int)i->shape.steps, i->nlaunches,
-                    i->nlaunches == 1 ? "" : "es", i->concurrent ? ", concurrent" : "",
-                    spk_lstm_math_suffix(i->shape.math));
-}
-
-static const spk_lua_gpu_plan_type plan_type = {.metatable = "spk.lstm.kernel_stack",
-                                                .closed_name = "lstm stack kernel (closed)",
-                                                .free = plan_free,
-                                                .time = plan_time,
-                                                .push_name = plan_push_name};
-
-static spk_kernel_stack *check_plan(lua_State *L) { return spk_lua_gpu_plan_check(L, &plan_type); }
+/* ---- the plan ---------------------------------------------------------------- */
 
 static const char *const new_keys[] = {"layers", "batch", "steps", "math", "module", "entry", "name", "args",
                                        "launches", "concurrent", "tile_rows", "state_words", "timeout_ms",
@@ -274,13 +207,12 @@ static const char *const new_keys[] = {"layers", "batch", "steps", "math", "modu
 
 static int l_stack_new(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkkeys(L, 1, new_keys, "kernel_stack_new");
     lua_settop(L, 1);
-    void **slot = spk_lua_gpu_plan_push(L, &plan_type); /* 2; first: nothing allocates after the layers are read */
-    lua_newtable(L);                                    /* 3: the holder */
-    read_desc *r = lua_newuserdatauv(L, sizeof *r, 0); /* 4 */
+    void **slot = spk_lua_newobject(L, &spk_lua_plan_type); /* 2; first: nothing allocates after the layers are read */
+    lua_newtable(L);                                         /* 3: the holder */
+    read_desc *r = lua_newuserdatauv(L, sizeof *r, 0);      /* 4 */
     read_description(L, 1, r, 3);
     spk_kernel_stack_options o;
     memset(&o, 0, sizeof o);
@@ -288,69 +220,16 @@ static int l_stack_new(lua_State *L)
     o.entry = held_string(L, 1, "entry", 3, "kernel");
     if (!o.entry)
         return luaL_error(L, "kernel_stack_new: entry (the kernel's name) is missing");
-    o.math = spk_lua_read_math(L, 1);
     if (spk_lua_rawfield(L, 1, "module") == LUA_TNIL)
         return luaL_error(L, "kernel_stack_new: module (spk.cuda.compile's) is missing");
     int module = lua_gettop(L); /* stays on the stack */
-    o.layers = spk_lua_read_stack_shape(L, &o.count, &o.batch, &o.steps);
-    o.module = spk_lua_checkmodule(L, module); /* after the last allocation */
-    if (!(*slot = spk_kernel_stack_new(&o)))
+    spk_lstm_layer layers[SPK_LUA_PLAN_MAX_LAYERS];
+    o.layers = layers;
+    o.count = spk_lua_read_stack(L, layers, &o.batch, &o.steps, &o.math);
+    o.module = spk_lua_checkobject(L, module, &spk_lua_module_type); /* after the last allocation */
+    if (!(*slot = spk_stack_plan_of_kernel(&o)))
         return spk_lua_fail(L);
     lua_pushvalue(L, 2);
-    return 1;
-}
-
-static int l_forward(lua_State *L)
-{
-    check_plan(L); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 3);
-    check_plan(L);
-    spk_lua_checktensor(L, 2);
-    if (lua_isnoneornil(L, 3)) {
-        spk_lua_pushtensor(L, spk_kernel_stack_forward(check_plan(L), spk_lua_checktensor(L, 2)));
-        return 1;
-    }
-    luaL_checktype(L, 3, LUA_TTABLE);
-    static const char *const keys[] = {"trace", NULL};
-    spk_lua_checkkeys(L, 3, keys, "forward");
-    if (spk_lua_rawfield(L, 3, "trace") == LUA_TNIL) {
-        spk_lua_pushtensor(L, spk_kernel_stack_forward(check_plan(L), spk_lua_checktensor(L, 2)));
-        return 1;
-    }
-    int64_t *steps = lua_newuserdatauv(L, sizeof *steps * SPK_LSTM_TRACE_MAX_STEPS, 0);
-    spk_lstm_trace trace;
-    spk_lua_read_trace(L, -2, &trace, steps);
-    spk_kernel_stack *ks = check_plan(L);
-    spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_tensor *h = NULL, *c = NULL;
-    spk_tensor *y = spk_kernel_stack_forward_trace(ks, x, &trace, &h, &c);
-    if (!y)
-        return spk_lua_fail(L);
-    spk_lua_push_traced(L, y, &trace, h, c);
-    return 2;
-}
-
-static int l_info(lua_State *L)
-{
-    check_plan(L); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 1);
-    spk_kernel_stack *ks = check_plan(L);
-    /* copies: the tables made below may run a finalizer that closes the plan */
-    const spk_kernel_stack_info copy = *spk_kernel_stack_get_info(ks), *info = &copy;
-    bool traceable = spk_kernel_stack_traceable(ks);
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, 0, 10);
-    lua_pushinteger(L, info->attrs.registers), lua_setfield(L, -2, "registers");
-    lua_pushinteger(L, (lua_Integer)info->attrs.local_bytes), lua_setfield(L, -2, "spills");
-    lua_pushinteger(L, (lua_Integer)info->attrs.static_smem), lua_setfield(L, -2, "static_smem");
-    lua_pushinteger(L, info->attrs.max_threads), lua_setfield(L, -2, "max_threads");
-    lua_pushinteger(L, info->capacity), lua_setfield(L, -2, "capacity");
-    lua_pushinteger(L, info->nlaunches), lua_setfield(L, -2, "launches");
-    lua_pushboolean(L, info->concurrent), lua_setfield(L, -2, "concurrent");
-    lua_pushboolean(L, traceable), lua_setfield(L, -2, "traceable");
-    lua_pushstring(L, info->arch), lua_setfield(L, -2, "arch");
-    lua_setfield(L, -2, "kernel");
-    spk_lua_set_gpu_shape(L, &info->shape);
     return 1;
 }
 
@@ -358,7 +237,6 @@ static int l_info(lua_State *L)
 
 static int l_check(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkkeys(L, 1, desc_keys, "kernel_stack_check");
     lua_settop(L, 2);
@@ -409,7 +287,6 @@ static const char *kind_name(spk_arg_kind kind)
 
 static int l_contract(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     lua_createtable(L, SPK_RA_COUNT, 0);
     for (int i = 0; i < SPK_RA_COUNT; i++) {
         const spk_recurrence_arg_info *a = &spk_recurrence_args[i];
@@ -426,21 +303,23 @@ static int l_contract(lua_State *L)
 
 void spk_open_kernel_stack(lua_State *L, int module)
 {
-    spk_lua_gpu_plan_register(L, &plan_type, l_forward, l_info);
-    static const spk_lua_reg functions[] = {
+    static const spk_lua_checked_reg functions[] = {
         {"kernel_stack_new", l_stack_new,
          "spk.core.kernel_stack_new{layers =, batch =, steps =, math =, module =, entry =, args =, launches =, ...}\n"
-         "  -> plan\nThe stack around a recurrence kernel (what spk.lstm.kernel_stack builds)."},
+         "  -> plan\nThe stack around a recurrence kernel (what spk.lstm.kernel_stack builds).",
+         "options"},
         {"kernel_stack_check", l_check,
          "spk.core.kernel_stack_check(description[, params]) -> true\n"
          "The checks of a kernel stack's description and, given module:params(entry) of the kernel's PTX, of\n"
-         "its parameters against the argument list; an error naming what is wrong. No device needed."},
+         "its parameters against the argument list; an error naming what is wrong. No device needed.",
+         "description, params"},
         {"kernel_stack_contract", l_contract,
          "spk.core.kernel_stack_contract() -> {{name =, kind =, c_type =, meaning =, both =}, ...}\n"
-         "The recurrence-kernel contract's arguments, in the order of docs/kernels.md."},
-        {NULL, NULL, NULL},
+         "The recurrence-kernel contract's arguments, in the order of docs/kernels.md.",
+         ""},
+        {NULL, NULL, NULL, NULL},
     };
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, functions, 0);
+    spk_lua_setfuncs_module(L, functions, "spk.core");
     lua_pop(L, 1);
 }

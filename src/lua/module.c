@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/paths.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
@@ -21,7 +21,6 @@ int luaopen_spk(lua_State *L);
  * false} for every kind. */
 static int l_find_dir(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     char dir[PATH_MAX];
     if (lua_isnoneornil(L, 1)) {
         lua_newtable(L);
@@ -54,24 +53,23 @@ int luaopen_spk_core(lua_State *L)
     spk_open_tensor(L, module);
     spk_open_cuda(L, module);
     spk_open_lstm(L, module);
-    spk_open_persistent(L, module);
-    spk_open_cluster(L, module);
+    spk_open_plan(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);
-    static const spk_lua_reg paths[] = {
+    static const spk_lua_checked_reg paths[] = {
         {"find_dir", l_find_dir,
          "spk.find_dir([kind]) -> folder | nil, message\n"
          "Where spk's lua, kernels, experiments or tools files are ($SPK_*_DIR, the install prefix, the\n"
-         "source tree); no kind: a table of every kind."},
-        {NULL, NULL, NULL},
+         "source tree); no kind: a table of every kind.",
+         "kind"},
+        {NULL, NULL, NULL, NULL},
     };
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, paths, 0);
+    spk_lua_setfuncs_checked(L, paths, NULL);
     lua_pop(L, 1);
     spk_open_doc(L, module);
     spk_open_onnx(L, module);
     spk_open_timeline(L, module);
-    spk_open_kernel_stack(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {
         lua_pushstring(L, dir);

@@ -6,11 +6,10 @@
 
 #include "core/error.h"
 #include "lstm/onnx_stack.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
 
 static int l_load_lstm(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     spk_lstm_weights w[SPK_LSTM_ONNX_MAX_LAYERS];
     int count;
@@ -46,7 +45,6 @@ static spk_lua_tensor *layer_part(lua_State *L, int idx, int layer, const char *
 
 static int l_save_lstm(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Unsigned n = lua_rawlen(L, 2);
@@ -77,17 +75,19 @@ static int l_save_lstm(lua_State *L)
 
 void spk_open_onnx(lua_State *L, int module)
 {
-    static const spk_lua_reg functions[] = {
+    static const spk_lua_checked_reg functions[] = {
         {"load_lstm", l_load_lstm,
          "spk.onnx.load_lstm(path) -> {{W =, R =, B =}, ...}\n"
-         "The LSTM stack of an ONNX model in spk's layout (spk.lstm.load calls it for .onnx paths)."},
+         "The LSTM stack of an ONNX model in spk's layout (spk.lstm.load calls it for .onnx paths).",
+         "path"},
         {"save_lstm", l_save_lstm,
          "spk.onnx.save_lstm(path, layers)\n"
          "Writes the stack as an ONNX model x [batch, steps, in] -> y [batch, steps, 2H] (spk.lstm.save,\n"
-         "format \"onnx\")."},
-        {NULL, NULL, NULL},
+         "format \"onnx\").",
+         "path, layers"},
+        {NULL, NULL, NULL, NULL},
     };
     lua_newtable(L);
-    spk_lua_setfuncs(L, functions, 0);
+    spk_lua_setfuncs_module(L, functions, "spk.onnx");
     lua_setfield(L, module, "onnx");
 }

@@ -6,7 +6,6 @@
  * and :next_u64 continue from where the previous call stopped. */
 #include "core/error.h"
 #include "core/rng.h"
-#include "lua/args.h"
 #include "lua/tensor_area.h"
 
 #define GENERATOR_MT "spk.generator"

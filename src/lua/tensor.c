@@ -6,7 +6,7 @@
  * are translated here before the 0-based C core sees them. Arguments are
  * checked here so errors name the argument (luaL_argerror); failures inside
  * the core are raised with spk_last_error(). Functions are registered through
- * spk_lua_setfuncs (args.h), which refuses arguments past each one's list.
+ * spk_lua_setfuncs_checked (bind.h), which refuses arguments past each one's list.
  * The rules for dtypes, broadcasting, numbers beside tensors and reductions
  * are the core's (core/tensor.h); this file only passes Lua integers and
  * floats on as such. */
@@ -17,171 +17,12 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "lua/args.h"
 #include "lua/tensor_area.h"
 
-#define TENSOR_METHODS_KEY "spk.tensor.methods"
 /* tostring(t) prints every element up to this many, then summarises with
  * "..." keeping FORMAT_EDGE items at each end of every dim. */
 #define FORMAT_THRESHOLD 1000
 #define FORMAT_EDGE 3
-
-/* ---- shared helpers (bind.h, tensor_area.h) ---- */
-
-int spk_lua_fail(lua_State *L)
-{
-    const char *msg = spk_last_error();
-    return luaL_error(L, "%s", *msg ? msg : "unknown error");
-}
-
-spk_tensor *spk_lua_totensor(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    return u ? u->t : NULL;
-}
-
-spk_tensor *spk_lua_checktensor(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    if (!u)
-        spk_lua_typeerror(L, idx, "tensor");
-    if (!u->t)
-        luaL_argerror(L, idx, "tensor is closed");
-    return u->t;
-}
-
-void spk_lua_pushtensor(lua_State *L, spk_tensor *t)
-{
-    if (!t)
-        spk_lua_fail(L);
-    spk_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->t = t;
-    luaL_setmetatable(L, SPK_TENSOR_MT);
-}
-
-void spk_lua_push_tensor_methods(lua_State *L)
-{
-    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
-    }
-}
-
-spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
-{
-    if (lua_isnoneornil(L, arg))
-        return fallback;
-    if (lua_type(L, arg) != LUA_TSTRING)
-        spk_lua_typeerror(L, arg, "dtype name");
-    const char *name = lua_tostring(L, arg);
-    spk_dtype dtype;
-    if (spk_dtype_from_name(name, &dtype) != 0)
-        luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected f32, f64, i32 or u64)", name));
-    return dtype;
-}
-
-static int64_t shape_entry(lua_State *L, int arg, int pos, int entry, bool allow_infer)
-{
-    int isint = 0;
-    lua_Integer v = lua_type(L, pos) == LUA_TNUMBER ? lua_tointegerx(L, pos, &isint) : 0;
-    if (!isint)
-        luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d must be an integer, got %s", entry,
-                                              spk_lua_describe(L, pos)));
-    if (v < 0 && !(allow_infer && v == -1))
-        luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d is negative (%I)", entry, v));
-    return (int64_t)v;
-}
-
-/* Shape from a table at `arg`, or from integer arguments arg..last. */
-static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape, bool allow_infer)
-{
-    int n = 0;
-    if (lua_type(L, arg) == LUA_TTABLE) {
-        lua_Integer len = (lua_Integer)lua_rawlen(L, arg);
-        if (len > SPK_MAX_DIMS)
-            luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, at most %d are supported", len,
-                                                  SPK_MAX_DIMS));
-        lua_Integer entries = 0;
-        lua_pushnil(L);
-        while (lua_next(L, arg)) {
-            lua_pop(L, 1);
-            entries++;
-        }
-        if (entries != len)
-            luaL_argerror(L, arg, "shape table must be a list of integers (it has other keys)");
-        for (lua_Integer i = 1; i <= len; i++) {
-            lua_rawgeti(L, arg, i);
-            shape[n++] = shape_entry(L, arg, lua_gettop(L), (int)i, allow_infer);
-            lua_pop(L, 1);
-        }
-        *ndim = n;
-        return arg + 1;
-    }
-    int a = arg;
-    for (; a <= last && lua_type(L, a) == LUA_TNUMBER; a++) {
-        if (n == SPK_MAX_DIMS)
-            luaL_argerror(L, a, lua_pushfstring(L, "shape has more than %d dims", SPK_MAX_DIMS));
-        shape[n] = shape_entry(L, a, a, n + 1, allow_infer);
-        n++;
-    }
-    if (a == arg && !lua_isnoneornil(L, arg) && lua_type(L, arg) != LUA_TSTRING)
-        spk_lua_typeerror(L, arg, "shape (table or integers)");
-    *ndim = n;
-    return a;
-}
-
-int spk_lua_checkshape(lua_State *L, int arg, int *ndim, int64_t *shape, bool allow_infer)
-{
-    return read_shape(L, arg, lua_gettop(L), ndim, shape, allow_infer);
-}
-
-bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known)
-{
-    if (lua_isnoneornil(L, arg))
-        return false;
-    luaL_checktype(L, arg, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, arg)) {
-        lua_pop(L, 1);
-        const char *message = spk_lua_unknown_key(L, -1, known);
-        if (message)
-            luaL_argerror(L, arg, message);
-    }
-    return true;
-}
-
-double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fallback)
-{
-    if (lua_type(L, arg) != LUA_TTABLE)
-        return fallback;
-    spk_lua_rawfield(L, arg, key);
-    double v = fallback;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' must be a number, got %s", key,
-                                                  spk_lua_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback)
-{
-    if (lua_type(L, arg) != LUA_TTABLE)
-        return fallback;
-    spk_lua_rawfield(L, arg, "dtype");
-    spk_dtype dtype = fallback;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(lua_tostring(L, -1), &dtype) != 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got %s",
-                                                  spk_lua_describe(L, -1)));
-    }
-    lua_pop(L, 1);
-    return dtype;
-}
 
 /* ---- argument checks that translate 1-based Lua to 0-based C ---- */
 
@@ -931,7 +772,7 @@ static int module_full(lua_State *L)
         value_arg = lua_type(L, top) == LUA_TSTRING ? top - 1 : top;
         if (value_arg < 1)
             value_arg = 1;
-        int after = read_shape(L, 1, value_arg - 1, &ndim, shape, false);
+        int after = spk_lua_readshape(L, 1, value_arg - 1, &ndim, shape, false);
         if (after < value_arg)
             luaL_argerror(L, after, lua_pushfstring(L, "shape entry %d must be an integer, got %s", after,
                                                     spk_lua_describe(L, after)));
@@ -1049,7 +890,7 @@ static int module_is_tensor(lua_State *L)
     return 1;
 }
 
-/* Parameters as the argument check shows them (args.h); "..." marks lists the function
+/* Parameters as the argument check shows them (bind.h); "..." marks lists the function
  * checks itself (spk_lua_check_end, or get/set's count of indices). */
 static const spk_lua_checked_reg tensor_methods[] = {
     {"close", tensor_close,
@@ -1244,14 +1085,6 @@ static const spk_lua_checked_reg module_functions[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static bool tensor_closed(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    return u && !u->t;
-}
-
-static const spk_lua_self tensor_self = {"tensor", tensor_closed};
-
 #define TENSOR_DOC \
     "tensor: an n-d array (up to 8 dims) of f32, f64, i32 or u64 on the host or a CUDA device.\n" \
     "Dims and indices are 1-based. Views (narrow, select, slice, transpose, view) share storage;\n" \
@@ -1262,7 +1095,7 @@ void spk_open_tensor(lua_State *L, int module)
     /* The methods table lives in the registry so other areas can extend it;
      * an existing one is kept (and so are methods others added to it). */
     spk_lua_push_tensor_methods(L);
-    spk_lua_setfuncs_checked(L, tensor_methods, &tensor_self);
+    spk_lua_setfuncs_checked(L, tensor_methods, &spk_lua_tensor_self);
     int methods = lua_gettop(L);
     spk_lua_settype(L, SPK_TENSOR_MT, methods, TENSOR_DOC);
 

@@ -1,29 +1,11 @@
-/* Helpers shared by the tensor area's binding files (tensor.c, random.c,
- * files.c, compare.c). Lua sees 1-based dims and indices; C sees 0-based. */
+/* The tensor area's binding files (tensor.c, random.c, files.c, compare.c):
+ * spk_open_tensor opens the others. Lua sees 1-based dims and indices; C
+ * sees 0-based. Their argument readers (dtypes, shapes, options) are
+ * lua/bind.h's. */
 #ifndef SPK_LUA_TENSOR_AREA_H
 #define SPK_LUA_TENSOR_AREA_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "lua/bind.h"
-
-/* The dtype named at `arg`, or `fallback` when the argument is absent or nil. */
-spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback);
-
-/* Reads a shape starting at `arg`: either a table {2, 3} or consecutive
- * integer arguments. Stops at the first argument that is not an integer
- * (for varargs) and returns the index of the first argument after the shape.
- * `allow_infer` permits one -1 entry (view/reshape). */
-int spk_lua_checkshape(lua_State *L, int arg, int *ndim, int64_t *shape, bool allow_infer);
-
-/* The options table at `arg` (absent or nil is fine); raises an error naming
- * any key not in the NULL-terminated `known` list, so typos do not pass
- * silently. Returns true if a table is present. */
-bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known);
-/* Field `key` of the options table at `arg` (absent table: fallback). */
-double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fallback);
-spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback);
 
 void spk_open_random(lua_State *L, int module);
 void spk_open_files(lua_State *L, int module);

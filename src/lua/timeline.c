@@ -23,31 +23,9 @@
 #include "core/error.h"
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
 #include "lua/timeline.h"
 
-#define DEMO_MT "spk.timeline_demo"
-
-/* t[key] (raw) as an integer in [lo, hi]; def when absent (def < lo: required).
- * Makes no allocation (spk_lua_rawfield), so pointers taken before stay valid. */
-static lua_Integer raw_int(lua_State *L, int t, const char *key, lua_Integer def, lua_Integer lo, lua_Integer hi,
-                           const char *where)
-{
-    int type = spk_lua_rawfield(L, t, key);
-    lua_Integer v = def;
-    if (type != LUA_TNIL) {
-        int ok = 0;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s.%s must be an integer, got %s", where, key, spk_lua_describe(L, -1));
-    } else if (def < lo) {
-        luaL_error(L, "%s.%s is required", where, key);
-    }
-    if (v < lo || v > hi)
-        luaL_error(L, "%s.%s must be %I .. %I, got %I", where, key, lo, hi, v);
-    lua_pop(L, 1);
-    return v;
-}
 
 static const char *const selection_keys[] = {"layer", "direction", "first_step", "steps",
                                              "first_block", "blocks", "warp", NULL};
@@ -59,13 +37,13 @@ void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selecti
         luaL_error(L, "timeline selection must be a table, got %s", spk_lua_describe(L, idx));
     int t = lua_absindex(L, idx);
     spk_lua_checkkeys(L, t, selection_keys, "timeline");
-    sel->layer = (int)raw_int(L, t, "layer", 0, 0, INT32_MAX, "timeline");
-    sel->direction = (int)raw_int(L, t, "direction", 0, 0, 1, "timeline");
-    sel->first_step = (int)raw_int(L, t, "first_step", -1, 0, INT32_MAX, "timeline");
-    sel->steps = (int)raw_int(L, t, "steps", -1, 1, INT32_MAX, "timeline");
-    sel->first_block = (int)raw_int(L, t, "first_block", -1, 0, INT32_MAX, "timeline");
-    sel->blocks = (int)raw_int(L, t, "blocks", -1, 1, INT32_MAX, "timeline");
-    sel->warp = (int)raw_int(L, t, "warp", 0, 0, 31, "timeline");
+    sel->layer = (int)spk_lua_intfield(L, t, "layer", 0, 0, INT32_MAX, "timeline");
+    sel->direction = (int)spk_lua_intfield(L, t, "direction", 0, 0, 1, "timeline");
+    sel->first_step = (int)spk_lua_intfield(L, t, "first_step", -1, 0, INT32_MAX, "timeline");
+    sel->steps = (int)spk_lua_intfield(L, t, "steps", -1, 1, INT32_MAX, "timeline");
+    sel->first_block = (int)spk_lua_intfield(L, t, "first_block", -1, 0, INT32_MAX, "timeline");
+    sel->blocks = (int)spk_lua_intfield(L, t, "blocks", -1, 1, INT32_MAX, "timeline");
+    sel->warp = (int)spk_lua_intfield(L, t, "warp", 0, 0, 31, "timeline");
 }
 
 /* Stage names from the list at idx, copied into one userdata left on the
@@ -155,7 +133,6 @@ void spk_lua_push_timeline_clock(lua_State *L, const spk_timeline_clock *c)
 
 static int l_decode(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     double rate = luaL_optnumber(L, 3, 0); /* before read_stage_names pushes its copy */
     lua_settop(L, 3);
     spk_lua_checktensor(L, 1); /* its errors first */
@@ -174,7 +151,6 @@ static int l_decode(lua_State *L)
 
 static int l_columns(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     lua_settop(L, 1);
     spk_timeline_stages stages;
     read_stage_names(L, 1, &stages);
@@ -223,31 +199,18 @@ void spk_lua_set_timeline_stages(lua_State *L, const spk_timeline_stages *st)
 
 static int l_demo_stages(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     push_stages(L, spk_timeline_demo_stages());
     return 1;
 }
 
 /* ---- the demo ------------------------------------------------------------- */
 
-typedef struct lua_demo {
-    spk_timeline_demo *d;
-} lua_demo;
+static spk_lua_type demo_type; /* below */
 
-static spk_timeline_demo *check_demo(lua_State *L)
-{
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    if (!u->d)
-        luaL_argerror(L, 1, "timeline demo is closed");
-    return u->d;
-}
-
-/* Idempotent: __gc, __close and (behind the argument check) close(). */
+/* Idempotent: __gc, __close and close(). */
 static int demo_release(lua_State *L)
 {
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    spk_timeline_demo_free(u->d);
-    u->d = NULL;
+    spk_timeline_demo_free(spk_lua_takeobject(L, 1, &demo_type));
     return 0;
 }
 
@@ -255,22 +218,19 @@ static const char *const demo_keys[] = {"cluster", "batch", "steps", "weights", 
 
 static int l_demo_new(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkkeys(L, 1, demo_keys, "timeline_demo_new");
     /* the userdata first: nothing allocates after the weights are taken */
-    lua_demo *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->d = NULL;
-    luaL_setmetatable(L, DEMO_MT);
+    void **slot = spk_lua_newobject(L, &demo_type);
     spk_timeline_demo_shape shape;
-    shape.cluster = (int)raw_int(L, 1, "cluster", 4, 1, 64, "timeline demo");
-    shape.batch = raw_int(L, 1, "batch", -1, 1, INT32_MAX, "timeline demo");
-    shape.steps = raw_int(L, 1, "steps", -1, 1, INT32_MAX, "timeline demo");
+    shape.cluster = (int)spk_lua_intfield(L, 1, "cluster", 4, 1, 64, "timeline demo");
+    shape.batch = spk_lua_intfield(L, 1, "batch", -1, 1, INT32_MAX, "timeline demo");
+    shape.steps = spk_lua_intfield(L, 1, "steps", -1, 1, INT32_MAX, "timeline demo");
     spk_lua_rawfield(L, 1, "weights");
     spk_tensor *weights = spk_lua_totensor(L, -1);
     if (!weights)
         return luaL_error(L, "timeline demo.weights must be a tensor [2, 64, 64], got %s", spk_lua_describe(L, -1));
-    if (!(u->d = spk_timeline_demo_new(&shape, weights)))
+    if (!(*slot = spk_timeline_demo_new(&shape, weights)))
         return spk_lua_fail(L);
     lua_pop(L, 1); /* the weights: the demo holds its own copy on the device */
     return 1;
@@ -278,14 +238,12 @@ static int l_demo_new(lua_State *L)
 
 static int demo_forward(lua_State *L)
 {
-    check_demo(L); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 3);
     spk_timeline_selection sel;
     bool timeline = !lua_isnoneornil(L, 3);
     if (timeline)
         spk_lua_read_timeline_selection(L, 3, &sel);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_timeline_demo *d = check_demo(L);
+    spk_timeline_demo *d = spk_lua_checkobject(L, 1, &demo_type);
     spk_tensor *stamps = NULL;
     spk_timeline_clock clock;
     spk_tensor *y = spk_timeline_demo_forward(d, x, timeline ? &sel : NULL, timeline ? &stamps : NULL, &clock);
@@ -302,11 +260,9 @@ static int demo_forward(lua_State *L)
 
 static int demo_time(lua_State *L)
 {
-    check_demo(L);
-    spk_lua_noextra(L, 6);
     spk_lua_checktensor(L, 2);
     static const char *const builds[] = {"plain", "timeline", NULL};
-    bool timeline = luaL_checkoption(L, 3, NULL, builds) == 1;
+    bool timeline = spk_lua_checkoption(L, 3, -1, builds, NULL) == 1;
     lua_Integer rounds = luaL_checkinteger(L, 4), warmup = luaL_optinteger(L, 5, 2);
     if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
         return luaL_error(L, "timeline demo time: rounds must be 1 .. 100000 and warmup 0 .. 100000, got %I and %I",
@@ -318,7 +274,7 @@ static int demo_time(lua_State *L)
     double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
     /* taken after the allocation, which may run a finalizer that closes them */
     const spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_timeline_demo *d = check_demo(L);
+    spk_timeline_demo *d = spk_lua_checkobject(L, 1, &demo_type);
     if (spk_timeline_demo_time(d, x, timeline, records ? &sel : NULL, (int)rounds, (int)warmup, ms) != 0)
         return spk_lua_fail(L);
     lua_createtable(L, (int)rounds, 0);
@@ -331,10 +287,8 @@ static int demo_time(lua_State *L)
 
 static int demo_info(lua_State *L)
 {
-    check_demo(L);
-    spk_lua_noextra(L, 1);
     /* a copy: the tables made below may run a finalizer that closes the demo */
-    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(check_demo(L));
+    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(spk_lua_checkobject(L, 1, &demo_type));
     lua_createtable(L, 0, 7);
     lua_pushinteger(L, g.blocks / g.tiles), lua_setfield(L, -2, "cluster");
     lua_pushinteger(L, g.hidden), lua_setfield(L, -2, "hidden");
@@ -348,70 +302,74 @@ static int demo_info(lua_State *L)
 
 static int demo_tostring(lua_State *L)
 {
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    if (!u->d) {
+    spk_timeline_demo *d = spk_lua_toobject(L, 1, &demo_type);
+    if (!d) {
         lua_pushliteral(L, "timeline demo (closed)");
         return 1;
     }
-    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(u->d);
+    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(d);
     lua_pushfstring(L, "timeline demo (cluster %d, %d tiles of %d rows)", g.blocks / g.tiles, g.tiles, g.tile_rows);
     return 1;
 }
 
-static const spk_lua_reg demo_methods[] = {
+static const spk_lua_checked_reg demo_methods[] = {
     {"forward", demo_forward,
      "demo:forward(x[, selection]) -> y[, stamps, columns, clock]\n"
      "x f32 [batch, steps, 64] on the host or the device; with a selection (0-based: layer, direction,\n"
-     "first_step, steps, first_block, blocks, warp) the timeline build records it and the decode comes too."},
+     "first_step, steps, first_block, blocks, warp) the timeline build records it and the decode comes too.",
+     "x, selection"},
     {"time", demo_time,
      "demo:time(x, \"plain\" | \"timeline\", rounds[, warmup[, selection]]) -> {ms, ...}\n"
      "Launches timed by events, after warmup ones: the plain build, or the timeline build recording the\n"
-     "selection (none: recording nothing)."},
+     "selection (none: recording nothing).",
+     "x, build, rounds, warmup, selection"},
     {"info", demo_info,
      "demo:info() -> {cluster =, hidden =, threads =, warps =, tile_rows =, tiles =, blocks =}\n"
-     "What the shape launches."},
-    {NULL, NULL, NULL},
+     "What the shape launches.",
+     ""},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static spk_lua_type demo_type = {
+    .metatable = "spk.timeline_demo",
+    .name = "timeline demo",
+    .methods = demo_methods,
+    .release = demo_release,
+    .tostring = demo_tostring,
+    .doc = "timeline demo (C): the instrumented cluster recurrence inside spk.timeline.demo's plan (plan.core).",
+    .close_doc = "demo:close()\nFrees the demo's device memory now (also <close> and collection).",
+};
+
+static const spk_lua_checked_reg module_functions[] = {
     {"timeline_decode", l_decode,
      "spk.core.timeline_decode(raw, stage_names[, cycles_per_ns]) -> stamps, columns, clock\n"
      "A timeline build's raw u64 buffer as f64 [records, columns] on one time base (spk.timeline.decode\n"
-     "calls it); cycles_per_ns > 0 aligns with that clock rate instead of the fitted one."},
+     "calls it); cycles_per_ns > 0 aligns with that clock rate instead of the fitted one.",
+     "raw, stage_names, cycles_per_ns"},
     {"timeline_columns", l_columns,
      "spk.core.timeline_columns(stage_names) -> {{name =, unit =, about =}, ...}\n"
-     "The columns a decode of a kernel with these stages gives."},
+     "The columns a decode of a kernel with these stages gives.",
+     "stage_names"},
     {"timeline_demo_stages", l_demo_stages,
      "spk.core.timeline_demo_stages() -> {names = {...}, waits_for = {...}}\n"
-     "The demo kernel's stages and, for each, the stage it waits for (1-based) or false."},
+     "The demo kernel's stages and, for each, the stage it waits for (1-based) or false.",
+     ""},
     {"timeline_demo_new", l_demo_new,
      "spk.core.timeline_demo_new{cluster =, batch =, steps =, weights =} -> demo\n"
-     "The demo kernel's plan (what spk.timeline.demo builds); weights f32 [2, 64, 64]."},
-    {NULL, NULL, NULL},
+     "The demo kernel's plan (what spk.timeline.demo builds); weights f32 [2, 64, 64].",
+     "options"},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_timeline(lua_State *L, int module)
 {
-    luaL_newmetatable(L, DEMO_MT);
-    lua_pushliteral(L, "timeline demo"); /* what messages call it */
+    spk_lua_newtype(L, &demo_type);
+    luaL_getmetatable(L, demo_type.metatable);
+    lua_pushliteral(L, "timeline demo"); /* what Lua's own messages call it */
     lua_setfield(L, -2, "__name");
-    lua_pushcfunction(L, demo_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, demo_release);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, demo_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_newtable(L);
-    spk_lua_setfuncs(L, demo_methods, 0);
-    spk_lua_push_close_method(L, demo_release);
-    spk_lua_setdoc(L, -1, "demo:close()\nFrees the demo's device memory now (also <close> and collection).");
-    lua_setfield(L, -2, "close");
-    spk_lua_settype(L, DEMO_MT, -1,
-                    "timeline demo (C): the instrumented cluster recurrence inside spk.timeline.demo's plan (plan.core).");
-    lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs_module(L, module_functions, "spk.core");
     lua_pop(L, 1);
 }

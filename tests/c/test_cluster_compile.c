@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/runtime.h"
 #include "lstm/cluster.h"
+#include "lstm/stack_plan.h"
 
 /* A variant spk_cluster_variant_derive refuses, with `message` in the error
  * (a macro: failures name the caller's line). */
@@ -230,7 +231,7 @@ TEST(direct_push_option_sets_compile_without_spills)
 /* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
 static spk_module *compile_ptx(const spk_cluster_variant *v, const char **code, size_t *bytes)
 {
-    spk_module *m = spk_cluster_variant_compile(v, "compute_90");
+    spk_module *m = spk_cluster_variant_compile(v, SPK_BUILD_PLAIN, "compute_90");
     CHECK(m != NULL);
     if (m)
         *code = spk_module_code(m, bytes);
@@ -649,8 +650,8 @@ TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
 
 TEST(plans_refuse_bad_input_before_the_device)
 {
-    spk_cluster_plan_options o = {0};
-    CHECK(spk_cluster_plan_new(&o) == NULL); /* no layers */
+    spk_stack_plan_options o = {.family = &spk_cluster_kernels};
+    CHECK(spk_stack_plan_new(&o) == NULL); /* no layers */
 }
 
 int main(void)

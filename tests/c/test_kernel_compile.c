@@ -109,8 +109,8 @@ TEST(every_variant_and_trace_build_has_no_local_memory)
 TEST(trace_code_only_in_the_trace_build)
 {
     spk_persistent_variant v = plain();
-    spk_module *normal = spk_persistent_variant_compile(&v, "compute_90");
-    spk_module *traced = spk_persistent_variant_compile_trace(&v, "compute_90");
+    spk_module *normal = spk_persistent_variant_compile(&v, SPK_BUILD_PLAIN, "compute_90");
+    spk_module *traced = spk_persistent_variant_compile(&v, SPK_BUILD_TRACE, "compute_90");
     CHECK(normal != NULL && traced != NULL);
     if (normal && traced) {
         size_t nb = 0, tb = 0;
@@ -176,7 +176,7 @@ TEST(every_variant_compiles_for_sm80_and_sm90)
     for (int i = 0; i < NVARIANTS; i++) {
         CHECK(spk_persistent_variant_check(&variants[i], NULL) == 0);
         for (int a = 0; a < 3; a++) {
-            spk_module *m = spk_persistent_variant_compile(&variants[i], arches[a]);
+            spk_module *m = spk_persistent_variant_compile(&variants[i], SPK_BUILD_PLAIN, arches[a]);
             if (!m) {
                 fprintf(stderr, "  variant %d (hidden %d units %d threads %d rows %d) %s: %s\n", i,
                         variants[i].hidden, variants[i].units, variants[i].threads, variants[i].tile_rows, arches[a],

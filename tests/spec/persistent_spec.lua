@@ -117,9 +117,9 @@ describe("spk.lstm.stack arguments", function()
   end)
 
   it("checks trace requests as the reference does (layers and steps from 1)", function()
-    assert.is_true(core.persistent_trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
+    assert.is_true(core.trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
     local function refused(trace, pattern)
-      local ok, err = pcall(core.persistent_trace_check, trace, 2, 5)
+      local ok, err = pcall(core.trace_check, trace, 2, 5)
       assert.is_false(ok)
       assert.matches(pattern, tostring(err))
     end

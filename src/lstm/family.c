@@ -1,0 +1,84 @@
+/* What the built-in kernel families share: see family.h. */
+#include "lstm/family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "spk_status.cuh"
+
+const spk_family *const spk_families[] = {&spk_persistent_kernels, &spk_cluster_kernels, NULL};
+
+const spk_family *spk_family_find(const char *backend)
+{
+    char names[256] = "";
+    size_t n = 0;
+    for (int i = 0; spk_families[i]; i++) {
+        if (backend && strcmp(spk_families[i]->backend, backend) == 0)
+            return spk_families[i];
+        if (n < sizeof names)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", spk_families[i]->backend);
+    }
+    spk_fail("backend %s has no kernel options (%s)", backend ? backend : "nil", names);
+    return NULL;
+}
+
+#define STATUS_ENTRY(name, code, message) {code, message},
+const spk_kernel_stack_status spk_builtin_statuses[] = {SPK_KERNEL_STATUSES(STATUS_ENTRY)};
+const int spk_builtin_nstatuses = (int)(sizeof spk_builtin_statuses / sizeof *spk_builtin_statuses);
+
+static spk_field *next_field(spk_fields *f, const char *name, spk_field_kind kind)
+{
+    static spk_field spare; /* past SPK_FIELDS_MAX: dropped (a family's table bug, caught by its spec) */
+    if (f->count >= SPK_FIELDS_MAX)
+        return &spare;
+    spk_field *x = &f->at[f->count++];
+    *x = (spk_field){.name = name, .kind = kind};
+    return x;
+}
+
+void spk_fields_int(spk_fields *f, const char *name, int64_t value) { next_field(f, name, SPK_FIELD_INT)->value = value; }
+
+void spk_fields_bool(spk_fields *f, const char *name, bool value)
+{
+    next_field(f, name, SPK_FIELD_BOOL)->value = value;
+}
+
+void spk_fields_text(spk_fields *f, const char *name, const char *text)
+{
+    next_field(f, name, SPK_FIELD_TEXT)->text = text;
+}
+
+void spk_fields_options(spk_fields *f, const spk_kernel_family *options, const void *variant)
+{
+    for (int i = 0; i < options->count; i++) {
+        const spk_kernel_option *o = &options->options[i];
+        int value = spk_kernel_option_get(o, variant);
+        const char *word = spk_kernel_option_word(o, value);
+        if (word)
+            spk_fields_text(f, o->name, word);
+        else
+            spk_fields_int(f, o->name, value);
+    }
+}
+
+spk_module *spk_family_compile_source(const char *file, const spk_kernel_family *options, const void *variant,
+                                      spk_kernel_build build, const char *arch)
+{
+    const char *kernels = spk_kernel_dir();
+    if (!kernels)
+        return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", kernels, file);
+    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
+    char text[SPK_KERNEL_OPTIONS_MAX][16];
+    int n = spk_kernel_defines(options, variant, defines, text);
+    if (build != SPK_BUILD_PLAIN)
+        defines[n++] = (spk_define){build == SPK_BUILD_TRACE ? "SPK_DEBUG_TRACE" : "SPK_TIMELINE", "1"};
+    spk_compile_options opts = {0};
+    opts.file = path;
+    opts.defines = defines;
+    opts.ndefines = n;
+    opts.arch = arch;
+    return spk_compile(&opts);
+}

@@ -1,0 +1,20 @@
+/* The areas of the C module spk.core (module.c opens them in turn): each
+ * registers its functions into the module table at `module` (an absolute
+ * stack index) through lua/bind.h. */
+#ifndef SPK_LUA_AREAS_H
+#define SPK_LUA_AREAS_H
+
+#include "lua/bind.h"
+
+void spk_open_tensor(lua_State *L, int module); /* and random.c, files.c, compare.c: lua/tensor_area.h */
+void spk_open_cuda(lua_State *L, int module);
+void spk_open_blas(lua_State *L, int module);
+void spk_open_lstm(lua_State *L, int module);
+void spk_open_plan(lua_State *L, int module);
+void spk_open_cudnn(lua_State *L, int module);
+void spk_open_clock(lua_State *L, int module);
+void spk_open_doc(lua_State *L, int module);
+void spk_open_onnx(lua_State *L, int module);
+void spk_open_timeline(lua_State *L, int module);
+
+#endif
