@@ -416,7 +416,7 @@ local record_schema = object({ format = function(v)
                                key = hex64, fields = key_fields, date = text, command = text,
                                environment = object({ device = text, driver = text, runtime = text, cudnn = text,
                                                       date = text }),
-                               entries = array(entry) },
+                               entries = array(entry), migrated = array(text) },
                              { "format", "key", "fields", "entries" })
 
 -- What the schema cannot say field by field: steps_class is the class of
@@ -522,6 +522,7 @@ function M.decode(text)
   local report = require "spk.report"
   local ok, record = pcall(report.json_decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(record) .. ")" end
+  M.migrate(record)
   local valid, why = M.check_record(record)
   if not valid then return nil, why end
   local kok, key = pcall(M.key, record.fields)
@@ -541,6 +542,35 @@ function M.load(path, fields)
     local diff = differences(record.fields, fields)
     if #diff > 0 then return nil, "stale: made for other drivers or kernels (" .. table.concat(diff, ", ") .. ")" end
   end
+  return record
+end
+
+-- Records written before the persistent kernels' tile_rows was split in two
+-- (max_tile_rows: the most rows a tile carries, what that tile_rows meant;
+-- tile_rows: the tile height the schedule runs) are read with their
+-- tile_rows as max_tile_rows, and record.migrated says so, a line a change.
+-- Returns the record.
+function M.migrate(record)
+  if type(record) ~= "table" or type(record.entries) ~= "table" then return record end
+  local notes = {}
+  local function move(choice, where)
+    local k = type(choice) == "table" and choice.backend == "persistent" and type(choice.options) == "table"
+      and choice.options.kernel
+    if type(k) == "table" and k.tile_rows ~= nil and k.max_tile_rows == nil then
+      k.max_tile_rows, k.tile_rows = k.tile_rows, nil
+      notes[#notes + 1] = ("%s.options.kernel.tile_rows read as max_tile_rows (the persistent kernels' most rows "
+        .. "a tile carries; tile_rows is now the tile height the schedule runs)"):format(where)
+    end
+  end
+  for i, e in ipairs(record.entries) do
+    if type(e) == "table" then
+      move(e.winner, ("entries[%d].winner"):format(i))
+      for j, c in ipairs(type(e.candidates) == "table" and e.candidates or {}) do
+        move(c, ("entries[%d].candidates[%d]"):format(i, j))
+      end
+    end
+  end
+  if #notes > 0 then record.migrated = notes end
   return record
 end
 
@@ -564,6 +594,10 @@ function M.find(fields, dir)
       M.warn(("ignoring the tuning record %s: %s"):format(path, why))
     end
     return nil, "the tuning record is ignored: " .. why, path
+  end
+  if record.migrated and not warned[path] then
+    warned[path] = true
+    M.warn(("the tuning record %s was migrated on reading: %s"):format(path, table.concat(record.migrated, "; ")))
   end
   return record, path
 end

@@ -21,8 +21,8 @@
  * what needs the derived sizes. docs/design.md says why each exists and
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
-enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_TILE_ROWS, O_THREADS, O_ROW_GROUP,
-       O_MIN_BLOCKS, O_COUNT };
+enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_COUNT };
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
 
@@ -41,19 +41,22 @@ static const spk_kernel_option options[O_COUNT] = {
                        "steps ahead a cell's x·Wᵀ is fetched (2 .. 4: cp.async stages)"},
     [O_ROW_PHASES] = {"row_phases", "ROW_PHASES", {NULL}, 1, 2, SPK_BIT(1) | SPK_BIT(2), SPK_DEFAULT_BATCH, 1, 0, FIELD(row_phases),
                       "halves of a tile's row groups that take turns"},
-    [O_TILE_ROWS] = {"tile_rows", "TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_BATCH, 1, 0, FIELD(tile_rows),
-                     "batch rows a tile carries"},
+    [O_MAX_TILE_ROWS] = {"max_tile_rows", "TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_TILE_ROWS),
+                         FIELD(max_tile_rows), "the most batch rows a tile carries (the kernel's: its shared memory)"},
+    /* no macro: the launch's, not the kernel's */
+    [O_TILE_ROWS] = {"tile_rows", NULL, {NULL}, 0, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_MAX_TILE_ROWS), FIELD(tile_rows),
+                     "batch rows a tile carries (0: the schedule picks, up to max_tile_rows)"},
     [O_THREADS] = {"threads", "THREADS", {NULL}, 32, 1024, 0, SPK_DEFAULT_FIT, 0,
                    ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK), FIELD(threads),
                    "threads a block: 4 * hidden / cluster / gate_block * chunks"},
     [O_ROW_GROUP] = {"row_group", "ROW_GROUP", {NULL}, 1, 8, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8),
                      SPK_DEFAULT_FIT, 0,
-                     ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_ROW_PHASES) | ON(O_TILE_ROWS) |
+                     ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_ROW_PHASES) | ON(O_MAX_TILE_ROWS) |
                          ON(O_THREADS),
                      FIELD(row_group), "rows whose partial dots a thread forms at once"},
     [O_MIN_BLOCKS] = {"min_blocks", "MIN_BLOCKS", {NULL}, 1, 64, 0, SPK_DEFAULT_FIT, 0,
                       ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_GATES_AHEAD) | ON(O_ROW_PHASES) |
-                          ON(O_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP),
+                          ON(O_MAX_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP),
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
 };
 
@@ -122,18 +125,18 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     }
     int blocks = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) / gate_block : 0;
     int chunks = blocks > 0 && v->threads % blocks == 0 ? v->threads / blocks : 0;
-    if (v->tile_rows == 0)
-        v->tile_rows = 32;
+    if (v->max_tile_rows == 0)
+        v->max_tile_rows = v->tile_rows > 0 ? v->tile_rows : 32; /* a tile height given is what the kernel carries */
     bool lanes = v->push != SPK_PUSH_SCALAR; /* the cell in the reducing lanes, tiles padded to row groups */
     if (v->row_group == 0) {
         v->row_group = chunks > 0 ? chunks : 1;
         /* no padding past the tile, and with row phases a group for each */
         int phases = v->row_phases == 2 ? 2 : 1;
-        while (lanes && v->row_group > 1 && v->row_group * phases > v->tile_rows)
+        while (lanes && v->row_group > 1 && v->row_group * phases > v->max_tile_rows)
             v->row_group /= 2;
     }
     /* ptxas spills at 64 registers (two blocks an SM) past one row with the mbarrier exchange */
-    bool wide = lanes && v->tile_rows > 1;
+    bool wide = lanes && v->max_tile_rows > 1;
     int weights = chunks > 0 ? gate_block * v->hidden / chunks : 0; /* registers of R a thread */
     bool two_fit = weights > 0 && weights <= 16 && 2 * v->threads <= 2048;
     if (v->min_blocks == 0)
@@ -166,7 +169,7 @@ static int row_threads(int hidden, int cluster, int gate_block, int chunks, int 
     return 0;
 }
 
-spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch)
 {
     size_t n = sizeof batch_table / sizeof *batch_table, i = 0;
     while (i + 1 < n && batch > batch_table[i].max_batch)
@@ -177,7 +180,7 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .gate_block = batch_table[i].gate_block,
                              .gates_ahead = batch_table[i].gates_ahead,
                              .row_phases = batch_table[i].row_phases,
-                             .tile_rows = batch_table[i].tile_rows};
+                             .max_tile_rows = batch_table[i].tile_rows};
     /* The row's chunks, or the fewest more, that keep a thread's weights
      * (gate_block * hidden / chunks) within the row's at hidden 128 and the
      * block within 256 threads. A gate-block row that finds none tries one
@@ -200,28 +203,17 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
         v = generic;
     }
     spk_cluster_variant_fit(&v);
-    if (tile_rows)
-        *tile_rows = batch_table[i].tile_rows > 0 && v.tile_rows == batch_table[i].tile_rows
-                         ? batch_table[i].tile_rows
-                         : 0;
+    /* the row's tiles are launched at the row's height, the generic fit's at the schedule's pick */
+    v.tile_rows = v.max_tile_rows == batch_table[i].tile_rows ? batch_table[i].tile_rows : 0;
     return v;
 }
 
-int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out,
-                                int64_t *tile_rows)
+int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out)
 {
-    int64_t row_tile = 0;
-    spk_cluster_variant row = spk_cluster_variant_for_batch(hidden, batch, &row_tile);
+    spk_cluster_variant row = spk_cluster_variant_for_batch(hidden, batch);
     memset(out, 0, sizeof *out);
     spk_kernel_resolve(&spk_cluster_family, &row, given, out);
     spk_cluster_variant_fit(out);
-    if (tile_rows) {
-        /* a tile height given is the launch's; the row's while the kernel keeps the row's */
-        if (given->given & ON(O_TILE_ROWS))
-            *tile_rows = out->tile_rows;
-        else
-            *tile_rows = out->tile_rows == row.tile_rows ? row_tile : 0;
-    }
     return spk_cluster_variant_derive(out, 0, NULL);
 }
 
@@ -238,7 +230,7 @@ static size_t smem_bytes(const spk_cluster_variant *v, int tile_rows)
     size_t group = v->row_group > 0 ? (size_t)v->row_group : 1;
     size_t padded = (rows + group - 1) / group * group;
     size_t barriers = 4 * (size_t)(v->row_phases == 2 ? 2 : 1);
-    size_t slots = ((size_t)v->tile_rows + group - 1) / group;
+    size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
     return 4 * (barriers + 2 * padded * hidden + stages);
 }
@@ -265,29 +257,33 @@ int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_
                         4 * chunks, v->threads);
     if (v->row_group > chunks)
         return spk_fail("kernel.row_group %d must be at most the %d chunks", v->row_group, chunks);
-    if (v->row_phases == 2 && (v->tile_rows + v->row_group - 1) / v->row_group < 2)
-        return spk_fail("kernel.row_phases 2 needs two row groups a tile: tile_rows %d, row_group %d (give "
-                        "tile_rows >= %d or a smaller row_group)", v->tile_rows, v->row_group, v->row_group + 1);
+    if (v->row_phases == 2 && (v->max_tile_rows + v->row_group - 1) / v->row_group < 2)
+        return spk_fail("kernel.row_phases 2 needs two row groups a tile: max_tile_rows %d, row_group %d (give "
+                        "max_tile_rows >= %d or a smaller row_group)", v->max_tile_rows, v->row_group,
+                        v->row_group + 1);
     if (v->min_blocks * v->threads > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for blocks of %d threads", v->min_blocks,
                         2048 / v->threads, v->threads);
+    if (v->tile_rows > v->max_tile_rows)
+        return spk_fail("kernel.tile_rows %d is more than the kernel carries (kernel.max_tile_rows %d)", v->tile_rows,
+                        v->max_tile_rows);
     if (tile_rows == 0)
-        tile_rows = v->tile_rows;
-    if (tile_rows < 1 || tile_rows > v->tile_rows)
+        tile_rows = v->tile_rows > 0 ? v->tile_rows : v->max_tile_rows;
+    if (tile_rows < 1 || tile_rows > v->max_tile_rows)
         return spk_fail("cluster plan: a launch of %d rows a tile, the kernel carries 1 .. %d", tile_rows,
-                        v->tile_rows);
-    size_t largest = smem_bytes(v, v->tile_rows);
+                        v->max_tile_rows);
+    size_t largest = smem_bytes(v, v->max_tile_rows);
     if (largest > 227u * 1024u)
-        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 232448",
-                        v->hidden, v->tile_rows, largest);
+        return spk_fail("kernel: hidden %d with max_tile_rows %d needs %zu bytes of shared memory, at most 232448",
+                        v->hidden, v->max_tile_rows, largest);
     if (out) {
         memset(out, 0, sizeof *out);
         out->file = v->push == SPK_PUSH_SCALAR ? "lstm_cluster_baseline.cu" : "lstm_cluster.cu";
         out->units = v->hidden / v->cluster;
         out->gate_rows = gate_rows;
         out->chunks = chunks;
-        out->slots = v->push == SPK_PUSH_SCALAR ? (v->tile_rows * out->units + v->threads - 1) / v->threads
-                                                : (v->tile_rows + v->row_group - 1) / v->row_group;
+        out->slots = v->push == SPK_PUSH_SCALAR ? (v->max_tile_rows * out->units + v->threads - 1) / v->threads
+                                                : (v->max_tile_rows + v->row_group - 1) / v->row_group;
         int budget = 65536 / (v->threads * v->min_blocks);
         out->registers = budget < 255 ? budget : 255;
         out->smem_bytes = smem_bytes(v, tile_rows);
@@ -391,8 +387,7 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
 /* What a plan of the family keeps (family.h). */
 typedef struct cluster_state {
     spk_cluster_variant variant;
-    int64_t launch_tile_rows;      /* the resolve's: a launch's tile height (0: the schedule picks) */
-    spk_cluster_sizes sizes;       /* at the schedule's tile height, once described */
+    spk_cluster_sizes sizes;       /* at the variant's tile height, then the schedule's once described */
     spk_cluster_schedule schedule;
     int sms;
 } cluster_state;
@@ -405,9 +400,9 @@ static int resolve(spk_family_state *st, const spk_family_request *r)
 {
     cluster_state *c = STATE(st);
     memset(c, 0, sizeof *c);
-    if (spk_cluster_variant_resolve(r->hidden, r->batch, &r->kernel, &c->variant, &c->launch_tile_rows) != 0)
+    if (spk_cluster_variant_resolve(r->hidden, r->batch, &r->kernel, &c->variant) != 0)
         return -1;
-    return spk_cluster_variant_derive(&c->variant, (int)c->launch_tile_rows, &c->sizes);
+    return spk_cluster_variant_derive(&c->variant, 0, &c->sizes);
 }
 
 static void variant_fields(const spk_family_state *st, spk_fields *out)
@@ -421,7 +416,6 @@ static void variant_fields(const spk_family_state *st, spk_fields *out)
     spk_fields_int(out, "slots", z->slots);
     spk_fields_int(out, "register_budget", z->registers);
     spk_fields_int(out, "smem_bytes", (int64_t)z->smem_bytes);
-    spk_fields_int(out, "launch_tile_rows", c->launch_tile_rows);
 }
 
 static int check(const spk_family_state *st, const spk_family_request *r)
@@ -473,10 +467,10 @@ static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
     const spk_cluster_variant *v = &c->variant;
     int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
     int n = 1;
-    if (c->launch_tile_rows > 0)
-        heights[0] = c->launch_tile_rows;
+    if (v->tile_rows > 0)
+        heights[0] = v->tile_rows;
     else
-        n = spk_cluster_heights(v->tile_rows, heights);
+        n = spk_cluster_heights(v->max_tile_rows, heights);
     for (int i = 0; i < n; i++) {
         spk_launch_config cfg = launch_config(v, (batch + heights[i] - 1) / heights[i], heights[i]);
         int clusters;
@@ -484,7 +478,7 @@ static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
             return -1;
         active[i] = clusters;
     }
-    if (spk_cluster_schedule_pick(&c->schedule, batch, heights, active, n, c->launch_tile_rows) != 0)
+    if (spk_cluster_schedule_pick(&c->schedule, batch, heights, active, n, v->tile_rows) != 0)
         return -1;
     return spk_cluster_variant_derive(v, (int)c->schedule.tile_rows, &c->sizes);
 }

@@ -44,7 +44,8 @@ typedef struct spk_cluster_variant {
     int gate_block;  /* [GATE_BLOCK] gate rows a thread holds */
     int gates_ahead; /* [GATES_AHEAD] steps ahead a cell's x·Wᵀ is fetched */
     int row_phases;  /* [ROW_PHASES] halves of a tile taking turns */
-    int tile_rows;   /* [TILE_ROWS] the most rows a tile carries */
+    int max_tile_rows; /* [TILE_ROWS] the most rows a tile carries */
+    int tile_rows;   /* rows a tile of the launch carries (0: the schedule picks); the launch's, no macro */
     int threads;     /* [THREADS] threads a block */
     int row_group;   /* [ROW_GROUP] rows whose partial dots a thread forms at once */
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
@@ -60,31 +61,31 @@ typedef struct spk_cluster_sizes {
     int units;            /* hidden units a block: hidden / cluster */
     int gate_rows;        /* 4 * units */
     int chunks;           /* k-chunks a gate row: threads / (gate_rows / gate_block) */
-    int slots;            /* (row, unit) cells a thread owns at tile_rows */
+    int slots;            /* (row, unit) cells a thread owns at max_tile_rows */
     int registers;        /* the register budget a thread: 65536 / (threads * min_blocks) */
     size_t smem_bytes;    /* dynamic shared memory of a launch of tile_rows rows */
 } spk_cluster_sizes;
 
 /* Checks a variant (its option values and rules, then what only the sizes
  * can say: threads, row groups, shared memory) and derives its sizes for
- * launches of `tile_rows` rows (<= v->tile_rows; 0: v->tile_rows). Messages
+ * launches of `tile_rows` rows (<= v->max_tile_rows; 0: the variant's
+ * tile_rows, or max_tile_rows where that is 0). Messages
  * name the option ("kernel.threads 384 must be 64 * chunks ..."). out may be
  * NULL. */
 int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_cluster_sizes *out);
 
 /* Fills the sizes left 0 (threads, row_group, min_blocks; cluster and
- * tile_rows for a variant built from scratch) from the other options and the
+ * max_tile_rows for a variant built from scratch) from the other options and the
  * hidden size. */
 void spk_cluster_variant_fit(spk_cluster_variant *v);
 
 /* The plan's default for a batch: the batch table's row (cluster.c), fitted
- * to `hidden`; *tile_rows gets the launch's tile height (0: the schedule
- * picks, up to the variant's tile_rows). */
-spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows);
+ * to `hidden`; its tile_rows the launch's tile height (0: the schedule picks,
+ * up to the variant's max_tile_rows). */
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch);
 /* The variant a plan of this batch compiles for the options a script gave
- * (the rest by each option's default rule), checked; *tile_rows as above. */
-int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out,
-                                int64_t *tile_rows);
+ * (the rest by each option's default rule), checked. */
+int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out);
 
 /* Compiles a build of the variant's source for `arch` ("sm_90"; NULL: the
  * device's): the plain build or the timeline build (SPK_TIMELINE=1). */

@@ -20,7 +20,7 @@
  * which measurement keeps it); spk_persistent_variant_check checks what
  * needs the derived sizes. */
 #define FIELD(name) offsetof(spk_persistent_variant, name)
-enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_TILE_ROWS, O_COUNT };
+enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_MAX_TILE_ROWS, O_TILE_ROWS, O_COUNT };
 #define ON(o) (1u << (o))
 
 static const spk_kernel_option options[O_COUNT] = {
@@ -35,9 +35,12 @@ static const spk_kernel_option options[O_COUNT] = {
     [O_ROW_GROUP] = {"row_group", "ROW_GROUP", {NULL}, 1, 8, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8),
                      SPK_DEFAULT_FIT, 0, ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS), FIELD(row_group),
                      "batch rows reduced together over the chunk lanes"},
-    [O_TILE_ROWS] = {"tile_rows", "MAX_TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0,
-                     ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS) | ON(O_ROW_GROUP), FIELD(tile_rows),
-                     "the most batch rows a block carries"},
+    [O_MAX_TILE_ROWS] = {"max_tile_rows", "MAX_TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0,
+                         ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_TILE_ROWS),
+                         FIELD(max_tile_rows), "the most batch rows a tile carries (the kernel's, at most 32)"},
+    /* no macro: the schedule's, not the kernel's */
+    [O_TILE_ROWS] = {"tile_rows", NULL, {NULL}, 0, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_MAX_TILE_ROWS), FIELD(tile_rows),
+                     "batch rows a tile carries (0: the schedule picks 8, 16 or 32 up to max_tile_rows)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -85,7 +88,7 @@ spk_persistent_variant spk_persistent_variant_for_batch(int hidden, int64_t batc
      * layout with the row group the fit picks, else the plain variant. */
     spk_clear_error();
     v.threads = 0;
-    v.tile_rows = 0;
+    v.max_tile_rows = 0;
     v.row_group = 0;
     spk_persistent_variant_fit(&v);
     if (spk_persistent_variant_check(&v, NULL) == 0)
@@ -120,15 +123,18 @@ void spk_persistent_variant_fit(spk_persistent_variant *v)
     if (v->row_group == 0)
         v->row_group = block == 4 && chunk_threads > 0 && v->threads % chunk_threads == 0 ? v->threads / chunk_threads
                                                                                           : 1;
-    if (v->tile_rows == 0) {
-        v->tile_rows = 32;
+    if (v->max_tile_rows == 0) {
+        v->max_tile_rows = 32;
         if (chunk_threads > 0 && v->threads % chunk_threads == 0) {
             int most = block == 4 ? 4 * v->row_group : 4 * (v->threads / chunk_threads);
             /* and the two h buffers within 48 KiB of shared memory */
             if (v->hidden > 0 && most > 6144 / v->hidden)
                 most = 6144 / v->hidden;
-            if (v->tile_rows > most)
-                v->tile_rows = most;
+            if (v->max_tile_rows > most)
+                v->max_tile_rows = most;
+            /* a tile height given is what the kernel carries, where it can */
+            if (v->tile_rows > 0 && v->tile_rows <= v->max_tile_rows)
+                v->max_tile_rows = v->tile_rows;
         }
     }
 }
@@ -159,20 +165,23 @@ int spk_persistent_variant_check(const spk_persistent_variant *v, spk_persistent
         return spk_fail("kernel.hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
                         4 * chunks, v->threads);
     int most_rows = v->gate_block == 4 ? 4 * v->row_group : 4 * chunks;
-    if (v->tile_rows < 1 || v->tile_rows > most_rows)
-        return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads, %d units, "
+    if (v->max_tile_rows < 1 || v->max_tile_rows > most_rows)
+        return spk_fail("kernel.max_tile_rows (the most rows a tile carries) must be 1..%d for %d threads, %d units, "
                         "gate_block %d and row_group %d, got %d", most_rows, v->threads, v->units, v->gate_block,
-                        v->row_group, v->tile_rows);
-    size_t smem = 2u * (size_t)v->tile_rows * (size_t)v->hidden * sizeof(float);
+                        v->row_group, v->max_tile_rows);
+    if (v->tile_rows > v->max_tile_rows)
+        return spk_fail("kernel.tile_rows %d is more than the kernel carries (kernel.max_tile_rows %d)", v->tile_rows,
+                        v->max_tile_rows);
+    size_t smem = 2u * (size_t)v->max_tile_rows * (size_t)v->hidden * sizeof(float);
     if (smem > 48u * 1024u)
-        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 49152 "
-                        "(use tile_rows <= %d)", v->hidden, v->tile_rows, smem, 6144 / v->hidden);
+        return spk_fail("kernel: hidden %d with max_tile_rows %d needs %zu bytes of shared memory, at most 49152 "
+                        "(use max_tile_rows <= %d)", v->hidden, v->max_tile_rows, smem, 6144 / v->hidden);
     if (out) {
         memset(out, 0, sizeof *out);
         out->groups = v->hidden / v->units;
         out->gate_rows = gate_rows;
         out->chunks = chunks;
-        out->state_tile = 2 * (int64_t)v->tile_rows * v->hidden;
+        out->state_tile = 2 * (int64_t)v->max_tile_rows * v->hidden;
         out->smem_bytes = smem;
     }
     return 0;
@@ -188,12 +197,16 @@ spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, spk_
 int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
 {
     static const int64_t tried[] = {8, 16, 32};
+    if (v->tile_rows > 0) {
+        heights[0] = v->tile_rows;
+        return 1;
+    }
     int n = 0;
     for (size_t i = 0; i < sizeof tried / sizeof *tried; i++)
-        if (tried[i] <= v->tile_rows)
+        if (tried[i] <= v->max_tile_rows)
             heights[n++] = tried[i];
-    if (n == 0 || heights[n - 1] != v->tile_rows)
-        heights[n++] = v->tile_rows;
+    if (n == 0 || heights[n - 1] != v->max_tile_rows)
+        heights[n++] = v->max_tile_rows;
     return n;
 }
 
@@ -206,9 +219,9 @@ int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_var
     if (s->groups != g.groups)
         return spk_fail("schedule: groups %lld, the kernel variant has %d (hidden %d / units %d)",
                         (long long)s->groups, g.groups, v->hidden, v->units);
-    if (s->tile_rows > v->tile_rows)
-        return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.tile_rows)",
-                        (long long)s->tile_rows, v->tile_rows);
+    if (s->tile_rows > v->max_tile_rows)
+        return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.max_tile_rows)",
+                        (long long)s->tile_rows, v->max_tile_rows);
     int64_t blocks = s->tiles_per_launch * s->groups;
     if (blocks > capacity)
         return spk_fail("schedule: a launch of %lld tiles needs %lld co-resident blocks, the device holds %lld",

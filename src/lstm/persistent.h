@@ -30,7 +30,8 @@ typedef struct spk_persistent_variant {
     int gate_block; /* [GATE_BLOCK] gate rows a thread holds */
     int threads;    /* [THREADS] = units * (4 / gate_block) * chunks */
     int row_group;  /* [ROW_GROUP] rows reduced together over the chunk lanes */
-    int tile_rows;  /* [MAX_TILE_ROWS] the most batch rows a block carries */
+    int max_tile_rows; /* [MAX_TILE_ROWS] the most batch rows a tile carries */
+    int tile_rows;  /* batch rows a tile carries (0: the schedule picks); the schedule's, no macro */
 } spk_persistent_variant;
 
 extern const spk_kernel_family spk_persistent_family;
@@ -40,7 +41,7 @@ typedef struct spk_persistent_geometry {
     int groups;         /* blocks per tile: hidden / units */
     int gate_rows;      /* 4 * units packed rows of R per block */
     int chunks;         /* threads / (gate_rows / gate_block) k-chunks per gate row */
-    int64_t state_tile; /* 64-bit words per tile: 2 * tile_rows * hidden */
+    int64_t state_tile; /* 64-bit words per tile: 2 * max_tile_rows * hidden */
     size_t smem_bytes;  /* the kernel's static shared memory: 2 h buffers */
 } spk_persistent_geometry;
 
@@ -52,8 +53,9 @@ spk_persistent_variant spk_persistent_variant_for_batch(int hidden, int64_t batc
 int spk_persistent_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given,
                                    spk_persistent_variant *out);
 /* Fills what is left 0: threads (the widest split that divides the hidden
- * size), row_group (1 for gate_block 1, chunks for gate_block 4) and tile
- * rows (what that split can carry, at most 32). */
+ * size), row_group (1 for gate_block 1, chunks for gate_block 4) and
+ * max_tile_rows (a tile_rows given, else what that split can carry, at most
+ * 32). */
 void spk_persistent_variant_fit(spk_persistent_variant *v);
 /* Checks a variant against the kernel's static_asserts and derives its
  * geometry and defines (out may be NULL). Messages name the option, e.g.
@@ -70,12 +72,13 @@ spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, spk_
 #define SPK_LSTM_RECURRENCE_KERNEL "spk_lstm_recurrence"
 #define SPK_LSTM_CLEAR_KERNEL "spk_lstm_clear"
 
-/* The tile heights the schedule tries, limited to what a variant carries:
- * 8, 16, 32 (those <= tile_rows), else tile_rows alone. */
+/* The tile heights the schedule tries: the variant's tile_rows alone where
+ * it names one, else those of 8, 16, 32 the variant carries (<=
+ * max_tile_rows), else max_tile_rows alone. */
 int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS]);
 
 /* Checks that a schedule suits a variant and a device capacity before any
- * launch: tile_rows <= the variant's, groups == the variant's, every launch's
+ * launch: tile_rows <= the variant's max_tile_rows, groups == the variant's, every launch's
  * blocks (tiles_per_launch * groups) within `capacity`, and a concurrent
  * schedule's two simultaneous launches within `concurrent_capacity`
  * (SPK_SCHEDULE_UNKNOWN: concurrent is refused). */

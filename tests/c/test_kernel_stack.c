@@ -167,16 +167,15 @@ TEST(the_persistent_kernel_takes_its_plans_argument_list)
 TEST(the_cluster_kernels_take_their_plans_argument_list)
 {
     for (int64_t batch = 1; batch <= 256; batch *= 16) {
-        int64_t tile_rows = 0;
         spk_kernel_choice none;
         memset(&none, 0, sizeof none);
         spk_cluster_variant v;
-        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v) == 0);
         for (int push = SPK_PUSH_SCALAR; push <= SPK_PUSH_DIRECT; push++) {
             spk_cluster_variant w = v;
             if (push == SPK_PUSH_SCALAR) {
                 w = (spk_cluster_variant){.hidden = 128, .push = SPK_PUSH_SCALAR, .cluster = 8, .gate_block = 1,
-                                          .gates_ahead = 1, .row_phases = 1, .tile_rows = 1};
+                                          .gates_ahead = 1, .row_phases = 1, .max_tile_rows = 1};
                 spk_cluster_variant_fit(&w);
             }
             spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
@@ -302,9 +301,8 @@ TEST(cluster_launches_keep_their_arguments)
         spk_kernel_choice none;
         memset(&none, 0, sizeof none);
         spk_cluster_variant v;
-        int64_t tile_rows = 0;
-        CHECK(spk_cluster_variant_resolve(128, batches[i], &none, &v, &tile_rows) == 0);
-        int64_t heights[1] = {tile_rows > 0 ? tile_rows : v.tile_rows}, active[1] = {64};
+        CHECK(spk_cluster_variant_resolve(128, batches[i], &none, &v) == 0);
+        int64_t heights[1] = {v.tile_rows > 0 ? v.tile_rows : v.max_tile_rows}, active[1] = {64};
         spk_cluster_schedule s;
         CHECK(spk_cluster_schedule_pick(&s, batches[i], heights, active, 1, heights[0]) == 0);
         spk_kernel_stack_desc d;

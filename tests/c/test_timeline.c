@@ -714,8 +714,7 @@ TEST(built_in_timeline_builds_keep_the_arithmetic)
     spk_kernel_choice none = {0};
     for (size_t i = 0; i < sizeof cluster_batches / sizeof *cluster_batches; i++) {
         spk_cluster_variant v;
-        int64_t tile_rows;
-        CHECK(spk_cluster_variant_resolve(128, cluster_batches[i], &none, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, cluster_batches[i], &none, &v) == 0);
         char name[64];
         snprintf(name, sizeof name, "cluster default, batch %lld", (long long)cluster_batches[i]);
         check_builds(name, cluster_build, &v);
@@ -736,8 +735,7 @@ TEST(built_in_timeline_builds_keep_the_arithmetic)
         CHECK((forms[i].word ? spk_kernel_choice_set_word(&spk_cluster_family, &c, option, forms[i].word)
                              : spk_kernel_choice_set_int(&spk_cluster_family, &c, option, forms[i].value)) == 0);
         spk_cluster_variant v;
-        int64_t tile_rows;
-        CHECK(spk_cluster_variant_resolve(128, forms[i].batch, &c, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, forms[i].batch, &c, &v) == 0);
         check_builds(forms[i].name, cluster_build, &v);
     }
     /* every row of the persistent batch table */
@@ -759,15 +757,14 @@ static bool stage_is(const spk_timeline_stages *st, int k, const char *name, int
 TEST(built_in_stage_lists)
 {
     spk_cluster_variant v;
-    int64_t tile_rows;
     spk_kernel_choice none = {0};
-    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v, &tile_rows) == 0);
+    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v) == 0);
     const spk_timeline_stages *st = spk_cluster_timeline_stages(&v);
     CHECK(spk_timeline_stages_check(st) == 0 && st->count == 7);
     CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 1, "gates", -1) && stage_is(st, 2, "dot", -1) &&
           stage_is(st, 3, "reduce", -1) && stage_is(st, 4, "cell", -1) && stage_is(st, 5, "publish", -1) &&
           stage_is(st, 6, "fetch", -1));
-    CHECK(spk_cluster_variant_resolve(128, 256, &none, &v, &tile_rows) == 0 && v.row_phases == 2);
+    CHECK(spk_cluster_variant_resolve(128, 256, &none, &v) == 0 && v.row_phases == 2);
     st = spk_cluster_timeline_stages(&v);
     CHECK(spk_timeline_stages_check(st) == 0 && st->count == 12);
     CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 6, "wait_2", 10) && stage_is(st, 10, "publish_2", -1) &&

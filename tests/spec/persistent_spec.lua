@@ -95,7 +95,10 @@ describe("spk.lstm.stack arguments", function()
     local gb = variant({ units = 16, gate_block = 4 }, 1)
     assert.are.equal(128, gb.threads)
     assert.are.equal(8, gb.row_group)
-    assert.are.equal(32, gb.tile_rows)
+    assert.are.equal(32, gb.max_tile_rows)
+    assert.are.equal(0, gb.tile_rows) -- the schedule picks the tile height
+    local forced = variant({ units = 16, gate_block = 4, tile_rows = 16 }, 1)
+    assert.are.same({ 16, 16, "16" }, { forced.tile_rows, forced.max_tile_rows, forced.defines.MAX_TILE_ROWS })
     assert.are.equal("4", gb.defines.GATE_BLOCK)
     -- units 32 needs gate blocks: left out, gate_block follows
     local gb32 = variant({ units = 32 }, 1)
