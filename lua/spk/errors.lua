@@ -9,7 +9,7 @@
 -- outside lua/spk, whatever level error() was given or however deep in spk it
 -- happened. So spk's functions raise with a plain error(message): no level
 -- is threaded through them (tests/spec/error_location_spec.lua checks the
--- lines, tests/spec/code_shape_spec.lua that no "level + 1" comes back).
+-- lines, tests/spec/code_shape_spec.lua that no level is passed on).
 --
 -- What is left alone: errors that are not strings (usage errors are tables),
 -- errors raised in the script's own code (a callback spk called), and

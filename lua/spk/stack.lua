@@ -48,31 +48,49 @@ return function(spk, core)
   local options = require "spk.options"
   local analysis = require "spk.timeline_analysis"
 
-  -- The input projections' math of the GPU stacks. check_math(value, backend)
-  -- -> "fp32" | "tf32" | "3xtf32", or nil and the message (the caller adds its
-  -- prefix and level). "3xtf32": split-TF32 products on the tensor cores with
-  -- FP32 sums (spk.blas.gemm's math), held to FP32's accuracy; cuDNN has no
-  -- such math, and the cpu reference computes in f32 or f64 only.
-  spk.lstm.math_modes = { "fp32", "tf32", "3xtf32" }
-  local math_backends = { tf32 = "persistent, cluster, auto or cudnn", ["3xtf32"] = "persistent, cluster or auto" }
+  -- The input projections' maths of the GPU stacks: those of the one list
+  -- (src/cuda/math_modes.h, spk.core.blas.math_modes) that the stacks take,
+  -- the first the default. check_math(value, backend) -> the math, or nil and
+  -- the message (the caller adds its prefix). cuDNN has the maths the list
+  -- marks as its own; the cpu reference computes in f32 or f64 only.
+  local modes, quoted = {}, {}
+  spk.lstm.math_modes = {}
+  for _, m in ipairs(core.blas.math_modes) do
+    if m.stacks then
+      modes[m.name] = m
+      spk.lstm.math_modes[#spk.lstm.math_modes + 1] = m.name
+      quoted[#quoted + 1] = ('"%s"'):format(m.name)
+    end
+  end
+  spk.lstm.math_default = spk.lstm.math_modes[1]
+  local function choices(list) return #list < 2 and list[1] or table.concat(list, ", ", 1, #list - 1) .. " or " .. list[#list] end
+  local math_choices = choices(quoted)
+  -- the backends a math needs: the GPU kernels' (the families and auto), and cudnn where it has the math
+  local function backends_of(m)
+    local names = {}
+    for _, f in ipairs(core.kernel_families()) do names[#names + 1] = f.backend end
+    names[#names + 1] = "auto"
+    if m.cudnn then names[#names + 1] = "cudnn" end
+    return choices(names)
+  end
   function spk.lstm.check_math(value, backend)
-    if value == nil or value == "fp32" then return "fp32" end
-    if math_backends[value] then
-      if backend == "cpu" or (value == "3xtf32" and backend == "cudnn") then
+    if value == nil or value == spk.lstm.math_default then return spk.lstm.math_default end
+    local m = modes[value]
+    if m then
+      if backend == "cpu" or (backend == "cudnn" and not m.cudnn) then
         return nil, ("backend %s has no math \"%s\"%s (math = \"%s\" needs backend %s)"):format(backend, value,
-          backend == "cpu" and ": the reference computes in f32 or f64 only" or "", value, math_backends[value])
+          backend == "cpu" and ": the reference computes in f32 or f64 only" or "", value, backends_of(m))
       end
       return value
     end
-    return nil, ("math must be \"fp32\", \"tf32\" or \"3xtf32\", got %s"):format(
+    return nil, ("math must be %s, got %s"):format(math_choices,
       type(value) == "string" and ("\"" .. value .. "\"") or tostring(value))
   end
 
-  -- What a plan's variant text adds for its math (src/lstm/device_layers.c's
-  -- spk_lstm_math_suffix says the same for the C side's names).
+  -- What a plan's variant text adds for its math (the C side's words:
+  -- src/lstm/device_layers.c, spk_lstm_math_suffix).
   function spk.lstm.math_suffix(math_mode)
-    if math_mode == nil or math_mode == "fp32" then return "" end
-    return ", " .. math_mode .. " projections"
+    return core.lstm.math_suffixes[math_mode or spk.lstm.math_default] or ""
   end
 
   local backends = {}
@@ -341,12 +359,14 @@ The stack as a plan on a registered backend (spk.lstm.backends); without backend
 kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
 plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
 options: help "persistent", help "cluster", help "cudnn", help "cpu", help "auto".]])
-  doc(spk.lstm.math_suffix, [[
-spk.lstm.math_suffix(math) -> "" | ", tf32 projections" | ", 3xtf32 projections"
+  local suffixes = {}
+  for _, name in ipairs(spk.lstm.math_modes) do suffixes[#suffixes + 1] = ('"%s"'):format(spk.lstm.math_suffix(name)) end
+  doc(spk.lstm.math_suffix, "spk.lstm.math_suffix(math) -> " .. table.concat(suffixes, " | ") .. [[
+
 What a GPU plan's variant text adds for its input projections' math.]])
   doc(spk.lstm.check_math, [[
-spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | "3xtf32" | nil, message
-The input projections' math a backend accepts (nil, the default: "fp32").]])
+spk.lstm.check_math(value, backend) -> ]] .. table.concat(quoted, " | ") .. [[ | nil, message
+The input projections' math a backend accepts (nil, the default: "]] .. spk.lstm.math_default .. [[").]])
   doc(spk.lstm.kernel_options, [[
 spk.lstm.kernel_options(backend) -> {backend =, options = {{name =, takes =, default =, help =, ...}, ...}, rules =, text =}
 The kernel options of backend "persistent" or "cluster" as data, from the backend's option table in C

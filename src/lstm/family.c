@@ -23,8 +23,8 @@ const spk_family *spk_family_find(const char *backend)
     return NULL;
 }
 
-#define STATUS_ENTRY(name, code, message) {code, message},
-const spk_kernel_stack_status spk_builtin_statuses[] = {SPK_KERNEL_STATUSES(STATUS_ENTRY)};
+#define BUILTIN_STATUS(name, code, message) {code, message},
+const spk_kernel_stack_status spk_builtin_statuses[] = {SPK_KERNEL_STATUSES(BUILTIN_STATUS)};
 const int spk_builtin_nstatuses = (int)(sizeof spk_builtin_statuses / sizeof *spk_builtin_statuses);
 
 static spk_field *next_field(spk_fields *f, const char *name, spk_field_kind kind)

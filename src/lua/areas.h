@@ -1,6 +1,9 @@
-/* The areas of the C module spk.core (module.c opens them in turn): each
- * registers its functions into the module table at `module` (an absolute
- * stack index) through lua/bind.h. */
+/* The areas of the C module spk.core (module.c opens them in turn, and so
+ * no area file calls another's opener): each registers its functions into
+ * the module table at `module` (an absolute stack index) through lua/bind.h.
+ * The cuda area's kernels.c and the plans' kernel_stack.c are opened by
+ * spk_open_cuda_kernels (lua/cuda_area.h) and spk_open_kernel_stack
+ * (lua/plan.h). */
 #ifndef SPK_LUA_AREAS_H
 #define SPK_LUA_AREAS_H
 

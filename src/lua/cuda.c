@@ -495,10 +495,8 @@ void spk_open_cuda(lua_State *L, int module)
     spk_lua_newtype(L, &graph_type);
     lua_newtable(L);
     spk_lua_setfuncs_module(L, cuda_functions, "spk.cuda");
-    spk_open_cuda_kernels(L, lua_gettop(L));
     lua_setfield(L, module, "cuda");
     spk_lua_push_tensor_methods(L);
     spk_lua_setfuncs_checked(L, tensor_methods, &spk_lua_tensor_self);
     lua_pop(L, 1);
-    spk_open_blas(L, module);
 }

@@ -52,7 +52,7 @@ static void read_options(lua_State *L, int arg, spk_cudnn_stack_options *o)
     o->steps = int_field(L, arg, "steps", false, 589);
     if (spk_cudnn_algo_from_name(string_field(L, arg, "algo", "standard"), &o->algo) ||
         spk_cudnn_layout_from_name(string_field(L, arg, "layout", "batch_major"), &o->layout) ||
-        spk_cudnn_math_from_name(string_field(L, arg, "math", "fp32"), &o->math))
+        spk_cudnn_math_from_name(string_field(L, arg, "math", spk_cudnn_math_name(SPK_CUDNN_MATH_FP32)), &o->math))
         spk_lua_fail(L);
     o->stream = spk_lua_fieldstream(L, arg, "stream"); /* the caller's options table keeps it alive */
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "lstm/device_layers.h"
 #include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
 #include "lua/areas.h"
@@ -373,7 +374,8 @@ void spk_open_lstm(lua_State *L, int module)
         {"reorder_gates", l_reorder_gates,
          "spk.lstm.reorder_gates(t, dim, from, to) -> tensor\n"
          "The four gate blocks along dimension dim (1-based, size 4H) moved from gate order `from` to `to`\n"
-         "(permutations of \"iofc\"; PyTorch's i, f, g, o is \"ifco\").", "t, dim, from, to"},
+         "(permutations of \"" SPK_GATES_ONNX "\"; PyTorch's i, f, g, o is \"" SPK_GATES_TORCH "\").",
+         "t, dim, from, to"},
         {"from_torch", l_from_torch,
          "spk.core.lstm.from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer) -> {W, R, B}\n"
          "One nn.LSTM layer's tensors in ONNX layout (what spk.lstm.load does with PyTorch names).", "tensors, layer"},
@@ -407,6 +409,10 @@ void spk_open_lstm(lua_State *L, int module)
     lua_pushstring(L, SPK_GATES_TORCH), lua_setfield(L, -2, "torch");
     lua_pushstring(L, SPK_GATES_PACKED), lua_setfield(L, -2, "packed");
     lua_setfield(L, -2, "gate_orders");
+    lua_createtable(L, 0, SPK_MATH_COUNT); /* what a plan's variant text adds for each math */
+    for (int i = 0; i < SPK_MATH_COUNT; i++)
+        lua_pushstring(L, spk_lstm_math_suffix((spk_math_mode)i)), lua_setfield(L, -2, spk_math_mode_names[i]);
+    lua_setfield(L, -2, "math_suffixes");
     lua_setfield(L, module, "lstm");
     lua_newtable(L);
     spk_lua_setfuncs_module(L, schedule, "spk.core.schedule");

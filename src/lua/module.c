@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "lua/areas.h"
+#include "lua/cuda_area.h"
+#include "lua/plan.h"
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
@@ -52,8 +54,13 @@ int luaopen_spk_core(lua_State *L)
     int module = lua_gettop(L);
     spk_open_tensor(L, module);
     spk_open_cuda(L, module);
+    spk_lua_rawfield(L, module, "cuda");
+    spk_open_cuda_kernels(L, lua_gettop(L));
+    lua_pop(L, 1);
+    spk_open_blas(L, module);
     spk_open_lstm(L, module);
     spk_open_plan(L, module);
+    spk_open_kernel_stack(L, module);
     spk_open_cudnn(L, module);
     spk_open_clock(L, module);
     static const spk_lua_checked_reg paths[] = {

@@ -14,6 +14,7 @@
  *   core.kernel_families() -> {{backend =, title =, summary =, options = <option table>, schedule =,
  *                   capacity =, timeout_ms =, trace =, timeline =}, ...}
  *   core.kernel_variant(backend, kernel | nil, batch, hidden) -> the variant a plan of that batch compiles
+ *                   (its options, sizes, defines and timeline = {stages =, waits_for =})
  *   core.trace_check(trace, layers, steps) -> true, or the error a traced forward gives
  *   core.persistent_schedule_fits(schedule, kernel, capacity[, concurrent[, hidden]]) -> true
  *   core.cluster_schedule_pick(batch, {heights}, {max_active}[, tile_rows]) -> schedule
@@ -475,9 +476,14 @@ static int l_kernel_variant(lua_State *L)
     spk_fields fields = {0};
     spk_fields_options(&fields, f->options, st->bytes);
     f->variant_fields(st, &fields);
-    lua_createtable(L, 0, fields.count + 1);
+    lua_createtable(L, 0, fields.count + 2);
     set_fields(L, &fields);
     set_defines(L, f->options, st->bytes);
+    if (f->stages) { /* what its timeline build stamps */
+        lua_createtable(L, 0, 2);
+        spk_lua_set_timeline_stages(L, f->stages(st));
+        lua_setfield(L, -2, "timeline");
+    }
     return 1;
 }
 
@@ -578,6 +584,5 @@ void spk_open_plan(lua_State *L, int module)
     spk_lua_newtype(L, &spk_lua_plan_type);
     lua_pushvalue(L, module);
     spk_lua_setfuncs_module(L, functions, "spk.core");
-    spk_open_kernel_stack(L, lua_gettop(L));
     lua_pop(L, 1);
 }

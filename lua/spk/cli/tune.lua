@@ -152,7 +152,8 @@ local function entry_of(o, batch, rows, options_of, tuning)
                   date = os.date("!%Y-%m-%dT%H:%M:%SZ"), candidates = {} }
   local best
   for i, r in ipairs(rows) do
-    local fp32 = (r.math or "fp32") == "fp32"
+    local default_math = require("spk").lstm.math_default
+    local fp32 = (r.math or default_math) == default_math
     local eligible = candidate[r.backend] == true and not r.error and fp32 and r.bound_ok == true
       and type(r.median_ms) == "number"
     local c = { backend = r.backend, options = options_of[i], variant = r.variant, median_ms = r.median_ms,
