@@ -33,10 +33,10 @@
 --   [B, steps, 2H] (an untimed forward of the same plan) is compared with it:
 --   rel_l2 = ||y - ref||_2 / ||ref||_2 over all elements, max_abs =
 --   max |y - ref|. Bounds: cuDNN (every FP32 algorithm) rel_l2 <= 1e-4; the
---   persistent and cluster kernels rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
+--   built-in kernels (every family) rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
 --   standard FP32 algorithm at the same batch (when that row exists); the cpu
 --   f32 reference rel_l2 <= 1e-4. TF32 rows (maths = {..., "tf32"}): cuDNN's
---   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the persistent and cluster
+--   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the built-in
 --   kernels with TF32 input projections 1.1 x / 2 x cuDNN standard TF32's
 --   errors at the same batch, or rel_l2 <= tf32_bound where that row is
 --   missing. 3xtf32 rows (split-TF32 projections, which claim FP32's
@@ -146,18 +146,18 @@ M.bounds = {
   -- every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
   cudnn = function(row) return reduced(math_of(row)) and M.tf32_bound or 1e-4 end,
   cpu = 1e-4,
-  -- no worse than 1.1x / 2x cuDNN standard's error in the same math
-  persistent = function(row, batch_rows)
-    local std = standard_row(batch_rows, math_of(row))
-    if not std then
-      if reduced(math_of(row)) then return M.tf32_bound end
-      return nil
-    end
-    return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
-  end,
 }
--- The cluster kernel is held to the persistent kernel's bound (the same bounds).
-M.bounds.cluster = M.bounds.persistent
+-- Every built-in kernel family (and a kernel of one's own, spk.lstm.kernel_backend):
+-- no worse than 1.1x / 2x cuDNN standard's error in the same math.
+local function kernel_bound(row, batch_rows)
+  local std = standard_row(batch_rows, math_of(row))
+  if not std then
+    if reduced(math_of(row)) then return M.tf32_bound end
+    return nil
+  end
+  return 1.1 * std.rel_l2, std.max_abs and 2 * std.max_abs or nil
+end
+for _, f in ipairs(require("spk.core").kernel_families()) do M.bounds[f.backend] = kernel_bound end
 
 local function list_of(value, what)
   if type(value) ~= "table" or #value == 0 then
@@ -452,21 +452,26 @@ function M.text(rows, info, opts)
       or " (skipped)"),
   }
   local own = false -- rows of a kernel of one's own (spk.lstm.kernel_backend)
-  local builtin = { cudnn = true, cpu = true, auto = true }
-  for _, f in ipairs(require("spk.core").kernel_families()) do builtin[f.backend] = true end
+  local builtin, held = { cudnn = true, cpu = true, auto = true }, {}
+  for _, f in ipairs(require("spk.core").kernel_families()) do
+    builtin[f.backend] = true
+    held[#held + 1] = f.backend
+  end
   for _, r in ipairs(rows) do own = own or not builtin[r.backend] end
+  if own then held[#held + 1] = "the kernels of one's own" end
+  local kernels = #held > 1 and table.concat(held, ", ", 1, #held - 1) .. " and " .. held[#held] or held[1]
   local footer = {
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
-    ("bound (rel L2): cuDNN and cpu 1e-4; persistent%s 1.1x (and max abs 2x) cuDNN standard FP32's at that "
-      .. "batch."):format(own and ", cluster and the kernels of one's own" or " and cluster"),
+    ("bound (rel L2): cuDNN and cpu 1e-4; %s 1.1x (and max abs 2x) cuDNN standard FP32's at that "
+      .. "batch."):format(kernels),
   }
   for _, m in ipairs(info.maths or {}) do
     if reduced(m) then
       footer[1] = ("vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
         .. "(%s rows: the fastest cuDNN %s one) / the row's (> 1: faster)."):format(m, m)
-      footer[#footer + 1] = ("%s rows: cuDNN %g; persistent and cluster (%s input projections, FP32 recurrence) "
-        .. "1.1x (and max abs 2x) cuDNN standard %s's at that batch, else %g."):format(m, M.tf32_bound, m:upper(), m,
-        M.tf32_bound)
+      footer[#footer + 1] = ("%s rows: cuDNN %g; %s (%s input projections, FP32 recurrence) "
+        .. "1.1x (and max abs 2x) cuDNN standard %s's at that batch, else %g."):format(m, M.tf32_bound, kernels,
+        m:upper(), m, M.tf32_bound)
     elseif m ~= DEFAULT and M.held_to[m] then
       footer[#footer + 1] = ("%s rows (%s input projections, FP32 recurrence): the %s rows' bounds; vs cuDNN best: "
         .. "the fastest cuDNN %s algorithm."):format(m, M.help[m], M.held_to[m]:upper(), M.held_to[m]:upper())

@@ -1,6 +1,6 @@
 -- spk.lstm.stack: the LSTM stack as a plan, on one of the registered
--- backends (spk.lstm.backends): "persistent" (lua/spk/persistent.lua),
--- "cluster" (lua/spk/cluster.lua), "cudnn" (lua/spk/cudnn.lua), "cpu"
+-- backends (spk.lstm.backends): "persistent" and "cluster" (the built-in
+-- kernel families, lua/spk/families.lua), "cudnn" (lua/spk/cudnn.lua), "cpu"
 -- (lua/spk/cpu.lua), "auto" (lua/spk/auto.lua).
 --
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589, backend = "cluster",

@@ -200,14 +200,12 @@ void spk_blas_release(void)
 {
     pthread_mutex_lock(&handle_lock);
     for (int d = 0; d < MAX_DEVICES; d++) {
-        if (handles[d]) {
+        if (handles[d])
             cublasDestroy(handles[d]);
-            handles[d] = NULL;
-        }
-        if (workspaces[d]) {
+        if (workspaces[d])
             cudaFree(workspaces[d]);
-            workspaces[d] = NULL;
-        }
+        handles[d] = NULL;
+        workspaces[d] = NULL;
     }
     cudaGetLastError();
     pthread_mutex_unlock(&handle_lock);

@@ -139,9 +139,8 @@ spk_timeline *spk_timeline_new(const spk_timeline_selection *sel, const spk_time
 
 void spk_timeline_free(spk_timeline *tl)
 {
-    if (!tl)
-        return;
-    spk_tensor_free(tl->buffer);
+    if (tl)
+        spk_tensor_free(tl->buffer);
     free(tl);
 }
 

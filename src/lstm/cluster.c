@@ -391,23 +391,19 @@ typedef struct cluster_state {
     spk_cluster_schedule schedule;
     int sms;
 } cluster_state;
-_Static_assert(sizeof(cluster_state) <= SPK_FAMILY_STATE_BYTES, "cluster_state outgrows spk_family_state");
-
-#define STATE(st) ((cluster_state *)(st)->bytes)
-#define CSTATE(st) ((const cluster_state *)(st)->bytes)
+SPK_FAMILY_STATE_TYPE(cluster_state)
 
 static int resolve(spk_family_state *st, const spk_family_request *r)
 {
-    cluster_state *c = STATE(st);
-    memset(c, 0, sizeof *c);
-    if (spk_cluster_variant_resolve(r->hidden, r->batch, &r->kernel, &c->variant) != 0)
-        return -1;
-    return spk_cluster_variant_derive(&c->variant, 0, &c->sizes);
+    cluster_state *c = state_of(st);
+    return spk_cluster_variant_resolve(r->hidden, r->batch, &r->kernel, &c->variant) != 0
+               ? -1
+               : spk_cluster_variant_derive(&c->variant, 0, &c->sizes);
 }
 
 static void variant_fields(const spk_family_state *st, spk_fields *out)
 {
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     const spk_cluster_sizes *z = &c->sizes;
     spk_fields_text(out, "file", z->file);
     spk_fields_int(out, "units", z->units);
@@ -432,13 +428,13 @@ static int check_device(spk_family_state *st, const spk_device_props *props)
     if (props->cc_major < 9)
         return spk_fail("lstm stack: the cluster backend needs compute capability 9.0 (this device: %d.%d)",
                         props->cc_major, props->cc_minor);
-    STATE(st)->sms = props->sms;
+    state_of(st)->sms = props->sms;
     return 0;
 }
 
 static spk_module *compile(const spk_family_state *st, spk_kernel_build build, const char *arch)
 {
-    return spk_cluster_variant_compile(&CSTATE(st)->variant, build, arch);
+    return spk_cluster_variant_compile(&cstate_of(st)->variant, build, arch);
 }
 
 static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
@@ -485,7 +481,7 @@ static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
 
 static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_request *r, spk_kernel_stack_desc *desc)
 {
-    cluster_state *c = STATE(st);
+    cluster_state *c = state_of(st);
     if (allow_cluster(&c->variant, kernel) != 0 || plan_schedule(c, kernel, r->batch) != 0)
         return -1;
     spk_kernel_stack_launch *launch = malloc(sizeof *launch);
@@ -503,7 +499,7 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
 static int check_build(const spk_family_state *st, spk_kernel_build build, spk_kernel *kernel, spk_fields *out)
 {
     (void)build;
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     const spk_cluster_schedule *s = &c->schedule;
     int clusters = 0;
     spk_launch_config cfg = launch_config(&c->variant, s->tiles, s->tile_rows);
@@ -547,13 +543,13 @@ const spk_timeline_stages *spk_cluster_timeline_stages(const spk_cluster_variant
 
 static const spk_timeline_stages *stages(const spk_family_state *st)
 {
-    return spk_cluster_timeline_stages(&CSTATE(st)->variant);
+    return spk_cluster_timeline_stages(&cstate_of(st)->variant);
 }
 
 /* Blocks are numbered rank + cluster * tile; a group is a cluster. */
 static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *warps, int *group)
 {
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     *blocks = (int64_t)c->variant.cluster * c->schedule.tiles;
     *warps = c->variant.threads / 32;
     *group = c->variant.cluster;
@@ -561,23 +557,29 @@ static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *
 
 static void plan_fields(const spk_family_state *st, spk_fields *kernel, spk_fields *schedule)
 {
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     const spk_cluster_schedule *s = &c->schedule;
     spk_fields_int(kernel, "smem", (int64_t)c->sizes.smem_bytes);
     spk_fields_int(kernel, "max_active_clusters", s->max_active);
     spk_fields_int(kernel, "sms", c->sms);
-    spk_fields_int(schedule, "batch", s->batch);
-    spk_fields_int(schedule, "tile_rows", s->tile_rows);
-    spk_fields_int(schedule, "tiles", s->tiles);
-    spk_fields_int(schedule, "clusters", s->clusters);
-    spk_fields_int(schedule, "max_active_clusters", s->max_active);
-    spk_fields_int(schedule, "waves", s->waves);
-    spk_fields_int(schedule, "launches", 1); /* per layer: both directions, every tile */
+    spk_cluster_schedule_fields(s, schedule);
+}
+
+#define MEMBER(name) SPK_FIELD_MEMBER(spk_cluster_schedule, name)
+static const spk_field_member schedule_members[] = {MEMBER(batch), MEMBER(tile_rows), MEMBER(tiles), MEMBER(clusters),
+                                                    {"max_active_clusters", offsetof(spk_cluster_schedule, max_active)},
+                                                    MEMBER(waves)};
+#undef MEMBER
+
+void spk_cluster_schedule_fields(const spk_cluster_schedule *s, spk_fields *out)
+{
+    spk_fields_members(out, s, schedule_members, (int)(sizeof schedule_members / sizeof *schedule_members));
+    spk_fields_int(out, "launches", 1); /* per layer: both directions, every tile */
 }
 
 static void variant_text(const spk_family_state *st, char *out, size_t size)
 {
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     const spk_cluster_variant *v = &c->variant;
     const spk_cluster_schedule *s = &c->schedule;
     static const char *const pushes[] = {"scalar push, cluster barrier", "direct push", "warp push"};
@@ -595,7 +597,7 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
 
 static void name(const spk_family_state *st, const spk_lstm_gpu_shape *shape, char *out, size_t size)
 {
-    const cluster_state *c = CSTATE(st);
+    const cluster_state *c = cstate_of(st);
     snprintf(out, size, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
              c->variant.cluster, (int)shape->layers, (int)shape->batch, (int)shape->steps,
              (int)c->schedule.tile_rows, (int)c->schedule.clusters, spk_lstm_math_suffix(shape->math));

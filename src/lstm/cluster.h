@@ -105,6 +105,9 @@ typedef struct spk_cluster_schedule {
     int64_t max_active;  /* clusters of this shape the device runs at once */
     int64_t waves;       /* ceil(clusters / max_active) */
 } spk_cluster_schedule;
+/* Its fields (batch, tile_rows, tiles, clusters, max_active_clusters, waves,
+ * launches): plan.schedule and spk.core.cluster_schedule_pick's result. */
+void spk_cluster_schedule_fields(const spk_cluster_schedule *s, spk_fields *out);
 
 /* The tile heights worth trying: 1, 2, 4, ..., up to max_tile_rows (and
  * max_tile_rows itself). Returns how many. */

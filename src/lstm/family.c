@@ -27,41 +27,6 @@ const spk_family *spk_family_find(const char *backend)
 const spk_kernel_stack_status spk_builtin_statuses[] = {SPK_KERNEL_STATUSES(BUILTIN_STATUS)};
 const int spk_builtin_nstatuses = (int)(sizeof spk_builtin_statuses / sizeof *spk_builtin_statuses);
 
-static spk_field *next_field(spk_fields *f, const char *name, spk_field_kind kind)
-{
-    static spk_field spare; /* past SPK_FIELDS_MAX: dropped (a family's table bug, caught by its spec) */
-    if (f->count >= SPK_FIELDS_MAX)
-        return &spare;
-    spk_field *x = &f->at[f->count++];
-    *x = (spk_field){.name = name, .kind = kind};
-    return x;
-}
-
-void spk_fields_int(spk_fields *f, const char *name, int64_t value) { next_field(f, name, SPK_FIELD_INT)->value = value; }
-
-void spk_fields_bool(spk_fields *f, const char *name, bool value)
-{
-    next_field(f, name, SPK_FIELD_BOOL)->value = value;
-}
-
-void spk_fields_text(spk_fields *f, const char *name, const char *text)
-{
-    next_field(f, name, SPK_FIELD_TEXT)->text = text;
-}
-
-void spk_fields_options(spk_fields *f, const spk_kernel_family *options, const void *variant)
-{
-    for (int i = 0; i < options->count; i++) {
-        const spk_kernel_option *o = &options->options[i];
-        int value = spk_kernel_option_get(o, variant);
-        const char *word = spk_kernel_option_word(o, value);
-        if (word)
-            spk_fields_text(f, o->name, word);
-        else
-            spk_fields_int(f, o->name, value);
-    }
-}
-
 spk_module *spk_family_compile_source(const char *file, const spk_kernel_family *options, const void *variant,
                                       spk_kernel_build build, const char *arch)
 {

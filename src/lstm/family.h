@@ -21,6 +21,7 @@
 
 #include "cuda/runtime.h"
 #include "cuda/timeline.h"
+#include "lstm/fields.h"
 #include "lstm/kernel_options.h"
 #include "lstm/kernel_stack.h"
 
@@ -48,31 +49,17 @@ typedef struct spk_family_request {
     uint64_t timeout_ns;          /* SPK_PLAN_TIMEOUT; 0: never give up */
 } spk_family_request;
 
-/* Named values a plan reports (plan.kernel, plan.schedule, a build's), so
- * the binding pushes them without knowing the family. Texts are static. */
-#define SPK_FIELDS_MAX 40
-typedef enum spk_field_kind { SPK_FIELD_INT, SPK_FIELD_BOOL, SPK_FIELD_TEXT } spk_field_kind;
-typedef struct spk_field {
-    const char *name;
-    spk_field_kind kind;
-    int64_t value;
-    const char *text;
-} spk_field;
-typedef struct spk_fields {
-    int count;
-    spk_field at[SPK_FIELDS_MAX];
-} spk_fields;
-void spk_fields_int(spk_fields *f, const char *name, int64_t value);
-void spk_fields_bool(spk_fields *f, const char *name, bool value);
-void spk_fields_text(spk_fields *f, const char *name, const char *text);
-/* A variant's options by name (a word option as its word; the options'
- * table order). */
-void spk_fields_options(spk_fields *f, const spk_kernel_family *options, const void *variant);
-
 #define SPK_FAMILY_STATE_BYTES 640
 typedef struct spk_family_state {
     _Alignas(16) unsigned char bytes[SPK_FAMILY_STATE_BYTES];
 } spk_family_state;
+
+/* A family's own state struct `type` (its variant first): checked to fit,
+ * and its accessors state_of(st) and cstate_of(st). */
+#define SPK_FAMILY_STATE_TYPE(type)                                                                                    \
+    _Static_assert(sizeof(type) <= SPK_FAMILY_STATE_BYTES, #type " outgrows spk_family_state");                       \
+    static inline type *state_of(spk_family_state *st) { return (type *)(void *)st->bytes; }                           \
+    static inline const type *cstate_of(const spk_family_state *st) { return (const type *)(const void *)st->bytes; }
 
 typedef struct spk_family {
     const char *backend; /* spk.lstm.stack's backend name: "persistent" */
@@ -85,8 +72,8 @@ typedef struct spk_family {
     const char *clear_entry; /* a kernel clearing the state words (NULL: a memset) */
 
     /* The variant a plan of this batch compiles for the options given (each
-     * option left out by its default rule), checked, into the state; no
-     * device. Also what spk.lstm.kernel_variant reports. */
+     * option left out by its default rule), checked, into the state (zeroed
+     * by the plan); no device. Also what spk.lstm.kernel_variant reports. */
     int (*resolve)(spk_family_state *st, const spk_family_request *r);
     /* The variant's options are the options table's; these are what it
      * derives (sizes, the source file), no device. */

@@ -296,23 +296,19 @@ typedef struct persistent_state {
     int64_t concurrent_capacity; /* what two simultaneous launches share */
     int blocks_per_sm;
 } persistent_state;
-_Static_assert(sizeof(persistent_state) <= SPK_FAMILY_STATE_BYTES, "persistent_state outgrows spk_family_state");
-
-#define STATE(st) ((persistent_state *)(st)->bytes)
-#define CSTATE(st) ((const persistent_state *)(st)->bytes)
+SPK_FAMILY_STATE_TYPE(persistent_state)
 
 static int resolve(spk_family_state *st, const spk_family_request *r)
 {
-    persistent_state *p = STATE(st);
-    memset(p, 0, sizeof *p);
-    if (spk_persistent_variant_resolve(r->hidden, r->batch, &r->kernel, &p->variant) != 0)
-        return -1;
-    return spk_persistent_variant_check(&p->variant, &p->geometry);
+    persistent_state *p = state_of(st);
+    return spk_persistent_variant_resolve(r->hidden, r->batch, &r->kernel, &p->variant) != 0
+               ? -1
+               : spk_persistent_variant_check(&p->variant, &p->geometry);
 }
 
 static void variant_fields(const spk_family_state *st, spk_fields *out)
 {
-    const spk_persistent_geometry *g = &CSTATE(st)->geometry;
+    const spk_persistent_geometry *g = &cstate_of(st)->geometry;
     spk_fields_text(out, "file", "lstm_recurrence.cu");
     spk_fields_int(out, "groups", g->groups);
     spk_fields_int(out, "chunks", g->chunks);
@@ -332,7 +328,7 @@ static int check(const spk_family_state *st, const spk_family_request *r)
 
 static spk_module *compile(const spk_family_state *st, spk_kernel_build build, const char *arch)
 {
-    return spk_persistent_variant_compile(&CSTATE(st)->variant, build, arch);
+    return spk_persistent_variant_compile(&cstate_of(st)->variant, build, arch);
 }
 
 /* A schedule made elsewhere, checked against the batch. */
@@ -387,7 +383,7 @@ static int plan_schedule(persistent_state *p, spk_kernel *kernel, const spk_fami
 
 static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_request *r, spk_kernel_stack_desc *desc)
 {
-    persistent_state *p = STATE(st);
+    persistent_state *p = state_of(st);
     if (plan_schedule(p, kernel, r) != 0)
         return -1;
     int max = 2 * (int)spk_schedule_launch_count(&p->schedule);
@@ -405,7 +401,7 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
  * more registers: the plan's schedule must fit it too. */
 static int check_build(const spk_family_state *st, spk_kernel_build build, spk_kernel *kernel, spk_fields *out)
 {
-    const persistent_state *p = CSTATE(st);
+    const persistent_state *p = cstate_of(st);
     int capacity = 0;
     if (spk_kernel_cooperative_capacity(kernel, p->variant.threads, 0, &capacity) != 0)
         return -1;
@@ -437,7 +433,7 @@ static const spk_timeline_stages *stages(const spk_family_state *st)
 /* Blocks are numbered group + groups * tile; a group is a tile's blocks. */
 static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *warps, int *group)
 {
-    const persistent_state *p = CSTATE(st);
+    const persistent_state *p = cstate_of(st);
     *blocks = (int64_t)p->geometry.groups * p->schedule.tiles;
     *warps = p->variant.threads / 32;
     *group = p->geometry.groups;
@@ -445,23 +441,17 @@ static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *
 
 static void plan_fields(const spk_family_state *st, spk_fields *kernel, spk_fields *schedule)
 {
-    const persistent_state *p = CSTATE(st);
+    const persistent_state *p = cstate_of(st);
     spk_fields_int(kernel, "occupancy", p->blocks_per_sm);
     spk_fields_int(kernel, "device_capacity", p->device_capacity);
     spk_fields_int(kernel, "capacity", p->capacity);
     spk_fields_int(kernel, "concurrent_capacity", p->concurrent_capacity);
-    const spk_schedule *s = &p->schedule;
-    spk_fields_int(schedule, "batch", s->batch);
-    spk_fields_int(schedule, "groups", s->groups);
-    spk_fields_int(schedule, "tile_rows", s->tile_rows);
-    spk_fields_int(schedule, "tiles", s->tiles);
-    spk_fields_int(schedule, "tiles_per_launch", s->tiles_per_launch);
-    spk_fields_bool(schedule, "concurrent", s->concurrent);
+    spk_schedule_fields(&p->schedule, schedule);
 }
 
 static void variant_text(const spk_family_state *st, char *out, size_t size)
 {
-    const persistent_state *p = CSTATE(st);
+    const persistent_state *p = cstate_of(st);
     const spk_persistent_variant *v = &p->variant;
     char layout[64] = "";
     if (v->gate_block != 1 || v->row_group != 1)
@@ -472,7 +462,7 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
 
 static void name(const spk_family_state *st, const spk_lstm_gpu_shape *shape, char *out, size_t size)
 {
-    const spk_schedule *s = &CSTATE(st)->schedule;
+    const spk_schedule *s = &cstate_of(st)->schedule;
     snprintf(out, size, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)",
              (int)shape->layers, (int)shape->batch, (int)shape->steps, (int)s->tile_rows,
              s->concurrent ? "concurrent" : "sequential", spk_lstm_math_suffix(shape->math));

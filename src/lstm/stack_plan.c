@@ -19,13 +19,20 @@ struct spk_stack_plan {
     spk_fields timeline_build; /* what the timeline build runs with */
 };
 
+/* The family's resolve into a zeroed state. */
+static int resolve(const spk_family *f, spk_family_state *state, const spk_family_request *r)
+{
+    memset(state, 0, sizeof *state);
+    return f->resolve(state, r);
+}
+
 int spk_family_variant(const spk_family *f, int hidden, int64_t batch, const spk_kernel_choice *kernel,
                        spk_family_state *state)
 {
     spk_family_request r = {.hidden = hidden, .batch = batch};
     if (kernel)
         r.kernel = *kernel;
-    return f->resolve(state, &r);
+    return resolve(f, state, &r);
 }
 
 /* The hidden size a variant was resolved for (its option "hidden": a
@@ -52,7 +59,7 @@ static int check_request(const spk_stack_plan_options *o, spk_stack_plan *p, spk
     p->request = (spk_family_request){.hidden = (int)dims.hidden, .batch = o->batch, .steps = o->steps,
                                       .layers = o->count, .kernel = o->kernel, .schedule = o->schedule,
                                       .capacity = o->capacity, .timeout_ns = o->timeout_ns};
-    if (f->resolve(&p->state, &p->request) != 0 ||
+    if (resolve(f, &p->state, &p->request) != 0 ||
         spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, variant_hidden(f, &p->state), o->math,
                                  shape) != 0 ||
         (f->check && f->check(&p->state, &p->request) != 0))
@@ -137,9 +144,8 @@ spk_stack_plan *spk_stack_plan_of_kernel(const spk_kernel_stack_options *o)
 
 void spk_stack_plan_free(spk_stack_plan *p)
 {
-    if (!p)
-        return;
-    spk_kernel_stack_free(p->stack);
+    if (p)
+        spk_kernel_stack_free(p->stack);
     free(p);
 }
 

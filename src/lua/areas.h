@@ -1,9 +1,8 @@
 /* The areas of the C module spk.core (module.c opens them in turn, and so
  * no area file calls another's opener): each registers its functions into
  * the module table at `module` (an absolute stack index) through lua/bind.h.
- * The cuda area's kernels.c and the plans' kernel_stack.c are opened by
- * spk_open_cuda_kernels (lua/cuda_area.h) and spk_open_kernel_stack
- * (lua/plan.h). */
+ * The cuda area's kernels.c is opened by spk_open_cuda_kernels
+ * (lua/cuda_area.h). */
 #ifndef SPK_LUA_AREAS_H
 #define SPK_LUA_AREAS_H
 
@@ -15,9 +14,6 @@ void spk_open_blas(lua_State *L, int module);
 void spk_open_lstm(lua_State *L, int module);
 void spk_open_plan(lua_State *L, int module);
 void spk_open_cudnn(lua_State *L, int module);
-void spk_open_clock(lua_State *L, int module);
-void spk_open_doc(lua_State *L, int module);
-void spk_open_onnx(lua_State *L, int module);
 void spk_open_timeline(lua_State *L, int module);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lstm/fields.h"
 #include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
 
@@ -75,6 +76,94 @@ int spk_lua_typeerror(lua_State *L, int arg, const char *expected)
 {
     const char *got = spk_lua_typename(L, arg);
     return luaL_argerror(L, arg, lua_pushfstring(L, "%s expected, got %s", expected, got));
+}
+
+void spk_lua_setint(lua_State *L, const char *key, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void spk_lua_setbool(lua_State *L, const char *key, bool v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void spk_lua_setstring(lua_State *L, const char *key, const char *v)
+{
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void spk_lua_setnumber(lua_State *L, const char *key, lua_Number v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void spk_lua_setfields(lua_State *L, const spk_fields *f)
+{
+    for (int i = 0; i < f->count; i++) {
+        const spk_field *x = &f->at[i];
+        if (x->kind == SPK_FIELD_TEXT)
+            lua_pushstring(L, x->text);
+        else if (x->kind == SPK_FIELD_BOOL)
+            lua_pushboolean(L, x->value != 0);
+        else
+            lua_pushinteger(L, (lua_Integer)x->value);
+        lua_setfield(L, -2, x->name);
+    }
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void spk_lua_push_sorted(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    int n = spk_lua_rawcount(L, idx);
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        names[i] = lua_tostring(L, -1); /* kept alive by the list */
+        lua_pop(L, 1);
+    }
+    qsort(names, (size_t)n, sizeof *names, compare_strings);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_remove(L, -2); /* the buffer */
+}
+
+int spk_lua_checkintegers(lua_State *L, int arg, int64_t *out, int min, int max, const char *what)
+{
+    luaL_checktype(L, arg, LUA_TTABLE);
+    int n = spk_lua_rawcount(L, arg);
+    if (n < min || n > max)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must list %d .. %d integers, got %d", what, min, max, n));
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, arg, i + 1);
+        int ok = 0;
+        out[i] = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (!ok || lua_type(L, -1) != LUA_TNUMBER)
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] must be an integer, got %s", what, i + 1,
+                                                  spk_lua_describe(L, -1)));
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+void *spk_lua_checkudata(lua_State *L, int idx, const char *metatable, const char *name)
+{
+    void *u = luaL_testudata(L, idx, metatable);
+    if (!u)
+        spk_lua_typeerror(L, idx, name);
+    return u;
 }
 
 const char *spk_lua_describe(lua_State *L, int idx)
@@ -229,6 +318,13 @@ void spk_lua_setfuncs_module(lua_State *L, const spk_lua_checked_reg *fns, const
     setfuncs(L, fns, NULL, owner, NULL, false);
 }
 
+void spk_lua_register(lua_State *L, int table, const spk_lua_checked_reg *fns, const char *owner)
+{
+    lua_pushvalue(L, table);
+    setfuncs(L, fns, NULL, owner, NULL, false);
+    lua_pop(L, 1);
+}
+
 /* ---- userdata types ------------------------------------------------------ */
 
 void spk_lua_push_methods(lua_State *L, const char *metatable)
@@ -253,6 +349,35 @@ void spk_lua_setmethods_any_state(lua_State *L, spk_lua_type *type, const spk_lu
     lua_pop(L, 1);
 }
 
+/* __gc, __close (upvalue 1: the type) and close (the checked call's type):
+ * the pointer taken out of the object, then freed. */
+static int release_object(lua_State *L, const spk_lua_type *type)
+{
+    void **u = luaL_checkudata(L, 1, type->metatable);
+    void *p = *u;
+    *u = NULL;
+    if (p)
+        type->free(p);
+    return 0;
+}
+
+static int release_metamethod(lua_State *L) { return release_object(L, lua_touserdata(L, lua_upvalueindex(1))); }
+
+static int close_method(lua_State *L) { return release_object(L, lua_touserdata(L, lua_upvalueindex(UP_TYPE))); }
+
+static int tostring_metamethod(lua_State *L)
+{
+    const spk_lua_type *type = lua_touserdata(L, lua_upvalueindex(1));
+    void *p = spk_lua_toobject(L, 1, type);
+    if (p)
+        type->tostring(L, p);
+    else if (type->closed)
+        lua_pushstring(L, type->closed);
+    else
+        lua_pushfstring(L, "%s (closed)", type->name);
+    return 1;
+}
+
 void spk_lua_newtype(lua_State *L, spk_lua_type *type)
 {
     type->self = (spk_lua_self){type->name, NULL};
@@ -260,19 +385,21 @@ void spk_lua_newtype(lua_State *L, spk_lua_type *type)
     spk_lua_push_methods(L, type->metatable);
     if (type->methods)
         setfuncs(L, type->methods, &type->self, NULL, type, false);
-    if (type->release) {
+    if (type->free) {
         /* closing twice is fine */
         type->close_entry[0] = (spk_lua_checked_reg){
-            "close", type->release,
+            "close", close_method,
             type->close_doc ? type->close_doc
                             : "x:close()\nReleases it now (also at <close> and collection); later use is an error.",
             ""};
         type->close_entry[1] = (spk_lua_checked_reg){NULL, NULL, NULL, NULL};
         setfuncs(L, type->close_entry, &type->self, NULL, type, true);
-        lua_pushcfunction(L, type->release);
-        lua_setfield(L, -3, "__gc");
-        lua_pushcfunction(L, type->release);
-        lua_setfield(L, -3, "__close");
+        static const char *const releases[] = {"__gc", "__close"};
+        for (int i = 0; i < 2; i++) {
+            lua_pushlightuserdata(L, type);
+            lua_pushcclosure(L, release_metamethod, 1);
+            lua_setfield(L, -3, releases[i]);
+        }
     }
     spk_lua_settype(L, type->metatable, -1, type->doc);
     if (type->index) {
@@ -281,7 +408,8 @@ void spk_lua_newtype(lua_State *L, spk_lua_type *type)
     }
     lua_setfield(L, -2, "__index");
     if (type->tostring) {
-        lua_pushcfunction(L, type->tostring);
+        lua_pushlightuserdata(L, type);
+        lua_pushcclosure(L, tostring_metamethod, 1);
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
@@ -309,14 +437,6 @@ void *spk_lua_toobject(lua_State *L, int idx, const spk_lua_type *type)
 {
     void **u = luaL_testudata(L, idx, type->metatable);
     return u ? *u : NULL;
-}
-
-void *spk_lua_takeobject(lua_State *L, int idx, const spk_lua_type *type)
-{
-    void **u = luaL_checkudata(L, idx, type->metatable);
-    void *p = *u;
-    *u = NULL;
-    return p;
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -636,16 +756,16 @@ spk_tensor *spk_lua_holdtensor(lua_State *L, int idx)
     return view;
 }
 
-int spk_lua_checklayers(lua_State *L, int idx, spk_lstm_layer *out, int max)
+int spk_lua_checklayers(lua_State *L, int idx, spk_lstm_layer *out, int max, const char *where)
 {
+    const char *sep = where ? ": " : "";
+    where = where ? where : "";
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "layers must be a list of {W =, R =, B =}, got %s", spk_lua_describe(L, idx));
+        luaL_error(L, "%s%slayers must be a list of {W =, R =, B =}, got %s", where, sep, spk_lua_describe(L, idx));
     idx = lua_absindex(L, idx);
     int count = spk_lua_rawcount(L, idx);
-    if (count < 1)
-        luaL_error(L, "layers: a stack needs at least one layer {W =, R =, B =}");
-    if (count > max)
-        luaL_error(L, "layers: a stack has at most %d layers, got %d", max, count);
+    if (count < 1 || count > max)
+        luaL_error(L, "%s%slayers must hold 1..%d layers, got %d", where, sep, max, count);
     static const char *const names[3] = {"W", "R", "B"};
     for (int k = 1; k <= count; k++) {
         if (lua_rawgeti(L, idx, k) != LUA_TTABLE)

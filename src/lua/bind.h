@@ -15,13 +15,29 @@
  *       {NULL, NULL, NULL, NULL}};
  *   spk_lua_setfuncs_checked(L, functions, NULL);        -- spk.<name> functions into the table on top
  *   spk_lua_setfuncs_module(L, functions, "spk.cuda");   -- functions of another table
+ *   spk_lua_register(L, module, functions, "spk.core");  -- the same into the table at index `module`
  *
- *   static const spk_lua_type stream_type = {
- *       .metatable = "spk.cuda.stream", .name = "stream", .methods = stream_methods,
- *       .release = stream_release, .tostring = stream_tostring, .doc = "stream: ..."};
+ *   static void stream_free(void *s) { spk_stream_release(s); }            -- an open object's pointer
+ *   static void stream_tostring(lua_State *L, void *s) { lua_pushfstring(L, ...); }  -- an open one's text
+ *   static spk_lua_type stream_type = {.metatable = "spk.cuda.stream", .name = "stream",
+ *       .methods = stream_methods, .free = stream_free, .tostring = stream_tostring, .doc = "stream: ..."};
  *   spk_lua_newtype(L, &stream_type);                    -- metatable, methods, close, __gc, __close
  *   void **slot = spk_lua_newobject(L, &stream_type);    -- a new object; store the pointer in *slot
  *   spk_stream *s = spk_lua_checkobject(L, 2, &stream_type);   -- an open one, or a Lua error
+ *
+ * The readers (each names the argument or key and the value in its
+ * message): spk_lua_checktensor, _checkoption (a vocabulary's one list),
+ * _checkkeys / _checkoptions (an options table's keys), _intfield,
+ * _boolfield, _stringfield, _dim3field, _optfield_*, _checkintegers,
+ * _checkshape, _checklayers, _read_trace; the writers: _setint, _setbool,
+ * _setstring, _setnumber, _setfields (lstm/fields.h), _push_sorted; the
+ * failure helpers spk_lua_fail / spk_lua_check. (For code written against
+ * the former lua/args.h and gpu_plan.h: their readers are these, under the
+ * same names; spk_lua_noextra and spk_lua_setfuncs are gone, the parameter
+ * list of spk_lua_setfuncs_checked / spk_lua_register does it;
+ * spk_lua_checkmodule(L, i) is spk_lua_checkobject(L, i, &spk_lua_module_type)
+ * of lua/cuda_area.h; a type frees through `free`; the GPU plans' helpers
+ * are plan.c's own.)
  *
  * Every registered function runs behind a check that counts its arguments
  * against its parameter list (trailing nils are no arguments), and a method
@@ -95,6 +111,8 @@ void spk_lua_setfuncs_checked(lua_State *L, const spk_lua_checked_reg *fns, cons
 /* The same for the functions of a table other than spk (`owner`, static
  * storage: "spk.cuda", "spk.core"), whose messages read "<owner>.<name> takes (...)". */
 void spk_lua_setfuncs_module(lua_State *L, const spk_lua_checked_reg *fns, const char *owner);
+/* Either of the above into the table at index `table` (owner NULL: spk's own). */
+void spk_lua_register(lua_State *L, int table, const spk_lua_checked_reg *fns, const char *owner);
 /* Raises the extra-argument error if any argument from `first` on is not nil.
  * For functions whose parameter list ends in "...". */
 void spk_lua_check_end(lua_State *L, int first);
@@ -106,10 +124,14 @@ typedef struct spk_lua_type {
     const char *metatable;              /* "spk.cuda.stream": the registry key and __name */
     const char *name;                   /* "stream": what messages call it */
     const spk_lua_checked_reg *methods; /* its methods (NULL: none) */
-    /* Frees the object and sets its pointer to NULL, idempotent: __gc,
-     * __close and the method close (NULL: the object is never closed). */
-    lua_CFunction release;
-    lua_CFunction tostring;             /* __tostring (NULL: Lua's) */
+    /* Frees an open object's pointer (NULL: the object is never closed).
+     * __gc, __close and the method close take the pointer out of the
+     * object first, so each object is freed once, and stays closed. */
+    void (*free)(void *object);
+    /* Pushes the text of an open object (NULL: Lua's __tostring); a closed
+     * one prints `closed` (NULL: "<name> (closed)"). */
+    void (*tostring)(lua_State *L, void *object);
+    const char *closed;
     lua_CFunction index;                /* fields besides the methods (NULL: the methods alone) */
     const char *doc;                    /* the type's documentation (help) */
     const char *close_doc;              /* close's (NULL: a generic one) */
@@ -120,7 +142,7 @@ typedef struct spk_lua_type {
 /* Registers the type: its metatable (__gc, __close, __tostring, __index; a
  * methods table, with `index` as __index and the methods in its "methods"
  * field), the methods behind their checks, close where the type has a
- * release, and its doc. `type` must outlive the Lua state (a static). */
+ * free, and its doc. `type` must outlive the Lua state (a static). */
 void spk_lua_newtype(lua_State *L, spk_lua_type *type);
 /* Pushes a new object of the type holding no pointer yet; the caller stores
  * it in the returned slot (a constructor that fails leaves it NULL). */
@@ -133,10 +155,6 @@ void *spk_lua_toobject(lua_State *L, int idx, const spk_lua_type *type);
 /* Registers more methods of a registered type, which also serve a closed
  * object (is_closed): argument 1 is checked to be one of the type only. */
 void spk_lua_setmethods_any_state(lua_State *L, spk_lua_type *type, const spk_lua_checked_reg *fns);
-/* Takes the pointer out of the object at idx (NULL when it is closed) and
- * leaves it closed: what a type's release frees ("static int
- * stream_release(L) { spk_stream_release(spk_lua_takeobject(L, 1, &t)); return 0; }"). */
-void *spk_lua_takeobject(lua_State *L, int idx, const spk_lua_type *type);
 /* Pushes the methods table of a type, made empty on first use (a registry
  * entry "<metatable>.methods"), so other areas add to it in any order:
  * cuda.c's t:cuda() to the tensor's. spk_lua_push_tensor_methods: the
@@ -154,6 +172,17 @@ int spk_lua_rawglobal(lua_State *L, const char *name);
 /* The raw length of the table at idx, clamped to INT_MAX. */
 int spk_lua_rawcount(lua_State *L, int idx);
 
+/* t[key] = v for the table t at the top of the stack (a NULL string: nil). */
+void spk_lua_setint(lua_State *L, const char *key, lua_Integer v);
+void spk_lua_setbool(lua_State *L, const char *key, bool v);
+void spk_lua_setstring(lua_State *L, const char *key, const char *v);
+void spk_lua_setnumber(lua_State *L, const char *key, lua_Number v);
+/* Each named value of `f` (lstm/fields.h) on the table at the top. */
+struct spk_fields;
+void spk_lua_setfields(lua_State *L, const struct spk_fields *f);
+/* Pushes the strings of the list at idx, sorted (strcmp), as a new list. */
+void spk_lua_push_sorted(lua_State *L, int idx);
+
 /* ---- values in messages -------------------------------------------------- */
 
 /* What the value at idx is, as messages say it: "tensor", "closed tensor",
@@ -162,6 +191,9 @@ int spk_lua_rawcount(lua_State *L, int idx);
 const char *spk_lua_typename(lua_State *L, int idx);
 /* luaL_typeerror with spk_lua_typename: "<expected> expected, got <type>". */
 int spk_lua_typeerror(lua_State *L, int arg, const char *expected);
+/* The block of the userdata at idx behind `metatable`, or that type error
+ * naming it `name` (luaL_checkudata in spk's words). */
+void *spk_lua_checkudata(lua_State *L, int idx, const char *metatable, const char *name);
 /* Pushes a short description of the value at idx for messages, made
  * without running Lua code: number 2, string "hello", table, tensor. */
 const char *spk_lua_describe(lua_State *L, int idx);
@@ -206,6 +238,11 @@ double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fa
 spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback);
 /* The dtype named at `arg`, or `fallback` when the argument is absent or nil. */
 spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback);
+/* The integers of the list at argument `arg`, read raw into out (min to
+ * max of them); otherwise a bad-argument error "<what> must list 1 .. 8
+ * integers, got 9" or "<what>[2] must be an integer, got string "x"".
+ * Returns how many. */
+int spk_lua_checkintegers(lua_State *L, int arg, int64_t *out, int min, int max, const char *what);
 /* Reads a shape starting at `arg`: either a table {2, 3} or consecutive
  * integer arguments. Stops at the first argument that is not an integer
  * (for varargs) and returns the index of the first argument after the shape.
@@ -241,11 +278,12 @@ spk_tensor *spk_lua_holdtensor(lua_State *L, int idx);
 
 /* The list of layers {W =, R =, B =} at idx (1 to `max` of them) into out,
  * the tensors' pointers read raw (the list keeps them alive; valid while
- * nothing allocates): "layer 2 is not a table {W =, R =, B =} (got number)",
- * "layer 1: R is not a tensor (got string)". A part left out is NULL (the
- * stack's validation names it). Returns how many. */
+ * nothing allocates): "<where>: layers must hold 1..64 layers, got 0",
+ * "layer 2 is not a table {W =, R =, B =} (got number)", "layer 1: R is not
+ * a tensor (got string)" (where: the messages' prefix, NULL for none). A
+ * part left out is NULL (the stack's validation names it). Returns how many. */
 struct spk_lstm_layer;
-int spk_lua_checklayers(lua_State *L, int idx, struct spk_lstm_layer *out, int max);
+int spk_lua_checklayers(lua_State *L, int idx, struct spk_lstm_layer *out, int max, const char *where);
 
 /* A trace table {layer = k (from 1), direction = "forward" | "reverse",
  * steps = {t, ...} (from 1)} at idx, read raw; `steps` (room for

@@ -48,7 +48,7 @@ static int l_gemm(lua_State *L)
     spk_lua_rawfield(L, 1, "math");
     g.math = (spk_math_mode)spk_lua_checkoption(L, -1, SPK_MATH_FP32, spk_math_mode_names, "gemm.math");
     lua_pop(L, 1);
-    g.stream = spk_lua_fieldstream(L, 1, "stream");
+    g.stream = spk_lua_fieldstream(L, 1, "stream", NULL);
     spk_lua_check(L, spk_gemm(&g));
     return 0;
 }
@@ -110,11 +110,11 @@ void spk_open_blas(lua_State *L, int module)
     for (int i = 0; i < SPK_MATH_COUNT; i++) {
         unsigned where = spk_math_mode_where((spk_math_mode)i);
         lua_createtable(L, 0, 5);
-        lua_pushstring(L, spk_math_mode_names[i]), lua_setfield(L, -2, "name");
-        lua_pushboolean(L, (where & SPK_MATH_STACKS) != 0), lua_setfield(L, -2, "stacks");
-        lua_pushboolean(L, (where & SPK_MATH_CUDNN) != 0), lua_setfield(L, -2, "cudnn");
-        lua_pushstring(L, spk_math_mode_name(spk_math_mode_held_to((spk_math_mode)i))), lua_setfield(L, -2, "held_to");
-        lua_pushstring(L, spk_math_mode_help((spk_math_mode)i)), lua_setfield(L, -2, "help");
+        spk_lua_setstring(L, "name", spk_math_mode_names[i]);
+        spk_lua_setbool(L, "stacks", (where & SPK_MATH_STACKS) != 0);
+        spk_lua_setbool(L, "cudnn", (where & SPK_MATH_CUDNN) != 0);
+        spk_lua_setstring(L, "held_to", spk_math_mode_name(spk_math_mode_held_to((spk_math_mode)i)));
+        spk_lua_setstring(L, "help", spk_math_mode_help((spk_math_mode)i));
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "math_modes");

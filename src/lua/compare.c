@@ -134,7 +134,5 @@ void spk_open_compare(lua_State *L, int module)
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs_checked(L, module_functions, NULL);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, module_functions, NULL);
 }

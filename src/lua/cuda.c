@@ -28,8 +28,7 @@ static void push_props(lua_State *L, const spk_device_props *p)
     lua_createtable(L, 0, 24);
 #define SETI(key, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, key))
     SETI("index", p->ordinal);
-    lua_pushstring(L, p->name);
-    lua_setfield(L, -2, "name");
+    spk_lua_setstring(L, "name", p->name);
     lua_pushfstring(L, "%d.%d", p->cc_major, p->cc_minor);
     lua_setfield(L, -2, "cc");
     SETI("cc_major", p->cc_major);
@@ -50,10 +49,8 @@ static void push_props(lua_State *L, const spk_device_props *p)
     SETI("memory_clock_khz", p->memory_clock_khz);
     SETI("memory_bus_bits", p->memory_bus_bits);
 #undef SETI
-    lua_pushboolean(L, p->cooperative_launch);
-    lua_setfield(L, -2, "cooperative");
-    lua_pushboolean(L, p->cluster_launch);
-    lua_setfield(L, -2, "cluster");
+    spk_lua_setbool(L, "cooperative", p->cooperative_launch);
+    spk_lua_setbool(L, "cluster", p->cluster_launch);
 }
 
 static int l_device(lua_State *L)
@@ -100,14 +97,11 @@ static int l_info(lua_State *L)
     spk_cuda_info info;
     spk_cuda_get_info(&info);
     lua_createtable(L, 0, 8);
-    lua_pushinteger(L, info.runtime_version);
-    lua_setfield(L, -2, "runtime_version");
-    lua_pushinteger(L, info.driver_version);
-    lua_setfield(L, -2, "driver_version");
+    spk_lua_setint(L, "runtime_version", info.runtime_version);
+    spk_lua_setint(L, "driver_version", info.driver_version);
     lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
     lua_setfield(L, -2, "nvrtc_version");
-    lua_pushboolean(L, info.device_count > 0);
-    lua_setfield(L, -2, "available");
+    spk_lua_setbool(L, "available", info.device_count > 0);
     lua_createtable(L, info.device_count, 0);
     for (int i = 0; i < info.device_count; i++) {
         spk_device_props p;
@@ -118,8 +112,7 @@ static int l_info(lua_State *L)
     }
     lua_setfield(L, -2, "devices");
     if (info.error[0]) {
-        lua_pushstring(L, info.error);
-        lua_setfield(L, -2, "error");
+        spk_lua_setstring(L, "error", info.error);
     }
     return 1;
 }
@@ -131,12 +124,13 @@ spk_stream *spk_lua_optstream(lua_State *L, int idx)
     return lua_isnoneornil(L, idx) ? NULL : spk_lua_checkobject(L, idx, &spk_lua_stream_type);
 }
 
-spk_stream *spk_lua_fieldstream(lua_State *L, int t, const char *key)
+spk_stream *spk_lua_fieldstream(lua_State *L, int t, const char *key, const char *where)
 {
     spk_lua_rawfield(L, t, key);
     spk_stream *s = NULL;
     if (!lua_isnil(L, -1) && !(s = spk_lua_toobject(L, -1, &spk_lua_stream_type)))
-        luaL_error(L, "%s must be an open spk.cuda stream, got %s", key, spk_lua_typename(L, -1));
+        luaL_error(L, "%s%s%s must be an open spk.cuda stream, got %s", where ? where : "", where ? ": " : "", key,
+                   spk_lua_typename(L, -1));
     lua_pop(L, 1); /* the table keeps it alive */
     return s;
 }
@@ -160,22 +154,22 @@ static int l_default_stream(lua_State *L)
     return 1;
 }
 
-static int stream_release(lua_State *L)
-{
-    spk_stream_release(spk_lua_takeobject(L, 1, &spk_lua_stream_type));
-    return 0;
-}
-
 static spk_stream *self_stream(lua_State *L) { return spk_lua_checkobject(L, 1, &spk_lua_stream_type); }
 
 static int stream_synchronize(lua_State *L) { return spk_lua_check(L, spk_stream_synchronize(self_stream(L))); }
 
+/* A query's answer, once its status is checked. */
+static int push_done(lua_State *L, int status, const bool *done)
+{
+    spk_lua_check(L, status);
+    lua_pushboolean(L, *done);
+    return 1;
+}
+
 static int stream_query(lua_State *L)
 {
-    bool done;
-    spk_lua_check(L, spk_stream_query(self_stream(L), &done));
-    lua_pushboolean(L, done);
-    return 1;
+    bool done = false;
+    return push_done(L, spk_stream_query(self_stream(L), &done), &done);
 }
 
 static spk_lua_type event_type; /* below */
@@ -186,14 +180,9 @@ static int stream_wait(lua_State *L)
     return spk_lua_check(L, spk_stream_wait_event(s, spk_lua_checkobject(L, 2, &event_type)));
 }
 
-static int stream_tostring(lua_State *L)
+static void stream_tostring(lua_State *L, void *s)
 {
-    spk_stream *s = spk_lua_toobject(L, 1, &spk_lua_stream_type);
-    if (!s)
-        lua_pushstring(L, "spk.cuda.stream (closed)");
-    else
-        lua_pushfstring(L, "spk.cuda.stream (cuda:%d, %p)", spk_stream_device(s), spk_stream_handle(s));
-    return 1;
+    lua_pushfstring(L, "spk.cuda.stream (cuda:%d, %p)", spk_stream_device(s), spk_stream_handle(s));
 }
 
 static const spk_lua_checked_reg stream_methods[] = {
@@ -203,12 +192,11 @@ static const spk_lua_checked_reg stream_methods[] = {
      "s:wait(event)\nLater work on s waits for the event (a cross-stream dependency, no host wait).", "event"},
     {NULL, NULL, NULL, NULL}};
 
-spk_lua_type spk_lua_stream_type = {
-    .metatable = "spk.cuda.stream",
-    .name = "stream",
-    .methods = stream_methods,
-    .release = stream_release,
-    .tostring = stream_tostring,
+static void stream_free(void *s) { spk_stream_release(s); }
+
+spk_lua_type spk_lua_stream_type = {.metatable = "spk.cuda.stream", .name = "stream",
+    .methods = stream_methods, .free = stream_free, .tostring = stream_tostring,
+    .closed = "spk.cuda.stream (closed)",
     .doc = "stream: a CUDA stream (spk.cuda.stream()); work enqueued on it runs in order.",
 };
 
@@ -221,12 +209,6 @@ static int l_event(lua_State *L)
     if (!(*slot = spk_event_new(timing)))
         return spk_lua_fail(L);
     return 1;
-}
-
-static int event_release(lua_State *L)
-{
-    spk_event_free(spk_lua_takeobject(L, 1, &event_type));
-    return 0;
 }
 
 static spk_event *self_event(lua_State *L) { return spk_lua_checkobject(L, 1, &event_type); }
@@ -243,21 +225,11 @@ static int event_synchronize(lua_State *L) { return spk_lua_check(L, spk_event_s
 
 static int event_query(lua_State *L)
 {
-    bool done;
-    spk_lua_check(L, spk_event_query(self_event(L), &done));
-    lua_pushboolean(L, done);
-    return 1;
+    bool done = false;
+    return push_done(L, spk_event_query(self_event(L), &done), &done);
 }
 
-static int event_tostring(lua_State *L)
-{
-    spk_event *e = spk_lua_toobject(L, 1, &event_type);
-    if (!e)
-        lua_pushstring(L, "spk.cuda.event (closed)");
-    else
-        lua_pushfstring(L, "spk.cuda.event (%p)", (void *)e);
-    return 1;
-}
+static void event_tostring(lua_State *L, void *e) { lua_pushfstring(L, "spk.cuda.event (%p)", e); }
 
 /* start:elapsed(stop) -> milliseconds from start to stop. */
 static int event_elapsed(lua_State *L)
@@ -278,12 +250,11 @@ static const spk_lua_checked_reg event_methods[] = {
      "stop"},
     {NULL, NULL, NULL, NULL}};
 
-static spk_lua_type event_type = {
-    .metatable = "spk.cuda.event",
-    .name = "event",
-    .methods = event_methods,
-    .release = event_release,
-    .tostring = event_tostring,
+static void event_free(void *e) { spk_event_free(e); }
+
+static spk_lua_type event_type = {.metatable = "spk.cuda.event", .name = "event",
+    .methods = event_methods, .free = event_free, .tostring = event_tostring,
+    .closed = "spk.cuda.event (closed)",
     .doc = "event: a CUDA event (spk.cuda.event()), for ordering streams and timing GPU work.",
 };
 
@@ -308,12 +279,6 @@ static int l_capture_end(lua_State *L)
     return 1;
 }
 
-static int graph_release(lua_State *L)
-{
-    spk_graph_free(spk_lua_takeobject(L, 1, &graph_type));
-    return 0;
-}
-
 static int graph_replay(lua_State *L)
 {
     spk_graph *g = spk_lua_checkobject(L, 1, &graph_type);
@@ -334,11 +299,10 @@ static const spk_lua_checked_reg graph_methods[] = {
     {"nodes", graph_nodes, "g:nodes() -> integer\nThe number of nodes (kernels, copies, ...) in the graph.", ""},
     {NULL, NULL, NULL, NULL}};
 
-static spk_lua_type graph_type = {
-    .metatable = "spk.cuda.graph",
-    .name = "graph",
-    .methods = graph_methods,
-    .release = graph_release,
+static void graph_free(void *g) { spk_graph_free(g); }
+
+static spk_lua_type graph_type = {.metatable = "spk.cuda.graph", .name = "graph",
+    .methods = graph_methods, .free = graph_free,
     .doc = "graph: captured GPU work (spk.cuda.graph(fn)), replayed with one launch.",
 };
 
@@ -396,16 +360,8 @@ static int tensor_to_device(lua_State *L)
 /* spk.cuda.empty / zeros(shape table, dtype[, stream]): a zero-filled device tensor. */
 static int l_zeros(lua_State *L)
 {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    int ndim = spk_lua_rawcount(L, 1);
-    if (ndim > SPK_MAX_DIMS)
-        return luaL_argerror(L, 1, "too many dimensions");
     int64_t shape[SPK_MAX_DIMS];
-    for (int i = 0; i < ndim; i++) {
-        lua_rawgeti(L, 1, i + 1);
-        shape[i] = (int64_t)luaL_checkinteger(L, -1);
-        lua_pop(L, 1);
-    }
+    int ndim = spk_lua_checkintegers(L, 1, shape, 0, SPK_MAX_DIMS, "shape");
     spk_dtype dtype = SPK_F32;
     if (!lua_isnoneornil(L, 2) && spk_dtype_from_name(luaL_checkstring(L, 2), &dtype))
         return spk_lua_fail(L);

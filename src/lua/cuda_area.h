@@ -13,8 +13,9 @@ extern spk_lua_type spk_lua_module_type; /* "spk.cuda.module": spk.cuda.compile'
 
 /* The open stream at idx, or NULL (the default stream) for nil. */
 spk_stream *spk_lua_optstream(lua_State *L, int idx);
-/* The same for field `key` of the table at t ("<key> must be an open spk.cuda stream, got ..."). */
-spk_stream *spk_lua_fieldstream(lua_State *L, int t, const char *key);
+/* The same for field `key` of the table at t ("<where>: <key> must be an
+ * open spk.cuda stream, got ..."; where NULL: no prefix). */
+spk_stream *spk_lua_fieldstream(lua_State *L, int t, const char *key, const char *where);
 
 /* kernels.c's functions into the table `cuda` (core.cuda, an absolute index). */
 void spk_open_cuda_kernels(lua_State *L, int cuda);

@@ -54,7 +54,7 @@ static void read_options(lua_State *L, int arg, spk_cudnn_stack_options *o)
         spk_cudnn_layout_from_name(string_field(L, arg, "layout", "batch_major"), &o->layout) ||
         spk_cudnn_math_from_name(string_field(L, arg, "math", spk_cudnn_math_name(SPK_CUDNN_MATH_FP32)), &o->math))
         spk_lua_fail(L);
-    o->stream = spk_lua_fieldstream(L, arg, "stream"); /* the caller's options table keeps it alive */
+    o->stream = spk_lua_fieldstream(L, arg, "stream", "cudnn stack"); /* the caller's options table keeps it alive */
 }
 
 static const char *const stack_options[] = {"layers", "batch", "steps", "algo", "layout", "math", "stream", NULL};
@@ -72,7 +72,7 @@ static int l_stack(lua_State *L)
     read_options(L, 1, &o);
     spk_lstm_layer layers[MAX_LAYERS];
     spk_lua_rawfield(L, 1, "layers");
-    int count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS);
+    int count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS, "cudnn stack");
     if (!(*slot = spk_cudnn_stack_new(layers, count, &o)))
         return spk_lua_fail(L);
     lua_pushvalue(L, at);
@@ -98,7 +98,7 @@ static int l_algorithms(lua_State *L)
         if (spk_lua_rawfield(L, 1, "hidden") != LUA_TNIL || spk_lua_rawfield(L, 1, "input") != LUA_TNIL)
             return luaL_error(L, "cudnn algorithms: hidden and input are for a random stack; the layers given fix them");
         lua_pop(L, 2);
-        count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS);
+        count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS, "cudnn algorithms");
     } else {
         int64_t n = t == LUA_TNIL ? 4 : int_field(L, 1, "layers", false, 4);
         int64_t hidden = int_field(L, 1, "hidden", false, 128), input = int_field(L, 1, "input", false, 60);
@@ -122,12 +122,9 @@ static int l_algorithms(lua_State *L)
     lua_createtable(L, SPK_CUDNN_ALGO_COUNT, 0);
     for (int a = 0; a < SPK_CUDNN_ALGO_COUNT; a++) {
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, spk_cudnn_algo_name(results[a].algo));
-        lua_setfield(L, -2, "algo");
-        lua_pushboolean(L, results[a].ok);
-        lua_setfield(L, -2, "ok");
-        lua_pushstring(L, results[a].reason);
-        lua_setfield(L, -2, "reason");
+        spk_lua_setstring(L, "algo", spk_cudnn_algo_name(results[a].algo));
+        spk_lua_setbool(L, "ok", results[a].ok);
+        spk_lua_setstring(L, "reason", results[a].reason);
         lua_rawseti(L, -2, a + 1);
     }
     return 1;
@@ -193,12 +190,6 @@ static int plan_device_buffers(lua_State *L)
     return 2;
 }
 
-static int plan_release(lua_State *L)
-{
-    spk_cudnn_stack_free(spk_lua_takeobject(L, 1, &plan_type));
-    return 0;
-}
-
 static int plan_is_closed(lua_State *L)
 {
     lua_pushboolean(L, spk_lua_toobject(L, 1, &plan_type) == NULL);
@@ -259,20 +250,14 @@ static int plan_index(lua_State *L)
     return 1;
 }
 
-static int plan_tostring(lua_State *L)
+static void plan_tostring(lua_State *L, void *p)
 {
-    spk_cudnn_stack *p = spk_lua_toobject(L, 1, &plan_type);
-    if (!p) {
-        lua_pushliteral(L, "cudnn stack (closed)");
-        return 1;
-    }
     spk_cudnn_stack_info in;
     spk_cudnn_stack_get_info(p, &in);
     lua_pushfstring(L, "cudnn stack (%s, %s, %s; batch %I, steps %I, %d layers, input %I, hidden %I)",
                     spk_cudnn_algo_name(in.algo), spk_cudnn_layout_name(in.layout), spk_cudnn_math_name(in.math),
                     (lua_Integer)in.batch, (lua_Integer)in.steps, in.dims.layers, (lua_Integer)in.dims.input,
                     (lua_Integer)in.dims.hidden);
-    return 1;
 }
 
 static int l_version(lua_State *L)
@@ -296,13 +281,10 @@ static const spk_lua_checked_reg plan_methods[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static spk_lua_type plan_type = {
-    .metatable = "spk.cudnn.stack",
-    .name = "cudnn stack",
-    .methods = plan_methods,
-    .release = plan_release,
-    .tostring = plan_tostring,
-    .index = plan_index,
+static void plan_free(void *p) { spk_cudnn_stack_free(p); }
+
+static spk_lua_type plan_type = {.metatable = "spk.cudnn.stack", .name = "cudnn stack",
+    .methods = plan_methods, .free = plan_free, .tostring = plan_tostring, .index = plan_index,
     .doc = "cudnn stack plan: cuDNN's LSTM over the stack (spk.lstm.cudnn_stack{...}); fields algo, layout,\n"
            "math, batch, steps, layers, hidden, input, device, weight_bytes, workspace_bytes, reserve_bytes.",
     .close_doc = "plan:close()\nFrees the plan's device memory now (also <close> and collection).",

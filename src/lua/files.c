@@ -182,11 +182,6 @@ static int files_read(lua_State *L)
     return 1;
 }
 
-static int compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* spk.files.list(folder) -> the names in it (no "." or ".."), sorted. */
 static int files_list(lua_State *L)
 {
@@ -204,18 +199,7 @@ static int files_list(lua_State *L)
         lua_rawseti(L, -2, ++n);
     }
     closedir(d);
-    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, -2, i + 1);
-        names[i] = lua_tostring(L, -1); /* kept alive by the first table */
-        lua_pop(L, 1);
-    }
-    qsort(names, (size_t)n, sizeof *names, compare_strings);
-    lua_createtable(L, n, 0);
-    for (int i = 0; i < n; i++) {
-        lua_pushstring(L, names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    spk_lua_push_sorted(L, -1);
     return 1;
 }
 

@@ -108,12 +108,6 @@ static int l_compile(lua_State *L)
 
 /* ---- modules ----------------------------------------------------------- */
 
-static int module_release(lua_State *L)
-{
-    spk_module_release(spk_lua_takeobject(L, 1, &spk_lua_module_type));
-    return 0;
-}
-
 static spk_module *self_module(lua_State *L) { return spk_lua_checkobject(L, 1, &spk_lua_module_type); }
 
 static int module_code(lua_State *L)
@@ -155,10 +149,10 @@ static int module_params(lua_State *L)
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_createtable(L, 0, 4);
-        lua_pushstring(L, params[i].type), lua_setfield(L, -2, "type");
-        lua_pushinteger(L, (lua_Integer)params[i].size), lua_setfield(L, -2, "size");
-        lua_pushinteger(L, params[i].elements), lua_setfield(L, -2, "elements");
-        lua_pushstring(L, params[i].name), lua_setfield(L, -2, "name");
+        spk_lua_setstring(L, "type", params[i].type);
+        spk_lua_setint(L, "size", (lua_Integer)params[i].size);
+        spk_lua_setint(L, "elements", params[i].elements);
+        spk_lua_setstring(L, "name", params[i].name);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -198,18 +192,12 @@ static int module_index(lua_State *L)
     return 1;
 }
 
-static int module_tostring(lua_State *L)
+static void module_tostring(lua_State *L, void *m)
 {
-    spk_module *m = spk_lua_toobject(L, 1, &spk_lua_module_type);
-    if (!m) {
-        lua_pushstring(L, "spk.cuda.module (closed)");
-        return 1;
-    }
     size_t bytes;
     spk_module_code(m, &bytes);
     lua_pushfstring(L, "spk.cuda.module (%s, %s, %d bytes%s)", spk_module_arch(m), spk_module_is_ptx(m) ? "ptx" : "cubin",
                     (int)bytes, spk_module_from_cache(m) ? ", cached" : "");
-    return 1;
 }
 
 static const spk_lua_checked_reg module_methods[] = {
@@ -222,13 +210,11 @@ static const spk_lua_checked_reg module_methods[] = {
      "name"},
     {NULL, NULL, NULL, NULL}};
 
-spk_lua_type spk_lua_module_type = {
-    .metatable = "spk.cuda.module",
-    .name = "module",
-    .methods = module_methods,
-    .release = module_release,
-    .tostring = module_tostring,
-    .index = module_index,
+static void module_free(void *m) { spk_module_release(m); }
+
+spk_lua_type spk_lua_module_type = {.metatable = "spk.cuda.module", .name = "module",
+    .methods = module_methods, .free = module_free, .tostring = module_tostring,
+    .closed = "spk.cuda.module (closed)", .index = module_index,
     .doc = "module: NVRTC-compiled code (spk.cuda.compile{...}); fields arch, format (\"cubin\" | \"ptx\"),\n"
            "size, key (the cache key), log (the compiler's), cached (loaded from the kernel cache), ptx.",
 };
@@ -240,20 +226,13 @@ static int l_cache_info(lua_State *L)
     spk_cache_info info;
     spk_lua_check(L, spk_cache_get_info(&info));
     lua_createtable(L, 0, 7);
-    lua_pushstring(L, info.dir);
-    lua_setfield(L, -2, "dir");
-    lua_pushboolean(L, info.writable);
-    lua_setfield(L, -2, "writable");
-    lua_pushinteger(L, info.entries);
-    lua_setfield(L, -2, "entries");
-    lua_pushinteger(L, (lua_Integer)info.bytes);
-    lua_setfield(L, -2, "bytes");
-    lua_pushinteger(L, info.hits);
-    lua_setfield(L, -2, "hits");
-    lua_pushinteger(L, info.misses);
-    lua_setfield(L, -2, "misses");
-    lua_pushinteger(L, info.rejected);
-    lua_setfield(L, -2, "rejected");
+    spk_lua_setstring(L, "dir", info.dir);
+    spk_lua_setbool(L, "writable", info.writable);
+    spk_lua_setint(L, "entries", info.entries);
+    spk_lua_setint(L, "bytes", (lua_Integer)info.bytes);
+    spk_lua_setint(L, "hits", info.hits);
+    spk_lua_setint(L, "misses", info.misses);
+    spk_lua_setint(L, "rejected", info.rejected);
     return 1;
 }
 
@@ -305,11 +284,6 @@ static int l_sha256(lua_State *L)
     return 1;
 }
 
-static int compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static bool is_kernel_source(const char *name)
 {
     size_t n = strlen(name);
@@ -336,21 +310,7 @@ static int l_kernel_files(lua_State *L)
         lua_rawseti(L, -2, ++count);
     }
     closedir(d);
-    const char **names = malloc(sizeof *names * (size_t)(count ? count : 1));
-    if (!names)
-        return luaL_error(L, "spk.cuda.kernel_files: out of memory");
-    for (int i = 0; i < count; i++) {
-        lua_rawgeti(L, -1, i + 1);
-        names[i] = lua_tostring(L, -1); /* kept alive by the table until it is rewritten */
-        lua_pop(L, 1);
-    }
-    qsort(names, (size_t)count, sizeof *names, compare_strings);
-    lua_createtable(L, count, 0);
-    for (int i = 0; i < count; i++) {
-        lua_pushstring(L, names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    free(names);
+    spk_lua_push_sorted(L, -1);
     return 1;
 }
 
@@ -390,12 +350,11 @@ static int make_scalar(lua_State *L, spk_arg_kind kind)
     return 1;
 }
 
-static int l_u32(lua_State *L) { return make_scalar(L, SPK_ARG_U32); }
-static int l_i32(lua_State *L) { return make_scalar(L, SPK_ARG_I32); }
-static int l_u64(lua_State *L) { return make_scalar(L, SPK_ARG_U64); }
-static int l_i64(lua_State *L) { return make_scalar(L, SPK_ARG_I64); }
-static int l_f32(lua_State *L) { return make_scalar(L, SPK_ARG_F32); }
-static int l_f64(lua_State *L) { return make_scalar(L, SPK_ARG_F64); }
+/* spk.u32(n), spk.i32(n), ...: one constructor a kind. */
+#define SCALAR_CONSTRUCTOR(kind, KIND) static int l_##kind(lua_State *L) { return make_scalar(L, SPK_ARG_##KIND); }
+SCALAR_CONSTRUCTOR(u32, U32) SCALAR_CONSTRUCTOR(i32, I32) SCALAR_CONSTRUCTOR(u64, U64)
+SCALAR_CONSTRUCTOR(i64, I64) SCALAR_CONSTRUCTOR(f32, F32) SCALAR_CONSTRUCTOR(f64, F64)
+#undef SCALAR_CONSTRUCTOR
 
 static int scalar_tostring(lua_State *L)
 {
@@ -476,16 +435,11 @@ static int read_args(lua_State *L, int idx, const char *kernel, spk_arg *args, s
  * launch makes, without a GPU (so it can be tested anywhere). */
 static int l_pack_args(lua_State *L)
 {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    int np = spk_lua_rawcount(L, 1);
-    if (np > SPK_MAX_KERNEL_ARGS)
-        return luaL_argerror(L, 1, "too many parameters");
+    int64_t given[SPK_MAX_KERNEL_ARGS];
+    int np = spk_lua_checkintegers(L, 1, given, 0, SPK_MAX_KERNEL_ARGS, "param_sizes");
     size_t sizes[SPK_MAX_KERNEL_ARGS];
-    for (int i = 0; i < np; i++) {
-        lua_rawgeti(L, 1, i + 1);
-        sizes[i] = (size_t)luaL_checkinteger(L, -1);
-        lua_pop(L, 1);
-    }
+    for (int i = 0; i < np; i++)
+        sizes[i] = given[i] < 0 ? 0 : (size_t)given[i];
     spk_arg args[SPK_MAX_KERNEL_ARGS];
     spk_storage *uses[SPK_MAX_KERNEL_ARGS];
     const char *name = luaL_optstring(L, 3, "?");
@@ -495,22 +449,14 @@ static int l_pack_args(lua_State *L)
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_createtable(L, 0, 2);
-        lua_pushstring(L, spk_arg_kind_name(args[i].kind));
-        lua_setfield(L, -2, "kind");
-        lua_pushinteger(L, (lua_Integer)spk_arg_size(args[i].kind));
-        lua_setfield(L, -2, "size");
+        spk_lua_setstring(L, "kind", spk_arg_kind_name(args[i].kind));
+        spk_lua_setint(L, "size", (lua_Integer)spk_arg_size(args[i].kind));
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
-
-static int kernel_release(lua_State *L)
-{
-    spk_kernel_free(spk_lua_takeobject(L, 1, &kernel_type));
-    return 0;
-}
 
 static size_t opt_size_field(lua_State *L, int idx, const char *key)
 {
@@ -535,7 +481,7 @@ static int kernel_launch(lua_State *L)
         return luaL_error(L, "kernel %s: launch needs grid = and block =", spk_kernel_name(k));
     spk_lua_dim3field(L, 2, "cluster", cfg.cluster, 0, "launch");
     cfg.smem = opt_size_field(L, 2, "smem");
-    cfg.stream = spk_lua_fieldstream(L, 2, "stream");
+    cfg.stream = spk_lua_fieldstream(L, 2, "stream", NULL);
     spk_lua_rawfield(L, 2, "cooperative");
     cfg.cooperative = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -585,27 +531,19 @@ static void read_block_smem(lua_State *L, int *block, size_t *smem)
     *smem = opt_size_field(L, 2, "smem");
 }
 
-static int kernel_occupancy(lua_State *L)
+/* k:<method>{block =, smem =} -> count(k, threads, smem): blocks an SM, or co-resident ones. */
+static int count_blocks(lua_State *L, int (*count)(spk_kernel *, int, size_t, int *))
 {
-    spk_kernel *k = spk_lua_checkobject(L, 1, &kernel_type);
     int block, blocks;
     size_t smem;
     read_block_smem(L, &block, &smem);
-    spk_lua_check(L, spk_kernel_occupancy(k, block, smem, &blocks));
+    spk_lua_check(L, count(spk_lua_checkobject(L, 1, &kernel_type), block, smem, &blocks));
     lua_pushinteger(L, blocks);
     return 1;
 }
 
-static int kernel_capacity(lua_State *L)
-{
-    spk_kernel *k = spk_lua_checkobject(L, 1, &kernel_type);
-    int block, blocks;
-    size_t smem;
-    read_block_smem(L, &block, &smem);
-    spk_lua_check(L, spk_kernel_cooperative_capacity(k, block, smem, &blocks));
-    lua_pushinteger(L, blocks);
-    return 1;
-}
+static int kernel_occupancy(lua_State *L) { return count_blocks(L, spk_kernel_occupancy); }
+static int kernel_capacity(lua_State *L) { return count_blocks(L, spk_kernel_cooperative_capacity); }
 
 static int kernel_params(lua_State *L)
 {
@@ -643,12 +581,7 @@ static int kernel_index(lua_State *L)
     return 1;
 }
 
-static int kernel_tostring(lua_State *L)
-{
-    spk_kernel *k = spk_lua_toobject(L, 1, &kernel_type);
-    lua_pushfstring(L, "spk.cuda.kernel (%s)", k ? spk_kernel_name(k) : "closed");
-    return 1;
-}
+static void kernel_tostring(lua_State *L, void *k) { lua_pushfstring(L, "spk.cuda.kernel (%s)", spk_kernel_name(k)); }
 
 static const spk_lua_checked_reg kernel_methods[] = {
     {"launch", kernel_launch,
@@ -668,20 +601,18 @@ static const spk_lua_checked_reg kernel_methods[] = {
      "k:set_max_dynamic_smem(bytes)\nAllows launches with up to `bytes` of dynamic shared memory.", "bytes"},
     {NULL, NULL, NULL, NULL}};
 
-static spk_lua_type kernel_type = {
-    .metatable = "spk.cuda.kernel",
-    .name = "kernel",
-    .methods = kernel_methods,
-    .release = kernel_release,
-    .tostring = kernel_tostring,
-    .index = kernel_index,
+static void kernel_free(void *k) { spk_kernel_free(k); }
+
+static spk_lua_type kernel_type = {.metatable = "spk.cuda.kernel", .name = "kernel",
+    .methods = kernel_methods, .free = kernel_free, .tostring = kernel_tostring,
+    .closed = "spk.cuda.kernel (closed)", .index = kernel_index,
     .doc = "kernel: a __global__ function of a module (m:kernel(name)); field name.",
 };
 
-static spk_lua_type scalar_type = {
-    .metatable = SCALAR_MT,
-    .name = "scalar",
-    .tostring = scalar_tostring,
+/* A scalar holds its value in the userdata (not a pointer): its __tostring is its own. */
+static const luaL_Reg scalar_metamethods[] = {{"__tostring", scalar_tostring}, {NULL, NULL}};
+
+static spk_lua_type scalar_type = {.metatable = SCALAR_MT, .name = "scalar",
     .index = scalar_index,
     .doc = "scalar: a typed kernel argument (spk.u32(n), spk.f32(x), ...); fields kind, size, value.",
 };
@@ -723,7 +654,8 @@ void spk_open_cuda_kernels(lua_State *L, int cuda)
     spk_lua_newtype(L, &spk_lua_module_type);
     spk_lua_newtype(L, &kernel_type);
     spk_lua_newtype(L, &scalar_type);
-    lua_pushvalue(L, cuda);
-    spk_lua_setfuncs_module(L, functions, "spk.cuda");
+    luaL_getmetatable(L, SCALAR_MT);
+    luaL_setfuncs(L, scalar_metamethods, 0);
     lua_pop(L, 1);
+    spk_lua_register(L, cuda, functions, "spk.cuda");
 }

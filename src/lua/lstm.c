@@ -1,6 +1,7 @@
-/* Lua bindings of src/lstm: core.lstm.* (layers, packing, the reference) and
- * core.schedule.* (tile schedules). Thin: check arguments, call C, raise
- * spk_last_error(). lua/spk/lstm.lua builds spk.lstm and spk.schedule on top.
+/* Lua bindings of src/lstm: core.lstm.* (layers, packing, the reference),
+ * core.schedule.* (tile schedules) and core.onnx.* (ONNX LSTM files). Thin:
+ * check arguments, call C, raise spk_last_error(). lua/spk/lstm.lua builds
+ * spk.lstm, spk.schedule and spk.onnx on top.
  * Layers are counted from 1 here as in every Lua-facing message; trace steps
  * are 1-based in Lua; schedule tile indices stay 0-based (as the kernel sees
  * them). */
@@ -11,8 +12,10 @@
 
 #include "core/error.h"
 #include "lstm/device_layers.h"
+#include "lstm/fields.h"
 #include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
+#include "lstm/onnx_stack.h"
 #include "lua/areas.h"
 
 #define MAX_LAYERS 64
@@ -36,52 +39,31 @@ static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const cha
 static int l_validate(lua_State *L)
 {
     spk_lstm_layer layers[MAX_LAYERS];
-    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS);
+    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL);
     spk_lstm_dims dims;
     if (spk_lstm_validate(layers, count, &dims))
         return spk_lua_fail(L);
     lua_createtable(L, 0, 3);
-    lua_pushinteger(L, dims.layers);
-    lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, dims.hidden);
-    lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, dims.input);
-    lua_setfield(L, -2, "input");
+    spk_lua_setint(L, "layers", dims.layers);
+    spk_lua_setint(L, "hidden", dims.hidden);
+    spk_lua_setint(L, "input", dims.input);
     return 1;
 }
 
-static int l_pack_directions(lua_State *L)
+/* f(t, from, to) -> tensor: the arguments checked in order, so the first bad
+ * one is the one reported; the tensor is taken last (a number made a string
+ * allocates). */
+static int repack(lua_State *L, spk_tensor *(*f)(const spk_tensor *, const char *, const char *))
 {
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
     spk_lua_checktensor(L, 1);
     const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_pack_directions(t, from, to));
+    spk_lua_pushtensor(L, f(spk_lua_checktensor(L, 1), from, to));
     return 1;
 }
 
-static int l_unpack_directions(lua_State *L)
-{
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
-    spk_lua_checktensor(L, 1);
-    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_unpack_directions(t, from, to));
-    return 1;
-}
-
-static int l_pack_bias(lua_State *L)
-{
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
-    spk_lua_checktensor(L, 1);
-    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_pack_bias(t, from, to));
-    return 1;
-}
+static int l_pack_directions(lua_State *L) { return repack(L, spk_lstm_pack_directions); }
+static int l_unpack_directions(lua_State *L) { return repack(L, spk_lstm_unpack_directions); }
+static int l_pack_bias(lua_State *L) { return repack(L, spk_lstm_pack_bias); }
 
 /* reorder_gates(t, dim (1-based), from, to) */
 static int l_reorder_gates(lua_State *L)
@@ -171,7 +153,7 @@ static const char *const reference_options[] = {"precision", "threads", "layers_
 static int l_reference(lua_State *L)
 {
     spk_lstm_layer layers[MAX_LAYERS];
-    spk_lua_checklayers(L, 1, layers, MAX_LAYERS); /* arguments in order; the pointers are taken again after the options */
+    spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL); /* arguments in order; the pointers are taken again after the options */
     spk_lua_checktensor(L, 2);
     spk_lstm_reference_options opt = spk_lstm_reference_defaults();
     int64_t steps[SPK_LSTM_TRACE_MAX_STEPS];
@@ -207,7 +189,7 @@ static int l_reference(lua_State *L)
         lua_pop(L, 1);
     }
     /* No allocation from here to the call: the pointers stay valid. */
-    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS);
+    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_lstm_reference_result res;
     if (spk_lstm_reference(layers, count, x, &opt, &res))
@@ -256,19 +238,10 @@ static int l_is_directory(lua_State *L)
 
 static void push_schedule(lua_State *L, const spk_schedule *s)
 {
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, s->batch);
-    lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, s->tile_rows);
-    lua_setfield(L, -2, "tile_rows");
-    lua_pushinteger(L, s->tiles);
-    lua_setfield(L, -2, "tiles");
-    lua_pushinteger(L, s->tiles_per_launch);
-    lua_setfield(L, -2, "tiles_per_launch");
-    lua_pushboolean(L, s->concurrent);
-    lua_setfield(L, -2, "concurrent");
-    lua_pushinteger(L, s->groups);
-    lua_setfield(L, -2, "groups");
+    spk_fields f = {0};
+    spk_schedule_fields(s, &f);
+    lua_createtable(L, 0, f.count);
+    spk_lua_setfields(L, &f);
 }
 
 /* new(batch, capacity, concurrent_capacity or nil, groups, heights) -> fields */
@@ -277,19 +250,8 @@ static int l_schedule_new(lua_State *L)
     lua_Integer batch = luaL_checkinteger(L, 1), capacity = luaL_checkinteger(L, 2);
     lua_Integer concurrent = lua_isnoneornil(L, 3) ? SPK_SCHEDULE_UNKNOWN : luaL_checkinteger(L, 3);
     lua_Integer groups = luaL_checkinteger(L, 4);
-    luaL_checktype(L, 5, LUA_TTABLE);
-    int n = spk_lua_rawcount(L, 5);
-    if (n < 1 || n > SPK_SCHEDULE_MAX_HEIGHTS)
-        luaL_argerror(L, 5, lua_pushfstring(L, "between 1 and %d heights needed", SPK_SCHEDULE_MAX_HEIGHTS));
     int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, 5, i);
-        int isint = 0;
-        heights[i - 1] = lua_tointegerx(L, -1, &isint);
-        if (!isint)
-            luaL_argerror(L, 5, "heights must be integers");
-        lua_pop(L, 1);
-    }
+    int n = spk_lua_checkintegers(L, 5, heights, 1, SPK_SCHEDULE_MAX_HEIGHTS, "heights");
     spk_schedule s;
     if (spk_schedule_new(&s, batch, capacity, concurrent, groups, heights, n))
         return spk_lua_fail(L);
@@ -319,10 +281,8 @@ static int l_schedule_launches(lua_State *L)
         int64_t first, count;
         spk_schedule_launch(&s, i, &first, &count);
         lua_createtable(L, 0, 2);
-        lua_pushinteger(L, first);
-        lua_setfield(L, -2, "first");
-        lua_pushinteger(L, count);
-        lua_setfield(L, -2, "count");
+        spk_lua_setint(L, "first", first);
+        spk_lua_setint(L, "count", count);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -357,6 +317,46 @@ static int l_schedule_check(lua_State *L)
     lua_pushboolean(L, 1);
     return 1;
 }
+
+/* ---- ONNX files (lstm/onnx_stack.h) ---- */
+
+/* onnx.load_lstm(path) -> {{W =, R =, B =}, ...} (lua/spk/lstm.lua calls it for .onnx paths) */
+static int l_load_onnx(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    spk_lstm_weights w[SPK_LSTM_ONNX_MAX_LAYERS];
+    int count;
+    if (spk_lstm_load_onnx(path, w, SPK_LSTM_ONNX_MAX_LAYERS, &count))
+        return spk_lua_fail(L);
+    lua_createtable(L, count, 0);
+    for (int k = 0; k < count; k++) {
+        push_layer(L, &w[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
+}
+
+/* onnx.save_lstm(path, layers) */
+static int l_save_onnx(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    spk_lstm_layer layers[SPK_LSTM_ONNX_MAX_LAYERS];
+    int count = spk_lua_checklayers(L, 2, layers, SPK_LSTM_ONNX_MAX_LAYERS, NULL);
+    return spk_lstm_save_onnx(path, layers, count) != 0 ? spk_lua_fail(L) : 0;
+}
+
+static const spk_lua_checked_reg onnx_functions[] = {
+    {"load_lstm", l_load_onnx,
+     "spk.onnx.load_lstm(path) -> {{W =, R =, B =}, ...}\n"
+     "The LSTM stack of an ONNX model in spk's layout (spk.lstm.load calls it for .onnx paths).",
+     "path"},
+    {"save_lstm", l_save_onnx,
+     "spk.onnx.save_lstm(path, layers)\n"
+     "Writes the stack as an ONNX model x [batch, steps, in] -> y [batch, steps, 2H] (spk.lstm.save,\n"
+     "format \"onnx\").",
+     "path, layers"},
+    {NULL, NULL, NULL, NULL},
+};
 
 void spk_open_lstm(lua_State *L, int module)
 {
@@ -405,16 +405,19 @@ void spk_open_lstm(lua_State *L, int module)
     lua_newtable(L);
     spk_lua_setfuncs_module(L, lstm, "spk.lstm");
     lua_createtable(L, 0, 3); /* the gate orders spk names (lstm/lstm.h) */
-    lua_pushstring(L, SPK_GATES_ONNX), lua_setfield(L, -2, "onnx");
-    lua_pushstring(L, SPK_GATES_TORCH), lua_setfield(L, -2, "torch");
-    lua_pushstring(L, SPK_GATES_PACKED), lua_setfield(L, -2, "packed");
+    spk_lua_setstring(L, "onnx", SPK_GATES_ONNX);
+    spk_lua_setstring(L, "torch", SPK_GATES_TORCH);
+    spk_lua_setstring(L, "packed", SPK_GATES_PACKED);
     lua_setfield(L, -2, "gate_orders");
     lua_createtable(L, 0, SPK_MATH_COUNT); /* what a plan's variant text adds for each math */
     for (int i = 0; i < SPK_MATH_COUNT; i++)
-        lua_pushstring(L, spk_lstm_math_suffix((spk_math_mode)i)), lua_setfield(L, -2, spk_math_mode_names[i]);
+        spk_lua_setstring(L, spk_math_mode_names[i], spk_lstm_math_suffix((spk_math_mode)i));
     lua_setfield(L, -2, "math_suffixes");
     lua_setfield(L, module, "lstm");
     lua_newtable(L);
     spk_lua_setfuncs_module(L, schedule, "spk.core.schedule");
     lua_setfield(L, module, "schedule");
+    lua_newtable(L);
+    spk_lua_setfuncs_module(L, onnx_functions, "spk.onnx");
+    lua_setfield(L, module, "onnx");
 }

@@ -18,6 +18,8 @@
  *   core.trace_check(trace, layers, steps) -> true, or the error a traced forward gives
  *   core.persistent_schedule_fits(schedule, kernel, capacity[, concurrent[, hidden]]) -> true
  *   core.cluster_schedule_pick(batch, {heights}, {max_active}[, tile_rows]) -> schedule
+ *   core.kernel_stack_new{...} -> plan, core.kernel_stack_check, core.kernel_stack_contract: a
+ *                   kernel of one's own (the section below)
  * Argument tables are read raw and the tensors' pointers taken after the last
  * allocation (lua/bind.h). */
 #include <stdio.h>
@@ -26,25 +28,55 @@
 #include "core/error.h"
 #include "lstm/cluster.h"
 #include "lstm/device_layers.h"
+#include "lstm/kernel_stack.h"
 #include "lstm/persistent.h"
+#include "lstm/stack_plan.h"
 #include "lua/areas.h"
-#include "lua/plan.h"
+#include "lua/cuda_area.h"
 #include "lua/timeline.h"
+
+/* The one userdata of both constructors, core.plan_new (a built-in kernel
+ * family) and core.kernel_stack_new (a kernel of one's own, below). */
+static spk_lua_type plan_type; /* below */
 
 /* ---- reading a plan's options ---------------------------------------------- */
 
-int spk_lua_read_stack(lua_State *L, spk_lstm_layer *layers, int64_t *batch, int64_t *steps, spk_math_mode *math)
+/* opts.math: one of the stacks' maths (cuda/math_modes.h, SPK_MATH_STACKS),
+ * with the stacks' message for any other value. */
+static spk_math_mode read_stack_math(lua_State *L)
+{
+    spk_math_mode math = SPK_MATH_FP32;
+    spk_lua_rawfield(L, 1, "math");
+    bool named = lua_type(L, -1) == LUA_TSTRING && spk_math_mode_from_name(lua_tostring(L, -1), &math) == 0;
+    if (!lua_isnil(L, -1) && !named) {
+        char choices[128];
+        spk_math_mode_choices(SPK_MATH_STACKS, choices, sizeof choices);
+        if (lua_type(L, -1) == LUA_TSTRING)
+            luaL_error(L, "lstm stack: math must be %s (the input projections), got \"%s\"", choices,
+                       lua_tostring(L, -1));
+        luaL_error(L, "lstm stack: math must be %s (the input projections), got %s", choices, spk_lua_describe(L, -1));
+    }
+    lua_pop(L, 1);
+    if (spk_lstm_check_math(math) != 0)
+        spk_lua_fail(L);
+    return math;
+}
+
+/* What every plan constructor reads first, in this order, from the table at
+ * argument 1: layers, a list of {W =, R =, B =} (the list stays on the Lua
+ * stack, so its tensors stay referenced for the call), batch and steps
+ * ("stack.batch must be an integer, ..."), math (SPK_MATH_STACKS; nil:
+ * fp32). Read raw; the layers' pointers stay valid while nothing allocates,
+ * so the plan's object is pushed before this is called. */
+#define MAX_LAYERS 64
+static int read_stack(lua_State *L, spk_lstm_layer *layers, int64_t *batch, int64_t *steps, spk_math_mode *math)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_rawfield(L, 1, "layers"); /* stays on the stack: it keeps the tensors alive */
-    int count = spk_lua_checklayers(L, -1, layers, SPK_LUA_PLAN_MAX_LAYERS);
+    int count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS, "lstm stack");
     *batch = spk_lua_intfield(L, 1, "batch", 0, INT64_MIN, INT64_MAX, "stack");
     *steps = spk_lua_intfield(L, 1, "steps", 0, INT64_MIN, INT64_MAX, "stack");
-    spk_lua_rawfield(L, 1, "math");
-    *math = (spk_math_mode)spk_lua_checkoption(L, -1, SPK_MATH_FP32, spk_math_mode_names, "stack.math");
-    lua_pop(L, 1);
-    if (spk_lstm_check_math(*math) != 0)
-        spk_lua_fail(L);
+    *math = read_stack_math(L);
     return count;
 }
 
@@ -107,21 +139,6 @@ static const spk_family *check_family(lua_State *L, int idx)
 
 /* ---- pushing what a plan reports ----------------------------------------------- */
 
-/* Sets each field on the table at the top. */
-static void set_fields(lua_State *L, const spk_fields *f)
-{
-    for (int i = 0; i < f->count; i++) {
-        const spk_field *x = &f->at[i];
-        if (x->kind == SPK_FIELD_TEXT)
-            lua_pushstring(L, x->text);
-        else if (x->kind == SPK_FIELD_BOOL)
-            lua_pushboolean(L, x->value != 0);
-        else
-            lua_pushinteger(L, (lua_Integer)x->value);
-        lua_setfield(L, -2, x->name);
-    }
-}
-
 /* t.defines = {MACRO = "value", ...} of a family's variant on the table at the top. */
 static void set_defines(lua_State *L, const spk_kernel_family *f, const void *variant)
 {
@@ -145,22 +162,22 @@ static void push_option_table(lua_State *L, const spk_kernel_family *f)
     static const char *defaults[] = {[SPK_DEFAULT_LAYERS] = "layers", [SPK_DEFAULT_BATCH] = "batch",
                                      [SPK_DEFAULT_FIT] = "fit"};
     lua_createtable(L, 0, 4);
-    lua_pushstring(L, f->backend), lua_setfield(L, -2, "backend");
+    spk_lua_setstring(L, "backend", f->backend);
     lua_createtable(L, f->count, 0);
     for (int i = 0; i < f->count; i++) {
         const spk_kernel_option *o = &f->options[i];
         lua_createtable(L, 0, 8);
-        lua_pushstring(L, o->name), lua_setfield(L, -2, "name");
+        spk_lua_setstring(L, "name", o->name);
         if (o->macro)
-            lua_pushstring(L, o->macro), lua_setfield(L, -2, "macro");
+            spk_lua_setstring(L, "macro", o->macro);
         if (o->words[0]) {
             lua_createtable(L, SPK_OPTION_WORDS, 0);
             for (int w = 0; w < SPK_OPTION_WORDS && o->words[w]; w++)
                 lua_pushstring(L, o->words[w]), lua_rawseti(L, -2, w + 1);
             lua_setfield(L, -2, "words");
         } else {
-            lua_pushinteger(L, o->min), lua_setfield(L, -2, "min");
-            lua_pushinteger(L, o->max), lua_setfield(L, -2, "max");
+            spk_lua_setint(L, "min", o->min);
+            spk_lua_setint(L, "max", o->max);
             if (o->allowed) {
                 lua_createtable(L, 8, 0);
                 int n = 0;
@@ -172,9 +189,9 @@ static void push_option_table(lua_State *L, const spk_kernel_family *f)
         }
         char values[160];
         spk_kernel_option_values(o, values, sizeof values);
-        lua_pushstring(L, values), lua_setfield(L, -2, "takes");
-        lua_pushstring(L, defaults[o->from]), lua_setfield(L, -2, "default");
-        lua_pushstring(L, o->help), lua_setfield(L, -2, "help");
+        spk_lua_setstring(L, "takes", values);
+        spk_lua_setstring(L, "default", defaults[o->from]);
+        spk_lua_setstring(L, "help", o->help);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "options");
@@ -193,17 +210,17 @@ static void push_option_table(lua_State *L, const spk_kernel_family *f)
 /* Sets layers, hidden, input, batch, steps and math on the table at the top. */
 static void set_shape(lua_State *L, const spk_lstm_gpu_shape *shape)
 {
-    lua_pushinteger(L, shape->layers), lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, shape->hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, shape->input), lua_setfield(L, -2, "input");
-    lua_pushinteger(L, shape->batch), lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, shape->steps), lua_setfield(L, -2, "steps");
-    lua_pushstring(L, spk_lstm_math_name(shape->math)), lua_setfield(L, -2, "math");
+    spk_lua_setint(L, "layers", shape->layers);
+    spk_lua_setint(L, "hidden", shape->hidden);
+    spk_lua_setint(L, "input", shape->input);
+    spk_lua_setint(L, "batch", shape->batch);
+    spk_lua_setint(L, "steps", shape->steps);
+    spk_lua_setstring(L, "math", spk_lstm_math_name(shape->math));
 }
 
 /* ---- the plan userdata ---------------------------------------------------------- */
 
-static spk_stack_plan *self_plan(lua_State *L) { return spk_lua_checkobject(L, 1, &spk_lua_plan_type); }
+static spk_stack_plan *self_plan(lua_State *L) { return spk_lua_checkobject(L, 1, &plan_type); }
 
 /* forward(x, {timeline = selection}) with the selection at the top of the stack. */
 static int forward_timeline(lua_State *L)
@@ -225,7 +242,7 @@ static int forward_timeline(lua_State *L)
     spk_lua_push_timeline_columns(L, stages);
     spk_lua_push_timeline_clock(L, &clock);
     lua_createtable(L, 0, build.count);
-    set_fields(L, &build);
+    spk_lua_setfields(L, &build);
     return 5;
 }
 
@@ -321,45 +338,33 @@ static int plan_info(lua_State *L)
     spk_stack_plan_variant_text(p, r->variant, sizeof r->variant);
     lua_createtable(L, 0, 12);
     lua_createtable(L, 0, r->kernel.count + 1);
-    set_fields(L, &r->kernel);
+    spk_lua_setfields(L, &r->kernel);
     if (r->family)
         set_defines(L, r->family->options, r->state.bytes);
     lua_setfield(L, -2, "kernel");
     if (r->family) {
         lua_createtable(L, 0, r->schedule.count);
-        set_fields(L, &r->schedule);
+        spk_lua_setfields(L, &r->schedule);
         lua_setfield(L, -2, "schedule");
     }
     if (r->stages) {
         lua_createtable(L, 0, 5);
         spk_lua_set_timeline_stages(L, r->stages);
-        lua_pushinteger(L, (lua_Integer)r->blocks), lua_setfield(L, -2, "blocks");
-        lua_pushinteger(L, r->warps), lua_setfield(L, -2, "warps");
-        lua_pushinteger(L, r->group), lua_setfield(L, -2, "group");
+        spk_lua_setint(L, "blocks", (lua_Integer)r->blocks);
+        spk_lua_setint(L, "warps", r->warps);
+        spk_lua_setint(L, "group", r->group);
         lua_setfield(L, -2, "timeline");
     }
-    lua_pushstring(L, r->variant), lua_setfield(L, -2, "variant");
+    spk_lua_setstring(L, "variant", r->variant);
     set_shape(L, &r->shape);
     return 1;
 }
 
-static int plan_release(lua_State *L)
+static void plan_tostring(lua_State *L, void *p)
 {
-    spk_stack_plan_free(spk_lua_takeobject(L, 1, &spk_lua_plan_type));
-    return 0;
-}
-
-static int plan_tostring(lua_State *L)
-{
-    const spk_stack_plan *p = spk_lua_toobject(L, 1, &spk_lua_plan_type);
-    if (!p) {
-        lua_pushliteral(L, "lstm stack plan (closed)");
-        return 1;
-    }
     char text[256];
     spk_stack_plan_name(p, text, sizeof text);
     lua_pushstring(L, text);
-    return 1;
 }
 
 static const spk_lua_checked_reg plan_methods[] = {
@@ -381,12 +386,10 @@ static const spk_lua_checked_reg plan_methods[] = {
      ""},
     {NULL, NULL, NULL, NULL}};
 
-spk_lua_type spk_lua_plan_type = {
-    .metatable = "spk.lstm.plan",
-    .name = "lstm stack plan",
-    .methods = plan_methods,
-    .release = plan_release,
-    .tostring = plan_tostring,
+static void plan_free(void *p) { spk_stack_plan_free(p); }
+
+static spk_lua_type plan_type = {.metatable = "spk.lstm.plan", .name = "lstm stack plan",
+    .methods = plan_methods, .free = plan_free, .tostring = plan_tostring,
     .doc = "lstm stack plan (C): the plan inside spk.lstm.stack's GPU kernel plans and spk.lstm.kernel_stack's\n"
            "(plan.handle).",
     .close_doc = "plan:close()\nFrees the plan's device memory now (also <close> and collection).",
@@ -402,7 +405,7 @@ static int l_plan_new(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkkeys(L, 1, plan_keys, "plan_new");
     lua_settop(L, 1);
-    void **slot = spk_lua_newobject(L, &spk_lua_plan_type); /* 2; first: nothing allocates after the layers are read */
+    void **slot = spk_lua_newobject(L, &plan_type); /* 2; first: nothing allocates after the layers are read */
     spk_stack_plan_options o;
     memset(&o, 0, sizeof o);
     spk_lua_rawfield(L, 1, "backend");
@@ -421,9 +424,9 @@ static int l_plan_new(lua_State *L)
     bool timeout = o.family->accepts & SPK_PLAN_TIMEOUT;
     o.timeout_ns = (uint64_t)spk_lua_intfield(L, 1, "timeout_ms", timeout ? 10000 : 0, 0, (lua_Integer)1 << 40,
                                               "stack") * 1000000u;
-    spk_lstm_layer layers[SPK_LUA_PLAN_MAX_LAYERS];
+    spk_lstm_layer layers[MAX_LAYERS];
     o.layers = layers;
-    o.count = spk_lua_read_stack(L, layers, &o.batch, &o.steps, &o.math);
+    o.count = read_stack(L, layers, &o.batch, &o.steps, &o.math);
     if (!(*slot = spk_stack_plan_new(&o)))
         return spk_lua_fail(L);
     lua_pushvalue(L, 2);
@@ -439,17 +442,17 @@ static int l_kernel_families(lua_State *L)
     for (int i = 0; i < n; i++) {
         const spk_family *f = spk_families[i];
         lua_createtable(L, 0, 9);
-        lua_pushstring(L, f->backend), lua_setfield(L, -2, "backend");
-        lua_pushstring(L, f->title), lua_setfield(L, -2, "title");
-        lua_pushstring(L, f->summary), lua_setfield(L, -2, "summary");
-        lua_pushstring(L, f->help), lua_setfield(L, -2, "help");
+        spk_lua_setstring(L, "backend", f->backend);
+        spk_lua_setstring(L, "title", f->title);
+        spk_lua_setstring(L, "summary", f->summary);
+        spk_lua_setstring(L, "help", f->help);
         push_option_table(L, f->options);
         lua_setfield(L, -2, "options");
-        lua_pushboolean(L, (f->accepts & SPK_PLAN_SCHEDULE) != 0), lua_setfield(L, -2, "schedule");
-        lua_pushboolean(L, (f->accepts & SPK_PLAN_CAPACITY) != 0), lua_setfield(L, -2, "capacity");
-        lua_pushboolean(L, (f->accepts & SPK_PLAN_TIMEOUT) != 0), lua_setfield(L, -2, "timeout_ms");
-        lua_pushboolean(L, (f->accepts & SPK_PLAN_TRACE) != 0), lua_setfield(L, -2, "trace");
-        lua_pushboolean(L, f->stages != NULL), lua_setfield(L, -2, "timeline");
+        spk_lua_setbool(L, "schedule", (f->accepts & SPK_PLAN_SCHEDULE) != 0);
+        spk_lua_setbool(L, "capacity", (f->accepts & SPK_PLAN_CAPACITY) != 0);
+        spk_lua_setbool(L, "timeout_ms", (f->accepts & SPK_PLAN_TIMEOUT) != 0);
+        spk_lua_setbool(L, "trace", (f->accepts & SPK_PLAN_TRACE) != 0);
+        spk_lua_setbool(L, "timeline", f->stages != NULL);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -477,7 +480,7 @@ static int l_kernel_variant(lua_State *L)
     spk_fields_options(&fields, f->options, st->bytes);
     f->variant_fields(st, &fields);
     lua_createtable(L, 0, fields.count + 2);
-    set_fields(L, &fields);
+    spk_lua_setfields(L, &fields);
     set_defines(L, f->options, st->bytes);
     if (f->stages) { /* what its timeline build stamps */
         lua_createtable(L, 0, 2);
@@ -512,41 +515,299 @@ static int l_persistent_schedule_fits(lua_State *L)
     return 1;
 }
 
-static int read_list(lua_State *L, int idx, int64_t *out, int max, const char *what)
-{
-    luaL_checktype(L, idx, LUA_TTABLE);
-    int n = spk_lua_rawcount(L, idx);
-    if (n < 1 || n > max)
-        return luaL_error(L, "%s must list 1 .. %d integers", what, max);
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, idx, i + 1);
-        int ok;
-        out[i] = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            return luaL_error(L, "%s[%d] must be an integer", what, i + 1);
-        lua_pop(L, 1);
-    }
-    return n;
-}
-
 static int l_cluster_schedule_pick(lua_State *L)
 {
     lua_Integer batch = luaL_checkinteger(L, 1);
     int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
-    int n = read_list(L, 2, heights, SPK_CLUSTER_MAX_HEIGHTS + 1, "heights");
-    if (read_list(L, 3, active, SPK_CLUSTER_MAX_HEIGHTS + 1, "max_active") != n)
+    int n = spk_lua_checkintegers(L, 2, heights, 1, SPK_CLUSTER_MAX_HEIGHTS + 1, "heights");
+    if (spk_lua_checkintegers(L, 3, active, 1, SPK_CLUSTER_MAX_HEIGHTS + 1, "max_active") != n)
         return luaL_error(L, "max_active must have one entry per height");
     spk_cluster_schedule s;
     if (spk_cluster_schedule_pick(&s, batch, heights, active, n, luaL_optinteger(L, 4, 0)) != 0)
         return spk_lua_fail(L);
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, s.batch), lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, s.tile_rows), lua_setfield(L, -2, "tile_rows");
-    lua_pushinteger(L, s.tiles), lua_setfield(L, -2, "tiles");
-    lua_pushinteger(L, s.clusters), lua_setfield(L, -2, "clusters");
-    lua_pushinteger(L, s.max_active), lua_setfield(L, -2, "max_active_clusters");
-    lua_pushinteger(L, s.waves), lua_setfield(L, -2, "waves");
-    lua_pushinteger(L, 1), lua_setfield(L, -2, "launches"); /* per layer: both directions, every tile */
+    spk_fields f = {0};
+    spk_cluster_schedule_fields(&s, &f);
+    lua_createtable(L, 0, f.count);
+    spk_lua_setfields(L, &f);
+    return 1;
+}
+
+/* ---- a kernel of one's own (lstm/kernel_stack.h) -------------------------------
+ * core.kernel_stack_new{layers =, batch =, steps =, math =, module =, entry =, <description>} -> plan
+ * core.kernel_stack_check(<description>[, params]) -> true: the description's checks, and with
+ *                 params (module:params(entry) of the kernel's PTX) the parameters against args
+ * core.kernel_stack_contract() -> {{name =, c_type =, kind =, meaning =, both =}, ...}
+ * The description: name, args = {"gates", ...}, launches = {{direction = "forward" | "reverse" | "both",
+ * grid =, block =, cluster =, smem =, cooperative =, co_resident =, first_tile =}, ...}, concurrent,
+ * tile_rows, state_words, timeout_ms, watchdog_ms, packing = {order =, layout =}, statuses =
+ * {[code] = message}, check_writes. Tables are read raw; the layers' tensors and the module are taken
+ * after the last allocation. The friendly API, the launch rule and the kernel files are
+ * lua/spk/kernel_stack.lua's. */
+
+#define MAX_LAUNCHES 64
+#define MAX_STATUSES 32
+
+/* A description read from Lua, with its storage; strings stay referenced by
+ * the holder table at `holder`. */
+typedef struct read_desc {
+    spk_kernel_stack_desc desc;
+    int args[SPK_KERNEL_STACK_MAX_ARGS];
+    spk_kernel_stack_launch launches[MAX_LAUNCHES];
+    spk_kernel_stack_status statuses[MAX_STATUSES];
+} read_desc;
+
+static const char *const desc_keys[] = {"name", "args", "launches", "concurrent", "tile_rows", "state_words",
+                                        "timeout_ms", "watchdog_ms", "packing", "statuses", "check_writes", NULL};
+
+/* A string field, kept alive in the holder table; NULL when nil. */
+static const char *held_string(lua_State *L, int t, const char *key, int holder, const char *where)
+{
+    int type = spk_lua_rawfield(L, t, key);
+    if (type == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (type != LUA_TSTRING)
+        luaL_error(L, "%s.%s must be a string, got %s", where, key, luaL_typename(L, -1));
+    const char *v = lua_tostring(L, -1);
+    lua_rawseti(L, holder, spk_lua_rawcount(L, holder) + 1);
+    return v;
+}
+
+static void read_args(lua_State *L, int t, read_desc *r)
+{
+    if (spk_lua_rawfield(L, t, "args") != LUA_TTABLE)
+        luaL_error(L, "kernel.args must be a list of the contract's argument names, got %s", luaL_typename(L, -1));
+    int n = spk_lua_rawcount(L, -1);
+    if (n > SPK_KERNEL_STACK_MAX_ARGS)
+        luaL_error(L, "kernel.args names %d arguments, at most %d", n, SPK_KERNEL_STACK_MAX_ARGS);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        int a = lua_type(L, -1) == LUA_TSTRING ? spk_recurrence_arg_find(lua_tostring(L, -1))
+                                                : spk_fail("kernel.args[%d] must be a string, got a %s", i + 1,
+                                                           luaL_typename(L, -1));
+        if (a < 0) {
+            spk_error_prefix("kernel.args[%d]", i + 1);
+            spk_lua_fail(L);
+        }
+        r->args[i] = a;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    r->desc.args = r->args;
+    r->desc.nargs = n;
+}
+
+static const char *const launch_keys[] = {"direction", "grid",        "block",      "cluster", "smem",
+                                          "cooperative", "co_resident", "first_tile", NULL};
+
+static void read_launches(lua_State *L, int t, read_desc *r)
+{
+    if (spk_lua_rawfield(L, t, "launches") != LUA_TTABLE)
+        luaL_error(L, "kernel.launches must be a list of launches, got %s", luaL_typename(L, -1));
+    int list = lua_gettop(L), n = spk_lua_rawcount(L, list);
+    if (n < 1 || n > MAX_LAUNCHES)
+        luaL_error(L, "kernel.launches must hold 1 .. %d launches, got %d", MAX_LAUNCHES, n);
+    for (int i = 0; i < n; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "launches[%d]", i + 1);
+        if (lua_rawgeti(L, list, i + 1) != LUA_TTABLE)
+            luaL_error(L, "kernel.%s must be a table, got %s", where, luaL_typename(L, -1));
+        int l = lua_gettop(L);
+        spk_lua_checkkeys(L, l, launch_keys, where);
+        spk_kernel_stack_launch *o = &r->launches[i];
+        memset(o, 0, sizeof *o);
+        int type = spk_lua_rawfield(L, l, "direction");
+        const char *d = type == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (d && strcmp(d, "forward") == 0)
+            o->direction = 0;
+        else if (d && strcmp(d, "reverse") == 0)
+            o->direction = 1;
+        else if (type == LUA_TNIL || (d && strcmp(d, "both") == 0))
+            o->direction = -1;
+        else
+            luaL_error(L, "%s.direction must be \"forward\", \"reverse\" or \"both\", got %s", where,
+                       spk_lua_describe(L, -1));
+        lua_pop(L, 1);
+        spk_lua_dim3field(L, l, "grid", o->grid, 0, where);
+        spk_lua_dim3field(L, l, "block", o->block, 0, where);
+        if (!o->grid[0] || !o->block[0])
+            luaL_error(L, "%s needs grid = and block =", where);
+        spk_lua_dim3field(L, l, "cluster", o->cluster, 0, where);
+        o->smem = (size_t)spk_lua_intfield(L, l, "smem", 0, 0, 1 << 30, where);
+        o->cooperative = spk_lua_boolfield(L, l, "cooperative", where);
+        o->co_resident = spk_lua_boolfield(L, l, "co_resident", where);
+        o->first_tile = (int32_t)spk_lua_intfield(L, l, "first_tile", 0, 0, INT32_MAX, where);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    r->desc.launches = r->launches;
+    r->desc.nlaunches = n;
+}
+
+static void read_statuses(lua_State *L, int t, read_desc *r, int holder)
+{
+    int type = spk_lua_rawfield(L, t, "statuses");
+    int n = 0;
+    if (type == LUA_TTABLE) {
+        int s = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, s)) { /* raw */
+            int isint = 0;
+            lua_Integer code = lua_tointegerx(L, -2, &isint);
+            if (lua_type(L, -2) != LUA_TNUMBER || !isint || code < 1 || code > 0xffffffffll)
+                luaL_error(L, "kernel.statuses maps status codes (integers >= 1) to messages, got the key %s",
+                           spk_lua_describe(L, -2));
+            if (lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "kernel.statuses[%I] must be a message, got %s", code, luaL_typename(L, -1));
+            if (n >= MAX_STATUSES)
+                luaL_error(L, "kernel.statuses holds more than %d codes", MAX_STATUSES);
+            r->statuses[n].code = (unsigned)code;
+            r->statuses[n].message = lua_tostring(L, -1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, holder, spk_lua_rawcount(L, holder) + 1);
+            n++;
+            lua_pop(L, 1);
+        }
+    } else if (type != LUA_TNIL) {
+        luaL_error(L, "kernel.statuses must be a table {[code] = message}, got %s", luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    r->desc.statuses = r->statuses;
+    r->desc.nstatuses = n;
+}
+
+static void read_packing(lua_State *L, int t, read_desc *r, int holder)
+{
+    r->desc.packing = spk_lstm_packing_builtin();
+    int type = spk_lua_rawfield(L, t, "packing");
+    if (type == LUA_TTABLE) {
+        int p = lua_gettop(L);
+        static const char *const keys[] = {"order", "layout", NULL};
+        spk_lua_checkkeys(L, p, keys, "packing");
+        const char *order = held_string(L, p, "order", holder, "packing");
+        const char *layout = held_string(L, p, "layout", holder, "packing");
+        if (order) {
+            if (spk_lstm_gate_order_check(order) != 0) {
+                spk_error_prefix("packing.order");
+                spk_lua_fail(L);
+            }
+            memcpy(r->desc.packing.order, order, 5);
+        }
+        if (layout && spk_lstm_layout_from_name(layout, &r->desc.packing.layout) != 0) {
+            spk_error_prefix("packing.layout");
+            spk_lua_fail(L);
+        }
+    } else if (type != LUA_TNIL) {
+        luaL_error(L, "kernel.packing must be a table {order =, layout =}, got %s", luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+}
+
+/* Reads the description at t into r (strings held by `holder`) and checks it. */
+static void read_description(lua_State *L, int t, read_desc *r, int holder)
+{
+    memset(r, 0, sizeof *r);
+    r->desc.name = held_string(L, t, "name", holder, "kernel");
+    read_args(L, t, r);
+    read_launches(L, t, r);
+    read_statuses(L, t, r, holder);
+    read_packing(L, t, r, holder);
+    r->desc.concurrent = spk_lua_boolfield(L, t, "concurrent", "kernel");
+    r->desc.check_writes = spk_lua_boolfield(L, t, "check_writes", "kernel");
+    r->desc.tile_rows = (int32_t)spk_lua_intfield(L, t, "tile_rows", 0, 0, INT32_MAX, "kernel");
+    r->desc.state_words = (int64_t)spk_lua_intfield(L, t, "state_words", 0, 0, (lua_Integer)1 << 40, "kernel");
+    r->desc.timeout_ns = (uint64_t)spk_lua_intfield(L, t, "timeout_ms", 10000, 0, (lua_Integer)1 << 40, "kernel") * 1000000u;
+    r->desc.watchdog_ns = (uint64_t)spk_lua_intfield(L, t, "watchdog_ms", 0, 0, (lua_Integer)1 << 40, "kernel") * 1000000u;
+    if (spk_kernel_stack_desc_check(&r->desc) != 0)
+        spk_lua_fail(L);
+}
+
+/* ---- the plan ---------------------------------------------------------------- */
+
+static const char *const new_keys[] = {"layers", "batch", "steps", "math", "module", "entry", "name", "args",
+                                       "launches", "concurrent", "tile_rows", "state_words", "timeout_ms",
+                                       "watchdog_ms", "packing", "statuses", "check_writes", NULL};
+
+static int l_stack_new(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkkeys(L, 1, new_keys, "kernel_stack_new");
+    lua_settop(L, 1);
+    void **slot = spk_lua_newobject(L, &plan_type); /* 2; first: nothing allocates after the layers are read */
+    lua_newtable(L);                                         /* 3: the holder */
+    read_desc *r = lua_newuserdatauv(L, sizeof *r, 0);      /* 4 */
+    read_description(L, 1, r, 3);
+    spk_kernel_stack_options o;
+    memset(&o, 0, sizeof o);
+    o.desc = &r->desc;
+    o.entry = held_string(L, 1, "entry", 3, "kernel");
+    if (!o.entry)
+        return luaL_error(L, "kernel_stack_new: entry (the kernel's name) is missing");
+    if (spk_lua_rawfield(L, 1, "module") == LUA_TNIL)
+        return luaL_error(L, "kernel_stack_new: module (spk.cuda.compile's) is missing");
+    int module = lua_gettop(L); /* stays on the stack */
+    spk_lstm_layer layers[MAX_LAYERS];
+    o.layers = layers;
+    o.count = read_stack(L, layers, &o.batch, &o.steps, &o.math);
+    o.module = spk_lua_checkobject(L, module, &spk_lua_module_type); /* after the last allocation */
+    if (!(*slot = spk_stack_plan_of_kernel(&o)))
+        return spk_lua_fail(L);
+    lua_pushvalue(L, 2);
+    return 1;
+}
+
+/* ---- checks without a device ----------------------------------------------- */
+
+static int l_check(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spk_lua_checkkeys(L, 1, desc_keys, "kernel_stack_check");
+    lua_settop(L, 2);
+    lua_newtable(L);                                    /* 3: the holder */
+    read_desc *r = lua_newuserdatauv(L, sizeof *r, 0); /* 4 */
+    read_description(L, 1, r, 3);
+    if (lua_isnil(L, 2)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = spk_lua_rawcount(L, 2);
+    if (n > SPK_PTX_MAX_PARAMS)
+        return luaL_error(L, "params: more than %d parameters", SPK_PTX_MAX_PARAMS);
+    spk_ptx_param *params = lua_newuserdatauv(L, sizeof *params * (size_t)(n ? n : 1), 0);
+    for (int i = 0; i < n; i++) {
+        if (lua_rawgeti(L, 2, i + 1) != LUA_TTABLE)
+            return luaL_error(L, "params[%d] must be a table {type =, size =, elements =}", i + 1);
+        int p = lua_gettop(L);
+        memset(&params[i], 0, sizeof params[i]);
+        if (spk_lua_rawfield(L, p, "type") != LUA_TSTRING)
+            return luaL_error(L, "params[%d].type must be a PTX type name", i + 1);
+        snprintf(params[i].type, sizeof params[i].type, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        params[i].size = (size_t)spk_lua_intfield(L, p, "size", 0, 0, 1 << 20, "params");
+        params[i].elements = (int)spk_lua_intfield(L, p, "elements", 1, 1, 1 << 20, "params");
+        lua_pop(L, 1);
+    }
+    if (spk_recurrence_check_params(r->desc.name ? r->desc.name : "?", r->desc.args, r->desc.nargs, params, n) != 0)
+        return spk_lua_fail(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_contract(lua_State *L)
+{
+    lua_createtable(L, SPK_RA_COUNT, 0);
+    for (int i = 0; i < SPK_RA_COUNT; i++) {
+        const spk_recurrence_arg_info *a = &spk_recurrence_args[i];
+        lua_createtable(L, 0, 5);
+        spk_lua_setstring(L, "name", a->name);
+        spk_lua_setstring(L, "kind", spk_arg_kind_name(a->kind));
+        spk_lua_setstring(L, "c_type", a->c_type);
+        spk_lua_setstring(L, "meaning", a->meaning);
+        spk_lua_setstring(L, "both", a->both ? a->both : a->meaning);
+        lua_rawseti(L, -2, i + 1);
+    }
     return 1;
 }
 
@@ -576,13 +837,24 @@ static const spk_lua_checked_reg functions[] = {
      "spk.core.cluster_schedule_pick(batch, heights, max_active[, tile_rows]) -> schedule\n"
      "The tile height and waves the cluster plan picks, given each height's co-resident clusters.",
      "batch, heights, max_active, tile_rows"},
+    {"kernel_stack_new", l_stack_new,
+     "spk.core.kernel_stack_new{layers =, batch =, steps =, math =, module =, entry =, args =, launches =, ...}\n"
+     "  -> plan\nThe stack around a recurrence kernel (what spk.lstm.kernel_stack builds).",
+     "options"},
+    {"kernel_stack_check", l_check,
+     "spk.core.kernel_stack_check(description[, params]) -> true\n"
+     "The checks of a kernel stack's description and, given module:params(entry) of the kernel's PTX, of\n"
+     "its parameters against the argument list; an error naming what is wrong. No device needed.",
+     "description, params"},
+    {"kernel_stack_contract", l_contract,
+     "spk.core.kernel_stack_contract() -> {{name =, kind =, c_type =, meaning =, both =}, ...}\n"
+     "The recurrence-kernel contract's arguments, in the order of docs/kernels.md.",
+     ""},
     {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_plan(lua_State *L, int module)
 {
-    spk_lua_newtype(L, &spk_lua_plan_type);
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs_module(L, functions, "spk.core");
-    lua_pop(L, 1);
+    spk_lua_newtype(L, &plan_type);
+    spk_lua_register(L, module, functions, "spk.core");
 }

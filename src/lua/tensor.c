@@ -143,14 +143,15 @@ static void store_element(lua_State *L, spk_tensor *t, const int64_t *idx, int p
 
 /* ---- the userdata ---- */
 
-/* The slot of a tensor (open or closed) at idx. */
-static spk_lua_tensor *check_slot(lua_State *L, int idx)
+/* f(self) -> tensor. */
+static int unary(lua_State *L, spk_tensor *(*f)(const spk_tensor *))
 {
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    if (!u)
-        spk_lua_typeerror(L, idx, "tensor");
-    return u;
+    spk_lua_pushtensor(L, f(spk_lua_checktensor(L, 1)));
+    return 1;
 }
+
+/* The slot of a tensor (open or closed) at idx. */
+static spk_lua_tensor *check_slot(lua_State *L, int idx) { return spk_lua_checkudata(L, idx, SPK_TENSOR_MT, "tensor"); }
 
 /* Idempotent: shared by __gc, __close and t:close(). */
 static int tensor_release(lua_State *L)
@@ -311,11 +312,7 @@ static int tensor_sub_mm(lua_State *L) { return arith(L, SPK_OP_SUB, "-"); }
 static int tensor_mul_mm(lua_State *L) { return arith(L, SPK_OP_MUL, "*"); }
 static int tensor_div_mm(lua_State *L) { return arith(L, SPK_OP_DIV, "/"); }
 
-static int tensor_unm_mm(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_unm_mm(lua_State *L) { return unary(L, spk_tensor_neg); }
 
 /* Operators tensors do not have: a message saying what to use instead
  * (rather than Lua's "attempt to perform arithmetic on a userdata value"). */
@@ -504,13 +501,21 @@ static int tensor_transpose(lua_State *L)
     return 1;
 }
 
+/* t:view(shape) and t:reshape(shape): self, then the new shape (one -1
+ * inferred); self is taken again after it (the shape table's metamethods may
+ * have closed it). */
+static spk_tensor *self_and_shape(lua_State *L, int *ndim, int64_t *shape)
+{
+    spk_lua_checktensor(L, 1);
+    spk_lua_check_end(L, spk_lua_checkshape(L, 2, ndim, shape, true));
+    return spk_lua_checktensor(L, 1);
+}
+
 static int tensor_view(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
-    t = spk_lua_checktensor(L, 1); /* the shape table's metamethods may have closed it */
+    spk_tensor *t = self_and_shape(L, &ndim, shape);
     if (!spk_tensor_is_contiguous(t))
         return luaL_error(L, "view: the tensor is not contiguous; use reshape() or contiguous() first");
     spk_lua_pushtensor(L, spk_tensor_view(t, ndim, shape));
@@ -520,12 +525,9 @@ static int tensor_view(lua_State *L)
 /* Like view, but copies first when the data is not contiguous. */
 static int tensor_reshape(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
-    t = spk_lua_checktensor(L, 1);
-    spk_tensor *c = spk_tensor_contiguous(t);
+    spk_tensor *c = spk_tensor_contiguous(self_and_shape(L, &ndim, shape));
     if (!c)
         return spk_lua_fail(L);
     spk_tensor *v = spk_tensor_view(c, ndim, shape);
@@ -536,17 +538,9 @@ static int tensor_reshape(lua_State *L)
 
 /* ---- copies ---- */
 
-static int tensor_contiguous(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_contiguous(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_contiguous(lua_State *L) { return unary(L, spk_tensor_contiguous); }
 
-static int tensor_clone(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_clone(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_clone(lua_State *L) { return unary(L, spk_tensor_clone); }
 
 /* t:to(x): a dtype name converts; anything else goes to methods.to_device
  * (installed by the CUDA bindings) when present. */
@@ -665,17 +659,9 @@ static int tensor_scale(lua_State *L)
     return 1;
 }
 
-static int tensor_neg(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_neg(lua_State *L) { return unary(L, spk_tensor_neg); }
 
-static int tensor_abs(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_abs(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_abs(lua_State *L) { return unary(L, spk_tensor_abs); }
 
 /* 0-based positions (a new i32 tensor) to 1-based ones, replacing it. */
 static spk_tensor *one_based(spk_tensor *positions)

@@ -18,6 +18,7 @@
  * Every binding refuses arguments and option keys it does not take; argument
  * tables are read raw (bind.h), and tensor and demo pointers are taken after
  * the last allocation before their use. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -27,8 +28,26 @@
 #include "lua/timeline.h"
 
 
-static const char *const selection_keys[] = {"layer", "direction", "first_step", "steps",
-                                             "first_block", "blocks", "warp", NULL};
+/* The selection's fields, read and pushed by this one list: the member, the
+ * value when left out (below lo: required) and the bounds (the rest:
+ * cuda/timeline.c). */
+#define SELECTION_FIELD(name) #name, offsetof(spk_timeline_selection, name)
+static const struct {
+    const char *name;
+    size_t offset;
+    lua_Integer def, lo, hi;
+} selection_fields[] = {
+    {SELECTION_FIELD(layer), 0, 0, INT32_MAX},       {SELECTION_FIELD(direction), 0, 0, 1},
+    {SELECTION_FIELD(first_step), -1, 0, INT32_MAX}, {SELECTION_FIELD(steps), -1, 1, INT32_MAX},
+    {SELECTION_FIELD(first_block), -1, 0, INT32_MAX}, {SELECTION_FIELD(blocks), -1, 1, INT32_MAX},
+    {SELECTION_FIELD(warp), 0, 0, 31},
+};
+#define SELECTION_FIELDS ((int)(sizeof selection_fields / sizeof *selection_fields))
+
+static int *selection_member(spk_timeline_selection *sel, int i)
+{
+    return (int *)(void *)((char *)sel + selection_fields[i].offset);
+}
 
 /* The C selection from the 0-based table at idx (bounds: cuda/timeline.c). */
 void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selection *sel)
@@ -36,14 +55,13 @@ void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selecti
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "timeline selection must be a table, got %s", spk_lua_describe(L, idx));
     int t = lua_absindex(L, idx);
-    spk_lua_checkkeys(L, t, selection_keys, "timeline");
-    sel->layer = (int)spk_lua_intfield(L, t, "layer", 0, 0, INT32_MAX, "timeline");
-    sel->direction = (int)spk_lua_intfield(L, t, "direction", 0, 0, 1, "timeline");
-    sel->first_step = (int)spk_lua_intfield(L, t, "first_step", -1, 0, INT32_MAX, "timeline");
-    sel->steps = (int)spk_lua_intfield(L, t, "steps", -1, 1, INT32_MAX, "timeline");
-    sel->first_block = (int)spk_lua_intfield(L, t, "first_block", -1, 0, INT32_MAX, "timeline");
-    sel->blocks = (int)spk_lua_intfield(L, t, "blocks", -1, 1, INT32_MAX, "timeline");
-    sel->warp = (int)spk_lua_intfield(L, t, "warp", 0, 0, 31, "timeline");
+    const char *keys[SELECTION_FIELDS + 1] = {NULL};
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        keys[i] = selection_fields[i].name;
+    spk_lua_checkkeys(L, t, keys, "timeline");
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        *selection_member(sel, i) = (int)spk_lua_intfield(L, t, selection_fields[i].name, selection_fields[i].def,
+                                                          selection_fields[i].lo, selection_fields[i].hi, "timeline");
 }
 
 /* Stage names from the list at idx, copied into one userdata left on the
@@ -101,9 +119,9 @@ void spk_lua_push_timeline_columns(lua_State *L, const spk_timeline_stages *stag
         if (spk_timeline_column(stages, i, name, sizeof name, &unit, &about) != 0)
             spk_lua_fail(L);
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, name), lua_setfield(L, -2, "name");
-        lua_pushstring(L, unit), lua_setfield(L, -2, "unit");
-        lua_pushstring(L, about), lua_setfield(L, -2, "about");
+        spk_lua_setstring(L, "name", name);
+        spk_lua_setstring(L, "unit", unit);
+        spk_lua_setstring(L, "about", about);
         lua_rawseti(L, -2, i + 1);
     }
 }
@@ -111,23 +129,18 @@ void spk_lua_push_timeline_columns(lua_State *L, const spk_timeline_stages *stag
 void spk_lua_push_timeline_clock(lua_State *L, const spk_timeline_clock *c)
 {
     lua_createtable(L, 0, 10);
-    lua_pushnumber(L, c->cycles_per_ns), lua_setfield(L, -2, "cycles_per_ns");
-    lua_pushboolean(L, c->fitted), lua_setfield(L, -2, "fitted");
-    lua_pushnumber(L, c->quantum_ns), lua_setfield(L, -2, "quantum_ns");
-    lua_pushnumber(L, c->residual_ns), lua_setfield(L, -2, "residual_ns");
-    lua_pushinteger(L, (lua_Integer)c->origin), lua_setfield(L, -2, "origin");
-    lua_pushinteger(L, c->blocks), lua_setfield(L, -2, "blocks");
-    lua_pushinteger(L, (lua_Integer)c->records), lua_setfield(L, -2, "records");
-    lua_pushinteger(L, (lua_Integer)c->stamps), lua_setfield(L, -2, "stamps");
-    const spk_timeline_selection *s = &c->selection;
-    lua_createtable(L, 0, 7);
-    lua_pushinteger(L, s->layer), lua_setfield(L, -2, "layer");
-    lua_pushinteger(L, s->direction), lua_setfield(L, -2, "direction");
-    lua_pushinteger(L, s->first_step), lua_setfield(L, -2, "first_step");
-    lua_pushinteger(L, s->steps), lua_setfield(L, -2, "steps");
-    lua_pushinteger(L, s->first_block), lua_setfield(L, -2, "first_block");
-    lua_pushinteger(L, s->blocks), lua_setfield(L, -2, "blocks");
-    lua_pushinteger(L, s->warp), lua_setfield(L, -2, "warp");
+    spk_lua_setnumber(L, "cycles_per_ns", c->cycles_per_ns);
+    spk_lua_setbool(L, "fitted", c->fitted);
+    spk_lua_setnumber(L, "quantum_ns", c->quantum_ns);
+    spk_lua_setnumber(L, "residual_ns", c->residual_ns);
+    spk_lua_setint(L, "origin", (lua_Integer)c->origin);
+    spk_lua_setint(L, "blocks", c->blocks);
+    spk_lua_setint(L, "records", (lua_Integer)c->records);
+    spk_lua_setint(L, "stamps", (lua_Integer)c->stamps);
+    spk_timeline_selection s = c->selection;
+    lua_createtable(L, 0, SELECTION_FIELDS);
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        spk_lua_setint(L, selection_fields[i].name, *selection_member(&s, i));
     lua_setfield(L, -2, "selection");
 }
 
@@ -208,12 +221,6 @@ static int l_demo_stages(lua_State *L)
 static spk_lua_type demo_type; /* below */
 
 /* Idempotent: __gc, __close and close(). */
-static int demo_release(lua_State *L)
-{
-    spk_timeline_demo_free(spk_lua_takeobject(L, 1, &demo_type));
-    return 0;
-}
-
 static const char *const demo_keys[] = {"cluster", "batch", "steps", "weights", NULL};
 
 static int l_demo_new(lua_State *L)
@@ -290,26 +297,20 @@ static int demo_info(lua_State *L)
     /* a copy: the tables made below may run a finalizer that closes the demo */
     const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(spk_lua_checkobject(L, 1, &demo_type));
     lua_createtable(L, 0, 7);
-    lua_pushinteger(L, g.blocks / g.tiles), lua_setfield(L, -2, "cluster");
-    lua_pushinteger(L, g.hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, g.threads), lua_setfield(L, -2, "threads");
-    lua_pushinteger(L, g.threads / 32), lua_setfield(L, -2, "warps");
-    lua_pushinteger(L, g.tile_rows), lua_setfield(L, -2, "tile_rows");
-    lua_pushinteger(L, g.tiles), lua_setfield(L, -2, "tiles");
-    lua_pushinteger(L, g.blocks), lua_setfield(L, -2, "blocks");
+    spk_lua_setint(L, "cluster", g.blocks / g.tiles);
+    spk_lua_setint(L, "hidden", g.hidden);
+    spk_lua_setint(L, "threads", g.threads);
+    spk_lua_setint(L, "warps", g.threads / 32);
+    spk_lua_setint(L, "tile_rows", g.tile_rows);
+    spk_lua_setint(L, "tiles", g.tiles);
+    spk_lua_setint(L, "blocks", g.blocks);
     return 1;
 }
 
-static int demo_tostring(lua_State *L)
+static void demo_tostring(lua_State *L, void *d)
 {
-    spk_timeline_demo *d = spk_lua_toobject(L, 1, &demo_type);
-    if (!d) {
-        lua_pushliteral(L, "timeline demo (closed)");
-        return 1;
-    }
     const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(d);
     lua_pushfstring(L, "timeline demo (cluster %d, %d tiles of %d rows)", g.blocks / g.tiles, g.tiles, g.tile_rows);
-    return 1;
 }
 
 static const spk_lua_checked_reg demo_methods[] = {
@@ -330,12 +331,10 @@ static const spk_lua_checked_reg demo_methods[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static spk_lua_type demo_type = {
-    .metatable = "spk.timeline_demo",
-    .name = "timeline demo",
-    .methods = demo_methods,
-    .release = demo_release,
-    .tostring = demo_tostring,
+static void demo_free(void *d) { spk_timeline_demo_free(d); }
+
+static spk_lua_type demo_type = {.metatable = "spk.timeline_demo", .name = "timeline demo",
+    .methods = demo_methods, .free = demo_free, .tostring = demo_tostring,
     .doc = "timeline demo (C): the instrumented cluster recurrence inside spk.timeline.demo's plan (plan.core).",
     .close_doc = "demo:close()\nFrees the demo's device memory now (also <close> and collection).",
 };
@@ -369,7 +368,5 @@ void spk_open_timeline(lua_State *L, int module)
     lua_setfield(L, -2, "__name");
     lua_pop(L, 1);
 
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs_module(L, module_functions, "spk.core");
-    lua_pop(L, 1);
+    spk_lua_register(L, module, module_functions, "spk.core");
 }

@@ -82,7 +82,11 @@ describe("the bindings", function()
   end)
 
   it("build on one argument library that calls no other file of src/lua, and call each other in no circle", function()
-    local objects = lines_of(("ls %s/obj/src/lua/*.o"):format(BUILD))
+    local objects = {} -- the objects of today's sources (a build folder may hold older ones)
+    for _, o in ipairs(lines_of(("ls %s/obj/src/lua/*.o"):format(BUILD))) do
+      local f = io.open("src/lua/" .. o:match("([%w_]+)%.o$") .. ".c", "r")
+      if f then f:close(); objects[#objects + 1] = o end
+    end
     assert.is_true(#objects > 10, "build first: no objects in " .. BUILD .. "/obj/src/lua")
     local defined_in, needs = {}, {}
     for _, o in ipairs(objects) do
@@ -114,6 +118,50 @@ describe("the bindings", function()
       state[name] = "done"
     end
     for name in pairs(needs) do walk(name, {}) end
+  end)
+end)
+
+describe("the rooms of src", function()
+  -- docs/design.md, "Architecture": each room includes only itself and the
+  -- rooms below it; only lua and cli know Lua; the kernels' headers (kernels/)
+  -- are shared with any room that runs them.
+  local BELOW = {
+    core = { core = true },
+    cuda = { core = true, cuda = true },
+    lstm = { core = true, cuda = true, lstm = true },
+    lua = { core = true, cuda = true, lstm = true, lua = true },
+    cli = { core = true, cuda = true, lstm = true, lua = true, cli = true },
+  }
+  -- the lines of `lines` (grep -Hn output of room's files) that break the rule
+  local function breaches(room, lines)
+    local wrong = {}
+    for _, line in ipairs(lines) do
+      local other = line:match('#include "(%w+)/')
+      local knows_lua = line:match("#include <lua") or line:match("#include <lauxlib")
+      if (other and not BELOW[room][other]) or (knows_lua and room ~= "lua" and room ~= "cli") then
+        wrong[#wrong + 1] = line
+      end
+    end
+    return wrong
+  end
+
+  it("include only the rooms below them, and only lua and cli include Lua", function()
+    local wrong = {}
+    for room in pairs(BELOW) do
+      local lines = lines_of(("grep -Hn '^#include' src/%s/*.c src/%s/*.h"):format(room, room))
+      assert.is_true(#lines > 5, room)
+      for _, line in ipairs(breaches(room, lines)) do wrong[#wrong + 1] = line end
+    end
+    assert.are.same({}, wrong)
+  end)
+
+  it("are checked by a rule that can fail", function()
+    local bad = { 'src/core/x.c:3:#include "lstm/family.h"', "src/lstm/y.c:4:#include <lauxlib.h>",
+                  'src/cuda/z.c:5:#include "lua/bind.h"' }
+    assert.are.same({ bad[1] }, breaches("core", { bad[1], 'src/core/x.c:4:#include "core/error.h"' }))
+    assert.are.same({ bad[2] }, breaches("lstm", { bad[2], 'src/lstm/y.c:5:#include "cuda/runtime.h"' }))
+    assert.are.same({ bad[3] }, breaches("cuda", { bad[3] }))
+    assert.are.same({}, breaches("cli", { 'src/cli/m.c:1:#include "lua/bind.h"', "src/cli/m.c:2:#include <lua.h>" }))
   end)
 end)
 
