@@ -75,7 +75,9 @@ batch's default): its options, sizes and defines; no device needed.]=]):format(v
   for _, f in ipairs(core.kernel_families()) do register(f) end
 
   -- The cluster backend's constructor by its own name too.
-  spk.lstm.cluster_stack = spk.lstm.backends.cluster
+  spk.lstm.cluster_stack = options.takes(1, "spk.lstm.cluster_stack", function(opts)
+    return spk.lstm.backends.cluster(opts)
+  end)
   doc(spk.lstm.cluster_stack, [[
 spk.lstm.cluster_stack{layers =, batch =, steps =, kernel =, math =} -> plan
 The cluster kernels' plan (spk.lstm.stack{backend = "cluster"}, spk.lstm.backends.cluster; compute

@@ -764,7 +764,10 @@ int spk_lua_checklayers(lua_State *L, int idx, spk_lstm_layer *out, int max, con
         luaL_error(L, "%s%slayers must be a list of {W =, R =, B =}, got %s", where, sep, spk_lua_describe(L, idx));
     idx = lua_absindex(L, idx);
     int count = spk_lua_rawcount(L, idx);
-    if (count < 1 || count > max)
+    if (count < 1)
+        luaL_error(L, "%s%slayers must hold 1..%d layers, got 0: a stack needs at least one layer {W =, R =, B =}",
+                   where, sep, max);
+    if (count > max)
         luaL_error(L, "%s%slayers must hold 1..%d layers, got %d", where, sep, max, count);
     static const char *const names[3] = {"W", "R", "B"};
     for (int k = 1; k <= count; k++) {

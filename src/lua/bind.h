@@ -33,8 +33,9 @@
  * _setstring, _setnumber, _setfields (lstm/fields.h), _push_sorted; the
  * failure helpers spk_lua_fail / spk_lua_check. (For code written against
  * the former lua/args.h and gpu_plan.h: their readers are these, under the
- * same names; spk_lua_noextra and spk_lua_setfuncs are gone, the parameter
- * list of spk_lua_setfuncs_checked / spk_lua_register does it;
+ * same names; the hand-written extra-argument check and the unchecked
+ * registration are gone, the parameter list of spk_lua_setfuncs_checked /
+ * spk_lua_register does it;
  * spk_lua_checkmodule(L, i) is spk_lua_checkobject(L, i, &spk_lua_module_type)
  * of lua/cuda_area.h; a type frees through `free`; the GPU plans' helpers
  * are plan.c's own.)

@@ -61,7 +61,7 @@ describe("cudnn arguments (checked before any CUDA call)", function()
     assert.matches("layer 1: B is missing", err)
     err = message(spk.lstm.cudnn_stack, with { layers = { { W = layers[1].W, R = 1, B = layers[1].B } } })
     assert.matches("layer 1: R is not a tensor", err)
-    assert.matches("layers: a stack needs at least one layer", message(spk.lstm.cudnn_stack, with { layers = {} }))
+    assert.matches("layers must hold 1..64 layers, got 0", message(spk.lstm.cudnn_stack, with { layers = {} }))
   end)
 
   it("checks cudnn_algorithms' arguments the same way", function()
