@@ -4,8 +4,8 @@
 --
 --   local plan = spk.lstm.stack{backend = "auto", layers = layers, batch = 8, steps = 589,
 --                               tune_dir = dir,   -- optional: the record folder (default tuning.dir())
---                               math = "fp32"}    -- | "tf32": handed to the chosen backend (TF32 input
---                                                 -- projections); auto never picks tf32 on its own
+--                               math = "fp32"}    -- or any of spk.lstm.math_modes: handed to the chosen
+--                                                 -- backend; auto never picks a math on its own
 --   plan.auto = {backend = "cluster", options = {kernel = {...}}, source = "record" | "default",
 --                record = path | nil, tuned_batch = 8 | nil, reason = "..."}
 --   -- the rest of plan is the chosen backend's plan (forward, time, close, variant, ...)

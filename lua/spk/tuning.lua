@@ -635,17 +635,17 @@ function M.steps_class(steps)
   return c
 end
 
-local function check_shape(shape, level)
-  if type(shape) ~= "table" then error("tuning: shape must be a table {hidden, input, layers, batch, steps}", level) end
+local function check_shape(shape)
+  if type(shape) ~= "table" then error("tuning: shape must be a table {hidden, input, layers, batch, steps}") end
   for _, k in ipairs { "hidden", "input", "layers", "batch", "steps" } do
     if math.type(shape[k]) ~= "integer" or shape[k] < 1 then
-      error(("tuning: shape.%s must be a positive integer, got %s"):format(k, tostring(shape[k])), level)
+      error(("tuning: shape.%s must be a positive integer, got %s"):format(k, tostring(shape[k])))
     end
   end
 end
 
 function M.lookup(record, shape)
-  check_shape(shape, 3)
+  check_shape(shape)
   local class = M.steps_class(shape.steps)
   local above, largest
   for _, e in ipairs(record.entries or {}) do
@@ -709,7 +709,7 @@ function M.fallbacks(facts)
 end
 
 function M.choose(shape, opts)
-  check_shape(shape, 3)
+  check_shape(shape)
   opts = require("spk.options").check_keys(opts, { "facts", "why", "dir" }, "tuning.choose")
   local facts, why = opts.facts, opts.why
   if facts == nil then facts, why = M.facts() end
