@@ -21,6 +21,8 @@ return function(spk, core)
 
   -- The plan options beyond the stack's that a family may take (its record says which).
   local PLAN_OPTIONS = { "schedule", "capacity", "timeout_ms" }
+  -- A constructor known by a name of its own too (the same function, messages in that name).
+  local OWN_NAMES = { cluster = "cluster_stack" }
 
   local function register(f)
     local backend = f.backend
@@ -45,7 +47,10 @@ return function(spk, core)
       return spk.lstm.new_plan(self, { forward_options = f.trace and { trace = true } or nil })
     end
 
-    spk.lstm.backends[backend] = options.takes(1, "spk.lstm.backends." .. backend, construct)
+    local own = OWN_NAMES[backend]
+    local name = own and "spk.lstm." .. own or "spk.lstm.backends." .. backend
+    spk.lstm.backends[backend] = options.takes(1, name, construct)
+    if own then spk.lstm[own] = spk.lstm.backends[backend] end
     local variant_name = backend .. "_variant"
     spk.lstm[variant_name] = options.takes(3, "spk.lstm." .. variant_name, function(kernel, batch, hidden)
       return spk.lstm.kernel_variant { backend = backend, kernel = kernel, batch = batch, hidden = hidden }
@@ -60,10 +65,10 @@ return function(spk, core)
       if allowed[key] then extra[#extra + 1] = key .. " =, " end
     end
     doc(spk.lstm.backends[backend], ([[
-spk.lstm.backends.%s{layers =, batch =, steps =, kernel =, %smath =} -> plan
-The %s kernels (spk.lstm.stack{backend = "%s"}); their kernel options are
-spk.lstm.kernel_options("%s") (spk help lists them).]]):format(backend, table.concat(extra), f.title, backend,
-      backend))
+%s{layers =, batch =, steps =, kernel =, %smath =} -> plan
+The %s kernels (spk.lstm.stack{backend = "%s"}%s);
+their kernel options are spk.lstm.kernel_options("%s") (spk help lists them).]]):format(name, table.concat(extra), f.title, backend,
+      own and ", spk.lstm.backends." .. backend or "", backend))
     doc(spk.lstm[variant_name], ([=[
 spk.lstm.%s([kernel[, batch = 1[, hidden = 128]]]) -> variant
 The %s variant a plan of that batch compiles for the kernel table (every option left out at the
@@ -73,14 +78,4 @@ batch's default): its options, sizes and defines; no device needed.]=]):format(v
   end
 
   for _, f in ipairs(core.kernel_families()) do register(f) end
-
-  -- The cluster backend's constructor by its own name too.
-  spk.lstm.cluster_stack = options.takes(1, "spk.lstm.cluster_stack", function(opts)
-    return spk.lstm.backends.cluster(opts)
-  end)
-  doc(spk.lstm.cluster_stack, [[
-spk.lstm.cluster_stack{layers =, batch =, steps =, kernel =, math =} -> plan
-The cluster kernels' plan (spk.lstm.stack{backend = "cluster"}, spk.lstm.backends.cluster; compute
-capability 9.0): one thread-block cluster per batch tile and direction. Its kernel options are
-spk.lstm.kernel_options("cluster") (spk help lists them).]])
 end
