@@ -82,9 +82,7 @@ static_assert(CELL == 0 || CELL == 1 || CELL == 2, "CELL must be 0 (reference), 
 #define BARRIER_FLOATS (4 * ROW_PHASES)       /* two 8-byte mbarriers a phase */
 #define PHASE_SLOT(p) ((p) * SLOTS / ROW_PHASES) /* phase p owns slots PHASE_SLOT(p) .. PHASE_SLOT(p + 1) - 1 */
 #define RING_FLOATS (GATES_AHEAD > 1 ? GATES_AHEAD * SLOTS * THREADS * 4 : 0) /* the gates' cp.async stages */
-#define STATUS_BAD_GEOMETRY 2u
-#define STATUS_NEEDS_SM90 3u
-#define STATUS_EXCHANGE_TIMEOUT 4u
+#include "spk_status.cuh" /* STATUS_*: the codes the host reports */
 #define FULL_MASK 0xffffffffu
 // The timeline build's stages (one list a row phase count): PHASE_MARK(S, phase) is the mark stamped where
 // stage S of row phase `phase` ends, STEP_MARK(S) that of a stage once a step; slot k is in phase SLOT_PHASE(k).

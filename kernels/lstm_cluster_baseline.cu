@@ -65,8 +65,7 @@ static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 
 #define PRE_STRIDE (GATE_ROWS + 4)
 #define CELLS ((TILE_ROWS * UNITS + THREADS - 1) / THREADS)
 #define SLOTS CELLS /* cells a thread owns: cell tid + k * THREADS for k < SLOTS */
-#define STATUS_BAD_GEOMETRY 2u
-#define STATUS_NEEDS_SM90 3u
+#include "spk_status.cuh" /* STATUS_*: the codes the host reports */
 #define FULL_MASK 0xffffffffu
 #define CLUSTER_TIMELINE_STAGES SPK_CLUSTER_BASELINE_STAGE_COUNT /* the timeline build's */
 #define MARK(s) (1 + SPK_CLUSTER_BASELINE_##s)

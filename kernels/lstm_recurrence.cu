@@ -54,8 +54,7 @@
 // Paired gather: 16-byte pairs a thread keeps in flight per round (at most 8: 32 registers).
 #define GATHER_PAIRS_ALL ((MAX_TILE_ROWS * HIDDEN / 2 + THREADS - 1) / THREADS)
 #define GATHER_PAIRS (GATHER_PAIRS_ALL < 8 ? GATHER_PAIRS_ALL : 8)
-#define STATUS_TIMEOUT 1u
-#define STATUS_BAD_GEOMETRY 2u
+#include "spk_status.cuh" /* STATUS_*: the codes the host reports */
 #define MARK(s) (1 + SPK_RECURRENCE_##s) /* the timeline build's mark where stage s ends */
 
 static_assert(UNITS == 4 || UNITS == 8 || UNITS == 16 || (UNITS == 32 && GATE_BLOCK == 4),

@@ -2,12 +2,12 @@
 # The kernels' machine code (SASS) of this tree against a reference commit's,
 # variant by variant, with NVRTC for sm_90 (no GPU needed):
 #
-#   tools/sass_compare.sh [--ref COMMIT | --ref-dir TREE] [--list defaults|options|all] [--keep DIR]
+#   tools/sass_compare.sh --ref COMMIT | --ref-dir TREE [--list defaults|options|all] [--keep DIR]
 #
-# The reference (default: commit 8a53c77, the kernels before they were
-# written as named stages) is exported with git archive into a temporary
-# folder and built there (build/spk only), unless --ref-dir names a built
-# tree (with --ref too, that commit names it in the output). Each tree's own spk compiles each variant from its own kernels/
+# The reference, a commit you name (the tree before the change, e.g. main),
+# is exported with git archive into a temporary folder and built there
+# (build/spk only), unless --ref-dir names a built tree (with --ref too,
+# that commit names it in the output). Each tree's own spk compiles each variant from its own kernels/
 # (tools/kernel_cubins.lua, which knows both trees' APIs); then
 # tools/cubin_compare.lua compares the kernels' .text sections. The last line
 # reads "N identical, N differ, N in one tree only"; exit status 0 when none
@@ -15,7 +15,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
-ref=8a53c77 ref_dir="" list=all keep="" ref_given=""
+ref="" ref_dir="" list=all keep="" ref_given=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ref) ref=$2; ref_given=1; shift 2 ;;
@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x build/spk ] || { echo "sass_compare: build/spk is missing: run make" >&2; exit 2; }
+[ -n "$ref" ] || [ -n "$ref_dir" ] || { echo "sass_compare: name the reference: --ref COMMIT (e.g. main) or --ref-dir TREE" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ -z "$ref_dir" ]; then

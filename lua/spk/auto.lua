@@ -26,32 +26,31 @@ return function(spk, core)
   local tuning = require "spk.tuning"
   local known = { layers = true, batch = true, steps = true, backend = true, tune_dir = true, math = true }
 
-  local function fail(message, level) error("spk.lstm.stack (auto): " .. message, level + 1) end
+  local function fail(message) error("spk.lstm.stack (auto): " .. message) end
 
-  local function shape_of(opts, level)
-    if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =}", level + 1) end
+  local function shape_of(opts)
+    if type(opts) ~= "table" then fail("expects a table {layers =, batch =, steps =}") end
     for key in pairs(opts) do
       if not known[key] then
         -- without `backend` the stack is "auto", which picks each backend's options itself
         fail(("unknown option '%s'%s"):format(tostring(key), opts.backend == nil
-          and " (backend options need their backend: give backend = \"persistent\", \"cluster\", ...)" or ""),
-          level + 1)
+          and " (backend options need their backend: give backend = \"persistent\", \"cluster\", ...)" or ""))
       end
     end
     if opts.backend ~= nil and opts.backend ~= "auto" then
-      fail(("backend must be \"auto\", got %s"):format(tostring(opts.backend)), level + 1)
+      fail(("backend must be \"auto\", got %s"):format(tostring(opts.backend)))
     end
     if opts.tune_dir ~= nil and type(opts.tune_dir) ~= "string" then
-      fail("tune_dir must be a string", level + 1)
+      fail("tune_dir must be a string")
     end
     local math_ok, why = spk.lstm.check_math(opts.math, "auto")
-    if not math_ok then fail(why, level + 1) end
+    if not math_ok then fail(why) end
     if type(opts.layers) ~= "table" or #opts.layers == 0 then
-      fail("layers must be a non-empty list of {W =, R =, B =}", level + 1)
+      fail("layers must be a non-empty list of {W =, R =, B =}")
     end
     for _, key in ipairs { "batch", "steps" } do
       if math.type(opts[key]) ~= "integer" or opts[key] < 1 then
-        fail(("%s must be a positive integer, got %s"):format(key, tostring(opts[key])), level + 1)
+        fail(("%s must be a positive integer, got %s"):format(key, tostring(opts[key])))
       end
     end
     local dims = spk.lstm.validate(opts.layers)
@@ -66,7 +65,7 @@ return function(spk, core)
   end
 
   function spk.lstm.auto_choice(opts)
-    local shape = shape_of(opts, 2)
+    local shape = shape_of(opts)
     local f, why = facts()
     return tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
   end
@@ -105,7 +104,7 @@ return function(spk, core)
   end
 
   local function auto(opts)
-    local shape = shape_of(opts, 2)
+    local shape = shape_of(opts)
     local f, why = facts()
     local choice = tuning.choose(shape, { facts = f, why = why, dir = opts.tune_dir })
     local ok, plan = pcall(build, choice.backend, choice.options, opts, choice.math)

@@ -33,10 +33,10 @@
 --   [B, steps, 2H] (an untimed forward of the same plan) is compared with it:
 --   rel_l2 = ||y - ref||_2 / ||ref||_2 over all elements, max_abs =
 --   max |y - ref|. Bounds: cuDNN (every FP32 algorithm) rel_l2 <= 1e-4; the
---   persistent and cluster kernels rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
+--   built-in kernels (every family) rel_l2 <= 1.1 x and max_abs <= 2 x those of cuDNN's
 --   standard FP32 algorithm at the same batch (when that row exists); the cpu
 --   f32 reference rel_l2 <= 1e-4. TF32 rows (maths = {..., "tf32"}): cuDNN's
---   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the persistent and cluster
+--   TF32 algorithms rel_l2 <= tf32_bound (1e-2); the built-in
 --   kernels with TF32 input projections 1.1 x / 2 x cuDNN standard TF32's
 --   errors at the same batch, or rel_l2 <= tf32_bound where that row is
 --   missing. 3xtf32 rows (split-TF32 projections, which claim FP32's
@@ -88,31 +88,42 @@
 -- benchmark.text(rows, info[, {environment =, seconds =}]) -> the table spk bench
 --   prints of run's rows and info (scripts print the same).
 -- benchmark.defaults: the defaults above; benchmark.bounds: the default bounds;
--- benchmark.tf32_bound: the fixed TF32 rel_l2 bound (1e-2); benchmark.maths: {"fp32", "tf32", "3xtf32"};
--- benchmark.held_to: the cuDNN math each math's rows are bounded by and timed against (3xtf32: fp32).
+-- benchmark.tf32_bound: the fixed rel_l2 bound of the reduced maths (1e-2); benchmark.maths: the
+-- stacks' maths (src/cuda/math_modes.h: fp32, tf32, 3xtf32); benchmark.held_to: the cuDNN math
+-- each math's rows are bounded by and timed against (3xtf32: fp32), from the same list.
 local M = {}
 
 local bound = require "spk.bound"
 
 M.cudnn_algorithms = { "standard", "persist_static", "persist_static_small_h", "persist_dynamic" }
-M.maths = { "fp32", "tf32", "3xtf32" }
--- The cuDNN math whose rows a row of each math is held to and timed against:
--- 3xtf32 claims FP32's accuracy, so it gets FP32's bounds and FP32's
--- fastest cuDNN algorithm; cuDNN runs only the maths that map to themselves.
--- The bounds' rule lives in lua/spk/bound.lua (spk.lstm.bound).
-M.held_to = bound.held_to
--- TF32 rounds each product's inputs to 10 mantissa bits (about 5e-4 relative):
--- cuDNN's TF32 algorithms are held to this, and so are the spk kernels' TF32
--- rows at a batch without cuDNN standard TF32 to compare with.
+-- The stacks' maths and the math whose rows a row of each is held to and
+-- timed against (the one list, src/cuda/math_modes.h, through spk.bound): a
+-- math that claims FP32's accuracy (3xtf32) gets FP32's bounds and FP32's
+-- fastest cuDNN algorithm; cuDNN runs only the maths that are held to
+-- themselves. The first is the default. The bounds' rule lives in
+-- lua/spk/bound.lua (spk.lstm.bound).
+M.maths, M.held_to, M.help = {}, bound.held_to, {}
+for _, m in ipairs(require("spk.core").blas.math_modes) do
+  if m.stacks then
+    M.maths[#M.maths + 1] = m.name
+    M.help[m.name] = m.help
+  end
+end
+local DEFAULT = M.maths[1]
+-- A reduced math (TF32 inputs: held to itself, not the default's accuracy)
+-- rounds each product's inputs to 10 mantissa bits (about 5e-4 relative):
+-- cuDNN's algorithms in it are held to this, and so are the spk kernels'
+-- rows at a batch without cuDNN standard in it to compare with.
 M.tf32_bound = bound.fixed.tf32
+local function reduced(m) return m ~= DEFAULT and M.held_to[m] == m end
 
-local function math_of(row) return row.math or "fp32" end
+local function math_of(row) return row.math or DEFAULT end
 
 M.defaults = {
   batches = { 1, 8, 32, 64, 256 },
   steps = 589,
   backends = { "persistent", "cudnn" },
-  maths = { "fp32" },
+  maths = { DEFAULT },
   rounds = 7,
   warmup = 2,
   seed = 1,
@@ -138,16 +149,16 @@ M.bounds = {
   -- every cuDNN FP32 algorithm within 1e-4 relative L2 of the f64 reference
   cudnn = function(row) return bound.bound { backend = "cudnn", math = math_of(row) }.rel_l2 end,
   cpu = bound.bound { backend = "cpu" }.rel_l2,
-  -- no worse than 1.1x / 2x cuDNN standard's error in the same math
-  persistent = function(row, batch_rows)
-    local std = standard_row(batch_rows, math_of(row))
-    if not std and M.held_to[math_of(row)] ~= "tf32" then return nil end
-    local b = bound.bound { math = math_of(row), against = std and { rel_l2 = std.rel_l2, max_abs = std.max_abs } }
-    return b.rel_l2, b.max_abs
-  end,
 }
--- The cluster kernel is held to the persistent kernel's bound (the same bounds).
-M.bounds.cluster = M.bounds.persistent
+-- Every built-in kernel family (and a kernel of one's own, spk.lstm.kernel_backend):
+-- no worse than 1.1x / 2x cuDNN standard's error in the same math.
+local function kernel_bound(row, batch_rows)
+  local std = standard_row(batch_rows, math_of(row))
+  if not std and not reduced(math_of(row)) then return nil end
+  local b = bound.bound { math = math_of(row), against = std and { rel_l2 = std.rel_l2, max_abs = std.max_abs } }
+  return b.rel_l2, b.max_abs
+end
+for _, f in ipairs(require("spk.core").kernel_families()) do M.bounds[f.backend] = kernel_bound end
 
 local function list_of(value, what)
   if type(value) ~= "table" or #value == 0 then
@@ -186,8 +197,8 @@ function M.speedups(rows)
       out[i] = f.median_ms / r.median_ms
     end
   end
-  by_math.fp32 = by_math.fp32 or {}
-  return out, by_math.fp32, by_math
+  by_math[DEFAULT] = by_math[DEFAULT] or {}
+  return out, by_math[DEFAULT], by_math
 end
 
 function M.judge(rows, bounds)
@@ -238,7 +249,7 @@ local function variants_of(backend, opts)
   if backend == "cpu" then return { {} } end
   local out = {}
   for _, m in ipairs(opts.maths) do
-    local math_mode = m ~= "fp32" and m or nil
+    local math_mode = m ~= DEFAULT and m or nil
     if backend == "cudnn" then
       if M.held_to[m] == m then -- a math cuDNN has
         for _, a in ipairs(opts.algos) do out[#out + 1] = { algo = a, math = math_mode } end
@@ -260,7 +271,7 @@ end
 local function measure(spk, o, backend, variant, batch, x, reference)
   local row = { batch = batch, steps = o.steps, backend = backend, algo = variant.algo, math = variant.math,
                 variant = variant.label or variant.algo or backend }
-  if not variant.label and variant.math and variant.math ~= "fp32" then
+  if not variant.label and variant.math and variant.math ~= DEFAULT then
     row.variant = row.variant .. " " .. variant.math
   end
   local stack_opts = { layers = o.layers, batch = batch, steps = o.steps, backend = backend }
@@ -419,25 +430,29 @@ function M.text(rows, info, opts)
       or " (skipped)"),
   }
   local own = false -- rows of a kernel of one's own (spk.lstm.kernel_backend)
-  local builtin = { persistent = true, cluster = true, cudnn = true, cpu = true, auto = true }
+  local builtin, held = { cudnn = true, cpu = true, auto = true }, {}
+  for _, f in ipairs(require("spk.core").kernel_families()) do
+    builtin[f.backend] = true
+    held[#held + 1] = f.backend
+  end
   for _, r in ipairs(rows) do own = own or not builtin[r.backend] end
+  if own then held[#held + 1] = "the kernels of one's own" end
+  local kernels = #held > 1 and table.concat(held, ", ", 1, #held - 1) .. " and " .. held[#held] or held[1]
   local footer = {
     "vs cuDNN best: the fastest cuDNN algorithm's median at that batch / the row's (> 1: faster).",
-    ("bound (rel L2): cuDNN and cpu 1e-4; persistent%s 1.1x (and max abs 2x) cuDNN standard FP32's at that "
-      .. "batch."):format(own and ", cluster and the kernels of one's own" or " and cluster"),
+    ("bound (rel L2): cuDNN and cpu 1e-4; %s 1.1x (and max abs 2x) cuDNN standard FP32's at that "
+      .. "batch."):format(kernels),
   }
-  local tf32 = false
-  for _, m in ipairs(info.maths or {}) do tf32 = tf32 or m == "tf32" end
-  if tf32 then
-    footer[1] = "vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
-      .. "(tf32 rows: the fastest cuDNN tf32 one) / the row's (> 1: faster)."
-    footer[#footer + 1] = ("tf32 rows: cuDNN %g; persistent and cluster (TF32 input projections, FP32 recurrence) "
-      .. "1.1x (and max abs 2x) cuDNN standard tf32's at that batch, else %g."):format(M.tf32_bound, M.tf32_bound)
-  end
   for _, m in ipairs(info.maths or {}) do
-    if m == "3xtf32" then
-      footer[#footer + 1] = "3xtf32 rows (split-TF32 input projections, FP32 recurrence): the FP32 rows' bounds; "
-        .. "vs cuDNN best: the fastest cuDNN FP32 algorithm."
+    if reduced(m) then
+      footer[1] = ("vs cuDNN best: the fastest cuDNN algorithm's median at that batch in the row's math "
+        .. "(%s rows: the fastest cuDNN %s one) / the row's (> 1: faster)."):format(m, m)
+      footer[#footer + 1] = ("%s rows: cuDNN %g; %s (%s input projections, FP32 recurrence) "
+        .. "1.1x (and max abs 2x) cuDNN standard %s's at that batch, else %g."):format(m, M.tf32_bound, kernels,
+        m:upper(), m, M.tf32_bound)
+    elseif m ~= DEFAULT and M.held_to[m] then
+      footer[#footer + 1] = ("%s rows (%s input projections, FP32 recurrence): the %s rows' bounds; vs cuDNN best: "
+        .. "the fastest cuDNN %s algorithm."):format(m, M.help[m], M.held_to[m]:upper(), M.held_to[m]:upper())
     end
   end
   if failed > 0 then footer[#footer + 1] = ("%d row%s beyond the bound (FAIL)."):format(failed, failed > 1 and "s" or "") end

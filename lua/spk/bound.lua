@@ -25,7 +25,18 @@
 --   bound.fixed = {cudnn = 1e-4, cpu = 1e-4, tf32 = 1e-2}, bound.factor = {rel_l2 = 1.1, max_abs = 2}
 local M = {}
 
-M.held_to = { fp32 = "fp32", tf32 = "tf32", ["3xtf32"] = "fp32" }
+-- The stacks' maths and what each is held to: the one list (src/cuda/math_modes.h), the first the default.
+-- A reduced math is held to itself rather than to the default's accuracy (TF32's inputs).
+local MATHS = {}
+M.held_to = {}
+for _, m in ipairs(require("spk.core").blas.math_modes) do
+  if m.stacks then
+    MATHS[#MATHS + 1] = m.name
+    M.held_to[m.name] = m.held_to
+  end
+end
+local DEFAULT = MATHS[1]
+local function reduced(held) return held ~= DEFAULT end
 M.fixed = { cudnn = 1e-4, cpu = 1e-4, tf32 = 1e-2 }
 M.factor = { rel_l2 = 1.1, max_abs = 2 }
 
@@ -77,12 +88,15 @@ function M.bound(spec)
       fail(("unknown option '%s' (known: against, backend, layers, math, x)"):format(tostring(key)))
     end
   end
-  local backend, math_mode = spec.backend or "kernel", spec.math or "fp32"
+  local backend, math_mode = spec.backend or "kernel", spec.math or DEFAULT
   if type(backend) ~= "string" then fail("backend must be a backend's name, got " .. tostring(backend)) end
   local held = M.held_to[math_mode]
-  if not held then fail(("math must be fp32, tf32 or 3xtf32, got %s"):format(tostring(math_mode))) end
+  if not held then
+    fail(("math must be %s or %s, got %s"):format(table.concat(MATHS, ", ", 1, #MATHS - 1), MATHS[#MATHS],
+      tostring(math_mode)))
+  end
   if backend == "cudnn" then
-    local b = held == "tf32" and M.fixed.tf32 or M.fixed.cudnn
+    local b = reduced(held) and M.fixed.tf32 or M.fixed.cudnn
     return made(b, nil, ("cuDNN's %s algorithms: a fixed bound"):format(held:upper()))
   elseif backend == "cpu" then
     return made(M.fixed.cpu, nil, "the f32 C reference: a fixed bound")
@@ -96,7 +110,10 @@ function M.bound(spec)
     against = measure(spec.layers, spec.x, held)
   end
   if against == nil then
-    if held == "tf32" then return made(M.fixed.tf32, nil, "a TF32 row without cuDNN standard TF32 to compare with") end
+    if reduced(held) then
+      return made(M.fixed.tf32, nil, ("a %s row without cuDNN standard %s to compare with"):format(held:upper(),
+        held:upper()))
+    end
     fail("a kernel's bound is relative to cuDNN standard's error on the same input: give against = {rel_l2 =, "
       .. "max_abs =}, or layers = and x = (which measures it on a GPU)")
   end

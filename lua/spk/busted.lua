@@ -463,7 +463,7 @@ function M.kernel_hash(plan)
   if type(own) == "string" then return own end
   local backend = backend_of(plan)
   local lines = { "spk kernel hash 1", "backend=" .. backend, "variant=" .. M.describe(plan),
-                  "math=" .. tostring(field(plan, "math") or "fp32") }
+                  "math=" .. tostring(field(plan, "math") or spk.lstm.math_default) }
   local kernel = field(plan, "kernel")
   local defines = type(kernel) == "table" and kernel.defines or nil
   if type(defines) == "table" then

@@ -41,7 +41,7 @@ return function(spk)
   end
 
   local function cpu(opts)
-    local self = spk.lstm.plan_options(opts, "cpu", { threads = true, vector = true }, 2)
+    local self = spk.lstm.plan_options(opts, "cpu", { threads = true, vector = true })
     if opts.threads ~= nil and (math.type(opts.threads) ~= "integer" or opts.threads < 1) then
       error(("spk.lstm.stack (cpu): threads must be a positive integer, got %s"):format(tostring(opts.threads)), 2)
     end

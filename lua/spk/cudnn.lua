@@ -110,9 +110,14 @@ return function(spk, core)
   doc(methods.time, [[
 plan:time{rounds = 10, warmup = 3, iters = 1, graph = true, x = tensor, stream = s} -> {median_ms, ...}
 spk.bench over forward_into on device buffers made once.]])
+  local cudnn_maths = {} -- the maths of the one list cuDNN has (src/cuda/math_modes.h)
+  for _, m in ipairs(core.blas.math_modes) do
+    if m.cudnn then cudnn_maths[#cudnn_maths + 1] = ('"%s"'):format(m.name) end
+  end
   doc(spk.lstm.cudnn_stack, [[
 spk.lstm.cudnn_stack{layers =, batch =, steps =, algo = "persist_static_small_h" | "standard" | "persist_static"
-                     | "persist_dynamic", layout = "batch_major" | "seq_major", math = "fp32" | "tf32", stream =} -> plan
+                     | "persist_dynamic", layout = "batch_major" | "seq_major", math = ]]
+    .. table.concat(cudnn_maths, " | ") .. [[, stream =} -> plan
 cuDNN 9's LSTM over the stack, weights placed from the ONNX layout (spk.lstm.stack{backend = "cudnn"}).]])
   doc(spk.lstm.cudnn_algorithms, [[
 spk.lstm.cudnn_algorithms{batch =, steps = 589, layers = stack | count (4), hidden = 128, input = 60, layout =, math =}

@@ -14,6 +14,7 @@
 --
 --   doc.area{name = "lstm", summary = "one line", source = "spk.lstm",
 --            contents = {spk.lstm, spk.schedule}}   -- tables, functions, type names
+--   (header = text instead of source: an area without a Lua file of its own)
 --
 --   doc(value, text) -> value          documents a function or table
 --   doc.type(name, methods, text)      a type of values whose metatable __name (or
@@ -447,7 +448,7 @@ end
 
 local function area_text(a)
   local parts = { ("%s: %s"):format(a.name, a.summary) }
-  local header = M.header(a.source)
+  local header = a.header or M.header(a.source)
   if header then parts[#parts + 1] = "\n" .. header end
   local contents = a.contents
   if a.require then

@@ -6,8 +6,10 @@
 -- spk.plot, ... when required) is guarded: a call runs under a message
 -- handler, and an error that spk's own code raised (error() in lua/spk, or a
 -- binding called from there) has its location replaced by the first caller
--- outside lua/spk, whatever level it was raised at or however deep in spk it
--- happened. So a new function needs no level arithmetic to be right.
+-- outside lua/spk, whatever level error() was given or however deep in spk it
+-- happened. So spk's functions raise with a plain error(message): no level
+-- is threaded through them (tests/spec/error_location_spec.lua checks the
+-- lines, tests/spec/code_shape_spec.lua that no level is passed on).
 --
 -- What is left alone: errors that are not strings (usage errors are tables),
 -- errors raised in the script's own code (a callback spk called), and
@@ -47,20 +49,20 @@ local function location(info)
   return ("%s:%d:"):format(info.short_src, info.currentline)
 end
 
--- The first Lua frame from `level` up that is outside spk: its location,
--- and the locations of the frames on the way (ones an error level may have
+-- The first Lua frame from `frame` up that is outside spk: its location,
+-- and the locations of the frames on the way (ones an error() level may have
 -- picked).
-local function caller_from(level)
+local function caller_from(frame)
   local on_stack = {}
   while true do
-    local info = getinfo(level, "Sl")
+    local info = getinfo(frame, "Sl")
     if not info then return nil, on_stack end
     if info.what ~= "C" then
       local at = location(info)
       if not M.is_own(info.source) then return at, on_stack end
       on_stack[at] = true
     end
-    level = level + 1
+    frame = frame + 1
   end
 end
 
@@ -68,8 +70,8 @@ end
 -- was raised, with the stack intact.
 local function repoint(message, name)
   if type(message) ~= "string" then return message end
-  local level = 2 -- the function that raised (1 is this handler)
-  local raiser = getinfo(level, "S")
+  local frame = 2 -- the function that raised (1 is this handler)
+  local raiser = getinfo(frame, "S")
   if not raiser then return message end
   if raiser.what ~= "C" then
     -- A runtime error of Lua code ("attempt to index a nil value"): the
@@ -77,7 +79,7 @@ local function repoint(message, name)
     -- bug): it is reported at the script's line, naming the function, with
     -- spk's place last.
     if not M.is_own(raiser.source) then return message end
-    local caller = caller_from(level)
+    local caller = caller_from(frame)
     if not caller then return message end
     local file, line, rest = message:match("^([^\n]-):(%d+): (.*)$")
     if not file then return caller .. " " .. name .. ": " .. message end
@@ -86,11 +88,11 @@ local function repoint(message, name)
   -- The first Lua frame above the raising C function (error, or a binding)
   -- says whose error it is.
   repeat
-    level = level + 1
-    raiser = getinfo(level, "S")
+    frame = frame + 1
+    raiser = getinfo(frame, "S")
   until not raiser or raiser.what ~= "C"
   if not raiser or not M.is_own(raiser.source) then return message end
-  local caller, on_stack = caller_from(level)
+  local caller, on_stack = caller_from(frame)
   if not caller then return message end
   local file, line, rest = message:match("^([^\n]-):(%d+): (.*)$")
   if file then
@@ -151,11 +153,11 @@ end
 -- xpcall and so has no name, the guard's, which is what the script called
 -- (a method call numbers its arguments without self).
 function M.call_info(level)
-  level = level + 1
-  local info = getinfo(level, "nf")
-  local c = getinfo(level + 1, "S")
+  local frame = level + 1 -- the caller's frame, seen from here
+  local info = getinfo(frame, "nf")
+  local c = getinfo(frame + 1, "S")
   if c and c.what == "C" then
-    local g = getinfo(level + 2, "nf")
+    local g = getinfo(frame + 2, "nf")
     if g and is_guard[g.func] then return g end
   end
   return info

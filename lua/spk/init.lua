@@ -3,15 +3,15 @@
 -- install(spk, core) that adds that area's API to the module table.
 local core = require "spk.core"
 
--- The plan constructors and variant helpers of the GPU backends
--- (persistent_*, cluster_*, kernel_stack_*) are reached through spk.lstm
--- (stack{backend = ...}, kernel_variant, kernel_options, kernel_stack, ...),
--- the step timeline's bindings (timeline_*) through spk.timeline; they stay
--- in spk.core only, as do the facts behind spk.version and spk.provenance
--- (system_*).
+-- The plan constructors and variant helpers of the GPU backends (plan_new,
+-- kernel_*, the families' persistent_* and cluster_* helpers) are reached
+-- through spk.lstm (stack{backend = ...}, kernel_variant, kernel_options,
+-- kernel_stack, ...), the step timeline's bindings (timeline_*) through
+-- spk.timeline; they stay in spk.core only, as do the facts behind
+-- spk.version and spk.provenance (system_*).
 local function internal(name)
   return name:match("^persistent_") or name:match("^cluster_") or name:match("^timeline_")
-    or name:match("^kernel_stack_") or name:match("^system_")
+    or name:match("^kernel_") or name == "plan_new" or name == "trace_check" or name:match("^system_")
 end
 
 local spk = { core = core }
@@ -21,8 +21,8 @@ for name, value in pairs(core) do
   end
 end
 
-for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "persistent", "cluster", "kernel_stack", "cudnn",
-                        "debug", "auto", "timeline", "help" } do
+for _, area in ipairs { "tensor", "cuda", "lstm", "stack", "cpu", "families", "kernel_stack", "cudnn", "debug",
+                        "auto", "timeline", "help" } do
   require("spk." .. area)(spk, core)
 end
 

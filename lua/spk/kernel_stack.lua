@@ -48,6 +48,7 @@
 return function(spk, core)
   local options = require "spk.options"
   local doc = require "spk.doc"
+  local GATES = core.lstm.gate_orders
 
   local SPEC = { "name", "file", "source", "entry", "defines", "options", "args", "packing", "launch", "statuses",
                  "check_writes", "timeout_ms", "watchdog_ms", "dir", "arch_specific" }
@@ -66,7 +67,7 @@ return function(spk, core)
     return s
   end
 
-  local function fail(where, message, level) error(("%s: %s"):format(where, message), level + 1) end
+  local function fail(where, message) error(("%s: %s"):format(where, message)) end
 
   local function shown(v)
     if type(v) == "string" then return ("%q"):format(v) end
@@ -79,7 +80,7 @@ return function(spk, core)
 
   -- The defines the plan gives every kernel: the hidden size and where each gate sits.
   local function plan_defines(packing, hidden)
-    local order = packing.order or "ifco"
+    local order = packing.order or GATES.packed
     local d = { SPK_HIDDEN = hidden, SPK_PACK_ROWS = (packing.layout or "units") == "rows" and 1 or 0 }
     for _, g in ipairs { "i", "f", "c", "o" } do
       local at = order:find(g, 1, true)
@@ -89,64 +90,62 @@ return function(spk, core)
   end
 
   -- The spec's own checks (no compile): returns a normalised copy.
-  local function check_spec(spec, where, level)
-    if type(spec) ~= "table" then fail(where, "expects a kernel spec table {file | source =, entry =, args =, ...}",
-      level + 1) end
+  local function check_spec(spec, where)
+    if type(spec) ~= "table" then fail(where, "expects a kernel spec table {file | source =, entry =, args =, ...}") end
     if (spec.file == nil) == (spec.source == nil) then
-      fail(where, "give exactly one of file = (a .cu file) and source = (its text)", level + 1)
+      fail(where, "give exactly one of file = (a .cu file) and source = (its text)")
     end
     for _, key in ipairs { "file", "source", "entry", "name", "dir" } do
       if spec[key] ~= nil and type(spec[key]) ~= "string" then
-        fail(where, ("%s must be a string, got %s"):format(key, shown(spec[key])), level + 1)
+        fail(where, ("%s must be a string, got %s"):format(key, shown(spec[key])))
       end
     end
     if type(spec.entry) ~= "string" or spec.entry == "" then
-      fail(where, "entry (the kernel's extern \"C\" __global__ name) is missing", level + 1)
+      fail(where, "entry (the kernel's extern \"C\" __global__ name) is missing")
     end
     if type(spec.args) ~= "table" or #spec.args == 0 then
-      fail(where, "args must list the kernel's parameters by the contract's names (spk.lstm.kernel_contract())",
-        level + 1)
+      fail(where, "args must list the kernel's parameters by the contract's names (spk.lstm.kernel_contract())")
     end
     if spec.launch == nil or (type(spec.launch) ~= "function" and type(spec.launch) ~= "table") then
-      fail(where, "launch must be a function(shape) -> {grid =, block =, ...} or such a table", level + 1)
+      fail(where, "launch must be a function(shape) -> {grid =, block =, ...} or such a table")
     end
     if spec.defines ~= nil and type(spec.defines) ~= "table" and type(spec.defines) ~= "function" then
-      fail(where, "defines must be a table {NAME = value} or a function(shape) -> table", level + 1)
+      fail(where, "defines must be a table {NAME = value} or a function(shape) -> table")
     end
     if spec.options ~= nil and type(spec.options) ~= "table" then
-      fail(where, "options must be a list of NVRTC options", level + 1)
+      fail(where, "options must be a list of NVRTC options")
     end
     local packing = spec.packing or {}
-    if type(packing) ~= "table" then fail(where, "packing must be a table {order =, layout =}", level + 1) end
-    options.check_keys(packing, { "order", "layout" }, where .. ": packing", level + 1)
+    if type(packing) ~= "table" then fail(where, "packing must be a table {order =, layout =}") end
+    options.check_keys(packing, { "order", "layout" }, where .. ": packing")
     for _, key in ipairs { "check_writes", "arch_specific" } do
       if spec[key] ~= nil and type(spec[key]) ~= "boolean" then
-        fail(where, ("%s must be true or false, got %s"):format(key, shown(spec[key])), level + 1)
+        fail(where, ("%s must be true or false, got %s"):format(key, shown(spec[key])))
       end
     end
     for _, key in ipairs { "timeout_ms", "watchdog_ms" } do
       if spec[key] ~= nil and (math.type(spec[key]) ~= "integer" or spec[key] < 0) then
-        fail(where, ("%s must be an integer >= 0, got %s"):format(key, shown(spec[key])), level + 1)
+        fail(where, ("%s must be an integer >= 0, got %s"):format(key, shown(spec[key])))
       end
     end
     local path = spec.file
     if path and spec.dir and path:sub(1, 1) ~= "/" then path = spec.dir .. "/" .. path end
     return { name = spec.name or spec.entry, file = path, source = spec.source, entry = spec.entry,
-             args = spec.args, packing = { order = packing.order or "ifco", layout = packing.layout or "units" },
+             args = spec.args, packing = { order = packing.order or GATES.packed, layout = packing.layout or "units" },
              launch = spec.launch, defines = spec.defines, options = spec.options, statuses = spec.statuses,
              check_writes = spec.check_writes ~= false, timeout_ms = spec.timeout_ms or 10000,
              watchdog_ms = spec.watchdog_ms, arch_specific = spec.arch_specific == true }
   end
 
-  local function check_shape(shape, where, level)
+  local function check_shape(shape, where)
     if shape == nil then return DEFAULT_SHAPE end
-    if type(shape) ~= "table" then fail(where, "shape must be a table {batch, steps, hidden, input, layers}", level + 1) end
-    options.check_keys(shape, { "batch", "steps", "hidden", "input", "layers" }, where .. ": shape", level + 1)
+    if type(shape) ~= "table" then fail(where, "shape must be a table {batch, steps, hidden, input, layers}") end
+    options.check_keys(shape, { "batch", "steps", "hidden", "input", "layers" }, where .. ": shape")
     local out = {}
     for k, v in pairs(DEFAULT_SHAPE) do
       local given = shape[k]
       if given ~= nil and (math.type(given) ~= "integer" or given < 1) then
-        fail(where, ("shape.%s must be a positive integer, got %s"):format(k, shown(given)), level + 1)
+        fail(where, ("shape.%s must be a positive integer, got %s"):format(k, shown(given)))
       end
       out[k] = given or v
     end
@@ -154,7 +153,7 @@ return function(spk, core)
   end
 
   -- The launch rule at a shape, as the description core takes.
-  local function describe(s, shape, where, level)
+  local function describe(s, shape, where)
     local result = s.launch
     if type(result) == "function" then
       local copy = {}
@@ -162,20 +161,19 @@ return function(spk, core)
       result = result(copy)
     end
     if type(result) ~= "table" then
-      fail(where, ("the launch rule must return a table {grid =, block =, ...}, got %s"):format(shown(result)),
-        level + 1)
+      fail(where, ("the launch rule must return a table {grid =, block =, ...}, got %s"):format(shown(result)))
     end
-    options.check_keys(result, RESULT, where .. ": the launch rule's result", level + 1)
+    options.check_keys(result, RESULT, where .. ": the launch rule's result")
     local takes_direction = false
     for _, a in ipairs(s.args) do takes_direction = takes_direction or a == "direction" end
     local launches = {}
     if result.launches ~= nil then
       if type(result.launches) ~= "table" or #result.launches == 0 then
-        fail(where, "the launch rule's launches must be a non-empty list", level + 1)
+        fail(where, "the launch rule's launches must be a non-empty list")
       end
       for i, l in ipairs(result.launches) do
-        if type(l) ~= "table" then fail(where, ("launches[%d] must be a table"):format(i), level + 1) end
-        options.check_keys(l, LAUNCH, ("%s: launches[%d]"):format(where, i), level + 1)
+        if type(l) ~= "table" then fail(where, ("launches[%d] must be a table"):format(i)) end
+        options.check_keys(l, LAUNCH, ("%s: launches[%d]"):format(where, i))
         local one = {}
         for _, k in ipairs(LAUNCH) do one[k] = l[k] end
         for _, k in ipairs { "grid", "block", "smem", "cluster", "cooperative", "co_resident" } do
@@ -198,21 +196,20 @@ return function(spk, core)
              packing = s.packing, statuses = s.statuses, check_writes = s.check_writes }
   end
 
-  local function defines_at(s, shape, where, level)
+  local function defines_at(s, shape, where)
     local given = s.defines
     if type(given) == "function" then
       local copy = {}
       for k, v in pairs(shape) do copy[k] = v end
       given = given(copy)
       if type(given) ~= "table" then
-        fail(where, ("the defines rule must return a table, got %s"):format(shown(given)), level + 1)
+        fail(where, ("the defines rule must return a table, got %s"):format(shown(given)))
       end
     end
     local out = plan_defines(s.packing, shape.hidden)
     for k, v in pairs(given or {}) do
       if PLAN_DEFINES[k] then
-        fail(where, ("defines.%s is the plan's (it says the hidden size and the packing); leave it out"):format(k),
-          level + 1)
+        fail(where, ("defines.%s is the plan's (it says the hidden size and the packing); leave it out"):format(k))
       end
       out[k] = v
     end
@@ -227,59 +224,58 @@ return function(spk, core)
     return kind .. "_" .. xy .. (s.arch_specific and "a" or "")
   end
 
-  local function compile(s, defines, arch, where, level)
+  local function compile(s, defines, arch, where)
     local ok, m = pcall(spk.cuda.compile, { file = s.file, source = s.source, defines = defines, options = s.options,
                                             arch = arch })
-    if not ok then fail(where, ("kernel %s: %s"):format(s.name, tostring(m):gsub("^[^\n]-%.lua:%d+: ", "")),
-      level + 1) end
+    if not ok then fail(where, ("kernel %s: %s"):format(s.name, tostring(m):gsub("^[^\n]-%.lua:%d+: ", ""))) end
     return m
   end
 
   -- The contract check without a device: the description and the PTX parameters.
-  local function check_contract(s, desc, defines, where, level)
-    local ptx = compile(s, defines, device_arch(s, "compute"), where, level + 1)
+  local function check_contract(s, desc, defines, where)
+    local ptx = compile(s, defines, device_arch(s, "compute"), where)
     local ok, params = pcall(function() return ptx:params(s.entry) end)
     if not ok then
       ptx:close()
-      fail(where, ("kernel %s: %s"):format(s.name, tostring(params):gsub("^[^\n]-%.lua:%d+: ", "")), level + 1)
+      fail(where, ("kernel %s: %s"):format(s.name, tostring(params):gsub("^[^\n]-%.lua:%d+: ", "")))
     end
     ptx:close()
     local checked, why = pcall(core.kernel_stack_check, desc, params)
-    if not checked then fail(where, tostring(why):gsub("^[^\n]-%.lua:%d+: ", ""), level + 1) end
+    if not checked then fail(where, tostring(why):gsub("^[^\n]-%.lua:%d+: ", "")) end
     return params
   end
 
   -- Every launch against its architecture's limits with what the entry uses, both known without a
   -- device (src/cuda/launch_limits.h): the cubin's entries, or nil for an architecture without a table.
-  local function check_limits(s, desc, cubin, where, level)
+  local function check_limits(s, desc, cubin, where)
     if not pcall(spk.cuda.launch_limits, cubin.arch) then return nil end
     local entries = spk.cuda.cubin_entries((cubin:code()), cubin.arch)
     local entry
     for _, e in ipairs(entries) do
       if e.name == s.entry then entry = e end
     end
-    if not entry then fail(where, ("kernel %s: the cubin has no kernel %s"):format(s.name, s.entry), level + 1) end
+    if not entry then fail(where, ("kernel %s: the cubin has no kernel %s"):format(s.name, s.entry)) end
     for i, l in ipairs(desc.launches) do
       local ok, why = pcall(spk.cuda.check_launch, cubin.arch, entry,
         { grid = l.grid, block = l.block, smem = l.smem, cluster = l.cluster },
         ("kernel %s: launch %d (%s)"):format(s.name, i, tostring(l.direction)))
-      if not ok then fail(where, (tostring(why):gsub("^[^\n]-%.lua:%d+: ", "")), level + 1) end
+      if not ok then fail(where, (tostring(why):gsub("^[^\n]-%.lua:%d+: ", ""))) end
     end
     return entries, entry
   end
 
   function spk.lstm.kernel_check(spec, shape)
     local where = "spk.lstm.kernel_check"
-    local s = check_spec(spec, where, 2)
-    shape = check_shape(shape, where, 2)
-    local desc = describe(s, shape, where, 2)
-    local defines = defines_at(s, shape, where, 2)
-    local params = check_contract(s, desc, defines, where, 2)
+    local s = check_spec(spec, where)
+    shape = check_shape(shape, where)
+    local desc = describe(s, shape, where)
+    local defines = defines_at(s, shape, where)
+    local params = check_contract(s, desc, defines, where)
     local has_device = spk.cuda.available()
     local cubin_arch -- the device's (nil), or sm_90 without one; arch-specific: with its "a"
     if not has_device or s.arch_specific then cubin_arch = device_arch(s, "sm") end
-    local cubin = compile(s, defines, cubin_arch, where, 2)
-    local ok, entries, entry = pcall(check_limits, s, desc, cubin, where, 2)
+    local cubin = compile(s, defines, cubin_arch, where)
+    local ok, entries, entry = pcall(check_limits, s, desc, cubin, where)
     if not ok then
       cubin:close()
       error(entries, 0)
@@ -305,26 +301,25 @@ return function(spk, core)
       or "", desc.concurrent and ", concurrent" or "", s.packing.order, s.packing.layout)
   end
 
-  local function stack(opts, backend, level)
+  local function stack(opts, backend)
     local where = ("spk.lstm.stack (%s)"):format(backend)
-    if type(opts) ~= "table" then fail(where, "expects a table {layers =, batch =, steps =, file =, entry =, ...}",
-      level + 1) end
+    if type(opts) ~= "table" then fail(where, "expects a table {layers =, batch =, steps =, file =, entry =, ...}") end
     local allowed = set_of(SPEC)
-    local self = spk.lstm.plan_options(opts, backend, allowed, level + 1)
+    local self = spk.lstm.plan_options(opts, backend, allowed)
     local spec = {}
     for _, k in ipairs(SPEC) do spec[k] = opts[k] end
-    local s = check_spec(spec, where, level + 1)
+    local s = check_spec(spec, where)
     local shape = { batch = self.batch, steps = self.steps, hidden = self.hidden, input = self.input,
                     layers = #self.layers }
-    local desc = describe(s, shape, where, level + 1)
-    local defines = defines_at(s, shape, where, level + 1)
-    check_contract(s, desc, defines, where, level + 1)
+    local desc = describe(s, shape, where)
+    local defines = defines_at(s, shape, where)
+    check_contract(s, desc, defines, where)
     if not spk.cuda.available() then
       fail(where, ("kernel %s: running it needs a GPU: %s (spk.lstm.kernel_check checks it without one)"):format(
-        s.name, spk.cuda.no_device_reason()), level + 1)
+        s.name, spk.cuda.no_device_reason()))
     end
-    local module = compile(s, defines, s.arch_specific and device_arch(s, "sm") or nil, where, level + 1)
-    local checked, why = pcall(check_limits, s, desc, module, where, level + 1)
+    local module = compile(s, defines, s.arch_specific and device_arch(s, "sm") or nil, where)
+    local checked, why = pcall(check_limits, s, desc, module, where)
     if not checked then
       module:close()
       error(why, 0)
@@ -334,7 +329,7 @@ return function(spk, core)
     for k, v in pairs(desc) do args[k] = v end
     local ok, handle = pcall(core.kernel_stack_new, args)
     module:close() -- the plan holds its own reference
-    if not ok then fail(where, tostring(handle):gsub("^[^\n]-%.lua:%d+: ", ""), level + 1) end
+    if not ok then fail(where, tostring(handle):gsub("^[^\n]-%.lua:%d+: ", "")) end
     local info = handle:info()
     self.handle = handle
     self.kernel = info.kernel
@@ -347,7 +342,7 @@ return function(spk, core)
 
   function spk.lstm.kernel_stack(opts)
     local backend = type(opts) == "table" and type(opts.backend) == "string" and opts.backend or "kernel"
-    return stack(opts, backend, 2)
+    return stack(opts, backend)
   end
 
   function spk.lstm.kernel_file(path)
@@ -358,9 +353,9 @@ return function(spk, core)
     if not chunk then error(("spk.lstm.kernel_file: %s"):format(why), 2) end
     local spec = chunk()
     if type(spec) ~= "table" then
-      error(("spk.lstm.kernel_file: %s must return a kernel spec table, got %s"):format(path, shown(spec)), 2)
+      error(("spk.lstm.kernel_file: %s must return a kernel spec table, got %s"):format(path, shown(spec)))
     end
-    options.check_keys(spec, SPEC, "spk.lstm.kernel_file: " .. path, 2)
+    options.check_keys(spec, SPEC, "spk.lstm.kernel_file: " .. path)
     local copy = {}
     for k, v in pairs(spec) do copy[k] = v end
     copy.dir = copy.dir or (path:match("^(.*)/[^/]*$") or ".")
@@ -370,18 +365,19 @@ return function(spk, core)
 
   function spk.lstm.kernel_backend(name, spec)
     if type(name) ~= "string" or not name:match("^[%w_%-]+$") then
-      error("spk.lstm.kernel_backend: name must be a word (letters, digits, _ and -), got " .. shown(name), 2)
+      error("spk.lstm.kernel_backend: name must be a word (letters, digits, _ and -), got " .. shown(name))
     end
-    local builtin = { persistent = true, cluster = true, cudnn = true, cpu = true, auto = true }
+    local builtin = { cudnn = true, cpu = true, auto = true }
+    for _, f in ipairs(core.kernel_families()) do builtin[f.backend] = true end
     if builtin[name] then error(("spk.lstm.kernel_backend: %q is a built-in backend"):format(name), 2) end
-    check_spec(spec, "spk.lstm.kernel_backend", 2)
+    check_spec(spec, "spk.lstm.kernel_backend")
     local function make(opts)
       if type(opts) ~= "table" then error(("spk.lstm.stack (%s): expects a table"):format(name), 2) end
       local merged = {}
       for k, v in pairs(spec) do merged[k] = v end
       for k, v in pairs(opts) do merged[k] = v end
       merged.backend = name
-      return stack(merged, name, 2)
+      return stack(merged, name)
     end
     make = options.takes(1, "spk.lstm.backends." .. name, make)
     spk.lstm.backends[name] = make

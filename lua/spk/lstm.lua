@@ -68,6 +68,7 @@
 --        (default 32) and either a launches method or a `launches` list).
 return function(spk, core)
   local clstm, cschedule = core.lstm, core.schedule
+  local GATES = clstm.gate_orders -- the gate orders spk names (src/lstm/lstm.h)
   local lstm, schedule = {}, {}
 
   local function ends_with(s, suffix)
@@ -84,17 +85,17 @@ return function(spk, core)
 
   function lstm.pack_directions(W, opts)
     opts = check_options(opts, { from = true, to = true }, "pack_directions")
-    return clstm.pack_directions(W, opts.from or "iofc", opts.to or "ifco")
+    return clstm.pack_directions(W, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.unpack_directions(P, opts)
     opts = check_options(opts, { from = true, to = true }, "unpack_directions")
-    return clstm.unpack_directions(P, opts.from or "iofc", opts.to or "ifco")
+    return clstm.unpack_directions(P, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.pack_bias(B, opts)
     opts = check_options(opts, { from = true, to = true }, "pack_bias")
-    return clstm.pack_bias(B, opts.from or "iofc", opts.to or "ifco")
+    return clstm.pack_bias(B, opts.from or GATES.onnx, opts.to or GATES.packed)
   end
 
   function lstm.random(opts)
@@ -356,14 +357,14 @@ return function(spk, core)
   -- Documentation (help(spk.lstm.load), ...): the first line is the call.
   local doc = require "spk.doc"
   doc(lstm.pack_directions, [[
-spk.lstm.pack_directions(W[, {from = "iofc", to = "ifco"}]) -> packed
+spk.lstm.pack_directions(W[, {from = "]] .. GATES.onnx .. [[", to = "]] .. GATES.packed .. [["}]) -> packed
 W [2, 4H, K] (gate row blocks in order `from`) with each unit's four gate rows adjacent: ONNX row
 g*H + u goes to packed row u*4 + p, p the position in `to` of gate g of `from`.]])
   doc(lstm.unpack_directions, [[
-spk.lstm.unpack_directions(P[, {from = "iofc", to = "ifco"}]) -> W
+spk.lstm.unpack_directions(P[, {from = "]] .. GATES.onnx .. [[", to = "]] .. GATES.packed .. [["}]) -> W
 The inverse of pack_directions.]])
   doc(lstm.pack_bias, [[
-spk.lstm.pack_bias(B[, {from = "iofc", to = "ifco"}]) -> [2, 4H]
+spk.lstm.pack_bias(B[, {from = "]] .. GATES.onnx .. [[", to = "]] .. GATES.packed .. [["}]) -> [2, 4H]
 B [2, 8H] (Wb then Rb) summed Wb + Rb per row and packed as pack_directions packs rows.]])
   doc(lstm.random, [[
 spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1, dtype = "f32"} -> layers

@@ -5,10 +5,10 @@
 -- And the rule every spk function follows: an argument a function does not
 -- take is an error that names it. M.check_keys (an option table's keys) and
 -- M.takes (extra positional arguments) are the Lua side; the C bindings'
--- spk_lua_checkkeys and spk_lua_noextra (src/lua/bind.c) give the same
+-- spk_lua_checkkeys and checked registration (src/lua/bind.h) give the same
 -- messages:
 --   "<where>: unknown option '<key>' (known: a, b, c)"
---   "bad argument #<n> to '<where>' (unexpected argument (a <type>); it takes at most <k>)"
+--   "bad argument #<n> to '<where>' (unexpected argument (<value>): <where> takes (<parameters>))"
 -- A nil is no argument: trailing nils are fine, as for every optional one.
 --
 -- Exit statuses, the same for every command, experiment and tool (README,
@@ -112,11 +112,50 @@ function M.check_keys(opts, known, where, level)
   return opts
 end
 
+-- What a value is in an argument message, as the C bindings say it
+-- (spk_lua_describe in src/lua/bind.c): number 2, string "x", boolean
+-- true, table, tensor, cuda.stream.
+function M.describe(v)
+  local kind = type(v)
+  if kind == "number" then
+    if math.type(v) == "integer" then return ("number %d"):format(v) end
+    if v ~= v then return "number nan" end
+    return ("number %.14g"):format(v)
+  elseif kind == "string" then
+    if #v > 40 then return ('string "%s..."'):format(v:sub(1, 37)) end
+    return ('string "%s"'):format(v)
+  elseif kind == "boolean" then
+    return "boolean " .. tostring(v)
+  end
+  local name = type_name(v)
+  return (name:gsub("^spk%.", ""))
+end
+
+-- The first `max` parameter names of a Lua function, without self, as a
+-- message lists them ("x, opts"; "..." for a vararg function); nil for a C
+-- function.
+local function params_of(fn, max)
+  local info = debug.getinfo(fn, "Su")
+  if info.what == "C" then return nil end
+  local names = {}
+  for i = 1, math.min(info.nparams, max) do
+    local name = debug.getlocal(fn, i)
+    if not (i == 1 and name == "self") then names[#names + 1] = name end
+  end
+  if info.isvararg and info.nparams < max then names[#names + 1] = "..." end
+  return table.concat(names, ", ")
+end
+
 -- fn, wrapped so that a call with a non-nil argument after the first `max`
--- is an error naming it ("bad argument #3 to 'spk.lstm.load' ..."). The
--- wrapper tail-calls fn, so fn's own error levels still point at its caller.
--- A method counts self, as the C bindings do.
+-- is an error naming it, in the words the C bindings use (src/lua/bind.h):
+-- "bad argument #3 to 'spk.lstm.load' (unexpected argument (number 2):
+-- spk.lstm.load takes (path))". The wrapper tail-calls fn, so fn's own
+-- error levels still point at its caller. A method counts self, as the C
+-- bindings do, and its message numbers the arguments without it.
 function M.takes(max, where, fn)
+  local params = params_of(fn, max)
+  local sig = params == nil and ("%s takes at most %d arguments"):format(where, max)
+    or params == "" and where .. " takes no arguments" or ("%s takes (%s)"):format(where, params)
   return function(...)
     local n = select("#", ...)
     for i = max + 1, n do
@@ -124,10 +163,8 @@ function M.takes(max, where, fn)
       if v ~= nil then
         local errors = package.loaded["spk.errors"]
         local info = errors and errors.call_info(1) or debug.getinfo(1, "n")
-        local shown_i, shown_max = i, max
-        if info and info.namewhat == "method" then shown_i, shown_max = i - 1, max - 1 end
-        error(("bad argument #%d to '%s' (unexpected argument (%s); it takes %s)"):format(shown_i, where,
-          article(type_name(v)), shown_max == 0 and "none" or ("at most " .. shown_max)), 2)
+        local shown = info and info.namewhat == "method" and i - 1 or i
+        error(("bad argument #%d to '%s' (unexpected argument (%s): %s)"):format(shown, where, M.describe(v), sig), 2)
       end
     end
     return fn(...)

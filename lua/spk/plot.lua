@@ -177,6 +177,15 @@ end
 
 -- --------------------------------------------------------------- frame
 
+-- The chart's title, centred over the plot between left and right but never
+-- past the chart's left edge (at most 10 px a character).
+local function add_title(add, opts, left, right)
+  if not opts.title then return end
+  local half = 5 * (utf8.len(tostring(opts.title)) or #tostring(opts.title)) + 8
+  add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
+    :format(px(math.max((left + right) / 2, half)), escape(opts.title)))
+end
+
 -- A log axis's minor grid lines (2..9 times each decade) inside box.
 local function minor_grid(add, ax, horizontal, box)
   if not ax.log then return end
@@ -197,33 +206,11 @@ local function minor_grid(add, ax, horizontal, box)
   end
 end
 
--- The common frame: background, title, grid, axes with ticks and labels.
--- Returns the parts list and the two axes.
-local function frame(opts, xs, ys, xcats)
-  local width, height = opts.width or 760, opts.height or 460
-  local legend_width = 0
-  for _, s in ipairs(opts.series) do
-    legend_width = math.max(legend_width, 7 * #tostring(s.name or "") + 40)
-  end
-  if opts.spread then legend_width = math.max(legend_width, 7 * #tostring(opts.spread) + 40) end
-  legend_width = math.min(legend_width, 260)
-  local left, right = 78, width - 20 - legend_width
-  local top, bottom = opts.title and 44 or 20, height - 56
-  if right - left < 100 then error("plot: width too small for the legend", 3) end
-
-  local parts = {}
-  local function add(s) parts[#parts + 1] = s end
-  add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-       .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
-  add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
-  if opts.title then -- centred over the plot, but never past the left edge (at most 10 px a character)
-    local half = 5 * (utf8.len(tostring(opts.title)) or #tostring(opts.title)) + 8
-    add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
-      :format(px(math.max((left + right) / 2, half)), escape(opts.title)))
-  end
-
-  local x_axis, y_axis
-  local xt, xl
+-- The frame's axes: x over categories or values, y over values, each with
+-- its ticks and their labels (xt, xl nil for categories).
+local function frame_axes(opts, xs, ys, xcats, box)
+  local left, right, top, bottom = box.left, box.right, box.top, box.bottom
+  local x_axis, xt, xl
   if xcats then
     x_axis = { lo = 0, hi = #xcats, map = function(v) return left + v / #xcats * (right - left) end }
   else
@@ -238,11 +225,15 @@ local function frame(opts, xs, ys, xcats)
   if opts.y_range then lo, hi = opts.y_range[1], opts.y_range[2] else lo, hi = extent(ys, opts.y_log) end
   local yt, l0, h0, yl = M.ticks(lo, hi, { log = opts.y_log })
   if opts.y_range then l0, h0 = lo, hi end
-  y_axis = axis(l0, h0, opts.y_log, bottom, top)
+  local y_axis = axis(l0, h0, opts.y_log, bottom, top)
+  return x_axis, xt, xl, y_axis, yt, yl
+end
 
+-- The grid: a log axis's minor lines, then a line at each tick.
+local function frame_grid(add, box, x_axis, xt, y_axis, yt, xcats)
+  local left, right, top, bottom = box.left, box.right, box.top, box.bottom
   local eps = 1e-9 * (right - left + bottom - top)
   add('<g class="grid" stroke="#e4e4e4" stroke-width="1">')
-  local box = { left = left, right = right, top = top, bottom = bottom, width = width, height = height }
   minor_grid(add, y_axis, true, box)
   if not xcats then minor_grid(add, x_axis, false, box) end
   for _, v in ipairs(yt) do
@@ -260,10 +251,12 @@ local function frame(opts, xs, ys, xcats)
     end
   end
   add('</g>')
+end
 
-  add(('<rect class="plot-area" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>')
-    :format(left, top, right - left, bottom - top))
-
+-- The axes' tick marks and labels.
+local function frame_ticks(add, box, x_axis, xt, xl, y_axis, yt, yl, xcats)
+  local left, right, top, bottom = box.left, box.right, box.top, box.bottom
+  local eps = 1e-9 * (right - left + bottom - top)
   add('<g class="y-axis" stroke="#444">')
   for i, v in ipairs(yt) do
     local p = y_axis.map(v)
@@ -296,6 +289,34 @@ local function frame(opts, xs, ys, xcats)
     end
   end
   add('</g>')
+end
+
+-- The common frame: background, title, grid, axes with ticks and labels.
+-- Returns the parts list and the two axes.
+local function frame(opts, xs, ys, xcats)
+  local width, height = opts.width or 760, opts.height or 460
+  local legend_width = 0
+  for _, s in ipairs(opts.series) do
+    legend_width = math.max(legend_width, 7 * #tostring(s.name or "") + 40)
+  end
+  if opts.spread then legend_width = math.max(legend_width, 7 * #tostring(opts.spread) + 40) end
+  legend_width = math.min(legend_width, 260)
+  local left, right = 78, width - 20 - legend_width
+  local top, bottom = opts.title and 44 or 20, height - 56
+  if right - left < 100 then error("plot: width too small for the legend", 3) end
+  local box = { left = left, right = right, top = top, bottom = bottom, width = width, height = height }
+
+  local parts = {}
+  local function add(s) parts[#parts + 1] = s end
+  add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+       .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
+  add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
+  add_title(add, opts, left, right)
+  local x_axis, xt, xl, y_axis, yt, yl = frame_axes(opts, xs, ys, xcats, box)
+  frame_grid(add, box, x_axis, xt, y_axis, yt, xcats)
+  add(('<rect class="plot-area" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>')
+    :format(left, top, right - left, bottom - top))
+  frame_ticks(add, box, x_axis, xt, xl, y_axis, yt, yl, xcats)
   if opts.x_label then
     add(('<text class="x-label" x="%s" y="%d" text-anchor="middle" font-size="13">%s</text>')
       :format(px((left + right) / 2), height - 14, escape(opts.x_label)))
@@ -522,7 +543,9 @@ local function data_attributes(data)
   return table.concat(out)
 end
 
-function M.gantt(opts)
+-- gantt's checks: the options, each bar, highlight, link and marker; the
+-- categories' indices and the time range the bars cover.
+local function check_gantt(opts)
   if type(opts) ~= "table" then error("plot.gantt: expects a table of options") end
   require("spk.options").check_keys(opts, { "title", "x_label", "tracks", "categories", "bars", "highlight", "links",
     "markers", "highlight_name", "width", "height" }, "plot.gantt")
@@ -561,64 +584,74 @@ function M.gantt(opts)
     if type(m) ~= "table" or not finite(m.at) then error(("plot.gantt: marker %d needs a finite at"):format(i)) end
   end
   if lo == hi then hi = lo + 1 end
+  return cat_index, lo, hi
+end
 
-  local row_h, bar_h = 30, 20
-  local width = opts.width or 960
+-- gantt's geometry: the plot area beside the track labels and the legend,
+-- the time axis's ticks, and x(time), y(track) of a bar's top.
+local function gantt_layout(opts, lo, hi)
+  local tracks, cats = opts.tracks, opts.categories
+  local g = { row_h = 30, bar_h = 20, width = opts.width or 960 }
   local label_w = 0
   for _, t in ipairs(tracks) do label_w = math.max(label_w, 7 * #tostring(t)) end
   local legend_w = 0
   for _, c in ipairs(cats) do legend_w = math.max(legend_w, 7 * #tostring(c) + 40) end
   legend_w = math.max(legend_w, 7 * #(opts.highlight_name or "critical path") + 40)
-  local left, right = 20 + label_w + 10, width - 20 - legend_w
-  if right - left < 100 then error("plot.gantt: width too small for the labels and the legend") end
-  local top = opts.title and 60 or 36
-  local bottom = top + row_h * #tracks
-  local height = opts.height or math.max(bottom + 56, top + 24 * (#cats + 2) + 20)
-  local ticks, t0, t1, labels = M.ticks(lo, hi)
-  local function x(v) return left + (v - t0) / (t1 - t0) * (right - left) end
-  local function y(track) return top + (track - 1) * row_h + (row_h - bar_h) / 2 end
+  g.left, g.right = 20 + label_w + 10, g.width - 20 - legend_w
+  if g.right - g.left < 100 then error("plot.gantt: width too small for the labels and the legend") end
+  g.top = opts.title and 60 or 36
+  g.bottom = g.top + g.row_h * #tracks
+  g.height = opts.height or math.max(g.bottom + 56, g.top + 24 * (#cats + 2) + 20)
+  local t0, t1
+  g.ticks, t0, t1, g.labels = M.ticks(lo, hi)
+  function g.x(v) return g.left + (v - t0) / (t1 - t0) * (g.right - g.left) end
+  function g.y(track) return g.top + (track - 1) * g.row_h + (g.row_h - g.bar_h) / 2 end
+  return g
+end
 
-  local parts = {}
-  local function add(text) parts[#parts + 1] = text end
+-- gantt's frame: background, title, grid, track labels, the time axis.
+local function gantt_frame(add, g, opts)
+  local x, left, right, top, bottom = g.x, g.left, g.right, g.top, g.bottom
   add(('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-       .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(width, height, width, height))
-  add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(width, height))
-  if opts.title then -- centred over the plot, but never past the left edge (at most 10 px a character)
-    local half = 5 * (utf8.len(tostring(opts.title)) or #tostring(opts.title)) + 8
-    add(('<text class="title" x="%s" y="26" text-anchor="middle" font-size="16" font-weight="bold">%s</text>')
-      :format(px(math.max((left + right) / 2, half)), escape(opts.title)))
-  end
+       .. 'font-family="Helvetica, Arial, sans-serif" font-size="12">'):format(g.width, g.height, g.width, g.height))
+  add(('<rect x="0" y="0" width="%d" height="%d" fill="white"/>'):format(g.width, g.height))
+  add_title(add, opts, left, right)
   add('<g class="grid" stroke="#e4e4e4" stroke-width="1">')
-  for _, v in ipairs(ticks) do
+  for _, v in ipairs(g.ticks) do
     add(('<line x1="%s" y1="%d" x2="%s" y2="%d"/>'):format(px(x(v)), top, px(x(v)), bottom))
   end
   add('</g>')
   add(('<rect class="plot-area" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>')
     :format(left, top, right - left, bottom - top))
   add('<g class="tracks">')
-  for i, t in ipairs(tracks) do
+  for i, t in ipairs(opts.tracks) do
     add(('<text class="track" data-track="%d" x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>')
-      :format(i, left - 8, px(top + (i - 0.5) * row_h), escape(t)))
+      :format(i, left - 8, px(top + (i - 0.5) * g.row_h), escape(t)))
   end
   add('</g>')
   add('<g class="x-axis" stroke="#444">')
-  for i, v in ipairs(ticks) do
+  for i, v in ipairs(g.ticks) do
     add(('<line x1="%s" y1="%d" x2="%s" y2="%d"/>'):format(px(x(v)), bottom, px(x(v)), bottom + 5))
     add(('<text class="tick x-tick" data-value="%.17g" x="%s" y="%d" text-anchor="middle" stroke="none" '
-         .. 'fill="#222">%s</text>'):format(v, px(x(v)), bottom + 18, escape(labels[i])))
+         .. 'fill="#222">%s</text>'):format(v, px(x(v)), bottom + 18, escape(g.labels[i])))
   end
   add('</g>')
   if opts.x_label then
     add(('<text class="x-label" x="%s" y="%d" text-anchor="middle" font-size="13">%s</text>')
       :format(px((left + right) / 2), bottom + 40, escape(opts.x_label)))
   end
+end
+
+-- gantt's content: the markers, the bars, the highlights and links.
+local function gantt_marks(add, g, opts, cat_index)
+  local x, y, bar_h = g.x, g.y, g.bar_h
   add('<g class="markers">')
   for _, m in ipairs(opts.markers or {}) do
     add(('<line class="marker" data-at="%.17g" x1="%s" y1="%d" x2="%s" y2="%d" stroke="#888" '
-         .. 'stroke-dasharray="3 3"/>'):format(m.at, px(x(m.at)), top - 4, px(x(m.at)), bottom))
+         .. 'stroke-dasharray="3 3"/>'):format(m.at, px(x(m.at)), g.top - 4, px(x(m.at)), g.bottom))
     if m.label then
       add(('<text class="marker-label" x="%s" y="%d" font-size="10" fill="#555">%s</text>')
-        :format(px(x(m.at) + 2), top - 6, escape(m.label)))
+        :format(px(x(m.at) + 2), g.top - 6, escape(m.label)))
     end
   end
   add('</g>')
@@ -645,8 +678,13 @@ function M.gantt(opts)
         px(x(l.at)), px(y2)))
   end
   add('</g>')
+end
+
+-- gantt's legend: a swatch a category, and the highlight's.
+local function gantt_legend(add, g, opts)
+  local cats = opts.categories
   add('<g class="legend">')
-  local lx, ly = right + 16, top + 8
+  local lx, ly = g.right + 16, g.top + 8
   for i, c in ipairs(cats) do
     local yy = ly + (i - 1) * 20
     add(('<rect x="%d" y="%d" width="22" height="10" fill="%s"/>'):format(lx, yy - 5,
@@ -662,6 +700,16 @@ function M.gantt(opts)
       escape(opts.highlight_name or "critical path")))
   end
   add('</g>')
+end
+
+function M.gantt(opts)
+  local cat_index, lo, hi = check_gantt(opts)
+  local g = gantt_layout(opts, lo, hi)
+  local parts = {}
+  local function add(text) parts[#parts + 1] = text end
+  gantt_frame(add, g, opts)
+  gantt_marks(add, g, opts, cat_index)
+  gantt_legend(add, g, opts)
   add('</svg>\n')
   return table.concat(parts, "\n")
 end

@@ -1,6 +1,6 @@
 -- spk.lstm.stack: the LSTM stack as a plan, on one of the registered
--- backends (spk.lstm.backends): "persistent" (lua/spk/persistent.lua),
--- "cluster" (lua/spk/cluster.lua), "cudnn" (lua/spk/cudnn.lua), "cpu"
+-- backends (spk.lstm.backends): "persistent" and "cluster" (the built-in
+-- kernel families, lua/spk/families.lua), "cudnn" (lua/spk/cudnn.lua), "cpu"
 -- (lua/spk/cpu.lua), "auto" (lua/spk/auto.lua).
 --
 --   local plan = spk.lstm.stack{layers = layers, batch = 4, steps = 589, backend = "cluster",
@@ -48,31 +48,49 @@ return function(spk, core)
   local options = require "spk.options"
   local analysis = require "spk.timeline_analysis"
 
-  -- The input projections' math of the GPU stacks. check_math(value, backend)
-  -- -> "fp32" | "tf32" | "3xtf32", or nil and the message (the caller adds its
-  -- prefix and level). "3xtf32": split-TF32 products on the tensor cores with
-  -- FP32 sums (spk.blas.gemm's math), held to FP32's accuracy; cuDNN has no
-  -- such math, and the cpu reference computes in f32 or f64 only.
-  spk.lstm.math_modes = { "fp32", "tf32", "3xtf32" }
-  local math_backends = { tf32 = "persistent, cluster, auto or cudnn", ["3xtf32"] = "persistent, cluster or auto" }
+  -- The input projections' maths of the GPU stacks: those of the one list
+  -- (src/cuda/math_modes.h, spk.core.blas.math_modes) that the stacks take,
+  -- the first the default. check_math(value, backend) -> the math, or nil and
+  -- the message (the caller adds its prefix). cuDNN has the maths the list
+  -- marks as its own; the cpu reference computes in f32 or f64 only.
+  local modes, quoted = {}, {}
+  spk.lstm.math_modes = {}
+  for _, m in ipairs(core.blas.math_modes) do
+    if m.stacks then
+      modes[m.name] = m
+      spk.lstm.math_modes[#spk.lstm.math_modes + 1] = m.name
+      quoted[#quoted + 1] = ('"%s"'):format(m.name)
+    end
+  end
+  spk.lstm.math_default = spk.lstm.math_modes[1]
+  local function choices(list) return #list < 2 and list[1] or table.concat(list, ", ", 1, #list - 1) .. " or " .. list[#list] end
+  local math_choices = choices(quoted)
+  -- the backends a math needs: the GPU kernels' (the families and auto), and cudnn where it has the math
+  local function backends_of(m)
+    local names = {}
+    for _, f in ipairs(core.kernel_families()) do names[#names + 1] = f.backend end
+    names[#names + 1] = "auto"
+    if m.cudnn then names[#names + 1] = "cudnn" end
+    return choices(names)
+  end
   function spk.lstm.check_math(value, backend)
-    if value == nil or value == "fp32" then return "fp32" end
-    if math_backends[value] then
-      if backend == "cpu" or (value == "3xtf32" and backend == "cudnn") then
+    if value == nil or value == spk.lstm.math_default then return spk.lstm.math_default end
+    local m = modes[value]
+    if m then
+      if backend == "cpu" or (backend == "cudnn" and not m.cudnn) then
         return nil, ("backend %s has no math \"%s\"%s (math = \"%s\" needs backend %s)"):format(backend, value,
-          backend == "cpu" and ": the reference computes in f32 or f64 only" or "", value, math_backends[value])
+          backend == "cpu" and ": the reference computes in f32 or f64 only" or "", value, backends_of(m))
       end
       return value
     end
-    return nil, ("math must be \"fp32\", \"tf32\" or \"3xtf32\", got %s"):format(
+    return nil, ("math must be %s, got %s"):format(math_choices,
       type(value) == "string" and ("\"" .. value .. "\"") or tostring(value))
   end
 
-  -- What a plan's variant text adds for its math (src/lstm/device_layers.c's
-  -- spk_lstm_math_suffix says the same for the C side's names).
+  -- What a plan's variant text adds for its math (the C side's words:
+  -- src/lstm/device_layers.c, spk_lstm_math_suffix).
   function spk.lstm.math_suffix(math_mode)
-    if math_mode == nil or math_mode == "fp32" then return "" end
-    return ", " .. math_mode .. " projections"
+    return core.lstm.math_suffixes[math_mode or spk.lstm.math_default] or ""
   end
 
   local backends = {}
@@ -97,43 +115,50 @@ return function(spk, core)
 
   function spk.lstm.stack(opts)
     if type(opts) ~= "table" then
-      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}", 2)
+      error("spk.lstm.stack: expects a table {layers =, batch =, steps =, backend =, ...}")
     end
     local name = opts.backend or "auto"
     local make = type(name) == "string" and backends[name] or nil
     if type(make) ~= "function" then
       error(("spk.lstm.stack: unknown backend %s (registered: %s)"):format(
-        type(name) == "string" and ("'" .. name .. "'") or tostring(name), registered()), 2)
+        type(name) == "string" and ("'" .. name .. "'") or tostring(name), registered()))
     end
     return make(opts)
   end
 
   -- ---- kernel options ------------------------------------------------------
 
-  local families = { persistent = core.persistent_options, cluster = core.cluster_options }
-  local variants = { persistent = core.persistent_variant, cluster = core.cluster_variant }
+  -- The built-in kernel families' option tables (src/lstm/family.h), by backend.
+  local families, names = {}, {}
+  for _, f in ipairs(core.kernel_families()) do
+    families[f.backend] = f.options
+    names[#names + 1] = f.backend
+  end
 
-  local function family_of(backend, level)
+  local function family_of(backend)
     if families[backend] == nil then
-      error(("spk.lstm: backend %s has no kernel options (persistent, cluster)"):format(tostring(backend)), level + 1)
+      error(("spk.lstm: backend %s has no kernel options (%s)"):format(tostring(backend), table.concat(names, ", ")))
     end
     return backend
   end
 
-  -- The option table of a backend's kernels, as data (from C).
+  -- The option table of a backend's kernels, as data (from C: a new table each call).
   function spk.lstm.kernel_options(backend)
-    return families[family_of(backend, 2)]()
+    family_of(backend)
+    for _, f in ipairs(core.kernel_families()) do
+      if f.backend == backend then return f.options end
+    end
   end
 
   -- The variant a plan of that batch compiles for `kernel` (nil: every option at the batch's default).
   function spk.lstm.kernel_variant(opts)
     if type(opts) ~= "table" then
-      error("spk.lstm.kernel_variant: expects a table {backend =, batch =, hidden =, kernel =}", 2)
+      error("spk.lstm.kernel_variant: expects a table {backend =, batch =, hidden =, kernel =}")
     end
-    options.check_keys(opts, { "backend", "batch", "hidden", "kernel" }, "spk.lstm.kernel_variant", 2)
-    local backend = family_of(opts.backend, 2)
-    local ok, v = pcall(variants[backend], opts.kernel, opts.batch or 1, opts.hidden or 128)
-    if not ok then error(("spk.lstm.kernel_variant (%s): %s"):format(backend, tostring(v)), 2) end
+    options.check_keys(opts, { "backend", "batch", "hidden", "kernel" }, "spk.lstm.kernel_variant")
+    local backend = family_of(opts.backend)
+    local ok, v = pcall(core.kernel_variant, backend, opts.kernel, opts.batch or 1, opts.hidden or 128)
+    if not ok then error(("spk.lstm.kernel_variant (%s): %s"):format(backend, tostring(v))) end
     return v
   end
 
@@ -142,9 +167,9 @@ return function(spk, core)
   local Plan = {}
   Plan.__index = Plan
 
-  local function positive_integer(value, name, prefix, level)
+  local function positive_integer(value, name, prefix)
     if math.type(value) ~= "integer" or value < 1 then
-      error(("%s: %s must be a positive integer, got %s"):format(prefix, name, tostring(value)), level + 1)
+      error(("%s: %s must be a positive integer, got %s"):format(prefix, name, tostring(value)))
     end
   end
 
@@ -152,27 +177,26 @@ return function(spk, core)
   -- in `allowed` (a set; layers, batch, steps, backend and math are always
   -- allowed), backend (if given) the backend's name, layers, batch, steps and
   -- math. Returns the plan's fields {backend, layers, batch, steps, input,
-  -- hidden, math}; errors name the option, at `level` above the caller
-  -- (1 when left out).
-  function spk.lstm.plan_options(opts, backend, allowed, level)
-    if type(backend) ~= "string" then error("spk.lstm.plan_options: backend must be a string", 2) end
-    if type(allowed) ~= "table" then error("spk.lstm.plan_options: allowed must be a set {option = true}", 2) end
+  -- hidden, math}; errors name the option (and point at the script's line,
+  -- as every spk error does: spk.errors).
+  function spk.lstm.plan_options(opts, backend, allowed)
+    if type(backend) ~= "string" then error("spk.lstm.plan_options: backend must be a string") end
+    if type(allowed) ~= "table" then error("spk.lstm.plan_options: allowed must be a set {option = true}") end
     local prefix = ("spk.lstm.stack (%s)"):format(backend)
-    level = (level or 1) + 1
-    if type(opts) ~= "table" then error(prefix .. ": expects a table {layers =, batch =, steps =, ...}", level) end
+    if type(opts) ~= "table" then error(prefix .. ": expects a table {layers =, batch =, steps =, ...}") end
     local known = { layers = true, batch = true, steps = true, backend = true, math = true }
     for key in pairs(allowed) do known[key] = true end
-    options.check_keys(opts, known, prefix, level)
+    options.check_keys(opts, known, prefix)
     if opts.backend ~= nil and opts.backend ~= backend then
-      error(("%s: backend must be \"%s\", got %s"):format(prefix, backend, tostring(opts.backend)), level)
+      error(("%s: backend must be \"%s\", got %s"):format(prefix, backend, tostring(opts.backend)))
     end
     if type(opts.layers) ~= "table" or #opts.layers == 0 then
-      error(prefix .. ": layers must be a non-empty list of {W =, R =, B =}", level)
+      error(prefix .. ": layers must be a non-empty list of {W =, R =, B =}")
     end
-    positive_integer(opts.batch, "batch", prefix, level)
-    positive_integer(opts.steps, "steps", prefix, level)
+    positive_integer(opts.batch, "batch", prefix)
+    positive_integer(opts.steps, "steps", prefix)
     local math_mode, why = spk.lstm.check_math(opts.math, backend)
-    if not math_mode then error(prefix .. ": " .. why, level) end
+    if not math_mode then error(prefix .. ": " .. why) end
     local dims = spk.lstm.validate(opts.layers)
     return { backend = backend, layers = opts.layers, batch = opts.batch, steps = opts.steps, input = dims.input,
              hidden = dims.hidden, math = math_mode }
@@ -232,8 +256,8 @@ return function(spk, core)
   -- a timeline too (forward's through impl.forward, time's as samples'
   -- selection).
   function spk.lstm.new_plan(fields, impl)
-    if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table", 2) end
-    if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table", 2) end
+    if type(fields) ~= "table" then error("spk.lstm.new_plan: fields must be a table") end
+    if impl ~= nil and type(impl) ~= "table" then error("spk.lstm.new_plan: impl must be a table") end
     if fields.handle ~= nil then
       local merged = {}
       for key, value in pairs(userdata_plan) do merged[key] = value end
@@ -242,31 +266,31 @@ return function(spk, core)
     end
     for _, key in ipairs { "forward", "samples", "name" } do
       if type(impl) ~= "table" or type(impl[key]) ~= "function" then
-        error(("spk.lstm.new_plan: impl.%s must be a function (or fields.handle a C plan)"):format(key), 2)
+        error(("spk.lstm.new_plan: impl.%s must be a function (or fields.handle a C plan)"):format(key))
       end
     end
     fields.impl = impl
     return setmetatable(fields, Plan)
   end
 
-  local function check_open(self, what, level)
-    if self.closed then error(("%s: the lstm stack plan (%s) is closed"):format(what, self.backend), level + 1) end
+  local function check_open(self, what)
+    if self.closed then error(("%s: the lstm stack plan (%s) is closed"):format(what, self.backend)) end
   end
 
   function Plan:forward(x, opts)
-    check_open(self, "forward", 2)
-    if not spk.is_tensor(x) then error("forward: x must be a tensor", 2) end
+    check_open(self, "forward")
+    if not spk.is_tensor(x) then error("forward: x must be a tensor") end
     if opts ~= nil then
-      if type(opts) ~= "table" then error("forward: options must be a table", 2) end
-      if rawget(opts, "timeline") ~= nil and not self.timeline then error("forward: " .. no_timeline(self), 2) end
+      if type(opts) ~= "table" then error("forward: options must be a table") end
+      if rawget(opts, "timeline") ~= nil and not self.timeline then error("forward: " .. no_timeline(self)) end
       local known = {}
       for key in pairs(self.impl.forward_options or {}) do known[key] = true end
       if self.timeline then known.timeline = true end
       if next(known) == nil then
         error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\", a timeline "
-          .. "\"persistent\" or \"cluster\")"):format(self.backend), 2)
+          .. "\"persistent\" or \"cluster\")"):format(self.backend))
       end
-      options.check_keys(opts, known, "forward", 2)
+      options.check_keys(opts, known, "forward")
     end
     return self.impl.forward(self, x, opts)
   end
@@ -277,28 +301,29 @@ return function(spk, core)
     local v = opts[key]
     if v == nil then return default end
     if math.type(v) ~= "integer" or v < least then
-      error(("time: %s must be an integer >= %d, got %s"):format(key, least, tostring(v)), 3)
+      error(("time: %s must be an integer >= %d, got %s"):format(key, least, tostring(v)))
     end
     return v
   end
 
   function Plan:time(opts)
-    check_open(self, "time", 2)
+    check_open(self, "time")
     opts = opts or {}
-    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =, timeline =}", 2) end
-    options.check_keys(opts, time_options, "time", 2)
+    if type(opts) ~= "table" then error("time: expects an options table {rounds =, warmup =, x =, timeline =}") end
+    options.check_keys(opts, time_options, "time")
     local rounds, warmup = count(opts, "rounds", 7, 1), count(opts, "warmup", 2, 0)
     local selection
     if opts.timeline ~= nil then
-      if not self.timeline then error("time: " .. no_timeline(self), 2) end
+      if not self.timeline then error("time: " .. no_timeline(self)) end
       selection = timeline_selection(self, opts.timeline)
     end
     local x = opts.x or spk.zeros({ self.batch, self.steps, self.input }, "f32")
-    if not spk.is_tensor(x) then error("time: x must be a tensor", 2) end
+    if not spk.is_tensor(x) then error("time: x must be a tensor") end
     return require("spk.bench").summarize(self.impl.samples(self, x, rounds, warmup, selection))
   end
 
   local function close(self)
+    -- also __close, which spk.errors leaves unguarded: the level is the caller's
     if getmetatable(self) ~= Plan then error("close: expects an lstm stack plan, got a " .. type(self), 2) end
     if not self.closed and self.impl.close then self.impl.close(self) end
     self.closed = true
@@ -321,7 +346,7 @@ return function(spk, core)
   spk.lstm.stack = options.takes(1, "spk.lstm.stack", spk.lstm.stack)
   spk.lstm.kernel_options = options.takes(1, "spk.lstm.kernel_options", spk.lstm.kernel_options)
   spk.lstm.kernel_variant = options.takes(1, "spk.lstm.kernel_variant", spk.lstm.kernel_variant)
-  spk.lstm.plan_options = options.takes(4, "spk.lstm.plan_options", spk.lstm.plan_options)
+  spk.lstm.plan_options = options.takes(3, "spk.lstm.plan_options", spk.lstm.plan_options)
   spk.lstm.new_plan = options.takes(2, "spk.lstm.new_plan", spk.lstm.new_plan)
   for name, max in pairs { forward = 3, time = 2, close = 1, is_closed = 1 } do
     Plan[name] = options.takes(max, name, Plan[name])
@@ -334,12 +359,14 @@ The stack as a plan on a registered backend (spk.lstm.backends); without backend
 kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
 plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
 options: help "persistent", help "cluster", help "cudnn", help "cpu", help "auto".]])
-  doc(spk.lstm.math_suffix, [[
-spk.lstm.math_suffix(math) -> "" | ", tf32 projections" | ", 3xtf32 projections"
+  local suffixes = {}
+  for _, name in ipairs(spk.lstm.math_modes) do suffixes[#suffixes + 1] = ('"%s"'):format(spk.lstm.math_suffix(name)) end
+  doc(spk.lstm.math_suffix, "spk.lstm.math_suffix(math) -> " .. table.concat(suffixes, " | ") .. [[
+
 What a GPU plan's variant text adds for its input projections' math.]])
   doc(spk.lstm.check_math, [[
-spk.lstm.check_math(value, backend) -> "fp32" | "tf32" | "3xtf32" | nil, message
-The input projections' math a backend accepts (nil, the default: "fp32").]])
+spk.lstm.check_math(value, backend) -> ]] .. table.concat(quoted, " | ") .. [[ | nil, message
+The input projections' math a backend accepts (nil, the default: "]] .. spk.lstm.math_default .. [[").]])
   doc(spk.lstm.kernel_options, [[
 spk.lstm.kernel_options(backend) -> {backend =, options = {{name =, takes =, default =, help =, ...}, ...}, rules =, text =}
 The kernel options of backend "persistent" or "cluster" as data, from the backend's option table in C
@@ -349,7 +376,7 @@ spk.lstm.kernel_variant{backend =, batch = 1, hidden = 128, kernel = {...}} -> v
 The variant a plan of that batch compiles for the kernel table (every option left out at the batch's
 default): its options, sizes and defines; no device needed.]])
   doc(spk.lstm.plan_options, [[
-spk.lstm.plan_options(opts, backend, allowed[, level]) -> fields
+spk.lstm.plan_options(opts, backend, allowed) -> fields
 The checks every backend's constructor makes first (option keys: layers, batch, steps, backend, math
 and the set `allowed`; the layers' shapes); returns {backend, layers, batch, steps, input, hidden, math}.]])
   doc(spk.lstm.new_plan, [[

@@ -22,7 +22,7 @@ return function(spk, core)
   end
 
   -- The first non-nil argument past a function's parameters is an error, in
-  -- the words the C bindings use (src/lua/args.h); `first` is its position.
+  -- the words the C bindings use (src/lua/bind.h); `first` is its position.
   local function no_extra(name, params, first, ...)
     for i = 1, select("#", ...) do
       local v = select(i, ...)

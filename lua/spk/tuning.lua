@@ -371,8 +371,10 @@ local options_shape = object({ kernel = any_object, algo = text, layout = text }
 -- The maths of FP32's accuracy: those the benchmark holds to cuDNN's FP32 bounds.
 function M.fp32_maths()
   local out = {}
-  for m, held_to in pairs(require("spk.benchmark").held_to) do
-    if held_to == "fp32" then out[#out + 1] = m end
+  local benchmark = require "spk.benchmark"
+  local default = benchmark.maths[1] -- the default math: FP32
+  for m, held_to in pairs(benchmark.held_to) do
+    if held_to == default then out[#out + 1] = m end
   end
   table.sort(out)
   return out
@@ -429,7 +431,7 @@ local record_schema = object({ format = function(v)
                                environment = object({ device = text, driver = text, runtime = text, cudnn = text,
                                                       date = text }),
                                provenance = any_object, -- spk.provenance.record of the last spk tune
-                               entries = array(entry) },
+                               entries = array(entry), migrated = array(text) },
                              { "format", "key", "fields", "entries" })
 
 -- What the schema cannot say field by field: steps_class is the class of
@@ -539,6 +541,7 @@ function M.decode(text)
   local report = require "spk.report"
   local ok, record = pcall(report.json_decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(record) .. ")" end
+  M.migrate(record)
   local valid, why = M.check_record(record)
   if not valid then return nil, why end
   local kok, key = pcall(M.key, record.fields)
@@ -558,6 +561,35 @@ function M.load(path, fields)
     local diff = differences(record.fields, fields)
     if #diff > 0 then return nil, "stale: made for other drivers or kernels (" .. table.concat(diff, ", ") .. ")" end
   end
+  return record
+end
+
+-- Records written before the persistent kernels' tile_rows was split in two
+-- (max_tile_rows: the most rows a tile carries, what that tile_rows meant;
+-- tile_rows: the tile height the schedule runs) are read with their
+-- tile_rows as max_tile_rows, and record.migrated says so, a line a change.
+-- Returns the record.
+function M.migrate(record)
+  if type(record) ~= "table" or type(record.entries) ~= "table" then return record end
+  local notes = {}
+  local function move(choice, where)
+    local k = type(choice) == "table" and choice.backend == "persistent" and type(choice.options) == "table"
+      and choice.options.kernel
+    if type(k) == "table" and k.tile_rows ~= nil and k.max_tile_rows == nil then
+      k.max_tile_rows, k.tile_rows = k.tile_rows, nil
+      notes[#notes + 1] = ("%s.options.kernel.tile_rows read as max_tile_rows (the persistent kernels' most rows "
+        .. "a tile carries; tile_rows is now the tile height the schedule runs)"):format(where)
+    end
+  end
+  for i, e in ipairs(record.entries) do
+    if type(e) == "table" then
+      move(e.winner, ("entries[%d].winner"):format(i))
+      for j, c in ipairs(type(e.candidates) == "table" and e.candidates or {}) do
+        move(c, ("entries[%d].candidates[%d]"):format(i, j))
+      end
+    end
+  end
+  if #notes > 0 then record.migrated = notes end
   return record
 end
 
@@ -581,6 +613,10 @@ function M.find(fields, dir)
       M.warn(("ignoring the tuning record %s: %s"):format(path, why))
     end
     return nil, "the tuning record is ignored: " .. why, path
+  end
+  if record.migrated and not warned[path] then
+    warned[path] = true
+    M.warn(("the tuning record %s was migrated on reading: %s"):format(path, table.concat(record.migrated, "; ")))
   end
   return record, path
 end
@@ -618,17 +654,17 @@ function M.steps_class(steps)
   return c
 end
 
-local function check_shape(shape, level)
-  if type(shape) ~= "table" then error("tuning: shape must be a table {hidden, input, layers, batch, steps}", level) end
+local function check_shape(shape)
+  if type(shape) ~= "table" then error("tuning: shape must be a table {hidden, input, layers, batch, steps}") end
   for _, k in ipairs { "hidden", "input", "layers", "batch", "steps" } do
     if math.type(shape[k]) ~= "integer" or shape[k] < 1 then
-      error(("tuning: shape.%s must be a positive integer, got %s"):format(k, tostring(shape[k])), level)
+      error(("tuning: shape.%s must be a positive integer, got %s"):format(k, tostring(shape[k])))
     end
   end
 end
 
 function M.lookup(record, shape)
-  check_shape(shape, 3)
+  check_shape(shape)
   local class = M.steps_class(shape.steps)
   local above, largest
   for _, e in ipairs(record.entries or {}) do
@@ -692,7 +728,7 @@ function M.fallbacks(facts)
 end
 
 function M.choose(shape, opts)
-  check_shape(shape, 3)
+  check_shape(shape)
   opts = require("spk.options").check_keys(opts, { "facts", "why", "dir" }, "tuning.choose")
   local facts, why = opts.facts, opts.why
   if facts == nil then facts, why = M.facts() end

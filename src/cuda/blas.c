@@ -11,8 +11,9 @@
  *
  * Precision: the handle stays in CUBLAS_DEFAULT_MATH and each call names its
  * compute type in cublasGemmEx: CUBLAS_COMPUTE_32F (FP32 inputs, products and
- * sums, no TF32; the default), CUBLAS_COMPUTE_32F_FAST_TF32 (math = "tf32")
- * or CUBLAS_COMPUTE_32F_PEDANTIC (math = "pedantic"). */
+ * sums, no TF32; the default), CUBLAS_COMPUTE_32F_FAST_TF32 (SPK_MATH_TF32)
+ * or CUBLAS_COMPUTE_32F_PEDANTIC (SPK_MATH_PEDANTIC); SPK_MATH_3XTF32 is
+ * gemm_3xtf32.c's kernel. The maths' names: cuda/math_modes.h. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,31 +25,48 @@
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 
-int spk_math_mode_from_name(const char *name, spk_math_mode *out)
+#define MATH_NAME(NAME, name, where, held_to, help) name,
+#define MATH_WHERE(NAME, name, where, held_to, help) where,
+#define MATH_HELD_TO(NAME, name, where, held_to, help) SPK_MATH_##held_to,
+#define MATH_HELP(NAME, name, where, held_to, help) help,
+const char *const spk_math_mode_names[] = {SPK_MATH_MODES(MATH_NAME) NULL};
+static const unsigned math_where[] = {SPK_MATH_MODES(MATH_WHERE)};
+static const spk_math_mode math_held_to[] = {SPK_MATH_MODES(MATH_HELD_TO)};
+static const char *const math_help[] = {SPK_MATH_MODES(MATH_HELP)};
+
+static bool in_list(spk_math_mode math) { return (int)math >= 0 && math < SPK_MATH_COUNT; }
+
+void spk_math_mode_choices(unsigned where, char *out, size_t size)
 {
-    if (strcmp(name, "fp32") == 0)
-        *out = SPK_MATH_FP32;
-    else if (strcmp(name, "tf32") == 0)
-        *out = SPK_MATH_TF32;
-    else if (strcmp(name, "pedantic") == 0)
-        *out = SPK_MATH_PEDANTIC;
-    else if (strcmp(name, "3xtf32") == 0)
-        *out = SPK_MATH_3XTF32;
-    else
-        return spk_fail("gemm: math \"%s\" is not \"fp32\", \"tf32\", \"pedantic\" or \"3xtf32\"", name);
-    return 0;
+    size_t n = 0;
+    int count = 0, total = 0;
+    out[0] = '\0';
+    for (int i = 0; i < SPK_MATH_COUNT; i++)
+        total += (math_where[i] & where) == where;
+    for (int i = 0; i < SPK_MATH_COUNT && n < size; i++)
+        if ((math_where[i] & where) == where) {
+            count++;
+            n += (size_t)snprintf(out + n, size - n, "%s\"%s\"", count == 1 ? "" : count == total ? " or " : ", ",
+                                  spk_math_mode_names[i]);
+        }
 }
 
-const char *spk_math_mode_name(spk_math_mode math)
+int spk_math_mode_from_name(const char *name, spk_math_mode *out)
 {
-    switch (math) {
-    case SPK_MATH_FP32: return "fp32";
-    case SPK_MATH_TF32: return "tf32";
-    case SPK_MATH_PEDANTIC: return "pedantic";
-    case SPK_MATH_3XTF32: return "3xtf32";
-    }
-    return "unknown";
+    for (int i = 0; name && i < SPK_MATH_COUNT; i++)
+        if (strcmp(name, spk_math_mode_names[i]) == 0) {
+            *out = (spk_math_mode)i;
+            return 0;
+        }
+    char choices[128];
+    spk_math_mode_choices(0, choices, sizeof choices);
+    return spk_fail("math must be %s, got \"%s\"", choices, name ? name : "(none)");
 }
+
+const char *spk_math_mode_name(spk_math_mode math) { return in_list(math) ? spk_math_mode_names[math] : "unknown"; }
+unsigned spk_math_mode_where(spk_math_mode math) { return in_list(math) ? math_where[math] : 0; }
+spk_math_mode spk_math_mode_held_to(spk_math_mode math) { return in_list(math) ? math_held_to[math] : math; }
+const char *spk_math_mode_help(spk_math_mode math) { return in_list(math) ? math_help[math] : "unknown"; }
 
 /* How a tensor reads as a row-major matrix, or as a batch of them: its
  * rows x cols (after the requested transpose), whether cuBLAS must transpose
@@ -185,14 +203,12 @@ void spk_blas_release(void)
 {
     pthread_mutex_lock(&handle_lock);
     for (int d = 0; d < MAX_DEVICES; d++) {
-        if (handles[d]) {
+        if (handles[d])
             cublasDestroy(handles[d]);
-            handles[d] = NULL;
-        }
-        if (workspaces[d]) {
+        if (workspaces[d])
             cudaFree(workspaces[d]);
-            workspaces[d] = NULL;
-        }
+        handles[d] = NULL;
+        workspaces[d] = NULL;
     }
     cudaGetLastError();
     pthread_mutex_unlock(&handle_lock);

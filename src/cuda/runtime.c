@@ -258,14 +258,24 @@ spk_stream *spk_stream_or_default(spk_stream *s)
     return s ? s : spk_stream_default();
 }
 
+/* A zeroed object of `size` bytes for the current device (*dev), or NULL
+ * with "out of memory allocating <what>". */
+static void *calloc_on_device(size_t size, const char *what, int *dev)
+{
+    if (spk_device_current(dev))
+        return NULL;
+    void *p = calloc(1, size);
+    if (!p)
+        spk_fail("out of memory allocating %s", what);
+    return p;
+}
+
 spk_stream *spk_stream_new(void)
 {
     int dev;
-    if (spk_device_current(&dev))
-        return NULL;
-    spk_stream *s = calloc(1, sizeof *s);
+    spk_stream *s = calloc_on_device(sizeof(spk_stream), "a stream", &dev);
     if (!s)
-        return spk_fail_null("out of memory allocating a stream");
+        return NULL;
     if (spk_cuda_check(cudaStreamCreateWithFlags(&s->handle, cudaStreamNonBlocking), "cudaStreamCreate")) {
         free(s);
         return NULL;
@@ -330,11 +340,9 @@ struct spk_event {
 spk_event *spk_event_new(bool timing)
 {
     int dev;
-    if (spk_device_current(&dev))
-        return NULL;
-    spk_event *e = calloc(1, sizeof *e);
+    spk_event *e = calloc_on_device(sizeof(spk_event), "an event", &dev);
     if (!e)
-        return spk_fail_null("out of memory allocating an event");
+        return NULL;
     if (spk_cuda_check(cudaEventCreateWithFlags(&e->handle, timing ? cudaEventDefault : cudaEventDisableTiming),
                        "cudaEventCreate")) {
         free(e);
@@ -346,9 +354,8 @@ spk_event *spk_event_new(bool timing)
 
 void spk_event_free(spk_event *e)
 {
-    if (!e)
-        return;
-    cudaEventDestroy(e->handle);
+    if (e)
+        cudaEventDestroy(e->handle);
     free(e);
 }
 

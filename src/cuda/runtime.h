@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+#include "cuda/math_modes.h"
 
 /* ---- availability ------------------------------------------------------ */
 
@@ -313,16 +314,7 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
 
 /* ---- cuBLAS ------------------------------------------------------------ */
 
-typedef enum {
-    SPK_MATH_FP32 = 0,     /* CUBLAS_COMPUTE_32F: IEEE FP32 products and sums (default) */
-    SPK_MATH_TF32 = 1,     /* CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, TF32 inputs */
-    SPK_MATH_PEDANTIC = 2, /* CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision shortcuts */
-    SPK_MATH_3XTF32 = 3    /* kernels/gemm_3xtf32.cu: tensor cores, split TF32 operands, FP32 sums */
-} spk_math_mode;
-
-/* "fp32", "tf32", "pedantic", "3xtf32" */
-int spk_math_mode_from_name(const char *name, spk_math_mode *out);
-const char *spk_math_mode_name(spk_math_mode math);
+/* spk_math_mode and its names: cuda/math_modes.h, the one list. */
 
 typedef struct spk_gemm_args {
     const spk_tensor *a, *b; /* device f32 2-D, or 3-D [count, ...]; rows contiguous or a transposed view */

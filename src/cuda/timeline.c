@@ -139,9 +139,8 @@ spk_timeline *spk_timeline_new(const spk_timeline_selection *sel, const spk_time
 
 void spk_timeline_free(spk_timeline *tl)
 {
-    if (!tl)
-        return;
-    spk_tensor_free(tl->buffer);
+    if (tl)
+        spk_tensor_free(tl->buffer);
     free(tl);
 }
 
@@ -261,21 +260,42 @@ static int header_field(const uint64_t *w, int field, int64_t max, const char *w
     return 0;
 }
 
-spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages *stages, double cycles_per_ns,
-                                spk_timeline_clock *clock)
+/* A decode in progress: the buffer's parts and what the passes below find. */
+typedef struct decoding {
+    const uint64_t *anchor; /* (globaltimer, clock64) of each block at its start */
+    const uint64_t *rec;    /* [blocks][steps][marks] (globaltimer, clock64) stamps */
+    int64_t blocks, steps, marks, first_block, first_step;
+    uint64_t origin;        /* time 0: the earliest globaltimer reading */
+    int64_t records, stamps, readings;
+    uint64_t *first_clock;  /* each block's first clock64 (UINT64_MAX: the block stamped nothing) */
+    int64_t *block_readings; /* globaltimer readings a block (its step starts and its anchor) */
+    sample *samples;        /* every block's readings in clock order, block after block */
+    double *offset;         /* each block's globaltimer at its first clock64 */
+    double quantum;         /* the globaltimer's step, ns */
+} decoding;
+
+static uint64_t stamp(const decoding *d, int64_t b, int64_t k, int64_t m, int field)
 {
-    memset(clock, 0, sizeof *clock);
-    if (spk_timeline_stages_check(stages) != 0)
-        return NULL;
+    return d->rec[(((size_t)b * (size_t)d->steps + (size_t)k) * (size_t)d->marks + (size_t)m) * 2 + (size_t)field];
+}
+static bool stamped(const decoding *d, int64_t b, int64_t k, int64_t m)
+{
+    return stamp(d, b, k, m, 0) != 0 || stamp(d, b, k, m, 1) != 0;
+}
+static bool has_time(const decoding *d, int64_t b, int64_t k, int64_t m) { return stamp(d, b, k, m, 0) != 0; }
+static bool has_anchor(const decoding *d, int64_t b) { return d->anchor[2 * b] != 0 && d->anchor[2 * b + 1] != 0; }
+static bool ran(const decoding *d, int64_t b) { return d->first_clock[b] != UINT64_MAX; }
+
+/* The header's selection, checked against the buffer's size and the stages. */
+static int read_header(const spk_tensor *raw, const spk_timeline_stages *stages, spk_timeline_clock *clock,
+                       decoding *d)
+{
     if (!raw || !spk_tensor_is_host(raw) || raw->dtype != SPK_U64 || raw->ndim != 1 || !spk_tensor_is_contiguous(raw))
-        return spk_fail_null("timeline: the raw stamps must be a contiguous host u64 tensor [words]");
-    if (!(cycles_per_ns >= 0) || !isfinite(cycles_per_ns))
-        return spk_fail_null("timeline: the clock rate must be a finite number of cycles a ns (0: fit it)");
+        return spk_fail("timeline: the raw stamps must be a contiguous host u64 tensor [words]");
     const uint64_t *w = spk_tensor_data(raw);
     int64_t words = raw->shape[0];
     if (words < SPK_TIMELINE_HEADER_WORDS || w[H_MAGIC] != MAGIC)
-        return spk_fail_null("timeline: the buffer does not start with a timeline header (%lld words)",
-                             (long long)words);
+        return spk_fail("timeline: the buffer does not start with a timeline header (%lld words)", (long long)words);
     int64_t marks = 0, direction = 0, first_step = 0, steps = 0, first_block = 0, blocks = 0, warp = 0, layer = 0;
     if (header_field(w, H_MARKS, SPK_TIMELINE_MAX_MARKS, "marks", &marks) ||
         header_field(w, H_DIRECTION, 1, "direction", &direction) ||
@@ -284,127 +304,121 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         header_field(w, H_FIRST_BLOCK, INT32_MAX, "first block", &first_block) ||
         header_field(w, H_BLOCKS, SPK_TIMELINE_MAX_BLOCKS, "blocks", &blocks) ||
         header_field(w, H_WARP, 31, "warp", &warp) || header_field(w, H_LAYER, INT32_MAX, "layer", &layer))
-        return NULL;
+        return -1;
     if (steps < 1 || blocks < 1)
-        return spk_fail_null("timeline: the buffer's header selects %lld steps of %lld blocks; a recording has at "
-                             "least one of each", (long long)steps, (long long)blocks);
+        return spk_fail("timeline: the buffer's header selects %lld steps of %lld blocks; a recording has at least "
+                        "one of each", (long long)steps, (long long)blocks);
     if (marks != stages->count + 1)
-        return spk_fail_null("timeline: the buffer holds %lld marks a step, the %d stages described need %d",
-                             (long long)marks, stages->count, stages->count + 1);
+        return spk_fail("timeline: the buffer holds %lld marks a step, the %d stages described need %d",
+                        (long long)marks, stages->count, stages->count + 1);
     int64_t expected = SPK_TIMELINE_HEADER_WORDS + 2 * blocks + blocks * steps * marks * 2;
     if (words != expected)
-        return spk_fail_null("timeline: the buffer has %lld words; its header (%lld blocks x %lld steps x %lld marks, "
-                             "and an anchor a block) needs %lld", (long long)words, (long long)blocks,
-                             (long long)steps, (long long)marks, (long long)expected);
-    spk_timeline_selection sel = {(int)layer, (int)direction, (int)first_step, (int)steps,
-                                  (int)first_block, (int)blocks, (int)warp};
-    clock->selection = sel;
+        return spk_fail("timeline: the buffer has %lld words; its header (%lld blocks x %lld steps x %lld marks, and "
+                        "an anchor a block) needs %lld", (long long)words, (long long)blocks, (long long)steps,
+                        (long long)marks, (long long)expected);
+    clock->selection = (spk_timeline_selection){(int)layer,      (int)direction, (int)first_step, (int)steps,
+                                                (int)first_block, (int)blocks,    (int)warp};
     if (w[KERNEL_MARKS_WORD] == 0)
-        return spk_fail_null("timeline: the kernel stamped nothing: no block %lld..%lld of the %s direction ran "
-                             "with warp %lld (is the launch the recorded layer's, and its kernel the timeline build?)",
-                             (long long)first_block, (long long)(first_block + blocks - 1),
-                             direction ? "reverse" : "forward", (long long)warp);
+        return spk_fail("timeline: the kernel stamped nothing: no block %lld..%lld of the %s direction ran with "
+                        "warp %lld (is the launch the recorded layer's, and its kernel the timeline build?)",
+                        (long long)first_block, (long long)(first_block + blocks - 1),
+                        direction ? "reverse" : "forward", (long long)warp);
     if (w[KERNEL_MARKS_WORD] != (uint64_t)marks)
-        return spk_fail_null("timeline: the kernel stamps %llu marks a step, the %d stages described need %d",
-                             (unsigned long long)w[KERNEL_MARKS_WORD], stages->count, stages->count + 1);
+        return spk_fail("timeline: the kernel stamps %llu marks a step, the %d stages described need %d",
+                        (unsigned long long)w[KERNEL_MARKS_WORD], stages->count, stages->count + 1);
+    d->anchor = w + SPK_TIMELINE_HEADER_WORDS;
+    d->rec = d->anchor + 2 * blocks;
+    d->blocks = blocks, d->steps = steps, d->marks = marks, d->first_block = first_block, d->first_step = first_step;
+    return 0;
+}
 
-    const uint64_t *anchor = w + SPK_TIMELINE_HEADER_WORDS; /* (globaltimer, clock64) of each block at its start */
-    const uint64_t *rec = anchor + 2 * blocks;
-#define STAMP(b, k, m, field) rec[(((size_t)(b) * (size_t)steps + (size_t)(k)) * (size_t)marks + (size_t)(m)) * 2 + (field)]
-#define STAMPED(b, k, m) (STAMP(b, k, m, 0) != 0 || STAMP(b, k, m, 1) != 0)
-#define HAS_TIME(b, k, m) (STAMP(b, k, m, 0) != 0)
-#define HAS_ANCHOR(b) (anchor[2 * (b)] != 0 && anchor[2 * (b) + 1] != 0)
-    /* The origin, the records, every block's first clock. */
-    uint64_t origin = UINT64_MAX;
-    int64_t records = 0, stamps = 0;
-    uint64_t *first_clock = malloc((size_t)blocks * sizeof *first_clock);
-    int64_t *block_readings = calloc((size_t)blocks, sizeof *block_readings); /* globaltimer readings a block */
-    spk_tensor *out = NULL;
-    sample *samples = NULL;
-    double *offset = NULL;
-    if (!first_clock || !block_readings)
-        goto oom;
-    int64_t readings = 0; /* marks with a globaltimer reading (each step's start) */
-    for (int64_t b = 0; b < blocks; b++) {
-        first_clock[b] = UINT64_MAX;
-        for (int64_t k = 0; k < steps; k++) {
+/* The records, stamps and readings; every block's first clock; the origin. */
+static int scan_records(decoding *d, spk_timeline_clock *clock)
+{
+    d->origin = UINT64_MAX;
+    for (int64_t b = 0; b < d->blocks; b++) {
+        d->first_clock[b] = UINT64_MAX;
+        for (int64_t k = 0; k < d->steps; k++) {
             bool any = false;
-            for (int64_t m = 0; m < marks; m++)
-                if (STAMPED(b, k, m)) {
-                    any = true;
-                    stamps++;
-                    if (STAMP(b, k, m, 1) < first_clock[b])
-                        first_clock[b] = STAMP(b, k, m, 1);
-                    if (HAS_TIME(b, k, m)) {
-                        block_readings[b]++;
-                        readings++;
-                        if (STAMP(b, k, m, 0) < origin)
-                            origin = STAMP(b, k, m, 0);
-                    }
+            for (int64_t m = 0; m < d->marks; m++) {
+                if (!stamped(d, b, k, m))
+                    continue;
+                any = true;
+                d->stamps++;
+                if (stamp(d, b, k, m, 1) < d->first_clock[b])
+                    d->first_clock[b] = stamp(d, b, k, m, 1);
+                if (has_time(d, b, k, m)) {
+                    d->block_readings[b]++;
+                    d->readings++;
+                    if (stamp(d, b, k, m, 0) < d->origin)
+                        d->origin = stamp(d, b, k, m, 0);
                 }
-            records += any;
+            }
+            d->records += any;
         }
-        if (first_clock[b] != UINT64_MAX) {
+        if (ran(d, b)) {
             clock->blocks++;
-            if (HAS_ANCHOR(b)) {
-                block_readings[b]++;
-                readings++;
+            if (has_anchor(d, b)) {
+                d->block_readings[b]++;
+                d->readings++;
             }
         }
     }
     /* Time 0 is the earliest reading of a record (an anchor's where no record has one). */
-    for (int64_t b = 0; b < blocks && origin == UINT64_MAX; b++)
-        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b))
-            for (int64_t a = 0; a < blocks; a++)
-                if (first_clock[a] != UINT64_MAX && HAS_ANCHOR(a) && anchor[2 * a] < origin)
-                    origin = anchor[2 * a];
-    if (records == 0) {
-        spk_fail("timeline: the kernel ran but stamped no step %lld..%lld (are the steps in the kernel's loop?)",
-                 (long long)first_step + 1, (long long)(first_step + steps));
-        goto fail;
-    }
-    for (int64_t b = 0; b < blocks; b++)
-        if (first_clock[b] != UINT64_MAX && block_readings[b] == 0) {
-            spk_fail("timeline: block %lld stamped clock64 but never the globaltimer, so its clock cannot be "
-                     "placed (does the kernel call SPK_TIMELINE_START where a step starts?)",
-                     (long long)(first_block + b));
-            goto fail;
-        }
+    for (int64_t b = 0; b < d->blocks && d->origin == UINT64_MAX; b++)
+        if (ran(d, b) && has_anchor(d, b))
+            for (int64_t a = 0; a < d->blocks; a++)
+                if (ran(d, a) && has_anchor(d, a) && d->anchor[2 * a] < d->origin)
+                    d->origin = d->anchor[2 * a];
+    if (d->records == 0)
+        return spk_fail("timeline: the kernel ran but stamped no step %lld..%lld (are the steps in the kernel's "
+                        "loop?)", (long long)d->first_step + 1, (long long)(d->first_step + d->steps));
+    for (int64_t b = 0; b < d->blocks; b++)
+        if (ran(d, b) && d->block_readings[b] == 0)
+            return spk_fail("timeline: block %lld stamped clock64 but never the globaltimer, so its clock cannot be "
+                            "placed (does the kernel call SPK_TIMELINE_START where a step starts?)",
+                            (long long)(d->first_block + b));
+    return 0;
+}
 
-    /* Samples of each block in clock order; the globaltimer quantum. */
-    samples = malloc((size_t)readings * sizeof *samples);
-    offset = calloc((size_t)blocks, sizeof *offset);
-    if (!samples || !offset)
-        goto oom;
-    /* The globaltimer's step: the greatest common divisor of every reading's
-     * distance from the origin (a timer that moves in steps of q ns reads
-     * multiples of q apart, however sparse the stamps). */
+/* The globaltimer's step: the greatest common divisor of every reading's
+ * distance from the origin (a timer that moves in steps of q ns reads
+ * multiples of q apart, however sparse the stamps). */
+static double timer_quantum(const decoding *d)
+{
     uint64_t step = 0;
-    for (int64_t b = 0; b < blocks; b++) {
-        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b))
-            step = gcd(step, anchor[2 * b] > origin ? anchor[2 * b] - origin : origin - anchor[2 * b]);
-        for (int64_t k = 0; k < steps && step != 1; k++)
-            for (int64_t m = 0; m < marks; m++)
-                if (HAS_TIME(b, k, m))
-                    step = gcd(step, STAMP(b, k, m, 0) - origin);
+    for (int64_t b = 0; b < d->blocks; b++) {
+        uint64_t a = d->anchor[2 * b];
+        if (ran(d, b) && has_anchor(d, b))
+            step = gcd(step, a > d->origin ? a - d->origin : d->origin - a);
+        for (int64_t k = 0; k < d->steps && step != 1; k++)
+            for (int64_t m = 0; m < d->marks; m++)
+                if (has_time(d, b, k, m))
+                    step = gcd(step, stamp(d, b, k, m, 0) - d->origin);
     }
-    double quantum = step ? (double)step : 1;
-    double sxy = 0, sxx = 0;
+    return step ? (double)step : 1;
+}
+
+/* Each block's readings in clock order, and the sums of a least-squares
+ * fit of one rate for all blocks with an offset each. */
+static void collect_samples(decoding *d, double *sxy, double *sxx)
+{
     int64_t at = 0;
-    for (int64_t b = 0; b < blocks; b++) {
-        sample *s = samples + at;
+    *sxy = *sxx = 0;
+    for (int64_t b = 0; b < d->blocks; b++) {
+        sample *s = d->samples + at;
         int64_t n = 0;
-        if (first_clock[b] != UINT64_MAX && HAS_ANCHOR(b)) {
+        if (ran(d, b) && has_anchor(d, b)) {
             /* before the block's first record: cycles from there below 0 */
-            s[n].cycles = (double)(int64_t)(anchor[2 * b + 1] - first_clock[b]);
-            s[n].ns = (double)(int64_t)(anchor[2 * b] - origin);
+            s[n].cycles = (double)(int64_t)(d->anchor[2 * b + 1] - d->first_clock[b]);
+            s[n].ns = (double)(int64_t)(d->anchor[2 * b] - d->origin);
             n++;
         }
-        for (int64_t k = 0; k < steps; k++)
-            for (int64_t m = 0; m < marks; m++)
-                if (HAS_TIME(b, k, m)) {
-                    s[n].cycles = (double)(STAMP(b, k, m, 1) - first_clock[b]);
-                    s[n].ns = (double)(STAMP(b, k, m, 0) - origin);
+        for (int64_t k = 0; k < d->steps; k++)
+            for (int64_t m = 0; m < d->marks; m++)
+                if (has_time(d, b, k, m)) {
+                    s[n].cycles = (double)(stamp(d, b, k, m, 1) - d->first_clock[b]);
+                    s[n].ns = (double)(stamp(d, b, k, m, 0) - d->origin);
                     n++;
                 }
         at += n;
@@ -419,21 +433,23 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         mc /= (double)n;
         mg /= (double)n;
         for (int64_t i = 0; i < n; i++) {
-            sxy += (s[i].cycles - mc) * (s[i].ns - mg);
-            sxx += (s[i].cycles - mc) * (s[i].cycles - mc);
+            *sxy += (s[i].cycles - mc) * (s[i].ns - mg);
+            *sxx += (s[i].cycles - mc) * (s[i].cycles - mc);
         }
     }
-    /* The rate every reading allows: a pair i < j of a block bounds it by
-     * (g_j - g_i -+ (quantum - 1 + 2 slack)) / (c_j - c_i); the first and last
-     * RATE_PAIR_SAMPLES samples of each block span the most time, so their
-     * pairs bound it tightest. The middle of the bounds where the timer's step
-     * is what limits the readings (coarser than the slack) and the bounds agree,
-     * else the least-squares slope (one rate for all blocks, an offset each). */
-    double rate_lo = 0, rate_hi = INFINITY;
-    at = 0;
-    for (int64_t b = 0; b < blocks; b++) {
-        const sample *s = samples + at;
-        int64_t n = block_readings[b];
+}
+
+/* The rate every reading allows: a pair i < j of a block bounds it by
+ * (g_j - g_i -+ (quantum - 1 + 2 slack)) / (c_j - c_i); the first and last
+ * RATE_PAIR_SAMPLES samples of each block span the most time, so their pairs
+ * bound it tightest. */
+static void rate_bounds(const decoding *d, double *rate_lo, double *rate_hi)
+{
+    *rate_lo = 0, *rate_hi = INFINITY;
+    int64_t at = 0;
+    for (int64_t b = 0; b < d->blocks; b++) {
+        const sample *s = d->samples + at;
+        int64_t n = d->block_readings[b];
         at += n;
         int64_t head = n < RATE_PAIR_SAMPLES ? n : RATE_PAIR_SAMPLES;
         for (int64_t i = 0; i < head; i++)
@@ -441,32 +457,45 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
                 double dc = s[j].cycles - s[i].cycles, dg = s[j].ns - s[i].ns;
                 if (dc <= 0)
                     continue;
-                rate_lo = fmax(rate_lo, (dg - (quantum - 1) - 2 * READ_SLACK_NS) / dc);
-                rate_hi = fmin(rate_hi, (dg + (quantum - 1) + 2 * READ_SLACK_NS) / dc);
+                *rate_lo = fmax(*rate_lo, (dg - (d->quantum - 1) - 2 * READ_SLACK_NS) / dc);
+                *rate_hi = fmin(*rate_hi, (dg + (d->quantum - 1) + 2 * READ_SLACK_NS) / dc);
             }
     }
-    double ns_per_cycle;
+}
+
+/* ns a clock64 cycle: the rate given, else the middle of the bounds where
+ * the timer's step is what limits the readings (coarser than the slack) and
+ * the bounds agree, else the least-squares slope. */
+static int clock_rate(decoding *d, double cycles_per_ns, spk_timeline_clock *clock, double *ns_per_cycle)
+{
+    double sxy, sxx, rate_lo, rate_hi;
+    collect_samples(d, &sxy, &sxx);
+    rate_bounds(d, &rate_lo, &rate_hi);
     if (cycles_per_ns > 0) {
-        ns_per_cycle = 1 / cycles_per_ns;
-    } else if (quantum > 2 * READ_SLACK_NS && rate_lo > 0 && rate_lo <= rate_hi && isfinite(rate_hi) && sxx > 0) {
-        ns_per_cycle = (rate_lo + rate_hi) / 2;
+        *ns_per_cycle = 1 / cycles_per_ns;
+    } else if (d->quantum > 2 * READ_SLACK_NS && rate_lo > 0 && rate_lo <= rate_hi && isfinite(rate_hi) && sxx > 0) {
+        *ns_per_cycle = (rate_lo + rate_hi) / 2;
         clock->fitted = true;
     } else if (sxx > 0 && sxy > 0) {
-        ns_per_cycle = sxy / sxx;
+        *ns_per_cycle = sxy / sxx;
         clock->fitted = true;
     } else {
-        spk_fail("timeline: the globaltimer did not advance within a block over the %lld readings, so clock64 "
-                 "cannot be related to it: record more steps, or give the clock rate", (long long)readings);
-        goto fail;
+        return spk_fail("timeline: the globaltimer did not advance within a block over the %lld readings, so "
+                        "clock64 cannot be related to it: record more steps, or give the clock rate",
+                        (long long)d->readings);
     }
+    return 0;
+}
 
-    /* Each block's offset: the middle of the interval every one of its
-     * readings allows (true time in [g - slack, g + quantum - 1 + slack]), or, where the
-     * readings disagree with the rate, the mean plus half a quantum. */
-    at = 0;
-    for (int64_t b = 0; b < blocks; b++) {
-        const sample *s = samples + at;
-        int64_t n = block_readings[b];
+/* Each block's offset: the middle of the interval every one of its readings
+ * allows (true time in [g - slack, g + quantum - 1 + slack]), or, where the
+ * readings disagree with the rate, the mean plus half a quantum. */
+static void block_offsets(decoding *d, double ns_per_cycle)
+{
+    int64_t at = 0;
+    for (int64_t b = 0; b < d->blocks; b++) {
+        const sample *s = d->samples + at;
+        int64_t n = d->block_readings[b];
         at += n;
         if (n == 0)
             continue;
@@ -474,67 +503,98 @@ spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages
         for (int64_t i = 0; i < n; i++) {
             double base = s[i].ns - ns_per_cycle * s[i].cycles;
             lo = fmax(lo, base - READ_SLACK_NS);
-            hi = fmin(hi, base + quantum - 1 + READ_SLACK_NS);
+            hi = fmin(hi, base + d->quantum - 1 + READ_SLACK_NS);
             mean += base;
         }
-        offset[b] = lo <= hi ? (lo + hi) / 2 : mean / (double)n + (quantum - 1) / 2;
+        d->offset[b] = lo <= hi ? (lo + hi) / 2 : mean / (double)n + (d->quantum - 1) / 2;
     }
+}
 
-    int columns = spk_timeline_column_count(stages);
-    int64_t shape[2] = {records, columns};
-    out = spk_tensor_new(SPK_F64, 2, shape);
-    if (!out)
-        goto fail;
-    double *row = spk_tensor_data(out), residual = 0;
-    for (int64_t b = 0; b < blocks; b++)
-        for (int64_t k = 0; k < steps; k++) {
+/* One row a record: block, step, and per mark its aligned time, clock64 and
+ * globaltimer (NaN where not stamped); returns the largest distance of an
+ * aligned time outside its reading's interval. */
+static double write_rows(const decoding *d, double ns_per_cycle, int columns, double *row)
+{
+    double residual = 0;
+    int64_t marks = d->marks;
+    for (int64_t b = 0; b < d->blocks; b++)
+        for (int64_t k = 0; k < d->steps; k++) {
             bool any = false;
             for (int64_t m = 0; m < marks; m++)
-                any = any || STAMPED(b, k, m);
+                any = any || stamped(d, b, k, m);
             if (!any)
                 continue;
-            row[0] = (double)(first_block + b);
-            row[1] = (double)(first_step + k + 1);
+            row[0] = (double)(d->first_block + b);
+            row[1] = (double)(d->first_step + k + 1);
             for (int64_t m = 0; m < marks; m++) {
                 double *aligned = row + 2 + m, *cycles = row + 2 + marks + m, *global = row + 2 + 2 * marks + m;
-                if (!STAMPED(b, k, m)) {
+                if (!stamped(d, b, k, m)) {
                     *aligned = *cycles = *global = NAN;
                     continue;
                 }
-                *cycles = (double)(STAMP(b, k, m, 1) - first_clock[b]);
-                *aligned = ns_per_cycle * *cycles + offset[b];
-                if (!HAS_TIME(b, k, m)) {
+                *cycles = (double)(stamp(d, b, k, m, 1) - d->first_clock[b]);
+                *aligned = ns_per_cycle * *cycles + d->offset[b];
+                if (!has_time(d, b, k, m)) {
                     *global = NAN;
                     continue;
                 }
-                *global = (double)(STAMP(b, k, m, 0) - origin);
-                double outside = fmax(*global - *aligned, *aligned - (*global + quantum - 1));
-                residual = fmax(residual, outside);
+                *global = (double)(stamp(d, b, k, m, 0) - d->origin);
+                residual = fmax(residual, fmax(*global - *aligned, *aligned - (*global + d->quantum - 1)));
             }
             row += columns;
         }
+    return residual;
+}
+
+static void decoding_free(decoding *d)
+{
+    free(d->first_clock);
+    free(d->block_readings);
+    free(d->samples);
+    free(d->offset);
+}
+
+spk_tensor *spk_timeline_decode(const spk_tensor *raw, const spk_timeline_stages *stages, double cycles_per_ns,
+                                spk_timeline_clock *clock)
+{
+    memset(clock, 0, sizeof *clock);
+    if (spk_timeline_stages_check(stages) != 0)
+        return NULL;
+    if (!(cycles_per_ns >= 0) || !isfinite(cycles_per_ns))
+        return spk_fail_null("timeline: the clock rate must be a finite number of cycles a ns (0: fit it)");
+    decoding d = {0};
+    if (read_header(raw, stages, clock, &d) != 0)
+        return NULL;
+    spk_tensor *out = NULL;
+    if (!(d.first_clock = malloc((size_t)d.blocks * sizeof *d.first_clock)) ||
+        !(d.block_readings = calloc((size_t)d.blocks, sizeof *d.block_readings)))
+        goto oom;
+    if (scan_records(&d, clock) != 0)
+        goto fail;
+    if (!(d.samples = malloc((size_t)d.readings * sizeof *d.samples)) ||
+        !(d.offset = calloc((size_t)d.blocks, sizeof *d.offset)))
+        goto oom;
+    d.quantum = timer_quantum(&d);
+    double ns_per_cycle = 0;
+    if (clock_rate(&d, cycles_per_ns, clock, &ns_per_cycle) != 0)
+        goto fail;
+    block_offsets(&d, ns_per_cycle);
+    int columns = spk_timeline_column_count(stages);
+    int64_t shape[2] = {d.records, columns};
+    if (!(out = spk_tensor_new(SPK_F64, 2, shape)))
+        goto fail;
+    clock->residual_ns = write_rows(&d, ns_per_cycle, columns, spk_tensor_data(out));
     clock->cycles_per_ns = 1 / ns_per_cycle;
-    clock->quantum_ns = quantum;
-    clock->residual_ns = residual;
-    clock->origin = origin;
-    clock->records = records;
-    clock->stamps = stamps;
-#undef HAS_ANCHOR
-#undef HAS_TIME
-#undef STAMPED
-#undef STAMP
-    free(first_clock);
-    free(block_readings);
-    free(samples);
-    free(offset);
+    clock->quantum_ns = d.quantum;
+    clock->origin = d.origin;
+    clock->records = d.records;
+    clock->stamps = d.stamps;
+    decoding_free(&d);
     return out;
 oom:
-    spk_fail("timeline: out of memory decoding %lld blocks x %lld steps", (long long)blocks, (long long)steps);
+    spk_fail("timeline: out of memory decoding %lld blocks x %lld steps", (long long)d.blocks, (long long)d.steps);
 fail:
-    free(first_clock);
-    free(block_readings);
-    free(samples);
-    free(offset);
+    decoding_free(&d);
     spk_tensor_free(out);
     return NULL;
 }

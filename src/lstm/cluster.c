@@ -10,11 +10,9 @@
 #include "core/error.h"
 #include "cuda/cluster.h"
 #include "lstm/device_layers.h"
+#include "lstm/family.h"
 #include "lstm_timeline_stages.cuh"
 
-#define STATUS_BAD_GEOMETRY 2u
-#define STATUS_NEEDS_SM90 3u
-#define STATUS_EXCHANGE_TIMEOUT 4u
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -23,8 +21,8 @@
  * what needs the derived sizes. docs/design.md says why each exists and
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
-enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_TILE_ROWS, O_THREADS, O_ROW_GROUP,
-       O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
+enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
 
@@ -43,19 +41,22 @@ static const spk_kernel_option options[O_COUNT] = {
                        "steps ahead a cell's x·Wᵀ is fetched (2 .. 4: cp.async stages)"},
     [O_ROW_PHASES] = {"row_phases", "ROW_PHASES", {NULL}, 1, 2, SPK_BIT(1) | SPK_BIT(2), SPK_DEFAULT_BATCH, 1, 0, FIELD(row_phases),
                       "halves of a tile's row groups that take turns"},
-    [O_TILE_ROWS] = {"tile_rows", "TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_BATCH, 1, 0, FIELD(tile_rows),
-                     "batch rows a tile carries"},
+    [O_MAX_TILE_ROWS] = {"max_tile_rows", "TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_TILE_ROWS),
+                         FIELD(max_tile_rows), "the most batch rows a tile carries (the kernel's: its shared memory)"},
+    /* no macro: the launch's, not the kernel's */
+    [O_TILE_ROWS] = {"tile_rows", NULL, {NULL}, 0, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_MAX_TILE_ROWS), FIELD(tile_rows),
+                     "batch rows a tile carries (0: the schedule picks, up to max_tile_rows)"},
     [O_THREADS] = {"threads", "THREADS", {NULL}, 32, 1024, 0, SPK_DEFAULT_FIT, 0,
                    ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK), FIELD(threads),
                    "threads a block: 4 * hidden / cluster / gate_block * chunks"},
     [O_ROW_GROUP] = {"row_group", "ROW_GROUP", {NULL}, 1, 8, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8),
                      SPK_DEFAULT_FIT, 0,
-                     ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_ROW_PHASES) | ON(O_TILE_ROWS) |
+                     ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_ROW_PHASES) | ON(O_MAX_TILE_ROWS) |
                          ON(O_THREADS),
                      FIELD(row_group), "rows whose partial dots a thread forms at once"},
     [O_MIN_BLOCKS] = {"min_blocks", "MIN_BLOCKS", {NULL}, 1, 64, 0, SPK_DEFAULT_FIT, 0,
                       ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_GATES_AHEAD) | ON(O_ROW_PHASES) |
-                          ON(O_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL),
+                          ON(O_MAX_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL),
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
     [O_EARLY_GATES] = {"early_gates", "EARLY_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(early_gates),
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
@@ -133,18 +134,18 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
     }
     int blocks = v->cluster > 0 && v->hidden % v->cluster == 0 ? 4 * (v->hidden / v->cluster) / gate_block : 0;
     int chunks = blocks > 0 && v->threads % blocks == 0 ? v->threads / blocks : 0;
-    if (v->tile_rows == 0)
-        v->tile_rows = 32;
+    if (v->max_tile_rows == 0)
+        v->max_tile_rows = v->tile_rows > 0 ? v->tile_rows : 32; /* a tile height given is what the kernel carries */
     bool lanes = v->push != SPK_PUSH_SCALAR; /* the cell in the reducing lanes, tiles padded to row groups */
     if (v->row_group == 0) {
         v->row_group = chunks > 0 ? chunks : 1;
         /* no padding past the tile, and with row phases a group for each */
         int phases = v->row_phases == 2 ? 2 : 1;
-        while (lanes && v->row_group > 1 && v->row_group * phases > v->tile_rows)
+        while (lanes && v->row_group > 1 && v->row_group * phases > v->max_tile_rows)
             v->row_group /= 2;
     }
     /* ptxas spills at 64 registers (two blocks an SM) past one row with the mbarrier exchange */
-    bool wide = lanes && v->tile_rows > 1;
+    bool wide = lanes && v->max_tile_rows > 1;
     int weights = chunks > 0 ? gate_block * v->hidden / chunks : 0; /* registers of R a thread */
     bool two_fit = weights > 0 && weights <= 16 && 2 * v->threads <= 2048;
     if (v->min_blocks == 0)
@@ -183,7 +184,7 @@ static int row_threads(int hidden, int cluster, int gate_block, int chunks, int 
     return 0;
 }
 
-spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows)
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch)
 {
     size_t n = sizeof batch_table / sizeof *batch_table, i = 0;
     while (i + 1 < n && batch > batch_table[i].max_batch)
@@ -194,7 +195,7 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
                              .gate_block = batch_table[i].gate_block,
                              .gates_ahead = batch_table[i].gates_ahead,
                              .row_phases = batch_table[i].row_phases,
-                             .tile_rows = batch_table[i].tile_rows,
+                             .max_tile_rows = batch_table[i].tile_rows,
                              .early_gates = batch_table[i].early_gates,
                              .cell = batch_table[i].cell};
     /* The row's chunks, or the fewest more, that keep a thread's weights
@@ -219,28 +220,17 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int
         v = generic;
     }
     spk_cluster_variant_fit(&v);
-    if (tile_rows)
-        *tile_rows = batch_table[i].tile_rows > 0 && v.tile_rows == batch_table[i].tile_rows
-                         ? batch_table[i].tile_rows
-                         : 0;
+    /* the row's tiles are launched at the row's height, the generic fit's at the schedule's pick */
+    v.tile_rows = v.max_tile_rows == batch_table[i].tile_rows ? batch_table[i].tile_rows : 0;
     return v;
 }
 
-int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out,
-                                int64_t *tile_rows)
+int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out)
 {
-    int64_t row_tile = 0;
-    spk_cluster_variant row = spk_cluster_variant_for_batch(hidden, batch, &row_tile);
+    spk_cluster_variant row = spk_cluster_variant_for_batch(hidden, batch);
     memset(out, 0, sizeof *out);
     spk_kernel_resolve(&spk_cluster_family, &row, given, out);
     spk_cluster_variant_fit(out);
-    if (tile_rows) {
-        /* a tile height given is the launch's; the row's while the kernel keeps the row's */
-        if (given->given & ON(O_TILE_ROWS))
-            *tile_rows = out->tile_rows;
-        else
-            *tile_rows = out->tile_rows == row.tile_rows ? row_tile : 0;
-    }
     return spk_cluster_variant_derive(out, 0, NULL);
 }
 
@@ -257,7 +247,7 @@ static size_t smem_bytes(const spk_cluster_variant *v, int tile_rows)
     size_t group = v->row_group > 0 ? (size_t)v->row_group : 1;
     size_t padded = (rows + group - 1) / group * group;
     size_t barriers = 4 * (size_t)(v->row_phases == 2 ? 2 : 1);
-    size_t slots = ((size_t)v->tile_rows + group - 1) / group;
+    size_t slots = ((size_t)v->max_tile_rows + group - 1) / group;
     size_t stages = v->gates_ahead > 1 ? (size_t)v->gates_ahead * slots * (size_t)v->threads * 4 : 0;
     return 4 * (barriers + 2 * padded * hidden + stages);
 }
@@ -284,29 +274,33 @@ int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_
                         4 * chunks, v->threads);
     if (v->row_group > chunks)
         return spk_fail("kernel.row_group %d must be at most the %d chunks", v->row_group, chunks);
-    if (v->row_phases == 2 && (v->tile_rows + v->row_group - 1) / v->row_group < 2)
-        return spk_fail("kernel.row_phases 2 needs two row groups a tile: tile_rows %d, row_group %d (give "
-                        "tile_rows >= %d or a smaller row_group)", v->tile_rows, v->row_group, v->row_group + 1);
+    if (v->row_phases == 2 && (v->max_tile_rows + v->row_group - 1) / v->row_group < 2)
+        return spk_fail("kernel.row_phases 2 needs two row groups a tile: max_tile_rows %d, row_group %d (give "
+                        "max_tile_rows >= %d or a smaller row_group)", v->max_tile_rows, v->row_group,
+                        v->row_group + 1);
     if (v->min_blocks * v->threads > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for blocks of %d threads", v->min_blocks,
                         2048 / v->threads, v->threads);
+    if (v->tile_rows > v->max_tile_rows)
+        return spk_fail("kernel.tile_rows %d is more than the kernel carries (kernel.max_tile_rows %d)", v->tile_rows,
+                        v->max_tile_rows);
     if (tile_rows == 0)
-        tile_rows = v->tile_rows;
-    if (tile_rows < 1 || tile_rows > v->tile_rows)
+        tile_rows = v->tile_rows > 0 ? v->tile_rows : v->max_tile_rows;
+    if (tile_rows < 1 || tile_rows > v->max_tile_rows)
         return spk_fail("cluster plan: a launch of %d rows a tile, the kernel carries 1 .. %d", tile_rows,
-                        v->tile_rows);
-    size_t largest = smem_bytes(v, v->tile_rows);
+                        v->max_tile_rows);
+    size_t largest = smem_bytes(v, v->max_tile_rows);
     if (largest > 227u * 1024u)
-        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 232448",
-                        v->hidden, v->tile_rows, largest);
+        return spk_fail("kernel: hidden %d with max_tile_rows %d needs %zu bytes of shared memory, at most 232448",
+                        v->hidden, v->max_tile_rows, largest);
     if (out) {
         memset(out, 0, sizeof *out);
         out->file = v->push == SPK_PUSH_SCALAR ? "lstm_cluster_baseline.cu" : "lstm_cluster.cu";
         out->units = v->hidden / v->cluster;
         out->gate_rows = gate_rows;
         out->chunks = chunks;
-        out->slots = v->push == SPK_PUSH_SCALAR ? (v->tile_rows * out->units + v->threads - 1) / v->threads
-                                                : (v->tile_rows + v->row_group - 1) / v->row_group;
+        out->slots = v->push == SPK_PUSH_SCALAR ? (v->max_tile_rows * out->units + v->threads - 1) / v->threads
+                                                : (v->max_tile_rows + v->row_group - 1) / v->row_group;
         int budget = 65536 / (v->threads * v->min_blocks);
         out->registers = budget < 255 ? budget : 255;
         out->smem_bytes = smem_bytes(v, tile_rows);
@@ -314,36 +308,12 @@ int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_
     return 0;
 }
 
-static spk_module *compile_variant(const spk_cluster_variant *v, const char *arch, bool timeline)
+spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, spk_kernel_build build, const char *arch)
 {
     spk_cluster_sizes sizes;
     if (spk_cluster_variant_derive(v, 0, &sizes) != 0)
         return NULL;
-    const char *kernels = spk_kernel_dir();
-    if (!kernels)
-        return NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", kernels, sizes.file);
-    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
-    char text[SPK_KERNEL_OPTIONS_MAX][16];
-    int n = spk_kernel_defines(&spk_cluster_family, v, defines, text);
-    defines[n] = (spk_define){"SPK_TIMELINE", "1"};
-    spk_compile_options opts = {0};
-    opts.file = path;
-    opts.defines = defines;
-    opts.ndefines = n + (timeline ? 1 : 0);
-    opts.arch = arch;
-    return spk_compile(&opts);
-}
-
-spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch)
-{
-    return compile_variant(v, arch, false);
-}
-
-spk_module *spk_cluster_variant_compile_timeline(const spk_cluster_variant *v, const char *arch)
-{
-    return compile_variant(v, arch, true);
+    return spk_family_compile_source(sizes.file, &spk_cluster_family, v, build, arch);
 }
 
 /* ---- schedules ----------------------------------------------------------- */
@@ -401,14 +371,6 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
 const int spk_cluster_args[SPK_CLUSTER_NARGS] = {SPK_RA_GATES, SPK_RA_R,     SPK_RA_BIAS,  SPK_RA_OUTPUT,
                                                  SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS, SPK_RA_TILE_ROWS};
 
-static const spk_kernel_stack_status cluster_statuses[] = {
-    {STATUS_BAD_GEOMETRY, "the cluster kernel refused its launch geometry (cluster shape, block size, "
-                          "tile rows or shared memory); the output is not valid"},
-    {STATUS_EXCHANGE_TIMEOUT, "the cluster kernel's mbarrier exchange timed out (a wait of over a second); "
-                              "the output is not valid"},
-    {STATUS_NEEDS_SM90, "the cluster kernel was built for an architecture below sm_90 and did not run"},
-};
-
 /* A launch of `tiles` tiles of `tile_rows` rows: grid (cluster, tiles, 2). */
 static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
@@ -432,30 +394,65 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
                                    .nlaunches = 1,
                                    .tile_rows = (int32_t)s->tile_rows,
                                    .packing = spk_lstm_packing_builtin(),
-                                   .statuses = cluster_statuses,
-                                   .nstatuses = (int)(sizeof cluster_statuses / sizeof *cluster_statuses)};
+                                   .statuses = spk_builtin_statuses,
+                                   .nstatuses = spk_builtin_nstatuses};
     return 0;
 }
 
-/* ---- plans --------------------------------------------------------------- */
+/* ---- the family ----------------------------------------------------------- */
 
-struct spk_cluster_plan {
-    spk_cluster_plan_info info;
-    spk_kernel_stack *stack; /* the weights, buffers, launches, forward and time */
-    /* The timeline build (the stack holds its kernel), compiled on first use. */
-    bool timeline_ready;
-    spk_cluster_timeline_build timeline_build;
-};
+/* What a plan of the family keeps (family.h). */
+typedef struct cluster_state {
+    spk_cluster_variant variant;
+    spk_cluster_sizes sizes;       /* at the variant's tile height, then the schedule's once described */
+    spk_cluster_schedule schedule;
+    int sms;
+} cluster_state;
+SPK_FAMILY_STATE_TYPE(cluster_state)
 
-void spk_cluster_plan_free(spk_cluster_plan *p)
+static int resolve(spk_family_state *st, const spk_family_request *r)
 {
-    if (!p)
-        return;
-    spk_kernel_stack_free(p->stack);
-    free(p);
+    cluster_state *c = state_of(st);
+    return spk_cluster_variant_resolve(r->hidden, r->batch, &r->kernel, &c->variant) != 0
+               ? -1
+               : spk_cluster_variant_derive(&c->variant, 0, &c->sizes);
 }
 
-const spk_cluster_plan_info *spk_cluster_plan_get_info(const spk_cluster_plan *p) { return &p->info; }
+static void variant_fields(const spk_family_state *st, spk_fields *out)
+{
+    const cluster_state *c = cstate_of(st);
+    const spk_cluster_sizes *z = &c->sizes;
+    spk_fields_text(out, "file", z->file);
+    spk_fields_int(out, "units", z->units);
+    spk_fields_int(out, "gate_rows", z->gate_rows);
+    spk_fields_int(out, "chunks", z->chunks);
+    spk_fields_int(out, "slots", z->slots);
+    spk_fields_int(out, "register_budget", z->registers);
+    spk_fields_int(out, "smem_bytes", (int64_t)z->smem_bytes);
+}
+
+static int check(const spk_family_state *st, const spk_family_request *r)
+{
+    (void)st;
+    if (r->batch * r->steps > INT32_MAX / 4)
+        return spk_fail("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
+                        (long long)r->batch, (long long)r->steps);
+    return 0;
+}
+
+static int check_device(spk_family_state *st, const spk_device_props *props)
+{
+    if (props->cc_major < 9)
+        return spk_fail("lstm stack: the cluster backend needs compute capability 9.0 (this device: %d.%d)",
+                        props->cc_major, props->cc_minor);
+    state_of(st)->sms = props->sms;
+    return 0;
+}
+
+static spk_module *compile(const spk_family_state *st, spk_kernel_build build, const char *arch)
+{
+    return spk_cluster_variant_compile(&cstate_of(st)->variant, build, arch);
+}
 
 static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
@@ -468,112 +465,71 @@ static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t til
     return cfg;
 }
 
-spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *o)
+/* Clusters of more than 8 blocks are non-portable: an attribute of the
+ * module's kernel, which the stack's handle of it has too. */
+static int allow_cluster(const spk_cluster_variant *v, spk_kernel *kernel)
 {
-    spk_lstm_dims dims;
-    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
-        return NULL;
-    spk_cluster_variant variant;
-    int64_t tile_rows = 0;
-    if (spk_cluster_variant_resolve((int)dims.hidden, o->batch, &o->kernel, &variant, &tile_rows) != 0)
-        return NULL;
-    spk_lstm_gpu_shape shape;
-    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, variant.hidden, o->math, &shape) != 0)
-        return NULL;
-    if (o->batch * o->steps > INT32_MAX / 4)
-        return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
-                             (long long)o->batch, (long long)o->steps);
-    if (spk_lstm_check_math(o->math) != 0 || spk_lstm_check_finite(o->layers, o->count) != 0)
-        return NULL;
-    int device;
-    spk_device_props props;
-    if (spk_cuda_require() != 0 || spk_device_current(&device) != 0 || spk_device_props_get(device, &props) != 0) {
-        spk_error_prefix("lstm stack (backend cluster)");
-        return NULL;
+    return v->cluster > 8 ? spk_kernel_allow_nonportable_cluster(kernel, true) : 0;
+}
+
+/* The tile height: a forced one up to the kernel's rows is taken as it is
+ * (the kernel loops over its rows); otherwise the powers of two up to the
+ * kernel's rows, the smallest whose clusters all run at once. */
+static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
+{
+    const spk_cluster_variant *v = &c->variant;
+    int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
+    int n = 1;
+    if (v->tile_rows > 0)
+        heights[0] = v->tile_rows;
+    else
+        n = spk_cluster_heights(v->max_tile_rows, heights);
+    for (int i = 0; i < n; i++) {
+        spk_launch_config cfg = launch_config(v, (batch + heights[i] - 1) / heights[i], heights[i]);
+        int clusters;
+        if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
+            return -1;
+        active[i] = clusters;
     }
-    if (props.cc_major < 9)
-        return spk_fail_null("lstm stack: the cluster backend needs compute capability 9.0 (this device: %d.%d)",
-                             props.cc_major, props.cc_minor);
+    if (spk_cluster_schedule_pick(&c->schedule, batch, heights, active, n, v->tile_rows) != 0)
+        return -1;
+    return spk_cluster_variant_derive(v, (int)c->schedule.tile_rows, &c->sizes);
+}
 
-    spk_cluster_plan *p = calloc(1, sizeof *p);
-    if (!p)
-        return spk_fail_null("lstm stack: out of memory");
-    spk_cluster_plan_info *info = &p->info;
-    info->variant = variant;
-    info->shape = shape;
-    info->sms = props.sms;
-    spk_module *module = NULL;
-    spk_kernel *kernel = NULL;
-
-    if (!(module = spk_cluster_variant_compile(&variant, NULL)))
-        goto fail;
-    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(module));
-    if (!(kernel = spk_module_kernel(module, SPK_LSTM_CLUSTER_KERNEL)) ||
-        spk_kernel_attributes(kernel, &info->attrs) != 0)
-        goto fail;
-    /* an attribute of the module's kernel: the stack's handle of it has it too */
-    if (variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(kernel, true) != 0)
-        goto fail;
-
-    {
-        int64_t heights[SPK_CLUSTER_MAX_HEIGHTS + 1], active[SPK_CLUSTER_MAX_HEIGHTS + 1];
-        /* a forced height up to the kernel's rows is taken as it is (the
-         * kernel loops over its rows); otherwise the candidates are the
-         * powers of two up to the kernel's rows */
-        int n;
-        if (tile_rows > 0) {
-            heights[0] = tile_rows;
-            n = 1;
-        } else {
-            n = spk_cluster_heights(variant.tile_rows, heights);
-        }
-        for (int i = 0; i < n; i++) {
-            spk_launch_config cfg = launch_config(&variant, (o->batch + heights[i] - 1) / heights[i], heights[i]);
-            int clusters;
-            if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
-                goto fail;
-            active[i] = clusters;
-        }
-        if (spk_cluster_schedule_pick(&info->schedule, o->batch, heights, active, n, tile_rows) != 0 ||
-            spk_cluster_variant_derive(&variant, (int)info->schedule.tile_rows, &info->sizes) != 0)
-            goto fail;
+static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_request *r, spk_kernel_stack_desc *desc)
+{
+    cluster_state *c = state_of(st);
+    if (allow_cluster(&c->variant, kernel) != 0 || plan_schedule(c, kernel, r->batch) != 0)
+        return -1;
+    spk_kernel_stack_launch *launch = malloc(sizeof *launch);
+    if (!launch)
+        return spk_fail("lstm stack: out of memory");
+    if (spk_cluster_stack_desc(&c->variant, &c->schedule, desc, launch) != 0) {
+        free(launch);
+        return -1;
     }
-
-    spk_kernel_stack_desc desc;
-    spk_kernel_stack_launch launch;
-    if (spk_cluster_stack_desc(&variant, &info->schedule, &desc, &launch) != 0)
-        goto fail;
-    spk_kernel_stack_options so = {.layers = o->layers, .count = o->count, .batch = o->batch, .steps = o->steps,
-                                   .math = o->math, .module = module, .entry = SPK_LSTM_CLUSTER_KERNEL,
-                                   .desc = &desc};
-    if (!(p->stack = spk_kernel_stack_new(&so)))
-        goto fail;
-    spk_kernel_free(kernel);
-    spk_module_release(module);
-    return p;
-fail:
-    spk_error_prefix("lstm stack");
-    spk_kernel_free(kernel);
-    spk_module_release(module);
-    spk_cluster_plan_free(p);
-    return NULL;
+    return 0;
 }
 
-int spk_cluster_plan_enqueue(spk_cluster_plan *p, const spk_tensor *x) { return spk_kernel_stack_enqueue(p->stack, x); }
-
-int spk_cluster_plan_finish(spk_cluster_plan *p) { return spk_kernel_stack_finish(p->stack); }
-
-spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *p, const spk_tensor *x)
+/* The timeline build takes more registers and may fit fewer clusters at
+ * once: more waves, the same bits. */
+static int check_build(const spk_family_state *st, spk_kernel_build build, spk_kernel *kernel, spk_fields *out)
 {
-    return spk_kernel_stack_forward(p->stack, x);
+    (void)build;
+    const cluster_state *c = cstate_of(st);
+    const spk_cluster_schedule *s = &c->schedule;
+    int clusters = 0;
+    spk_launch_config cfg = launch_config(&c->variant, s->tiles, s->tile_rows);
+    if (allow_cluster(&c->variant, kernel) != 0 || spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
+        return -1;
+    if (clusters < 1)
+        return spk_fail("lstm stack: the cluster kernel's timeline build: not one cluster of tile height %lld fits "
+                        "the device",
+                        (long long)s->tile_rows);
+    spk_fields_int(out, "max_active_clusters", clusters);
+    spk_fields_int(out, "waves", (s->clusters + clusters - 1) / clusters);
+    return 0;
 }
-
-int spk_cluster_plan_time(spk_cluster_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
-{
-    return spk_kernel_stack_time(p->stack, x, rounds, warmup, ms);
-}
-
-/* ---- step timelines ------------------------------------------------------- */
 
 #define STAGE_NAME(name, text) text,
 static const char *const cluster_names[] = {SPK_CLUSTER_STAGES(STAGE_NAME)};
@@ -602,73 +558,95 @@ const spk_timeline_stages *spk_cluster_timeline_stages(const spk_cluster_variant
     return v->row_phases == 2 ? &phased_stages : &cluster_stages;
 }
 
-int spk_cluster_timeline_check(const spk_cluster_plan_info *info, const spk_timeline_selection *sel)
+static const spk_timeline_stages *stages(const spk_family_state *st)
 {
-    return spk_timeline_selection_check(sel, info->shape.layers, info->shape.steps,
-                                        (int64_t)info->variant.cluster * info->schedule.tiles,
-                                        info->variant.threads / 32);
+    return spk_cluster_timeline_stages(&cstate_of(st)->variant);
 }
 
-/* The timeline build, compiled and loaded once, and what it runs with: more
- * registers may fit fewer clusters at once (more waves, the same bits). */
-static int prepare_timeline(spk_cluster_plan *p)
+/* Blocks are numbered rank + cluster * tile; a group is a cluster. */
+static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *warps, int *group)
 {
-    if (p->timeline_ready)
-        return 0;
-    const spk_cluster_schedule *s = &p->info.schedule;
-    spk_cluster_timeline_build b = {0};
-    int clusters = 0, rc = -1;
-    spk_module *m = spk_cluster_variant_compile_timeline(&p->info.variant, NULL);
-    spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_CLUSTER_KERNEL) : NULL;
-    /* an attribute of the module's kernel: the stack's handle of it has it too */
-    if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
-        (p->info.variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(k, true) != 0))
-        goto fail;
-    spk_launch_config cfg = launch_config(&p->info.variant, s->tiles, s->tile_rows);
-    if (spk_kernel_max_active_clusters(k, &cfg, &clusters) != 0)
-        goto fail;
-    if (clusters < 1) {
-        spk_fail("not one cluster of tile height %lld fits the device", (long long)s->tile_rows);
-        goto fail;
-    }
-    if (spk_kernel_stack_set_timeline_kernel(p->stack, m, SPK_LSTM_CLUSTER_KERNEL) != 0)
-        goto done;
-    b.max_active = clusters;
-    b.waves = (s->clusters + clusters - 1) / clusters;
-    p->timeline_build = b;
-    p->timeline_ready = true;
-    rc = 0;
-    goto done;
-fail:
-    spk_error_prefix("lstm stack: the cluster kernel's timeline build");
-done:
-    spk_kernel_free(k);
-    spk_module_release(m);
-    return rc;
+    const cluster_state *c = cstate_of(st);
+    *blocks = (int64_t)c->variant.cluster * c->schedule.tiles;
+    *warps = c->variant.threads / 32;
+    *group = c->variant.cluster;
 }
 
-spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *p, const spk_tensor *x,
-                                              const spk_timeline_selection *sel, spk_tensor **stamps,
-                                              spk_timeline_clock *clock, spk_cluster_timeline_build *build)
+static void plan_fields(const spk_family_state *st, spk_fields *kernel, spk_fields *schedule)
 {
-    *stamps = NULL;
-    if (spk_lstm_check_x(p->info.shape.batch, p->info.shape.steps, p->info.shape.input, x) != 0 ||
-        spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
-        return NULL;
-    spk_tensor *y = spk_kernel_stack_forward_timeline(p->stack, x, sel, spk_cluster_timeline_stages(&p->info.variant),
-                                                      stamps, clock);
-    if (!y)
-        spk_error_prefix("lstm stack (cluster)");
-    else if (build)
-        *build = p->timeline_build;
-    return y;
+    const cluster_state *c = cstate_of(st);
+    const spk_cluster_schedule *s = &c->schedule;
+    spk_fields_int(kernel, "smem", (int64_t)c->sizes.smem_bytes);
+    spk_fields_int(kernel, "max_active_clusters", s->max_active);
+    spk_fields_int(kernel, "sms", c->sms);
+    spk_cluster_schedule_fields(s, schedule);
 }
 
-int spk_cluster_plan_time_timeline(spk_cluster_plan *p, const spk_tensor *x, const spk_timeline_selection *sel,
-                                   int rounds, int warmup, double *ms)
+#define MEMBER(name) SPK_FIELD_MEMBER(spk_cluster_schedule, name)
+static const spk_field_member schedule_members[] = {MEMBER(batch), MEMBER(tile_rows), MEMBER(tiles), MEMBER(clusters),
+                                                    {"max_active_clusters", offsetof(spk_cluster_schedule, max_active)},
+                                                    MEMBER(waves)};
+#undef MEMBER
+
+void spk_cluster_schedule_fields(const spk_cluster_schedule *s, spk_fields *out)
 {
-    if (spk_cluster_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
-        return -1;
-    return spk_kernel_stack_time_timeline(p->stack, x, sel, spk_cluster_timeline_stages(&p->info.variant), rounds,
-                                          warmup, ms);
+    spk_fields_members(out, s, schedule_members, (int)(sizeof schedule_members / sizeof *schedule_members));
+    spk_fields_int(out, "launches", 1); /* per layer: both directions, every tile */
 }
+
+static void variant_text(const spk_family_state *st, char *out, size_t size)
+{
+    const cluster_state *c = cstate_of(st);
+    const spk_cluster_variant *v = &c->variant;
+    const spk_cluster_schedule *s = &c->schedule;
+    static const char *const pushes[] = {"scalar push, cluster barrier", "direct push", "warp push"};
+    char options[160];
+    size_t n = (size_t)snprintf(options, sizeof options, "%s", pushes[v->push]);
+    if (v->gate_block > 1)
+        n += (size_t)snprintf(options + n, sizeof options - n, ", gate block %d", v->gate_block);
+    if (v->gates_ahead > 1)
+        n += (size_t)snprintf(options + n, sizeof options - n, ", gates %d steps ahead", v->gates_ahead);
+    if (v->row_phases == 2)
+        n += (size_t)snprintf(options + n, sizeof options - n, ", 2 row phases");
+    if (v->early_gates == 1)
+        n += (size_t)snprintf(options + n, sizeof options - n, ", early gates");
+    if (v->cell != SPK_CELL_REFERENCE)
+        snprintf(options + n, sizeof options - n, ", %s cell", spk_cluster_family.options[O_CELL].words[v->cell]);
+    snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
+             (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
+}
+
+static void name(const spk_family_state *st, const spk_lstm_gpu_shape *shape, char *out, size_t size)
+{
+    const cluster_state *c = cstate_of(st);
+    snprintf(out, size, "lstm stack (cluster %d, %d layers, batch %d, steps %d, tile_rows %d, %d clusters%s)",
+             c->variant.cluster, (int)shape->layers, (int)shape->batch, (int)shape->steps,
+             (int)c->schedule.tile_rows, (int)c->schedule.clusters, spk_lstm_math_suffix(shape->math));
+}
+
+const spk_family spk_cluster_kernels = {
+    .backend = "cluster",
+    .title = "cluster recurrence",
+    .summary = "the cluster backend: thread-block clusters exchanging h through distributed shared memory",
+    .help = "Hopper thread-block clusters (compute capability 9.0), h exchanged through distributed shared\n"
+            "memory, both directions in one launch per layer. Two sources: kernels/lstm_cluster.cu\n"
+            "(kernel.push \"direct\" or \"warp\": st.async pushes and mbarrier waits, no block barrier in a\n"
+            "step) and kernels/lstm_cluster_baseline.cu (kernel.push \"scalar\": the plain form, a cluster\n"
+            "barrier a step, the reference the others are checked against). plan.schedule: tile_rows, tiles,\n"
+            "clusters, max_active_clusters, waves; a timeline's blocks are numbered rank + cluster * tile.",
+    .options = &spk_cluster_family,
+    .accepts = 0,
+    .entry = SPK_LSTM_CLUSTER_KERNEL,
+    .resolve = resolve,
+    .variant_fields = variant_fields,
+    .check = check,
+    .check_device = check_device,
+    .compile = compile,
+    .describe = describe,
+    .check_build = check_build,
+    .stages = stages,
+    .timeline_geometry = timeline_geometry,
+    .plan_fields = plan_fields,
+    .variant_text = variant_text,
+    .name = name,
+};

@@ -1,6 +1,7 @@
-/* The GPU LSTM stack on the thread-block-cluster recurrence (sm_90,
- * kernels/lstm_cluster.cu): packed weights on the device, per layer the
- * cuBLAS input projections of both directions, then ONE cluster launch that
+/* The thread-block-cluster recurrence kernel family (sm_90,
+ * kernels/lstm_cluster.cu, kernels/lstm_cluster_baseline.cu): its variants
+ * and options, its schedule, and the description the one plan
+ * (stack_plan.h) runs on the kernel stack: per layer ONE cluster launch that
  * runs both directions of every tile (grid (cluster, tiles, 2)). Clusters
  * never wait on each other, so a launch may hold more clusters than fit at
  * once: they run in waves, and no capacity error exists.
@@ -17,6 +18,7 @@
 #include "cuda/runtime.h"
 #include "cuda/timeline.h"
 #include "lstm/device_layers.h"
+#include "lstm/family.h"
 #include "lstm/kernel_options.h"
 #include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
@@ -42,7 +44,8 @@ typedef struct spk_cluster_variant {
     int gate_block;  /* [GATE_BLOCK] gate rows a thread holds */
     int gates_ahead; /* [GATES_AHEAD] steps ahead a cell's x·Wᵀ is fetched */
     int row_phases;  /* [ROW_PHASES] halves of a tile taking turns */
-    int tile_rows;   /* [TILE_ROWS] the most rows a tile carries */
+    int max_tile_rows; /* [TILE_ROWS] the most rows a tile carries */
+    int tile_rows;   /* rows a tile of the launch carries (0: the schedule picks); the launch's, no macro */
     int threads;     /* [THREADS] threads a block */
     int row_group;   /* [ROW_GROUP] rows whose partial dots a thread forms at once */
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
@@ -68,34 +71,35 @@ typedef struct spk_cluster_sizes {
     int units;            /* hidden units a block: hidden / cluster */
     int gate_rows;        /* 4 * units */
     int chunks;           /* k-chunks a gate row: threads / (gate_rows / gate_block) */
-    int slots;            /* (row, unit) cells a thread owns at tile_rows */
+    int slots;            /* (row, unit) cells a thread owns at max_tile_rows */
     int registers;        /* the register budget a thread: 65536 / (threads * min_blocks) */
     size_t smem_bytes;    /* dynamic shared memory of a launch of tile_rows rows */
 } spk_cluster_sizes;
 
 /* Checks a variant (its option values and rules, then what only the sizes
  * can say: threads, row groups, shared memory) and derives its sizes for
- * launches of `tile_rows` rows (<= v->tile_rows; 0: v->tile_rows). Messages
+ * launches of `tile_rows` rows (<= v->max_tile_rows; 0: the variant's
+ * tile_rows, or max_tile_rows where that is 0). Messages
  * name the option ("kernel.threads 384 must be 64 * chunks ..."). out may be
  * NULL. */
 int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_cluster_sizes *out);
 
 /* Fills the sizes left 0 (threads, row_group, min_blocks; cluster and
- * tile_rows for a variant built from scratch) from the other options and the
+ * max_tile_rows for a variant built from scratch) from the other options and the
  * hidden size. */
 void spk_cluster_variant_fit(spk_cluster_variant *v);
 
 /* The plan's default for a batch: the batch table's row (cluster.c), fitted
- * to `hidden`; *tile_rows gets the launch's tile height (0: the schedule
- * picks, up to the variant's tile_rows). */
-spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch, int64_t *tile_rows);
+ * to `hidden`; its tile_rows the launch's tile height (0: the schedule picks,
+ * up to the variant's max_tile_rows). */
+spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch);
 /* The variant a plan of this batch compiles for the options a script gave
- * (the rest by each option's default rule), checked; *tile_rows as above. */
-int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out,
-                                int64_t *tile_rows);
+ * (the rest by each option's default rule), checked. */
+int spk_cluster_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *given, spk_cluster_variant *out);
 
-/* Compiles the variant's source for `arch` ("sm_90"; NULL: the device's). */
-spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, const char *arch);
+/* Compiles a build of the variant's source for `arch` ("sm_90"; NULL: the
+ * device's): the plain build or the timeline build (SPK_TIMELINE=1). */
+spk_module *spk_cluster_variant_compile(const spk_cluster_variant *v, spk_kernel_build build, const char *arch);
 
 #define SPK_LSTM_CLUSTER_KERNEL "spk_lstm_cluster"
 
@@ -111,6 +115,9 @@ typedef struct spk_cluster_schedule {
     int64_t max_active;  /* clusters of this shape the device runs at once */
     int64_t waves;       /* ceil(clusters / max_active) */
 } spk_cluster_schedule;
+/* Its fields (batch, tile_rows, tiles, clusters, max_active_clusters, waves,
+ * launches): plan.schedule and spk.core.cluster_schedule_pick's result. */
+void spk_cluster_schedule_fields(const spk_cluster_schedule *s, spk_fields *out);
 
 /* The tile heights worth trying: 1, 2, 4, ..., up to max_tile_rows (and
  * max_tile_rows itself). Returns how many. */
@@ -122,7 +129,7 @@ int spk_cluster_heights(int max_tile_rows, int64_t heights[SPK_CLUSTER_MAX_HEIGH
 int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const int64_t *heights,
                               const int64_t *max_active, int count, int64_t forced);
 
-/* ---- The plan through the kernel stack (kernel_stack.h) ----------------- */
+/* ---- The plan's description (kernel_stack.h) ----------------------------- */
 
 /* The kernel's arguments in the contract's names: gates, r, bias, output,
  * status, batch, steps, tile_rows (both directions in one launch). */
@@ -132,78 +139,14 @@ extern const int spk_cluster_args[SPK_CLUSTER_NARGS];
  * layer one launch of both directions, grid (cluster, tiles, 2), clusters
  * (cluster, 1, 1), the dynamic shared memory of the schedule's tile height,
  * not co-resident (clusters never wait on each other, so they run in
- * waves), no state, the packing "ifco" units, the kernel's status codes. */
+ * waves), no state, the built-in packing, the built-in status codes. */
 int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
                            spk_kernel_stack_launch *launch);
 
-/* ---- Plans ------------------------------------------------------------- */
-
-typedef struct spk_cluster_plan_options {
-    const spk_lstm_layer *layers;
-    int count;
-    int64_t batch, steps;
-    spk_kernel_choice kernel; /* the kernel options a script gave; the rest: the batch's default */
-    /* The input projections' cuBLAS math: SPK_MATH_FP32 (0, the default) or
-     * SPK_MATH_TF32. The recurrence (R·h and the cell) is FP32 strict either way:
-     * its per-step product of a few rows has no MMA form in the kernel. */
-    spk_math_mode math;
-} spk_cluster_plan_options;
-
-typedef struct spk_cluster_plan spk_cluster_plan;
-
-typedef struct spk_cluster_plan_info {
-    spk_cluster_variant variant;
-    spk_cluster_sizes sizes; /* at the schedule's tile height */
-    spk_cluster_schedule schedule;
-    spk_kernel_attrs attrs;
-    int sms;
-    char arch[16];
-    spk_lstm_gpu_shape shape; /* layers, sizes, the input projections' math */
-} spk_cluster_plan_info;
-
-/* Resolves the kernel options (spk_cluster_variant_resolve). Refuses (before
- * any device work, in this order) bad shapes and dtypes, a variant the
- * options do not make, batch or steps < 1, a math other
- * than FP32 or TF32, non-finite weights; then needs a device of compute capability >= 9.0 ("the cluster
- * backend needs compute capability 9.0 (this device: 8.0)"). */
-spk_cluster_plan *spk_cluster_plan_new(const spk_cluster_plan_options *options);
-void spk_cluster_plan_free(spk_cluster_plan *plan);
-const spk_cluster_plan_info *spk_cluster_plan_get_info(const spk_cluster_plan *plan);
-int spk_cluster_plan_enqueue(spk_cluster_plan *plan, const spk_tensor *x); /* contiguous device x */
-int spk_cluster_plan_finish(spk_cluster_plan *plan);
-spk_tensor *spk_cluster_plan_forward(spk_cluster_plan *plan, const spk_tensor *x);
-int spk_cluster_plan_time(spk_cluster_plan *plan, const spk_tensor *x, int rounds, int warmup, double *ms);
-
-/* ---- Step timelines (docs/timeline.md) ----------------------------------- */
-
 /* The stages the variant's timeline build stamps (kernels/lstm_timeline_stages.cuh):
  * the baseline's, or the direct pushes' with one or two row phases; the
- * waits wait for the publish of the previous step. */
+ * waits wait for the publish of the previous step. The plans are the
+ * family's (spk_cluster_kernels, family.h). */
 const spk_timeline_stages *spk_cluster_timeline_stages(const spk_cluster_variant *v);
-/* The variant's timeline build (SPK_TIMELINE=1: seven more kernel parameters,
- * spk_timeline_args), for `arch` as spk_cluster_variant_compile. */
-spk_module *spk_cluster_variant_compile_timeline(const spk_cluster_variant *v, const char *arch);
-/* Checks a selection against a plan (needs no device): its layers and steps,
- * the blocks of a direction (cluster * tiles, block rank + cluster * tile)
- * and the warps of a block. */
-int spk_cluster_timeline_check(const spk_cluster_plan_info *info, const spk_timeline_selection *sel);
-
-/* What the timeline build of a plan's variant runs with (compiled on first use). */
-typedef struct spk_cluster_timeline_build {
-    spk_kernel_attrs attrs;     /* registers, spills, ... */
-    int64_t max_active;         /* clusters of the schedule's shape that run at once */
-    int64_t waves;              /* of the schedule's clusters */
-} spk_cluster_timeline_build;
-
-/* As spk_cluster_plan_forward through the timeline build (compiled on first
- * use), recording `sel` (checked): the same output bits, and *stamps, *clock
- * the decoded stamps (spk_timeline_decode with the variant's stages); build,
- * if not NULL, what that build runs with. */
-spk_tensor *spk_cluster_plan_forward_timeline(spk_cluster_plan *plan, const spk_tensor *x,
-                                              const spk_timeline_selection *sel, spk_tensor **stamps,
-                                              spk_timeline_clock *clock, spk_cluster_timeline_build *build);
-/* As spk_cluster_plan_time through the timeline build recording `sel`. */
-int spk_cluster_plan_time_timeline(spk_cluster_plan *plan, const spk_tensor *x, const spk_timeline_selection *sel,
-                                   int rounds, int warmup, double *ms);
 
 #endif

@@ -18,7 +18,6 @@ static const char *const algo_names[SPK_CUDNN_ALGO_COUNT] = {
     [SPK_CUDNN_PERSIST_STATIC_SMALL_H] = "persist_static_small_h",
 };
 static const char *const layout_names[] = {"batch_major", "seq_major"};
-static const char *const math_names[] = {"fp32", "tf32"};
 
 static int name_index(const char *name, const char *const *names, int count)
 {
@@ -65,18 +64,27 @@ int spk_cudnn_layout_from_name(const char *name, spk_cudnn_layout *out)
     return 0;
 }
 
+/* cuDNN's maths are those of the one list (cuda/math_modes.h) that it has. */
+static spk_math_mode math_mode(spk_cudnn_math math) { return math == SPK_CUDNN_MATH_TF32 ? SPK_MATH_TF32 : SPK_MATH_FP32; }
+
 const char *spk_cudnn_math_name(spk_cudnn_math math)
 {
-    return math == SPK_CUDNN_MATH_FP32 || math == SPK_CUDNN_MATH_TF32 ? math_names[math] : "?";
+    return math == SPK_CUDNN_MATH_FP32 || math == SPK_CUDNN_MATH_TF32 ? spk_math_mode_name(math_mode(math)) : "?";
 }
 
 int spk_cudnn_math_from_name(const char *name, spk_cudnn_math *out)
 {
-    int i = name_index(name, math_names, 2);
-    if (i < 0)
-        return unknown_name("math mode", name, math_names, 2);
-    *out = (spk_cudnn_math)i;
-    return 0;
+    spk_math_mode m;
+    if (name && spk_math_mode_from_name(name, &m) == 0 && (spk_math_mode_where(m) & SPK_MATH_CUDNN)) {
+        *out = m == SPK_MATH_TF32 ? SPK_CUDNN_MATH_TF32 : SPK_CUDNN_MATH_FP32;
+        return 0;
+    }
+    const char *names[SPK_MATH_COUNT];
+    int count = 0;
+    for (int i = 0; i < SPK_MATH_COUNT; i++)
+        if (spk_math_mode_where((spk_math_mode)i) & SPK_MATH_CUDNN)
+            names[count++] = spk_math_mode_names[i];
+    return unknown_name("math mode", name, names, count);
 }
 
 /* ---- Where cuDNN's parameters come from ----------------------------------- */
@@ -225,7 +233,8 @@ int spk_cudnn_stack_check(const spk_lstm_layer *layers, int count, const spk_cud
     if (o->layout != SPK_CUDNN_BATCH_MAJOR && o->layout != SPK_CUDNN_SEQ_MAJOR)
         return spk_fail("cudnn stack: layout %d is not batch_major or seq_major", (int)o->layout);
     if (o->math != SPK_CUDNN_MATH_FP32 && o->math != SPK_CUDNN_MATH_TF32)
-        return spk_fail("cudnn stack: math mode %d is not fp32 or tf32", (int)o->math);
+        return spk_fail("cudnn stack: math mode %d is not one of cuDNN's (%s or %s)", (int)o->math,
+                        spk_cudnn_math_name(SPK_CUDNN_MATH_FP32), spk_cudnn_math_name(SPK_CUDNN_MATH_TF32));
     if (o->batch < 1)
         return spk_fail("cudnn stack: batch must be at least 1, got %lld", (long long)o->batch);
     if (o->steps < 1)

@@ -60,7 +60,7 @@ const char *spk_cudnn_algo_name(spk_cudnn_algo algo);
 int spk_cudnn_algo_from_name(const char *name, spk_cudnn_algo *out);
 const char *spk_cudnn_layout_name(spk_cudnn_layout layout); /* "batch_major", "seq_major" */
 int spk_cudnn_layout_from_name(const char *name, spk_cudnn_layout *out);
-const char *spk_cudnn_math_name(spk_cudnn_math math);       /* "fp32", "tf32" */
+const char *spk_cudnn_math_name(spk_cudnn_math math);       /* the maths of cuda/math_modes.h cuDNN has */
 int spk_cudnn_math_from_name(const char *name, spk_cudnn_math *out);
 
 /* ---- Where cuDNN's parameters come from (pure, no device) ----------------- */

@@ -58,7 +58,7 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count)
 
 spk_lstm_packing spk_lstm_packing_builtin(void)
 {
-    return (spk_lstm_packing){.order = "ifco", .layout = SPK_LSTM_LAYOUT_UNITS};
+    return (spk_lstm_packing){.order = SPK_GATES_PACKED, .layout = SPK_LSTM_LAYOUT_UNITS};
 }
 
 int spk_lstm_packing_check(const spk_lstm_packing *packing)
@@ -83,9 +83,9 @@ spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, 
     for (int l = 0; l < count; l++) {
         spk_lstm_device_layer *pl = &out[l];
         pl->input = layers[l].W->shape[2];
-        if (!(pl->w = upload_f32(spk_lstm_pack_layout(layers[l].W, "iofc", to, layout), s)) ||
-            !(pl->r = upload_f32(spk_lstm_pack_layout(layers[l].R, "iofc", to, layout), s)) ||
-            !(pl->bias = upload_f32(spk_lstm_pack_bias_layout(layers[l].B, "iofc", to, layout), s))) {
+        if (!(pl->w = upload_f32(spk_lstm_pack_layout(layers[l].W, SPK_GATES_ONNX, to, layout), s)) ||
+            !(pl->r = upload_f32(spk_lstm_pack_layout(layers[l].R, SPK_GATES_ONNX, to, layout), s)) ||
+            !(pl->bias = upload_f32(spk_lstm_pack_bias_layout(layers[l].B, SPK_GATES_ONNX, to, layout), s))) {
             spk_error_prefix("layer %d", l + 1);
             spk_lstm_device_layers_free(out, count);
             return NULL;
@@ -96,25 +96,26 @@ spk_lstm_device_layer *spk_lstm_device_layers_new(const spk_lstm_layer *layers, 
 
 int spk_lstm_check_math(spk_math_mode math)
 {
-    if (math == SPK_MATH_FP32 || math == SPK_MATH_TF32 || math == SPK_MATH_3XTF32)
+    if (spk_math_mode_where(math) & SPK_MATH_STACKS)
         return 0;
-    const char *name = spk_math_mode_name(math);
-    if (strcmp(name, "unknown") == 0)
-        return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got mode %d",
-                        (int)math);
-    return spk_fail("lstm stack: math must be \"fp32\", \"tf32\" or \"3xtf32\" (the input projections), got \"%s\"", name);
+    char choices[128];
+    spk_math_mode_choices(SPK_MATH_STACKS, choices, sizeof choices);
+    if ((int)math < 0 || math >= SPK_MATH_COUNT)
+        return spk_fail("lstm stack: math must be %s (the input projections), got mode %d", choices, (int)math);
+    return spk_fail("lstm stack: math must be %s (the input projections), got \"%s\"", choices,
+                    spk_math_mode_name(math));
 }
 
 const char *spk_lstm_math_name(spk_math_mode math) { return spk_math_mode_name(math); }
 
+#define MATH_SUFFIX(NAME, name, where, held_to, help) ", " name " projections",
+static const char *const math_suffixes[] = {SPK_MATH_MODES(MATH_SUFFIX)};
+
 const char *spk_lstm_math_suffix(spk_math_mode math)
 {
-    switch (math) {
-    case SPK_MATH_FP32: return "";
-    case SPK_MATH_TF32: return ", tf32 projections";
-    case SPK_MATH_3XTF32: return ", 3xtf32 projections";
-    default: return ", pedantic projections";
-    }
+    if (math == SPK_MATH_FP32 || (int)math < 0 || math >= SPK_MATH_COUNT)
+        return "";
+    return math_suffixes[math];
 }
 
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,

@@ -21,10 +21,10 @@ int spk_lstm_check_finite(const spk_lstm_layer *layers, int count);
  * p*H + u). W, R, the summed bias and so the input projections' gates all
  * follow it. */
 typedef struct spk_lstm_packing {
-    char order[5]; /* a permutation of "iofc" */
+    char order[5]; /* a gate order (lstm.h) */
     spk_lstm_layout layout;
 } spk_lstm_packing;
-/* The built-in kernels' packing: "ifco", units. */
+/* The built-in kernels' packing: SPK_GATES_PACKED, units. */
 spk_lstm_packing spk_lstm_packing_builtin(void);
 /* Checks the order (spk_lstm_gate_order_check) and the layout. */
 int spk_lstm_packing_check(const spk_lstm_packing *packing);

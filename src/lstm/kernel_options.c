@@ -223,10 +223,10 @@ int spk_kernel_family_describe(const spk_kernel_family *f, char *out, size_t siz
                            : o->from == SPK_DEFAULT_BATCH ? "the batch's default"
                                                           : "fitted to the others";
         if (o->from == SPK_DEFAULT_LAYERS)
-            APPEND("  %-12s left out: %s\n", o->name, from);
+            APPEND("  %-14s left out: %s\n", o->name, from);
         else
-            APPEND("  %-12s %s; left out: %s\n", o->name, values, from);
-        APPEND("  %-12s %s\n", "", o->help);
+            APPEND("  %-14s %s; left out: %s\n", o->name, values, from);
+        APPEND("  %-14s %s\n", "", o->help);
     }
     for (int r = 0; r < f->nrules; r++)
         APPEND("  rule: %s\n", f->rules[r].message);

@@ -241,7 +241,7 @@ int spk_lstm_from_torch(const spk_lstm_torch_layer *torch, int layer, spk_lstm_w
         goto fail;
     for (int which = 0; which < 4; which++)
         for (int d = 0; d < 2; d++) {
-            spk_tensor *onnx = spk_lstm_reorder_gates(parts[which][d], 0, "ifco", "iofc");
+            spk_tensor *onnx = spk_lstm_reorder_gates(parts[which][d], 0, SPK_GATES_TORCH, SPK_GATES_ONNX);
             if (!onnx)
                 goto fail;
             int rc;
@@ -285,10 +285,10 @@ int spk_lstm_to_torch(const spk_lstm_layer *layer, spk_tensor *out[8])
         spk_tensor *rb = b ? spk_tensor_narrow(b, 0, g, g) : NULL;
         spk_tensor **slot = out + 4 * d;
         if (w && r && wb && rb) {
-            slot[0] = spk_lstm_reorder_gates(w, 0, "iofc", "ifco");
-            slot[1] = spk_lstm_reorder_gates(r, 0, "iofc", "ifco");
-            slot[2] = spk_lstm_reorder_gates(wb, 0, "iofc", "ifco");
-            slot[3] = spk_lstm_reorder_gates(rb, 0, "iofc", "ifco");
+            slot[0] = spk_lstm_reorder_gates(w, 0, SPK_GATES_ONNX, SPK_GATES_TORCH);
+            slot[1] = spk_lstm_reorder_gates(r, 0, SPK_GATES_ONNX, SPK_GATES_TORCH);
+            slot[2] = spk_lstm_reorder_gates(wb, 0, SPK_GATES_ONNX, SPK_GATES_TORCH);
+            slot[3] = spk_lstm_reorder_gates(rb, 0, SPK_GATES_ONNX, SPK_GATES_TORCH);
         }
         spk_tensor_free(w);
         spk_tensor_free(r);

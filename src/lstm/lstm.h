@@ -52,9 +52,13 @@ int spk_lstm_random(int count, int64_t input, int64_t hidden, uint64_t seed, dou
 
 /* ---- Gate orders and packing ------------------------------------------- */
 
-/* A gate order is a 4-letter permutation of "iofc" (i input, o output, f forget,
- * c cell candidate). ONNX is "iofc", PyTorch and cuDNN "ifco", the persistent
- * kernel's packed order "ifco". Returns 0 if `order` is one. */
+/* The gate orders spk names, each spelled here only (spk.core.lstm.gate_orders
+ * hands them to Lua): a gate order is a 4-letter permutation of the letters
+ * of SPK_GATES_ONNX (i input, o output, f forget, c cell candidate). */
+#define SPK_GATES_ONNX "iofc"            /* ONNX's, the order spk keeps weights in */
+#define SPK_GATES_TORCH "ifco"           /* PyTorch's and cuDNN's (their g is c) */
+#define SPK_GATES_PACKED SPK_GATES_TORCH /* the built-in kernels' packed rows */
+/* Returns 0 if `order` is a gate order. */
 int spk_lstm_gate_order_check(const char *order);
 
 /* Packs W [2, 4H, K] (rows in gate order `from`, H = rows / 4) so each hidden
@@ -86,7 +90,7 @@ spk_tensor *spk_lstm_pack_bias_layout(const spk_tensor *B, const char *from, con
 
 /* Reorders the four gate blocks along dimension `dim` (size 4H): block g of
  * order `from` goes to the position of that gate in `to`. For PyTorch
- * ("ifco", its g is our c) to ONNX ("iofc") and back. */
+ * (SPK_GATES_TORCH, its g is our c) to ONNX (SPK_GATES_ONNX) and back. */
 spk_tensor *spk_lstm_reorder_gates(const spk_tensor *t, int dim, const char *from, const char *to);
 
 /* PyTorch nn.LSTM state-dict tensors of one layer: weight_ih [4H, in],

@@ -10,18 +10,19 @@
 
 int spk_lstm_gate_order_check(const char *order)
 {
+    static const char letters[] = SPK_GATES_ONNX;
     if (!order)
-        return spk_fail("gate order missing, expected a permutation of \"iofc\"");
+        return spk_fail("gate order missing, expected a permutation of \"%s\"", SPK_GATES_ONNX);
     bool seen[4] = {false, false, false, false};
     size_t n = strlen(order);
     for (size_t i = 0; i < n && n == 4; i++) {
-        const char *at = strchr("iofc", order[i]);
-        if (!at || !order[i] || seen[at - "iofc"])
+        const char *at = strchr(letters, order[i]);
+        if (!at || !order[i] || seen[at - letters])
             break;
-        seen[at - "iofc"] = true;
+        seen[at - letters] = true;
     }
     if (n != 4 || !seen[0] || !seen[1] || !seen[2] || !seen[3])
-        return spk_fail("gate order \"%s\" is not a permutation of \"iofc\"", order);
+        return spk_fail("gate order \"%s\" is not a permutation of \"%s\"", order, SPK_GATES_ONNX);
     return 0;
 }
 
@@ -127,6 +128,15 @@ spk_tensor *spk_lstm_pack_layout(const spk_tensor *W, const char *from, const ch
     return move_rows(W, from, to, layout, false, "pack_layout");
 }
 
+/* The gate positions from -> to for a tensor `what` reorders, or -1 (an
+ * unknown order, or no tensor). */
+static int gates_for(const spk_tensor *t, const char *from, const char *to, int position[4], const char *what)
+{
+    if (gate_positions(from, to, position))
+        return -1;
+    return t ? 0 : spk_fail("%s: tensor missing", what);
+}
+
 spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char *to)
 {
     return spk_lstm_pack_bias_layout(B, from, to, SPK_LSTM_LAYOUT_UNITS);
@@ -135,10 +145,8 @@ spk_tensor *spk_lstm_pack_bias(const spk_tensor *B, const char *from, const char
 spk_tensor *spk_lstm_pack_bias_layout(const spk_tensor *B, const char *from, const char *to, spk_lstm_layout layout)
 {
     int position[4];
-    if (gate_positions(from, to, position))
+    if (gates_for(B, from, to, position, "pack_bias") != 0)
         return NULL;
-    if (!B)
-        return spk_fail_null("pack_bias: tensor missing");
     char got[128];
     if (B->ndim != 2 || B->shape[0] != 2 || B->shape[1] < 8 || B->shape[1] % 8 != 0)
         return spk_fail_null("pack_bias: expected [2, 8H], got %s", spk_shape_string(B, got, sizeof got));
@@ -180,10 +188,8 @@ spk_tensor *spk_lstm_pack_bias_layout(const spk_tensor *B, const char *from, con
 spk_tensor *spk_lstm_reorder_gates(const spk_tensor *t, int dim, const char *from, const char *to)
 {
     int position[4];
-    if (gate_positions(from, to, position))
+    if (gates_for(t, from, to, position, "reorder_gates") != 0)
         return NULL;
-    if (!t)
-        return spk_fail_null("reorder_gates: tensor missing");
     char got[128];
     if (dim < 0 || dim >= t->ndim || t->shape[dim] % 4 != 0 || t->shape[dim] == 0)
         return spk_fail_null("reorder_gates: dimension %d of %s is not 4H", dim, spk_shape_string(t, got, sizeof got));

@@ -10,10 +10,9 @@
 
 #include "core/error.h"
 #include "lstm/device_layers.h"
+#include "lstm/family.h"
 #include "lstm_timeline_stages.cuh"
 
-#define STATUS_TIMEOUT 1u
-#define STATUS_BAD_GEOMETRY 2u
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -21,7 +20,7 @@
  * which measurement keeps it); spk_persistent_variant_check checks what
  * needs the derived sizes. */
 #define FIELD(name) offsetof(spk_persistent_variant, name)
-enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_TILE_ROWS, O_COUNT };
+enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_MAX_TILE_ROWS, O_TILE_ROWS, O_COUNT };
 #define ON(o) (1u << (o))
 
 static const spk_kernel_option options[O_COUNT] = {
@@ -36,9 +35,12 @@ static const spk_kernel_option options[O_COUNT] = {
     [O_ROW_GROUP] = {"row_group", "ROW_GROUP", {NULL}, 1, 8, SPK_BIT(1) | SPK_BIT(2) | SPK_BIT(4) | SPK_BIT(8),
                      SPK_DEFAULT_FIT, 0, ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS), FIELD(row_group),
                      "batch rows reduced together over the chunk lanes"},
-    [O_TILE_ROWS] = {"tile_rows", "MAX_TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0,
-                     ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS) | ON(O_ROW_GROUP), FIELD(tile_rows),
-                     "the most batch rows a block carries"},
+    [O_MAX_TILE_ROWS] = {"max_tile_rows", "MAX_TILE_ROWS", {NULL}, 1, 32, 0, SPK_DEFAULT_FIT, 0,
+                         ON(O_UNITS) | ON(O_GATE_BLOCK) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_TILE_ROWS),
+                         FIELD(max_tile_rows), "the most batch rows a tile carries (the kernel's, at most 32)"},
+    /* no macro: the schedule's, not the kernel's */
+    [O_TILE_ROWS] = {"tile_rows", NULL, {NULL}, 0, 32, 0, SPK_DEFAULT_FIT, 0, ON(O_MAX_TILE_ROWS), FIELD(tile_rows),
+                     "batch rows a tile carries (0: the schedule picks 8, 16 or 32 up to max_tile_rows)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -86,7 +88,7 @@ spk_persistent_variant spk_persistent_variant_for_batch(int hidden, int64_t batc
      * layout with the row group the fit picks, else the plain variant. */
     spk_clear_error();
     v.threads = 0;
-    v.tile_rows = 0;
+    v.max_tile_rows = 0;
     v.row_group = 0;
     spk_persistent_variant_fit(&v);
     if (spk_persistent_variant_check(&v, NULL) == 0)
@@ -121,15 +123,18 @@ void spk_persistent_variant_fit(spk_persistent_variant *v)
     if (v->row_group == 0)
         v->row_group = block == 4 && chunk_threads > 0 && v->threads % chunk_threads == 0 ? v->threads / chunk_threads
                                                                                           : 1;
-    if (v->tile_rows == 0) {
-        v->tile_rows = 32;
+    if (v->max_tile_rows == 0) {
+        v->max_tile_rows = 32;
         if (chunk_threads > 0 && v->threads % chunk_threads == 0) {
             int most = block == 4 ? 4 * v->row_group : 4 * (v->threads / chunk_threads);
             /* and the two h buffers within 48 KiB of shared memory */
             if (v->hidden > 0 && most > 6144 / v->hidden)
                 most = 6144 / v->hidden;
-            if (v->tile_rows > most)
-                v->tile_rows = most;
+            if (v->max_tile_rows > most)
+                v->max_tile_rows = most;
+            /* a tile height given is what the kernel carries, where it can */
+            if (v->tile_rows > 0 && v->tile_rows <= v->max_tile_rows)
+                v->max_tile_rows = v->tile_rows;
         }
     }
 }
@@ -160,70 +165,48 @@ int spk_persistent_variant_check(const spk_persistent_variant *v, spk_persistent
         return spk_fail("kernel.hidden %d must be a multiple of %d (4 * chunks) for %d threads", v->hidden,
                         4 * chunks, v->threads);
     int most_rows = v->gate_block == 4 ? 4 * v->row_group : 4 * chunks;
-    if (v->tile_rows < 1 || v->tile_rows > most_rows)
-        return spk_fail("kernel.tile_rows (the most rows a block carries) must be 1..%d for %d threads, %d units, "
+    if (v->max_tile_rows < 1 || v->max_tile_rows > most_rows)
+        return spk_fail("kernel.max_tile_rows (the most rows a tile carries) must be 1..%d for %d threads, %d units, "
                         "gate_block %d and row_group %d, got %d", most_rows, v->threads, v->units, v->gate_block,
-                        v->row_group, v->tile_rows);
-    size_t smem = 2u * (size_t)v->tile_rows * (size_t)v->hidden * sizeof(float);
+                        v->row_group, v->max_tile_rows);
+    if (v->tile_rows > v->max_tile_rows)
+        return spk_fail("kernel.tile_rows %d is more than the kernel carries (kernel.max_tile_rows %d)", v->tile_rows,
+                        v->max_tile_rows);
+    size_t smem = 2u * (size_t)v->max_tile_rows * (size_t)v->hidden * sizeof(float);
     if (smem > 48u * 1024u)
-        return spk_fail("kernel: hidden %d with tile_rows %d needs %zu bytes of shared memory, at most 49152 "
-                        "(use tile_rows <= %d)", v->hidden, v->tile_rows, smem, 6144 / v->hidden);
+        return spk_fail("kernel: hidden %d with max_tile_rows %d needs %zu bytes of shared memory, at most 49152 "
+                        "(use max_tile_rows <= %d)", v->hidden, v->max_tile_rows, smem, 6144 / v->hidden);
     if (out) {
         memset(out, 0, sizeof *out);
         out->groups = v->hidden / v->units;
         out->gate_rows = gate_rows;
         out->chunks = chunks;
-        out->state_tile = 2 * (int64_t)v->tile_rows * v->hidden;
+        out->state_tile = 2 * (int64_t)v->max_tile_rows * v->hidden;
         out->smem_bytes = smem;
     }
     return 0;
 }
 
-static spk_module *compile_variant(const spk_persistent_variant *v, const char *arch, const char *build)
+spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, spk_kernel_build build, const char *arch)
 {
     if (spk_persistent_variant_check(v, NULL) != 0)
         return NULL;
-    const char *kernels = spk_kernel_dir();
-    if (!kernels)
-        return NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lstm_recurrence.cu", kernels);
-    spk_define defines[SPK_KERNEL_OPTIONS_MAX + 1];
-    char text[SPK_KERNEL_OPTIONS_MAX][16];
-    int n = spk_kernel_defines(&spk_persistent_family, v, defines, text);
-    defines[n] = (spk_define){build, "1"};
-    spk_compile_options opts = {0};
-    opts.file = path;
-    opts.defines = defines;
-    opts.ndefines = n + (build ? 1 : 0);
-    opts.arch = arch;
-    return spk_compile(&opts);
-}
-
-spk_module *spk_persistent_variant_compile(const spk_persistent_variant *v, const char *arch)
-{
-    return compile_variant(v, arch, NULL);
-}
-
-spk_module *spk_persistent_variant_compile_trace(const spk_persistent_variant *v, const char *arch)
-{
-    return compile_variant(v, arch, "SPK_DEBUG_TRACE");
-}
-
-spk_module *spk_persistent_variant_compile_timeline(const spk_persistent_variant *v, const char *arch)
-{
-    return compile_variant(v, arch, "SPK_TIMELINE");
+    return spk_family_compile_source("lstm_recurrence.cu", &spk_persistent_family, v, build, arch);
 }
 
 int spk_persistent_variant_heights(const spk_persistent_variant *v, int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS])
 {
     static const int64_t tried[] = {8, 16, 32};
+    if (v->tile_rows > 0) {
+        heights[0] = v->tile_rows;
+        return 1;
+    }
     int n = 0;
     for (size_t i = 0; i < sizeof tried / sizeof *tried; i++)
-        if (tried[i] <= v->tile_rows)
+        if (tried[i] <= v->max_tile_rows)
             heights[n++] = tried[i];
-    if (n == 0 || heights[n - 1] != v->tile_rows)
-        heights[n++] = v->tile_rows;
+    if (n == 0 || heights[n - 1] != v->max_tile_rows)
+        heights[n++] = v->max_tile_rows;
     return n;
 }
 
@@ -236,9 +219,9 @@ int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_var
     if (s->groups != g.groups)
         return spk_fail("schedule: groups %lld, the kernel variant has %d (hidden %d / units %d)",
                         (long long)s->groups, g.groups, v->hidden, v->units);
-    if (s->tile_rows > v->tile_rows)
-        return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.tile_rows)",
-                        (long long)s->tile_rows, v->tile_rows);
+    if (s->tile_rows > v->max_tile_rows)
+        return spk_fail("schedule: tile_rows %lld exceeds the kernel's %d (kernel.max_tile_rows)",
+                        (long long)s->tile_rows, v->max_tile_rows);
     int64_t blocks = s->tiles_per_launch * s->groups;
     if (blocks > capacity)
         return spk_fail("schedule: a launch of %lld tiles needs %lld co-resident blocks, the device holds %lld",
@@ -256,20 +239,12 @@ int spk_persistent_schedule_fits(const spk_schedule *s, const spk_persistent_var
 
 /* ---- the plan's description ----------------------------------------------- */
 
-/* The kernel's parameters (kernels/lstm_recurrence.cu), and its trace
- * build's three more. */
-#define PERSISTENT_ARGS                                                                                              \
-    SPK_RA_GATES, SPK_RA_R, SPK_RA_BIAS, SPK_RA_OUTPUT, SPK_RA_STATE, SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS,    \
-        SPK_RA_DIRECTION, SPK_RA_FIRST_TILE, SPK_RA_TILE_ROWS, SPK_RA_FLAG_BASE, SPK_RA_TIMEOUT_NS
-const int spk_persistent_args[SPK_PERSISTENT_NARGS] = {PERSISTENT_ARGS};
-const int spk_persistent_trace_args[SPK_PERSISTENT_NARGS + 3] = {PERSISTENT_ARGS, SPK_RA_TRACE, SPK_RA_TRACE_SLOT,
-                                                                 SPK_RA_TRACE_SLOTS};
-
-static const spk_kernel_stack_status persistent_statuses[] = {
-    {STATUS_TIMEOUT, "a recurrence block waited longer than the timeout for a step flag "
-                     "(a block of its tile was not running); the output is not valid"},
-    {STATUS_BAD_GEOMETRY, "the recurrence kernel refused its tile geometry; the output is not valid"},
-};
+/* The kernel's parameters (kernels/lstm_recurrence.cu); its trace build takes
+ * trace, trace_slot and trace_slots after them. */
+const int spk_persistent_args[SPK_PERSISTENT_NARGS] = {
+    SPK_RA_GATES,     SPK_RA_R,          SPK_RA_BIAS,      SPK_RA_OUTPUT,    SPK_RA_STATE,
+    SPK_RA_STATUS,    SPK_RA_BATCH,      SPK_RA_STEPS,     SPK_RA_DIRECTION, SPK_RA_FIRST_TILE,
+    SPK_RA_TILE_ROWS, SPK_RA_FLAG_BASE,  SPK_RA_TIMEOUT_NS};
 
 int spk_persistent_stack_desc(const spk_persistent_variant *v, const spk_schedule *s, uint64_t timeout_ns,
                               spk_kernel_stack_desc *out, spk_kernel_stack_launch *launches, int max)
@@ -304,214 +279,141 @@ int spk_persistent_stack_desc(const spk_persistent_variant *v, const spk_schedul
                                    .state_words = s->tiles * g.state_tile,
                                    .timeout_ns = timeout_ns,
                                    .packing = spk_lstm_packing_builtin(),
-                                   .statuses = persistent_statuses,
-                                   .nstatuses = (int)(sizeof persistent_statuses / sizeof *persistent_statuses)};
+                                   .statuses = spk_builtin_statuses,
+                                   .nstatuses = spk_builtin_nstatuses};
     return 0;
 }
 
-/* ---- plans --------------------------------------------------------------- */
+/* ---- the family ----------------------------------------------------------- */
 
-struct spk_persistent_plan {
-    spk_persistent_plan_info info;
-    spk_kernel_stack *stack; /* the weights, buffers, launches, forward and time */
-    spk_module *trace_module; /* the trace build, compiled on the first traced forward */
-    /* The timeline build (the stack holds its kernel), compiled on first use. */
-    bool timeline_ready;
-    spk_persistent_timeline_build timeline_build;
-};
-
-void spk_persistent_plan_free(spk_persistent_plan *p)
-{
-    if (!p)
-        return;
-    spk_kernel_stack_free(p->stack);
-    spk_module_release(p->trace_module);
-    free(p);
-}
-
-const spk_persistent_plan_info *spk_persistent_plan_get_info(const spk_persistent_plan *plan) { return &plan->info; }
-
-int spk_persistent_plan_check_input(const spk_persistent_plan_info *info, const spk_tensor *x)
-{
-    return spk_lstm_check_x(info->shape.batch, info->shape.steps, info->shape.input, x);
-}
-
-spk_persistent_plan *spk_persistent_plan_new(const spk_persistent_plan_options *o)
-{
-    spk_lstm_dims dims;
-    if (spk_lstm_validate(o->layers, o->count, &dims) != 0)
-        return NULL;
+/* What a plan of the family keeps (family.h). */
+typedef struct persistent_state {
     spk_persistent_variant variant;
-    if (spk_persistent_variant_resolve((int)dims.hidden, o->batch, &o->kernel, &variant) != 0)
-        return NULL;
-    spk_lstm_gpu_shape shape;
-    if (spk_lstm_gpu_shape_check(o->layers, o->count, o->batch, o->steps, variant.hidden, o->math, &shape) != 0)
-        return NULL;
     spk_persistent_geometry geometry;
-    if (spk_persistent_variant_check(&variant, &geometry) != 0)
-        return NULL;
+    spk_schedule schedule;
+    int64_t capacity;            /* co-resident blocks the schedule is made for */
+    int64_t device_capacity;     /* occupancy x SMs of the compiled variant */
+    int64_t concurrent_capacity; /* what two simultaneous launches share */
+    int blocks_per_sm;
+} persistent_state;
+SPK_FAMILY_STATE_TYPE(persistent_state)
+
+static int resolve(spk_family_state *st, const spk_family_request *r)
+{
+    persistent_state *p = state_of(st);
+    return spk_persistent_variant_resolve(r->hidden, r->batch, &r->kernel, &p->variant) != 0
+               ? -1
+               : spk_persistent_variant_check(&p->variant, &p->geometry);
+}
+
+static void variant_fields(const spk_family_state *st, spk_fields *out)
+{
+    const spk_persistent_geometry *g = &cstate_of(st)->geometry;
+    spk_fields_text(out, "file", "lstm_recurrence.cu");
+    spk_fields_int(out, "groups", g->groups);
+    spk_fields_int(out, "chunks", g->chunks);
+    spk_fields_int(out, "state_tile", g->state_tile);
+    spk_fields_int(out, "smem_bytes", (int64_t)g->smem_bytes);
+}
+
+static int check(const spk_family_state *st, const spk_family_request *r)
+{
+    (void)st;
     /* Flags: layer l step s carries l*steps + s + 1, which must fit 32 bits. */
-    if ((int64_t)o->count * o->steps >= (int64_t)UINT32_MAX)
-        return spk_fail_null("lstm stack: %d layers x %lld steps overflow the 32-bit step flags", o->count,
-                             (long long)o->steps);
-    if (o->batch * o->steps > INT32_MAX)
-        return spk_fail_null("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
-                             (long long)o->batch, (long long)o->steps);
-    if (spk_lstm_check_math(o->math) != 0 || spk_lstm_check_finite(o->layers, o->count) != 0)
-        return NULL;
-    if (spk_cuda_require() != 0) {
-        spk_error_prefix("lstm stack (backend persistent)");
-        return NULL;
-    }
+    if ((int64_t)r->layers * r->steps >= (int64_t)UINT32_MAX)
+        return spk_fail("lstm stack: %d layers x %lld steps overflow the 32-bit step flags", r->layers,
+                        (long long)r->steps);
+    return 0;
+}
 
-    spk_persistent_plan *p = calloc(1, sizeof *p);
-    if (!p)
-        return spk_fail_null("lstm stack: out of memory");
-    spk_persistent_plan_info *info = &p->info;
-    info->variant = variant;
-    info->shape = shape;
-    info->geometry = geometry;
-    spk_module *module = NULL;
-    spk_kernel *recurrence = NULL;
-    spk_kernel_stack_launch *launches = NULL;
+static spk_module *compile(const spk_family_state *st, spk_kernel_build build, const char *arch)
+{
+    return spk_persistent_variant_compile(&cstate_of(st)->variant, build, arch);
+}
 
-    if (!(module = spk_persistent_variant_compile(&variant, NULL)))
-        goto fail;
-    snprintf(info->arch, sizeof info->arch, "%s", spk_module_arch(module));
-    if (!(recurrence = spk_module_kernel(module, SPK_LSTM_RECURRENCE_KERNEL)))
-        goto fail;
-    if (spk_kernel_attributes(recurrence, &info->attrs) != 0 ||
-        spk_kernel_occupancy(recurrence, variant.threads, 0, &info->blocks_per_sm) != 0)
-        goto fail;
+/* A schedule made elsewhere, checked against the batch. */
+static int check_given_schedule(const spk_schedule *s, int64_t batch)
+{
+    int64_t count = spk_schedule_launch_count(s);
+    if (count < 1)
+        return spk_fail("lstm stack: the schedule has no launches");
+    int64_t *firsts = calloc((size_t)count, sizeof *firsts), *counts = calloc((size_t)count, sizeof *counts);
+    int rc = (!firsts || !counts) ? spk_fail("lstm stack: out of memory") : 0;
+    for (int64_t i = 0; rc == 0 && i < count; i++)
+        rc = spk_schedule_launch(s, i, &firsts[i], &counts[i]);
+    if (rc == 0)
+        rc = spk_schedule_check(s, batch, firsts, counts, count);
+    free(firsts);
+    free(counts);
+    return rc;
+}
+
+/* The capacity the schedule is made for and the schedule (given, checked,
+ * or spk_schedule_new's rule on that capacity). */
+static int plan_schedule(persistent_state *p, spk_kernel *kernel, const spk_family_request *r)
+{
+    const spk_persistent_variant *v = &p->variant;
     int device_capacity;
-    if (spk_kernel_cooperative_capacity(recurrence, variant.threads, 0, &device_capacity) != 0)
-        goto fail;
-    info->device_capacity = device_capacity;
-    if (o->capacity > device_capacity) {
-        spk_fail("lstm stack: capacity %lld exceeds the %d blocks the device holds for this kernel",
-                 (long long)o->capacity, device_capacity);
-        goto fail;
-    }
-    info->capacity = o->capacity > 0 ? o->capacity : device_capacity;
+    if (spk_kernel_occupancy(kernel, v->threads, 0, &p->blocks_per_sm) != 0 ||
+        spk_kernel_cooperative_capacity(kernel, v->threads, 0, &device_capacity) != 0)
+        return -1;
+    p->device_capacity = device_capacity;
+    if (r->capacity > device_capacity)
+        return spk_fail("lstm stack: capacity %lld exceeds the %d blocks the device holds for this kernel",
+                        (long long)r->capacity, device_capacity);
+    p->capacity = r->capacity > 0 ? r->capacity : device_capacity;
     /* Both directions' launches are the same kernel drawing on the same block
      * slots, so together they fit when their sum is within the capacity: the
      * schedule's rule 2 * tiles * groups <= min(capacity, concurrent) with
      * the concurrent capacity equal to the capacity. */
-    info->concurrent_capacity = info->capacity;
-
-    if (o->schedule) {
-        info->schedule = *o->schedule;
-        int64_t count = spk_schedule_launch_count(&info->schedule);
-        if (count < 1) {
-            spk_fail("lstm stack: the schedule has no launches");
-            goto fail;
-        }
-        int64_t *firsts = calloc((size_t)count, sizeof *firsts), *counts = calloc((size_t)count, sizeof *counts);
-        int rc = (!firsts || !counts) ? spk_fail("lstm stack: out of memory") : 0;
-        for (int64_t i = 0; rc == 0 && i < count; i++)
-            rc = spk_schedule_launch(&info->schedule, i, &firsts[i], &counts[i]);
-        if (rc == 0)
-            rc = spk_schedule_check(&info->schedule, o->batch, firsts, counts, count);
-        free(firsts);
-        free(counts);
-        if (rc != 0)
-            goto fail;
+    p->concurrent_capacity = p->capacity;
+    if (r->schedule) {
+        p->schedule = *r->schedule;
+        if (check_given_schedule(&p->schedule, r->batch) != 0)
+            return -1;
     } else {
         int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
-        int n = spk_persistent_variant_heights(&variant, heights);
-        if (spk_schedule_new(&info->schedule, o->batch, info->capacity, info->concurrent_capacity, geometry.groups,
-                             heights, n) != 0)
-            goto fail;
+        int n = spk_persistent_variant_heights(v, heights);
+        if (spk_schedule_new(&p->schedule, r->batch, p->capacity, p->concurrent_capacity, p->geometry.groups, heights,
+                             n) != 0)
+            return -1;
     }
-    if (spk_persistent_schedule_fits(&info->schedule, &variant, info->capacity, info->concurrent_capacity) != 0)
-        goto fail;
-
-    int max = 2 * (int)spk_schedule_launch_count(&info->schedule);
-    spk_kernel_stack_desc desc;
-    if (max < 2 || !(launches = calloc((size_t)max, sizeof *launches))) {
-        spk_fail("lstm stack: out of memory");
-        goto fail;
-    }
-    if (spk_persistent_stack_desc(&variant, &info->schedule, o->timeout_ns, &desc, launches, max) != 0)
-        goto fail;
-    spk_kernel_stack_options so = {.layers = o->layers, .count = o->count, .batch = o->batch, .steps = o->steps,
-                                   .math = o->math, .module = module, .entry = SPK_LSTM_RECURRENCE_KERNEL,
-                                   .clear_entry = SPK_LSTM_CLEAR_KERNEL, .desc = &desc};
-    if (!(p->stack = spk_kernel_stack_new(&so)))
-        goto fail;
-    free(launches);
-    spk_kernel_free(recurrence);
-    spk_module_release(module);
-    return p;
-fail:
-    spk_error_prefix("lstm stack");
-    free(launches);
-    spk_kernel_free(recurrence);
-    spk_module_release(module);
-    spk_persistent_plan_free(p);
-    return NULL;
+    return spk_persistent_schedule_fits(&p->schedule, v, p->capacity, p->concurrent_capacity);
 }
 
-int spk_persistent_plan_enqueue(spk_persistent_plan *p, const spk_tensor *x)
+static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_request *r, spk_kernel_stack_desc *desc)
 {
-    return spk_kernel_stack_enqueue(p->stack, x);
-}
-
-int spk_persistent_plan_finish(spk_persistent_plan *p) { return spk_kernel_stack_finish(p->stack); }
-
-spk_tensor *spk_persistent_plan_forward(spk_persistent_plan *p, const spk_tensor *x)
-{
-    return spk_kernel_stack_forward(p->stack, x);
-}
-
-int spk_persistent_plan_time(spk_persistent_plan *p, const spk_tensor *x, int rounds, int warmup, double *ms)
-{
-    return spk_kernel_stack_time(p->stack, x, rounds, warmup, ms);
-}
-
-/* Compiles the trace build once; its occupancy can be lower (more registers),
- * so the plan's schedule must also fit its capacity before any launch. */
-static int prepare_trace_kernel(spk_persistent_plan *p)
-{
-    if (p->trace_module)
-        return 0;
-    const spk_persistent_plan_info *info = &p->info;
-    spk_module *m = spk_persistent_variant_compile_trace(&info->variant, NULL);
-    if (!m)
+    persistent_state *p = state_of(st);
+    if (plan_schedule(p, kernel, r) != 0)
         return -1;
-    spk_kernel *k = spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL);
-    int capacity = 0;
-    if (!k || spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0)
-        goto fail;
-    int64_t room = info->capacity < capacity ? info->capacity : capacity;
-    if (spk_persistent_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
-        spk_error_prefix("lstm stack: the trace build of the kernel holds %d co-resident blocks", capacity);
-        goto fail;
+    int max = 2 * (int)spk_schedule_launch_count(&p->schedule);
+    spk_kernel_stack_launch *launches = max >= 2 ? calloc((size_t)max, sizeof *launches) : NULL;
+    if (!launches)
+        return spk_fail("lstm stack: out of memory");
+    if (spk_persistent_stack_desc(&p->variant, &p->schedule, r->timeout_ns, desc, launches, max) != 0) {
+        free(launches);
+        return -1;
     }
-    if (spk_kernel_stack_set_trace_kernel(p->stack, m, SPK_LSTM_RECURRENCE_KERNEL, spk_persistent_trace_args,
-                                          SPK_PERSISTENT_NARGS + 3) != 0)
-        goto fail;
-    spk_kernel_free(k);
-    p->trace_module = m;
     return 0;
-fail:
-    spk_kernel_free(k);
-    spk_module_release(m);
-    return -1;
 }
 
-spk_tensor *spk_persistent_plan_forward_trace(spk_persistent_plan *p, const spk_tensor *x, const spk_lstm_trace *trace,
-                                        spk_tensor **trace_h, spk_tensor **trace_c)
+/* A trace or timeline build holds fewer co-resident blocks where it takes
+ * more registers: the plan's schedule must fit it too. */
+static int check_build(const spk_family_state *st, spk_kernel_build build, spk_kernel *kernel, spk_fields *out)
 {
-    *trace_h = *trace_c = NULL;
-    const spk_persistent_plan_info *info = &p->info;
-    if (spk_lstm_trace_check(trace, info->shape.layers, info->shape.steps) != 0 ||
-        spk_persistent_plan_check_input(info, x) != 0 || prepare_trace_kernel(p) != 0)
-        return NULL;
-    return spk_kernel_stack_forward_trace(p->stack, x, trace, trace_h, trace_c);
+    const persistent_state *p = cstate_of(st);
+    int capacity = 0;
+    if (spk_kernel_cooperative_capacity(kernel, p->variant.threads, 0, &capacity) != 0)
+        return -1;
+    int64_t room = p->capacity < capacity ? p->capacity : capacity;
+    if (spk_persistent_schedule_fits(&p->schedule, &p->variant, room, room) != 0) {
+        spk_error_prefix("lstm stack: the %s build of the persistent kernel holds %d co-resident blocks",
+                         build == SPK_BUILD_TRACE ? "trace" : "timeline", capacity);
+        return -1;
+    }
+    spk_fields_int(out, "capacity", capacity);
+    return 0;
 }
-
-/* ---- step timelines ------------------------------------------------------- */
 
 #define STAGE_NAME(name, text) text,
 #define STAGE_WAITS(name, text) (SPK_RECURRENCE_##name == SPK_RECURRENCE_WAIT ? SPK_RECURRENCE_PUBLISH : -1),
@@ -520,72 +422,76 @@ static const char *const stage_names[] = {SPK_RECURRENCE_STAGES(STAGE_NAME)};
 static const int stage_waits[] = {SPK_RECURRENCE_STAGES(STAGE_WAITS)};
 static const spk_timeline_stages recurrence_stages = {SPK_RECURRENCE_STAGE_COUNT, stage_names, stage_waits};
 
-const spk_timeline_stages *spk_persistent_timeline_stages(void)
+const spk_timeline_stages *spk_persistent_timeline_stages(void) { return &recurrence_stages; }
+
+static const spk_timeline_stages *stages(const spk_family_state *st)
 {
+    (void)st;
     return &recurrence_stages;
 }
 
-int spk_persistent_timeline_check(const spk_persistent_plan_info *info, const spk_timeline_selection *sel)
+/* Blocks are numbered group + groups * tile; a group is a tile's blocks. */
+static void timeline_geometry(const spk_family_state *st, int64_t *blocks, int *warps, int *group)
 {
-    return spk_timeline_selection_check(sel, info->shape.layers, info->shape.steps,
-                                        (int64_t)info->geometry.groups * info->schedule.tiles,
-                                        info->variant.threads / 32);
+    const persistent_state *p = cstate_of(st);
+    *blocks = (int64_t)p->geometry.groups * p->schedule.tiles;
+    *warps = p->variant.threads / 32;
+    *group = p->geometry.groups;
 }
 
-/* Compiles the timeline build once; its occupancy can be lower (more
- * registers), so the plan's schedule must also fit its capacity. */
-static int prepare_timeline(spk_persistent_plan *p)
+static void plan_fields(const spk_family_state *st, spk_fields *kernel, spk_fields *schedule)
 {
-    if (p->timeline_ready)
-        return 0;
-    const spk_persistent_plan_info *info = &p->info;
-    spk_persistent_timeline_build b = {0};
-    int capacity = 0;
-    int rc = -1;
-    spk_module *m = spk_persistent_variant_compile_timeline(&info->variant, NULL);
-    spk_kernel *k = m ? spk_module_kernel(m, SPK_LSTM_RECURRENCE_KERNEL) : NULL;
-    if (!k || spk_kernel_attributes(k, &b.attrs) != 0 ||
-        spk_kernel_cooperative_capacity(k, info->variant.threads, 0, &capacity) != 0) {
-        spk_error_prefix("lstm stack: the persistent kernel's timeline build");
-        goto done;
-    }
-    int64_t room = info->capacity < capacity ? info->capacity : capacity;
-    if (spk_persistent_schedule_fits(&info->schedule, &info->variant, room, room) != 0) {
-        spk_error_prefix("lstm stack: the persistent kernel's timeline build holds %d co-resident blocks", capacity);
-        goto done;
-    }
-    if (spk_kernel_stack_set_timeline_kernel(p->stack, m, SPK_LSTM_RECURRENCE_KERNEL) != 0)
-        goto done;
-    b.capacity = capacity;
-    p->timeline_build = b;
-    p->timeline_ready = true;
-    rc = 0;
-done:
-    spk_kernel_free(k);
-    spk_module_release(m);
-    return rc;
+    const persistent_state *p = cstate_of(st);
+    spk_fields_int(kernel, "occupancy", p->blocks_per_sm);
+    spk_fields_int(kernel, "device_capacity", p->device_capacity);
+    spk_fields_int(kernel, "capacity", p->capacity);
+    spk_fields_int(kernel, "concurrent_capacity", p->concurrent_capacity);
+    spk_schedule_fields(&p->schedule, schedule);
 }
 
-spk_tensor *spk_persistent_plan_forward_timeline(spk_persistent_plan *p, const spk_tensor *x,
-                                                 const spk_timeline_selection *sel, spk_tensor **stamps,
-                                                 spk_timeline_clock *clock, spk_persistent_timeline_build *build)
+static void variant_text(const spk_family_state *st, char *out, size_t size)
 {
-    *stamps = NULL;
-    if (spk_persistent_plan_check_input(&p->info, x) != 0 || spk_persistent_timeline_check(&p->info, sel) != 0 ||
-        prepare_timeline(p) != 0)
-        return NULL;
-    spk_tensor *y = spk_kernel_stack_forward_timeline(p->stack, x, sel, &recurrence_stages, stamps, clock);
-    if (!y)
-        spk_error_prefix("lstm stack (persistent)");
-    else if (build)
-        *build = p->timeline_build;
-    return y;
+    const persistent_state *p = cstate_of(st);
+    const spk_persistent_variant *v = &p->variant;
+    char layout[64] = "";
+    if (v->gate_block != 1 || v->row_group != 1)
+        snprintf(layout, sizeof layout, ", gate block %d, row group %d", v->gate_block, v->row_group);
+    snprintf(out, size, "units %d, %d threads%s, tile %lld %s", v->units, v->threads, layout,
+             (long long)p->schedule.tile_rows, p->schedule.concurrent ? "concurrent" : "sequential");
 }
 
-int spk_persistent_plan_time_timeline(spk_persistent_plan *p, const spk_tensor *x,
-                                      const spk_timeline_selection *sel, int rounds, int warmup, double *ms)
+static void name(const spk_family_state *st, const spk_lstm_gpu_shape *shape, char *out, size_t size)
 {
-    if (spk_persistent_timeline_check(&p->info, sel) != 0 || prepare_timeline(p) != 0)
-        return -1;
-    return spk_kernel_stack_time_timeline(p->stack, x, sel, &recurrence_stages, rounds, warmup, ms);
+    const spk_schedule *s = &cstate_of(st)->schedule;
+    snprintf(out, size, "lstm stack (persistent, %d layers, batch %d, steps %d, tile_rows %d, %s%s)",
+             (int)shape->layers, (int)shape->batch, (int)shape->steps, (int)s->tile_rows,
+             s->concurrent ? "concurrent" : "sequential", spk_lstm_math_suffix(shape->math));
 }
+
+const spk_family spk_persistent_kernels = {
+    .backend = "persistent",
+    .title = "persistent recurrence",
+    .summary = "the persistent backend: a cooperative launch per layer and direction, h through global memory",
+    .help = "Per layer and direction a cooperative launch runs the whole sequence (kernels/lstm_recurrence.cu),\n"
+            "h exchanged through flagged words in global memory. Its plans also take schedule = s\n"
+            "(spk.schedule.new or by hand), capacity = n (schedule as if the device held n blocks) and\n"
+            "timeout_ms = 10000 (a poll waiting longer fails the forward); plan:forward(x, {trace = {layer =,\n"
+            "direction =, steps =}}) records h and c through the kernel's trace build, as spk.lstm.reference\n"
+            "traces them. plan.schedule is the tile schedule in use, with :launches(); a timeline's blocks\n"
+            "are numbered group + groups * tile.",
+    .options = &spk_persistent_family,
+    .accepts = SPK_PLAN_SCHEDULE | SPK_PLAN_CAPACITY | SPK_PLAN_TIMEOUT | SPK_PLAN_TRACE,
+    .entry = SPK_LSTM_RECURRENCE_KERNEL,
+    .clear_entry = SPK_LSTM_CLEAR_KERNEL,
+    .resolve = resolve,
+    .variant_fields = variant_fields,
+    .check = check,
+    .compile = compile,
+    .describe = describe,
+    .check_build = check_build,
+    .stages = stages,
+    .timeline_geometry = timeline_geometry,
+    .plan_fields = plan_fields,
+    .variant_text = variant_text,
+    .name = name,
+};

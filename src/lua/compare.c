@@ -71,7 +71,6 @@ static void set_integer(lua_State *L, const char *key, int64_t v)
  * finite pair exists. */
 static int module_compare(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     spk_tensor *a = spk_lua_checktensor(L, 1);
     spk_tensor *b = spk_lua_checktensor(L, 2);
     spk_comparison c;
@@ -105,7 +104,6 @@ static const char *const allclose_options[] = {"rtol", "atol", NULL};
 /* spk.allclose(a, b[, {rtol = 1e-5, atol = 1e-8}]), NumPy's defaults. */
 static int module_allclose(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     spk_lua_checktensor(L, 1); /* arguments in order, the options read before the tensors are taken */
     spk_lua_checktensor(L, 2);
     spk_lua_checkoptions(L, 3, allclose_options);
@@ -126,7 +124,6 @@ static int module_allclose(lua_State *L)
  * results key on. */
 static int module_digest(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     spk_tensor *t = spk_lua_checktensor(L, 1);
     if (!spk_tensor_is_host(t))
         return luaL_error(L, "spk.digest: a host tensor (this one is on a device; :cpu() copies it)");
@@ -156,22 +153,25 @@ static int module_digest(lua_State *L)
     return 1;
 }
 
-static const spk_lua_reg module_functions[] = {
+static const spk_lua_checked_reg module_functions[] = {
     {"digest", module_digest,
      "spk.digest(t) -> 64 hex digits\n"
      "SHA-256 of t's dtype, shape and values in row-major order (a host tensor): equal for equal content, views\n"
-     "and copies alike, and different once a value changes. What caches of results key on."},
+     "and copies alike, and different once a value changes. What caches of results key on.",
+     "t"},
     {"compare", module_compare,
      "spk.compare(actual, expected) -> {max_abs, max_rel, rel_l2, max_ulp, worst, a_worst, b_worst,\n"
      "                                  nan_mismatch, inf_mismatch, count}\n"
      "Metrics of actual against the truth expected (same shape, host; actual first, as in every comparison\n"
      "of spk): rel_l2 = ||actual - expected|| / ||expected||, max_ulp in the less precise dtype, worst = the\n"
-     "1-based index of the largest difference, a_worst and b_worst the two values there. Prints as one line."},
+     "1-based index of the largest difference, a_worst and b_worst the two values there. Prints as one line.",
+     "actual, expected"},
     {"allclose", module_allclose,
      "spk.allclose(actual, expected[, {rtol = 1e-5, atol = 1e-8}]) -> boolean\n"
      "Whether |actual - expected| <= atol + rtol * |expected| everywhere (NaN matches NaN), as NumPy's\n"
-     "allclose(a, b)."},
-    {NULL, NULL, NULL},
+     "allclose(a, b).",
+     "actual, expected, options"},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_compare(lua_State *L, int module)
@@ -181,7 +181,5 @@ void spk_open_compare(lua_State *L, int module)
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, 0);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, module_functions, NULL);
 }

@@ -7,56 +7,12 @@
 #include "core/error.h"
 #include "cuda/cudnn_rnn.h"
 #include "lstm/cudnn_stack.h"
-#include "lua/tensor_area.h"
+#include "lua/areas.h"
+#include "lua/cuda_area.h"
 
-#define PLAN_MT "spk.cudnn.stack"
-/* The cuda area's stream userdata (src/lua/cuda.c): a `spk_stream *` first field. */
-#define STREAM_MT "spk.cuda.stream"
 #define MAX_LAYERS 64
 
-typedef struct lua_plan {
-    spk_cudnn_stack *plan; /* NULL once closed */
-} lua_plan;
-
-/* nil -> NULL (the plan's or default stream), else an open spk.cuda stream. */
-static spk_stream *opt_stream(lua_State *L, int idx, const char *what)
-{
-    if (lua_isnoneornil(L, idx))
-        return NULL;
-    void *ud = luaL_testudata(L, idx, STREAM_MT);
-    if (!ud)
-        luaL_error(L, "%s: stream must be a spk.cuda stream (got %s)", what, luaL_typename(L, idx));
-    spk_stream *s = *(spk_stream **)ud;
-    if (!s)
-        luaL_error(L, "%s: the stream is closed", what);
-    return s;
-}
-
-/* The array of {W =, R =, B =} tables at `arg`; the table keeps the tensors alive. */
-static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
-{
-    if (lua_type(L, arg) != LUA_TTABLE)
-        luaL_error(L, "cudnn stack: layers must be an array of {W =, R =, B =} (got %s)", luaL_typename(L, arg));
-    int count = spk_lua_rawcount(L, arg);
-    if (count < 1 || count > MAX_LAYERS)
-        luaL_error(L, "cudnn stack: layers must hold 1..%d layers, got %d", MAX_LAYERS, count);
-    for (int k = 1; k <= count; k++) {
-        if (lua_rawgeti(L, arg, k) != LUA_TTABLE)
-            luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
-        const char *keys[3] = {"W", "R", "B"};
-        const spk_tensor **slots[3] = {&out[k - 1].W, &out[k - 1].R, &out[k - 1].B};
-        for (int i = 0; i < 3; i++) {
-            spk_lua_rawfield(L, -1, keys[i]);
-            *slots[i] = NULL;
-            if (!lua_isnil(L, -1) && !(*slots[i] = spk_lua_totensor(L, -1)))
-                luaL_error(L, "layer %d: %s is not a tensor (got %s)", k, keys[i],
-                           luaL_testudata(L, -1, SPK_TENSOR_MT) ? "a closed tensor" : luaL_typename(L, -1));
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    return count;
-}
+static spk_lua_type plan_type; /* below */
 
 /* Integer field `key` of the table at `arg`; `fallback` when absent, an error when required and absent. */
 static int64_t int_field(lua_State *L, int arg, const char *key, bool required, int64_t fallback)
@@ -96,11 +52,9 @@ static void read_options(lua_State *L, int arg, spk_cudnn_stack_options *o)
     o->steps = int_field(L, arg, "steps", false, 589);
     if (spk_cudnn_algo_from_name(string_field(L, arg, "algo", "standard"), &o->algo) ||
         spk_cudnn_layout_from_name(string_field(L, arg, "layout", "batch_major"), &o->layout) ||
-        spk_cudnn_math_from_name(string_field(L, arg, "math", "fp32"), &o->math))
+        spk_cudnn_math_from_name(string_field(L, arg, "math", spk_cudnn_math_name(SPK_CUDNN_MATH_FP32)), &o->math))
         spk_lua_fail(L);
-    spk_lua_rawfield(L, arg, "stream");
-    o->stream = opt_stream(L, -1, "cudnn stack");
-    lua_pop(L, 1); /* the caller's options table keeps the stream object alive */
+    o->stream = spk_lua_fieldstream(L, arg, "stream", "cudnn stack"); /* the caller's options table keeps it alive */
 }
 
 static const char *const stack_options[] = {"layers", "batch", "steps", "algo", "layout", "math", "stream", NULL};
@@ -108,23 +62,20 @@ static const char *const stack_options[] = {"layers", "batch", "steps", "algo", 
 /* stack{layers =, batch =, steps = 589, algo = "standard", layout = "batch_major", math = "fp32", stream =} */
 static int l_stack(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkoptions(L, 1, stack_options);
     /* The plan's slot first: after it, nothing allocates before the layers
      * and the stream are used. */
-    lua_plan *ud = lua_newuserdatauv(L, sizeof *ud, 0);
-    ud->plan = NULL;
-    luaL_setmetatable(L, PLAN_MT);
-    int slot = lua_gettop(L);
+    void **slot = spk_lua_newobject(L, &plan_type);
+    int at = lua_gettop(L);
     spk_cudnn_stack_options o;
     read_options(L, 1, &o);
     spk_lstm_layer layers[MAX_LAYERS];
     spk_lua_rawfield(L, 1, "layers");
-    int count = check_layers(L, lua_gettop(L), layers);
-    if (!(ud->plan = spk_cudnn_stack_new(layers, count, &o)))
+    int count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS, "cudnn stack");
+    if (!(*slot = spk_cudnn_stack_new(layers, count, &o)))
         return spk_lua_fail(L);
-    lua_pushvalue(L, slot);
+    lua_pushvalue(L, at);
     return 1;
 }
 
@@ -135,7 +86,6 @@ static const char *const algorithms_options[] = {"layers", "batch", "steps", "la
  * -> {{algo =, ok =, reason =}, ...}; a random stack of the given sizes when layers is a count or absent. */
 static int l_algorithms(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkoptions(L, 1, algorithms_options);
     spk_cudnn_stack_options o;
@@ -148,7 +98,7 @@ static int l_algorithms(lua_State *L)
         if (spk_lua_rawfield(L, 1, "hidden") != LUA_TNIL || spk_lua_rawfield(L, 1, "input") != LUA_TNIL)
             return luaL_error(L, "cudnn algorithms: hidden and input are for a random stack; the layers given fix them");
         lua_pop(L, 2);
-        count = check_layers(L, lua_gettop(L), layers);
+        count = spk_lua_checklayers(L, -1, layers, MAX_LAYERS, "cudnn algorithms");
     } else {
         int64_t n = t == LUA_TNIL ? 4 : int_field(L, 1, "layers", false, 4);
         int64_t hidden = int_field(L, 1, "hidden", false, 128), input = int_field(L, 1, "input", false, 60);
@@ -172,12 +122,9 @@ static int l_algorithms(lua_State *L)
     lua_createtable(L, SPK_CUDNN_ALGO_COUNT, 0);
     for (int a = 0; a < SPK_CUDNN_ALGO_COUNT; a++) {
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, spk_cudnn_algo_name(results[a].algo));
-        lua_setfield(L, -2, "algo");
-        lua_pushboolean(L, results[a].ok);
-        lua_setfield(L, -2, "ok");
-        lua_pushstring(L, results[a].reason);
-        lua_setfield(L, -2, "reason");
+        spk_lua_setstring(L, "algo", spk_cudnn_algo_name(results[a].algo));
+        spk_lua_setbool(L, "ok", results[a].ok);
+        spk_lua_setstring(L, "reason", results[a].reason);
         lua_rawseti(L, -2, a + 1);
     }
     return 1;
@@ -185,22 +132,12 @@ static int l_algorithms(lua_State *L)
 
 /* ---- the plan userdata ------------------------------------------------------- */
 
-static spk_cudnn_stack *check_plan(lua_State *L, int idx)
-{
-    lua_plan *ud = luaL_checkudata(L, idx, PLAN_MT);
-    if (!ud->plan)
-        luaL_error(L, "cudnn stack is closed");
-    return ud->plan;
-}
-
 /* plan:forward(x[, stream]) -> y on x's side */
 static int plan_forward(lua_State *L)
 {
-    check_plan(L, 1); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 3);
-    spk_cudnn_stack *p = check_plan(L, 1);
+    spk_cudnn_stack *p = spk_lua_checkobject(L, 1, &plan_type);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_stream *s = opt_stream(L, 3, "forward");
+    spk_stream *s = spk_lua_optstream(L, 3);
     spk_lua_pushtensor(L, spk_cudnn_stack_forward(p, x, s));
     return 1;
 }
@@ -208,12 +145,10 @@ static int plan_forward(lua_State *L)
 /* plan:forward_into(x, y[, stream]) -> y: device tensors, only enqueued (capturable). */
 static int plan_forward_into(lua_State *L)
 {
-    check_plan(L, 1); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 4);
-    spk_cudnn_stack *p = check_plan(L, 1);
+    spk_cudnn_stack *p = spk_lua_checkobject(L, 1, &plan_type);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_tensor *y = spk_lua_checktensor(L, 3);
-    spk_stream *s = opt_stream(L, 4, "forward_into");
+    spk_stream *s = spk_lua_optstream(L, 4);
     if (spk_cudnn_stack_forward_into(p, x, y, s))
         return spk_lua_fail(L);
     lua_settop(L, 3);
@@ -225,11 +160,9 @@ static int plan_forward_into(lua_State *L)
  * copy of a host x, or a device x itself. */
 static int plan_device_buffers(lua_State *L)
 {
-    check_plan(L, 1); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 3);
-    spk_cudnn_stack *p = check_plan(L, 1);
+    spk_cudnn_stack *p = spk_lua_checkobject(L, 1, &plan_type);
     const spk_tensor *given = lua_isnoneornil(L, 2) ? NULL : spk_lua_checktensor(L, 2);
-    spk_stream *s = opt_stream(L, 3, "device_buffers");
+    spk_stream *s = spk_lua_optstream(L, 3);
     spk_cudnn_stack_info info;
     spk_cudnn_stack_get_info(p, &info);
     if (given && spk_cudnn_stack_check_io(p, given, NULL))
@@ -257,27 +190,9 @@ static int plan_device_buffers(lua_State *L)
     return 2;
 }
 
-static int plan_release(lua_State *L)
-{
-    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
-    spk_cudnn_stack_free(ud->plan);
-    ud->plan = NULL;
-    return 0;
-}
-
-/* plan:close(): the release, refusing extra arguments (which __close gets). */
-static int plan_close_method(lua_State *L)
-{
-    spk_lua_noextra(L, 1);
-    return plan_release(L);
-}
-
 static int plan_is_closed(lua_State *L)
 {
-    luaL_checkudata(L, 1, PLAN_MT); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 1);
-    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
-    lua_pushboolean(L, ud->plan == NULL);
+    lua_pushboolean(L, spk_lua_toobject(L, 1, &plan_type) == NULL);
     return 1;
 }
 
@@ -315,95 +230,91 @@ static bool push_field(lua_State *L, const spk_cudnn_stack_info *in, const char 
     return true;
 }
 
-/* __index: the methods table (upvalue 1, which lua/spk/cudnn.lua extends), then the fields. */
+/* __index: the methods (which lua/spk/cudnn.lua extends), then the fields. */
 static int plan_index(lua_State *L)
 {
+    spk_lua_push_methods(L, plan_type.metatable);
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+    if (lua_rawget(L, -2) != LUA_TNIL)
         return 1;
-    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
+    spk_cudnn_stack *p = spk_lua_toobject(L, 1, &plan_type);
     const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
-    if (!key || !ud->plan) {
+    if (!key || !p) {
         lua_pushnil(L);
         return 1;
     }
     spk_cudnn_stack_info info;
-    spk_cudnn_stack_get_info(ud->plan, &info);
+    spk_cudnn_stack_get_info(p, &info);
     if (!push_field(L, &info, key))
         lua_pushnil(L);
     return 1;
 }
 
-static int plan_tostring(lua_State *L)
+static void plan_tostring(lua_State *L, void *p)
 {
-    lua_plan *ud = luaL_checkudata(L, 1, PLAN_MT);
-    if (!ud->plan) {
-        lua_pushliteral(L, "cudnn stack (closed)");
-        return 1;
-    }
     spk_cudnn_stack_info in;
-    spk_cudnn_stack_get_info(ud->plan, &in);
+    spk_cudnn_stack_get_info(p, &in);
     lua_pushfstring(L, "cudnn stack (%s, %s, %s; batch %I, steps %I, %d layers, input %I, hidden %I)",
                     spk_cudnn_algo_name(in.algo), spk_cudnn_layout_name(in.layout), spk_cudnn_math_name(in.math),
                     (lua_Integer)in.batch, (lua_Integer)in.steps, in.dims.layers, (lua_Integer)in.dims.input,
                     (lua_Integer)in.dims.hidden);
-    return 1;
 }
 
 static int l_version(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     lua_pushinteger(L, (lua_Integer)spk_cudnn_version());
     lua_pushinteger(L, (lua_Integer)spk_cudnn_header_version());
     return 2;
 }
 
-static const spk_lua_reg plan_methods[] = {
+static const spk_lua_checked_reg plan_methods[] = {
     {"forward", plan_forward,
      "plan:forward(x[, stream]) -> y\n"
-     "x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side."},
+     "x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side.",
+     "x, stream"},
     {"forward_into", plan_forward_into,
-     "plan:forward_into(x, y[, stream])\nDevice x and y; enqueued only, nothing waits (what a CUDA graph captures)."},
+     "plan:forward_into(x, y[, stream])\nDevice x and y; enqueued only, nothing waits (what a CUDA graph captures).",
+     "x, y, stream"},
     {"device_buffers", plan_device_buffers,
-     "plan:device_buffers([x[, stream]]) -> x_device, y_device\nDevice tensors shaped for forward_into (x copied if given)."},
-    {"close", plan_close_method, "plan:close()\nFrees the plan's device memory now (also <close> and collection)."},
-    {"is_closed", plan_is_closed, "plan:is_closed() -> boolean"},
-    {NULL, NULL, NULL},
+     "plan:device_buffers([x[, stream]]) -> x_device, y_device\nDevice tensors shaped for forward_into (x copied if given).",
+     "x, stream"},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static void plan_free(void *p) { spk_cudnn_stack_free(p); }
+
+static spk_lua_type plan_type = {.metatable = "spk.cudnn.stack", .name = "cudnn stack",
+    .methods = plan_methods, .free = plan_free, .tostring = plan_tostring, .index = plan_index,
+    .doc = "cudnn stack plan: cuDNN's LSTM over the stack (spk.lstm.cudnn_stack{...}); fields algo, layout,\n"
+           "math, batch, steps, layers, hidden, input, device, weight_bytes, workspace_bytes, reserve_bytes.",
+    .close_doc = "plan:close()\nFrees the plan's device memory now (also <close> and collection).",
+};
+
+static const spk_lua_checked_reg module_functions[] = {
     {"stack", l_stack,
      "spk.core.cudnn.stack{layers =, batch =, steps =, algo =, layout =, math =, stream =} -> plan\n"
-     "What spk.lstm.cudnn_stack calls."},
+     "What spk.lstm.cudnn_stack calls.",
+     "options"},
     {"algorithms", l_algorithms,
      "spk.core.cudnn.algorithms{batch =, steps =, layers =, hidden =, input =, layout =, math =} -> results\n"
-     "What spk.lstm.cudnn_algorithms calls."},
+     "What spk.lstm.cudnn_algorithms calls.",
+     "options"},
     {"version", l_version,
-     "spk.cudnn.version() -> runtime, header\nThe cuDNN library's version and the one spk was built with (e.g. 91400)."},
-    {NULL, NULL, NULL},
+     "spk.cudnn.version() -> runtime, header\nThe cuDNN library's version and the one spk was built with (e.g. 91400).",
+     ""},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_cudnn(lua_State *L, int module)
 {
     lua_newtable(L); /* core.cudnn */
-    spk_lua_setfuncs(L, module_functions, 0);
-    lua_newtable(L);
-    spk_lua_setfuncs(L, plan_methods, 0);
-    spk_lua_settype(L, PLAN_MT, -1,
-                    "cudnn stack plan: cuDNN's LSTM over the stack (spk.lstm.cudnn_stack{...}); fields algo, layout,\n"
-                    "math, batch, steps, layers, hidden, input, device, weight_bytes, workspace_bytes, reserve_bytes.");
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "methods"); /* lua/spk/cudnn.lua adds :time() here */
-    luaL_newmetatable(L, PLAN_MT);
-    lua_pushvalue(L, -2);
-    lua_pushcclosure(L, plan_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, plan_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, plan_release);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, plan_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 2); /* metatable, methods */
+    spk_lua_setfuncs_module(L, module_functions, "spk.cudnn");
+    spk_lua_newtype(L, &plan_type);
+    static const spk_lua_checked_reg any_state[] = {
+        {"is_closed", plan_is_closed, "plan:is_closed() -> boolean", ""},
+        {NULL, NULL, NULL, NULL}};
+    spk_lua_setmethods_any_state(L, &plan_type, any_state);
+    spk_lua_push_methods(L, plan_type.metatable);
+    lua_setfield(L, -2, "methods"); /* lua/spk/cudnn.lua adds :time() here */
     lua_setfield(L, module, "cudnn");
 }

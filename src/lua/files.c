@@ -110,7 +110,6 @@ static int unknown_kind(lua_State *L, const char *what, const char *path)
  * file order) for .safetensors. */
 static int module_load(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -127,7 +126,6 @@ static int module_load(lua_State *L)
  * .safetensors. */
 static int module_save(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     switch (kind_of(path)) {
     case FILE_NPY:
@@ -145,21 +143,17 @@ static int module_save(lua_State *L)
 
 static int module_load_safetensors(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     return push_safetensors(L, luaL_checkstring(L, 1));
 }
 
 static int module_save_safetensors(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     return save_safetensors(L, luaL_checkstring(L, 1), 2);
 }
 
 /* t:save(path): .npy only. */
 static int tensor_save(lua_State *L)
 {
-    spk_lua_checktensor(L, 1); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 2);
     spk_lua_checktensor(L, 1);
     const char *path = luaL_checkstring(L, 2);
     if (kind_of(path) != FILE_NPY)
@@ -176,7 +170,6 @@ static int tensor_save(lua_State *L)
  * (never blocks on a FIFO or device), at most max_bytes (default 64 MiB). */
 static int files_read(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     lua_Integer max = luaL_optinteger(L, 2, READ_DEFAULT_MAX);
     luaL_argcheck(L, max >= 0, 2, "max_bytes must be >= 0");
@@ -194,7 +187,6 @@ static int files_read(lua_State *L)
  * whole; a folder, FIFO or device at path is refused at once. */
 static int files_write(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     const char *path = luaL_checkstring(L, 1);
     size_t len;
     const char *text = luaL_checklstring(L, 2, &len);
@@ -204,15 +196,9 @@ static int files_write(lua_State *L)
     return 1;
 }
 
-static int compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* spk.files.list(folder) -> the names in it (no "." or ".."), sorted. */
 static int files_list(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     DIR *d = opendir(path); /* O_DIRECTORY: never blocks on a FIFO */
     if (!d)
@@ -227,18 +213,7 @@ static int files_list(lua_State *L)
         lua_rawseti(L, -2, ++n);
     }
     closedir(d);
-    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, -2, i + 1);
-        names[i] = lua_tostring(L, -1); /* kept alive by the first table */
-        lua_pop(L, 1);
-    }
-    qsort(names, (size_t)n, sizeof *names, compare_strings);
-    lua_createtable(L, n, 0);
-    for (int i = 0; i < n; i++) {
-        lua_pushstring(L, names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    spk_lua_push_sorted(L, -1);
     return 1;
 }
 
@@ -247,7 +222,6 @@ static int files_list(lua_State *L)
  * naming the path where there is nothing to stat. Never opens the path. */
 static int files_kind(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -270,7 +244,6 @@ static int files_kind(lua_State *L)
  * dangling link, a loop of links, nothing there). */
 static int files_real_path(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     char *real = realpath(path, NULL);
     if (!real) {
@@ -286,63 +259,70 @@ static int files_real_path(lua_State *L)
 /* spk.files.is_link(path) -> whether path itself is a symbolic link. */
 static int files_is_link(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     struct stat st;
     lua_pushboolean(L, lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
     return 1;
 }
 
-static const spk_lua_reg files_functions[] = {
+static const spk_lua_checked_reg files_functions[] = {
     {"read", files_read,
      "spk.files.read(path[, max_bytes = 64 MiB]) -> string\n"
      "The bytes of a regular file, read without blocking (a FIFO or a device is an error naming it) and\n"
-     "refused past max_bytes: the reader every part of spk uses."},
+     "refused past max_bytes: the reader every part of spk uses.",
+     "path, max_bytes"},
     {"write", files_write,
      "spk.files.write(path, text) -> path\n"
      "Writes text as the file at path, whole or not at all: into a temporary file beside it, renamed over it\n"
      "once every byte is on the disk (a failed write leaves the previous file as it was). A folder, FIFO or\n"
-     "device at path is refused at once; a link is followed. The writer every part of spk uses."},
-    {"list", files_list, "spk.files.list(folder) -> {name, ...}\nThe names in a folder (no . or ..), sorted."},
+     "device at path is refused at once; a link is followed. The writer every part of spk uses.",
+     "path, text"},
+    {"list", files_list, "spk.files.list(folder) -> {name, ...}\nThe names in a folder (no . or ..), sorted.", "folder"},
     {"real_path", files_real_path,
      "spk.files.real_path(path) -> absolute path | nil, message\n"
-     "path with every symbolic link, \".\" and \"..\" resolved (nil for a dangling link or a loop)."},
-    {"is_link", files_is_link, "spk.files.is_link(path) -> boolean\nWhether path itself is a symbolic link."},
+     "path with every symbolic link, \".\" and \"..\" resolved (nil for a dangling link or a loop).",
+     "path"},
+    {"is_link", files_is_link, "spk.files.is_link(path) -> boolean\nWhether path itself is a symbolic link.", "path"},
     {"kind", files_kind,
      "spk.files.kind(path) -> \"file\" | \"folder\" | \"fifo\" | \"socket\" | ... | nil, message\n"
-     "What is at path (links followed), without opening it."},
-    {NULL, NULL, NULL},
+     "What is at path (links followed), without opening it.",
+     "path"},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static const spk_lua_checked_reg module_functions[] = {
     {"load", module_load,
      "spk.load(path) -> tensor | tensors, names\n"
      "A .npy file (versions 1.0-3.0, Fortran order read) as a host tensor; a .safetensors file as a table\n"
-     "name -> tensor and the list of names in file order. Bad files are errors naming the file."},
+     "name -> tensor and the list of names in file order. Bad files are errors naming the file.",
+     "path"},
     {"save", module_save,
      "spk.save(path, tensor | {name = tensor, ...})\n"
-     "Writes a .npy file (one tensor) or a .safetensors file (named tensors), chosen by the extension."},
+     "Writes a .npy file (one tensor) or a .safetensors file (named tensors), chosen by the extension.",
+     "path, tensors"},
     {"load_safetensors", module_load_safetensors,
-     "spk.load_safetensors(path) -> tensors, names\nA .safetensors file as name -> tensor, and the names in file order."},
+     "spk.load_safetensors(path) -> tensors, names\nA .safetensors file as name -> tensor, and the names in file order.",
+     "path"},
     {"save_safetensors", module_save_safetensors,
-     "spk.save_safetensors(path, {name = tensor, ...})\nWrites named tensors to a .safetensors file (sorted by name)."},
-    {NULL, NULL, NULL},
+     "spk.save_safetensors(path, {name = tensor, ...})\nWrites named tensors to a .safetensors file (sorted by name).",
+     "path, tensors"},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg tensor_file_methods[] = {
-    {"save", tensor_save, "t:save(path)\nWrites t to a .npy file (spk.save_safetensors writes named tensors)."},
-    {NULL, NULL, NULL},
+static const spk_lua_checked_reg tensor_file_methods[] = {
+    {"save", tensor_save, "t:save(path)\nWrites t to a .npy file (spk.save_safetensors writes named tensors).", "path"},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_files(lua_State *L, int module)
 {
     lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, 0);
+    spk_lua_setfuncs_checked(L, module_functions, NULL);
     lua_newtable(L);
-    spk_lua_setfuncs(L, files_functions, 0);
+    spk_lua_setfuncs_module(L, files_functions, "spk.files");
     lua_setfield(L, -2, "files");
     lua_pop(L, 1);
     spk_lua_push_tensor_methods(L);
-    spk_lua_setfuncs(L, tensor_file_methods, 0);
+    spk_lua_setfuncs_checked(L, tensor_file_methods, &spk_lua_tensor_self);
     lua_pop(L, 1);
 }

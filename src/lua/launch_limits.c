@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "cuda/launch_limits.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
 
 #define MAX_ENTRIES 64
 
@@ -38,7 +38,6 @@ static void push_int3(lua_State *L, const int v[3])
 /* spk.cuda.launch_limits(arch) -> {cc, max_grid, max_block, ...} */
 static int l_launch_limits(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     spk_arch_limits lim;
     check_arch(L, 1, &lim);
     lua_createtable(L, 0, 11);
@@ -71,7 +70,6 @@ static void push_usage(lua_State *L, const spk_entry_usage *u)
  * cluster_dims}, ...} */
 static int l_cubin_entries(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     size_t size;
     const char *cubin = luaL_checklstring(L, 1, &size);
     spk_arch_limits lim;
@@ -152,7 +150,6 @@ static void read_usage(lua_State *L, int idx, spk_entry_usage *u)
 /* spk.cuda.check_launch(arch, entry, launch[, what]) -> true */
 static int l_check_launch(lua_State *L)
 {
-    spk_lua_noextra(L, 4);
     static const char *const entry_keys[] = {"name", "registers", "local_bytes", "static_smem", "max_threads",
                                              "cluster_dims", NULL};
     static const char *const launch_keys[] = {"grid", "block", "smem", "cluster", "nonportable_cluster", NULL};
@@ -185,24 +182,27 @@ static int l_check_launch(lua_State *L)
 
 void spk_open_launch_limits(lua_State *L, int module)
 {
-    static const spk_lua_reg functions[] = {
+    static const spk_lua_checked_reg functions[] = {
         {"launch_limits", l_launch_limits,
          "spk.cuda.launch_limits(arch) -> {cc, max_grid, max_block, max_threads_per_block, max_cluster,\n"
          "  max_cluster_nonportable, max_smem_per_block, reserved_smem_per_block, max_regs_per_block, ...}\n"
-         "The launch limits of an architecture (\"sm_90\") known without a device (src/cuda/launch_limits.h)."},
+         "The launch limits of an architecture (\"sm_90\") known without a device (src/cuda/launch_limits.h).",
+         "arch"},
         {"cubin_entries", l_cubin_entries,
          "spk.cuda.cubin_entries(cubin, arch) -> {{name, registers, local_bytes, static_smem, max_threads,\n"
          "  cluster_dims}, ...}\n"
          "What each kernel of a cubin (m:code() of an sm_XY module) uses: registers and local memory (spills,\n"
-         "stack) per thread, its own static shared memory, its __launch_bounds__ and __cluster_dims__."},
+         "stack) per thread, its own static shared memory, its __launch_bounds__ and __cluster_dims__.",
+         "cubin, arch"},
         {"check_launch", l_check_launch,
          "spk.cuda.check_launch(arch, entry, {grid =, block =, smem =, cluster =, nonportable_cluster =}[, what])\n"
          "  -> true\n"
          "Checks a launch of entry (one of cubin_entries) against arch's limits: grid, block, threads, cluster,\n"
-         "shared memory, registers; an error names what is asked, the limit and the fix."},
-        {NULL, NULL, NULL},
+         "shared memory, registers; an error names what is asked, the limit and the fix.",
+         "arch, entry, launch, what"},
+        {NULL, NULL, NULL, NULL},
     };
     spk_lua_rawfield(L, module, "cuda");
-    spk_lua_setfuncs(L, functions, 0);
+    spk_lua_setfuncs_module(L, functions, "spk.cuda");
     lua_pop(L, 1);
 }

@@ -1,6 +1,7 @@
-/* Lua bindings of src/lstm: core.lstm.* (layers, packing, the reference) and
- * core.schedule.* (tile schedules). Thin: check arguments, call C, raise
- * spk_last_error(). lua/spk/lstm.lua builds spk.lstm and spk.schedule on top.
+/* Lua bindings of src/lstm: core.lstm.* (layers, packing, the reference),
+ * core.schedule.* (tile schedules) and core.onnx.* (ONNX LSTM files). Thin:
+ * check arguments, call C, raise spk_last_error(). lua/spk/lstm.lua builds
+ * spk.lstm, spk.schedule and spk.onnx on top.
  * Layers are counted from 1 here as in every Lua-facing message; trace steps
  * are 1-based in Lua; schedule tile indices stay 0-based (as the kernel sees
  * them). */
@@ -10,8 +11,12 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "lstm/device_layers.h"
+#include "lstm/fields.h"
+#include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
-#include "lua/tensor_area.h"
+#include "lstm/onnx_stack.h"
+#include "lua/areas.h"
 
 #define MAX_LAYERS 64
 
@@ -31,85 +36,38 @@ static const spk_tensor *layer_field(lua_State *L, int idx, int layer, const cha
     return t;
 }
 
-/* Reads the array of {W =, R =, B =} tables at `arg` into `out`. */
-static int check_layers(lua_State *L, int arg, spk_lstm_layer *out)
-{
-    luaL_checktype(L, arg, LUA_TTABLE);
-    int count = spk_lua_rawcount(L, arg);
-    if (count < 1)
-        luaL_argerror(L, arg, "a stack needs at least one layer {W =, R =, B =}");
-    if (count > MAX_LAYERS)
-        luaL_argerror(L, arg, lua_pushfstring(L, "at most %d layers, got %d", MAX_LAYERS, count));
-    for (int k = 1; k <= count; k++) {
-        if (lua_rawgeti(L, arg, k) != LUA_TTABLE)
-            luaL_error(L, "layer %d is not a table {W =, R =, B =} (got %s)", k, luaL_typename(L, -1));
-        int idx = lua_gettop(L);
-        out[k - 1].W = layer_field(L, idx, k, "W");
-        out[k - 1].R = layer_field(L, idx, k, "R");
-        out[k - 1].B = layer_field(L, idx, k, "B");
-        lua_pop(L, 1);
-    }
-    return count;
-}
-
 static int l_validate(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     spk_lstm_layer layers[MAX_LAYERS];
-    int count = check_layers(L, 1, layers);
+    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL);
     spk_lstm_dims dims;
     if (spk_lstm_validate(layers, count, &dims))
         return spk_lua_fail(L);
     lua_createtable(L, 0, 3);
-    lua_pushinteger(L, dims.layers);
-    lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, dims.hidden);
-    lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, dims.input);
-    lua_setfield(L, -2, "input");
+    spk_lua_setint(L, "layers", dims.layers);
+    spk_lua_setint(L, "hidden", dims.hidden);
+    spk_lua_setint(L, "input", dims.input);
     return 1;
 }
 
-static int l_pack_directions(lua_State *L)
+/* f(t, from, to) -> tensor: the arguments checked in order, so the first bad
+ * one is the one reported; the tensor is taken last (a number made a string
+ * allocates). */
+static int repack(lua_State *L, spk_tensor *(*f)(const spk_tensor *, const char *, const char *))
 {
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
-    spk_lua_noextra(L, 3);
     spk_lua_checktensor(L, 1);
     const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_pack_directions(t, from, to));
+    spk_lua_pushtensor(L, f(spk_lua_checktensor(L, 1), from, to));
     return 1;
 }
 
-static int l_unpack_directions(lua_State *L)
-{
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
-    spk_lua_noextra(L, 3);
-    spk_lua_checktensor(L, 1);
-    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_unpack_directions(t, from, to));
-    return 1;
-}
-
-static int l_pack_bias(lua_State *L)
-{
-    /* Arguments checked in order, so the first bad one is the one reported;
-     * the tensor is taken last (a number made a string allocates). */
-    spk_lua_noextra(L, 3);
-    spk_lua_checktensor(L, 1);
-    const char *from = luaL_checkstring(L, 2), *to = luaL_checkstring(L, 3);
-    const spk_tensor *t = spk_lua_checktensor(L, 1);
-    spk_lua_pushtensor(L, spk_lstm_pack_bias(t, from, to));
-    return 1;
-}
+static int l_pack_directions(lua_State *L) { return repack(L, spk_lstm_pack_directions); }
+static int l_unpack_directions(lua_State *L) { return repack(L, spk_lstm_unpack_directions); }
+static int l_pack_bias(lua_State *L) { return repack(L, spk_lstm_pack_bias); }
 
 /* reorder_gates(t, dim (1-based), from, to) */
 static int l_reorder_gates(lua_State *L)
 {
-    spk_lua_noextra(L, 4);
     spk_lua_checktensor(L, 1);
     lua_Integer dim = luaL_checkinteger(L, 2);
     const char *from = luaL_checkstring(L, 3), *to = luaL_checkstring(L, 4);
@@ -137,7 +95,6 @@ static const char *const torch_names[8] = {"weight_ih", "weight_hh", "bias_ih", 
 /* from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer (1-based)) -> {W, R, B} */
 static int l_from_torch(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     luaL_checktype(L, 1, LUA_TTABLE);
     int layer = (int)luaL_checkinteger(L, 2);
     const spk_tensor *t[8];
@@ -156,7 +113,6 @@ static int l_from_torch(lua_State *L)
 /* to_torch({W, R, B}) -> {weight_ih =, ..., bias_hh_reverse =} (names without the _l<k> part) */
 static int l_to_torch(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lstm_layer layer = {layer_field(L, 1, 1, "W"), layer_field(L, 1, 1, "R"), layer_field(L, 1, 1, "B")};
     spk_tensor *out[8];
@@ -173,7 +129,6 @@ static int l_to_torch(lua_State *L)
 /* random(layers, input, hidden, seed, scale, dtype) -> array of {W, R, B} */
 static int l_random(lua_State *L)
 {
-    spk_lua_noextra(L, 6);
     lua_Integer count = luaL_checkinteger(L, 1);
     lua_Integer input = luaL_checkinteger(L, 2), hidden = luaL_checkinteger(L, 3);
     lua_Integer seed = luaL_checkinteger(L, 4);
@@ -194,7 +149,6 @@ static int l_random(lua_State *L)
 
 static const char *const reference_options[] = {"precision", "threads", "vector", "team_threads", "layers_out",
                                                  "trace", "profile", NULL};
-static const char *const trace_options[] = {"layer", "direction", "steps", NULL};
 
 /* info.profile of a reference call (lstm.h, spk_lstm_reference_profile). */
 static void push_profile(lua_State *L, const spk_lstm_reference_profile *p)
@@ -242,13 +196,12 @@ static void check_cpu_options(lua_State *L, spk_lstm_reference_options *opt)
 /* reference(layers, x, options) -> y, info (see lua/spk/lstm.lua) */
 static int l_reference(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     spk_lstm_layer layers[MAX_LAYERS];
-    check_layers(L, 1, layers); /* arguments in order; the pointers are taken again after the options */
+    spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL); /* arguments in order; the pointers are taken again after the options */
     spk_lua_checktensor(L, 2);
     spk_lstm_reference_options opt = spk_lstm_reference_defaults();
     spk_lstm_reference_profile profile;
-    int64_t steps[1024];
+    int64_t steps[SPK_LSTM_TRACE_MAX_STEPS];
     if (spk_lua_checkoptions(L, 3, reference_options)) {
         spk_lua_rawfield(L, 3, "precision");
         if (!lua_isnil(L, -1)) {
@@ -267,42 +220,17 @@ static int l_reference(lua_State *L)
             opt.profile = &profile;
         lua_pop(L, 1);
         if (spk_lua_rawfield(L, 3, "trace") != LUA_TNIL) {
-            int tr = lua_gettop(L);
-            if (lua_type(L, tr) != LUA_TTABLE)
-                luaL_argerror(L, 3, "option 'trace' must be a table {layer =, direction =, steps =}");
-            spk_lua_checkkeys(L, tr, trace_options, "reference: option 'trace'");
-            spk_lua_rawfield(L, tr, "layer");
-            int isint = 0;
-            lua_Integer layer = lua_tointegerx(L, -1, &isint);
-            if (!isint)
-                luaL_argerror(L, 3, "option 'trace.layer' must be a layer number (from 1)");
-            opt.trace_layer = (int)(layer - 1);
-            spk_lua_rawfield(L, tr, "direction");
-            const char *dir = lua_isnil(L, -1) ? "forward" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            if (!dir || (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0))
-                luaL_argerror(L, 3, "option 'trace.direction' must be \"forward\" or \"reverse\"");
-            opt.trace_direction = strcmp(dir, "reverse") == 0;
-            if (spk_lua_rawfield(L, tr, "steps") != LUA_TTABLE)
-                luaL_argerror(L, 3, "option 'trace.steps' must be a list of steps (from 1)");
-            lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-            if (n < 1 || n > (lua_Integer)(sizeof steps / sizeof *steps))
-                luaL_argerror(L, 3, "option 'trace.steps' must list 1 to 1024 steps");
-            for (lua_Integer i = 1; i <= n; i++) {
-                lua_rawgeti(L, -1, i);
-                lua_Integer s = lua_tointegerx(L, -1, &isint);
-                if (!isint)
-                    luaL_argerror(L, 3, "option 'trace.steps' must hold integers");
-                steps[i - 1] = s - 1;
-                lua_pop(L, 1);
-            }
-            opt.trace_count = (int)n;
+            spk_lstm_trace trace;
+            spk_lua_read_trace(L, -1, &trace, steps);
+            opt.trace_layer = trace.layer;
+            opt.trace_direction = trace.direction;
+            opt.trace_count = trace.count;
             opt.trace_steps = steps;
-            lua_settop(L, tr);
         }
         lua_pop(L, 1);
     }
     /* No allocation from here to the call: the pointers stay valid. */
-    int count = check_layers(L, 1, layers);
+    int count = spk_lua_checklayers(L, 1, layers, MAX_LAYERS, NULL);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
     spk_lstm_reference_result res;
     if (spk_lstm_reference(layers, count, x, &opt, &res))
@@ -319,21 +247,8 @@ static int l_reference(lua_State *L)
         lua_setfield(L, -2, "layers");
     }
     if (res.trace_h) {
-        lua_createtable(L, 0, 5);
-        spk_lua_pushtensor(L, res.trace_h);
-        lua_setfield(L, -2, "h");
-        spk_lua_pushtensor(L, res.trace_c);
-        lua_setfield(L, -2, "c");
-        lua_pushinteger(L, opt.trace_layer + 1);
-        lua_setfield(L, -2, "layer");
-        lua_pushstring(L, opt.trace_direction ? "reverse" : "forward");
-        lua_setfield(L, -2, "direction");
-        lua_createtable(L, opt.trace_count, 0);
-        for (int i = 0; i < opt.trace_count; i++) {
-            lua_pushinteger(L, steps[i] + 1);
-            lua_rawseti(L, -2, i + 1);
-        }
-        lua_setfield(L, -2, "steps");
+        spk_lstm_trace trace = {opt.trace_layer, opt.trace_direction, opt.trace_count, steps};
+        spk_lua_push_trace(L, &trace, res.trace_h, res.trace_c);
         lua_setfield(L, -2, "trace");
     }
     if (opt.profile)
@@ -345,7 +260,6 @@ static int l_reference(lua_State *L)
 /* cpu_info() -> {vector =, vectors = {...}, threads =, threads_from =, cpus =} */
 static int l_cpu_info(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     spk_cpu_vector best;
     spk_cpu_vector_resolve(SPK_CPU_VECTOR_AUTO, &best);
     lua_createtable(L, 0, 6);
@@ -371,7 +285,6 @@ static int l_cpu_info(lua_State *L)
 /* make_directory(path): creates one directory; an existing one is fine. */
 static int l_make_directory(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     const char *path = luaL_checkstring(L, 1);
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
         return luaL_error(L, "%s: cannot create directory: %s", path, strerror(errno));
@@ -384,7 +297,6 @@ static int l_make_directory(lua_State *L)
 /* is_directory(path) -> boolean */
 static int l_is_directory(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     struct stat st;
     lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
     return 1;
@@ -394,41 +306,20 @@ static int l_is_directory(lua_State *L)
 
 static void push_schedule(lua_State *L, const spk_schedule *s)
 {
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, s->batch);
-    lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, s->tile_rows);
-    lua_setfield(L, -2, "tile_rows");
-    lua_pushinteger(L, s->tiles);
-    lua_setfield(L, -2, "tiles");
-    lua_pushinteger(L, s->tiles_per_launch);
-    lua_setfield(L, -2, "tiles_per_launch");
-    lua_pushboolean(L, s->concurrent);
-    lua_setfield(L, -2, "concurrent");
-    lua_pushinteger(L, s->groups);
-    lua_setfield(L, -2, "groups");
+    spk_fields f = {0};
+    spk_schedule_fields(s, &f);
+    lua_createtable(L, 0, f.count);
+    spk_lua_setfields(L, &f);
 }
 
 /* new(batch, capacity, concurrent_capacity or nil, groups, heights) -> fields */
 static int l_schedule_new(lua_State *L)
 {
-    spk_lua_noextra(L, 5);
     lua_Integer batch = luaL_checkinteger(L, 1), capacity = luaL_checkinteger(L, 2);
     lua_Integer concurrent = lua_isnoneornil(L, 3) ? SPK_SCHEDULE_UNKNOWN : luaL_checkinteger(L, 3);
     lua_Integer groups = luaL_checkinteger(L, 4);
-    luaL_checktype(L, 5, LUA_TTABLE);
-    int n = spk_lua_rawcount(L, 5);
-    if (n < 1 || n > SPK_SCHEDULE_MAX_HEIGHTS)
-        luaL_argerror(L, 5, lua_pushfstring(L, "between 1 and %d heights needed", SPK_SCHEDULE_MAX_HEIGHTS));
     int64_t heights[SPK_SCHEDULE_MAX_HEIGHTS];
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, 5, i);
-        int isint = 0;
-        heights[i - 1] = lua_tointegerx(L, -1, &isint);
-        if (!isint)
-            luaL_argerror(L, 5, "heights must be integers");
-        lua_pop(L, 1);
-    }
+    int n = spk_lua_checkintegers(L, 5, heights, 1, SPK_SCHEDULE_MAX_HEIGHTS, "heights");
     spk_schedule s;
     if (spk_schedule_new(&s, batch, capacity, concurrent, groups, heights, n))
         return spk_lua_fail(L);
@@ -451,7 +342,6 @@ static int64_t schedule_field(lua_State *L, int idx, const char *key)
 /* launches(tiles, tiles_per_launch) -> { {first = 0, count = n}, ... } */
 static int l_schedule_launches(lua_State *L)
 {
-    spk_lua_noextra(L, 2);
     spk_schedule s = {.tiles = luaL_checkinteger(L, 1), .tiles_per_launch = luaL_checkinteger(L, 2)};
     int64_t n = spk_schedule_launch_count(&s);
     lua_createtable(L, (int)n, 0);
@@ -459,10 +349,8 @@ static int l_schedule_launches(lua_State *L)
         int64_t first, count;
         spk_schedule_launch(&s, i, &first, &count);
         lua_createtable(L, 0, 2);
-        lua_pushinteger(L, first);
-        lua_setfield(L, -2, "first");
-        lua_pushinteger(L, count);
-        lua_setfield(L, -2, "count");
+        spk_lua_setint(L, "first", first);
+        spk_lua_setint(L, "count", count);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -471,7 +359,6 @@ static int l_schedule_launches(lua_State *L)
 /* check(schedule fields, batch, launches list) -> true, or an error */
 static int l_schedule_check(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer batch = luaL_checkinteger(L, 2);
     luaL_checktype(L, 3, LUA_TTABLE);
@@ -499,59 +386,113 @@ static int l_schedule_check(lua_State *L)
     return 1;
 }
 
+/* ---- ONNX files (lstm/onnx_stack.h) ---- */
+
+/* onnx.load_lstm(path) -> {{W =, R =, B =}, ...} (lua/spk/lstm.lua calls it for .onnx paths) */
+static int l_load_onnx(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    spk_lstm_weights w[SPK_LSTM_ONNX_MAX_LAYERS];
+    int count;
+    if (spk_lstm_load_onnx(path, w, SPK_LSTM_ONNX_MAX_LAYERS, &count))
+        return spk_lua_fail(L);
+    lua_createtable(L, count, 0);
+    for (int k = 0; k < count; k++) {
+        push_layer(L, &w[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
+}
+
+/* onnx.save_lstm(path, layers) */
+static int l_save_onnx(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    spk_lstm_layer layers[SPK_LSTM_ONNX_MAX_LAYERS];
+    int count = spk_lua_checklayers(L, 2, layers, SPK_LSTM_ONNX_MAX_LAYERS, NULL);
+    return spk_lstm_save_onnx(path, layers, count) != 0 ? spk_lua_fail(L) : 0;
+}
+
+static const spk_lua_checked_reg onnx_functions[] = {
+    {"load_lstm", l_load_onnx,
+     "spk.onnx.load_lstm(path) -> {{W =, R =, B =}, ...}\n"
+     "The LSTM stack of an ONNX model in spk's layout (spk.lstm.load calls it for .onnx paths).",
+     "path"},
+    {"save_lstm", l_save_onnx,
+     "spk.onnx.save_lstm(path, layers)\n"
+     "Writes the stack as an ONNX model x [batch, steps, in] -> y [batch, steps, 2H] (spk.lstm.save,\n"
+     "format \"onnx\").",
+     "path, layers"},
+    {NULL, NULL, NULL, NULL},
+};
+
 void spk_open_lstm(lua_State *L, int module)
 {
-    static const spk_lua_reg lstm[] = {
+    static const spk_lua_checked_reg lstm[] = {
         {"validate", l_validate,
          "spk.lstm.validate(layers) -> {layers = n, hidden = H, input = in}\n"
          "Checks a stack {{W = [2, 4H, in], R = [2, 4H, H], B = [2, 8H]}, ...} (ONNX layout, f32 or f64):\n"
-         "shapes, dtypes and the chain of inputs (2H after layer 1); an error names the layer and tensor."},
+         "shapes, dtypes and the chain of inputs (2H after layer 1); an error names the layer and tensor.", "layers"},
         {"pack_directions", l_pack_directions,
-         "spk.core.lstm.pack_directions(W, from, to) -> tensor\nWhat spk.lstm.pack_directions calls (orders given)."},
+         "spk.core.lstm.pack_directions(W, from, to) -> tensor\nWhat spk.lstm.pack_directions calls (orders given).", "W, from, to"},
         {"unpack_directions", l_unpack_directions,
-         "spk.core.lstm.unpack_directions(P, from, to) -> tensor\nWhat spk.lstm.unpack_directions calls (orders given)."},
+         "spk.core.lstm.unpack_directions(P, from, to) -> tensor\nWhat spk.lstm.unpack_directions calls (orders given).", "P, from, to"},
         {"pack_bias", l_pack_bias,
-         "spk.core.lstm.pack_bias(B, from, to) -> tensor\nWhat spk.lstm.pack_bias calls (orders given)."},
+         "spk.core.lstm.pack_bias(B, from, to) -> tensor\nWhat spk.lstm.pack_bias calls (orders given).", "B, from, to"},
         {"reorder_gates", l_reorder_gates,
          "spk.lstm.reorder_gates(t, dim, from, to) -> tensor\n"
          "The four gate blocks along dimension dim (1-based, size 4H) moved from gate order `from` to `to`\n"
-         "(permutations of \"iofc\"; PyTorch's i, f, g, o is \"ifco\")."},
+         "(permutations of \"" SPK_GATES_ONNX "\"; PyTorch's i, f, g, o is \"" SPK_GATES_TORCH "\").",
+         "t, dim, from, to"},
         {"from_torch", l_from_torch,
          "spk.core.lstm.from_torch({weight_ih =, weight_hh =, bias_ih =, bias_hh =, *_reverse =}, layer) -> {W, R, B}\n"
-         "One nn.LSTM layer's tensors in ONNX layout (what spk.lstm.load does with PyTorch names)."},
+         "One nn.LSTM layer's tensors in ONNX layout (what spk.lstm.load does with PyTorch names).", "tensors, layer"},
         {"to_torch", l_to_torch,
          "spk.core.lstm.to_torch({W =, R =, B =}) -> {weight_ih =, ..., bias_hh_reverse =}\n"
-         "One layer in nn.LSTM's names and gate order (what spk.lstm.save{format = \"torch\"} writes)."},
+         "One layer in nn.LSTM's names and gate order (what spk.lstm.save{format = \"torch\"} writes).", "layer"},
         {"random", l_random,
-         "spk.core.lstm.random(layers, input, hidden, seed, scale, dtype) -> layers\nWhat spk.lstm.random calls."},
+         "spk.core.lstm.random(layers, input, hidden, seed, scale, dtype) -> layers\nWhat spk.lstm.random calls.", "layers, input, hidden, seed, scale, dtype"},
         {"reference", l_reference,
-         "spk.core.lstm.reference(layers, x, options) -> y, info\nWhat spk.lstm.reference calls."},
+         "spk.core.lstm.reference(layers, x, options) -> y, info\nWhat spk.lstm.reference calls.", "layers, x, options"},
         {"cpu_info", l_cpu_info,
          "spk.lstm.cpu_info() -> {vector =, vector_bytes =, vectors = {...}, cpus =, threads =, threads_from =}\n"
          "What the CPU path (spk.lstm.reference, the cpu backend) runs on: the widest vector unit this CPU\n"
          "has (\"avx512\", \"avx2\" or \"portable\"), all it has, the CPUs this process may use, and the\n"
          "default thread count and where it comes from (\"SPK_THREADS\" or \"cpus\"; threads_error instead\n"
-         "when SPK_THREADS is not a thread count)."},
+         "when SPK_THREADS is not a thread count).",
+         ""},
         {"make_directory", l_make_directory,
-         "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine)."},
-        {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean"},
-        {NULL, NULL, NULL},
+         "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine).", "path"},
+        {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean", "path"},
+        {NULL, NULL, NULL, NULL},
     };
-    static const spk_lua_reg schedule[] = {
+    static const spk_lua_checked_reg schedule[] = {
         {"new", l_schedule_new,
          "spk.core.schedule.new(batch, capacity, concurrent_capacity, groups, heights) -> fields\n"
-         "What spk.schedule.new calls."},
+         "What spk.schedule.new calls.", "batch, capacity, concurrent_capacity, groups, heights"},
         {"launches", l_schedule_launches,
          "spk.core.schedule.launches(tiles, tiles_per_launch) -> {{first = 0, count = n}, ...}\n"
-         "The launch ranges of a schedule (0-based tiles, as the kernel sees them)."},
+         "The launch ranges of a schedule (0-based tiles, as the kernel sees them).", "tiles, tiles_per_launch"},
         {"check", l_schedule_check,
-         "spk.core.schedule.check(fields, batch, launches) -> true\nWhat spk.schedule.check calls."},
-        {NULL, NULL, NULL},
+         "spk.core.schedule.check(fields, batch, launches) -> true\nWhat spk.schedule.check calls.", "fields, batch, launches"},
+        {NULL, NULL, NULL, NULL},
     };
     lua_newtable(L);
-    spk_lua_setfuncs(L, lstm, 0);
+    spk_lua_setfuncs_module(L, lstm, "spk.lstm");
+    lua_createtable(L, 0, 3); /* the gate orders spk names (lstm/lstm.h) */
+    spk_lua_setstring(L, "onnx", SPK_GATES_ONNX);
+    spk_lua_setstring(L, "torch", SPK_GATES_TORCH);
+    spk_lua_setstring(L, "packed", SPK_GATES_PACKED);
+    lua_setfield(L, -2, "gate_orders");
+    lua_createtable(L, 0, SPK_MATH_COUNT); /* what a plan's variant text adds for each math */
+    for (int i = 0; i < SPK_MATH_COUNT; i++)
+        spk_lua_setstring(L, spk_math_mode_names[i], spk_lstm_math_suffix((spk_math_mode)i));
+    lua_setfield(L, -2, "math_suffixes");
     lua_setfield(L, module, "lstm");
     lua_newtable(L);
-    spk_lua_setfuncs(L, schedule, 0);
+    spk_lua_setfuncs_module(L, schedule, "spk.core.schedule");
     lua_setfield(L, module, "schedule");
+    lua_newtable(L);
+    spk_lua_setfuncs_module(L, onnx_functions, "spk.onnx");
+    lua_setfield(L, module, "onnx");
 }

@@ -4,13 +4,15 @@
  * program (which preloads them). */
 #include <limits.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 
 #include "core/error.h"
 #include "core/paths.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
+#include "lua/cuda_area.h"
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
@@ -21,7 +23,6 @@ int luaopen_spk(lua_State *L);
  * false} for every kind. */
 static int l_find_dir(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     char dir[PATH_MAX];
     if (lua_isnoneornil(L, 1)) {
         lua_newtable(L);
@@ -47,32 +48,66 @@ static int l_find_dir(lua_State *L)
     return 1;
 }
 
+/* spk.clock_ms(): milliseconds on the monotonic clock, for wall-clock timing
+ * of host work (the CPU backend in spk bench); GPU work is timed with CUDA
+ * events (spk.bench). Only differences between two readings mean anything. */
+static int l_clock_ms(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
+    return 1;
+}
+
+static const spk_lua_checked_reg spk_functions[] = {
+    {"find_dir", l_find_dir,
+     "spk.find_dir([kind]) -> folder | nil, message\n"
+     "Where spk's lua, kernels, experiments or tools files are ($SPK_*_DIR, the install prefix, the\n"
+     "source tree); no kind: a table of every kind.",
+     "kind"},
+    {"clock_ms", l_clock_ms,
+     "spk.clock_ms() -> milliseconds\n"
+     "The monotonic clock, for wall-clock timing of host work; only differences mean anything\n"
+     "(GPU work is timed with CUDA events: spk.bench).",
+     ""},
+    {NULL, NULL, NULL, NULL},
+};
+
+/* core.doc_registry(): the doc registry (lua/bind.h keeps it) for
+ * lua/spk/doc.lua, which reads and extends it. */
+static int l_doc_registry(lua_State *L)
+{
+    spk_lua_push_doc_registry(L);
+    return 2;
+}
+
+static const spk_lua_checked_reg core_functions[] = {
+    {"doc_registry", l_doc_registry,
+     "spk.core.doc_registry() -> values, types\n"
+     "The doc registry behind help(): values maps each documented function or table to its text (weak\n"
+     "keys); types maps a userdata type's metatable name to {methods =, doc =}. lua/spk/doc.lua reads\n"
+     "and extends them.",
+     ""},
+    {NULL, NULL, NULL, NULL},
+};
+
 int luaopen_spk_core(lua_State *L)
 {
     lua_newtable(L);
     int module = lua_gettop(L);
     spk_open_tensor(L, module);
     spk_open_cuda(L, module);
-    spk_open_launch_limits(L, module);
-    spk_open_lstm(L, module);
-    spk_open_persistent(L, module);
-    spk_open_cluster(L, module);
-    spk_open_cudnn(L, module);
-    spk_open_clock(L, module);
-    static const spk_lua_reg paths[] = {
-        {"find_dir", l_find_dir,
-         "spk.find_dir([kind]) -> folder | nil, message\n"
-         "Where spk's lua, kernels, experiments or tools files are ($SPK_*_DIR, the install prefix, the\n"
-         "source tree); no kind: a table of every kind."},
-        {NULL, NULL, NULL},
-    };
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, paths, 0);
+    spk_lua_rawfield(L, module, "cuda");
+    spk_open_cuda_kernels(L, lua_gettop(L));
     lua_pop(L, 1);
-    spk_open_doc(L, module);
-    spk_open_onnx(L, module);
+    spk_open_launch_limits(L, module);
+    spk_open_blas(L, module);
+    spk_open_lstm(L, module);
+    spk_open_plan(L, module);
+    spk_open_cudnn(L, module);
+    spk_lua_register(L, module, spk_functions, NULL);
+    spk_lua_register(L, module, core_functions, "spk.core");
     spk_open_timeline(L, module);
-    spk_open_kernel_stack(L, module);
     spk_open_system(L, module);
     char dir[PATH_MAX];
     if (spk_find_dir("lua", dir, sizeof dir) == 0) {

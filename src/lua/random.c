@@ -10,7 +10,6 @@
  * :next_u64 continue from where the previous call stopped. */
 #include "core/error.h"
 #include "core/rng.h"
-#include "lua/args.h"
 #include "lua/tensor_area.h"
 
 #define GENERATOR_MT "spk.generator"
@@ -135,13 +134,7 @@ static int module_generator(lua_State *L)
     return 1;
 }
 
-static spk_rng *check_generator(lua_State *L, int arg)
-{
-    spk_rng *rng = luaL_testudata(L, arg, GENERATOR_MT);
-    if (!rng)
-        spk_lua_typeerror(L, arg, "generator");
-    return rng;
-}
+static spk_rng *check_generator(lua_State *L, int arg) { return spk_lua_checkudata(L, arg, GENERATOR_MT, "generator"); }
 
 static int generator_uniform(lua_State *L)
 {
@@ -228,9 +221,7 @@ void spk_open_random(lua_State *L, int module)
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs_checked(L, module_functions, NULL);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, module_functions, NULL);
 
     process_rng *p = lua_newuserdatauv(L, sizeof *p, 0);
     spk_rng_seed(&p->rng, SPK_RNG_DEFAULT_SEED);

@@ -18,32 +18,19 @@
 #include "cuda/cudnn_rnn.h"
 #include "cuda/nvtx.h"
 #include "cuda/runtime.h"
-#include "lua/bind.h"
-
-static void set_string(lua_State *L, const char *key, const char *value)
-{
-    lua_pushstring(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_integer(lua_State *L, const char *key, lua_Integer value)
-{
-    lua_pushinteger(L, value);
-    lua_setfield(L, -2, key);
-}
+#include "lua/areas.h"
 
 static int system_build(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     lua_createtable(L, 0, 5);
-    set_string(L, "version", SPK_VERSION);
-    set_string(L, "commit", SPK_COMMIT);
+    spk_lua_setstring(L, "version", SPK_VERSION);
+    spk_lua_setstring(L, "commit", SPK_COMMIT);
     if (SPK_DIRTY >= 0) { /* left out (nil) when unknown */
         lua_pushboolean(L, SPK_DIRTY > 0);
         lua_setfield(L, -2, "dirty");
     }
-    set_integer(L, "cuda_toolkit_version", CUDART_VERSION);
-    set_integer(L, "cudnn_header_version", (lua_Integer)spk_cudnn_header_version());
+    spk_lua_setint(L, "cuda_toolkit_version", CUDART_VERSION);
+    spk_lua_setint(L, "cudnn_header_version", (lua_Integer)spk_cudnn_header_version());
     return 1;
 }
 
@@ -57,33 +44,32 @@ static void set_device(lua_State *L, const spk_cuda_info *info)
         return;
     }
     lua_createtable(L, 0, 5);
-    set_integer(L, "ordinal", p.ordinal);
-    set_string(L, "name", p.name);
+    spk_lua_setint(L, "ordinal", p.ordinal);
+    spk_lua_setstring(L, "name", p.name);
     lua_pushfstring(L, "%d.%d", p.cc_major, p.cc_minor);
     lua_setfield(L, -2, "cc");
-    set_integer(L, "sms", p.sms);
-    set_integer(L, "memory_bytes", (lua_Integer)p.global_mem_bytes);
+    spk_lua_setint(L, "sms", p.sms);
+    spk_lua_setint(L, "memory_bytes", (lua_Integer)p.global_mem_bytes);
     lua_setfield(L, -2, "device");
 }
 
 static int system_environment(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     spk_cuda_info info;
     spk_cuda_get_info(&info);
     lua_createtable(L, 0, 10);
-    set_integer(L, "runtime_version", info.runtime_version);
-    set_integer(L, "driver_version", info.driver_version);
+    spk_lua_setint(L, "runtime_version", info.runtime_version);
+    spk_lua_setint(L, "driver_version", info.driver_version);
     lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
     lua_setfield(L, -2, "nvrtc_version");
-    set_integer(L, "cudnn_version", (lua_Integer)spk_cudnn_version());
-    set_integer(L, "device_count", info.device_count);
+    spk_lua_setint(L, "cudnn_version", (lua_Integer)spk_cudnn_version());
+    spk_lua_setint(L, "device_count", info.device_count);
     if (info.error[0])
-        set_string(L, "device_error", info.error);
+        spk_lua_setstring(L, "device_error", info.error);
     set_device(L, &info);
     char host[256] = "";
     if (gethostname(host, sizeof host - 1) == 0 && host[0])
-        set_string(L, "host", host);
+        spk_lua_setstring(L, "host", host);
     struct utsname u;
     if (uname(&u) == 0) {
         lua_pushfstring(L, "%s %s %s", u.sysname, u.release, u.machine);
@@ -95,7 +81,6 @@ static int system_environment(lua_State *L)
 /* A Lua file handle (io.stderr) or a descriptor number. */
 static int system_isatty(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     int fd = -1;
     luaL_Stream *stream = luaL_testudata(L, 1, LUA_FILEHANDLE);
     if (stream) {
@@ -116,7 +101,6 @@ static int system_isatty(lua_State *L)
  * still open as `open` (src/cuda/nvtx.h: what the specs check). */
 static int system_nvtx_counts(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     int reset = lua_toboolean(L, 1);
     lua_newtable(L);
     for (int i = 0;; i++) {
@@ -124,9 +108,9 @@ static int system_nvtx_counts(lua_State *L)
         long count;
         if (spk_nvtx_count(i, &name, &count) != 0)
             break;
-        set_integer(L, name, count);
+        spk_lua_setint(L, name, count);
     }
-    set_integer(L, "open", spk_nvtx_depth());
+    spk_lua_setint(L, "open", spk_nvtx_depth());
     lua_pushboolean(L, spk_nvtx_enabled());
     if (reset)
         spk_nvtx_reset_counts();
@@ -135,34 +119,36 @@ static int system_nvtx_counts(lua_State *L)
 
 void spk_open_system(lua_State *L, int module)
 {
-    static const spk_lua_reg functions[] = {
+    static const spk_lua_checked_reg functions[] = {
         {"system_build", system_build,
          "spk.core.system_build() -> {version, commit, dirty, cuda_toolkit_version, cudnn_header_version}\n"
          "What this build is: spk's version, the git commit it was built from (\"unknown\" outside git), and\n"
-         "whether tracked files differed from it (dirty; nil when unknown). spk.version reads it."},
+         "whether tracked files differed from it (dirty; nil when unknown). spk.version reads it.",
+         ""},
         {"system_environment", system_environment,
          "spk.core.system_environment() -> {runtime_version, driver_version, nvrtc_version, cudnn_version,\n"
          "    device_count, device = {name, cc, sms, memory_bytes, ordinal}, device_error, host, os}\n"
          "The machine's GPU stack and host, never an error (no device: no `device`, the reason in device_error).\n"
-         "require \"spk.provenance\" turns it into the record results files carry."},
+         "require \"spk.provenance\" turns it into the record results files carry.",
+         ""},
         {"system_isatty", system_isatty,
          "spk.core.system_isatty(file | fd) -> boolean\n"
-         "Whether the file (io.stderr) or descriptor is a terminal (spk.progress draws its line only there)."},
+         "Whether the file (io.stderr) or descriptor is a terminal (spk.progress draws its line only there).",
+         "file"},
         {"system_nvtx_counts", system_nvtx_counts,
          "spk.core.system_nvtx_counts([reset]) -> {name = pushes, open = depth}, enabled\n"
          "How often each NVTX range was pushed since the last reset (src/cuda/nvtx.h), the ranges still open,\n"
-         "and whether ranges are emitted ($SPK_NVTX=0 turns them off); reset = true starts the counts again."},
-        {NULL, NULL, NULL},
+         "and whether ranges are emitted ($SPK_NVTX=0 turns them off); reset = true starts the counts again.",
+         "reset"},
+        {NULL, NULL, NULL, NULL},
     };
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, functions, 0);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, functions, "spk.core");
 
     /* spk.core.system_exit_status: the statuses of core/exit_status.h (spk.options.EXIT) */
     lua_createtable(L, 0, 4);
-    set_integer(L, "ok", SPK_EXIT_OK);
-    set_integer(L, "error", SPK_EXIT_ERROR);
-    set_integer(L, "usage", SPK_EXIT_USAGE);
-    set_integer(L, "no_gpu", SPK_EXIT_NO_GPU);
+    spk_lua_setint(L, "ok", SPK_EXIT_OK);
+    spk_lua_setint(L, "error", SPK_EXIT_ERROR);
+    spk_lua_setint(L, "usage", SPK_EXIT_USAGE);
+    spk_lua_setint(L, "no_gpu", SPK_EXIT_NO_GPU);
     lua_setfield(L, module, "system_exit_status");
 }

@@ -6,7 +6,7 @@
  * are translated here before the 0-based C core sees them. Arguments are
  * checked here so errors name the argument (luaL_argerror); failures inside
  * the core are raised with spk_last_error(). Functions are registered through
- * spk_lua_setfuncs (args.h), which refuses arguments past each one's list.
+ * spk_lua_setfuncs_checked (bind.h), which refuses arguments past each one's list.
  * The rules for dtypes, broadcasting, numbers beside tensors and reductions
  * are the core's (core/tensor.h); this file only passes Lua integers and
  * floats on as such. */
@@ -17,230 +17,22 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "lua/args.h"
 #include "lua/tensor_area.h"
 
-#define TENSOR_METHODS_KEY "spk.tensor.methods"
 /* tostring(t) prints every element up to this many, then summarises with
  * "..." keeping FORMAT_EDGE items at each end of every dim. */
 #define FORMAT_THRESHOLD 1000
 #define FORMAT_EDGE 3
 
-/* ---- shared helpers (bind.h, tensor_area.h) ---- */
-
-int spk_lua_fail(lua_State *L)
-{
-    const char *msg = spk_last_error();
-    return luaL_error(L, "%s", *msg ? msg : "unknown error");
-}
-
-spk_tensor *spk_lua_totensor(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    return u ? u->t : NULL;
-}
-
-spk_tensor *spk_lua_checktensor(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    if (!u)
-        spk_lua_typeerror(L, idx, "tensor");
-    if (!u->t)
-        luaL_argerror(L, idx, "tensor is closed");
-    return u->t;
-}
-
-void spk_lua_pushtensor(lua_State *L, spk_tensor *t)
-{
-    if (!t)
-        spk_lua_fail(L);
-    spk_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->t = t;
-    luaL_setmetatable(L, SPK_TENSOR_MT);
-}
-
-void spk_lua_push_tensor_methods(lua_State *L)
-{
-    if (spk_lua_rawfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, LUA_REGISTRYINDEX, TENSOR_METHODS_KEY);
-    }
-}
-
-spk_dtype spk_lua_optdtype(lua_State *L, int arg, spk_dtype fallback)
-{
-    if (lua_isnoneornil(L, arg))
-        return fallback;
-    if (lua_type(L, arg) != LUA_TSTRING)
-        spk_lua_typeerror(L, arg, "dtype name");
-    const char *name = lua_tostring(L, arg);
-    spk_dtype dtype;
-    if (spk_dtype_from_name(name, &dtype) != 0)
-        luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected f32, f64, i32 or u64)", name));
-    return dtype;
-}
-
-static int64_t shape_entry(lua_State *L, int arg, int pos, int entry, bool allow_infer)
-{
-    int isint = 0;
-    lua_Integer v = lua_type(L, pos) == LUA_TNUMBER ? lua_tointegerx(L, pos, &isint) : 0;
-    if (!isint)
-        luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d must be an integer, got %s", entry,
-                                              spk_lua_describe(L, pos)));
-    if (v < 0 && !(allow_infer && v == -1))
-        luaL_argerror(L, arg, lua_pushfstring(L, "shape entry %d is negative (%I)", entry, v));
-    return (int64_t)v;
-}
-
-/* Shape from a table at `arg`, or from integer arguments arg..last. */
-static int read_shape(lua_State *L, int arg, int last, int *ndim, int64_t *shape, bool allow_infer)
-{
-    int n = 0;
-    if (lua_type(L, arg) == LUA_TTABLE) {
-        lua_Integer len = (lua_Integer)lua_rawlen(L, arg);
-        if (len > SPK_MAX_DIMS)
-            luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, at most %d are supported", len,
-                                                  SPK_MAX_DIMS));
-        lua_Integer entries = 0;
-        lua_pushnil(L);
-        while (lua_next(L, arg)) {
-            lua_pop(L, 1);
-            entries++;
-        }
-        if (entries != len)
-            luaL_argerror(L, arg, "shape table must be a list of integers (it has other keys)");
-        for (lua_Integer i = 1; i <= len; i++) {
-            lua_rawgeti(L, arg, i);
-            shape[n++] = shape_entry(L, arg, lua_gettop(L), (int)i, allow_infer);
-            lua_pop(L, 1);
-        }
-        *ndim = n;
-        return arg + 1;
-    }
-    int a = arg;
-    for (; a <= last && lua_type(L, a) == LUA_TNUMBER; a++) {
-        if (n == SPK_MAX_DIMS)
-            luaL_argerror(L, a, lua_pushfstring(L, "shape has more than %d dims", SPK_MAX_DIMS));
-        shape[n] = shape_entry(L, a, a, n + 1, allow_infer);
-        n++;
-    }
-    if (a == arg && !lua_isnoneornil(L, arg) && lua_type(L, arg) != LUA_TSTRING)
-        spk_lua_typeerror(L, arg, "shape (table or integers)");
-    *ndim = n;
-    return a;
-}
-
-int spk_lua_checkshape(lua_State *L, int arg, int *ndim, int64_t *shape, bool allow_infer)
-{
-    return read_shape(L, arg, lua_gettop(L), ndim, shape, allow_infer);
-}
-
-bool spk_lua_checkoptions(lua_State *L, int arg, const char *const *known)
-{
-    if (lua_isnoneornil(L, arg))
-        return false;
-    luaL_checktype(L, arg, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, arg)) {
-        lua_pop(L, 1);
-        const char *message = spk_lua_unknown_key(L, -1, known);
-        if (message)
-            luaL_argerror(L, arg, message);
-    }
-    return true;
-}
-
-double spk_lua_optfield_number(lua_State *L, int arg, const char *key, double fallback)
-{
-    if (lua_type(L, arg) != LUA_TTABLE)
-        return fallback;
-    spk_lua_rawfield(L, arg, key);
-    double v = fallback;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' must be a number, got %s", key,
-                                                  spk_lua_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-spk_dtype spk_lua_optfield_dtype(lua_State *L, int arg, spk_dtype fallback)
-{
-    if (lua_type(L, arg) != LUA_TTABLE)
-        return fallback;
-    spk_lua_rawfield(L, arg, "dtype");
-    spk_dtype dtype = fallback;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING || spk_dtype_from_name(lua_tostring(L, -1), &dtype) != 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "option 'dtype' must be f32, f64, i32 or u64, got %s",
-                                                  spk_lua_describe(L, -1)));
-    }
-    lua_pop(L, 1);
-    return dtype;
-}
-
 /* ---- argument checks that translate 1-based Lua to 0-based C ---- */
-
-/* A dim: 1..ndim, or -ndim..-1 counting from the last. */
-static int check_dim(lua_State *L, int arg, const spk_tensor *t)
-{
-    lua_Integer d = luaL_checkinteger(L, arg);
-    if (t->ndim == 0)
-        luaL_argerror(L, arg, "a 0-d tensor has no dims");
-    if (d < 0)
-        d += t->ndim + 1;
-    if (d < 1 || d > t->ndim)
-        luaL_argerror(L, arg, lua_pushfstring(L, "dim %I out of range 1..%d", luaL_checkinteger(L, arg), t->ndim));
-    return (int)d - 1;
-}
-
-/* A Lua number as a core scalar: integers stay exact. */
-static spk_scalar to_scalar(lua_State *L, int idx)
-{
-    if (lua_isinteger(L, idx))
-        return spk_scalar_int((int64_t)lua_tointeger(L, idx));
-    return spk_scalar_float((double)lua_tonumber(L, idx));
-}
-
-/* An optional dim of a reduction: nil for every element. */
-static int opt_reduce_dim(lua_State *L, int arg, const spk_tensor *t)
-{
-    if (lua_isnoneornil(L, arg))
-        return SPK_ALL_DIMS;
-    int isint = 0;
-    if (lua_type(L, arg) == LUA_TNUMBER)
-        lua_tointegerx(L, arg, &isint);
-    if (!isint)
-        luaL_argerror(L, arg, lua_pushfstring(L, "dim must be an integer, got %s", spk_lua_describe(L, arg)));
-    return check_dim(L, arg, t);
-}
 
 /* A number argument; strings are not converted (a tensor value is never text). */
 static spk_scalar check_number(lua_State *L, int arg)
 {
     if (lua_type(L, arg) != LUA_TNUMBER)
         spk_lua_typeerror(L, arg, "number");
-    return to_scalar(L, arg);
+    return spk_lua_toscalar(L, arg);
 }
-
-static bool opt_keepdim(lua_State *L, int arg)
-{
-    if (lua_isnoneornil(L, arg))
-        return false;
-    if (lua_type(L, arg) != LUA_TBOOLEAN)
-        luaL_argerror(L, arg, lua_pushfstring(L, "keepdim must be a boolean, got %s", spk_lua_describe(L, arg)));
-    return lua_toboolean(L, arg);
-}
-
-/* The checks above, for the area's other binding files (tensor_area.h). */
-int spk_lua_checkdim(lua_State *L, int arg, const spk_tensor *t) { return check_dim(L, arg, t); }
-int spk_lua_optreducedim(lua_State *L, int arg, const spk_tensor *t) { return opt_reduce_dim(L, arg, t); }
-bool spk_lua_optkeepdim(lua_State *L, int arg) { return opt_keepdim(L, arg); }
-spk_scalar spk_lua_toscalar(lua_State *L, int idx) { return to_scalar(L, idx); }
 
 /* A 1-based index into dim `dim`; returns it 0-based. */
 static int64_t check_index(lua_State *L, int arg, const spk_tensor *t, int dim, const char *what)
@@ -308,14 +100,15 @@ static void store_element(lua_State *L, spk_tensor *t, const int64_t *idx, int p
 
 /* ---- the userdata ---- */
 
-/* The slot of a tensor (open or closed) at idx. */
-static spk_lua_tensor *check_slot(lua_State *L, int idx)
+/* f(self) -> tensor. */
+static int unary(lua_State *L, spk_tensor *(*f)(const spk_tensor *))
 {
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    if (!u)
-        spk_lua_typeerror(L, idx, "tensor");
-    return u;
+    spk_lua_pushtensor(L, f(spk_lua_checktensor(L, 1)));
+    return 1;
 }
+
+/* The slot of a tensor (open or closed) at idx. */
+static spk_lua_tensor *check_slot(lua_State *L, int idx) { return spk_lua_checkudata(L, idx, SPK_TENSOR_MT, "tensor"); }
 
 /* Idempotent: shared by __gc, __close and t:close(). */
 static int tensor_release(lua_State *L)
@@ -418,7 +211,7 @@ static int tensor_newindex(lua_State *L)
     if (src) {
         rc = spk_tensor_assign(dst, src);
     } else if (lua_type(L, 3) == LUA_TNUMBER) {
-        rc = spk_tensor_fill_scalar(dst, to_scalar(L, 3));
+        rc = spk_tensor_fill_scalar(dst, spk_lua_toscalar(L, 3));
     } else {
         return luaL_error(L, "x[%I] = value: expected a number or a tensor, got %s", (lua_Integer)i + 1,
                           spk_lua_typename(L, 3));
@@ -462,9 +255,9 @@ static int arith(lua_State *L, spk_binop op, const char *symbol)
     if (a && b)
         spk_lua_pushtensor(L, spk_tensor_binary(op, a, b));
     else if (a && lua_type(L, 2) == LUA_TNUMBER)
-        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, to_scalar(L, 2), false));
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, spk_lua_toscalar(L, 2), false));
     else if (b && lua_type(L, 1) == LUA_TNUMBER)
-        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, b, to_scalar(L, 1), true));
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, b, spk_lua_toscalar(L, 1), true));
     else
         return luaL_error(L, "%s %s %s: expected tensors or numbers", spk_lua_typename(L, 1), symbol,
                           spk_lua_typename(L, 2));
@@ -476,11 +269,7 @@ static int tensor_sub_mm(lua_State *L) { return arith(L, SPK_OP_SUB, "-"); }
 static int tensor_mul_mm(lua_State *L) { return arith(L, SPK_OP_MUL, "*"); }
 static int tensor_div_mm(lua_State *L) { return arith(L, SPK_OP_DIV, "/"); }
 
-static int tensor_unm_mm(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_unm_mm(lua_State *L) { return unary(L, spk_tensor_neg); }
 
 /* Operators tensors do not have: a message saying what to use instead
  * (rather than Lua's "attempt to perform arithmetic on a userdata value"). */
@@ -553,7 +342,7 @@ static int tensor_size(lua_State *L)
     if (lua_isnoneornil(L, 2))
         push_int64_list(L, t->ndim, t->shape);
     else
-        lua_pushinteger(L, (lua_Integer)t->shape[check_dim(L, 2, t)]);
+        lua_pushinteger(L, (lua_Integer)t->shape[spk_lua_checkdim(L, 2, t)]);
     return 1;
 }
 
@@ -598,7 +387,7 @@ static int tensor_is_contiguous(lua_State *L)
 static int tensor_narrow(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    int dim = check_dim(L, 2, t);
+    int dim = spk_lua_checkdim(L, 2, t);
     lua_Integer start = luaL_checkinteger(L, 3);
     lua_Integer length = luaL_checkinteger(L, 4);
     lua_Integer size = t->shape[dim];
@@ -616,7 +405,7 @@ static int tensor_narrow(lua_State *L)
 static int tensor_select(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    int dim = check_dim(L, 2, t);
+    int dim = spk_lua_checkdim(L, 2, t);
     int64_t index = check_index(L, 3, t, dim, "index");
     spk_lua_pushtensor(L, spk_tensor_select(t, dim, index));
     return 1;
@@ -628,7 +417,7 @@ static int tensor_select(lua_State *L)
 static int tensor_slice(lua_State *L)
 {
     spk_tensor *t = spk_lua_checktensor(L, 1);
-    int dim = check_dim(L, 2, t);
+    int dim = spk_lua_checkdim(L, 2, t);
     lua_Integer size = t->shape[dim];
     lua_Integer first = luaL_checkinteger(L, 3);
     lua_Integer last = luaL_optinteger(L, 4, -1);
@@ -662,20 +451,28 @@ static int tensor_transpose(lua_State *L)
         d0 = 0;
         d1 = 1;
     } else {
-        d0 = check_dim(L, 2, t);
-        d1 = check_dim(L, 3, t);
+        d0 = spk_lua_checkdim(L, 2, t);
+        d1 = spk_lua_checkdim(L, 3, t);
     }
     spk_lua_pushtensor(L, spk_tensor_transpose(t, d0, d1));
     return 1;
 }
 
+/* t:view(shape) and t:reshape(shape): self, then the new shape (one -1
+ * inferred); self is taken again after it (the shape table's metamethods may
+ * have closed it). */
+static spk_tensor *self_and_shape(lua_State *L, int *ndim, int64_t *shape)
+{
+    spk_lua_checktensor(L, 1);
+    spk_lua_check_end(L, spk_lua_checkshape(L, 2, ndim, shape, true));
+    return spk_lua_checktensor(L, 1);
+}
+
 static int tensor_view(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
-    t = spk_lua_checktensor(L, 1); /* the shape table's metamethods may have closed it */
+    spk_tensor *t = self_and_shape(L, &ndim, shape);
     if (!spk_tensor_is_contiguous(t))
         return luaL_error(L, "view: the tensor is not contiguous; use reshape() or contiguous() first");
     spk_lua_pushtensor(L, spk_tensor_view(t, ndim, shape));
@@ -685,12 +482,9 @@ static int tensor_view(lua_State *L)
 /* Like view, but copies first when the data is not contiguous. */
 static int tensor_reshape(lua_State *L)
 {
-    spk_tensor *t = spk_lua_checktensor(L, 1);
     int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    spk_lua_check_end(L, spk_lua_checkshape(L, 2, &ndim, shape, true));
-    t = spk_lua_checktensor(L, 1);
-    spk_tensor *c = spk_tensor_contiguous(t);
+    spk_tensor *c = spk_tensor_contiguous(self_and_shape(L, &ndim, shape));
     if (!c)
         return spk_lua_fail(L);
     spk_tensor *v = spk_tensor_view(c, ndim, shape);
@@ -701,17 +495,9 @@ static int tensor_reshape(lua_State *L)
 
 /* ---- copies ---- */
 
-static int tensor_contiguous(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_contiguous(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_contiguous(lua_State *L) { return unary(L, spk_tensor_contiguous); }
 
-static int tensor_clone(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_clone(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_clone(lua_State *L) { return unary(L, spk_tensor_clone); }
 
 /* t:to(x): a dtype name converts; anything else goes to methods.to_device
  * (installed by the CUDA bindings) when present. */
@@ -801,7 +587,7 @@ static int method_binary(lua_State *L, spk_binop op)
 {
     spk_tensor *a = spk_lua_checktensor(L, 1); /* self first: a closed self says so */
     if (lua_type(L, 2) == LUA_TNUMBER) {
-        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, to_scalar(L, 2), false));
+        spk_lua_pushtensor(L, spk_tensor_binary_scalar(op, a, spk_lua_toscalar(L, 2), false));
         return 1;
     }
     if (!spk_lua_totensor(L, 2) && !luaL_testudata(L, 2, SPK_TENSOR_MT))
@@ -821,7 +607,8 @@ static int tensor_lt(lua_State *L) { return method_binary(L, SPK_OP_LT); }
 static int tensor_le(lua_State *L) { return method_binary(L, SPK_OP_LE); }
 static int tensor_gt(lua_State *L) { return method_binary(L, SPK_OP_GT); }
 static int tensor_ge(lua_State *L) { return method_binary(L, SPK_OP_GE); }
-int spk_lua_method_binary(lua_State *L, spk_binop op) { return method_binary(L, op); }
+static int tensor_pow(lua_State *L) { return method_binary(L, SPK_OP_POW); }
+static int tensor_mod(lua_State *L) { return method_binary(L, SPK_OP_MOD); }
 
 /* scale(s): self * s for a number s (as x * s). */
 static int tensor_scale(lua_State *L)
@@ -831,17 +618,9 @@ static int tensor_scale(lua_State *L)
     return 1;
 }
 
-static int tensor_neg(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_neg(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_neg(lua_State *L) { return unary(L, spk_tensor_neg); }
 
-static int tensor_abs(lua_State *L)
-{
-    spk_lua_pushtensor(L, spk_tensor_abs(spk_lua_checktensor(L, 1)));
-    return 1;
-}
+static int tensor_abs(lua_State *L) { return unary(L, spk_tensor_abs); }
 
 /* 0-based positions (a new i32 tensor) to 1-based ones, replacing it. */
 static spk_tensor *one_based(spk_tensor *positions)
@@ -862,8 +641,8 @@ static int reduce(lua_State *L, spk_reduction r, double p, int arg)
     spk_tensor *t = spk_lua_checktensor(L, 1);
     if (lua_type(L, arg) == LUA_TTABLE)
         return spk_lua_reduce_dims(L, r, p, arg);
-    int dim = opt_reduce_dim(L, arg, t);
-    bool keepdim = opt_keepdim(L, arg + 1);
+    int dim = spk_lua_optreducedim(L, arg, t);
+    bool keepdim = spk_lua_optkeepdim(L, arg + 1);
     if (dim == SPK_ALL_DIMS && !keepdim) {
         spk_scalar v;
         if (spk_tensor_reduce_value(t, r, p, &v) != 0)
@@ -940,7 +719,7 @@ static int module_full(lua_State *L)
         value_arg = lua_type(L, top) == LUA_TSTRING ? top - 1 : top;
         if (value_arg < 1)
             value_arg = 1;
-        int after = read_shape(L, 1, value_arg - 1, &ndim, shape, false);
+        int after = spk_lua_readshape(L, 1, value_arg - 1, &ndim, shape, false);
         if (after < value_arg)
             luaL_argerror(L, after, lua_pushfstring(L, "shape entry %d must be an integer, got %s", after,
                                                     spk_lua_describe(L, after)));
@@ -1058,7 +837,7 @@ static int module_is_tensor(lua_State *L)
     return 1;
 }
 
-/* Parameters as the argument check shows them (args.h); "..." marks lists the function
+/* Parameters as the argument check shows them (bind.h); "..." marks lists the function
  * checks itself (spk_lua_check_end, or get/set's count of indices). */
 static const spk_lua_checked_reg tensor_methods[] = {
     {"close", tensor_close,
@@ -1168,6 +947,11 @@ static const spk_lua_checked_reg tensor_methods[] = {
     {"ge", tensor_ge,
      "t:ge(u) -> tensor\nElementwise t >= u as i32 1 and 0.",
      "other"},
+    {"pow", tensor_pow,
+     "t:pow(u) -> tensor\nElementwise t ^ u, broadcast and promoted as add (integers: no negative exponent); also t ^ u.",
+     "other"},
+    {"mod", tensor_mod,
+     "t:mod(u) -> tensor\nElementwise t % u with the divisor's sign, as Lua's % and NumPy's remainder; also t % u.", "other"},
     {"scale", tensor_scale,
      "t:scale(number) -> tensor\nEvery element times number.",
      "factor"},
@@ -1255,14 +1039,6 @@ static const spk_lua_checked_reg module_functions[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static bool tensor_closed(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    return u && !u->t;
-}
-
-static const spk_lua_self tensor_self = {"tensor", tensor_closed};
-
 #define TENSOR_DOC \
     "tensor: an n-d array (up to 8 dims) of f32, f64, i32 or u64 on the host or a CUDA device.\n" \
     "Dims and indices are 1-based. Views (narrow, select, slice, transpose, view) share storage;\n" \
@@ -1273,7 +1049,7 @@ void spk_open_tensor(lua_State *L, int module)
     /* The methods table lives in the registry so other areas can extend it;
      * an existing one is kept (and so are methods others added to it). */
     spk_lua_push_tensor_methods(L);
-    spk_lua_setfuncs_checked(L, tensor_methods, &tensor_self);
+    spk_lua_setfuncs_checked(L, tensor_methods, &spk_lua_tensor_self);
     int methods = lua_gettop(L);
     spk_lua_settype(L, SPK_TENSOR_MT, methods, TENSOR_DOC);
 

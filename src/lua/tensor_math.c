@@ -1,16 +1,15 @@
 /* Lua bindings of NumPy's other everyday tensor functions (core/tensor.h):
  * spk.empty, linspace, eye, cat, stack, where, matmul, exp, log, sqrt, abs,
  * isnan, isfinite and print_options, and the methods exp, log, sqrt, isnan,
- * isfinite, any, all, mm / matmul, squeeze, unsqueeze, permute, pow and mod
- * (x ^ y and x % y are the tensor metamethods, in tensor.c). Reductions over
+ * isfinite, any, all, mm / matmul, squeeze, unsqueeze and permute
+ * (pow and mod, and the metamethods x ^ y and x % y, are tensor.c's). Reductions over
  * a list of dims ({1, 3}) come here from every reduction method.
  *
  * Dims are 1-based and negative from the end, as everywhere in Lua; the core
- * sees them 0-based. Registered through spk_lua_setfuncs_checked (args.h). */
+ * sees them 0-based. Registered through lua/bind.h. */
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "lua/args.h"
 #include "lua/tensor_area.h"
 
 #define PRINT_DIGITS_KEY "spk.tensor.print_digits"
@@ -106,7 +105,6 @@ static int module_linspace(lua_State *L)
     if (num < 0)
         luaL_argerror(L, 3, lua_pushfstring(L, "num must be >= 0, got %I", num));
     spk_dtype dtype = spk_lua_optdtype(L, dtype_arg, SPK_F32);
-    spk_lua_check_end(L, dtype_arg + 1);
     spk_lua_pushtensor(L, spk_tensor_linspace(dtype, start, stop, (int64_t)num));
     return 1;
 }
@@ -119,7 +117,6 @@ static int module_eye(lua_State *L)
     if (n < 0 || m < 0)
         luaL_argerror(L, n < 0 ? 1 : 2, "sizes must be >= 0");
     spk_dtype dtype = spk_lua_optdtype(L, dtype_arg, SPK_F32);
-    spk_lua_check_end(L, dtype_arg + 1);
     spk_lua_pushtensor(L, spk_tensor_eye(dtype, (int64_t)n, (int64_t)m));
     return 1;
 }
@@ -324,9 +321,6 @@ static int tensor_permute(lua_State *L)
     return 1;
 }
 
-static int tensor_pow(lua_State *L) { return spk_lua_method_binary(L, SPK_OP_POW); }
-static int tensor_mod(lua_State *L) { return spk_lua_method_binary(L, SPK_OP_MOD); }
-
 static const spk_lua_checked_reg methods[] = {
     {"exp", fn_exp, "t:exp() -> tensor\nElementwise e^t: f32 stays f32, other dtypes give f64 (as NumPy's exp).", ""},
     {"log", fn_log, "t:log() -> tensor\nElementwise natural logarithm (of a negative number NaN, of 0 -Inf); f32 stays f32, else f64.",
@@ -351,11 +345,6 @@ static const spk_lua_checked_reg methods[] = {
     {"permute", tensor_permute,
      "t:permute(d1, d2, ...) -> view\nThe dims reordered: dim k of the result is dim dk of t (every dim once; also permute{...}).",
      "dims..."},
-    {"pow", tensor_pow,
-     "t:pow(u) -> tensor\nElementwise t ^ u, broadcast and promoted as add (integers: no negative exponent); also t ^ u.",
-     "other"},
-    {"mod", tensor_mod,
-     "t:mod(u) -> tensor\nElementwise t % u with the divisor's sign, as Lua's % and NumPy's remainder; also t % u.", "other"},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -406,20 +395,10 @@ static const spk_lua_checked_reg functions[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-static bool tensor_closed(lua_State *L, int idx)
-{
-    spk_lua_tensor *u = luaL_testudata(L, idx, SPK_TENSOR_MT);
-    return u && !u->t;
-}
-
-static const spk_lua_self tensor_self = {"tensor", tensor_closed};
-
 void spk_open_tensor_math(lua_State *L, int module)
 {
     spk_lua_push_tensor_methods(L);
-    spk_lua_setfuncs_checked(L, methods, &tensor_self);
+    spk_lua_setfuncs_checked(L, methods, &spk_lua_tensor_self);
     lua_pop(L, 1);
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs_checked(L, functions, NULL);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, functions, NULL);
 }

@@ -18,39 +18,36 @@
  * Every binding refuses arguments and option keys it does not take; argument
  * tables are read raw (bind.h), and tensor and demo pointers are taken after
  * the last allocation before their use. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
-#include "lua/bind.h"
+#include "lua/areas.h"
 #include "lua/timeline.h"
 
-#define DEMO_MT "spk.timeline_demo"
 
-/* t[key] (raw) as an integer in [lo, hi]; def when absent (def < lo: required).
- * Makes no allocation (spk_lua_rawfield), so pointers taken before stay valid. */
-static lua_Integer raw_int(lua_State *L, int t, const char *key, lua_Integer def, lua_Integer lo, lua_Integer hi,
-                           const char *where)
+/* The selection's fields, read and pushed by this one list: the member, the
+ * value when left out (below lo: required) and the bounds (the rest:
+ * cuda/timeline.c). */
+#define SELECTION_FIELD(name) #name, offsetof(spk_timeline_selection, name)
+static const struct {
+    const char *name;
+    size_t offset;
+    lua_Integer def, lo, hi;
+} selection_fields[] = {
+    {SELECTION_FIELD(layer), 0, 0, INT32_MAX},       {SELECTION_FIELD(direction), 0, 0, 1},
+    {SELECTION_FIELD(first_step), -1, 0, INT32_MAX}, {SELECTION_FIELD(steps), -1, 1, INT32_MAX},
+    {SELECTION_FIELD(first_block), -1, 0, INT32_MAX}, {SELECTION_FIELD(blocks), -1, 1, INT32_MAX},
+    {SELECTION_FIELD(warp), 0, 0, 31},
+};
+#define SELECTION_FIELDS ((int)(sizeof selection_fields / sizeof *selection_fields))
+
+static int *selection_member(spk_timeline_selection *sel, int i)
 {
-    int type = spk_lua_rawfield(L, t, key);
-    lua_Integer v = def;
-    if (type != LUA_TNIL) {
-        int ok = 0;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s.%s must be an integer, got %s", where, key, spk_lua_describe(L, -1));
-    } else if (def < lo) {
-        luaL_error(L, "%s.%s is required", where, key);
-    }
-    if (v < lo || v > hi)
-        luaL_error(L, "%s.%s must be %I .. %I, got %I", where, key, lo, hi, v);
-    lua_pop(L, 1);
-    return v;
+    return (int *)(void *)((char *)sel + selection_fields[i].offset);
 }
-
-static const char *const selection_keys[] = {"layer", "direction", "first_step", "steps",
-                                             "first_block", "blocks", "warp", NULL};
 
 /* The C selection from the 0-based table at idx (bounds: cuda/timeline.c). */
 void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selection *sel)
@@ -58,14 +55,13 @@ void spk_lua_read_timeline_selection(lua_State *L, int idx, spk_timeline_selecti
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "timeline selection must be a table, got %s", spk_lua_describe(L, idx));
     int t = lua_absindex(L, idx);
-    spk_lua_checkkeys(L, t, selection_keys, "timeline");
-    sel->layer = (int)raw_int(L, t, "layer", 0, 0, INT32_MAX, "timeline");
-    sel->direction = (int)raw_int(L, t, "direction", 0, 0, 1, "timeline");
-    sel->first_step = (int)raw_int(L, t, "first_step", -1, 0, INT32_MAX, "timeline");
-    sel->steps = (int)raw_int(L, t, "steps", -1, 1, INT32_MAX, "timeline");
-    sel->first_block = (int)raw_int(L, t, "first_block", -1, 0, INT32_MAX, "timeline");
-    sel->blocks = (int)raw_int(L, t, "blocks", -1, 1, INT32_MAX, "timeline");
-    sel->warp = (int)raw_int(L, t, "warp", 0, 0, 31, "timeline");
+    const char *keys[SELECTION_FIELDS + 1] = {NULL};
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        keys[i] = selection_fields[i].name;
+    spk_lua_checkkeys(L, t, keys, "timeline");
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        *selection_member(sel, i) = (int)spk_lua_intfield(L, t, selection_fields[i].name, selection_fields[i].def,
+                                                          selection_fields[i].lo, selection_fields[i].hi, "timeline");
 }
 
 /* Stage names from the list at idx, copied into one userdata left on the
@@ -123,9 +119,9 @@ void spk_lua_push_timeline_columns(lua_State *L, const spk_timeline_stages *stag
         if (spk_timeline_column(stages, i, name, sizeof name, &unit, &about) != 0)
             spk_lua_fail(L);
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, name), lua_setfield(L, -2, "name");
-        lua_pushstring(L, unit), lua_setfield(L, -2, "unit");
-        lua_pushstring(L, about), lua_setfield(L, -2, "about");
+        spk_lua_setstring(L, "name", name);
+        spk_lua_setstring(L, "unit", unit);
+        spk_lua_setstring(L, "about", about);
         lua_rawseti(L, -2, i + 1);
     }
 }
@@ -133,29 +129,23 @@ void spk_lua_push_timeline_columns(lua_State *L, const spk_timeline_stages *stag
 void spk_lua_push_timeline_clock(lua_State *L, const spk_timeline_clock *c)
 {
     lua_createtable(L, 0, 10);
-    lua_pushnumber(L, c->cycles_per_ns), lua_setfield(L, -2, "cycles_per_ns");
-    lua_pushboolean(L, c->fitted), lua_setfield(L, -2, "fitted");
-    lua_pushnumber(L, c->quantum_ns), lua_setfield(L, -2, "quantum_ns");
-    lua_pushnumber(L, c->residual_ns), lua_setfield(L, -2, "residual_ns");
-    lua_pushinteger(L, (lua_Integer)c->origin), lua_setfield(L, -2, "origin");
-    lua_pushinteger(L, c->blocks), lua_setfield(L, -2, "blocks");
-    lua_pushinteger(L, (lua_Integer)c->records), lua_setfield(L, -2, "records");
-    lua_pushinteger(L, (lua_Integer)c->stamps), lua_setfield(L, -2, "stamps");
-    const spk_timeline_selection *s = &c->selection;
-    lua_createtable(L, 0, 7);
-    lua_pushinteger(L, s->layer), lua_setfield(L, -2, "layer");
-    lua_pushinteger(L, s->direction), lua_setfield(L, -2, "direction");
-    lua_pushinteger(L, s->first_step), lua_setfield(L, -2, "first_step");
-    lua_pushinteger(L, s->steps), lua_setfield(L, -2, "steps");
-    lua_pushinteger(L, s->first_block), lua_setfield(L, -2, "first_block");
-    lua_pushinteger(L, s->blocks), lua_setfield(L, -2, "blocks");
-    lua_pushinteger(L, s->warp), lua_setfield(L, -2, "warp");
+    spk_lua_setnumber(L, "cycles_per_ns", c->cycles_per_ns);
+    spk_lua_setbool(L, "fitted", c->fitted);
+    spk_lua_setnumber(L, "quantum_ns", c->quantum_ns);
+    spk_lua_setnumber(L, "residual_ns", c->residual_ns);
+    spk_lua_setint(L, "origin", (lua_Integer)c->origin);
+    spk_lua_setint(L, "blocks", c->blocks);
+    spk_lua_setint(L, "records", (lua_Integer)c->records);
+    spk_lua_setint(L, "stamps", (lua_Integer)c->stamps);
+    spk_timeline_selection s = c->selection;
+    lua_createtable(L, 0, SELECTION_FIELDS);
+    for (int i = 0; i < SELECTION_FIELDS; i++)
+        spk_lua_setint(L, selection_fields[i].name, *selection_member(&s, i));
     lua_setfield(L, -2, "selection");
 }
 
 static int l_decode(lua_State *L)
 {
-    spk_lua_noextra(L, 3);
     double rate = luaL_optnumber(L, 3, 0); /* before read_stage_names pushes its copy */
     lua_settop(L, 3);
     spk_lua_checktensor(L, 1); /* its errors first */
@@ -174,7 +164,6 @@ static int l_decode(lua_State *L)
 
 static int l_columns(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     lua_settop(L, 1);
     spk_timeline_stages stages;
     read_stage_names(L, 1, &stages);
@@ -223,54 +212,32 @@ void spk_lua_set_timeline_stages(lua_State *L, const spk_timeline_stages *st)
 
 static int l_demo_stages(lua_State *L)
 {
-    spk_lua_noextra(L, 0);
     push_stages(L, spk_timeline_demo_stages());
     return 1;
 }
 
 /* ---- the demo ------------------------------------------------------------- */
 
-typedef struct lua_demo {
-    spk_timeline_demo *d;
-} lua_demo;
+static spk_lua_type demo_type; /* below */
 
-static spk_timeline_demo *check_demo(lua_State *L)
-{
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    if (!u->d)
-        luaL_argerror(L, 1, "timeline demo is closed");
-    return u->d;
-}
-
-/* Idempotent: __gc, __close and (behind the argument check) close(). */
-static int demo_release(lua_State *L)
-{
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    spk_timeline_demo_free(u->d);
-    u->d = NULL;
-    return 0;
-}
-
+/* Idempotent: __gc, __close and close(). */
 static const char *const demo_keys[] = {"cluster", "batch", "steps", "weights", NULL};
 
 static int l_demo_new(lua_State *L)
 {
-    spk_lua_noextra(L, 1);
     luaL_checktype(L, 1, LUA_TTABLE);
     spk_lua_checkkeys(L, 1, demo_keys, "timeline_demo_new");
     /* the userdata first: nothing allocates after the weights are taken */
-    lua_demo *u = lua_newuserdatauv(L, sizeof *u, 0);
-    u->d = NULL;
-    luaL_setmetatable(L, DEMO_MT);
+    void **slot = spk_lua_newobject(L, &demo_type);
     spk_timeline_demo_shape shape;
-    shape.cluster = (int)raw_int(L, 1, "cluster", 4, 1, 64, "timeline demo");
-    shape.batch = raw_int(L, 1, "batch", -1, 1, INT32_MAX, "timeline demo");
-    shape.steps = raw_int(L, 1, "steps", -1, 1, INT32_MAX, "timeline demo");
+    shape.cluster = (int)spk_lua_intfield(L, 1, "cluster", 4, 1, 64, "timeline demo");
+    shape.batch = spk_lua_intfield(L, 1, "batch", -1, 1, INT32_MAX, "timeline demo");
+    shape.steps = spk_lua_intfield(L, 1, "steps", -1, 1, INT32_MAX, "timeline demo");
     spk_lua_rawfield(L, 1, "weights");
     spk_tensor *weights = spk_lua_totensor(L, -1);
     if (!weights)
         return luaL_error(L, "timeline demo.weights must be a tensor [2, 64, 64], got %s", spk_lua_describe(L, -1));
-    if (!(u->d = spk_timeline_demo_new(&shape, weights)))
+    if (!(*slot = spk_timeline_demo_new(&shape, weights)))
         return spk_lua_fail(L);
     lua_pop(L, 1); /* the weights: the demo holds its own copy on the device */
     return 1;
@@ -278,14 +245,12 @@ static int l_demo_new(lua_State *L)
 
 static int demo_forward(lua_State *L)
 {
-    check_demo(L); /* self first: a closed one is what is wrong */
-    spk_lua_noextra(L, 3);
     spk_timeline_selection sel;
     bool timeline = !lua_isnoneornil(L, 3);
     if (timeline)
         spk_lua_read_timeline_selection(L, 3, &sel);
     const spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_timeline_demo *d = check_demo(L);
+    spk_timeline_demo *d = spk_lua_checkobject(L, 1, &demo_type);
     spk_tensor *stamps = NULL;
     spk_timeline_clock clock;
     spk_tensor *y = spk_timeline_demo_forward(d, x, timeline ? &sel : NULL, timeline ? &stamps : NULL, &clock);
@@ -302,11 +267,9 @@ static int demo_forward(lua_State *L)
 
 static int demo_time(lua_State *L)
 {
-    check_demo(L);
-    spk_lua_noextra(L, 6);
     spk_lua_checktensor(L, 2);
     static const char *const builds[] = {"plain", "timeline", NULL};
-    bool timeline = luaL_checkoption(L, 3, NULL, builds) == 1;
+    bool timeline = spk_lua_checkoption(L, 3, -1, builds, NULL) == 1;
     lua_Integer rounds = luaL_checkinteger(L, 4), warmup = luaL_optinteger(L, 5, 2);
     if (rounds < 1 || rounds > 100000 || warmup < 0 || warmup > 100000)
         return luaL_error(L, "timeline demo time: rounds must be 1 .. 100000 and warmup 0 .. 100000, got %I and %I",
@@ -318,7 +281,7 @@ static int demo_time(lua_State *L)
     double *ms = lua_newuserdatauv(L, sizeof *ms * (size_t)rounds, 0);
     /* taken after the allocation, which may run a finalizer that closes them */
     const spk_tensor *x = spk_lua_checktensor(L, 2);
-    spk_timeline_demo *d = check_demo(L);
+    spk_timeline_demo *d = spk_lua_checkobject(L, 1, &demo_type);
     if (spk_timeline_demo_time(d, x, timeline, records ? &sel : NULL, (int)rounds, (int)warmup, ms) != 0)
         return spk_lua_fail(L);
     lua_createtable(L, (int)rounds, 0);
@@ -331,87 +294,79 @@ static int demo_time(lua_State *L)
 
 static int demo_info(lua_State *L)
 {
-    check_demo(L);
-    spk_lua_noextra(L, 1);
     /* a copy: the tables made below may run a finalizer that closes the demo */
-    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(check_demo(L));
+    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(spk_lua_checkobject(L, 1, &demo_type));
     lua_createtable(L, 0, 7);
-    lua_pushinteger(L, g.blocks / g.tiles), lua_setfield(L, -2, "cluster");
-    lua_pushinteger(L, g.hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, g.threads), lua_setfield(L, -2, "threads");
-    lua_pushinteger(L, g.threads / 32), lua_setfield(L, -2, "warps");
-    lua_pushinteger(L, g.tile_rows), lua_setfield(L, -2, "tile_rows");
-    lua_pushinteger(L, g.tiles), lua_setfield(L, -2, "tiles");
-    lua_pushinteger(L, g.blocks), lua_setfield(L, -2, "blocks");
+    spk_lua_setint(L, "cluster", g.blocks / g.tiles);
+    spk_lua_setint(L, "hidden", g.hidden);
+    spk_lua_setint(L, "threads", g.threads);
+    spk_lua_setint(L, "warps", g.threads / 32);
+    spk_lua_setint(L, "tile_rows", g.tile_rows);
+    spk_lua_setint(L, "tiles", g.tiles);
+    spk_lua_setint(L, "blocks", g.blocks);
     return 1;
 }
 
-static int demo_tostring(lua_State *L)
+static void demo_tostring(lua_State *L, void *d)
 {
-    lua_demo *u = luaL_checkudata(L, 1, DEMO_MT);
-    if (!u->d) {
-        lua_pushliteral(L, "timeline demo (closed)");
-        return 1;
-    }
-    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(u->d);
+    const spk_timeline_demo_geometry g = *spk_timeline_demo_geometry_of(d);
     lua_pushfstring(L, "timeline demo (cluster %d, %d tiles of %d rows)", g.blocks / g.tiles, g.tiles, g.tile_rows);
-    return 1;
 }
 
-static const spk_lua_reg demo_methods[] = {
+static const spk_lua_checked_reg demo_methods[] = {
     {"forward", demo_forward,
      "demo:forward(x[, selection]) -> y[, stamps, columns, clock]\n"
      "x f32 [batch, steps, 64] on the host or the device; with a selection (0-based: layer, direction,\n"
-     "first_step, steps, first_block, blocks, warp) the timeline build records it and the decode comes too."},
+     "first_step, steps, first_block, blocks, warp) the timeline build records it and the decode comes too.",
+     "x, selection"},
     {"time", demo_time,
      "demo:time(x, \"plain\" | \"timeline\", rounds[, warmup[, selection]]) -> {ms, ...}\n"
      "Launches timed by events, after warmup ones: the plain build, or the timeline build recording the\n"
-     "selection (none: recording nothing)."},
+     "selection (none: recording nothing).",
+     "x, build, rounds, warmup, selection"},
     {"info", demo_info,
      "demo:info() -> {cluster =, hidden =, threads =, warps =, tile_rows =, tiles =, blocks =}\n"
-     "What the shape launches."},
-    {NULL, NULL, NULL},
+     "What the shape launches.",
+     ""},
+    {NULL, NULL, NULL, NULL},
 };
 
-static const spk_lua_reg module_functions[] = {
+static void demo_free(void *d) { spk_timeline_demo_free(d); }
+
+static spk_lua_type demo_type = {.metatable = "spk.timeline_demo", .name = "timeline demo",
+    .methods = demo_methods, .free = demo_free, .tostring = demo_tostring,
+    .doc = "timeline demo (C): the instrumented cluster recurrence inside spk.timeline.demo's plan (plan.core).",
+    .close_doc = "demo:close()\nFrees the demo's device memory now (also <close> and collection).",
+};
+
+static const spk_lua_checked_reg module_functions[] = {
     {"timeline_decode", l_decode,
      "spk.core.timeline_decode(raw, stage_names[, cycles_per_ns]) -> stamps, columns, clock\n"
      "A timeline build's raw u64 buffer as f64 [records, columns] on one time base (spk.timeline.decode\n"
-     "calls it); cycles_per_ns > 0 aligns with that clock rate instead of the fitted one."},
+     "calls it); cycles_per_ns > 0 aligns with that clock rate instead of the fitted one.",
+     "raw, stage_names, cycles_per_ns"},
     {"timeline_columns", l_columns,
      "spk.core.timeline_columns(stage_names) -> {{name =, unit =, about =}, ...}\n"
-     "The columns a decode of a kernel with these stages gives."},
+     "The columns a decode of a kernel with these stages gives.",
+     "stage_names"},
     {"timeline_demo_stages", l_demo_stages,
      "spk.core.timeline_demo_stages() -> {names = {...}, waits_for = {...}}\n"
-     "The demo kernel's stages and, for each, the stage it waits for (1-based) or false."},
+     "The demo kernel's stages and, for each, the stage it waits for (1-based) or false.",
+     ""},
     {"timeline_demo_new", l_demo_new,
      "spk.core.timeline_demo_new{cluster =, batch =, steps =, weights =} -> demo\n"
-     "The demo kernel's plan (what spk.timeline.demo builds); weights f32 [2, 64, 64]."},
-    {NULL, NULL, NULL},
+     "The demo kernel's plan (what spk.timeline.demo builds); weights f32 [2, 64, 64].",
+     "options"},
+    {NULL, NULL, NULL, NULL},
 };
 
 void spk_open_timeline(lua_State *L, int module)
 {
-    luaL_newmetatable(L, DEMO_MT);
-    lua_pushliteral(L, "timeline demo"); /* what messages call it */
+    spk_lua_newtype(L, &demo_type);
+    luaL_getmetatable(L, demo_type.metatable);
+    lua_pushliteral(L, "timeline demo"); /* what Lua's own messages call it */
     lua_setfield(L, -2, "__name");
-    lua_pushcfunction(L, demo_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, demo_release);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, demo_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_newtable(L);
-    spk_lua_setfuncs(L, demo_methods, 0);
-    spk_lua_push_close_method(L, demo_release);
-    spk_lua_setdoc(L, -1, "demo:close()\nFrees the demo's device memory now (also <close> and collection).");
-    lua_setfield(L, -2, "close");
-    spk_lua_settype(L, DEMO_MT, -1,
-                    "timeline demo (C): the instrumented cluster recurrence inside spk.timeline.demo's plan (plan.core).");
-    lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
-    lua_pushvalue(L, module);
-    spk_lua_setfuncs(L, module_functions, 0);
-    lua_pop(L, 1);
+    spk_lua_register(L, module, module_functions, "spk.core");
 }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/runtime.h"
 #include "lstm/cluster.h"
+#include "lstm/stack_plan.h"
 
 /* A variant spk_cluster_variant_derive refuses, with `message` in the error
  * (a macro: failures name the caller's line). */
@@ -31,7 +32,7 @@ static void use_fresh_cache(void)
 static spk_cluster_variant variant(int hidden, int push, int cluster, int threads, int rows, int gate_block)
 {
     spk_cluster_variant v = {.hidden = hidden, .push = push, .cluster = cluster, .threads = threads,
-                             .tile_rows = rows, .gate_block = gate_block};
+                             .max_tile_rows = rows, .gate_block = gate_block};
     spk_cluster_variant_fit(&v);
     return v;
 }
@@ -150,7 +151,7 @@ static void check_compiles_within_budget(const spk_cluster_variant *v, const cha
         fprintf(stderr, "  %s: hidden %3d push %-6s cluster %2d threads %4d gate_block %d tile_rows %2d row_group %d "
                         "min_blocks %d gates_ahead %d row_phases %d early_gates %d cell %d: %3d registers (budget "
                         "%d), %3d bytes spill stores, smem %zu\n",
-                label, v->hidden, push_name(v->push), v->cluster, v->threads, v->gate_block, v->tile_rows,
+                label, v->hidden, push_name(v->push), v->cluster, v->threads, v->gate_block, v->max_tile_rows,
                 v->row_group, v->min_blocks, v->gates_ahead, v->row_phases, v->early_gates, v->cell, registers,
                 sizes.registers, spills, sizes.smem_bytes);
     CHECK(within);
@@ -181,9 +182,10 @@ TEST(baseline_variants_compile_for_sm90_without_spills)
 static void check_default_compiles(int hidden, int64_t batch)
 {
     int64_t tile_rows = -1;
-    spk_cluster_variant v = spk_cluster_variant_for_batch(hidden, batch, &tile_rows);
+    spk_cluster_variant v = spk_cluster_variant_for_batch(hidden, batch);
+    tile_rows = v.tile_rows;
     CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
-    CHECK(tile_rows >= 0 && tile_rows <= v.tile_rows);
+    CHECK(tile_rows >= 0 && tile_rows <= v.max_tile_rows);
     char label[64];
     snprintf(label, sizeof label, "default hidden %d batch %lld", hidden, (long long)batch);
     check_compiles_within_budget(&v, label);
@@ -212,7 +214,7 @@ TEST(direct_push_option_sets_compile_without_spills)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         spk_cluster_variant v = {.hidden = 128, .push = cases[i].push, .cluster = cases[i].cluster,
-                                 .threads = cases[i].threads, .tile_rows = cases[i].rows,
+                                 .threads = cases[i].threads, .max_tile_rows = cases[i].rows,
                                  .gate_block = cases[i].gate_block, .gates_ahead = cases[i].gates_ahead,
                                  .row_phases = cases[i].row_phases};
         spk_cluster_variant_fit(&v);
@@ -250,7 +252,7 @@ TEST(step_variants_compile_without_spills)
             if (i >= 3 && !forms[f].combined)
                 continue;
             spk_cluster_variant v = {.hidden = 128, .push = rows[i].push, .cluster = rows[i].cluster,
-                                     .threads = rows[i].threads, .tile_rows = rows[i].rows,
+                                     .threads = rows[i].threads, .max_tile_rows = rows[i].rows,
                                      .gate_block = rows[i].gate_block, .gates_ahead = rows[i].gates_ahead,
                                      .row_phases = rows[i].row_phases, .early_gates = forms[f].early,
                                      .cell = forms[f].cell};
@@ -263,7 +265,7 @@ TEST(step_variants_compile_without_spills)
 /* The PTX (compute_90) of a variant; NULL, checked, when it does not compile. */
 static spk_module *compile_ptx(const spk_cluster_variant *v, const char **code, size_t *bytes)
 {
-    spk_module *m = spk_cluster_variant_compile(v, "compute_90");
+    spk_module *m = spk_cluster_variant_compile(v, SPK_BUILD_PLAIN, "compute_90");
     CHECK(m != NULL);
     if (m)
         *code = spk_module_code(m, bytes);
@@ -388,7 +390,7 @@ TEST(static_asserts_reject_what_the_check_rejects)
         check_kernel_refuses("lstm_cluster.cu", d, 4, bad[i].message);
         spk_cluster_variant v = {.hidden = atoi(bad[i].hidden), .cluster = atoi(bad[i].cluster),
                                  .threads = atoi(bad[i].threads), .gate_block = 1, .gates_ahead = 1,
-                                 .row_phases = 1, .tile_rows = atoi(bad[i].rows), .row_group = 1, .min_blocks = 1};
+                                 .row_phases = 1, .max_tile_rows = atoi(bad[i].rows), .row_group = 1, .min_blocks = 1};
         CHECK(spk_cluster_variant_derive(&v, 0, NULL) != 0);
     }
     spk_define scalar[] = {{"PUSH", "0"}};
@@ -452,7 +454,7 @@ TEST(option_table_checks_and_messages)
 
     v = variant(128, SPK_PUSH_DIRECT, 8, 0, 1, 1);
     v.row_phases = 2;
-    CHECK_REFUSED(v, "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1");
+    CHECK_REFUSED(v, "kernel.row_phases 2 needs two row groups a tile: max_tile_rows 1, row_group 1");
     v = variant(128, SPK_PUSH_DIRECT, 8, 384, 4, 1);
     v.row_group = 1;
     CHECK_REFUSED(v, "kernel.threads 384 must be 64 * chunks");
@@ -465,10 +467,9 @@ TEST(option_table_checks_and_messages)
     /* every option with a macro becomes a define, with its value */
     spk_define d[SPK_KERNEL_OPTIONS_MAX];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
-    int64_t tile_rows;
-    v = spk_cluster_variant_for_batch(128, 1, &tile_rows);
+    v = spk_cluster_variant_for_batch(128, 1);
     int n = spk_kernel_defines(&spk_cluster_family, &v, d, text);
-    CHECK(n == spk_cluster_family.count);
+    CHECK(n == spk_cluster_family.count - 1); /* tile_rows is the launch's: no macro */
     bool push_seen = false;
     for (int i = 0; i < n; i++)
         if (strcmp(d[i].name, "PUSH") == 0)
@@ -489,39 +490,46 @@ TEST(options_left_out_take_the_batch_default)
 {
     spk_kernel_choice none = {0};
     for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
-        int64_t row_tile = -1, tile = -1;
-        spk_cluster_variant row = spk_cluster_variant_for_batch(128, batch, &row_tile), v;
-        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v, &tile) == 0);
-        CHECK(memcmp(&row, &v, sizeof v) == 0 && tile == row_tile);
+        spk_cluster_variant row = spk_cluster_variant_for_batch(128, batch), v;
+        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v) == 0);
+        CHECK(memcmp(&row, &v, sizeof v) == 0);
     }
     /* batch 1 (warp pushes, gate blocks, 2 ahead): one gate row a thread asks for direct pushes */
     spk_cluster_variant v;
-    int64_t tile;
     spk_kernel_choice c = choose("gate_block", NULL, 1);
-    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v, &tile) == 0);
-    CHECK(v.push == SPK_PUSH_DIRECT && v.gates_ahead == 2 && v.cluster == 8 && v.tile_rows == 1 && tile == 1);
+    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) == 0);
+    CHECK(v.push == SPK_PUSH_DIRECT && v.gates_ahead == 2 && v.cluster == 8 && v.max_tile_rows == 1 && v.tile_rows == 1);
     CHECK(v.threads == 512); /* refitted: one gate row a thread, 8 chunks */
     CHECK(v.early_gates == 1 && v.cell == SPK_CELL_TRIMMED); /* the row's, which the direct pushes take */
     /* the scalar pushes: the baseline, every option it lacks at its plain value */
     c = choose("push", "scalar", 0);
-    CHECK(spk_cluster_variant_resolve(128, 256, &c, &v, &tile) == 0);
-    CHECK(v.gate_block == 1 && v.gates_ahead == 1 && v.row_phases == 1 && v.cluster == 2 && v.tile_rows == 8);
+    CHECK(spk_cluster_variant_resolve(128, 256, &c, &v) == 0);
+    CHECK(v.gate_block == 1 && v.gates_ahead == 1 && v.row_phases == 1 && v.cluster == 2 && v.max_tile_rows == 8);
     CHECK(v.early_gates == 0 && v.cell == SPK_CELL_REFERENCE);
     spk_cluster_sizes sizes;
     CHECK(spk_cluster_variant_derive(&v, 0, &sizes) == 0 && strcmp(sizes.file, "lstm_cluster_baseline.cu") == 0);
-    /* a tile height given: the launch's, the row's options kept */
+    /* a tile height given: the launch's and what the kernel carries, the row's options kept */
     c = choose("tile_rows", NULL, 4);
-    CHECK(spk_cluster_variant_resolve(128, 8, &c, &v, &tile) == 0);
-    CHECK(v.tile_rows == 4 && tile == 4 && v.push == SPK_PUSH_WARP && v.cluster == 4 && v.threads == 128);
+    CHECK(spk_cluster_variant_resolve(128, 8, &c, &v) == 0);
+    CHECK(v.tile_rows == 4 && v.max_tile_rows == 4 && v.push == SPK_PUSH_WARP && v.cluster == 4 && v.threads == 128);
     CHECK(v.row_group == 4 && v.min_blocks == 1);
+    /* the kernel's most rows given: the schedule picks the launch's */
+    c = choose("max_tile_rows", NULL, 8);
+    CHECK(spk_cluster_variant_resolve(128, 8, &c, &v) == 0);
+    CHECK(v.tile_rows == 0 && v.max_tile_rows == 8);
+    /* a launch taller than the kernel's tile is refused, naming both */
+    c = choose("max_tile_rows", NULL, 2);
+    also(&c, "tile_rows", NULL, 4);
+    CHECK(spk_cluster_variant_resolve(128, 8, &c, &v) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows 4 is more than the kernel carries (kernel.max_tile_rows 2)");
     /* an explicit contradiction is refused with the rule's message */
     c = choose("push", "scalar", 0);
     also(&c, "gate_block", NULL, 4);
-    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v, &tile) != 0);
+    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block 4 needs kernel.push");
     /* a cluster size given refits the threads */
     c = choose("cluster", NULL, 16);
-    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v, &tile) == 0);
+    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) == 0);
     CHECK(v.cluster == 16 && v.threads == 64 && v.push == SPK_PUSH_WARP);
 }
 
@@ -530,51 +538,65 @@ TEST(the_batch_table)
 {
     int64_t tile_rows = -1;
     spk_cluster_sizes s;
-    spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1, &tile_rows);
+    spk_cluster_variant b1 = spk_cluster_variant_for_batch(128, 1);
+    tile_rows = b1.tile_rows;
     CHECK(spk_cluster_variant_derive(&b1, 0, &s) == 0);
     CHECK(b1.gate_block == 4 && b1.cluster == 8 && b1.threads == 128 && s.chunks == 8 && tile_rows == 1);
     CHECK(b1.push == SPK_PUSH_WARP && b1.gates_ahead == 2);
-    spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8, &tile_rows);
+    spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8);
+    tile_rows = b8.tile_rows;
     CHECK(spk_cluster_variant_derive(&b8, 0, &s) == 0);
     CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && s.chunks == 4 && tile_rows == 1);
     CHECK(b8.push == SPK_PUSH_WARP && b8.gates_ahead == 3);
-    spk_cluster_variant b16 = spk_cluster_variant_for_batch(128, 16, &tile_rows);
+    spk_cluster_variant b16 = spk_cluster_variant_for_batch(128, 16);
+    tile_rows = b16.tile_rows;
     CHECK(b16.cluster == 4 && b16.push == SPK_PUSH_WARP && tile_rows == 2);
-    spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32, &tile_rows);
+    spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32);
+    tile_rows = b32.tile_rows;
     CHECK(spk_cluster_variant_derive(&b32, 0, &s) == 0);
     CHECK(b32.gate_block == 4 && b32.cluster == 2 && b32.threads == 256 && s.chunks == 4);
     CHECK(b32.push == SPK_PUSH_WARP && b32.gates_ahead == 3 && tile_rows == 1);
-    spk_cluster_variant b48 = spk_cluster_variant_for_batch(128, 48, &tile_rows);
+    spk_cluster_variant b48 = spk_cluster_variant_for_batch(128, 48);
+    tile_rows = b48.tile_rows;
     CHECK(b48.cluster == 4 && b48.threads == 128 && tile_rows == 2);
-    spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64, &tile_rows);
+    spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64);
+    tile_rows = b64.tile_rows;
     CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.push == SPK_PUSH_WARP && tile_rows == 2);
-    spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128, &tile_rows);
+    spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128);
+    tile_rows = b128.tile_rows;
     CHECK(b128.cluster == 2 && b128.push == SPK_PUSH_DIRECT && tile_rows == 4 && b128.row_phases == 1);
-    spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256, &tile_rows);
+    spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256);
+    tile_rows = b256.tile_rows;
     CHECK(spk_cluster_variant_derive(&b256, 0, &s) == 0);
     CHECK(b256.gate_block == 4 && b256.cluster == 2 && b256.push == SPK_PUSH_DIRECT && s.chunks == 4 && tile_rows == 8);
     CHECK(b256.gates_ahead == 3 && b256.row_phases == 2 && b256.row_group == 4); /* two halves of 4 rows */
-    spk_cluster_variant b257 = spk_cluster_variant_for_batch(128, 257, &tile_rows);
+    spk_cluster_variant b257 = spk_cluster_variant_for_batch(128, 257);
+    tile_rows = b257.tile_rows;
     CHECK(spk_cluster_variant_derive(&b257, 0, &s) == 0);
     CHECK(b257.cluster == 8 && b257.push == SPK_PUSH_WARP && s.chunks == 8 && b257.gates_ahead == 1 && tile_rows == 16);
     /* hidden 16 at batch 16 (cluster 4): no whole warp of gate blocks: one gate row a thread, 4-byte direct
      * pushes; at batch 32 (cluster 2, 8 units a block) gate blocks make one warp */
-    spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16, &tile_rows);
+    spk_cluster_variant narrow = spk_cluster_variant_for_batch(16, 16);
+    tile_rows = narrow.tile_rows;
     CHECK(spk_cluster_variant_derive(&narrow, 0, NULL) == 0);
     CHECK(narrow.gate_block == 1 && narrow.push == SPK_PUSH_DIRECT && narrow.early_gates == 1);
-    spk_cluster_variant narrow2 = spk_cluster_variant_for_batch(16, 32, &tile_rows);
+    spk_cluster_variant narrow2 = spk_cluster_variant_for_batch(16, 32);
+    tile_rows = narrow2.tile_rows;
     CHECK(narrow2.gate_block == 4 && narrow2.cluster == 2 && narrow2.threads == 32);
     /* hidden 256 at batch 1 and 32: no row fits: the baseline, the schedule picking the tile height */
-    spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1, &tile_rows);
+    spk_cluster_variant wide = spk_cluster_variant_for_batch(256, 1);
+    tile_rows = wide.tile_rows;
     CHECK(spk_cluster_variant_derive(&wide, 0, NULL) == 0 && wide.push == SPK_PUSH_SCALAR && tile_rows == 0);
     CHECK(wide.early_gates == 0 && wide.cell == SPK_CELL_REFERENCE);
-    spk_cluster_variant big = spk_cluster_variant_for_batch(256, 32, &tile_rows);
+    spk_cluster_variant big = spk_cluster_variant_for_batch(256, 32);
+    tile_rows = big.tile_rows;
     CHECK(spk_cluster_variant_derive(&big, 0, NULL) == 0 && big.cluster == 8 && big.push == SPK_PUSH_SCALAR);
     /* every batch gets a valid variant, the gates early and the trimmed cell (the fused cell would change the
      * defaults' bits); rows are monotone in tile height */
     int64_t previous = 0;
     for (int64_t batch = 1; batch <= 4096; batch = batch * 3 + 1) {
-        spk_cluster_variant d = spk_cluster_variant_for_batch(128, batch, &tile_rows);
+        spk_cluster_variant d = spk_cluster_variant_for_batch(128, batch);
+        tile_rows = d.tile_rows;
         CHECK(spk_cluster_variant_derive(&d, 0, NULL) == 0);
         CHECK(d.early_gates == 1 && d.cell == SPK_CELL_TRIMMED);
         CHECK(tile_rows >= previous);
@@ -586,7 +608,7 @@ TEST(fit_and_shared_memory)
 {
     spk_cluster_sizes s;
     spk_cluster_variant v = variant(128, SPK_PUSH_SCALAR, 0, 0, 0, 0);
-    CHECK(v.cluster == 8 && v.threads == 512 && v.tile_rows == 32 && v.row_group == 8 && v.min_blocks == 2);
+    CHECK(v.cluster == 8 && v.threads == 512 && v.max_tile_rows == 32 && v.row_group == 8 && v.min_blocks == 2);
     CHECK(spk_cluster_variant_derive(&v, 0, &s) == 0);
     CHECK(s.units == 16 && s.gate_rows == 64 && s.chunks == 8 && s.slots == 1 && s.registers == 64);
     /* the baseline: two h buffers and the pre-activations [rows][gate_rows + 4] */
@@ -606,13 +628,13 @@ TEST(fit_and_shared_memory)
     CHECK(spk_cluster_variant_derive(&one, 1, &s) == 0 && s.smem_bytes == 16u + 4u * (2 * 128));
     /* the gates' stages: 3 stages x 1 slot x 128 threads of float4 */
     spk_cluster_variant ahead = {.hidden = 128, .push = SPK_PUSH_WARP, .cluster = 8, .threads = 128, .gate_block = 4,
-                                 .tile_rows = 4, .gates_ahead = 3};
+                                 .max_tile_rows = 4, .gates_ahead = 3};
     spk_cluster_variant_fit(&ahead);
     CHECK(ahead.row_group == 4 && spk_cluster_variant_derive(&ahead, 4, &s) == 0);
     CHECK(s.smem_bytes == 16u + 4u * 2 * 4 * 128 + 3u * 128 * 16);
     /* two row phases: two more mbarriers */
     spk_cluster_variant halves = {.hidden = 128, .push = SPK_PUSH_DIRECT, .cluster = 2, .threads = 256,
-                                  .gate_block = 4, .tile_rows = 8, .gates_ahead = 3, .row_phases = 2};
+                                  .gate_block = 4, .max_tile_rows = 8, .gates_ahead = 3, .row_phases = 2};
     spk_cluster_variant_fit(&halves);
     CHECK(halves.row_group == 4 && spk_cluster_variant_derive(&halves, 0, &s) == 0);
     spk_cluster_variant whole = halves;
@@ -630,7 +652,7 @@ TEST(fit_and_shared_memory)
 TEST(ptx_of_gates_ahead_and_row_phases)
 {
     spk_cluster_variant v = {.hidden = 128, .push = SPK_PUSH_WARP, .cluster = 8, .threads = 128, .gate_block = 4,
-                             .tile_rows = 4, .gates_ahead = 3};
+                             .max_tile_rows = 4, .gates_ahead = 3};
     spk_cluster_variant_fit(&v);
     size_t bytes;
     const char *code;
@@ -648,7 +670,7 @@ TEST(ptx_of_gates_ahead_and_row_phases)
         spk_module_release(m);
     }
     spk_cluster_variant halves = {.hidden = 128, .push = SPK_PUSH_DIRECT, .cluster = 2, .threads = 256,
-                                  .gate_block = 4, .tile_rows = 8, .gates_ahead = 3, .row_phases = 2};
+                                  .gate_block = 4, .max_tile_rows = 8, .gates_ahead = 3, .row_phases = 2};
     spk_cluster_variant_fit(&halves);
     spk_cluster_variant whole = halves;
     whole.row_phases = 1;
@@ -726,8 +748,8 @@ TEST(tile_height_is_the_smallest_whose_clusters_all_run_at_once)
 
 TEST(plans_refuse_bad_input_before_the_device)
 {
-    spk_cluster_plan_options o = {0};
-    CHECK(spk_cluster_plan_new(&o) == NULL); /* no layers */
+    spk_stack_plan_options o = {.family = &spk_cluster_kernels};
+    CHECK(spk_stack_plan_new(&o) == NULL); /* no layers */
 }
 
 int main(void)

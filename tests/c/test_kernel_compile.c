@@ -10,18 +10,18 @@
 #include "cuda/runtime.h"
 #include "lstm/persistent.h"
 
-/* {hidden, units, gate_block, threads, row_group, tile_rows} */
+/* {hidden, units, gate_block, threads, row_group, max_tile_rows, tile_rows} */
 static const spk_persistent_variant variants[] = {
-    {128, 4, 1, 128, 1, 32},  {128, 8, 1, 256, 1, 32},  {128, 4, 1, 64, 1, 16},
-    {128, 4, 1, 128, 1, 8},   {64, 4, 1, 128, 1, 32},   {64, 8, 1, 256, 1, 32},
-    {256, 4, 1, 128, 1, 16},  {256, 8, 1, 256, 1, 16},  {128, 16, 1, 512, 1, 32}, {128, 16, 1, 256, 1, 16}, {256, 16, 1, 512, 1, 16},
+    {128, 4, 1, 128, 1, 32, 0},  {128, 8, 1, 256, 1, 32, 0},  {128, 4, 1, 64, 1, 16, 0},
+    {128, 4, 1, 128, 1, 8, 0},   {64, 4, 1, 128, 1, 32, 0},   {64, 8, 1, 256, 1, 32, 0},
+    {256, 4, 1, 128, 1, 16, 0},  {256, 8, 1, 256, 1, 16, 0},  {128, 16, 1, 512, 1, 32, 0}, {128, 16, 1, 256, 1, 16, 0}, {256, 16, 1, 512, 1, 16, 0},
     /* row groups (reduce-scatter), one gate row a thread */
-    {128, 16, 1, 512, 8, 32}, {128, 16, 1, 512, 4, 32}, {128, 16, 1, 512, 8, 16},
-    {128, 8, 1, 256, 8, 32},  {128, 4, 1, 128, 8, 32},  {64, 8, 1, 256, 8, 32},   {256, 16, 1, 512, 8, 16},
+    {128, 16, 1, 512, 8, 32, 0}, {128, 16, 1, 512, 4, 32, 0}, {128, 16, 1, 512, 8, 16, 0},
+    {128, 8, 1, 256, 8, 32, 0},  {128, 4, 1, 128, 8, 32, 0},  {64, 8, 1, 256, 8, 32, 0},   {256, 16, 1, 512, 8, 16, 0},
     /* gate blocks: a unit's four gate rows per thread */
-    {128, 16, 4, 128, 8, 32}, {128, 16, 4, 128, 8, 16}, {128, 32, 4, 256, 8, 16},
-    {128, 32, 4, 256, 8, 32}, {128, 8, 4, 64, 8, 32},   {128, 8, 4, 64, 8, 16},
-    {128, 4, 4, 32, 8, 32},   {128, 16, 4, 128, 4, 16}, {64, 16, 4, 128, 8, 32},  {256, 16, 4, 128, 8, 16}, {256, 32, 4, 256, 8, 16},
+    {128, 16, 4, 128, 8, 32, 0}, {128, 16, 4, 128, 8, 16, 0}, {128, 32, 4, 256, 8, 16, 0},
+    {128, 32, 4, 256, 8, 32, 0}, {128, 8, 4, 64, 8, 32, 0},   {128, 8, 4, 64, 8, 16, 0},
+    {128, 4, 4, 32, 8, 32, 0},   {128, 16, 4, 128, 4, 16, 0}, {64, 16, 4, 128, 8, 32, 0},  {256, 16, 4, 128, 8, 16, 0}, {256, 32, 4, 256, 8, 16, 0},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 
@@ -29,7 +29,7 @@ static const spk_persistent_variant variants[] = {
 static spk_persistent_variant plain(void)
 {
     spk_persistent_variant v = {.hidden = 128, .units = 4, .gate_block = 1, .threads = 128, .row_group = 1,
-                                .tile_rows = 32};
+                                .max_tile_rows = 32};
     return v;
 }
 
@@ -107,8 +107,8 @@ TEST(every_variant_and_trace_build_has_no_local_memory)
 TEST(trace_code_only_in_the_trace_build)
 {
     spk_persistent_variant v = plain();
-    spk_module *normal = spk_persistent_variant_compile(&v, "compute_90");
-    spk_module *traced = spk_persistent_variant_compile_trace(&v, "compute_90");
+    spk_module *normal = spk_persistent_variant_compile(&v, SPK_BUILD_PLAIN, "compute_90");
+    spk_module *traced = spk_persistent_variant_compile(&v, SPK_BUILD_TRACE, "compute_90");
     CHECK(normal != NULL && traced != NULL);
     if (normal && traced) {
         size_t nb = 0, tb = 0;
@@ -150,7 +150,7 @@ TEST(trace_requests_are_checked)
 TEST(the_batch_table_gives_valid_variants)
 {
     spk_persistent_variant v = spk_persistent_variant_for_batch(128, 1);
-    CHECK(v.units == 4 && v.threads == 128 && v.tile_rows == 32);
+    CHECK(v.units == 4 && v.threads == 128 && v.max_tile_rows == 32);
     v = spk_persistent_variant_for_batch(128, 32);
     CHECK(v.units == 4 && v.threads == 128 && v.row_group == 8);
     v = spk_persistent_variant_for_batch(128, 64);
@@ -174,10 +174,10 @@ TEST(every_variant_compiles_for_sm80_and_sm90)
     for (int i = 0; i < NVARIANTS; i++) {
         CHECK(spk_persistent_variant_check(&variants[i], NULL) == 0);
         for (int a = 0; a < 3; a++) {
-            spk_module *m = spk_persistent_variant_compile(&variants[i], arches[a]);
+            spk_module *m = spk_persistent_variant_compile(&variants[i], SPK_BUILD_PLAIN, arches[a]);
             if (!m) {
                 fprintf(stderr, "  variant %d (hidden %d units %d threads %d rows %d) %s: %s\n", i,
-                        variants[i].hidden, variants[i].units, variants[i].threads, variants[i].tile_rows, arches[a],
+                        variants[i].hidden, variants[i].units, variants[i].threads, variants[i].max_tile_rows, arches[a],
                         spk_last_error());
                 CHECK(m != NULL);
                 continue;
@@ -238,7 +238,7 @@ TEST(kernel_static_asserts_reject_bad_geometry)
         spk_module_release(m);
         spk_persistent_variant v = {.hidden = atoi(bad[i].hidden), .units = atoi(bad[i].units),
                                     .gate_block = atoi(bad[i].gate_block), .threads = atoi(bad[i].threads),
-                                    .row_group = atoi(bad[i].row_group), .tile_rows = atoi(bad[i].rows)};
+                                    .row_group = atoi(bad[i].row_group), .max_tile_rows = atoi(bad[i].rows)};
         CHECK(spk_persistent_variant_check(&v, NULL) != 0);
     }
 }
@@ -251,35 +251,35 @@ TEST(geometry_is_derived_from_the_variant)
     CHECK(g.groups == 32 && g.gate_rows == 16 && g.chunks == 8);
     CHECK(g.state_tile == 2 * 32 * 128); /* two parity slots of 32 rows */
     CHECK(g.smem_bytes == 2 * 32 * 128 * 4);
-    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32};
+    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32, 0};
     CHECK(spk_persistent_variant_check(&v8, &g) == 0);
     CHECK(g.groups == 16 && g.gate_rows == 32 && g.chunks == 8);
-    spk_persistent_variant v64 = {128, 4, 1, 64, 1, 16};
+    spk_persistent_variant v64 = {128, 4, 1, 64, 1, 16, 0};
     CHECK(spk_persistent_variant_check(&v64, &g) == 0);
     CHECK(g.chunks == 4 && g.state_tile == 2 * 16 * 128);
-    spk_persistent_variant bad = {128, 4, 1, 64, 1, 32};
+    spk_persistent_variant bad = {128, 4, 1, 64, 1, 32, 0};
     CHECK(spk_persistent_variant_check(&bad, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.max_tile_rows");
     /* gate blocks: 16 units x 8 chunks = 128 threads, up to 4 rows per lane */
-    spk_persistent_variant b16 = {128, 16, 4, 128, 8, 32};
+    spk_persistent_variant b16 = {128, 16, 4, 128, 8, 32, 0};
     CHECK(spk_persistent_variant_check(&b16, &g) == 0);
     CHECK(g.groups == 8 && g.gate_rows == 64 && g.chunks == 8 && g.state_tile == 2 * 32 * 128);
-    spk_persistent_variant b32 = {128, 32, 4, 256, 8, 16};
+    spk_persistent_variant b32 = {128, 32, 4, 256, 8, 16, 0};
     CHECK(spk_persistent_variant_check(&b32, &g) == 0);
     CHECK(g.groups == 4 && g.chunks == 8);
     b32.gate_block = 1;
     CHECK(spk_persistent_variant_check(&b32, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
-    spk_persistent_variant b4 = {128, 16, 4, 128, 4, 32};
+    spk_persistent_variant b4 = {128, 16, 4, 128, 4, 32, 0};
     CHECK(spk_persistent_variant_check(&b4, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.tile_rows");
-    spk_persistent_variant rg = {128, 4, 1, 64, 8, 16};
+    CHECK_STR_CONTAINS(spk_last_error(), "kernel.max_tile_rows");
+    spk_persistent_variant rg = {128, 4, 1, 64, 8, 16, 0};
     CHECK(spk_persistent_variant_check(&rg, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.row_group 8 must be at most the 4 chunks");
-    spk_persistent_variant gb = {128, 16, 2, 128, 8, 32};
+    spk_persistent_variant gb = {128, 16, 2, 128, 8, 32, 0};
     CHECK(spk_persistent_variant_check(&gb, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.gate_block");
-    spk_persistent_variant bad_units = {128, 3, 1, 96, 1, 8};
+    spk_persistent_variant bad_units = {128, 3, 1, 96, 1, 8, 0};
     CHECK(spk_persistent_variant_check(&bad_units, NULL) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "kernel.units");
 }
@@ -287,7 +287,7 @@ TEST(geometry_is_derived_from_the_variant)
 TEST(defines_name_every_macro)
 {
     spk_persistent_variant v = {.hidden = 256, .units = 8, .gate_block = 1, .threads = 256, .row_group = 1,
-                                .tile_rows = 16};
+                                .max_tile_rows = 16};
     spk_define d[SPK_KERNEL_OPTIONS_MAX];
     char text[SPK_KERNEL_OPTIONS_MAX][16];
     int n = spk_kernel_defines(&spk_persistent_family, &v, d, text);
@@ -320,7 +320,7 @@ TEST(options_left_out_take_the_batch_default)
     CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &c, spk_kernel_option_index(&spk_persistent_family,
                                                                                         "units"), 4) == 0);
     CHECK(spk_persistent_variant_resolve(128, 64, &c, &v) == 0);
-    CHECK(v.units == 4 && v.gate_block == 4 && v.threads == 32 && v.row_group == 8 && v.tile_rows == 32);
+    CHECK(v.units == 4 && v.gate_block == 4 && v.threads == 32 && v.row_group == 8 && v.max_tile_rows == 32);
     /* units 32 at batch 1 (one gate row a thread): the gate blocks it needs */
     spk_kernel_choice w = {0};
     CHECK(spk_kernel_choice_set_int(&spk_persistent_family, &w, spk_kernel_option_index(&spk_persistent_family,
@@ -340,30 +340,30 @@ TEST(fit_fills_threads_row_group_and_tile_rows)
     spk_persistent_variant v = plain();
     v.units = 16;
     v.gate_block = 4;
-    v.row_group = v.threads = v.tile_rows = 0;
+    v.row_group = v.threads = v.max_tile_rows = 0;
     spk_persistent_variant_fit(&v);
-    CHECK(v.threads == 128 && v.row_group == 8 && v.tile_rows == 32);
+    CHECK(v.threads == 128 && v.row_group == 8 && v.max_tile_rows == 32);
     CHECK(spk_persistent_variant_check(&v, NULL) == 0);
     v = plain();
     v.units = 4;
     v.gate_block = 4;
     v.row_group = 4;
-    v.threads = v.tile_rows = 0;
+    v.threads = v.max_tile_rows = 0;
     spk_persistent_variant_fit(&v);
-    CHECK(v.threads == 32 && v.row_group == 4 && v.tile_rows == 16);
+    CHECK(v.threads == 32 && v.row_group == 4 && v.max_tile_rows == 16);
     CHECK(spk_persistent_variant_check(&v, NULL) == 0);
     v = plain();
     v.units = 16;
-    v.row_group = v.threads = v.tile_rows = 0;
+    v.row_group = v.threads = v.max_tile_rows = 0;
     spk_persistent_variant_fit(&v);
-    CHECK(v.threads == 512 && v.row_group == 1 && v.tile_rows == 32);
+    CHECK(v.threads == 512 && v.row_group == 1 && v.max_tile_rows == 32);
     v = plain();
     v.hidden = 256;
     v.units = 32;
     v.gate_block = 4;
-    v.row_group = v.threads = v.tile_rows = 0;
+    v.row_group = v.threads = v.max_tile_rows = 0;
     spk_persistent_variant_fit(&v);
-    CHECK(v.threads == 256 && v.row_group == 8 && v.tile_rows == 24);
+    CHECK(v.threads == 256 && v.row_group == 8 && v.max_tile_rows == 24);
     CHECK(spk_persistent_variant_check(&v, NULL) == 0);
 }
 
@@ -372,11 +372,11 @@ TEST(heights_are_8_16_32_within_the_variant)
     int64_t h[SPK_SCHEDULE_MAX_HEIGHTS];
     spk_persistent_variant v = plain();
     CHECK(spk_persistent_variant_heights(&v, h) == 3 && h[0] == 8 && h[1] == 16 && h[2] == 32);
-    v.tile_rows = 16;
+    v.max_tile_rows = 16;
     CHECK(spk_persistent_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 16);
-    v.tile_rows = 12;
+    v.max_tile_rows = 12;
     CHECK(spk_persistent_variant_heights(&v, h) == 2 && h[0] == 8 && h[1] == 12);
-    v.tile_rows = 4;
+    v.max_tile_rows = 4;
     CHECK(spk_persistent_variant_heights(&v, h) == 1 && h[0] == 4);
 }
 
@@ -398,11 +398,11 @@ TEST(schedule_fits_capacity_and_variant)
     CHECK(!s.concurrent && s.tile_rows == 32 && s.tiles_per_launch == 2);
     CHECK(spk_persistent_schedule_fits(&s, &v, 65, 65) == 0);
     /* A tile taller than the variant carries. */
-    spk_persistent_variant small = {128, 4, 1, 128, 1, 16};
+    spk_persistent_variant small = {128, 4, 1, 128, 1, 16, 0};
     CHECK(spk_persistent_schedule_fits(&s, &small, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "tile_rows");
     /* Groups of another variant. */
-    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32};
+    spk_persistent_variant v8 = {128, 8, 1, 256, 1, 32, 0};
     CHECK(spk_persistent_schedule_fits(&s, &v8, 65, 65) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "groups");
     /* Concurrent needs a known concurrent capacity. */

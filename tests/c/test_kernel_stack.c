@@ -38,6 +38,13 @@ static const char *PTX =
     ".visible .entry none()\n{ ret; }\n"
     ".visible .entry _Z7mangledPf(\n\t.param .u64 _Z7mangledPf_param_0\n)\n{ ret; }\n";
 
+/* A trace build's arguments: the plain build's, then trace, trace_slot and
+ * trace_slots (the convention stack_plan.c builds them by, family.h). */
+static const int trace_args[SPK_PERSISTENT_NARGS + 3] = {
+    SPK_RA_GATES,     SPK_RA_R,         SPK_RA_BIAS,       SPK_RA_OUTPUT,     SPK_RA_STATE,     SPK_RA_STATUS,
+    SPK_RA_BATCH,     SPK_RA_STEPS,     SPK_RA_DIRECTION,  SPK_RA_FIRST_TILE, SPK_RA_TILE_ROWS, SPK_RA_FLAG_BASE,
+    SPK_RA_TIMEOUT_NS, SPK_RA_TRACE,    SPK_RA_TRACE_SLOT, SPK_RA_TRACE_SLOTS};
+
 TEST(ptx_params_are_read_by_type_size_and_name)
 {
     spk_ptx_param p[8];
@@ -141,14 +148,15 @@ TEST(the_persistent_kernel_takes_its_plans_argument_list)
     for (int i = 0; i < 3; i++) {
         spk_ptx_param p[SPK_PTX_MAX_PARAMS];
         int n = 0;
-        spk_module *m = spk_persistent_variant_compile(&variants[i], "compute_90");
+        spk_module *m = spk_persistent_variant_compile(&variants[i], SPK_BUILD_PLAIN, "compute_90");
         CHECK(m && module_params(m, SPK_LSTM_RECURRENCE_KERNEL, p, &n) == 0);
         CHECK(n == SPK_PERSISTENT_NARGS);
         CHECK(spk_recurrence_check_params("persistent", spk_persistent_args, SPK_PERSISTENT_NARGS, p, n) == 0);
+        CHECK(memcmp(trace_args, spk_persistent_args, sizeof spk_persistent_args) == 0);
         spk_module_release(m);
-        m = spk_persistent_variant_compile_trace(&variants[i], "compute_90");
+        m = spk_persistent_variant_compile(&variants[i], SPK_BUILD_TRACE, "compute_90");
         CHECK(m && module_params(m, SPK_LSTM_RECURRENCE_KERNEL, p, &n) == 0);
-        CHECK(spk_recurrence_check_params("persistent trace", spk_persistent_trace_args, SPK_PERSISTENT_NARGS + 3, p,
+        CHECK(spk_recurrence_check_params("persistent trace", trace_args, SPK_PERSISTENT_NARGS + 3, p,
                                           n) == 0);
         spk_module_release(m);
     }
@@ -157,19 +165,18 @@ TEST(the_persistent_kernel_takes_its_plans_argument_list)
 TEST(the_cluster_kernels_take_their_plans_argument_list)
 {
     for (int64_t batch = 1; batch <= 256; batch *= 16) {
-        int64_t tile_rows = 0;
         spk_kernel_choice none;
         memset(&none, 0, sizeof none);
         spk_cluster_variant v;
-        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, batch, &none, &v) == 0);
         for (int push = SPK_PUSH_SCALAR; push <= SPK_PUSH_DIRECT; push++) {
             spk_cluster_variant w = v;
             if (push == SPK_PUSH_SCALAR) {
                 w = (spk_cluster_variant){.hidden = 128, .push = SPK_PUSH_SCALAR, .cluster = 8, .gate_block = 1,
-                                          .gates_ahead = 1, .row_phases = 1, .tile_rows = 1};
+                                          .gates_ahead = 1, .row_phases = 1, .max_tile_rows = 1};
                 spk_cluster_variant_fit(&w);
             }
-            spk_module *m = spk_cluster_variant_compile(&w, "compute_90");
+            spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
             spk_ptx_param p[SPK_PTX_MAX_PARAMS];
             int n = 0;
             CHECK(m && module_params(m, SPK_LSTM_CLUSTER_KERNEL, p, &n) == 0);
@@ -256,7 +263,7 @@ static void check_persistent(const spk_persistent_variant *v, const spk_schedule
             spk_kernel_stack_addresses t = a;
             t.trace = (void *)0x60000000, t.trace_slot = (void *)0x70000000, t.trace_slots = 3;
             t.trace_layer = 1, t.trace_direction = 1;
-            spk_kernel_stack_args(&d, spk_persistent_trace_args, 16, &SHAPE, &t, layer, l, got);
+            spk_kernel_stack_args(&d, trace_args, 16, &SHAPE, &t, layer, l, got);
             for (int k = 0; k < 13; k++)
                 check_arg(&got[k], kinds[k], expect[k], "trace build");
             check_arg(&got[13], SPK_ARG_PTR, layer == 1 && dir == 1 ? 0x60000000 : 0, "trace");
@@ -292,9 +299,8 @@ TEST(cluster_launches_keep_their_arguments)
         spk_kernel_choice none;
         memset(&none, 0, sizeof none);
         spk_cluster_variant v;
-        int64_t tile_rows = 0;
-        CHECK(spk_cluster_variant_resolve(128, batches[i], &none, &v, &tile_rows) == 0);
-        int64_t heights[1] = {tile_rows > 0 ? tile_rows : v.tile_rows}, active[1] = {64};
+        CHECK(spk_cluster_variant_resolve(128, batches[i], &none, &v) == 0);
+        int64_t heights[1] = {v.tile_rows > 0 ? v.tile_rows : v.max_tile_rows}, active[1] = {64};
         spk_cluster_schedule s;
         CHECK(spk_cluster_schedule_pick(&s, batches[i], heights, active, 1, heights[0]) == 0);
         spk_kernel_stack_desc d;

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "core/error.h"
 #include "lstm/cluster.h"
+#include "lstm/stack_plan.h"
 #include "lstm/device_layers.h"
 #include "lstm/persistent.h"
 
@@ -50,13 +51,13 @@ TEST(persistent_plan_refuses_other_math_before_the_device)
 {
     zero_layer z;
     zero_layer_new(&z);
-    spk_persistent_plan_options o = {0};
+    spk_stack_plan_options o = {.family = &spk_persistent_kernels};
     o.layers = &z.layer;
     o.count = 1;
     o.batch = 2;
     o.steps = 3;
     o.math = SPK_MATH_PEDANTIC;
-    CHECK(spk_persistent_plan_new(&o) == NULL);
+    CHECK(spk_stack_plan_new(&o) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\", \"tf32\" or \"3xtf32\"");
     zero_layer_free(&z);
 }
@@ -65,13 +66,13 @@ TEST(cluster_plan_refuses_other_math_before_the_device)
 {
     zero_layer z;
     zero_layer_new(&z);
-    spk_cluster_plan_options o = {0};
+    spk_stack_plan_options o = {.family = &spk_cluster_kernels};
     o.layers = &z.layer;
     o.count = 1;
     o.batch = 2;
     o.steps = 3;
     o.math = (spk_math_mode)5;
-    CHECK(spk_cluster_plan_new(&o) == NULL);
+    CHECK(spk_stack_plan_new(&o) == NULL);
     CHECK_STR_CONTAINS(spk_last_error(), "math must be \"fp32\", \"tf32\" or \"3xtf32\"");
     zero_layer_free(&z);
 }

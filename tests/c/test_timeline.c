@@ -23,6 +23,7 @@
 #include "cuda/timeline.h"
 #include "cuda/timeline_demo.h"
 #include "lstm/cluster.h"
+#include "lstm/stack_plan.h"
 #include "lstm/persistent.h"
 
 #define MAGIC 0x31454d49544b5053ull
@@ -666,12 +667,12 @@ TEST(demo_checks_its_shape)
 
 static spk_module *cluster_build(const void *v, bool timeline, const char *arch)
 {
-    return timeline ? spk_cluster_variant_compile_timeline(v, arch) : spk_cluster_variant_compile(v, arch);
+    return spk_cluster_variant_compile(v, timeline ? SPK_BUILD_TIMELINE : SPK_BUILD_PLAIN, arch);
 }
 
 static spk_module *persistent_build(const void *v, bool timeline, const char *arch)
 {
-    return timeline ? spk_persistent_variant_compile_timeline(v, arch) : spk_persistent_variant_compile(v, arch);
+    return spk_persistent_variant_compile(v, timeline ? SPK_BUILD_TIMELINE : SPK_BUILD_PLAIN, arch);
 }
 
 /* A variant's plain and timeline builds: both compile (PTX for compute_90,
@@ -711,8 +712,7 @@ TEST(built_in_timeline_builds_keep_the_arithmetic)
     spk_kernel_choice none = {0};
     for (size_t i = 0; i < sizeof cluster_batches / sizeof *cluster_batches; i++) {
         spk_cluster_variant v;
-        int64_t tile_rows;
-        CHECK(spk_cluster_variant_resolve(128, cluster_batches[i], &none, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, cluster_batches[i], &none, &v) == 0);
         char name[64];
         snprintf(name, sizeof name, "cluster default, batch %lld", (long long)cluster_batches[i]);
         check_builds(name, cluster_build, &v);
@@ -733,8 +733,7 @@ TEST(built_in_timeline_builds_keep_the_arithmetic)
         CHECK((forms[i].word ? spk_kernel_choice_set_word(&spk_cluster_family, &c, option, forms[i].word)
                              : spk_kernel_choice_set_int(&spk_cluster_family, &c, option, forms[i].value)) == 0);
         spk_cluster_variant v;
-        int64_t tile_rows;
-        CHECK(spk_cluster_variant_resolve(128, forms[i].batch, &c, &v, &tile_rows) == 0);
+        CHECK(spk_cluster_variant_resolve(128, forms[i].batch, &c, &v) == 0);
         check_builds(forms[i].name, cluster_build, &v);
     }
     /* every row of the persistent batch table */
@@ -756,15 +755,14 @@ static bool stage_is(const spk_timeline_stages *st, int k, const char *name, int
 TEST(built_in_stage_lists)
 {
     spk_cluster_variant v;
-    int64_t tile_rows;
     spk_kernel_choice none = {0};
-    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v, &tile_rows) == 0);
+    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v) == 0);
     const spk_timeline_stages *st = spk_cluster_timeline_stages(&v);
     CHECK(spk_timeline_stages_check(st) == 0 && st->count == 7);
     CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 1, "gates", -1) && stage_is(st, 2, "dot", -1) &&
           stage_is(st, 3, "reduce", -1) && stage_is(st, 4, "cell", -1) && stage_is(st, 5, "publish", -1) &&
           stage_is(st, 6, "fetch", -1));
-    CHECK(spk_cluster_variant_resolve(128, 256, &none, &v, &tile_rows) == 0 && v.row_phases == 2);
+    CHECK(spk_cluster_variant_resolve(128, 256, &none, &v) == 0 && v.row_phases == 2);
     st = spk_cluster_timeline_stages(&v);
     CHECK(spk_timeline_stages_check(st) == 0 && st->count == 12);
     CHECK(stage_is(st, 0, "wait", 5) && stage_is(st, 6, "wait_2", 10) && stage_is(st, 10, "publish_2", -1) &&
@@ -781,37 +779,39 @@ TEST(built_in_stage_lists)
 
 TEST(plans_check_a_selection_against_their_launch)
 {
-    /* a cluster plan of 4 layers x 589 steps, clusters of 8 blocks of 128 threads, 3 tiles: 24 blocks a direction */
-    spk_cluster_plan_info c = {0};
-    c.shape.layers = 4, c.shape.steps = 589;
-    c.variant.cluster = 8, c.variant.threads = 128;
-    c.schedule.tiles = 3;
+    /* the families' geometry of a resolved variant: a cluster of 8 blocks of 128 threads at batch 1 */
+    spk_family_state st;
+    CHECK(spk_family_variant(&spk_cluster_kernels, 128, 1, NULL, &st) == 0);
+    int64_t blocks;
+    int warps, group;
+    spk_cluster_kernels.timeline_geometry(&st, &blocks, &warps, &group);
+    CHECK(group == 8 && warps == 4);
+    /* a cluster plan of 4 layers x 589 steps and 3 tiles: 24 blocks a direction */
     spk_timeline_selection sel = {3, 1, 525, 64, 16, 8, 3};
-    CHECK(spk_cluster_timeline_check(&c, &sel) == 0);
+    CHECK(spk_timeline_selection_check(&sel, 4, 589, 3 * group, warps) == 0);
     sel.first_block = 17;
-    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 4, 589, 3 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.blocks: block 24 is past the last block of a direction, 23");
     sel.first_block = 0, sel.warp = 4;
-    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 4, 589, 3 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.warp: warp 4 is past the last warp of a block, 3");
     sel.warp = 0, sel.first_step = 526;
-    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 4, 589, 3 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.step_range: step 590 is past the last step, 589");
     sel.first_step = 0, sel.layer = 4;
-    CHECK(spk_cluster_timeline_check(&c, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 4, 589, 3 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "timeline.layer: layer 5 is past the last layer, 4");
-    /* a persistent plan: 32 groups of 4 units a tile, 2 tiles: 64 blocks a direction, 4 warps a block */
-    spk_persistent_plan_info p = {0};
-    p.shape.layers = 2, p.shape.steps = 50;
-    p.geometry.groups = 32, p.variant.threads = 128;
-    p.schedule.tiles = 2;
+    /* a persistent plan at batch 1: 32 groups of 4 units a tile, 4 warps a block */
+    CHECK(spk_family_variant(&spk_persistent_kernels, 128, 1, NULL, &st) == 0);
+    spk_persistent_kernels.timeline_geometry(&st, &blocks, &warps, &group);
+    CHECK(group == 32 && warps == 4);
     sel = (spk_timeline_selection){1, 0, 0, 50, 32, 32, 3};
-    CHECK(spk_persistent_timeline_check(&p, &sel) == 0);
+    CHECK(spk_timeline_selection_check(&sel, 2, 50, 2 * group, warps) == 0);
     sel.blocks = 33;
-    CHECK(spk_persistent_timeline_check(&p, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 2, 50, 2 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "block 64 is past the last block of a direction, 63");
     sel.blocks = 32, sel.layer = 2;
-    CHECK(spk_persistent_timeline_check(&p, &sel) != 0);
+    CHECK(spk_timeline_selection_check(&sel, 2, 50, 2 * group, warps) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "layer 3 is past the last layer, 2");
 }
 

@@ -241,8 +241,8 @@ M.recipes = {
   ["spk.lstm.kernel_variant"] = { n = 1, opts = 1, args = function()
     return { backend = "persistent", batch = 8, hidden = 128, kernel = { units = 8 } }
   end },
-  ["spk.lstm.plan_options"] = { n = 4, opts = 1, args = function(m)
-    return { layers = m.layers(), batch = 1, steps = 2 }, "mine", { threads = true }, 1
+  ["spk.lstm.plan_options"] = { n = 3, opts = 1, args = function(m)
+    return { layers = m.layers(), batch = 1, steps = 2 }, "mine", { threads = true }
   end },
   ["spk.lstm.new_plan"] = { n = 2, args = function()
     return { backend = "mine", batch = 1, steps = 2, input = 3, hidden = 2 },
@@ -291,22 +291,18 @@ M.recipes = {
   ["spk.core.schedule.check"] = { n = 3, args = function()
     return { tile_rows = 8, tiles = 1, tiles_per_launch = 1, groups = 2 }, 8, { { first = 0, count = 1 } }
   end },
-  ["spk.core.persistent_stack_new"] = { n = 1, gpu = true, args = function(m)
-    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { units = 4, hidden = 128 }, timeout_ms = 2000 }
+  ["spk.core.plan_new"] = { n = 1, gpu = true, args = function(m)
+    return { backend = "persistent", layers = m.gpu_layers(), batch = 1, steps = 2,
+             kernel = { units = 4, hidden = 128 }, timeout_ms = 2000 }
   end },
-  ["spk.core.persistent_variant"] = { n = 3, args = function() return { units = 4, gate_block = 1 }, 8, 128 end },
-  ["spk.core.persistent_options"] = { n = 0, args = function() end },
+  ["spk.core.kernel_variant"] = { n = 4, args = function() return "persistent", { units = 4, gate_block = 1 }, 8, 128 end },
+  ["spk.core.kernel_families"] = { n = 0, args = function() end },
   ["spk.core.persistent_schedule_fits"] = { n = 5, args = function()
     return { batch = 8, groups = 1, tile_rows = 8, tiles = 1, tiles_per_launch = 1 }, { units = 4 }, 1000, 1000, 128
   end },
-  ["spk.core.persistent_trace_check"] = { n = 3, args = function()
+  ["spk.core.trace_check"] = { n = 3, args = function()
     return { layer = 1, direction = "forward", steps = { 1, 2 } }, 1, 2
   end },
-  ["spk.core.cluster_stack_new"] = { n = 1, gpu = true, args = function(m)
-    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { hidden = 128, cluster = 2 } }
-  end },
-  ["spk.core.cluster_variant"] = { n = 3, args = function() return { cluster = 2, push = "scalar" }, 8, 128 end },
-  ["spk.core.cluster_options"] = { n = 0, args = function() end },
   ["spk.core.cluster_schedule_pick"] = { n = 4, args = function() return 8, { 1, 2, 4 }, { 8, 8, 8 }, 0 end },
   ["spk.core.kernel_stack_new"] = { n = 1, gpu = true, args = function(m)
     return { layers = m.gpu_layers(), batch = 1, steps = 2, module = m.module(), entry = "k",
@@ -430,7 +426,7 @@ M.objects = {
     methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } },
                 time = { { rounds = 1, warmup = 0, x = "x" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
-  { kind = "persistent plan (core)", gpu = true, metatable = "spk.lstm.stack", make = function(m) return m.stack("persistent").handle end,
+  { kind = "persistent plan (core)", gpu = true, metatable = "spk.lstm.plan", make = function(m) return m.stack("persistent").handle end,
     methods = { forward = { "x", { trace = { layer = 1, direction = "forward", steps = { 1 } } } },
                 time = { "x", 1, 0, { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0, blocks = 2 } } },
     arity = { forward = 3, time = 5, info = 1, close = 1 } },
@@ -438,7 +434,7 @@ M.objects = {
     methods = { forward = { "x", { timeline = { step_range = { 1, 2 }, blocks = { 0, 1 } } } },
                 time = { { rounds = 1, warmup = 0, x = "x", timeline = { step_range = { 1, 2 } } } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
-  { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.cluster_stack", make = function(m) return m.stack("cluster").handle end,
+  { kind = "cluster plan (core)", gpu = true, metatable = "spk.lstm.plan", make = function(m) return m.stack("cluster").handle end,
     methods = { forward = { "x", { timeline = { layer = 0, direction = 0, first_step = 0, steps = 2, first_block = 0,
                                                 blocks = 2 } } },
                 time = { "x", 1, 0, { layer = 0, direction = 1, first_step = 1, steps = 1, first_block = 0, blocks = 1 } } },
@@ -446,7 +442,7 @@ M.objects = {
   { kind = "kernel stack plan", gpu = true, make = function(m) return m.kernel_stack() end,
     methods = { forward = { "x" }, time = { { rounds = 1, warmup = 0, x = "x" } } },
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
-  { kind = "kernel stack plan (core)", gpu = true, metatable = "spk.lstm.kernel_stack",
+  { kind = "kernel stack plan (core)", gpu = true, metatable = "spk.lstm.plan",
     make = function(m) return m.kernel_stack().handle end,
     methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 3, time = 4, info = 1, close = 1 } },
   { kind = "cudnn plan", gpu = true, metatable = "spk.cudnn.stack", make = function(m) return m.stack("cudnn") end,

@@ -33,7 +33,7 @@ describe("cluster backend options", function()
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { cluster = 3 } },
       "kernel.cluster must be 1, 2, 4, 8 or 16 %(.*%), got 3")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { threads = 384 } }, "kernel.threads 384")
-    refuses({ layers = layers, batch = 2, steps = 3, kernel = { tile_rows = 33 } }, "kernel.tile_rows must be 1 .. 32")
+    refuses({ layers = layers, batch = 2, steps = 3, kernel = { tile_rows = 33 } }, "kernel.tile_rows must be 0 .. 32")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { weights = "global" } }, "kernel: unknown option 'weights'")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { math = "tf32" } }, "kernel: unknown option 'math'")
     refuses({ layers = layers, batch = 2, steps = 3, kernel = { unroll = 2 } },
@@ -84,7 +84,7 @@ describe("cluster backend options", function()
     refuses({ push = "scalar", cell = "fused" }, 'kernel.cell "trimmed" or "fused" needs kernel.push')
     refuses({ cell = "fast" }, 'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
     refuses({ push = "warp", gate_block = 4, tile_rows = 1, row_phases = 2 },
-      "kernel.row_phases 2 needs two row groups a tile: tile_rows 1, row_group 1")
+      "kernel.row_phases 2 needs two row groups a tile: max_tile_rows 1, row_group 1")
     for _, gone in ipairs { "store", "exchange", "directions", "weights", "math" } do
       refuses({ [gone] = 1 }, "kernel: unknown option '" .. gone .. "'")
     end
@@ -121,8 +121,8 @@ describe("cluster backend options", function()
     assert.are.equal("cluster", t.backend)
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
-    assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "tile_rows", "threads",
-                      "row_group", "min_blocks", "early_gates", "cell" }, names)
+    assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "max_tile_rows",
+                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell" }, names)
     assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
     assert.are.same({ "reference", "trimmed", "fused" }, t.options[12].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)
@@ -139,13 +139,14 @@ describe("cluster backend options", function()
       for _, o in ipairs(spk.lstm.kernel_options("cluster").options) do
         assert.are.equal(k[o.name], v[o.name], ("batch %d %s"):format(batch, o.name))
       end
-      assert.is_true(k.tile_rows >= 1 and k.tile_rows <= 32, "batch " .. batch)
+      assert.is_true(k.max_tile_rows >= 1 and k.max_tile_rows <= 32, "batch " .. batch)
+      assert.is_true(k.tile_rows >= 0 and k.tile_rows <= k.max_tile_rows, "batch " .. batch)
     end
     local blocks, push, ahead, tiles, phases, early, cells = {}, {}, {}, {}, {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 128, 129, 256, 257 } do
       local k = spk.lstm.cluster_variant(nil, batch)
       blocks[#blocks + 1], push[#push + 1], ahead[#ahead + 1] = k.gate_block, k.push, k.gates_ahead
-      tiles[#tiles + 1], phases[#phases + 1] = k.launch_tile_rows, k.row_phases
+      tiles[#tiles + 1], phases[#phases + 1] = k.tile_rows, k.row_phases
       early[#early + 1], cells[#cells + 1] = k.early_gates, k.cell
     end
     assert.are.same({ 4, 4, 4, 4, 4, 4, 4, 4 }, blocks)
@@ -159,7 +160,7 @@ describe("cluster backend options", function()
     assert.has_error(function() spk.lstm.cluster_variant(nil, 0) end)
     -- a hidden size no row fits: the baseline, the schedule picking the tile height
     local k = spk.lstm.cluster_variant(nil, 1, 256)
-    assert.are.same({ "scalar", 0, 0, "reference" }, { k.push, k.launch_tile_rows, k.early_gates, k.cell })
+    assert.are.same({ "scalar", 0, 32, 0, "reference" }, { k.push, k.tile_rows, k.max_tile_rows, k.early_gates, k.cell })
   end)
 
   it("picks the smallest tile height whose clusters all run at once", function()

@@ -289,7 +289,7 @@ describe("spk.blas.gemm checks", function()
       error_of(spk.blas.gemm, { a = z({ 2, 3 }), b = z({ 3, 5 }), c = z({ 2, 5 }), transa = true }))
     assert.matches("a is f64", error_of(spk.blas.gemm, { a = z({ 2, 3 }, "f64"), b = z({ 3, 5 }), c = z({ 2, 5 }) }))
     assert.matches("b has 1 dimension", error_of(spk.blas.gemm, { a = z({ 2, 3 }), b = z({ 3 }), c = z({ 2, 5 }) }))
-    assert.matches("math \"fp16\"",
+    assert.matches("gemm.math must be \"fp32\", \"tf32\", \"pedantic\" or \"3xtf32\", got \"fp16\"",
       error_of(spk.blas.gemm, { a = z({ 2, 3 }), b = z({ 3, 5 }), c = z({ 2, 5 }), math = "fp16" }))
     -- Shapes that fit: the remaining complaint is where the tensors live.
     assert.matches("a is a host tensor", error_of(spk.blas.gemm, { a = z({ 2, 3 }), b = z({ 3, 5 }), c = z({ 2, 5 }) }))

@@ -50,7 +50,7 @@ describe("cudnn arguments (checked before any CUDA call)", function()
     assert.matches("batch must be an integer", message(spk.lstm.cudnn_stack, with { batch = 1.5 }))
     assert.matches("tile_rows", message(spk.lstm.cudnn_stack, with { tile_rows = 8 }))
     assert.matches("backend must be \"cudnn\"", message(spk.lstm.cudnn_stack, with { backend = "persistent" }))
-    assert.matches("stream must be a spk.cuda stream", message(spk.lstm.cudnn_stack, with { stream = 5 }))
+    assert.matches("stream must be an open spk.cuda stream, got number", message(spk.lstm.cudnn_stack, with { stream = 5 }))
   end)
 
   it("refuses layers whose shapes do not chain, naming the layer", function()

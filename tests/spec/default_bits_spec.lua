@@ -118,7 +118,6 @@ describe("the fixtures of the per-batch defaults", function()
         local v = spk.lstm.kernel_variant { backend = r.backend, batch = r.batch, hidden = 128 }
         for key, value in pairs(want) do
           local got = v[key]
-          if r.backend == "cluster" and key == "tile_rows" then got = v.launch_tile_rows end
           if key == "cell_bits" then got = cell_bits(v.cell) end
           assert.are.equal(value, got, ("%s (%s): %s"):format(record_name(file, r), r.variant, key))
         end

@@ -4,6 +4,10 @@
 -- written a second time in Lua).
 local spk = require "spk"
 
+-- every built-in kernel family (src/lstm/family.c's spk_families): a new one is checked here too
+local FAMILIES = {}
+for _, f in ipairs(require("spk.core").kernel_families()) do FAMILIES[#FAMILIES + 1] = f.backend end
+
 local function read(path)
   local f = assert(io.open(path, "r"))
   local s = f:read("a")
@@ -23,15 +27,17 @@ describe("kernel options", function()
     assert.are.equal(printed, block)
   end)
 
-  it("lists every option of both families with its values, default rule and help", function()
-    for _, backend in ipairs { "persistent", "cluster" } do
+  it("lists every option of every family with its values, default rule and help", function()
+    assert.are.same({ "persistent", "cluster" }, { FAMILIES[1], FAMILIES[2] })
+    for _, backend in ipairs(FAMILIES) do
       local t = spk.lstm.kernel_options(backend)
       assert.are.equal(backend, t.backend)
       for _, o in ipairs(t.options) do
         assert.is_truthy(t.text:find("  " .. o.name .. " ", 1, true), backend .. " " .. o.name)
         assert.is_truthy(t.text:find(o.help, 1, true), o.name)
         assert.is_truthy(o.default == "batch" or o.default == "fit" or o.default == "layers", o.name)
-        assert.is_truthy(o.macro, o.name .. " sets no macro")
+        -- every option sets a macro of the kernel source but tile_rows, the launch's tile height
+        assert.are.equal(o.name ~= "tile_rows", o.macro ~= nil, o.name .. ": a macro where there should be none, or none")
         if o.default ~= "layers" then assert.is_truthy(t.text:find(o.takes, 1, true), o.name) end
       end
       for _, rule in ipairs(t.rules) do assert.is_truthy(t.text:find(rule, 1, true), rule) end
@@ -39,7 +45,7 @@ describe("kernel options", function()
   end)
 
   it("every value the table allows is accepted and the next one refused, with the table's words", function()
-    for _, backend in ipairs { "persistent", "cluster" } do
+    for _, backend in ipairs(FAMILIES) do
       for _, o in ipairs(spk.lstm.kernel_options(backend).options) do
         if o.words then
           local ok, err = pcall(spk.lstm.kernel_variant, { backend = backend, kernel = { [o.name] = "nonsense" } })
@@ -117,8 +123,8 @@ describe("kernel options", function()
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 
-  it("an option left out is the batch's default in both backends", function()
-    for _, backend in ipairs { "persistent", "cluster" } do
+  it("an option left out is the batch's default in every family", function()
+    for _, backend in ipairs(FAMILIES) do
       for _, batch in ipairs { 1, 8, 33, 64, 129, 256, 1000 } do
         local default = spk.lstm.kernel_variant { backend = backend, batch = batch }
         assert.are.same(default, spk.lstm.kernel_variant { backend = backend, batch = batch, kernel = {} })

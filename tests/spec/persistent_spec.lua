@@ -95,7 +95,10 @@ describe("spk.lstm.stack arguments", function()
     local gb = variant({ units = 16, gate_block = 4 }, 1)
     assert.are.equal(128, gb.threads)
     assert.are.equal(8, gb.row_group)
-    assert.are.equal(32, gb.tile_rows)
+    assert.are.equal(32, gb.max_tile_rows)
+    assert.are.equal(0, gb.tile_rows) -- the schedule picks the tile height
+    local forced = variant({ units = 16, gate_block = 4, tile_rows = 16 }, 1)
+    assert.are.same({ 16, 16, "16" }, { forced.tile_rows, forced.max_tile_rows, forced.defines.MAX_TILE_ROWS })
     assert.are.equal("4", gb.defines.GATE_BLOCK)
     -- units 32 needs gate blocks: left out, gate_block follows
     local gb32 = variant({ units = 32 }, 1)
@@ -117,9 +120,9 @@ describe("spk.lstm.stack arguments", function()
   end)
 
   it("checks trace requests as the reference does (layers and steps from 1)", function()
-    assert.is_true(core.persistent_trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
+    assert.is_true(core.trace_check({ layer = 2, direction = "reverse", steps = { 1, 5, 5 } }, 2, 5))
     local function refused(trace, pattern)
-      local ok, err = pcall(core.persistent_trace_check, trace, 2, 5)
+      local ok, err = pcall(core.trace_check, trace, 2, 5)
       assert.is_false(ok)
       assert.matches(pattern, tostring(err))
     end

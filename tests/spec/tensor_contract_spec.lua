@@ -115,7 +115,7 @@ describe("reductions honour dim and keepdim", function()
 end)
 
 describe("mixed dtypes promote as NumPy's", function()
-  it("the reported cases: i32 + f32 and i32 * 0.5 no longer truncate", function()
+  it("i32 + f32 and i32 * 0.5 give f64, not a truncated i32", function()
     local i = spk.tensor({ 1, 1 }, "i32")
     local sum = i + spk.tensor { 0.75, 0.75 }
     assert.are.equal("f64", sum:dtype())
@@ -218,7 +218,7 @@ describe("mixed dtypes promote as NumPy's", function()
 end)
 
 describe("arguments a function does not take are errors naming them", function()
-  it("the reported cases", function()
+  it("an extra argument, a dim that is no integer, an unknown bound", function()
     local b = spk.tensor { 1, 2 }
     assert.matches(":%d+: bad argument #2 to 'add' %(unexpected argument %(number 2%): tensor:add takes %(other%)%)$",
       error_of(function() return b:add(b, 2) end))

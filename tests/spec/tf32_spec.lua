@@ -50,13 +50,13 @@ describe("math option of spk.lstm.stack", function()
 
   it("the C bindings refuse other names themselves", function()
     local core = require "spk.core"
-    for _, make in ipairs { core.persistent_stack_new, core.cluster_stack_new } do
-      local ok, err = pcall(make, { layers = layers, batch = 2, steps = 3, math = "pedantic" })
+    for _, backend in ipairs { "persistent", "cluster" } do
+      local ok, err = pcall(core.plan_new, { backend = backend, layers = layers, batch = 2, steps = 3, math = "pedantic" })
       assert.is_false(ok)
       assert.matches('math must be "fp32", "tf32" or "3xtf32" %(the input projections%), got "pedantic"', tostring(err))
-      ok, err = pcall(make, { layers = layers, batch = 2, steps = 3, math = "bf16" })
+      ok, err = pcall(core.plan_new, { backend = backend, layers = layers, batch = 2, steps = 3, math = "bf16" })
       assert.is_false(ok)
-      assert.matches('math "bf16" is not', tostring(err))
+      assert.matches('math must be "fp32", "tf32" or "3xtf32" %(the input projections%), got "bf16"', tostring(err))
     end
   end)
 end)

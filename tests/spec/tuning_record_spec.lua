@@ -53,7 +53,7 @@ describe("the tuning record's schema", function()
       bad_batch_negative = "batch must be an integer in 1 .. %d+, got %-8",
       bad_cudnn_algo = "backend cudnn takes: algo must be one of", bad_entry_field = 'has no field "layers_out"',
       bad_format = "format must be 1, got 2", bad_kernel_huge = "kernel.threads must be an integer in 1 .. 1048576",
-      bad_kernel_range = "kernel.tile_rows must be 1 .. 32 %(.-%), got 99",
+      bad_kernel_range = "kernel.tile_rows must be 0 .. 32 %(.-%), got 99",
       bad_kernel_type = 'kernel.tile_rows must be an integer in 1 .. 1048576, got "2"',
       bad_kernel_unknown = 'kernel has no option "unroll"', bad_key = "key does not match",
       bad_median_string = 'winner.median_ms must be a positive number, got "abc"', bad_not_json = "not valid JSON",
@@ -145,6 +145,33 @@ describe("the tuning record's schema", function()
     assert.matches('winner.math: backend cudnn has no math "3xtf32"', why)
     ok, why = tuning.check_record(record_with({ backend = "cluster", options = {}, math = 3, median_ms = 1 }))
     assert.is_nil(ok)
+  end)
+
+  it("reads a record written before max_tile_rows: the persistent tile_rows migrated, with a note", function()
+    local r = record_with({ backend = "persistent", options = { kernel = { units = 8, tile_rows = 16 } }, median_ms = 1 },
+      { candidates = { { backend = "persistent", options = { kernel = { units = 4, tile_rows = 8 } }, median_ms = 2 },
+                       { backend = "cluster", options = { kernel = { tile_rows = 2 } }, median_ms = 3 } } })
+    local decoded, why = tuning.decode(report.json_encode(r))
+    assert.is_table(decoded, why)
+    local e = decoded.entries[1]
+    assert.are.same({ units = 8, max_tile_rows = 16 }, e.winner.options.kernel)
+    assert.are.same({ units = 4, max_tile_rows = 8 }, e.candidates[1].options.kernel)
+    assert.are.same({ tile_rows = 2 }, e.candidates[2].options.kernel) -- the cluster's tile_rows kept its meaning
+    assert.are.equal(2, #decoded.migrated)
+    assert.matches("entries%[1%]%.winner%.options%.kernel%.tile_rows read as max_tile_rows", decoded.migrated[1])
+    -- tuning.find says so once, naming the file
+    local dir = spec_tmpdir()
+    local path = tuning.path(tuning.key(sample_fields()), dir)
+    write_file(path, report.json_encode(r))
+    local got = warnings_during(function()
+      for _ = 1, 2 do assert.is_table(tuning.find(sample_fields(), dir)) end
+    end)
+    assert.are.equal(1, #got)
+    assert.matches("was migrated on reading", got[1])
+    os.execute("rm -rf " .. shell_quote(dir))
+    -- a record of this tree has nothing to migrate
+    assert.is_nil(tuning.decode(report.json_encode(record_with({ backend = "persistent",
+      options = { kernel = { units = 8, max_tile_rows = 16 } }, median_ms = 1 }))).migrated)
   end)
 
   it("checks the kernel options the way the backend checks them, with types and ranges", function()

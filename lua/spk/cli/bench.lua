@@ -166,9 +166,9 @@ return function(args, io_override)
   local variants
   if o.units then
     variants = { persistent = {} }
-    for _, m in ipairs(o.maths or { "fp32" }) do
+    for _, m in ipairs(o.maths or { spk.lstm.math_default }) do
       for _, u in ipairs(o.units) do
-        local v = { kernel = { units = u }, math = m ~= "fp32" and m or nil }
+        local v = { kernel = { units = u }, math = m ~= spk.lstm.math_default and m or nil }
         variants.persistent[#variants.persistent + 1] = v
       end
     end

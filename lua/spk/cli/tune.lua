@@ -189,7 +189,8 @@ local function entry_of(o, batch, rows, options_of, tuning)
   local best
   local benchmark = require "spk.benchmark"
   for i, r in ipairs(rows) do
-    local fp32 = benchmark.held_to[r.math or "fp32"] == "fp32" -- FP32's accuracy: fp32 or 3xtf32
+    local default_math = require("spk").lstm.math_default
+    local fp32 = benchmark.held_to[r.math or default_math] == default_math -- FP32's accuracy: fp32 or 3xtf32
     local eligible = candidate[r.backend] == true and not r.error and fp32 and r.bound_ok == true
       and type(r.median_ms) == "number"
     local c = { backend = r.backend, options = options_of[i], math = r.math, variant = r.variant, median_ms = r.median_ms,
