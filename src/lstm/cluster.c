@@ -23,6 +23,7 @@
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
        O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
+_Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
 

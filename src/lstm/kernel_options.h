@@ -20,7 +20,7 @@
 
 #include "cuda/runtime.h"
 
-#define SPK_KERNEL_OPTIONS_MAX 12
+#define SPK_KERNEL_OPTIONS_MAX 16 /* the most options a family has (each family checks its count) */
 #define SPK_OPTION_WORDS 4
 
 /* Where the value of an option left out comes from. */

@@ -21,6 +21,7 @@
  * needs the derived sizes. */
 #define FIELD(name) offsetof(spk_persistent_variant, name)
 enum { O_HIDDEN, O_UNITS, O_GATE_BLOCK, O_THREADS, O_ROW_GROUP, O_MAX_TILE_ROWS, O_TILE_ROWS, O_COUNT };
+_Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 
 static const spk_kernel_option options[O_COUNT] = {
