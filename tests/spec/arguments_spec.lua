@@ -185,7 +185,7 @@ describe("an argument a function does not take is an error that names it", funct
     assert.is_table(spk.compare(t, t, nil, nil))
     local ok, err = pcall(spk.compare, t, t, nil, 7)
     assert.is_false(ok)
-    assert.matches("bad argument #4 to '.-' %(unexpected argument %(number 7%): spk%.compare takes %(a, b%)%)", err)
+    assert.matches("bad argument #4 to '.-' %(unexpected argument %(number 7%): spk%.compare takes %(actual, expected%)%)", err)
     assert.is_true(spk.lstm.check_math("fp32", nil, nil) == "fp32")
     ok, err = pcall(spk.lstm.check_math, "fp32", "cpu", nil, true)
     assert.is_false(ok)
@@ -199,7 +199,7 @@ describe("an argument a function does not take is an error that names it", funct
     local _, c_err = pcall(spk.compare, t, t, "x")
     local lua_ok, lua_err = pcall(function() spk.lstm.random({}, "x") end)
     assert.is_false(lua_ok)
-    assert.matches('unexpected argument %(string "x"%): spk%.compare takes %(a, b%)%)$', c_err)
+    assert.matches('unexpected argument %(string "x"%): spk%.compare takes %(actual, expected%)%)$', c_err)
     assert.matches("^.-arguments_spec%.lua:%d+: bad argument #2 to 'spk.lstm.random' %(unexpected argument "
       .. '%(string "x"%): spk%.lstm%.random takes %(opts%)%)$', lua_err)
     -- options: the same words from C (spk.cuda.compile) and Lua (spk.lstm.save)
