@@ -48,7 +48,7 @@
 //                gates are taken, before the wait (off the step's chain), not at its end
 // and the plan's SPK_HIDDEN and SPK_GATE_* (packing: units layout, any order).
 // SPK_TIMELINE 1 is the timeline build (kernels/spk_timeline.cuh; its stages:
-// TC_STAGES in kernels/lstm_tc_layout.cuh).
+// TC_STAGES in kernels/lstm_tc_timeline_stages.cuh).
 
 #ifndef SPK_HIDDEN
 #define SPK_HIDDEN 128
@@ -59,6 +59,7 @@
 #define SPK_PACK_ROWS 0
 #endif
 #include "lstm_tc_layout.cuh"
+#include "spk_status.cuh" /* the status codes: the built-in kernels' (lua/spk/tensor_core.lua says each) */
 #ifndef TC_SPLIT
 #define TC_SPLIT TC_SPLIT_F16
 #endif
@@ -109,9 +110,6 @@
 // [PADDED_ROWS][ROW_WORDS] 8-byte words; wgmma: [NT][2 parts] groups of 16 H bytes), gate stages
 // [GATES_AHEAD][CELLS][THREADS] float4. lua/spk/tensor_core.lua sizes the launch the same way.
 #define SMEM_BYTES (BARRIER_BYTES + 2 * 8 * BUFFER_WORDS + 16 * GATES_AHEAD * CELLS * THREADS)
-#define STATUS_BAD_GEOMETRY 2u
-#define STATUS_NEEDS_SM90 3u
-#define STATUS_EXCHANGE_TIMEOUT 4u
 #define FULL_MASK 0xffffffffu
 #define TC_TIMELINE_STAGES (ROW_PHASES == 1 ? TC_STAGE_COUNT : TC_PHASED_STAGE_COUNT) /* the _EARLY lists' counts too */
 #if FETCH_EARLY

@@ -153,7 +153,7 @@ function M.from_rows(rows, run)
   if out.variants == nil then out.variants = distinct(rows, "variant") end
   if out.math == nil then
     local maths = distinct(rows, "math")
-    out.math = #maths > 0 and maths or { "fp32" }
+    out.math = #maths > 0 and maths or { core.blas.math_modes[1].name } -- the default math
   end
   if out.batches == nil then
     local batches = distinct(rows, "batch")

@@ -31,8 +31,15 @@ M.options = { "split", "products", "cluster", "tile_rows", "warp_mt", "row_phase
 M.splits = { tf32 = 1, f16 = 2 }
 M.mmas = { sync = 1, wgmma = 2 }
 
+-- The split forms: FP16 parts, or TF32 parts (3xTF32), named as the math of TF32's inputs is (the
+-- reduced math of the one list, src/cuda/math_modes.h: held to itself, not the default's accuracy).
+local TF32
+for i, m in ipairs(require("spk.core").blas.math_modes) do
+  if i > 1 and m.stacks and m.held_to == m.name then TF32 = m.name end
+end
+
 local allowed = {
-  split = { "f16", "tf32" },
+  split = { "f16", TF32 },
   products = { 3, 1 },
   cluster = { 2, 4, 8, 16 },
   warp_mt = { 1, 2 },
@@ -175,7 +182,7 @@ function M.variant(shape, opts)
   end
   -- 3xTF32 holds 128 registers of R a thread: blocks of 512 threads (cluster 2) would
   -- spill, so its large batches keep the two-phase tiles of 16 on clusters of 4.
-  if opts.split == "tf32" and opts.cluster == nil and v.cluster == 2 then
+  if opts.split == TF32 and opts.cluster == nil and v.cluster == 2 then
     v.cluster, v.tile_rows, v.row_phases = 4, 16, 2
   end
   for k, x in pairs(opts) do v[k] = x end
@@ -209,10 +216,10 @@ function M.label(v)
 end
 
 -- The stage names of a variant's timeline build, read from the list the kernel stamps
--- (TC_STAGES / TC_PHASED_STAGES in kernels/lstm_tc_layout.cuh).
+-- (TC_STAGES / TC_PHASED_STAGES in kernels/lstm_tc_timeline_stages.cuh).
 function M.stages(v)
   local spk = require "spk"
-  local text = spk.files.read(M.kernel_dir() .. "/lstm_tc_layout.cuh")
+  local text = spk.files.read(M.kernel_dir() .. "/lstm_tc_timeline_stages.cuh")
   local macro = ("TC_%s%sSTAGES"):format(v.fetch_early == 1 and "EARLY_" or "", v.row_phases == 2 and "PHASED_" or "")
   local body = text:match("#define " .. macro .. "%(X%)(.-)\n#define") or ""
   local names = {}
@@ -254,7 +261,7 @@ function M.spec(opts)
     file = M.kernel_dir() .. "/lstm_tc.cu",
     entry = "spk_lstm_tc",
     args = M.args,
-    packing = { order = "ifco", layout = "units" },
+    packing = { order = require("spk.core").lstm.gate_orders.packed, layout = "units" },
     statuses = M.statuses,
     options = opts.options,
     arch_specific = true, -- sm_90a: the wgmma form needs it; the mma.sync form compiles the same

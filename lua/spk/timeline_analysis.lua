@@ -173,6 +173,20 @@ end
 
 -- ---------------------------------------------------------------- a recording read back
 
+-- The waits of the built-in kernels' stage lists and what each waits for ({wait = "publish", ...}: the
+-- families' own tables, kernels/lstm_timeline_stages.cuh), for a stamps CSV that names its stages only.
+local function builtin_waits()
+  local spk = require "spk"
+  local out = {}
+  for _, f in ipairs(require("spk.core").kernel_families()) do
+    for _, batch in ipairs { 1, 256 } do -- one row phase and two
+      local v = spk.lstm.kernel_variant { backend = f.backend, batch = batch }
+      for wait, publish in pairs(v.timeline.waits_for) do out[wait] = publish end
+    end
+  end
+  return out
+end
+
 function M.load_stamps(path, opts)
   opts = options.check_keys(opts, { "waits_for", "kernel" }, "timeline.load_stamps")
   if type(path) ~= "string" then
@@ -215,12 +229,10 @@ function M.load_stamps(path, opts)
   local waits_for = opts.waits_for
   if waits_for == nil then
     waits_for = {}
-    for _, pair in ipairs { { "wait", "publish" }, { "wait_2", "publish_2" } } do
-      local has_wait, has_publish = false, false
-      for _, name in ipairs(stages) do
-        has_wait, has_publish = has_wait or name == pair[1], has_publish or name == pair[2]
-      end
-      if has_wait and has_publish then waits_for[pair[1]] = pair[2] end
+    local has = {}
+    for _, name in ipairs(stages) do has[name] = true end
+    for wait, publish in pairs(builtin_waits()) do
+      if has[wait] and has[publish] then waits_for[wait] = publish end
     end
   end
   return { stamps = rows, columns = names, stages = stages, waits_for = waits_for, kernel = opts.kernel or path }

@@ -746,7 +746,7 @@ function M.choose(shape, opts)
     local entry, rule = M.lookup(record, shape)
     if entry then
       local w = entry.winner -- of the schema: M.find loads only records that are
-      local math_mode = w.math ~= "fp32" and w.math or nil
+      local math_mode = w.math ~= require("spk.benchmark").maths[1] and w.math or nil
       return { backend = w.backend, options = type(w.options) == "table" and w.options or {}, math = math_mode,
                source = "record", record = path, tuned_batch = entry.batch,
                reason = ("tuning record: %s (%s)%s, %s ms there, %s"):format(w.backend, tostring(w.variant),

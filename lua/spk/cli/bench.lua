@@ -191,7 +191,7 @@ return function(args, io_override)
   local seconds = (spk.clock_ms() - started) / 1000
 
   local run = provenance.from_rows(rows, {
-    seeds = { weights = 1, input = o.seed }, dtype = "f32", math = o.maths or { "fp32" },
+    seeds = { weights = 1, input = o.seed }, dtype = "f32", math = o.maths or { benchmark.maths[1] },
     shape = { layers = o.layers, input = o.input, hidden = o.hidden, steps = o.steps, batches = o.batches },
     rounds = o.rounds, warmup = o.warmup, check = o.check })
   local record = provenance.record(run)

@@ -61,13 +61,19 @@ device and its versions). Without a CUDA device it says so and exits 3.]]
 local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
 local MATHS = {}
 for _, m in ipairs(require("spk.tuning").fp32_maths()) do MATHS[m] = true end
+-- The default math (FP32) and the maths of its accuracy in the one list's order: what spk tune times.
+local benchmark_maths = require("spk.benchmark").maths
+local DEFAULT_MATH, TUNED_MATHS = benchmark_maths[1], {}
+for _, m in ipairs(benchmark_maths) do
+  if MATHS[m] then TUNED_MATHS[#TUNED_MATHS + 1] = m end
+end
 
 local options = require "spk.options"
 local fail, positive, list = options.fail, options.positive, options.list
 
 local function parse(args)
   local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, rounds = 5, warmup = 2,
-              candidates = { "persistent", "cluster" }, maths = { "fp32", "3xtf32" }, layers = 4, hidden = 128,
+              candidates = { "persistent", "cluster" }, maths = TUNED_MATHS, layers = 4, hidden = 128,
               input = 60 }
   local numbers = { steps = 1, rounds = 1, warmup = 0, layers = 1, hidden = 1, input = 1 }
   local i = 1
@@ -146,7 +152,7 @@ local function in_maths(list, maths)
     for _, v in ipairs(list) do
       local w = {}
       for k, x in pairs(v) do w[k] = x end
-      w.math = m ~= "fp32" and m or nil
+      w.math = m ~= DEFAULT_MATH and m or nil
       out[#out + 1] = w
     end
   end
@@ -307,7 +313,7 @@ return function(args, io_override)
     for _, c in ipairs(e.candidates) do all_rows[#all_rows + 1] = c end
   end
   local record_of_run = provenance.record(provenance.from_rows(all_rows, {
-    seeds = { weights = 1, input = benchmark.defaults.seed }, dtype = "f32", math = { "fp32" },
+    seeds = { weights = 1, input = benchmark.defaults.seed }, dtype = "f32", math = { DEFAULT_MATH },
     shape = { layers = o.layers, input = o.input, hidden = o.hidden, steps = o.steps, batches = o.batches },
     rounds = o.rounds, warmup = o.warmup, candidates = o.candidates }))
 
