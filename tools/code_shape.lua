@@ -16,6 +16,9 @@
 -- listed as excepted). The last lines: the longest function, the longest C
 -- file and "N functions over 120 lines, N C files over 1500 lines". --check:
 -- exit status 1 when any file that is not excepted is past a limit.
+require "spk"
+require("spk.options").script {
+  usage = "spk run tools/code_shape.lua [--check] [--except PATH ...] [--top N] [PATH ...]" }
 local MAX_FUNCTION, MAX_FILE = 120, 1500
 
 local paths, excepted, check, top = {}, {}, false, 10
