@@ -7,7 +7,8 @@
 #   tools/bench_ab.sh run [OUT_DIR]      # on the GPU, with build/, build-ref/ and .deps carried
 #
 # run: four runs of `spk bench --backends cluster,persistent --math $BENCH_AB_MATHS
-# (default fp32) --batches 1,8,32,64,128,256 --rounds 5 --no-check --json`, reference, this tree,
+# (default fp32) --batches $BENCH_AB_BATCHES (default 1,8,32,64,128,256) --rounds 5 --no-check
+# --json`, reference, this tree,
 # reference, this tree (each tree's own spk, Lua and kernels), into OUT_DIR
 # (default results/bench_ab): 1_before.{txt,json}, 2_after, 3_before,
 # 4_after; then a table per backend, math and batch of the better median of each
@@ -40,7 +41,7 @@ case "$mode" in
       export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
     # speed alone (the outputs' bits are default_bits_spec's): no f64 reference
-    args=(bench --backends cluster,persistent --math "${BENCH_AB_MATHS:-fp32}" --batches 1,8,32,64,128,256 --rounds 5 --no-check)
+    args=(bench --backends cluster,persistent --math "${BENCH_AB_MATHS:-fp32}" --batches "${BENCH_AB_BATCHES:-1,8,32,64,128,256}" --rounds 5 --no-check)
     for round in 1 2; do
       SPK_LUA_DIR="$PWD/build-ref/lua" SPK_KERNEL_DIR="$PWD/build-ref/kernels" build-ref/build/spk "${args[@]}" --json "$out/$((2 * round - 1))_before.json" \
         >"$out/$((2 * round - 1))_before.txt" 2>&1
