@@ -115,13 +115,11 @@ local function write_variant(dir)
         end
       end
     end
-    local out, err = io.open(dir .. "/" .. name, "wb")
-    if not out then
-      io.stderr:write("gemm_3xtf32_check: ", err, "\n")
+    local ok, err = pcall(spk.files.write, dir .. "/" .. name, text)
+    if not ok then
+      io.stderr:write("gemm_3xtf32_check: ", tostring(err), "\n")
       os.exit(2)
     end
-    out:write(text)
-    out:close()
   end
 end
 

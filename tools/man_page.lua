@@ -128,9 +128,7 @@ add(roff("README.md and docs/ in share/doc/spk: docs/experiments.md, docs/kernel
 local text = table.concat(out, "\n") .. "\n"
 local path = script.args[1]
 if path then
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
+  require("spk").files.write(path, text)
 else
   io.write(text)
 end

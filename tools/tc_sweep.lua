@@ -40,22 +40,19 @@ local tc = require "spk.tensor_core"
 
 local opts = { part = "correctness,sweep,stamps", batches = "32,64,128,256", rounds = 5, steps = 589, only = nil,
                mma = "sync,wgmma" }
+local args = require("spk.options").script {
+  usage = "spk run tools/tc_sweep.lua [--part correctness,sweep,stamps,check] [--batches LIST] [--rounds N] "
+    .. "[--steps N] [--only LABEL,...] [--mma sync,wgmma]",
+}.args
 local i = 1
-while i <= #arg do
-  local a = arg[i]
-  if a == "--help" or a == "-h" then
-    for line in io.lines(arg[0]) do
-      if not line:match("^%-%-") then break end
-      print((line:gsub("^%-%- ?", "")))
-    end
-    os.exit(0)
-  end
+while i <= #args do
+  local a = args[i]
   local key = a:match("^%-%-([%w_]+)$")
   if not key or opts[key] == nil and key ~= "only" then
     io.stderr:write(("tc_sweep: unknown argument '%s' (--part, --batches, --rounds, --steps, --only, --mma)\n"):format(a))
     os.exit(2)
   end
-  opts[key] = arg[i + 1]
+  opts[key] = args[i + 1]
   i = i + 2
 end
 opts.rounds, opts.steps = math.tointeger(tonumber(opts.rounds)), math.tointeger(tonumber(opts.steps))

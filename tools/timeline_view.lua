@@ -8,13 +8,13 @@
 -- the exchange, the stage to attack next (docs/timeline.md). --floor: what
 -- a wait costs when its data is there (default 20 ns).
 local spk = require "spk"
+local arg = require("spk.options").script {
+  usage = "spk run tools/timeline_view.lua STAMPS.csv [STAMPS.csv ...] [--floor NS]",
+}.args
 local files, floor = {}, nil
 local i = 1
 while i <= #arg do
-  if arg[i] == "--help" or arg[i] == "-h" then
-    io.write("usage: spk run tools/timeline_view.lua STAMPS.csv [STAMPS.csv ...] [--floor NS]\n")
-    os.exit(0)
-  elseif arg[i] == "--floor" then
+  if arg[i] == "--floor" then
     floor = tonumber(arg[i + 1])
     if not floor then
       io.stderr:write("timeline_view: --floor takes a number of ns, got " .. tostring(arg[i + 1]) .. "\n")

@@ -56,7 +56,7 @@ local function measure(layers, x, math_mode)
                                         algo = "standard", math = math_mode }
   local y = plan:forward(x)
   if y.device ~= "cpu" then y = y:cpu() end
-  local c = spk.compare(y, spk.lstm.reference(layers, x, { precision = "f64" }))
+  local c = spk.compare(y, (spk.lstm.reference(layers, x, { precision = "f64" })))
   return { rel_l2 = c.rel_l2, max_abs = c.max_abs }
 end
 

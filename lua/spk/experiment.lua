@@ -174,7 +174,7 @@ Ex.__index = Ex
 -- On a failure: remove what the experiment wrote, and say what failed.
 local function on_failure(self)
   return function(message)
-    for i = #self.files, 1, -1 do os.remove(self.files[i]) end
+    for i = #self.files, 1, -1 do spk.files.remove(self.files[i]) end
     if self.made_folder then os.execute("rmdir '" .. self.out:gsub("'", "'\\''") .. "' 2>/dev/null") end
     if self.progress_line then self.progress_line:clear() end
     if self.debug then return nil end

@@ -391,6 +391,19 @@ int spk_file_write(const char *path, const void *data, size_t size)
     return spk_file_out_commit(o);
 }
 
+int spk_file_remove(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return spk_fail("cannot remove %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        return spk_fail("cannot remove %s: not a regular file (%s); spk removes only files it wrote", path,
+                        spk_file_kind(st.st_mode));
+    if (unlink(path) != 0)
+        return spk_fail("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
 bool spk_file_is_temporary(const char *name, const char *target)
 {
     size_t n = strlen(target);

@@ -97,6 +97,10 @@ void spk_file_out_discard(spk_file_out *out);
 /* The whole of data[0..size) as the file at `path`. */
 int spk_file_write(const char *path, const void *data, size_t size);
 
+/* Removes the regular file (or symbolic link) at path, which a writer made:
+ * a folder, FIFO or device is refused, naming what it is. 0 or -1 (spk_fail). */
+int spk_file_remove(const char *path);
+
 /* The limit in words: "16 MiB", "4 KiB", "100 bytes". */
 void spk_file_size_words(size_t bytes, char *out, size_t size);
 

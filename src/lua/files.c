@@ -256,6 +256,18 @@ static int files_real_path(lua_State *L)
     return 1;
 }
 
+/* spk.files.remove(path) -> true | nil, message */
+static int files_remove(lua_State *L)
+{
+    if (spk_file_remove(luaL_checkstring(L, 1)) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, spk_last_error());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* spk.files.is_link(path) -> whether path itself is a symbolic link. */
 static int files_is_link(lua_State *L)
 {
@@ -281,6 +293,11 @@ static const spk_lua_checked_reg files_functions[] = {
     {"real_path", files_real_path,
      "spk.files.real_path(path) -> absolute path | nil, message\n"
      "path with every symbolic link, \".\" and \"..\" resolved (nil for a dangling link or a loop).",
+     "path"},
+    {"remove", files_remove,
+     "spk.files.remove(path) -> true | nil, message\n"
+     "Removes the file at path (a regular file or a link; a folder, FIFO or device is refused): how spk takes\n"
+     "back what it wrote, as a failed experiment does.",
      "path"},
     {"is_link", files_is_link, "spk.files.is_link(path) -> boolean\nWhether path itself is a symbolic link.", "path"},
     {"kind", files_kind,

@@ -73,7 +73,7 @@ describe("spk.lstm.bound", function()
     local x = spk.randn({ 2, 30, 60 }, { seed = 1 })
     local b = spk.lstm.bound { layers = layers, x = x }
     local cudnn <close> = spk.lstm.stack { backend = "cudnn", layers = layers, batch = 2, steps = 30, algo = "standard" }
-    local c = spk.compare(cudnn:forward(x), spk.lstm.reference(layers, x, { precision = "f64" }))
+    local c = spk.compare(cudnn:forward(x), (spk.lstm.reference(layers, x, { precision = "f64" })))
     assert.are.equal(1.1 * c.rel_l2, b.rel_l2)
     assert.are.equal(2 * c.max_abs, b.max_abs)
   end)

@@ -196,6 +196,7 @@ M.recipes = {
   ["spk.files.kind"] = { n = 1, args = function() return "t.npy" end },
   ["spk.files.real_path"] = { n = 1, args = function() return "t.npy" end },
   ["spk.files.is_link"] = { n = 1, args = function() return "t.npy" end },
+  ["spk.files.remove"] = { n = 1, args = function() return "absent.txt" end },
   ["spk.onnx.load_lstm"] = { n = 1, args = function() return require("spk").find_dir("lua") .. "/../tests/fixtures/onnx/seg_torchscript.onnx" end },
   ["spk.onnx.save_lstm"] = { n = 2, args = function(m) return "s.onnx", m.layers() end },
   ["spk.doc_registry"] = { n = 0, args = function() end },

@@ -211,7 +211,9 @@ describe("gemm math 3xtf32", function()
   end)
 
   it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
-    local dir = spec_tmpdir() .. "/store_c"
+    local top = spec_tmpdir()
+    finally(function() os.execute("rm -rf " .. shell_quote(top)) end)
+    local dir = top .. "/store_c"
     local tool = "tools/gemm_3xtf32_check.lua"
     local out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3",
                                      "--write-variant", dir }

@@ -108,6 +108,7 @@ end
 
   gpu_it("runs the stack's projections on either form within the FP32 rows' bounds, the TMA form by default", function()
     local dir = spec_tmpdir()
+    finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     for _, choice in ipairs { "tma", "classic", "default" } do
       local env = choice == "default" and "env -u SPK_GEMM_3XTF32" or "SPK_GEMM_3XTF32=" .. choice
       local out = child(("%s SPK_SPEC_OUT=%s"):format(env, shell_quote(dir .. "/" .. choice)), STACK)

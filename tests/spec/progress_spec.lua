@@ -71,8 +71,10 @@ describe("spk bench's progress", function()
   it("through a pipe: its lines only, no status line", function()
     local _, err, code = run_spk(args)
     assert.are.equal(0, code, err)
+    -- then the CPU section's lines, at the threads this machine gives it
     assert.are.equal("batch 1: f64 reference ...\nbatch 1: cpu (1/1) ...\nbatch 2: f64 reference ...\n"
-      .. "batch 2: cpu (1/1) ...\n", err)
+      .. "batch 2: cpu (1/1) ...\ncpu section: batch 1, T threads ...\ncpu section: batch 2, T threads ...\n",
+      (err:gsub("batch (%d), %d+ threads? ", "batch %1, T threads ")))
   end)
 
   it("on a terminal: the status line with the steps of the whole run", function()

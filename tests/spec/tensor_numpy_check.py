@@ -394,6 +394,11 @@ def expected_more(case):
         return r, NAMES[r.dtype], "signs"
     if op == "where":
         cond, a, b = build(case["cond"]), side(case, "a"), side(case, "b")
+        # a Lua integer beside a u64 tensor is the u64 of its bits (src/core/tensor.h)
+        if isinstance(a, np.ndarray) and a.dtype == np.uint64 and isinstance(b, int):
+            b %= 1 << 64
+        if isinstance(b, np.ndarray) and b.dtype == np.uint64 and isinstance(a, int):
+            a %= 1 << 64
         dtype = where_dtype(a, b)
         # each side converted first: NumPy 1.24's where would meet a number and a u64 in f64
         r = np.where(cond != 0, np.asarray(a).astype(dtype), np.asarray(b).astype(dtype))
@@ -414,6 +419,8 @@ def expected_more(case):
         f = np.power if op == "pow" else np.remainder
         if "scalar" in case:
             s = scalar_value(case)
+            if isinstance(s, int) and a.dtype == np.uint64:
+                s %= 1 << 64  # a Lua integer beside a u64 is the u64 of its bits (src/core/tensor.h)
             weak_dtype(a.dtype, s)  # NumPy 1.24 does not check every case of an integer that does not fit
             r = f(s, a) if case.get("scalar_first") else f(a, s)
         else:

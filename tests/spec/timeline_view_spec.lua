@@ -152,6 +152,7 @@ describe("spk.timeline.critical_view", function()
     assert.are.same({ wait = "publish" }, tl.waits_for)
     assert.are.equal(256, #tl.stamps) -- 8 blocks, 32 steps
     local dir = spec_tmpdir()
+    finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     local f = assert(io.open(dir .. "/bad.csv", "w"))
     f:write("a,b\n1,2\n")
     f:close()
