@@ -221,10 +221,11 @@ describe("the limits against a device", function()
     for _, c in ipairs {
       { "dynamic", { grid = 1, block = 32, smem = lim.max_smem_per_block - static }, true },
       { "dynamic", { grid = 1, block = 32, smem = lim.max_smem_per_block - static + 1 }, false },
-      { "dynamic", { grid = { 1, 1, lim.max_grid[3] }, block = 32 }, true },
-      { "dynamic", { grid = { 1, 1, lim.max_grid[3] + 1 }, block = 32 }, false },
-      { "dynamic", { grid = 1, block = { 1, 1, lim.max_block[3] } }, true },
-      { "dynamic", { grid = 1, block = { 1, 1, lim.max_block[3] + 1 } }, false },
+      -- the kernel stores a word a thread in its dynamic shared memory: every launch gives it some
+      { "dynamic", { grid = { 1, 1, lim.max_grid[3] }, block = 32, smem = 128 }, true },
+      { "dynamic", { grid = { 1, 1, lim.max_grid[3] + 1 }, block = 32, smem = 128 }, false },
+      { "dynamic", { grid = 1, block = { 1, 1, lim.max_block[3] }, smem = 128 }, true },
+      { "dynamic", { grid = 1, block = { 1, 1, lim.max_block[3] + 1 }, smem = 128 }, false },
       { "bounded", { grid = 1, block = 256 }, true },
       { "bounded", { grid = 1, block = 512 }, false },
     } do

@@ -313,6 +313,24 @@ def weak_dtype(dtype, s):
     return dtype
 
 
+def c99_pow_of_minus_inf(case, a, r):
+    """(-Inf) ** y for a y that is no integer: C99's pow (spk's) gives +Inf for y > 0 and +0 for
+    y < 0; some NumPy builds' vectorised power give NaN there."""
+    if "scalar" in case:
+        s = np.float64(scalar_value(case))
+        base, y = (s, a) if case.get("scalar_first") else (a, s)
+    else:
+        base, y = a, build(case["b"])
+    base, y = np.broadcast_arrays(np.asarray(base, dtype=np.float64), np.asarray(y, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        odd = np.isneginf(base) & np.isfinite(y) & (y != np.floor(y))
+    if not odd.any():
+        return r
+    r = np.array(r, copy=True)
+    r[odd] = np.where(y[odd] > 0, np.inf, 0.0)
+    return r
+
+
 def side(case, name):
     """A where operand: an array, or a Python number."""
     if name in case:
@@ -426,6 +444,8 @@ def expected_more(case):
         else:
             r = f(a, build(case["b"]))
         r = np.asarray(r)
+        if op == "pow" and r.dtype.kind == "f":
+            r = c99_pow_of_minus_inf(case, a, r)
         return r, NAMES[r.dtype], "ulp" if op == "pow" else "signs"
     if op == "squeeze":
         return np.squeeze(a, axis=None if case["dim"] is None else axis_of(a, case["dim"])), case["a"]["dtype"], "signs"
