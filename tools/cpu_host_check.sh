@@ -20,6 +20,7 @@ CORES16=${CORES16:-0-15}
 mkdir -p "$OUT"
 SPK=build/spk
 WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 failed=0
