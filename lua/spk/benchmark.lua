@@ -76,6 +76,8 @@
 --     timing fields nil on error; check fields nil with check = false;
 --     bound/bound_ok nil where no bound applies.
 --   info: {steps, layers, input, hidden, seed, rounds, warmup, batches, backends, maths}
+-- benchmark.plan{backends =, algos =, maths =, variants =} -> {{backend =, variant =}, ...}
+--   What run times at each batch, in run order (opts as run's; no device needed).
 -- benchmark.speedups(rows) -> speedups, fastest, fastest_by_math
 --   Pure: speedups[i] = fastest cuDNN median at rows[i].batch in rows[i]'s math
 --   / rows[i].median_ms (nil where either is missing); fastest[batch] =
@@ -261,6 +263,17 @@ local function variants_of(backend, opts)
   return out
 end
 
+-- What run times at each batch (spk bench --dry-run lists it).
+function M.plan(opts)
+  local o = { algos = list_of(opts.algos or M.cudnn_algorithms, "algos"),
+              maths = list_of(opts.maths or M.defaults.maths, "maths"), variants = opts.variants }
+  local plan_list = {}
+  for _, backend in ipairs(list_of(opts.backends or M.defaults.backends, "backends")) do
+    for _, v in ipairs(variants_of(backend, o)) do plan_list[#plan_list + 1] = { backend = backend, variant = v } end
+  end
+  return plan_list
+end
+
 -- The message's first line, without the "file.lua:12: " a Lua error adds.
 local function first_line(message)
   local text = tostring(message):gsub("\n.*", "")
@@ -342,10 +355,7 @@ function M.run(opts)
   for k, v in pairs(M.bounds) do bounds[k] = v end
   for k, v in pairs(opts.bounds or {}) do bounds[k] = v end
 
-  local plan_list = {}
-  for _, backend in ipairs(o.backends) do
-    for _, v in ipairs(variants_of(backend, o)) do plan_list[#plan_list + 1] = { backend = backend, variant = v } end
-  end
+  local plan_list = M.plan(o)
 
   local rows = {}
   -- the steps of the whole run, counted for progress(message, {done =, total =})

@@ -269,6 +269,92 @@ describe("spk bench", function()
     assert.matches("%-%-no%-check", out)
   end)
 
+  describe("--dry-run", function()
+    -- spk bench in a scratch folder with no GPU visible; what it left there too
+    local function dry(args)
+      local dir = spec_tmpdir()
+      local all = { "bench", "--dry-run" }
+      for _, a in ipairs(args) do all[#all + 1] = a end
+      local out, err, code = run_spk(all, { env = { CUDA_VISIBLE_DEVICES = "" }, cwd = dir })
+      local p = io.popen("ls -A " .. shell_quote(dir))
+      local left = p:read("a")
+      p:close()
+      os.execute("rm -rf " .. shell_quote(dir))
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      assert.are.equal("", left)
+      local batches = {}
+      for batch, rows in out:gmatch("\nbatch (%d+): %d+ rows?: ([^\n]*)") do
+        local list = {}
+        for row in rows:gmatch("[^;]+") do list[#list + 1] = (row:gsub("^ ", "")) end
+        batches[#batches + 1] = { batch = tonumber(batch), rows = list }
+      end
+      return out, batches
+    end
+
+    it("lists the default run without a device, timing nothing and writing nothing", function()
+      local out, batches = dry {}
+      assert.matches("^spk bench %(dry run%): 4%-layer bidirectional LSTM, hidden 128, input 60, 589 steps, seed 1; "
+        .. "7 timed rounds after 2 warm%-ups; f64 reference check on\n", out)
+      assert.matches("\nbackends: persistent, cudnn; maths: fp32; cuDNN algorithms: " ..
+        table.concat(benchmark.cudnn_algorithms, ", "):gsub("%p", "%%%0") .. "\n", out)
+      local expected = { "persistent (math fp32)" }
+      for _, a in ipairs(benchmark.cudnn_algorithms) do expected[#expected + 1] = "cudnn (algo " .. a .. ", math fp32)" end
+      assert.are.equal(#benchmark.defaults.batches, #batches)
+      for i, b in ipairs(batches) do
+        assert.are.equal(benchmark.defaults.batches[i], b.batch)
+        assert.are.same(expected, b.rows)
+      end
+      assert.matches(("\n%d rows in all\n"):format(#expected * #batches), out)
+      assert.matches("\nCPU section: none", out)
+      assert.matches("\nneeds a CUDA GPU for: persistent, cudnn\n", out)
+    end)
+
+    it("follows the options: batches, maths, units, algorithms, rounds, the CPU section's threads", function()
+      -- --quick first: later options override it
+      local out, batches = dry { "--quick", "--backends", "cpu,persistent,cudnn", "--batches", "1,2", "--math",
+                                 "fp32,tf32,3xtf32", "--units", "4,8", "--algos", "standard", "--threads", "1,2",
+                                 "--rounds", "4", "--no-check" }
+      assert.matches("4 timed rounds after 1 warm%-up; f64 reference check off", out)
+      assert.matches("cuDNN algorithms: standard\n", out)
+      local expected = { "cpu (f32 reference)" }
+      for _, m in ipairs { "fp32", "tf32", "3xtf32" } do
+        for _, u in ipairs { 4, 8 } do expected[#expected + 1] = ("persistent (math %s, units %d)"):format(m, u) end
+      end
+      -- cuDNN has no 3xtf32: those rows are timed against its FP32 ones
+      expected[#expected + 1] = "cudnn (algo standard, math fp32)"
+      expected[#expected + 1] = "cudnn (algo standard, math tf32)"
+      assert.are.equal(2, #batches)
+      assert.are.same({ 1, 2 }, { batches[1].batch, batches[2].batch })
+      assert.are.same(expected, batches[1].rows)
+      assert.are.same(expected, batches[2].rows)
+      assert.matches("\nCPU section: batches 1,2 at 1,2 threads", out)
+    end)
+
+    it("lists the rows a real run of the cpu backend then makes", function()
+      local args = { "--backends", "cpu", "--batches", "1,3", "--steps", "2", "--hidden", "8", "--layers", "1",
+                     "--input", "3", "--rounds", "1", "--warmup", "0", "--threads", "1" }
+      local out, batches = dry(args)
+      assert.matches("\nCPU section: batches 1,3 at 1 thread:", out)
+      assert.is_nil(out:find("needs a CUDA GPU", 1, true), out)
+      local dir = spec_tmpdir()
+      local run = { "bench", "--json", dir .. "/rows.json" }
+      for _, a in ipairs(args) do run[#run + 1] = a end
+      local _, err, code = run_spk(run)
+      assert.are.equal(0, code, err)
+      local doc = report.json_decode(read_file(dir .. "/rows.json"))
+      os.execute("rm -rf " .. shell_quote(dir))
+      local listed = {}
+      for _, b in ipairs(batches) do
+        for _, row in ipairs(b.rows) do listed[#listed + 1] = b.batch .. " " .. row:match("^(%S+)") end
+      end
+      local ran = {}
+      for _, r in ipairs(doc.rows) do ran[#ran + 1] = r.batch .. " " .. r.backend end
+      assert.are.same(ran, listed)
+      assert.are.equal(2, #doc.cpu.rows)
+    end)
+  end)
+
   it("exits 2 with a message on bad options", function()
     for _, case in ipairs {
       { { "--rounds", "0" }, "--rounds: '0' is not an integer >= 1" },

@@ -100,6 +100,16 @@ describe("--dry-run", function()
     assert.is_true(tools["tools/persistent_sweep.lua"] and tools["tools/cluster_sweep.lua"])
   end)
 
+  for _, command in ipairs { "tune", "bench" } do
+    it(("spk %s --dry-run lists the work, exit 0, no device, nothing written"):format(command), function()
+      local out, err, code, left = run_in_scratch { command, "--dry-run" }
+      assert.are.equal(0, code, err)
+      assert.are.equal("", left)
+      assert.matches("^spk " .. command .. " %(dry run%): ", out)
+      assert.matches("\nbatch 1: %d+ ", out)
+    end)
+  end
+
   for _, path in ipairs(sweeps) do
     it(("spk run %s --quick --dry-run lists the work, exit 0, no device, nothing written"):format(path), function()
       local out, err, code, left = run_in_scratch { "run", path, "--quick", "--dry-run" }

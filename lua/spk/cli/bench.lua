@@ -5,14 +5,16 @@
 --
 -- Exit status: 0 after a run (rows beyond their bound are flagged in the
 -- table and counted below it), 1 when a file cannot be written, 2 for bad
--- arguments, 3 without a GPU for a GPU backend (spk.options.EXIT).
+-- arguments, 3 without a GPU for a GPU backend (spk.options.EXIT; --dry-run
+-- needs none).
 
 local USAGE = [[
 usage: spk bench [--batches 1,8,32,64,256] [--steps 589]
                  [--backends persistent,cudnn] [--algos standard,persist_static,...]
                  [--math fp32,tf32,3xtf32] [--units 4,8] [--rounds 7] [--warmup 2] [--seed 1]
                  [--layers 4] [--hidden 128] [--input 60] [--threads 16,2]
-                 [--kernel FILE] [--json FILE] [--csv FILE] [--quick] [--no-check] [--help]
+                 [--kernel FILE] [--json FILE] [--csv FILE] [--quick] [--no-check]
+                 [--dry-run] [--help]
 
 Times one forward pass of the bidirectional LSTM stack (random PyTorch-style
 weights, seed 1) on every backend, and every cuDNN algorithm, at each batch
@@ -59,11 +61,14 @@ that batch in the row's math (FP32 rows: cuDNN FP32; TF32 rows: cuDNN TF32)
   --csv FILE       write the rows as CSV (its first line: # provenance {...})
   --quick          batches 1,8, 3 rounds, 1 warm-up (later options override)
   --no-check       skip the f64 reference check (faster at large batches)
+  --dry-run        list what would run (each batch's rows: backend, math,
+                   variant, cuDNN algorithm; the CPU section; the rounds)
+                   and exit 0; nothing is timed, no device is needed
 
 Progress goes to stderr (on a terminal also a status line: what runs now,
 steps done of all, time spent and left); the table, headed by where it came
 from (spk's version and commit, the command), to stdout. Without a GPU for a
-GPU backend it says so and exits 3; nothing is run.]]
+GPU backend it says so and exits 3; nothing is run (--dry-run needs no GPU).]]
 
 local options = require "spk.options"
 local fail, positive, list = options.fail, options.positive, options.list
@@ -84,6 +89,7 @@ local function parse(args)
     if a == "--help" or a == "-h" then o.help = true
     elseif a == "--quick" then o.batches, o.rounds, o.warmup = { 1, 8 }, 3, 1
     elseif a == "--no-check" then o.check = false
+    elseif a == "--dry-run" then o.dry_run = true
     elseif name and numbers[name] then o[name] = positive(value(name), name, numbers[name])
     elseif a == "--batches" then
       o.batches = options.positives(value("batches"), "batches")
@@ -125,6 +131,69 @@ local function check_names(o, spk, benchmark)
   end
 end
 
+-- --units: the persistent kernel's rows, one per unit count and math (nil: the defaults).
+local function unit_variants(o, spk)
+  if not o.units then return nil end
+  local variants = { persistent = {} }
+  for _, m in ipairs(o.maths or { spk.lstm.math_default }) do
+    for _, u in ipairs(o.units) do
+      local v = { kernel = { units = u }, math = m ~= spk.lstm.math_default and m or nil }
+      variants.persistent[#variants.persistent + 1] = v
+    end
+  end
+  return variants
+end
+
+-- One planned row in words: "cudnn (algo standard, math fp32)".
+local function describe(p, default_math)
+  local v, words = p.variant, {}
+  if v.label then words[#words + 1] = v.label end
+  if v.algo then words[#words + 1] = "algo " .. v.algo end
+  if p.backend ~= "cpu" then words[#words + 1] = "math " .. (v.math or default_math) end
+  if v.kernel and v.kernel.units then words[#words + 1] = "units " .. v.kernel.units end
+  if p.backend == "cpu" then words[#words + 1] = "f32 reference" end
+  return p.backend .. " (" .. table.concat(words, ", ") .. ")"
+end
+
+-- --dry-run: the rows each batch would time, the CPU section and the rounds; nothing run.
+local function dry_run(o, out, spk, benchmark, variants, gpu_backends)
+  local plan = benchmark.plan { backends = o.backends, algos = o.algos, maths = o.maths, variants = variants }
+  local maths = o.maths or benchmark.defaults.maths
+  out.write(("spk bench (dry run): %d-layer bidirectional LSTM, hidden %d, input %d, %d steps, seed %d; "
+    .. "%d timed rounds after %d warm-up%s; f64 reference check %s\n"):format(o.layers, o.hidden, o.input, o.steps,
+    o.seed, o.rounds, o.warmup, o.warmup == 1 and "" or "s", o.check and "on" or "off (--no-check)"))
+  local words, algos, seen = {}, {}, {}
+  for _, p in ipairs(plan) do
+    words[#words + 1] = describe(p, spk.lstm.math_default)
+    if p.backend == "cudnn" and not seen[p.variant.algo] then
+      seen[p.variant.algo], algos[#algos + 1] = true, p.variant.algo
+    end
+  end
+  out.write(("backends: %s; maths: %s; cuDNN algorithms: %s\n"):format(table.concat(o.backends, ", "),
+    table.concat(maths, ", "), #algos > 0 and table.concat(algos, ", ") or "none"))
+  for _, batch in ipairs(o.batches) do
+    out.write(("batch %d: %d row%s: %s\n"):format(batch, #plan, #plan == 1 and "" or "s", table.concat(words, "; ")))
+  end
+  out.write(("%d rows in all\n"):format(#plan * #o.batches))
+  local cpu = false
+  for _, b in ipairs(o.backends) do cpu = cpu or b == "cpu" end
+  if cpu then
+    local info = spk.lstm.cpu_info()
+    local threads = o.threads or { info.threads or info.cpus }
+    local counts = {}
+    for i, n in ipairs(threads) do counts[i] = tostring(n) end
+    out.write(("CPU section: batches %s at %s thread%s: the cpu backend, the f64 reference and ONNX Runtime's "
+      .. "CPU provider where Python imports onnxruntime\n"):format(table.concat(o.batches, ","),
+      table.concat(counts, ","), #threads == 1 and "" or "s"))
+  else
+    out.write("CPU section: none (--backends cpu adds it)\n")
+  end
+  if #gpu_backends > 0 then
+    out.write(("needs a CUDA GPU for: %s\n"):format(table.concat(gpu_backends, ", ")))
+  end
+  return 0
+end
+
 local CSV_COLUMNS = { "batch", "steps", "backend", "variant", "median_ms", "min_ms", "max_ms", "spread", "speedup",
                       "rel_l2", "max_abs", "bound", "bound_max_abs", "bound_ok", "error" }
 
@@ -152,10 +221,12 @@ return function(args, io_override)
     return 2
   end
 
+  local variants = unit_variants(o, spk)
   local gpu_backends = {}
   for _, b in ipairs(o.backends) do
     if b ~= "cpu" then gpu_backends[#gpu_backends + 1] = b end
   end
+  if o.dry_run then return dry_run(o, out, spk, benchmark, variants, gpu_backends) end
   if #gpu_backends > 0 and not options.gpu_status() then
     local code = options.no_gpu("spk bench", ("backend%s %s need%s a CUDA GPU"):format(#gpu_backends > 1 and "s"
       or "", table.concat(gpu_backends, ", "), #gpu_backends > 1 and "" or "s"))
@@ -163,16 +234,6 @@ return function(args, io_override)
     return code
   end
 
-  local variants
-  if o.units then
-    variants = { persistent = {} }
-    for _, m in ipairs(o.maths or { spk.lstm.math_default }) do
-      for _, u in ipairs(o.units) do
-        local v = { kernel = { units = u }, math = m ~= spk.lstm.math_default and m or nil }
-        variants.persistent[#variants.persistent + 1] = v
-      end
-    end
-  end
   local env = benchmark.environment()
   local layers = spk.lstm.random { layers = o.layers, input = o.input, hidden = o.hidden, seed = 1 }
   local started = spk.clock_ms()
