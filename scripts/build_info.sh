@@ -1,6 +1,6 @@
 #!/bin/sh
 # Writes the C header that says which commit a build is made from:
-#   scripts/build_info.sh OUT.h
+# usage: scripts/build_info.sh OUT.h
 # SPK_COMMIT is the commit's full hash and SPK_DIRTY 1 when tracked files
 # differ from it, 0 when they do not, -1 when that cannot be known. From a git
 # checkout both come from git; from a tarball that `git archive` made,
@@ -8,6 +8,10 @@
 # and SPK_DIRTY is -1; otherwise the commit is "unknown". OUT.h is rewritten
 # only when its text changes, so a build with nothing new compiles nothing.
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 commit=unknown

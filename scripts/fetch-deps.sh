@@ -6,8 +6,12 @@
 # build tree plus .deps is carried there and scripts/gpu-test.sh runs the
 # suites with .deps/root's lua5.4 and busted (see README, "GPU tests").
 #
-# Usage: scripts/fetch-deps.sh        (re-running refreshes .deps/root)
+# usage: scripts/fetch-deps.sh [--help]        (re-running refreshes .deps/root)
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 
 # busted's run-time closure (apt-cache depends --recurse lua-busted), minus

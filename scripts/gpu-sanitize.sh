@@ -9,7 +9,7 @@
 # bounds (tests/fixtures/kernels/out_of_bounds.cu) and requires memcheck to
 # report it, naming the kernel.
 #
-# Usage (repository root, $BUILD built and carried; no Lua needed: build/spk
+# usage (repository root, $BUILD built and carried; no Lua needed: build/spk
 # carries its interpreter):
 #   scripts/gpu-sanitize.sh [tool ...]     (default: memcheck racecheck synccheck)
 #   scripts/gpu-sanitize.sh --kernel FILE [tool ...]
@@ -18,6 +18,10 @@
 # SPK_SANITIZE_TIMEOUT (seconds, default 600) bounds each tool's run; a run
 # that hits it counts as failed and says so.
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

@@ -5,13 +5,17 @@
 # .deps/root (scripts/fetch-deps.sh, run on the build machine), and the build
 # folder comes built (the machine has no Lua headers to build with).
 #
-# Usage (in the repository root, with $BUILD and .deps carried):
+# usage (in the repository root, with $BUILD and .deps carried):
 #   scripts/gpu-test.sh [--build] [--no-bench] [--kernel-dir DIR] [busted args...]
 # --kernel-dir: the kernel folder the suites compile from (default: kernels/
 # of this tree), e.g. a variant's copy (tools/gemm_3xtf32_check.lua --write-variant).
 # The last line is the suite's "N passed, N failed[, N skipped]"; the exit
 # status is the suite's.
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD

@@ -3,7 +3,13 @@
 # then checks that the CUDA toolkit pieces spk builds against are present.
 # Safe to run twice: it installs only what is missing and says what it did.
 # CUDA_HOME (default /usr/local/cuda) selects the toolkit.
+#
+# usage: scripts/setup.sh [--help]      (or make setup)
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 
 # protobuf-c and libonnx-dev (its onnx.proto) build the ONNX reader; python3-onnx
 # builds the ONNX test models and evaluates them (tests/spec/onnx_spec.lua).

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs every suite (C unit tests, busted specs, which include the program's
 # tests) and prints, as its last line, "N passed, N failed[, N skipped]".
-# Usage: scripts/test.sh [busted args...]   (BUILD selects the build folder)
+# usage: scripts/test.sh [busted args...]   (BUILD selects the build folder)
 # SPK_SKIP_C_TESTS=1 runs the specs alone; SPK_TAP_FILE keeps busted's TAP
 # output in that file as it is written (useful when a run may be cut short);
 # SPK_VERBOSE=1 adds the measurements the C tests print (ptxas' registers).
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD

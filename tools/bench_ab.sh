@@ -3,6 +3,7 @@
 # device call, and whether this tree's medians stay within 2 % of the
 # reference's at every batch:
 #
+# usage:
 #   tools/bench_ab.sh prepare COMMIT     # here: the reference, a commit you name, exported and built in build-ref/
 #   tools/bench_ab.sh run [OUT_DIR]      # on the GPU, with build/, build-ref/ and .deps carried
 #
@@ -15,6 +16,10 @@
 # tree and their ratio, "ok" within 2 %, "SLOWER" past it. Last line:
 # "bench_ab: N rows within 2 %, N slower"; exit status 0 when none is.
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 mode=${1:-}
 case "$mode" in

@@ -7,10 +7,11 @@
 # counts and vector units; where the threads' time goes. Short verdict lines;
 # every step runs whatever the others did. At most ~4 minutes.
 #
-#   OUT=/some/folder tools/cpu_host_check.sh      (run from the repository root, with build/ and .deps/ carried)
+# usage: OUT=/some/folder tools/cpu_host_check.sh [--help]
+#        (run from the repository root, with build/ and .deps/ carried)
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
 cd "$(dirname "$0")/.."

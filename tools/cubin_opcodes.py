@@ -6,6 +6,7 @@ warpgroup fences and waits, mbarrier waits and arrives, TMA loads and
 stores with their bulk groups' commits and waits, shared loads and stores,
 FADD, global stores, named barriers, branches).
 
+Usage:
     python3 tools/cubin_opcodes.py KERNEL.cubin [--sequence]
     python3 tools/cubin_opcodes.py --calibrate      (needs nvcc: re-derives the table)
 
@@ -15,11 +16,17 @@ below were found by compiling kernels with a known number of one instruction
 (--calibrate does it again: the opcode whose count grows with that number);
 other opcodes print as their value.
 """
+import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
 import collections
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 
 NAMES = {0xdf0: "HGMMA", 0x9c5: "WARPGROUP", 0x5a7: "SYNCS.TRYWAIT", 0x9a7: "SYNCS.ARRIVE", 0x5b4: "UTMALDG",

@@ -3,6 +3,7 @@
 # minutes: its correctness and speed alone and in the stack, the TMA form's
 # variants, the GPU specs, Nsight Compute's tensor-pipe share, the SASS.
 #
+# usage:
 #   tools/gemm_h200_check.sh            # from the root of a built tree (build/, .deps/root carried)
 #   OUT=dir tools/gemm_h200_check.sh    # where the outputs go (default results-gemm-h200/)
 #
@@ -20,6 +21,10 @@
 #   specs.tap         the GEMM, math3x and tuning specs; then the TMA-form specs on the variant
 #   log.txt           every step's command, stderr and time
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-results-gemm-h200}
 mkdir -p "$OUT"

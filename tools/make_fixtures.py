@@ -2,6 +2,7 @@
 """Writes the committed LSTM fixtures under tests/fixtures/ (run on a machine
 with PyTorch and a CUDA GPU):
 
+Usage:
     python3 tools/make_fixtures.py [OUT_DIR]     (default tests/fixtures)
 
 Each case folder holds x.npy (f32 [B, T, in]), the weights in ONNX layout
@@ -10,8 +11,14 @@ Each case folder holds x.npy (f32 [B, T, in]), the weights in ONNX layout
 through cuDNN, TF32 off). Weights are PyTorch's default initialisation
 (uniform in +-1/sqrt(H)) from a fixed seed, times the case's scale.
 """
-import os
 import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+import os
 
 import numpy as np
 import torch

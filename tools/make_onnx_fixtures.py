@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ONNX fixtures from both PyTorch exporters, for spk.lstm.load("model.onnx").
 
+Usage:
     python3 tools/make_onnx_fixtures.py OUTDIR [--hidden 32]
 
 Builds a model shaped like pyannote's segmentation network (a convolutional
@@ -18,9 +19,15 @@ seeded random weights, small enough to commit, and writes to OUTDIR:
 
 Runs where PyTorch, onnx and onnxruntime are installed (the GPU machine).
 """
+import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
 import argparse
 import os
-import sys
 
 import numpy as np
 import torch

@@ -2,7 +2,7 @@
 # Hardware counters of the recurrence kernel (first layer's launch) of one
 # forward, through Nsight Compute, on a machine with a GPU and ncu:
 #
-#   tools/ncu_forward.sh BACKEND BATCH [MATH] [KERNEL OPTIONS] > report.txt
+# usage: tools/ncu_forward.sh BACKEND BATCH [MATH] [KERNEL OPTIONS] > report.txt
 #
 # KERNEL OPTIONS: key=value pairs for the cluster backend's kernel table (see
 # tools/profile_forward.lua); without them the backend's default for BATCH.
@@ -13,6 +13,10 @@
 # launch, and the warp stall reasons (cycles per issued instruction spent in
 # each, smsp__average_warps_issue_stalled_*). BUILD selects the build folder (default build).
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 backend=${1:?usage: tools/ncu_forward.sh BACKEND BATCH [MATH] [KERNEL OPTIONS]}

@@ -23,8 +23,14 @@ external-data file where it has one.
 
 Needs numpy and onnx (Debian: python3-numpy, python3-onnx).
 """
-import os
 import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+import os
 
 import numpy as np
 import onnx
@@ -491,7 +497,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--seeds":
         return seeds(sys.argv[2])
     if len(sys.argv) != 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print(__doc__.split("\n\n")[1], file=sys.stderr)  # the Usage: paragraph
         return 2
     out = sys.argv[1]
     rng = np.random.default_rng(3)

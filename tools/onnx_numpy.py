@@ -17,6 +17,12 @@ Needs numpy and onnx (Debian: python3-numpy, python3-onnx).
 """
 import sys
 
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -182,7 +188,7 @@ def run(model_path, x):
 
 def main():
     if len(sys.argv) != 4:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print(__doc__.split("\n\n")[1], file=sys.stderr)  # the Usage: paragraph
         return 2
     y = run(sys.argv[1], np.load(sys.argv[2]))
     np.save(sys.argv[3], np.ascontiguousarray(y, dtype=np.float64))

@@ -22,8 +22,14 @@ Runtime's choice), which spk bench's CPU section reads.
 Make the three files with spk (tools/onnx_save_check.lua); this script needs
 numpy and onnxruntime only, so it runs where spk's Lua does not.
 """
-import argparse
 import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+import argparse
 import time
 
 import numpy as np

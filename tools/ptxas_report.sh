@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Registers, spills and shared memory of kernels/lstm_recurrence.cu variants
-# from ptxas (no GPU needed). Usage: tools/ptxas_report.sh [arch] ["-DUNITS=8 -DTHREADS=256" ...]
+# from ptxas (no GPU needed).
+# usage: tools/ptxas_report.sh [arch] ["-DUNITS=8 -DTHREADS=256" ...]
 set -eu
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 arch=${1:-sm_90}; shift || true
 variants=("$@")

@@ -6,6 +6,13 @@ Box-Muller normal using the cosine half). Prints known values for seeds
 
 Usage: python3 tools/rng_reference.py
 """
+import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
 import math
 
 MASK = (1 << 64) - 1

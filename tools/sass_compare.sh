@@ -2,7 +2,7 @@
 # The kernels' machine code (SASS) of this tree against a reference commit's,
 # variant by variant, with NVRTC for sm_90 (no GPU needed):
 #
-#   tools/sass_compare.sh --ref COMMIT | --ref-dir TREE [--list defaults|options|all] [--keep DIR]
+# usage: tools/sass_compare.sh --ref COMMIT | --ref-dir TREE [--list defaults|options|all] [--keep DIR]
 #
 # The reference, a commit you name (the tree before the change, e.g. main),
 # is exported with git archive into a temporary folder and built there
@@ -13,6 +13,10 @@
 # reads "N identical, N differ, N in one tree only"; exit status 0 when none
 # differs. Needs this tree built (make).
 set -eu
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 root=$PWD
 ref="" ref_dir="" list=all keep="" ref_given=""

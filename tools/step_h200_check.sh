@@ -4,7 +4,7 @@
 # previous defaults and the other step options, the timelines behind them,
 # and the GPU specs that hold their bits.
 #
-#   [OUT=DIR] tools/step_h200_check.sh [--help]     (OUT: where its files go; default results/step_h200_check)
+# usage: [OUT=DIR] tools/step_h200_check.sh [--help]     (OUT: where its files go; default results/step_h200_check)
 #
 # Run from the root of a copy of the tree with build/ (built here: build/spk,
 # build/spk.so, build/tests/) and .deps/ (scripts/fetch-deps.sh) carried, and
@@ -31,7 +31,7 @@
 # first run's.
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
 cd "$(dirname "$0")/.."

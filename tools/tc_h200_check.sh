@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tensor-core recurrence (kernels/lstm_tc.cu) on an H200, in one run of a few minutes:
 #
-#   OUT=DIR tools/tc_h200_check.sh [--profile next|run1] [--dry-run]
+# usage: OUT=DIR tools/tc_h200_check.sh [--profile next|run1] [--dry-run]
 #
 # Runs from the root of a built tree (build/spk, build/spk.so; the machine needs no Lua
 # or compiler of its own: NVRTC compiles the kernels there). Every step is bounded by
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=${2:-}; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "tc_h200_check: unknown argument '$1' (--profile next|run1, --dry-run, --help)" >&2; exit 2 ;;
   esac
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The independent oracle: PyTorch's nn.LSTM on weights in spk's ONNX layout.
 
+Usage:
     python3 tools/torch_lstm.py DIR
 
 reads DIR/x.npy (f32 [B, T, in]) and DIR/l<k>_W.npy, l<k>_R.npy, l<k>_B.npy
@@ -9,8 +10,14 @@ and writes DIR/y_f64.npy (nn.LSTM in float64 on the CPU) and, where a CUDA
 device is present, DIR/y_cudnn_f32.npy (float32 on the GPU, cuDNN, TF32 off).
 Runs where PyTorch is installed (the GPU machine); spk itself never imports it.
 """
-import os
 import sys
+
+# --help before the imports below, so that it works where they are missing
+if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+import os
 
 import numpy as np
 import torch

@@ -1,5 +1,6 @@
 -- Every command, experiment and tool the tree has (found, not listed here,
--- so a new one is covered): --help prints its usage and exits 0 with no
+-- so a new one is covered; the shell and Python tools and scripts/*.sh
+-- too): --help prints its usage and exits 0 with no
 -- device looked for (CUDA_VISIBLE_DEVICES= hides any GPU) and nothing
 -- written; `spk help X` prints the same; the sweeps' --dry-run lists their
 -- work without a device; without a GPU, work that needs one exits 3 (the one
@@ -69,6 +70,59 @@ describe("--help", function()
       assert.is_true(#out > 80, out)
       local again = run_in_scratch { "help", path }
       assert.are.equal(out, again)
+    end)
+  end
+
+  -- the shell and Python tools (and the scripts/ a user runs): each prints
+  -- its header comment, which names it in a usage line, and does nothing else
+  local root = io.popen("pwd"):read("l")
+  local has_python = os.execute("command -v python3 >/dev/null 2>&1") == true
+  local programs = {}
+  for _, name in ipairs(files("tools", "%.[sp][hy]$")) do programs[#programs + 1] = "tools/" .. name end
+  local script_names = spk.files.list(root .. "/scripts")
+  table.sort(script_names)
+  for _, name in ipairs(script_names) do
+    if name:match("%.sh$") then programs[#programs + 1] = "scripts/" .. name end
+  end
+  local function tree_state()
+    local p = io.popen("git -C " .. shell_quote(root) .. " status --porcelain --untracked-files=all 2>&1")
+    local text = p:read("a")
+    p:close()
+    return text
+  end
+
+  it("finds the shell and Python tools", function()
+    local sh, py = 0, 0
+    for _, path in ipairs(programs) do
+      if path:match("^tools/.*%.sh$") then sh = sh + 1 elseif path:match("%.py$") then py = py + 1 end
+    end
+    assert.is_true(sh >= 5 and py >= 5, table.concat(programs, " "))
+  end)
+
+  for _, path in ipairs(programs) do
+    local python = path:match("%.py$")
+    local case = python and not has_python and function(name) pending(name .. " [needs python3]") end or it
+    case(("%s --help: its header as usage on stdout, exit 0, no device, nothing written"):format(path), function()
+      local before = tree_state()
+      local dir = spec_tmpdir()
+      local err_file = dir .. ".err"
+      local p = io.popen(("cd %s && CUDA_VISIBLE_DEVICES= %s %s --help 2>%s"):format(shell_quote(dir),
+        python and "python3" or "bash", shell_quote(root .. "/" .. path), shell_quote(err_file)))
+      local out = p:read("a")
+      local _, _, code = p:close()
+      local err = read_file(err_file)
+      os.remove(err_file)
+      local l = io.popen("ls -A " .. shell_quote(dir))
+      local left = l:read("a")
+      l:close()
+      os.execute("rm -rf " .. shell_quote(dir))
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      assert.are.equal("", left)
+      assert.are.equal(before, tree_state(), "the tree changed")
+      assert.matches("usage", out:lower())
+      assert.matches(path:gsub("%p", "%%%0"), out)
+      assert.is_true(#out > 60, out)
     end)
   end
 
