@@ -276,10 +276,7 @@ describe("spk bench", function()
       local all = { "bench", "--dry-run" }
       for _, a in ipairs(args) do all[#all + 1] = a end
       local out, err, code = run_spk(all, { env = { CUDA_VISIBLE_DEVICES = "" }, cwd = dir })
-      local p = io.popen("ls -A " .. shell_quote(dir))
-      local left = p:read("a")
-      p:close()
-      os.execute("rm -rf " .. shell_quote(dir))
+      local left = remove_scratch(dir)
       assert.are.equal(0, code, err)
       assert.are.equal("", err)
       assert.are.equal("", left)

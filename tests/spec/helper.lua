@@ -73,6 +73,15 @@ function _G.read_file(path)
   return text
 end
 
+-- remove_scratch(dir): what was left in the folder (`ls -A`), the folder removed.
+function _G.remove_scratch(dir)
+  local p = io.popen("ls -A " .. shell_quote(dir))
+  local left = p:read("a")
+  p:close()
+  os.execute("rm -rf " .. shell_quote(dir))
+  return left
+end
+
 function _G.write_file(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)
