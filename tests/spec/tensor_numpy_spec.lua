@@ -406,38 +406,44 @@ local function run_case(id, expr, fields, a)
   return ('{"id":%d,%s}'):format(id, table.concat(fields, ","))
 end
 
+-- `count` cases drawn by make_case from the generator seeded with `seed`, run here and
+-- checked by tests/spec/tensor_numpy_check.py; a failure lists the first 20 with the line
+-- that reproduces each.
+local function check_against_numpy(seed, count, make_case, file_name)
+  state = seed
+  local dir = spec_tmpdir()
+  local path = dir .. "/" .. file_name
+  local f = assert(io.open(path, "w"))
+  local exprs = {}
+  for id = 1, count do
+    local expr, fields, a = make_case()
+    exprs[id] = expr
+    f:write(run_case(id, expr, fields, a), "\n")
+  end
+  f:close()
+  local pipe = assert(io.popen(("%s %s %s 2>&1"):format(PYTHON, shell_quote("tests/spec/tensor_numpy_check.py"),
+    shell_quote(path))))
+  local out = pipe:read("a")
+  pipe:close()
+  os.execute("rm -rf " .. shell_quote(dir))
+  local failures = {}
+  for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
+    if #failures < 20 then
+      failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
+        shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
+    end
+  end
+  assert(out:match("checked (%d+) cases, (%d+) failed"), "the NumPy checker did not finish:\n" .. out:sub(-2000))
+  assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(seed,
+    out:match("checked %d+ cases, (%d+) failed"), count, table.concat(failures, "\n")))
+  assert.are.equal(tostring(count), out:match("checked (%d+) cases"))
+end
+
 local numpy_it = has_numpy() and it or function(name) pending(name .. " [needs python3-numpy]") end
 
 describe("tensors against NumPy", function()
   numpy_it(("agree on %d seeded random cases: values, shapes and dtypes"):format(CASES), function()
-    state = SEED
-    local dir = spec_tmpdir()
-    local path = dir .. "/cases.jsonl"
-    local f = assert(io.open(path, "w"))
-    local exprs = {}
-    for id = 1, CASES do
-      local expr, fields, a = random_case()
-      exprs[id] = expr
-      f:write(run_case(id, expr, fields, a), "\n")
-    end
-    f:close()
-    local pipe = assert(io.popen(("%s %s %s 2>&1"):format(PYTHON, shell_quote("tests/spec/tensor_numpy_check.py"),
-      shell_quote(path))))
-    local out = pipe:read("a")
-    pipe:close()
-    os.execute("rm -rf " .. shell_quote(dir))
-    local failures = {}
-    for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
-      if #failures < 20 then
-        failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
-          shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
-      end
-    end
-    local summary = out:match("checked (%d+) cases, (%d+) failed")
-    assert(summary, "the NumPy checker did not finish:\n" .. out:sub(-2000))
-    assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(SEED,
-      out:match("checked %d+ cases, (%d+) failed"), CASES, table.concat(failures, "\n")))
-    assert.are.equal(tostring(CASES), out:match("checked (%d+) cases"))
+    check_against_numpy(SEED, CASES, random_case, "cases.jsonl")
   end)
 end)
 
@@ -681,32 +687,6 @@ end
 
 describe("NumPy's other everyday functions against NumPy", function()
   numpy_it(("agree on %d seeded random cases: values, shapes and dtypes"):format(MORE_CASES), function()
-    state = SEED + 1
-    local dir = spec_tmpdir()
-    local path = dir .. "/more.jsonl"
-    local f = assert(io.open(path, "w"))
-    local exprs = {}
-    for id = 1, MORE_CASES do
-      local expr, fields, a = random_more_case()
-      exprs[id] = expr
-      f:write(run_case(id, expr, fields, a), "\n")
-    end
-    f:close()
-    local pipe = assert(io.popen(("%s %s %s 2>&1"):format(PYTHON, shell_quote("tests/spec/tensor_numpy_check.py"),
-      shell_quote(path))))
-    local out = pipe:read("a")
-    pipe:close()
-    os.execute("rm -rf " .. shell_quote(dir))
-    local failures = {}
-    for id, why in out:gmatch("FAIL (%d+) ([^\n]*)") do
-      if #failures < 20 then
-        failures[#failures + 1] = ("case %s: %s\n  reproduce: build/spk -e %s"):format(id, why,
-          shell_quote('spk = require "spk" print(' .. exprs[tonumber(id)] .. ")"))
-      end
-    end
-    assert(out:match("checked (%d+) cases"), "the NumPy checker did not finish:\n" .. out:sub(-2000))
-    assert(#failures == 0, ("seed %d: %s of %d cases disagree with NumPy; the first:\n%s"):format(SEED + 1,
-      out:match("checked %d+ cases, (%d+) failed"), MORE_CASES, table.concat(failures, "\n")))
-    assert.are.equal(tostring(MORE_CASES), out:match("checked (%d+) cases"))
+    check_against_numpy(SEED + 1, MORE_CASES, random_more_case, "more.jsonl")
   end)
 end)
