@@ -5,7 +5,7 @@
 --   local doc = require "spk.doc"
 --   function lstm.random(opts) ... end
 --   doc(lstm.random, [[
---   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, ...} -> layers
+--   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed =, ...} -> layers
 --   PyTorch's default initialisation, ...]])
 --
 -- A doc's first line is the call as a script writes it; the lines after it

@@ -21,11 +21,13 @@
 --                        -- "torch" writes a .safetensors file with nn.LSTM's names
 --                        -- and gate order; "onnx" a model x [batch, steps, in] ->
 --                        -- y [batch, steps, 2H] that ONNX Runtime runs
---   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1,
+--   spk.lstm.random{layers = 4, input = 60, hidden = 128, seed =, scale = 1,
 --                   dtype = "f32"}
 --                        -- PyTorch's default initialisation, uniform in
 --                        -- [-scale/sqrt(H), scale/sqrt(H)), from one generator
---                        -- (spk.generator's algorithm) seeded with `seed`. Draw
+--                        -- (spk.generator's algorithm) seeded with `seed`, or
+--                        -- without one with spk.next_seed() (the process-wide
+--                        -- generator's next output: new weights each call). Draw
 --                        -- order: layer 1's W (direction 1 then 2, row-major),
 --                        -- its R, its B, then layer 2's W, R, B, ...
 --   spk.lstm.pack_directions(W, {from = "iofc", to = "ifco"})
@@ -101,7 +103,7 @@ return function(spk, core)
   function lstm.random(opts)
     opts = check_options(opts, { layers = true, input = true, hidden = true, seed = true, scale = true,
                                  dtype = true }, "lstm.random")
-    return clstm.random(opts.layers or 4, opts.input or 60, opts.hidden or 128, opts.seed or 0,
+    return clstm.random(opts.layers or 4, opts.input or 60, opts.hidden or 128, opts.seed or spk.next_seed(),
                         opts.scale or 1, opts.dtype or "f32")
   end
 
@@ -367,9 +369,10 @@ The inverse of pack_directions.]])
 spk.lstm.pack_bias(B[, {from = "]] .. GATES.onnx .. [[", to = "]] .. GATES.packed .. [["}]) -> [2, 4H]
 B [2, 8H] (Wb then Rb) summed Wb + Rb per row and packed as pack_directions packs rows.]])
   doc(lstm.random, [[
-spk.lstm.random{layers = 4, input = 60, hidden = 128, seed = 0, scale = 1, dtype = "f32"} -> layers
+spk.lstm.random{layers = 4, input = 60, hidden = 128, seed =, scale = 1, dtype = "f32"} -> layers
 PyTorch's default initialisation, uniform in [-scale/sqrt(H), scale/sqrt(H)), from one generator
-seeded with seed. Draw order: layer 1's W (direction 1 then 2, row-major), its R, its B, then layer 2's.]])
+seeded with seed (the same weights every call and run); without a seed, with spk.next_seed(), the next
+output of the process-wide generator (new weights each call; spk.seed(n) reproduces a run). Draw order: layer 1's W (direction 1 then 2, row-major), its R, its B, then layer 2's.]])
   doc(lstm.reference, [[
 spk.lstm.reference(layers, x[, {precision = "f64" | "f32", threads = n, vector = "auto", team_threads = n,
                                 layers_out = false, trace = {layer = k, direction = "forward" | "reverse",

@@ -5,7 +5,8 @@
  * continue the process-wide generator (one per Lua state, kept in the
  * registry), seeded with SPK_RNG_DEFAULT_SEED when spk loads and again by
  * spk.seed(n): each call gets new numbers, and a run is reproduced by its
- * seed (spk.initial_seed(), which results files record). spk.generator(seed)
+ * seed (spk.initial_seed(), which results files record); spk.next_seed() is
+ * its next output, the seed of a seeded routine called without one. spk.generator(seed)
  * is a "spk.generator" userdata of one's own whose :uniform, :normal and
  * :next_u64 continue from where the previous call stopped. */
 #include "core/error.h"
@@ -119,6 +120,12 @@ static int module_seed(lua_State *L)
     return 0;
 }
 
+static int module_next_seed(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)spk_rng_next(&process_generator(L)->rng));
+    return 1;
+}
+
 static int module_initial_seed(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)process_generator(L)->seed);
@@ -193,6 +200,11 @@ static const spk_lua_checked_reg module_functions[] = {
      "Seeds the process-wide generator that spk.rand and spk.randn without a seed draw from (as\n"
      "torch.manual_seed): the next draws are those of {seed = n}. It starts seeded with 0.",
      "n"},
+    {"next_seed", module_next_seed,
+     "spk.next_seed() -> integer\n"
+     "The next raw 64-bit output of the process-wide generator: the seed spk.lstm.random takes when it is\n"
+     "given none, so that it too gives new weights each call and a run is reproduced by spk.seed(n).",
+     ""},
     {"initial_seed", module_initial_seed,
      "spk.initial_seed() -> integer\n"
      "The seed the process-wide generator was last seeded with (0 until spk.seed; results files record it).",

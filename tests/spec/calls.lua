@@ -118,6 +118,7 @@ M.recipes = {
   ["spk.generator"] = { area = "tensor", n = 1, args = function() return 1 end },
   ["spk.seed"] = { area = "tensor", n = 1, args = function() return 0 end },
   ["spk.initial_seed"] = { area = "tensor", n = 0, args = function() end },
+  ["spk.next_seed"] = { area = "tensor", n = 0, args = function() end },
   ["spk.empty"] = { area = "tensor", n = 2, args = function() return { 2, 3 }, "f64" end },
   ["spk.linspace"] = { area = "tensor", n = 4, args = function() return 0, 1, 5, "f64" end },
   ["spk.eye"] = { area = "tensor", n = 3, args = function() return 2, 3, "i32" end },

@@ -213,6 +213,30 @@ describe("the process-wide generator (spk.rand and spk.randn without a seed)", f
     assert.are.same(spk.rand(5, { seed = 9 }):tolist(), spk.rand(5):tolist())
   end)
 
+  it("seeds spk.lstm.random without a seed: new weights each call, the same after spk.seed(n)", function()
+    local dims = { layers = 2, input = 3, hidden = 4 }
+    local function weights(opts)
+      local layers, out = spk.lstm.random(opts), {}
+      for k, layer in ipairs(layers) do
+        for _, name in ipairs { "W", "R", "B" } do out[#out + 1] = { k, name, layer[name]:tolist() } end
+      end
+      return out
+    end
+    spk.seed(7)
+    local first, second = weights(dims), weights(dims)
+    assert.are_not.same(first, second)
+    spk.seed(7)
+    local g = spk.generator(7)
+    local want = { layers = 2, input = 3, hidden = 4, seed = g:next_u64() }
+    assert.are.same(weights(want), first, "the seed is the process-wide generator's next output")
+    want.seed = g:next_u64()
+    assert.are.same(weights(want), second)
+    spk.seed(7)
+    assert.are.equal(spk.generator(7):next_u64(), spk.next_seed())
+    assert.are.same(weights { layers = 2, input = 3, hidden = 4, seed = 0 },
+      weights { layers = 2, input = 3, hidden = 4, seed = 0 }, "an explicit seed gives the same weights")
+  end)
+
   it("takes any 64-bit seed, and refuses what is not an integer", function()
     spk.seed(-1)
     assert.are.equal(-1, spk.initial_seed())
