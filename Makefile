@@ -202,23 +202,35 @@ fuzz: $(FUZZ_BINS)
 
 # make check-fuzz: CI's short pass. Replays every committed seed, then fuzzes
 # each target for 20 s into a scratch corpus (the tuning-record target too).
-check-fuzz: $(FUZZ_BINS)
-	@mkdir -p $(FUZZ_BUILD)/artifacts
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	  echo "check-fuzz: $$t: replaying tests/fuzz/corpus/$$t"; \
-	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -runs=0 tests/fuzz/corpus/$$t; \
-	  scratch=$$(mktemp -d); \
-	  echo "check-fuzz: $$t: 20 s"; \
-	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTIONS) -max_total_time=20 -dict=tests/fuzz/$$t.dict \
-	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$scratch tests/fuzz/corpus/$$t \
-	    || { rm -rf "$$scratch"; exit 1; }; \
-	  rm -rf "$$scratch"; \
-	done
+# Each target is a goal of its own (check-fuzz-<target>), so make -j runs them
+# side by side: a target's output goes to $(FUZZ_BUILD)/logs/<target>.log,
+# shown in full when it fails, and one line says how many inputs it ran.
+FUZZ_CHECKS    = $(patsubst %,check-fuzz-%,$(FUZZ_TARGETS)) check-fuzz-tuning_record
+fuzz_inputs    = $$(sed -n 's/.*stat::number_of_executed_units: *\([0-9]*\).*/\1/p' $(1) | tail -n 1)
+.PHONY: $(FUZZ_CHECKS)
+check-fuzz: $(FUZZ_CHECKS)
+$(filter-out check-fuzz-tuning_record,$(FUZZ_CHECKS)): check-fuzz-%: $(FUZZ_BUILD)/fuzz_%
+	@mkdir -p $(FUZZ_BUILD)/artifacts $(FUZZ_BUILD)/logs
+	@log=$(FUZZ_BUILD)/logs/$*.log; scratch=$$(mktemp -d); \
+	echo "check-fuzz: $*: replaying tests/fuzz/corpus/$*, then 20 s"; \
+	if $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$* $(FUZZ_OPTIONS) -runs=0 tests/fuzz/corpus/$* >$$log 2>&1 && \
+	   $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$* $(FUZZ_OPTIONS) -max_total_time=20 -dict=tests/fuzz/$*.dict \
+	     -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- $$scratch tests/fuzz/corpus/$* >>$$log 2>&1; then \
+	  rm -rf "$$scratch"; echo "check-fuzz: $*: no failure in $(call fuzz_inputs,$$log) inputs ($$log)"; \
+	else \
+	  rm -rf "$$scratch"; cat "$$log"; echo "check-fuzz: $*: FAILED (input in $(FUZZ_BUILD)/artifacts/, log $$log)"; exit 1; \
+	fi
+check-fuzz-tuning_record:
 	@$(ASAN_MAKE) build-asan/spk
-	@echo "check-fuzz: tuning_record: replaying tests/fuzz/corpus/tuning_record"
-	@$(LUA_FUZZ) --seconds 0 tests/fuzz/corpus/tuning_record
-	@echo "check-fuzz: tuning_record: 20 s"
-	@$(LUA_FUZZ) --seconds 20 tests/fuzz/corpus/tuning_record
+	@mkdir -p $(FUZZ_BUILD)/artifacts $(FUZZ_BUILD)/logs
+	@log=$(FUZZ_BUILD)/logs/tuning_record.log; \
+	echo "check-fuzz: tuning_record: replaying tests/fuzz/corpus/tuning_record, then 20 s"; \
+	if $(LUA_FUZZ) --seconds 0 tests/fuzz/corpus/tuning_record >$$log 2>&1 && \
+	   $(LUA_FUZZ) --seconds 20 tests/fuzz/corpus/tuning_record >>$$log 2>&1; then \
+	  echo "check-fuzz: tuning_record: no failure ($$(tail -n 1 $$log))"; \
+	else \
+	  cat "$$log"; echo "check-fuzz: tuning_record: FAILED (log $$log)"; exit 1; \
+	fi
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=staging] ----------
 # The layout spk finds its files in, relative to the program and the module

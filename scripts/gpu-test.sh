@@ -74,6 +74,8 @@ echo "== lua: $(command -v lua5.4) ($(lua5.4 -v 2>&1))"
 "$BUILD/spk" info 2>&1 || true
 
 echo "== suites"
+# One job at a time: GPU specs share one device, and several time what they run.
+export SPK_TEST_JOBS=${SPK_TEST_JOBS:-1}
 log=$(mktemp)
 scripts/test.sh "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}

@@ -353,3 +353,73 @@ end)
     assert.matches("no_slower: cluster .* against the baseline 'variant_b8'", err)
   end)
 end)
+
+-- scripts/test.sh's jobs: C test binaries and spec files side by side give the
+-- same counts as one at a time, each failure named, wherever it happens.
+describe("scripts/test.sh", function()
+  after_each(function()
+    for _, dir in ipairs(folders) do os.execute("rm -rf " .. shell_quote(dir)) end
+    folders = {}
+  end)
+
+  local function suite(extra_specs)
+    local files = { ["specs/pass_spec.lua"] = PASSING, ["specs/fail_spec.lua"] = FAILING,
+                    ["specs/skip_spec.lua"] = SKIPPING,
+                    ["build/tests/test_ok"] = '#!/bin/sh\necho "ok - one"\necho "c/ok: 2 passed, 0 failed"\n',
+                    ["build/tests/test_fail"] = '#!/bin/sh\necho "not ok - two"\necho "c/fail: 1 passed, 1 failed"\nexit 1\n',
+                    ["build/tests/test_crash"] = "#!/bin/sh\necho partial\nkill -SEGV $$\n" }
+    for name, text in pairs(BROKEN) do files["specs/" .. name] = text end
+    for name, text in pairs(extra_specs or {}) do files["specs/" .. name] = text end
+    local dir = folder(files)
+    local build = absolute(os.getenv("BUILD") or "build")
+    os.execute(("chmod +x %s/build/tests/* && ln -s %s/spk.so %s/spk %s/build/"):format(shell_quote(dir),
+      shell_quote(build), shell_quote(build), shell_quote(dir)))
+    return dir
+  end
+
+  local function run(dir, jobs, tap)
+    local p = io.popen(("env -u SPK_TAP_FILE -u SPK_SKIP_C_TESTS %s CUDA_VISIBLE_DEVICES= SPK_TEST_JOBS=%d BUILD=%s SPK_SPEC_DIR=%s "
+      .. "scripts/test.sh 2>&1; echo \"exit $?\""):format(tap and ("SPK_TAP_FILE=" .. shell_quote(tap)) or "", jobs,
+      shell_quote(dir .. "/build"), shell_quote(dir .. "/specs")))
+    local out = p:read("a")
+    p:close()
+    local text, code = out:match("^(.*)\nexit (%d+)\n$")
+    return text, tonumber(code)
+  end
+
+  it("counts the same with one job at a time and with several, naming each failure", function()
+    local dir = suite()
+    local one, one_code = run(dir, 1)
+    local many, many_code = run(dir, 3)
+    -- C: 2 + 1 passed, a failed check and a crash; specs: as spk test counts them
+    assert.are.equal("6 passed, 5 failed, 2 skipped", last_line(one), one)
+    assert.are.equal(last_line(one), last_line(many), many)
+    assert.are.equal(1, one_code)
+    assert.are.equal(1, many_code)
+    for _, text in ipairs { one, many } do
+      assert.matches("test_crash: crashed or printed no summary %(exit 139%)", text)
+      assert.matches("not ok %- two", text)
+      assert.matches("Expected tensors to be near", text)
+      assert.matches("specs: 3 passed, 3 failed, 2 skipped", text, 1, true)
+    end
+  end)
+
+  it("keeps every spec file's TAP in SPK_TAP_FILE, and names a spec file that stops its process", function()
+    local dir = suite { ["stop_spec.lua"] = 'describe("stop", function() it("exits", function() os.exit(0) end) end)\n' }
+    local tap = dir .. "/specs.tap"
+    local out, code = run(dir, 2, tap)
+    assert.are.equal("6 passed, 6 failed, 2 skipped", last_line(out), out)
+    assert.matches("stop_spec%.lua: busted did not finish %(exit 0%)", out)
+    assert.are.equal(1, code)
+    local plans = 0
+    for _ in read_file(tap):gmatch("\n?1%.%.%d+\n") do plans = plans + 1 end
+    assert.are.equal(5, plans, "a plan line for each spec file that finished")
+  end)
+
+  it("refuses a job count that is not a positive whole number", function()
+    local out, code = run(suite(), 0)
+    assert.matches("SPK_TEST_JOBS is the number of jobs at a time %(1 or more%), got '0'", out)
+    assert.are.equal("0 passed, 1 failed", last_line(out))
+    assert.are.equal(2, code)
+  end)
+end)
