@@ -69,7 +69,11 @@ describe("the shape of the source", function()
     -- macro continued over lines before the signature, an initializer and a one-line function
     local dir = spec_tmpdir()
     finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
-    local function body(n) local t = {} for i = 1, n do t[i] = ("    n += %d;"):format(i) end return table.concat(t, "\n") end
+    local function body(n)
+      local t = {}
+      for i = 1, n do t[i] = ("    n += %d;"):format(i) end
+      return table.concat(t, "\n")
+    end
     write_file(dir .. "/tricky.cu", table.concat({
       "#define EXTRA_PARAMS \\", "    , int extra", "",
       "__device__ int depth_of(const char *s, int n)", "{", "    int depth = 0;",
