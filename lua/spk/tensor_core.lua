@@ -306,7 +306,7 @@ M.sweep_variants = {
   { mma = "wgmma", cluster = 4, tile_rows = 16 }, { mma = "wgmma", cluster = 4, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
-  { mma = "wgmma", gates_ahead = 3 }, { split = "tf32", cluster = 4, tile_rows = 8 },
+  { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
   -- the earlier defaults and bests (two waves where their clusters exceed the device's)
   { cluster = 8, tile_rows = 8, fetch_early = 0 }, { cluster = 4, tile_rows = 8, fetch_early = 0 },
   { cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
@@ -326,7 +326,7 @@ function M.sweep_jobs(batches, steps)
   local cases, variants = M.correctness_cases, M.correctness_variants
   for _, case in ipairs(cases) do
     local shape = { batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
-    for _, split in ipairs(case.splits or { "f16", "tf32" }) do
+    for _, split in ipairs(case.splits or { "f16", TF32 }) do
       for k = 1, (case == cases[3]) and (split == "f16" and #variants or 4) or 1 do
         local v = { split = split }
         for key, value in pairs(variants[k]) do v[key] = value end
