@@ -216,26 +216,7 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
     for (int i = tid; i < 2 * BUFFER_WORDS; i += THREADS)
         h_buffers[i] = 0ull; // rows past `rows` stay zero; no push lands before this (the cluster barrier below)
     unsigned exchange_bytes[ROW_PHASES];
-#pragma unroll
-    for (int p = 0; p < ROW_PHASES; p++)
-        exchange_bytes[p] = (unsigned)(tc_phase_rows(p, rows) * H * UNIT_BYTES);
-    if (tid == 0) {
-#pragma unroll
-        for (int p = 0; p < ROW_PHASES; p++) {
-            mbarrier_init(full0 + 16 * p, 1);
-            mbarrier_init(full0 + 16 * p + 8, 1);
-        }
-        mbarrier_init_fence();
-#pragma unroll
-        for (int p = 0; p < ROW_PHASES; p++) {
-            if (exchange_bytes[p] == 0)
-                continue;
-            if (steps > 1)
-                mbarrier_arm(full0 + 16 * p + 8, exchange_bytes[p]); // step 0's pushes, into h[1]
-            if (steps > 2)
-                mbarrier_arm(full0 + 16 * p, exchange_bytes[p]); // step 1's pushes, into h[0]
-        }
-    }
+    tc_setup_exchange(exchange_bytes, rows, steps, tid, full0);
     cluster_arrive();
     cluster_wait();
 

@@ -218,6 +218,38 @@ __device__ __forceinline__ int tc_fetch_gates(int step, int t, int steps, int di
     return stage + 1 == GATES_AHEAD ? 0 : stage + 1;
 }
 
+// ---- stage: the exchange's barriers ------------------------------------------------------
+
+// The bytes each row phase's pushes of h bring into a block (none for a phase
+// without rows), and the barriers that count them: thread 0 sets up
+// full[phase][parity] (at full0 + 16 phase + 8 parity) and arms them for step
+// 0's pushes (into h[1]) and step 1's (into h[0]). The cluster barrier after
+// this makes them visible before any peer pushes.
+__device__ __forceinline__ void tc_setup_exchange(unsigned (&exchange_bytes)[ROW_PHASES], int rows, int steps, int tid,
+                                                  unsigned full0)
+{
+#pragma unroll
+    for (int p = 0; p < ROW_PHASES; p++)
+        exchange_bytes[p] = (unsigned)(tc_phase_rows(p, rows) * H * UNIT_BYTES);
+    if (tid == 0) {
+#pragma unroll
+        for (int p = 0; p < ROW_PHASES; p++) {
+            mbarrier_init(full0 + 16 * p, 1);
+            mbarrier_init(full0 + 16 * p + 8, 1);
+        }
+        mbarrier_init_fence();
+#pragma unroll
+        for (int p = 0; p < ROW_PHASES; p++) {
+            if (exchange_bytes[p] == 0)
+                continue;
+            if (steps > 1)
+                mbarrier_arm(full0 + 16 * p + 8, exchange_bytes[p]); // step 0's pushes, into h[1]
+            if (steps > 2)
+                mbarrier_arm(full0 + 16 * p, exchange_bytes[p]); // step 1's pushes, into h[0]
+        }
+    }
+}
+
 // ---- stage: wait for h --------------------------------------------------------------------
 
 // Step `step` (>= 1) of a phase with rows waits until every block's pushes of

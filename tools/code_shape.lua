@@ -5,13 +5,15 @@
 --   build/spk run tools/code_shape.lua [--check] [--except PATH ...] [--top N] [PATH ...]
 --
 -- PATHs are files or folders (default: src kernels lua); folders are walked
--- for *.c, *.h, *.cu, *.cuh and *.lua. A C or CUDA function is a top-level
--- brace block whose statement has a parameter list, counted from its first
--- line (the signature) to its closing brace, with braces counted outside
--- comments, strings and the later branches of an #if. A Lua function runs
--- from its `function` to its `end` (keywords counted outside comments and
--- strings); the installer an area file returns (`return function(spk, core)`
--- at the top of a chunk) is the file, not a unit, and is not counted.
+-- for *.c, *.h, *.cu, *.cuh and *.lua. The functions are spk.code_shape's
+-- (the measure tools/kernel_metrics.lua reports too): a C or CUDA function is
+-- a top-level brace block whose declaration has a parameter list, counted
+-- from its first line (the signature) to its closing brace, with braces
+-- counted outside comments, strings and the later branches of an #if. A Lua
+-- function runs from its `function` to its `end` (keywords counted outside
+-- comments and strings); the installer an area file returns (`return
+-- function(spk, core)` at the top of a chunk) is the file, not a unit, and is
+-- not counted.
 -- --except PATH leaves a file out of the limits (it is still measured and
 -- listed as excepted). The last lines: the longest function, the longest C
 -- file and "N functions over 120 lines, N C files over 1500 lines". --check:
@@ -19,6 +21,7 @@
 require "spk"
 require("spk.options").script {
   usage = "spk run tools/code_shape.lua [--check] [--except PATH ...] [--top N] [PATH ...]" }
+local shape = require "spk.code_shape"
 local MAX_FUNCTION, MAX_FILE = 120, 1500
 
 local paths, excepted, check, top = {}, {}, false, 10
@@ -57,168 +60,6 @@ local function files_of(path)
   return out
 end
 
--- ---- C and CUDA --------------------------------------------------------------
-
--- A line without its comments and string literals; whether a block comment
--- runs on past it.
-local function strip_c(line, in_comment)
-  local out, i = {}, 1
-  while i <= #line do
-    if in_comment then
-      local e = line:find("*/", i, true)
-      if not e then return table.concat(out), true end
-      i, in_comment = e + 2, false
-    else
-      local c2 = line:sub(i, i + 1)
-      local c = line:sub(i, i)
-      if c2 == "//" then break end
-      if c2 == "/*" then
-        in_comment, i = true, i + 2
-      elseif c == '"' or c == "'" then
-        local e = i + 1
-        while e <= #line and line:sub(e, e) ~= c do e = e + (line:sub(e, e) == "\\" and 2 or 1) end
-        out[#out + 1] = " "
-        i = e + 1
-      else
-        out[#out + 1] = c
-        i = i + 1
-      end
-    end
-  end
-  return table.concat(out), in_comment
-end
-
-local function c_functions(path)
-  local functions, lines = {}, 0
-  local depth, in_comment, start, statement = 0, false, nil, ""
-  local current
-  local conditionals = {} -- per open #if: true while in a later branch (its braces are not counted)
-  for line in io.lines(path) do
-    lines = lines + 1
-    local code
-    code, in_comment = strip_c(line, in_comment)
-    local directive = code:match("^%s*#%s*(%a+)")
-    local skipping = false
-    for _, later in ipairs(conditionals) do skipping = skipping or later end
-    if directive == "if" or directive == "ifdef" or directive == "ifndef" then
-      conditionals[#conditionals + 1] = false
-    elseif directive == "elif" or directive == "else" then
-      conditionals[#conditionals] = true
-    elseif directive == "endif" then
-      conditionals[#conditionals] = nil
-    end
-    if directive or skipping then code = "" end
-    for ch in code:gmatch("[^%s]") do
-      if depth == 0 and not start then start = lines end
-      if ch == "{" then
-        if depth == 0 then
-          local text = statement .. " " .. code
-          if text:match("%)%s*[%w_]*%s*{?%s*$") or text:match("%)") then
-            local name
-            for word in text:gmatch("([%w_]+)%s*%b()") do name = word end -- the last: past __launch_bounds__(...)
-            current = { name = name or ("at line " .. lines), first = start or lines }
-          end
-        end
-        depth = depth + 1
-      elseif ch == "}" then
-        depth = depth - 1
-        if depth == 0 then
-          if current then
-            current.lines = lines - current.first + 1
-            functions[#functions + 1] = current
-            current = nil
-          end
-          start, statement = nil, ""
-        end
-      elseif ch == ";" and depth == 0 then
-        start, statement = nil, ""
-      end
-    end
-    if depth == 0 and code:match("%S") and not code:match("[;}]%s*$") then statement = statement .. " " .. code end
-    if depth == 0 and not code:match("%S") and line:match("^%s*$") then start, statement = nil, "" end
-  end
-  return functions, lines
-end
-
--- ---- Lua -------------------------------------------------------------------------
-
--- The code of a Lua file line by line, comments and strings blanked (their
--- line breaks kept, so lines keep their numbers).
-local function lua_code(text)
-  local out, i, n = {}, 1, #text
-  while i <= n do
-    local c = text:sub(i, i)
-    local long = text:match("^%[(=*)%[", i)
-    if text:sub(i, i + 1) == "--" then
-      local level = text:match("^%-%-%[(=*)%[", i)
-      local close
-      if level then
-        close = text:find("]" .. level .. "]", i, true)
-      else
-        close = text:find("\n", i, true)
-        if close then close = close - 1 end
-      end
-      close = close or n
-      if level then close = close + #level + 1 end
-      out[#out + 1] = text:sub(i, close):gsub("[^\n]", " ")
-      i = close + 1
-    elseif long then
-      local close = text:find("]" .. long .. "]", i, true) or n
-      close = close + #long + 1
-      out[#out + 1] = text:sub(i, close):gsub("[^\n]", " ")
-      i = close + 1
-    elseif c == '"' or c == "'" then
-      local e = i + 1
-      while e <= n and text:sub(e, e) ~= c and text:sub(e, e) ~= "\n" do
-        e = e + (text:sub(e, e) == "\\" and 2 or 1)
-      end
-      out[#out + 1] = " " .. text:sub(i + 1, e - 1):gsub("[^\n]", " ") .. " "
-      i = e + 1
-    else
-      out[#out + 1] = c
-      i = i + 1
-    end
-  end
-  return table.concat(out)
-end
-
-local OPENS = { ["function"] = true, ["do"] = true, ["if"] = true, ["repeat"] = true }
-local CLOSES = { ["end"] = true, ["until"] = true }
-
-local function lua_functions(path)
-  local f = assert(io.open(path, "r"))
-  local text = f:read("a")
-  f:close()
-  local code = lua_code(text)
-  local functions, stack, lineno = {}, {}, 1
-  local lines = select(2, text:gsub("\n", "\n")) + (text:sub(-1) == "\n" and 0 or 1)
-  for line in (code .. "\n"):gmatch("([^\n]*)\n") do
-    local pos = 1
-    while true do
-      local s, e, word = line:find("([%a_][%w_]*)", pos)
-      if not s then break end
-      local before = line:sub(1, s - 1)
-      if OPENS[word] then
-        local frame = { kind = word, first = lineno }
-        if word == "function" then
-          frame.name = line:match("^%s*([%w_.:]+)%s*%(", e + 1) or before:match("([%w_.%[%]\"]+)%s*=%s*$")
-            or ("at line " .. lineno)
-          frame.installer = #stack == 0 and before:match("^%s*return%s*$") ~= nil
-        end
-        stack[#stack + 1] = frame
-      elseif CLOSES[word] then
-        local frame = table.remove(stack)
-        if frame and frame.kind == "function" and not frame.installer then
-          functions[#functions + 1] = { name = frame.name, first = frame.first, lines = lineno - frame.first + 1 }
-        end
-      end
-      pos = e + 1
-    end
-    lineno = lineno + 1
-  end
-  return functions, lines
-end
-
 -- ---- the report ---------------------------------------------------------------------
 
 local units, file_lengths = {}, {}
@@ -226,11 +67,11 @@ for _, path in ipairs(paths) do
   local list = is_source(path) and { path } or files_of(path)
   for _, file in ipairs(list) do
     local is_lua = file:match("%.lua$")
-    local functions, lines = (is_lua and lua_functions or c_functions)(file)
-    for _, fn in ipairs(functions) do
+    local measured = (is_lua and shape.lua_file or shape.c_file)(file)
+    for _, fn in ipairs(measured.functions) do
       units[#units + 1] = { file = file, name = fn.name, first = fn.first, lines = fn.lines }
     end
-    if not is_lua then file_lengths[#file_lengths + 1] = { file = file, lines = lines } end
+    if not is_lua then file_lengths[#file_lengths + 1] = { file = file, lines = measured.lines } end
   end
 end
 table.sort(units, function(a, b) return a.lines > b.lines end)

@@ -1,8 +1,8 @@
 -- Compiles kernel variants with NVRTC for sm_90 (no GPU needed) and writes
 -- each cubin, so two trees' kernels can be compared (tools/sass_compare.sh):
 --
---   build/spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all] [--only NAME,NAME]
---                                             [--define NAME=VALUE ...]
+--   build/spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|tc|all] [--only NAME,NAME]
+--                                             [--define NAME=VALUE ...] [--defines-from DIR]
 --
 -- For each variant: OUT_DIR/<name>.cubin and OUT_DIR/<name>.defines (the
 -- kernel file and its defines, one per line, sorted). The variants are named
@@ -13,23 +13,36 @@
 -- "options" are option sets that are no default (each as both trees spell
 -- it, what it leaves out at the plain values of the options an older tree
 -- lacks; a set a tree does not know is skipped there and reported so), the
--- cluster kernel's batch-table rows at those plain values among them.
+-- cluster kernel's batch-table rows at those plain values among them; "tc"
+-- is the tensor-core kernel (kernels/lstm_tc.cu), every variant that
+-- tools/tc_sweep.lua runs (spk.tensor_core.sweep_jobs, at each hidden size;
+-- named tc_<label>_h<hidden>), each plain and as its timeline build
+-- (SPK_TIMELINE=1, _timeline), with the defines spk.lstm.kernel_check gives
+-- it (the plan's and the spec's; a variant the check refuses is skipped and
+-- reported), compiled for sm_90a as its spec asks. "all" is all four.
 --
 -- --define adds a define to every variant (--define SPK_TIMELINE=1: the
 -- timeline builds, whose registers tools/cubin_compare.lua then lists beside
 -- the plain builds' of another folder).
 --
+-- --defines-from DIR: the variants whose .defines DIR holds and no list of
+-- this tree names are compiled too, from those defines and this tree's
+-- kernel file (a tree whose spk.tensor_core has no sweep_jobs compiles the
+-- tc list so: tools/sass_compare.sh gives the reference this tree's).
+--
 -- The tree is known by its API: spk.lstm.kernel_variant (this tree) or the
 -- earlier spk.core.cluster_variant_for_batch / stack_variant_for_batch.
 local spk = require "spk"
 require("spk.options").script {
-  usage = "spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all] [--only NAME,NAME] [--define N=V ...]" }
+  usage = "spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|tc|all] [--only NAME,NAME] "
+    .. "[--define N=V ...] [--defines-from DIR]" }
 local core = spk.core
 
 local out = arg[1]
-local list, only, extra = "defaults", nil, {}
+local list, only, extra, defines_from = "defaults", nil, {}, nil
 for i = 2, #arg do
   if arg[i] == "--list" then list = arg[i + 1] end
+  if arg[i] == "--defines-from" then defines_from = arg[i + 1] end
   if arg[i] == "--define" then
     local name, value = tostring(arg[i + 1]):match("^([%w_]+)=(.*)$")
     if not name then
@@ -44,7 +57,7 @@ for i = 2, #arg do
   end
 end
 if not out or out:match("^%-") then
-  io.stderr:write("usage: spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|all]\n")
+  io.stderr:write("usage: spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|tc|all]\n")
   os.exit(2)
 end
 
@@ -164,8 +177,62 @@ if list == "options" or list == "all" then
   end
 end
 
+-- The tensor-core kernel's variants: plain and timeline builds, a label and hidden size once.
+if list == "tc" or list == "all" then
+  local ok, tc = pcall(require, "spk.tensor_core")
+  if not ok or not tc.sweep_jobs then
+    io.stderr:write("kernel_cubins: the tc list: this tree's spk.tensor_core has no sweep_jobs\n")
+  else
+    local seen = {}
+    for _, job in ipairs(tc.sweep_jobs()) do
+      local known, v = pcall(tc.variant, job.shape, job.options)
+      local name = known and ("tc_%s_h%d"):format(tc.label(v):gsub(" ", "_"), job.shape.hidden)
+      if known and not seen[name] and (not only or only[name] or only[name .. "_timeline"]) then
+        seen[name] = true
+        -- the defines a plan compiles it with (the plan's and the spec's), as tc_sweep's check has them
+        local checked, report = pcall(spk.lstm.kernel_check, tc.spec(job.options), job.shape)
+        local defines = checked and report.defines or nil
+        local why = not checked and tostring(report):gsub("\n.*", ""):gsub("^[^\n]-%.lua:%d+: ", "") or nil
+        variants[#variants + 1] = { name = name, file = "lstm_tc.cu", defines = defines, why = why }
+        local timeline = checked and { SPK_TIMELINE = 1 } or nil
+        for key, value in pairs(defines or {}) do timeline[key] = value end
+        variants[#variants + 1] = { name = name .. "_timeline", file = "lstm_tc.cu", defines = timeline, why = why }
+      end
+    end
+  end
+end
+
+-- The variants of another folder's .defines that no list here names (--defines-from).
+if defines_from then
+  local named = {}
+  for _, v in ipairs(variants) do named[v.name] = true end
+  for _, listed in ipairs(spk.files.list(defines_from)) do
+    local name = listed:match("^(.+)%.defines$")
+    if name and not named[name] then
+      local lines = {}
+      for line in spk.files.read(defines_from .. "/" .. listed):gmatch("[^\n]+") do lines[#lines + 1] = line end
+      local defines = {}
+      for k = 2, #lines do
+        local key, value = lines[k]:match("^([%w_]+)=(.*)$")
+        defines[key] = value
+      end
+      variants[#variants + 1] = { name = name, file = lines[1], defines = defines }
+    end
+  end
+end
+
+-- The target a kernel file is compiled for: the tensor-core kernel's spec asks for the arch-specific one
+-- (spk.tensor_core.spec, arch_specific: its wgmma form needs it).
+local function arch_of(file) return file == "lstm_tc.cu" and "sm_90a" or "sm_90" end
+
 -- The kernel file and the defines of a variant in this tree, or nil and why not.
 local function resolve(v)
+  if v.why then return nil, v.why end
+  if v.file then
+    local defines = {}
+    for name, value in pairs(v.defines) do defines[name] = value end
+    return v.file, defines
+  end
   if new_api then
     if v.old and not v.new then return nil, "not in this tree" end
     local kernel
@@ -231,7 +298,7 @@ for _, v in ipairs(variants) do
     io.stderr:write(("kernel_cubins: %s skipped: %s\n"):format(v.name, defines))
     skipped = skipped + 1
   else
-    local ok, m = pcall(spk.cuda.compile, { file = dir .. "/" .. file, defines = defines, arch = "sm_90",
+    local ok, m = pcall(spk.cuda.compile, { file = dir .. "/" .. file, defines = defines, arch = arch_of(file),
                                            cache = false })
     if not ok then
       io.stderr:write(("kernel_cubins: %s does not compile: %s\n"):format(v.name, tostring(m)))

@@ -2,14 +2,16 @@
 # The kernels' machine code (SASS) of this tree against a reference commit's,
 # variant by variant, with NVRTC for sm_90 (no GPU needed):
 #
-# usage: tools/sass_compare.sh --ref COMMIT | --ref-dir TREE [--list defaults|options|all] [--keep DIR]
+# usage: tools/sass_compare.sh --ref COMMIT | --ref-dir TREE [--list defaults|options|tc|all] [--keep DIR]
 #
 # The reference, a commit you name (the tree before the change, e.g. main),
 # is exported with git archive into a temporary folder and built there
 # (build/spk only), unless --ref-dir names a built tree (with --ref too,
 # that commit names it in the output). Each tree's own spk compiles each variant from its own kernels/
-# (tools/kernel_cubins.lua, which knows both trees' APIs); then
-# tools/cubin_compare.lua compares the kernels' .text sections. The last line
+# (tools/kernel_cubins.lua, which knows both trees' APIs), this tree first: the
+# variants the reference's Lua cannot name (the tc list in a tree without
+# spk.tensor_core.sweep_jobs) it compiles with this tree's defines
+# (--defines-from); then tools/cubin_compare.lua compares the kernels' .text sections. The last line
 # reads "N identical, N differ, N in one tree only"; exit status 0 when none
 # differs. Needs this tree built (make).
 set -eu
@@ -44,9 +46,9 @@ fi
 out=${keep:-$tmp/cubins}
 mkdir -p "$out/ref" "$out/new"
 # Each tree's own Lua and kernels; the script is this tree's.
-SPK_CACHE_DIR=$tmp/cache-ref SPK_KERNEL_DIR=$ref_dir/kernels "$ref_dir/build/spk" run \
-  "$root/tools/kernel_cubins.lua" "$out/ref" --list "$list"
 SPK_CACHE_DIR=$tmp/cache-new SPK_KERNEL_DIR=$root/kernels build/spk run tools/kernel_cubins.lua "$out/new" --list "$list"
+SPK_CACHE_DIR=$tmp/cache-ref SPK_KERNEL_DIR=$ref_dir/kernels "$ref_dir/build/spk" run \
+  "$root/tools/kernel_cubins.lua" "$out/ref" --list "$list" --defines-from "$out/new"
 if [ -n "$ref_given" ] || [ "$ref_dir" = "$tmp/ref" ]; then label="$ref ($ref_dir)"; else label="the tree in $ref_dir"; fi
 echo "reference: $label; this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- kernels src lua || echo ' + uncommitted changes')"
 build/spk run tools/cubin_compare.lua "$out/ref" "$out/new"

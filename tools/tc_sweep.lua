@@ -38,8 +38,8 @@
 local spk = require "spk"
 local tc = require "spk.tensor_core"
 
-local opts = { part = "correctness,sweep,stamps", batches = "32,64,128,256", rounds = 5, steps = 589, only = nil,
-               mma = "sync,wgmma" }
+local opts = { part = "correctness,sweep,stamps", batches = table.concat(tc.sweep_batches, ","), rounds = 5,
+               steps = 589, only = nil, mma = "sync,wgmma" }
 local args = require("spk.options").script {
   usage = "spk run tools/tc_sweep.lua [--part correctness,sweep,stamps,check] [--batches LIST] [--rounds N] "
     .. "[--steps N] [--only LABEL,...] [--mma sync,wgmma]",
@@ -109,25 +109,6 @@ end
 
 -- ---- correctness ---------------------------------------------------------------------
 
-local correctness_cases = {
-  { batch = 1, steps = 7, hidden = 128, layers = 1 },
-  { batch = 3, steps = 11, hidden = 128, layers = 1 },
-  { batch = 37, steps = 50, hidden = 128, layers = 2 },
-  { batch = 5, steps = 9, hidden = 64, layers = 1 },
-  { batch = 17, steps = 23, hidden = 64, layers = 2 },
-  { batch = 3, steps = 13, hidden = 32, layers = 1 },
-  { batch = 3, steps = 13, hidden = 256, layers = 1, splits = { "f16" } },
-}
--- (3xTF32 runs the first four; wgmma variants only where FP16x3 runs)
-local correctness_variants = { {}, { cluster = 4, tile_rows = 16, row_phases = 2 }, { tile_rows = 13 },
-  { tile_rows = 32, row_phases = 2, cluster = 4 }, { warp_mt = 2 }, { slice_steps = 2 }, { gates_ahead = 1, fetch_early = 0 },
-  { gates_ahead = 4 }, { cluster = 2, tile_rows = 8, warp_mt = 2, slice_steps = 2 }, { cluster = 16 },
-  { cluster = 4, tile_rows = 24, row_phases = 2 }, { exclusive_sm = 0 }, { fetch_early = 0 }, { cluster = 2, tile_rows = 8 },
-  { mma = "wgmma" }, { mma = "wgmma", cluster = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
-  { mma = "wgmma", tile_rows = 13 }, { mma = "wgmma", cluster = 4, tile_rows = 16 },
-  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 }, { mma = "wgmma", cluster = 4, tile_rows = 32, row_phases = 2 },
-  { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 8 }, { mma = "wgmma", fetch_early = 0 },
-  { mma = "wgmma", gates_ahead = 3 } }
 
 local function correctness()
   print("== correctness: the kernel against the f64 reference at small and odd shapes ==")
@@ -170,16 +151,20 @@ local function correctness()
     plan:close()
     collectgarbage()
   end
-  for _, case in ipairs(correctness_cases) do
-    case.label = ("batch %d steps %d hidden %d layers %d"):format(case.batch, case.steps, case.hidden, case.layers)
+  for _, listed in ipairs(tc.correctness_cases) do
+    local case = { label = ("batch %d steps %d hidden %d layers %d"):format(listed.batch, listed.steps, listed.hidden,
+      listed.layers) }
+    for k, x in pairs(listed) do case[k] = x end
     for _, split in ipairs(case.splits or { "f16", "tf32" }) do run(case, { split = split }) end
     run(case, { mma = "wgmma" })
   end
-  local case = correctness_cases[3]
+  local case = tc.correctness_cases[3]
+  case = { label = ("batch %d steps %d hidden %d layers %d"):format(case.batch, case.steps, case.hidden, case.layers),
+           batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
   for _, split in ipairs { "f16", "tf32" } do
-    for k = 2, split == "f16" and #correctness_variants or 4 do
+    for k = 2, split == "f16" and #tc.correctness_variants or 4 do
       local v = { split = split }
-      for key, value in pairs(correctness_variants[k]) do v[key] = value end
+      for key, value in pairs(tc.correctness_variants[k]) do v[key] = value end
       run(case, v)
     end
   end
@@ -188,25 +173,6 @@ end
 
 -- ---- the variant sweep -----------------------------------------------------------------
 
--- Each at every batch where the variant exists (a label once a batch): the batch's
--- defaults (one wave, mma.sync, the fetch before the wait) and with wgmma, then
--- one change at a time, then the earlier defaults and bests for comparison.
-local sweep_variants = {
-  {}, { mma = "wgmma" }, { fetch_early = 0 }, { mma = "wgmma", fetch_early = 0 },
-  { cluster = 8, tile_rows = 8 }, { mma = "wgmma", cluster = 8, tile_rows = 8 },
-  { cluster = 4, tile_rows = 8 }, { mma = "wgmma", cluster = 4, tile_rows = 8 },
-  { cluster = 2, tile_rows = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 4 },
-  { cluster = 2, tile_rows = 8 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
-  { mma = "wgmma", cluster = 4, tile_rows = 16 }, { mma = "wgmma", cluster = 4, tile_rows = 16, row_phases = 2 },
-  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
-  { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
-  { mma = "wgmma", gates_ahead = 3 }, { split = "tf32", cluster = 4, tile_rows = 8 },
-  -- the earlier defaults and bests (two waves where their clusters exceed the device's)
-  { cluster = 8, tile_rows = 8, fetch_early = 0 }, { cluster = 4, tile_rows = 8, fetch_early = 0 },
-  { cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
-  { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 },
-  { cluster = 4, tile_rows = 16, row_phases = 2, slice_steps = 2, fetch_early = 0 },
-}
 
 -- Clusters of a plan's launch, the device's co-resident ones of it, and the waves.
 local function waves_of(plan)
@@ -241,7 +207,7 @@ local function sweep()
     end
     local best
     local seen = {}
-    for _, variant in ipairs(sweep_variants) do
+    for _, variant in ipairs(tc.sweep_variants) do
       local ok_v, v = pcall(tc.variant, { batch = batch, hidden = 128 }, variant)
       local label = ok_v and tc.label(v) or "?"
       if ok_v and not seen[label] and (not only or only[label]) and wanted(variant) then
@@ -381,22 +347,8 @@ end
 local function check()
   print("== check: every variant compiled for sm_90 (NVRTC, ptxas -v) and its contract checked ==")
   local todo, failed = {}, 0
-  local function add(shape, variant)
-    if wanted(variant) then todo[#todo + 1] = { shape = shape, variant = variant } end
-  end
-  for _, case in ipairs(correctness_cases) do
-    local shape = { batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
-    for _, split in ipairs(case.splits or { "f16", "tf32" }) do
-      for k = 1, (case == correctness_cases[3]) and (split == "f16" and #correctness_variants or 4) or 1 do
-        local v = { split = split }
-        for key, value in pairs(correctness_variants[k]) do v[key] = value end
-        add(shape, v)
-      end
-    end
-    add(shape, { mma = "wgmma" })
-  end
-  for _, batch in ipairs(batches) do
-    for _, v in ipairs(sweep_variants) do add({ batch = batch, steps = opts.steps, hidden = 128, layers = 4 }, v) end
+  for _, job in ipairs(tc.sweep_jobs(batches, opts.steps)) do
+    if wanted(job.options) then todo[#todo + 1] = { shape = job.shape, variant = job.options } end
   end
   local seen = {}
   for _, job in ipairs(todo) do

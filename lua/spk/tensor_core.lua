@@ -270,4 +270,77 @@ function M.spec(opts)
   }
 end
 
+-- ---- the variants tools/tc_sweep.lua runs ----------------------------------------------
+
+-- Its correctness part's small and odd shapes (splits: the splits a case runs, both when left out).
+M.correctness_cases = {
+  { batch = 1, steps = 7, hidden = 128, layers = 1 },
+  { batch = 3, steps = 11, hidden = 128, layers = 1 },
+  { batch = 37, steps = 50, hidden = 128, layers = 2 },
+  { batch = 5, steps = 9, hidden = 64, layers = 1 },
+  { batch = 17, steps = 23, hidden = 64, layers = 2 },
+  { batch = 3, steps = 13, hidden = 32, layers = 1 },
+  { batch = 3, steps = 13, hidden = 256, layers = 1, splits = { "f16" } },
+}
+
+-- The options run at the third case (3xTF32 runs the first four; wgmma variants only where FP16x3 runs).
+M.correctness_variants = { {}, { cluster = 4, tile_rows = 16, row_phases = 2 }, { tile_rows = 13 },
+  { tile_rows = 32, row_phases = 2, cluster = 4 }, { warp_mt = 2 }, { slice_steps = 2 }, { gates_ahead = 1, fetch_early = 0 },
+  { gates_ahead = 4 }, { cluster = 2, tile_rows = 8, warp_mt = 2, slice_steps = 2 }, { cluster = 16 },
+  { cluster = 4, tile_rows = 24, row_phases = 2 }, { exclusive_sm = 0 }, { fetch_early = 0 }, { cluster = 2, tile_rows = 8 },
+  { mma = "wgmma" }, { mma = "wgmma", cluster = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
+  { mma = "wgmma", tile_rows = 13 }, { mma = "wgmma", cluster = 4, tile_rows = 16 },
+  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 }, { mma = "wgmma", cluster = 4, tile_rows = 32, row_phases = 2 },
+  { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 8 }, { mma = "wgmma", fetch_early = 0 },
+  { mma = "wgmma", gates_ahead = 3 } }
+
+-- Each at every batch where the variant exists (a label once a batch): the batch's
+-- defaults (one wave, mma.sync, the fetch before the wait) and with wgmma, then
+-- one change at a time, then the earlier defaults and bests for comparison.
+M.sweep_variants = {
+  {}, { mma = "wgmma" }, { fetch_early = 0 }, { mma = "wgmma", fetch_early = 0 },
+  { cluster = 8, tile_rows = 8 }, { mma = "wgmma", cluster = 8, tile_rows = 8 },
+  { cluster = 4, tile_rows = 8 }, { mma = "wgmma", cluster = 4, tile_rows = 8 },
+  { cluster = 2, tile_rows = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 4 },
+  { cluster = 2, tile_rows = 8 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
+  { mma = "wgmma", cluster = 4, tile_rows = 16 }, { mma = "wgmma", cluster = 4, tile_rows = 16, row_phases = 2 },
+  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
+  { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
+  { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
+  -- the earlier defaults and bests (two waves where their clusters exceed the device's)
+  { cluster = 8, tile_rows = 8, fetch_early = 0 }, { cluster = 4, tile_rows = 8, fetch_early = 0 },
+  { cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
+  { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 },
+  { cluster = 4, tile_rows = 16, row_phases = 2, slice_steps = 2, fetch_early = 0 },
+}
+M.sweep_batches = { 32, 64, 128, 256 }
+
+-- Every shape and options (over the batch's defaults) that tools/tc_sweep.lua's
+-- correctness and sweep parts run, the sweep's at `batches` (M.sweep_batches) and
+-- `steps`: {shape = {batch, steps, hidden, layers}, options = {...}}, in order, a
+-- set a shape refuses included (M.variant says why). tc_sweep's check compiles
+-- them; tools/kernel_cubins.lua --list tc writes their cubins.
+function M.sweep_jobs(batches, steps)
+  local jobs = {}
+  local function add(shape, options) jobs[#jobs + 1] = { shape = shape, options = options } end
+  local cases, variants = M.correctness_cases, M.correctness_variants
+  for _, case in ipairs(cases) do
+    local shape = { batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
+    for _, split in ipairs(case.splits or { "f16", TF32 }) do
+      for k = 1, (case == cases[3]) and (split == "f16" and #variants or 4) or 1 do
+        local v = { split = split }
+        for key, value in pairs(variants[k]) do v[key] = value end
+        add(shape, v)
+      end
+    end
+    add(shape, { mma = "wgmma" })
+  end
+  for _, batch in ipairs(batches or M.sweep_batches) do
+    for _, v in ipairs(M.sweep_variants) do
+      add({ batch = batch, steps = steps or 589, hidden = 128, layers = 4 }, v)
+    end
+  end
+  return jobs
+end
+
 return M
