@@ -463,18 +463,24 @@ return function(spk, core)
 
   doc(spk.lstm.kernel_stack, [[
 spk.lstm.kernel_stack{file | source =, entry =, args =, launch =, packing =, defines =, statuses =,
-                      layers =, batch =, steps =, math =, ...} -> plan
+                      timeline =, layers =, batch =, steps =, math =, ...} -> plan
 The stack around a recurrence kernel of one's own (docs/kernels.md): spk packs the weights as
 packing says, runs both directions' input projections in one batched GEMM and the kernel's launches
 per layer, checked against its parameters and for co-residency before any launch. The plan has
-forward (with a trace when the kernel takes the trace arguments), time and close.]])
+forward (with a trace when the kernel takes the trace arguments), time and close. With timeline =
+{stages = {"dot", "cell"}, waits_for = {}} (the stages its SPK_TIMELINE=1 build stamps, in order;
+waits_for {wait = "publish"}: a stage waiting for every block's end of another at the previous step),
+plan.timeline says what a recording covers and forward and time take a timeline (docs/timeline.md),
+the timeline build compiled on first use.]])
   doc(spk.lstm.kernel_check, [[
 spk.lstm.kernel_check(spec[, shape = {batch = 1, steps = 589, hidden = 128, input = 60, layers = 4}]) -> report
 Without a device: compiles the kernel with NVRTC (PTX, and a cubin for sm_90 or the device's), checks
 its parameters against spec.args, the launch rule's result at shape, and every launch against the
 architecture's limits (grid, block, threads, cluster, shared memory, registers: spk.cuda.check_launch);
 report = {params, launches, defines, arch, cubin_bytes, registers, spills, static_smem, entries =
-{{name, registers, local_bytes, static_smem, ...}, ...}, ...}.]])
+{{name, registers, local_bytes, static_smem, ...}, ...}, ...}. With spec.timeline, also its timeline
+build: the stages checked, its parameters (the plan's, then the recording's seven) and its stamps,
+report.timeline = {stages, waits_for, params}.]])
   doc(spk.lstm.kernel_file, [[
 spk.lstm.kernel_file(path) -> spec
 A kernel file: a Lua file returning a kernel spec (file =, entry =, args =, launch =, ...); its file =
