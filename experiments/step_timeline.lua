@@ -17,10 +17,13 @@
 -- the stamps), or a stack backend whose plan takes
 -- plan:forward(x, {timeline = {...}}) -> y, info and plan:time{timeline = ...}
 -- (the contract in docs/timeline.md: "cluster", "persistent", or "auto" where
--- it picks one of them), run on spk.lstm.random{seed = 1}, 4 layers, input 60,
--- hidden 128, 589 steps, each batch's default kernel (--kernel: these kernel
--- options on top of it, for every batch). The blocks recorded are
--- the first cluster (cluster) or tile (persistent).
+-- it picks one of them), or a kernel file of one's own whose spec names its
+-- timeline stages (--backend experiments/kernels/skeleton.lua: its
+-- spk.lstm.kernel_stack plan, docs/kernels.md), run on spk.lstm.random{seed =
+-- 1}, 4 layers, input 60, hidden 128, 589 steps, each batch's default kernel
+-- (--kernel: these kernel options on top of it, for every batch; a built-in
+-- backend's). The blocks recorded are the first cluster (cluster), tile
+-- (persistent) or the kernel file's plan.timeline.group blocks.
 -- Writes: step_timeline.csv (a row per batch, stage and block), step_timeline.json
 -- (everything, with the critical paths and the clock fits), stamps_b<B>.csv
 -- (the decoded records), timeline_b<B>.svg (the Gantt).
@@ -34,7 +37,8 @@ local ex = experiment.start {
   name = "step_timeline", gpu = "required",
   about = "Per-stage durations, critical path and a Gantt of a kernel's steps, from its timeline build.",
   batches = { 1, 8, 64 }, quick_batches = { 1, 8, 64 },
-  options = { { "backend", "cluster", help = "cluster or persistent (a stack backend's timeline build), or demo" },
+  options = { { "backend", "cluster", help = "cluster or persistent (a stack backend's timeline build), demo, or a "
+                .. "kernel file (.lua) whose spec names its timeline stages" },
               { "steps", 64, quick = 32, help = "steps recorded" },
               { "first", 101, help = "first step recorded (from 1)" },
               { "layer", 1, help = "layer recorded (from 1)" },
@@ -55,12 +59,23 @@ end
 
 -- A plan for the backend at a batch: forward(x[, {timeline =}]), time{}, close(),
 -- and the input it takes.
+local kernel_file = tostring(o.backend):match("%.lua$") and spk.lstm.kernel_file(o.backend) or nil
+if kernel_file and kernel then
+  io.stderr:write("step_timeline: --kernel sets a built-in backend's kernel options; a kernel file's plan takes none\n")
+  os.exit(require("spk.options").EXIT.usage)
+end
+
 local function runner(batch)
   if o.backend == "demo" then
     local demo = spk.timeline.demo { batch = batch, steps = T, cluster = 8 }
     return demo, { batch, T, demo.input }
   end
   local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
+  if kernel_file then
+    local opts = { layers = layers, batch = batch, steps = T }
+    for k, v in pairs(kernel_file) do opts[k] = v end
+    return spk.lstm.kernel_stack(opts), { batch, T, 60 }
+  end
   return spk.lstm.stack { layers = layers, batch = batch, steps = T, backend = o.backend, kernel = kernel },
     { batch, T, 60 }
 end
@@ -68,7 +83,8 @@ end
 local function reason(err)
   local text = experiment.reason(err)
   if text:find("has no timeline build", 1, true) then
-    return ("%s; --backend demo runs the instrumented demo kernel"):format(text)
+    return ("%s; --backend demo runs the instrumented demo kernel (a kernel file: name its stages in its spec's "
+      .. "timeline = {stages = ...})"):format(text)
   end
   return text
 end

@@ -46,7 +46,10 @@
 //                                             below 0: a launch that holds only some of them)
 //   int spk_timeline_warp                     the warp whose lane 0 stamps
 // and the host fills them (spk_timeline_args), so their order lives there and
-// here only.
+// here only. A host that names the stages itself (spk.lstm.kernel_stack's
+// timeline = {stages = ...}) also defines SPK_TIMELINE_STAGE_COUNT, and SETUP's
+// `stages` must equal it: a kernel stamping another number of stages than its
+// spec names fails to compile.
 //
 // Buffer layout (64-bit words; SPK_TIMELINE_HEADER_WORDS of header, written by
 // the host, then the records):
@@ -167,7 +170,16 @@ __device__ __forceinline__ void spk_timeline_stamp(unsigned long long *records, 
                      : "memory");
 }
 
+#ifdef SPK_TIMELINE_STAGE_COUNT
+#define SPK_TIMELINE_CHECK_STAGES(stages)                                                                              \
+    static_assert((stages) == SPK_TIMELINE_STAGE_COUNT, "the kernel's SPK_TIMELINE_SETUP stamps another number of "   \
+                                                        "stages than its spec's timeline.stages names")
+#else
+#define SPK_TIMELINE_CHECK_STAGES(stages) static_assert(true, "")
+#endif
+
 #define SPK_TIMELINE_SETUP(stages, direction, block, thread)                                                           \
+    SPK_TIMELINE_CHECK_STAGES(stages);                                                                                 \
     constexpr int spk_timeline_marks = (stages) + 1;                                                                   \
     unsigned long long *const spk_timeline_records = spk_timeline_setup<spk_timeline_marks>(                           \
         spk_timeline_stamps, spk_timeline_direction, spk_timeline_steps, spk_timeline_first_block,                     \

@@ -20,8 +20,10 @@
 // The step timeline (docs/timeline.md): the kernel stamps its two stages,
 // "dot" and "cell", with the macros of kernels/spk_timeline.cuh. With
 // SPK_TIMELINE undefined (every normal build) they are nothing at all; built
-// with SPK_TIMELINE=1 the kernel takes the timeline's seven parameters after
-// its own and records them. The stage names live in skeleton.lua.
+// with SPK_TIMELINE=1 (what plan:forward(x, {timeline = ...}) runs) the kernel
+// takes the timeline's seven parameters after its own and records them. The
+// stage names live in skeleton.lua's timeline = {stages = ...}, which the
+// plan checks against STAGES as the timeline build compiles.
 
 #include "lstm_cell.cuh"
 #include "spk_timeline.cuh"

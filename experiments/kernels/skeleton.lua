@@ -22,6 +22,8 @@ return {
   launch = function(shape)
     return { grid = { shape.batch, 1, 1 }, block = shape.hidden, concurrent = true } -- EDIT with the kernel
   end,
-  -- The kernel stamps its step's stages "dot" and "cell" (its STAGE_* marks) for the step timeline; a
-  -- kernel stack does not run a kernel's own timeline build yet (docs/kernels.md, "The step timeline").
+  -- the stages a step runs, as its timeline build stamps them (the kernel's STAGE_* marks, in this order),
+  -- so plan:forward(x, {timeline = {...}}) records them (docs/timeline.md); no stage waits for another
+  -- block (a kernel whose blocks exchange h: waits_for = {wait = "publish"}). EDIT with the kernel's
+  timeline = { stages = { "dot", "cell" }, waits_for = {} },
 }

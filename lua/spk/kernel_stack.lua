@@ -29,16 +29,23 @@
 --     name = "my kernel", timeout_ms = 10000, watchdog_ms = (4 x timeout + 60 s), check_writes = true,
 --     arch_specific = false,            -- true: compiled for the arch-specific target (sm_90a,
 --                                       -- compute_90a: wgmma and the other sm_90a instructions)
+--     timeline = {stages = {"dot", "cell"}, waits_for = {}},  -- the stages the kernel's timeline
+--                                       -- build (SPK_TIMELINE=1, kernels/spk_timeline.cuh) stamps, in
+--                                       -- order, and a stage that waits for every block's end of
+--                                       -- another at the previous step ({wait = "publish"})
 --   }
 --   local plan = spk.lstm.kernel_stack(spec + {layers =, batch =, steps =, math = one of spk.lstm.math_modes})
---   plan:forward(x[, {trace = {layer =, direction =, steps =}}]), plan:time{}, plan:close(),
---   plan.variant, plan.kernel (registers, spills, capacity, launches, defines, args, packing, ...)
+--   plan:forward(x[, {trace = {layer =, direction =, steps =}} | {timeline = {...}}]), plan:time{[timeline =]},
+--   plan:close(), plan.variant, plan.kernel (registers, spills, capacity, launches, defines, args, packing, ...),
+--   plan.timeline (with spec.timeline: {stages =, waits_for =, blocks =, warps =, group =}); a timeline
+--   forward or timing compiles the timeline build on first use (docs/timeline.md)
 --
 --   spk.lstm.kernel_check(spec[, shape]) -> report   -- no device: compiles the kernel with NVRTC
 --       (PTX for compute_90 and a cubin for sm_90, or the device's), checks its parameters against
 --       args, the launch rule's result at shape (default: the workload's, batch 1), and each launch
 --       against the architecture's limits with the cubin's registers and shared memory; the report
---       carries registers, spills, static_smem and every entry's usage
+--       carries registers, spills, static_smem and every entry's usage; with spec.timeline also the
+--       timeline build's compile and parameters (report.timeline)
 --   spk.lstm.kernel_file(path) -> spec               -- a kernel file: a Lua file returning a spec,
 --       whose `file` is relative to it (experiments/kernels/*.lua)
 --   spk.lstm.kernel_backend(name, spec) -> constructor  -- registers spk.lstm.backends[name], so
@@ -51,11 +58,13 @@ return function(spk, core)
   local GATES = core.lstm.gate_orders
 
   local SPEC = { "name", "file", "source", "entry", "defines", "options", "args", "packing", "launch", "statuses",
-                 "check_writes", "timeout_ms", "watchdog_ms", "dir", "arch_specific" }
+                 "check_writes", "timeout_ms", "watchdog_ms", "dir", "arch_specific", "timeline" }
   local STACK = { "layers", "batch", "steps", "math", "backend" }
   local RESULT = { "grid", "block", "smem", "cluster", "cooperative", "co_resident", "concurrent", "tile_rows",
                    "state_words", "launches" }
   local LAUNCH = { "direction", "grid", "block", "smem", "cluster", "cooperative", "co_resident", "first_tile" }
+  -- The parameters SPK_TIMELINE_PARAMS adds (src/cuda/timeline.h: SPK_TIMELINE_ARGS).
+  local TIMELINE_ARGS = core.timeline_args
   local PLAN_DEFINES = { SPK_HIDDEN = true, SPK_GATE_I = true, SPK_GATE_F = true, SPK_GATE_C = true,
                          SPK_GATE_O = true, SPK_PACK_ROWS = true }
   -- The workload the checks assume without a shape: pyannote's stack at batch 1.
@@ -128,13 +137,20 @@ return function(spk, core)
         fail(where, ("%s must be an integer >= 0, got %s"):format(key, shown(spec[key])))
       end
     end
+    if spec.timeline ~= nil then
+      if type(spec.timeline) ~= "table" then
+        fail(where, ("timeline must be a table {stages = {\"dot\", ...}, waits_for = {...}}, got %s"):format(
+          shown(spec.timeline)))
+      end
+      options.check_keys(spec.timeline, { "stages", "waits_for" }, where .. ": timeline")
+    end
     local path = spec.file
     if path and spec.dir and path:sub(1, 1) ~= "/" then path = spec.dir .. "/" .. path end
     return { name = spec.name or spec.entry, file = path, source = spec.source, entry = spec.entry,
              args = spec.args, packing = { order = packing.order or GATES.packed, layout = packing.layout or "units" },
              launch = spec.launch, defines = spec.defines, options = spec.options, statuses = spec.statuses,
              check_writes = spec.check_writes ~= false, timeout_ms = spec.timeout_ms or 10000,
-             watchdog_ms = spec.watchdog_ms, arch_specific = spec.arch_specific == true }
+             watchdog_ms = spec.watchdog_ms, arch_specific = spec.arch_specific == true, timeline = spec.timeline }
   end
 
   local function check_shape(shape, where)
@@ -193,7 +209,7 @@ return function(spk, core)
     return { name = s.name, args = s.args, launches = launches, concurrent = result.concurrent == true,
              tile_rows = result.tile_rows, state_words = result.state_words, timeout_ms = s.timeout_ms,
              watchdog_ms = s.watchdog_ms or (s.timeout_ms > 0 and 4 * s.timeout_ms + 60000 or 0),
-             packing = s.packing, statuses = s.statuses, check_writes = s.check_writes }
+             packing = s.packing, statuses = s.statuses, check_writes = s.check_writes, timeline = s.timeline }
   end
 
   local function defines_at(s, shape, where)
@@ -245,6 +261,42 @@ return function(spk, core)
     return params
   end
 
+  -- The timeline build's defines: the plan's, SPK_TIMELINE=1 and the stage count the kernel's
+  -- SPK_TIMELINE_SETUP must stamp (kernels/spk_timeline.cuh checks it as it compiles).
+  local function timeline_defines(s, defines)
+    local d = {}
+    for k, v in pairs(defines) do d[k] = v end
+    d.SPK_TIMELINE, d.SPK_TIMELINE_STAGE_COUNT = 1, #s.timeline.stages
+    return d
+  end
+
+  -- The timeline build's contract without a device: it compiles with the stage count the spec
+  -- names, takes the plan's parameters and then the recording's seven (SPK_TIMELINE_PARAMS), and
+  -- stamps (SPK_TIMELINE_SETUP and SPK_TIMELINE_START read %globaltimer). Its parameters.
+  local function check_timeline_build(s, desc, defines, where)
+    local ptx = compile(s, timeline_defines(s, defines), device_arch(s, "compute"), where)
+    local ok, params = pcall(function() return ptx:params(s.entry) end)
+    local code = ok and ptx:code() or ""
+    ptx:close()
+    if not ok then fail(where, ("kernel %s: %s"):format(s.name, tostring(params):gsub("^[^\n]-%.lua:%d+: ", ""))) end
+    local recording = #params - #s.args
+    if recording ~= TIMELINE_ARGS then
+      fail(where, ("kernel %s: built with SPK_TIMELINE=1 it takes %d parameters, but a timeline forward passes %d "
+        .. "(its %d and the recording's %d): put SPK_TIMELINE_PARAMS right after its last parameter "
+        .. "(kernels/spk_timeline.cuh), or leave timeline out of its spec"):format(s.name, #params,
+        #s.args + TIMELINE_ARGS, #s.args, TIMELINE_ARGS))
+    end
+    local own = {}
+    for i = 1, #s.args do own[i] = params[i] end
+    local checked, why = pcall(core.kernel_stack_check, desc, own)
+    if not checked then fail(where, "its timeline build: " .. tostring(why):gsub("^[^\n]-%.lua:%d+: ", "")) end
+    if not code:find("%globaltimer", 1, true) then
+      fail(where, ("kernel %s: its timeline build stamps nothing: call SPK_TIMELINE_SETUP before the step loop and "
+        .. "SPK_TIMELINE_START and SPK_TIMELINE_STAMP in it (kernels/spk_timeline.cuh)"):format(s.name))
+    end
+    return params
+  end
+
   -- Every launch against its architecture's limits with what the entry uses, both known without a
   -- device (src/cuda/launch_limits.h): the cubin's entries, or nil for an architecture without a table.
   local function check_limits(s, desc, cubin, where)
@@ -287,6 +339,10 @@ return function(spk, core)
                      registers = entry and entry.registers, spills = entry and entry.local_bytes,
                      static_smem = entry and entry.static_smem }
     cubin:close()
+    if s.timeline then
+      local built = check_timeline_build(s, desc, defines, where)
+      report.timeline = { stages = s.timeline.stages, waits_for = s.timeline.waits_for or {}, params = built }
+    end
     return report
   end
 
@@ -332,12 +388,24 @@ return function(spk, core)
     if not ok then fail(where, tostring(handle):gsub("^[^\n]-%.lua:%d+: ", "")) end
     local info = handle:info()
     self.handle = handle
+    self.timeline = info.timeline
     self.kernel = info.kernel
     self.kernel.name, self.kernel.entry, self.kernel.file = s.name, s.entry, s.file
     self.kernel.args, self.kernel.packing, self.kernel.defines = s.args, s.packing, defines
     self.launch = desc
     self.variant = variant_of(s, desc) .. spk.lstm.math_suffix(self.math)
-    return spk.lstm.new_plan(self, { forward_options = { trace = true } })
+    -- the timeline build, compiled and handed to the plan on the first timeline forward or timing
+    local function prepare_timeline(plan)
+      if plan.timeline_build_ready then return end
+      check_timeline_build(s, desc, defines, where)
+      local built = compile(s, timeline_defines(s, defines), s.arch_specific and device_arch(s, "sm") or nil, where)
+      local given, err = pcall(core.kernel_stack_set_timeline, plan.handle, built, s.entry)
+      built:close() -- the plan holds its own reference
+      if not given then fail(where, tostring(err):gsub("^[^\n]-%.lua:%d+: ", "")) end
+      plan.timeline_build_ready = true
+    end
+    return spk.lstm.new_plan(self, { forward_options = { trace = true },
+                                     prepare_timeline = s.timeline and prepare_timeline or nil })
   end
 
   function spk.lstm.kernel_stack(opts)
@@ -395,18 +463,24 @@ return function(spk, core)
 
   doc(spk.lstm.kernel_stack, [[
 spk.lstm.kernel_stack{file | source =, entry =, args =, launch =, packing =, defines =, statuses =,
-                      layers =, batch =, steps =, math =, ...} -> plan
+                      timeline =, layers =, batch =, steps =, math =, ...} -> plan
 The stack around a recurrence kernel of one's own (docs/kernels.md): spk packs the weights as
 packing says, runs both directions' input projections in one batched GEMM and the kernel's launches
 per layer, checked against its parameters and for co-residency before any launch. The plan has
-forward (with a trace when the kernel takes the trace arguments), time and close.]])
+forward (with a trace when the kernel takes the trace arguments), time and close. With timeline =
+{stages = {"dot", "cell"}, waits_for = {}} (the stages its SPK_TIMELINE=1 build stamps, in order;
+waits_for {wait = "publish"}: a stage waiting for every block's end of another at the previous step),
+plan.timeline says what a recording covers and forward and time take a timeline (docs/timeline.md),
+the timeline build compiled on first use.]])
   doc(spk.lstm.kernel_check, [[
 spk.lstm.kernel_check(spec[, shape = {batch = 1, steps = 589, hidden = 128, input = 60, layers = 4}]) -> report
 Without a device: compiles the kernel with NVRTC (PTX, and a cubin for sm_90 or the device's), checks
 its parameters against spec.args, the launch rule's result at shape, and every launch against the
 architecture's limits (grid, block, threads, cluster, shared memory, registers: spk.cuda.check_launch);
 report = {params, launches, defines, arch, cubin_bytes, registers, spills, static_smem, entries =
-{{name, registers, local_bytes, static_smem, ...}, ...}, ...}.]])
+{{name, registers, local_bytes, static_smem, ...}, ...}, ...}. With spec.timeline, also its timeline
+build: the stages checked, its parameters (the plan's, then the recording's seven) and its stamps,
+report.timeline = {stages, waits_for, params}.]])
   doc(spk.lstm.kernel_file, [[
 spk.lstm.kernel_file(path) -> spec
 A kernel file: a Lua file returning a kernel spec (file =, entry =, args =, launch =, ...); its file =

@@ -18,7 +18,8 @@
 --                        -- ms per forward, warm-up rounds discarded, with spk.bench's keys
 --                        -- {median_ms, min_ms, max_ms, spread = (max - min) / median, samples}
 --   plan:forward(x, {timeline = {layer =, direction =, step_range =, blocks =, warp =}}) -> y, info
---                        -- the persistent and cluster plans: the kernel's timeline build records
+--                        -- the persistent and cluster plans, and a kernel stack whose spec names
+--                        -- timeline stages (spk.lstm.kernel_stack): the kernel's timeline build records
 --                        -- the stage boundaries of the selection (docs/timeline.md), the same bits
 --                        -- in y; info.timeline as spk.timeline reads it. plan:time{timeline = ...}
 --                        -- times that build recording it. plan.timeline = {stages =, waits_for =,
@@ -207,7 +208,8 @@ return function(spk, core)
   -- the C form and the selection as recorded; left out, the first 64 steps
   -- and the blocks of the first group (a cluster, a tile).
   local function no_timeline(self)
-    return ("the %s plan has no timeline build (backends persistent and cluster have one)"):format(self.backend)
+    return ("the %s plan has no timeline build (backends persistent and cluster have one, and a kernel stack whose "
+      .. "spec names its timeline stages)"):format(self.backend)
   end
   local function timeline_selection(self, t)
     local about = self.timeline
@@ -226,6 +228,7 @@ return function(spk, core)
         error("forward: trace and timeline are separate builds of the kernel; ask for one at a time")
       end
       local selection, given = timeline_selection(self, rawget(opts, "timeline"))
+      if self.impl.prepare_timeline then self.impl.prepare_timeline(self) end
       local y, stamps, columns, clock, build = self.handle:forward(x, { timeline = selection })
       local about = self.timeline
       local tl = analysis.make(stamps, columns, clock, { stages = about.stages, waits_for = about.waits_for,
@@ -234,7 +237,10 @@ return function(spk, core)
       tl.build = build
       return y, { timeline = tl }
     end,
-    samples = function(self, x, rounds, warmup, selection) return self.handle:time(x, rounds, warmup, selection) end,
+    samples = function(self, x, rounds, warmup, selection)
+      if selection and self.impl.prepare_timeline then self.impl.prepare_timeline(self) end
+      return self.handle:time(x, rounds, warmup, selection)
+    end,
     close = function(self) self.handle:close() end,
     name = function(self) return tostring(self.handle) end,
   }
@@ -249,6 +255,10 @@ return function(spk, core)
   --   impl.forward_options        (optional) the set of keys forward's
   --                               options table may hold; without it
   --                               forward takes no options
+  --   impl.prepare_timeline(plan) (optional, with fields.handle) run before
+  --                               the handle's timeline forward or timing
+  --                               (a kernel of one's own compiles its
+  --                               timeline build there)
   -- With fields.handle, a C plan userdata (core.*_stack_new), the functions
   -- impl leaves out (impl itself may be left out) are the handle's forward,
   -- time, close and __tostring. The wrapper checks the plan is open, x is a
@@ -392,14 +402,16 @@ plan:forward(x[, {trace = {layer =, direction =, steps = {t, ...}}} | {timeline 
   step_range = {first, last}, blocks =, warp =}}]) -> y[, info]
 x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace
 (backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's. With a
-timeline (backends persistent and cluster), the kernel's timeline build stamps the stage boundaries of
-the selection (default: steps 1..64 of layer 1 forward, the first cluster or tile) and info.timeline is
+timeline (backends persistent and cluster, a kernel stack with spec.timeline), the kernel's timeline build
+stamps the stage boundaries of the selection (default: steps 1..64 of layer 1 forward, the first cluster
+or tile, or plan.timeline.group's blocks) and info.timeline is
 what it recorded (docs/timeline.md; spk.timeline, report.timeline, plot.timeline read it), the same
 bits in y.]])
   doc(Plan.time, [[
 plan:time{rounds = 7, warmup = 2, x = tensor, timeline = {...}} -> {median_ms, min_ms, max_ms, spread, samples}
 ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend; with
-a timeline (backends persistent and cluster), through the timeline build recording that selection.]])
+a timeline (backends persistent and cluster, a kernel stack with spec.timeline), through the timeline build
+recording that selection.]])
   doc(Plan.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards (also <close>).")
   doc(Plan.is_closed, "plan:is_closed() -> boolean")
   doc.area { name = "stack", source = "spk.stack",

@@ -404,6 +404,7 @@ void spk_kernel_stack_free(spk_kernel_stack *ks)
 }
 
 const spk_kernel_stack_info *spk_kernel_stack_get_info(const spk_kernel_stack *ks) { return &ks->info; }
+const char *spk_kernel_stack_name(const spk_kernel_stack *ks) { return ks->name; }
 spk_kernel *spk_kernel_stack_kernel(spk_kernel_stack *ks) { return ks->kernel; }
 spk_stream *spk_kernel_stack_stream(spk_kernel_stack *ks) { return ks->stream; }
 
@@ -962,6 +963,34 @@ int spk_kernel_stack_set_timeline_kernel(spk_kernel_stack *ks, spk_module *modul
     ks->timeline_module = module;
     ks->timeline_kernel = k;
     return 0;
+}
+
+static int64_t launch_blocks(const spk_kernel_stack_launch *l)
+{
+    return (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
+}
+
+void spk_kernel_stack_timeline_geometry(const spk_kernel_stack_desc *d, int64_t *blocks, int *warps, int *group)
+{
+    *blocks = 0, *warps = 0, *group = 0;
+    if (d->nlaunches < 1)
+        return;
+    bool both = !spk_recurrence_takes(d->args, d->nargs, SPK_RA_DIRECTION);
+    for (int i = 0; i < d->nlaunches; i++)
+        if (both || d->launches[i].direction == 0)
+            *blocks += launch_blocks(&d->launches[i]);
+    if (both)
+        *blocks /= 2;
+    const spk_kernel_stack_launch *first = &d->launches[0];
+    unsigned threads = first->block[0] * first->block[1] * first->block[2];
+    *warps = (int)((threads + 31) / 32);
+    int64_t cluster = (int64_t)(first->cluster[0] ? first->cluster[0] : 1) * (first->cluster[1] ? first->cluster[1] : 1) *
+                      (first->cluster[2] ? first->cluster[2] : 1);
+    bool clustered = first->cluster[0] || first->cluster[1] || first->cluster[2];
+    int64_t g = clustered                                   ? cluster
+                : first->co_resident || first->cooperative ? launch_blocks(first) / (both ? 2 : 1)
+                                                            : 1;
+    *group = (int)(g < 1 ? 1 : g > INT32_MAX ? INT32_MAX : g);
 }
 
 static spk_timeline *start_recording(spk_kernel_stack *ks, const spk_timeline_selection *sel,

@@ -192,6 +192,8 @@ typedef struct spk_kernel_stack_info {
 spk_kernel_stack *spk_kernel_stack_new(const spk_kernel_stack_options *o);
 void spk_kernel_stack_free(spk_kernel_stack *ks);
 const spk_kernel_stack_info *spk_kernel_stack_get_info(const spk_kernel_stack *ks);
+/* The kernel's name in messages (the description's, or its entry). */
+const char *spk_kernel_stack_name(const spk_kernel_stack *ks);
 /* The plan's kernel (owned by the plan) and its main stream. */
 spk_kernel *spk_kernel_stack_kernel(spk_kernel_stack *ks);
 spk_stream *spk_kernel_stack_stream(spk_kernel_stack *ks);
@@ -252,6 +254,15 @@ int spk_kernel_stack_set_timeline_kernel(spk_kernel_stack *ks, spk_module *modul
 spk_tensor *spk_kernel_stack_forward_timeline(spk_kernel_stack *ks, const spk_tensor *x,
                                               const spk_timeline_selection *sel, const spk_timeline_stages *stages,
                                               spk_tensor **stamps, spk_timeline_clock *clock);
+/* What a timeline of a kernel of one's own records, from its description
+ * (the SPK_TIMELINE_SETUP block a kernel passes is its own numbering within
+ * a direction): blocks a direction, the blocks of the direction-0 launches
+ * of a kernel taking `direction`, half those of a kernel launched once for
+ * both; warps a block, the first launch's threads in whole warps; the blocks
+ * of a group (what a selection records when it names none), the first
+ * launch's cluster, else the blocks of one direction of a co-resident or
+ * cooperative launch, else 1. Pure. */
+void spk_kernel_stack_timeline_geometry(const spk_kernel_stack_desc *d, int64_t *blocks, int *warps, int *group);
 /* As spk_kernel_stack_time through the timeline build, recording `sel`. */
 int spk_kernel_stack_time_timeline(spk_kernel_stack *ks, const spk_tensor *x, const spk_timeline_selection *sel,
                                    const spk_timeline_stages *stages, int rounds, int warmup, double *ms);

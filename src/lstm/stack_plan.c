@@ -17,6 +17,14 @@ struct spk_stack_plan {
     int nargs;
     bool trace_ready, timeline_ready;
     spk_fields timeline_build; /* what the timeline build runs with */
+    /* A kernel of one's own: the stages its timeline build stamps (count 0:
+     * none), their names' storage, and what a recording of it covers. */
+    spk_timeline_stages own_stages;
+    const char *own_names[SPK_TIMELINE_MAX_STAGES];
+    char own_text[SPK_TIMELINE_MAX_STAGES][32];
+    int own_waits[SPK_TIMELINE_MAX_STAGES];
+    int64_t own_blocks;
+    int own_warps, own_group;
 };
 
 /* The family's resolve into a zeroed state. */
@@ -130,15 +138,31 @@ spk_stack_plan *spk_stack_plan_new(const spk_stack_plan_options *o)
     return p;
 }
 
-spk_stack_plan *spk_stack_plan_of_kernel(const spk_kernel_stack_options *o)
+/* A copy of a kernel of one's own's stages, checked. */
+static int copy_stages(spk_stack_plan *p, const spk_timeline_stages *stages)
+{
+    if (spk_timeline_stages_check(stages) != 0)
+        return -1;
+    for (int k = 0; k < stages->count; k++) {
+        snprintf(p->own_text[k], sizeof p->own_text[k], "%s", stages->names[k]);
+        p->own_names[k] = p->own_text[k];
+        p->own_waits[k] = stages->waits_for ? stages->waits_for[k] : -1;
+    }
+    p->own_stages = (spk_timeline_stages){stages->count, p->own_names, p->own_waits};
+    return 0;
+}
+
+spk_stack_plan *spk_stack_plan_of_kernel(const spk_kernel_stack_options *o, const spk_timeline_stages *stages)
 {
     spk_stack_plan *p = calloc(1, sizeof *p);
     if (!p)
         return spk_fail_null("lstm stack: out of memory");
-    if (!(p->stack = spk_kernel_stack_new(o))) {
+    if ((stages && copy_stages(p, stages) != 0) || !(p->stack = spk_kernel_stack_new(o))) {
         free(p);
         return NULL;
     }
+    if (stages)
+        spk_kernel_stack_timeline_geometry(o->desc, &p->own_blocks, &p->own_warps, &p->own_group);
     return p;
 }
 
@@ -160,14 +184,24 @@ bool spk_stack_plan_traceable(const spk_stack_plan *p)
 
 const spk_timeline_stages *spk_stack_plan_stages(const spk_stack_plan *p)
 {
-    return p->family && p->family->stages ? p->family->stages(&p->state) : NULL;
+    if (!p->family)
+        return p->own_stages.count ? &p->own_stages : NULL;
+    return p->family->stages ? p->family->stages(&p->state) : NULL;
 }
 
 void spk_stack_plan_timeline_geometry(const spk_stack_plan *p, int64_t *blocks, int *warps, int *group)
 {
     *blocks = 0, *warps = 0, *group = 0;
-    if (p->family && p->family->timeline_geometry)
+    if (!p->family && p->own_stages.count)
+        *blocks = p->own_blocks, *warps = p->own_warps, *group = p->own_group;
+    else if (p->family && p->family->timeline_geometry)
         p->family->timeline_geometry(&p->state, blocks, warps, group);
+}
+
+/* The plan's kernel in messages: the family's backend or the kernel's own name. */
+static const char *kernel_title(const spk_stack_plan *p)
+{
+    return p->family ? p->family->backend : spk_kernel_stack_name(p->stack);
 }
 
 /* The compiled kernel's own fields, every plan's. */
@@ -301,6 +335,9 @@ static int prepare_timeline(spk_stack_plan *p)
 {
     if (p->timeline_ready)
         return 0;
+    if (!p->family)
+        return spk_fail("lstm stack: kernel %s's timeline build has not been given (spk_stack_plan_set_timeline_build)",
+                        kernel_title(p));
     spk_fields fields = {0};
     spk_module *m;
     spk_kernel *k;
@@ -329,7 +366,7 @@ spk_tensor *spk_stack_plan_forward_timeline(spk_stack_plan *p, const spk_tensor 
         return NULL;
     spk_tensor *y = spk_kernel_stack_forward_timeline(p->stack, x, sel, spk_stack_plan_stages(p), stamps, clock);
     if (!y)
-        spk_error_prefix("lstm stack (%s)", p->family->backend);
+        spk_error_prefix("lstm stack (%s)", kernel_title(p));
     else if (build)
         *build = p->timeline_build;
     return y;
@@ -341,4 +378,25 @@ int spk_stack_plan_time_timeline(spk_stack_plan *p, const spk_tensor *x, const s
     if (spk_stack_plan_timeline_check(p, sel) != 0 || prepare_timeline(p) != 0)
         return -1;
     return spk_kernel_stack_time_timeline(p->stack, x, sel, spk_stack_plan_stages(p), rounds, warmup, ms);
+}
+
+int spk_stack_plan_set_timeline_build(spk_stack_plan *p, spk_module *module, const char *entry)
+{
+    if (p->family)
+        return spk_fail("lstm stack: the %s kernels compile their own timeline build", p->family->backend);
+    if (!p->own_stages.count)
+        return spk_fail("lstm stack: kernel %s names no timeline stages (its spec's timeline = {stages = ...})",
+                        kernel_title(p));
+    spk_kernel *k = spk_module_kernel(module, entry);
+    spk_kernel_attrs attrs;
+    int rc = k && spk_kernel_attributes(k, &attrs) == 0 ? spk_kernel_stack_set_timeline_kernel(p->stack, module, entry)
+                                                        : -1;
+    spk_kernel_free(k);
+    if (rc != 0)
+        return -1;
+    p->timeline_build = (spk_fields){0};
+    spk_fields_int(&p->timeline_build, "registers", attrs.registers);
+    spk_fields_int(&p->timeline_build, "spills", (int64_t)attrs.local_bytes);
+    p->timeline_ready = true;
+    return 0;
 }

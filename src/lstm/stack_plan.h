@@ -48,15 +48,24 @@ int spk_family_variant(const spk_family *f, int hidden, int64_t batch, const spk
  * co-residency before any launch). */
 spk_stack_plan *spk_stack_plan_new(const spk_stack_plan_options *o);
 /* A plan of a kernel of one's own: the kernel stack of `o` (its
- * description, module and entry), no family. */
-spk_stack_plan *spk_stack_plan_of_kernel(const spk_kernel_stack_options *o);
+ * description, module and entry), no family; `stages` (copied, checked;
+ * NULL: none) are what its timeline build stamps, which the caller compiles
+ * (SPK_TIMELINE=1) and hands over with spk_stack_plan_set_timeline_build
+ * before the first timeline forward or timing. */
+spk_stack_plan *spk_stack_plan_of_kernel(const spk_kernel_stack_options *o, const spk_timeline_stages *stages);
+/* A kernel of one's own's timeline build: `module`'s kernel `entry`, checked
+ * against the plan (spk_kernel_stack_set_timeline_kernel: the plan's
+ * parameters, then the seven of a recording) and held; what it runs with
+ * (registers, spills) is the build a timeline forward reports. */
+int spk_stack_plan_set_timeline_build(spk_stack_plan *p, spk_module *module, const char *entry);
 void spk_stack_plan_free(spk_stack_plan *p);
 
 const spk_family *spk_stack_plan_family(const spk_stack_plan *p);        /* NULL: a kernel of one's own */
 const spk_family_state *spk_stack_plan_state(const spk_stack_plan *p);
 const spk_kernel_stack_info *spk_stack_plan_info(const spk_stack_plan *p);
 /* Whether forward takes a trace (the family's SPK_PLAN_TRACE, or a kernel
- * of one's own taking the trace arguments) and a timeline (a family with stages). */
+ * of one's own taking the trace arguments) and a timeline (a family with stages, or a
+ * kernel of one's own that names them). */
 bool spk_stack_plan_traceable(const spk_stack_plan *p);
 const spk_timeline_stages *spk_stack_plan_stages(const spk_stack_plan *p); /* NULL: no timeline build */
 /* What a timeline of the plan records: blocks a direction, warps a block,

@@ -18,8 +18,8 @@
  *   core.trace_check(trace, layers, steps) -> true, or the error a traced forward gives
  *   core.persistent_schedule_fits(schedule, kernel, capacity[, concurrent[, hidden]]) -> true
  *   core.cluster_schedule_pick(batch, {heights}, {max_active}[, tile_rows]) -> schedule
- *   core.kernel_stack_new{...} -> plan, core.kernel_stack_check, core.kernel_stack_contract: a
- *                   kernel of one's own (the section below)
+ *   core.kernel_stack_new{...} -> plan, core.kernel_stack_set_timeline, core.kernel_stack_check,
+ *                   core.kernel_stack_contract: a kernel of one's own (the section below)
  * Argument tables are read raw and the tensors' pointers taken after the last
  * allocation (lua/bind.h). */
 #include <stdio.h>
@@ -540,7 +540,7 @@ static int l_cluster_schedule_pick(lua_State *L)
  * The description: name, args = {"gates", ...}, launches = {{direction = "forward" | "reverse" | "both",
  * grid =, block =, cluster =, smem =, cooperative =, co_resident =, first_tile =}, ...}, concurrent,
  * tile_rows, state_words, timeout_ms, watchdog_ms, packing = {order =, layout =}, statuses =
- * {[code] = message}, check_writes. Tables are read raw; the layers' tensors and the module are taken
+ * {[code] = message}, check_writes, timeline = {stages = {...}, waits_for = {stage = stage}}. Tables are read raw; the layers' tensors and the module are taken
  * after the last allocation. The friendly API, the launch rule and the kernel files are
  * lua/spk/kernel_stack.lua's. */
 
@@ -554,10 +554,15 @@ typedef struct read_desc {
     int args[SPK_KERNEL_STACK_MAX_ARGS];
     spk_kernel_stack_launch launches[MAX_LAUNCHES];
     spk_kernel_stack_status statuses[MAX_STATUSES];
+    /* timeline = {stages =, waits_for =}: what the timeline build stamps (count 0: none) */
+    spk_timeline_stages stages;
+    const char *stage_names[SPK_TIMELINE_MAX_STAGES];
+    int waits_for[SPK_TIMELINE_MAX_STAGES];
 } read_desc;
 
 static const char *const desc_keys[] = {"name", "args", "launches", "concurrent", "tile_rows", "state_words",
-                                        "timeout_ms", "watchdog_ms", "packing", "statuses", "check_writes", NULL};
+                                        "timeout_ms", "watchdog_ms", "packing", "statuses", "check_writes",
+                                        "timeline", NULL};
 
 /* A string field, kept alive in the holder table; NULL when nil. */
 static const char *held_string(lua_State *L, int t, const char *key, int holder, const char *where)
@@ -704,6 +709,92 @@ static void read_packing(lua_State *L, int t, read_desc *r, int holder)
     lua_pop(L, 1);
 }
 
+/* The stage of timeline.stages named by the string at idx, or -1. */
+static int stage_index(lua_State *L, int idx, const read_desc *r)
+{
+    if (lua_type(L, idx) != LUA_TSTRING)
+        return -1;
+    for (int k = 0; k < r->stages.count; k++)
+        if (strcmp(lua_tostring(L, idx), r->stage_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* A Lua error about an entry of timeline.waits_for (`key`: the stage that
+ * waits, or NULL for a key that is none) whose value at idx is no stage. */
+static void waits_for_error(lua_State *L, const read_desc *r, const char *key, int idx)
+{
+    idx = lua_absindex(L, idx);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int k = 0; k < r->stages.count; k++) {
+        if (k)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, r->stage_names[k]);
+    }
+    luaL_pushresult(&b);
+    const char *value = lua_type(L, idx) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, idx))
+                                                        : spk_lua_describe(L, idx);
+    luaL_error(L, "timeline.waits_for%s%s: %s is not one of timeline.stages (%s)", key ? "." : "", key ? key : "",
+               value, lua_tostring(L, -2));
+}
+
+/* timeline = {stages = {"dot", "cell"}, waits_for = {wait = "publish"}}: the
+ * stages a step of the timeline build runs, in order, and for a stage that
+ * waits for every block's end of another at the previous step, that stage
+ * (the representation plan:info().timeline reports). */
+static void read_timeline(lua_State *L, int t, read_desc *r, int holder)
+{
+    int type = spk_lua_rawfield(L, t, "timeline");
+    if (type == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (type != LUA_TTABLE)
+        luaL_error(L, "timeline must be a table {stages = {\"dot\", ...}, waits_for = {...}}, got %s",
+                   spk_lua_describe(L, -1));
+    int tl = lua_gettop(L);
+    static const char *const keys[] = {"stages", "waits_for", NULL};
+    spk_lua_checkkeys(L, tl, keys, "timeline");
+    if (spk_lua_rawfield(L, tl, "stages") != LUA_TTABLE)
+        luaL_error(L, "timeline.stages must be a list of the stages' names, in the order a step runs them, "
+                      "got %s",
+                   spk_lua_describe(L, -1));
+    int list = lua_gettop(L), n = spk_lua_rawcount(L, list);
+    if (n < 1 || n > SPK_TIMELINE_MAX_STAGES)
+        luaL_error(L, "timeline.stages: a step has 1 to %d stages, got %d names", SPK_TIMELINE_MAX_STAGES, n);
+    for (int k = 0; k < n; k++) {
+        if (lua_rawgeti(L, list, k + 1) != LUA_TSTRING)
+            luaL_error(L, "timeline.stages[%d] must be a string, got %s", k + 1, spk_lua_describe(L, -1));
+        r->stage_names[k] = lua_tostring(L, -1);
+        lua_rawseti(L, holder, spk_lua_rawcount(L, holder) + 1);
+        r->waits_for[k] = -1;
+    }
+    lua_pop(L, 1);
+    r->stages = (spk_timeline_stages){n, r->stage_names, r->waits_for};
+    type = spk_lua_rawfield(L, tl, "waits_for");
+    if (type == LUA_TTABLE) {
+        int w = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, w)) { /* raw */
+            int stage = stage_index(L, -2, r), target = stage_index(L, -1, r);
+            if (stage < 0)
+                waits_for_error(L, r, NULL, -2);
+            if (target < 0)
+                waits_for_error(L, r, r->stage_names[stage], -1);
+            r->waits_for[stage] = target;
+            lua_pop(L, 1);
+        }
+    } else if (type != LUA_TNIL) {
+        luaL_error(L, "timeline.waits_for must map a stage to the stage it waits for at the previous step "
+                      "({wait = \"publish\"}), got %s",
+                   spk_lua_describe(L, -1));
+    }
+    lua_pop(L, 2);
+    if (spk_timeline_stages_check(&r->stages) != 0)
+        spk_lua_fail(L);
+}
+
 /* Reads the description at t into r (strings held by `holder`) and checks it. */
 static void read_description(lua_State *L, int t, read_desc *r, int holder)
 {
@@ -713,6 +804,7 @@ static void read_description(lua_State *L, int t, read_desc *r, int holder)
     read_launches(L, t, r);
     read_statuses(L, t, r, holder);
     read_packing(L, t, r, holder);
+    read_timeline(L, t, r, holder);
     r->desc.concurrent = spk_lua_boolfield(L, t, "concurrent", "kernel");
     r->desc.check_writes = spk_lua_boolfield(L, t, "check_writes", "kernel");
     r->desc.tile_rows = (int32_t)spk_lua_intfield(L, t, "tile_rows", 0, 0, INT32_MAX, "kernel");
@@ -727,7 +819,7 @@ static void read_description(lua_State *L, int t, read_desc *r, int holder)
 
 static const char *const new_keys[] = {"layers", "batch", "steps", "math", "module", "entry", "name", "args",
                                        "launches", "concurrent", "tile_rows", "state_words", "timeout_ms",
-                                       "watchdog_ms", "packing", "statuses", "check_writes", NULL};
+                                       "watchdog_ms", "packing", "statuses", "check_writes", "timeline", NULL};
 
 static int l_stack_new(lua_State *L)
 {
@@ -751,10 +843,20 @@ static int l_stack_new(lua_State *L)
     o.layers = layers;
     o.count = read_stack(L, layers, &o.batch, &o.steps, &o.math);
     o.module = spk_lua_checkobject(L, module, &spk_lua_module_type); /* after the last allocation */
-    if (!(*slot = spk_stack_plan_of_kernel(&o)))
+    if (!(*slot = spk_stack_plan_of_kernel(&o, r->stages.count ? &r->stages : NULL)))
         return spk_lua_fail(L);
     lua_pushvalue(L, 2);
     return 1;
+}
+
+/* core.kernel_stack_set_timeline(plan, module, entry): the timeline build, checked and held. */
+static int l_set_timeline(lua_State *L)
+{
+    const char *entry = luaL_checkstring(L, 3);
+    spk_module *m = spk_lua_checkobject(L, 2, &spk_lua_module_type);
+    if (spk_stack_plan_set_timeline_build(self_plan(L), m, entry) != 0)
+        return spk_lua_fail(L);
+    return 0;
 }
 
 /* ---- checks without a device ----------------------------------------------- */
@@ -841,6 +943,11 @@ static const spk_lua_checked_reg functions[] = {
      "spk.core.kernel_stack_new{layers =, batch =, steps =, math =, module =, entry =, args =, launches =, ...}\n"
      "  -> plan\nThe stack around a recurrence kernel (what spk.lstm.kernel_stack builds).",
      "options"},
+    {"kernel_stack_set_timeline", l_set_timeline,
+     "spk.core.kernel_stack_set_timeline(plan, module, entry)\n"
+     "The timeline build (SPK_TIMELINE=1) of a kernel_stack_new plan whose description names timeline\n"
+     "stages: checked against the plan's parameters and the recording's seven, held for timeline forwards.",
+     "plan, module, entry"},
     {"kernel_stack_check", l_check,
      "spk.core.kernel_stack_check(description[, params]) -> true\n"
      "The checks of a kernel stack's description and, given module:params(entry) of the kernel's PTX, of\n"

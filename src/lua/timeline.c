@@ -6,6 +6,7 @@
  *       raw: host u64 tensor [words]; stamps: host f64 [records, columns];
  *       columns: {{name =, unit =, about =}, ...}; clock: the alignment (see push_clock)
  *   core.timeline_columns(stage_names) -> columns
+ *   core.timeline_args: the parameters a timeline build adds (SPK_TIMELINE_ARGS)
  *   core.timeline_demo_stages() -> {names = {...}, waits_for = {k = stage or false, ...}} (1-based)
  *   core.timeline_demo_new{cluster =, batch =, steps =, weights =} -> demo
  *   demo:forward(x[, selection]) -> y[, stamps, columns, clock]
@@ -369,4 +370,6 @@ void spk_open_timeline(lua_State *L, int module)
     lua_pop(L, 1);
 
     spk_lua_register(L, module, module_functions, "spk.core");
+    lua_pushinteger(L, SPK_TIMELINE_ARGS); /* the parameters SPK_TIMELINE_PARAMS adds */
+    lua_setfield(L, module, "timeline_args");
 }

@@ -3,7 +3,7 @@
  * lists their plans declare (compiled with NVRTC for compute_90), the
  * launches and arguments the persistent and cluster plans make against the
  * formulas of the plans before they were built on the stack, the
- * co-residency rule, and the packed layouts. */
+ * co-residency rule, a kernel's timeline geometry, and the packed layouts. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,6 +409,35 @@ typedef struct fake_device {
     int64_t blocks, clusters;
 } fake_device;
 
+TEST(a_kernels_timeline_geometry_follows_its_launches)
+{
+    static const int per_direction[] = {SPK_RA_GATES, SPK_RA_OUTPUT, SPK_RA_DIRECTION};
+    static const int both[] = {SPK_RA_GATES, SPK_RA_OUTPUT};
+    int64_t blocks;
+    int warps, group;
+    /* a block a batch row and direction: the skeleton's */
+    spk_kernel_stack_launch rows[2] = {{.direction = 0, .grid = {3, 1, 1}, .block = {128, 1, 1}},
+                                       {.direction = 1, .grid = {3, 1, 1}, .block = {128, 1, 1}}};
+    spk_kernel_stack_desc d = {.name = "k", .args = per_direction, .nargs = 3, .launches = rows, .nlaunches = 2};
+    spk_kernel_stack_timeline_geometry(&d, &blocks, &warps, &group);
+    CHECK(blocks == 3 && warps == 4 && group == 1);
+    /* tiles of a direction add up; a partial warp counts; co-resident blocks are one group */
+    spk_kernel_stack_launch tiles[4] = {
+        {.direction = 0, .grid = {4, 2, 1}, .block = {100, 1, 1}, .co_resident = true},
+        {.direction = 0, .grid = {4, 1, 1}, .block = {100, 1, 1}, .co_resident = true, .first_tile = 2},
+        {.direction = 1, .grid = {4, 2, 1}, .block = {100, 1, 1}, .co_resident = true},
+        {.direction = 1, .grid = {4, 1, 1}, .block = {100, 1, 1}, .co_resident = true, .first_tile = 2}};
+    d.launches = tiles, d.nlaunches = 4;
+    spk_kernel_stack_timeline_geometry(&d, &blocks, &warps, &group);
+    CHECK(blocks == 12 && warps == 4 && group == 8);
+    /* one launch for both directions: half its blocks a direction, a cluster a group */
+    spk_kernel_stack_launch clusters = {.direction = -1, .grid = {8, 5, 2}, .block = {256, 1, 1},
+                                        .cluster = {8, 1, 1}};
+    d = (spk_kernel_stack_desc){.name = "k", .args = both, .nargs = 2, .launches = &clusters, .nlaunches = 1};
+    spk_kernel_stack_timeline_geometry(&d, &blocks, &warps, &group);
+    CHECK(blocks == 40 && warps == 8 && group == 8);
+}
+
 static int fake_capacity(void *ctx, const spk_kernel_stack_launch *l, int64_t *capacity)
 {
     const fake_device *f = ctx;
@@ -527,6 +556,7 @@ int main(void)
     RUN(a_both_directions_launch_gets_whole_buffers_and_the_trace_direction);
     RUN(descriptions_are_checked);
     RUN(co_residency_is_refused_before_any_launch);
+    RUN(a_kernels_timeline_geometry_follows_its_launches);
     RUN(every_order_packs_in_both_layouts);
     return CHECK_SUMMARY();
 }

@@ -1,7 +1,8 @@
 -- The built-in kernels' timeline builds (docs/timeline.md): the plans' wiring
 -- of plan:forward(x, {timeline = ...}) and plan:time{timeline = ...} (a
 -- stand-in C plan records what the wrapper hands it: the selection's
--- defaults, its C form, info.timeline), the refusals of plans without a
+-- defaults, its C form, info.timeline, the hook a kernel of one's own
+-- compiles its timeline build in), the refusals of plans without a
 -- timeline build, the experiment's no-GPU exit; on a GPU of compute
 -- capability 9.0, the cluster kernel (its defaults at batch 1, 8 and 64 and
 -- the baseline) and the persistent kernel: the same output bits with and
@@ -23,7 +24,7 @@ local NAN = 0 / 0
 -- A stand-in for a C plan with a timeline build: it records the arguments of
 -- its forward and time and answers with a recording of two blocks and two
 -- steps of stages "wait" and "publish".
-local function stand_in()
+local function stand_in(impl)
   local calls = {}
   local handle = { calls = calls }
   function handle.forward(_, x, opts)
@@ -50,10 +51,10 @@ local function stand_in()
     return ms
   end
   function handle.close() end
-  local plan = spk.lstm.new_plan { backend = "stand-in", variant = "two blocks", batch = 1, steps = 589, input = 3,
+  local plan = spk.lstm.new_plan({ backend = "stand-in", variant = "two blocks", batch = 1, steps = 589, input = 3,
                                    hidden = 2, math = "fp32", handle = handle,
                                    timeline = { stages = { "wait", "publish" }, waits_for = { wait = "publish" },
-                                                blocks = 24, warps = 4, group = 8 } }
+                                                blocks = 24, warps = 4, group = 8 } }, impl)
   return plan, calls
 end
 
@@ -97,6 +98,25 @@ describe("a plan's timeline option", function()
     assert.is_nil(calls[2][5])
   end)
 
+  it("runs the plan's prepare_timeline before its first timeline forward or timing, and not before a plain one",
+    function()
+    local prepared = {}
+    local plan, calls
+    plan, calls = stand_in { prepare_timeline = function(p)
+      prepared[#prepared + 1] = #calls
+      assert.are.equal(plan, p)
+    end }
+    local x = spk.zeros({ 1, 589, 3 }, "f32")
+    plan:forward(x)
+    plan:time { rounds = 1 }
+    assert.are.same({}, prepared)
+    plan:forward(x, { timeline = {} })
+    assert.are.same({ 2 }, prepared) -- after the plain forward and timing, before the timeline forward
+    plan:time { rounds = 1, timeline = {} }
+    assert.are.same({ 2, 3 }, prepared)
+    assert.are.equal(4, #calls)
+  end)
+
   it("refuses a bad selection before the plan runs, at the caller's line", function()
     local plan, calls = stand_in()
     local x = spk.zeros({ 1, 589, 3 }, "f32")
@@ -123,7 +143,7 @@ describe("a plan's timeline option", function()
     local ok, err = pcall(function() return plan:forward(x, { timeline = {} }) end)
     assert.is_false(ok)
     assert.matches("timeline_kernels_spec%.lua:%d+: forward: the cpu plan has no timeline build %(backends "
-      .. "persistent and cluster have one%)", err)
+      .. "persistent and cluster have one, and a kernel stack whose spec names its timeline stages%)", err)
     ok, err = pcall(function() return plan:time { timeline = {} } end)
     assert.is_false(ok)
     assert.matches("time: the cpu plan has no timeline build", err)
@@ -148,7 +168,7 @@ describe("experiments/step_timeline.lua with a stack backend", function()
   end)
 
   nogpu_it("without a GPU says so for every backend and exits 3", function()
-    for _, backend in ipairs { "cluster", "persistent" } do
+    for _, backend in ipairs { "cluster", "persistent", "experiments/kernels/skeleton.lua" } do
       local dir = spec_tmpdir()
       local p = io.popen(("%s run experiments/step_timeline.lua --quick --backend %s --out %s 2>&1; echo \"exit=$?\"")
         :format(program, backend, shell_quote(dir .. "/out")))
