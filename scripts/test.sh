@@ -66,6 +66,7 @@ if [ $# -gt 0 ] || [ "$jobs" -eq 1 ]; then
   job_kind+=(specs); job_arg+=("")
 else
   for s in "$spec_dir"/*_spec.lua; do
+    [ -e "$s" ] || continue # a folder without specs: none to run
     job_kind+=(spec); job_arg+=("$s")
   done
 fi
