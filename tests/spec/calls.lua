@@ -310,6 +310,9 @@ M.recipes = {
     return { layers = m.gpu_layers(), batch = 1, steps = 2, module = m.module(), entry = "k",
              args = { "output", "timeout_ns" }, launches = { { grid = 1, block = 32 } } }
   end },
+  ["spk.core.kernel_stack_set_timeline"] = { n = 3, gpu = true, args = function(m)
+    return m.kernel_stack().handle, m.module(), "k"
+  end },
   ["spk.core.kernel_stack_check"] = { n = 2, args = function()
     return { name = "k", args = { "output", "timeout_ns" }, launches = { { grid = 1, block = 32 } } },
       { { type = "u64", size = 8 }, { type = "u64", size = 8 } }
