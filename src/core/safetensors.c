@@ -77,20 +77,6 @@ static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
     return n;
 }
 
-/* Bytes as a message shows them: printable ASCII as is, others as \xNN. */
-static void shown(const char *p, size_t n, char *out, size_t size)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 5 < size; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            out[k++] = (char)ch;
-        else
-            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
-    }
-    out[k] = '\0';
-}
-
 static int hex4(json *j, unsigned *out)
 {
     if (j->end - j->p < 4)
@@ -150,7 +136,7 @@ static int json_string_in(json *j, char *buf, size_t size, char **out)
                     open--;
                 const char *close = memchr(at, '"', (size_t)(j->end - at));
                 size_t span = (size_t)((close ? close : j->end) - open);
-                shown(open, span < 48 ? span : 48, text, sizeof text);
+                spk_error_shown_bytes(open, span < 48 ? span : 48, text, sizeof text);
                 if (s != buf)
                     free(s);
                 return spk_fail("%s: safetensors header: the string \"%s%s\" is not valid UTF-8 (byte 0x%02x at byte %td)",
@@ -830,7 +816,7 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
             if (len == 0) {
                 char text[4 * 48 + 8];
                 size_t n = strlen(it->name);
-                shown(it->name, n < 48 ? n : 48, text, sizeof text);
+                spk_error_shown_bytes(it->name, n < 48 ? n : 48, text, sizeof text);
                 return spk_fail("%s: tensor name \"%s%s\" is not valid UTF-8 (byte 0x%02x at %td); "
                                 "safetensors headers are JSON text", path, text, n > 48 ? "..." : "", *p,
                                 (const char *)p - it->name);
