@@ -13,20 +13,16 @@
 
 const char *spk_file_kind(mode_t mode)
 {
-    if (S_ISREG(mode))
-        return "a regular file";
-    if (S_ISDIR(mode))
-        return "a folder";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    if (S_ISLNK(mode))
-        return "a symbolic link";
+    static const struct {
+        mode_t type;
+        const char *words;
+    } kinds[] = {
+        {S_IFREG, "a regular file"}, {S_IFDIR, "a folder"},  {S_IFIFO, "a FIFO"},         {S_IFCHR, "a character device"},
+        {S_IFBLK, "a block device"}, {S_IFSOCK, "a socket"}, {S_IFLNK, "a symbolic link"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if ((mode & S_IFMT) == kinds[i].type)
+            return kinds[i].words;
     return "not a file";
 }
 
