@@ -18,7 +18,7 @@
 #include "core/cancel.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/file.h"
+#include "core/scan.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -74,21 +74,9 @@ typedef struct cursor {
     const char *name;
 } cursor;
 
-static void skip_space(cursor *c)
-{
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
-}
+static void skip_space(cursor *c) { c->p = spk_scan_blanks(c->p, c->end); }
 
-static bool accept(cursor *c, char ch)
-{
-    skip_space(c);
-    if (c->p < c->end && *c->p == ch) {
-        c->p++;
-        return true;
-    }
-    return false;
-}
+static bool accept(cursor *c, char ch) { return spk_scan_accept(&c->p, c->end, ch); }
 
 /* A quoted Python string of printable ASCII without escapes (keys and descr
  * never need them). Anything else is refused rather than read as something

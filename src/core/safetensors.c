@@ -18,6 +18,7 @@
 #include "core/cancel.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/scan.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) /* as the reference implementation */
 
@@ -33,21 +34,9 @@ static int json_fail(json *j, const char *what)
     return spk_fail("%s: safetensors header: %s at byte %td", j->name, what, j->p - j->start);
 }
 
-static void json_space(json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
+static void json_space(json *j) { j->p = spk_scan_blanks(j->p, j->end); }
 
-static bool json_accept(json *j, char c)
-{
-    json_space(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return true;
-    }
-    return false;
-}
+static bool json_accept(json *j, char c) { return spk_scan_accept(&j->p, j->end, c); }
 
 static int json_expect(json *j, char c)
 {
