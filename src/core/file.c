@@ -405,11 +405,15 @@ bool spk_file_is_temporary(const char *name, const char *target)
     size_t n = strlen(target);
     if (name[0] != '.' || strncmp(name + 1, target, n) != 0 || strncmp(name + 1 + n, ".spk-tmp-", 9) != 0)
         return false;
-    const char *p = name + 1 + n + 9;
+    return spk_file_pid_tail(name + 1 + n + 9, '-', "0123456789");
+}
+
+bool spk_file_pid_tail(const char *p, char sep, const char *digits)
+{
     size_t pid = strspn(p, "0123456789");
-    if (pid == 0 || p[pid] != '-')
+    if (pid == 0 || p[pid] != sep)
         return false;
     p += pid + 1;
-    size_t count = strspn(p, "0123456789");
+    size_t count = strspn(p, digits);
     return count > 0 && p[count] == '\0';
 }
