@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/scan.h"
+#include "core/text.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) /* as the reference implementation */
 
@@ -722,52 +723,23 @@ void spk_tensor_list_free(spk_tensor_list *list)
 
 /* ---- saving ------------------------------------------------------------ */
 
-typedef struct buffer {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} buffer;
-
-static void put(buffer *b, const char *s, size_t n)
+static void put_json_string(spk_text *b, const char *s)
 {
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->cap + n + 1) * 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-static void puts_(buffer *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void put_json_string(buffer *b, const char *s)
-{
-    puts_(b, "\"");
+    spk_text_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            put(b, esc, 2);
+            spk_text_put(b, esc, 2);
         } else if (*p < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            puts_(b, esc);
+            spk_text_puts(b, esc);
         } else {
-            put(b, (const char *)p, 1);
+            spk_text_put(b, (const char *)p, 1);
         }
     }
-    puts_(b, "\"");
+    spk_text_puts(b, "\"");
 }
 
 static const char *st_dtype(spk_dtype d)
@@ -830,31 +802,31 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
 
     /* Compact JSON as the reference writes it, padded with spaces to a
      * multiple of 8 bytes so the data section starts aligned. */
-    buffer b = {0};
+    spk_text b = {0};
     uint64_t offset = 0;
-    puts_(&b, "{");
+    spk_text_puts(&b, "{");
     for (size_t k = 0; k < count; k++) {
         const spk_named_tensor *it = &list->items[order[k]];
         const spk_tensor *t = it->tensor;
         uint64_t bytes = (uint64_t)spk_tensor_numel(t) * spk_dtype_size(t->dtype);
         char num[64];
         if (k)
-            puts_(&b, ",");
+            spk_text_puts(&b, ",");
         put_json_string(&b, it->name);
-        puts_(&b, ":{\"dtype\":\"");
-        puts_(&b, st_dtype(t->dtype));
-        puts_(&b, "\",\"shape\":[");
+        spk_text_puts(&b, ":{\"dtype\":\"");
+        spk_text_puts(&b, st_dtype(t->dtype));
+        spk_text_puts(&b, "\",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) {
             snprintf(num, sizeof num, "%s%" PRId64, d ? "," : "", t->shape[d]);
-            puts_(&b, num);
+            spk_text_puts(&b, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", offset, offset + bytes);
-        puts_(&b, num);
+        spk_text_puts(&b, num);
         offset += bytes;
     }
-    puts_(&b, "}");
+    spk_text_puts(&b, "}");
     while (!b.failed && b.len % 8)
-        puts_(&b, " ");
+        spk_text_puts(&b, " ");
     if (b.failed) {
         free(b.data);
         free(order);
