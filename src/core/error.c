@@ -60,3 +60,16 @@ void spk_clear_error(void)
 {
     last_error[0] = '\0';
 }
+
+void spk_error_shown_bytes(const char *p, size_t n, char *out, size_t size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 5 < size; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[k++] = (char)ch;
+        else
+            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
+    }
+    out[k] = '\0';
+}

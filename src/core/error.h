@@ -23,4 +23,9 @@ const char *spk_last_error(void);
 
 void spk_clear_error(void);
 
+/* The n bytes at p as a message shows them, NUL-terminated in out (size
+ * bytes): printable ASCII as is, a backslash or anything else as \xNN, so a
+ * message names the exact value. Stops early rather than overflow. */
+void spk_error_shown_bytes(const char *p, size_t n, char *out, size_t size);
+
 #endif

@@ -13,20 +13,16 @@
 
 const char *spk_file_kind(mode_t mode)
 {
-    if (S_ISREG(mode))
-        return "a regular file";
-    if (S_ISDIR(mode))
-        return "a folder";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    if (S_ISLNK(mode))
-        return "a symbolic link";
+    static const struct {
+        mode_t type;
+        const char *words;
+    } kinds[] = {
+        {S_IFREG, "a regular file"}, {S_IFDIR, "a folder"},  {S_IFIFO, "a FIFO"},         {S_IFCHR, "a character device"},
+        {S_IFBLK, "a block device"}, {S_IFSOCK, "a socket"}, {S_IFLNK, "a symbolic link"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if ((mode & S_IFMT) == kinds[i].type)
+            return kinds[i].words;
     return "not a file";
 }
 
@@ -409,11 +405,15 @@ bool spk_file_is_temporary(const char *name, const char *target)
     size_t n = strlen(target);
     if (name[0] != '.' || strncmp(name + 1, target, n) != 0 || strncmp(name + 1 + n, ".spk-tmp-", 9) != 0)
         return false;
-    const char *p = name + 1 + n + 9;
+    return spk_file_pid_tail(name + 1 + n + 9, '-', "0123456789");
+}
+
+bool spk_file_pid_tail(const char *p, char sep, const char *digits)
+{
     size_t pid = strspn(p, "0123456789");
-    if (pid == 0 || p[pid] != '-')
+    if (pid == 0 || p[pid] != sep)
         return false;
     p += pid + 1;
-    size_t count = strspn(p, "0123456789");
+    size_t count = strspn(p, digits);
     return count > 0 && p[count] == '\0';
 }

@@ -86,6 +86,10 @@ spk_file_out *spk_file_out_openat(int dir, const char *name, const char *shown, 
 /* Whether `name` is a temporary file these functions make for the target
  * `target` (".<target>.spk-tmp-<pid>-<n>"), as a crashed writer leaves. */
 bool spk_file_is_temporary(const char *name, const char *target);
+/* Whether p is, to its end, a temporary name's tail: a process id
+ * (decimal), `sep`, then a number written in `digits` ("0123456789abcdef":
+ * hexadecimal). */
+bool spk_file_pid_tail(const char *p, char sep, const char *digits);
 /* The stream to write to. */
 FILE *spk_file_out_stream(spk_file_out *out);
 /* Finishes: flushes, syncs and renames the temporary file over the target;

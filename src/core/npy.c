@@ -18,7 +18,7 @@
 #include "core/cancel.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/file.h"
+#include "core/scan.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -74,36 +74,9 @@ typedef struct cursor {
     const char *name;
 } cursor;
 
-static void skip_space(cursor *c)
-{
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
-}
+static void skip_space(cursor *c) { c->p = spk_scan_blanks(c->p, c->end); }
 
-static bool accept(cursor *c, char ch)
-{
-    skip_space(c);
-    if (c->p < c->end && *c->p == ch) {
-        c->p++;
-        return true;
-    }
-    return false;
-}
-
-/* The bytes at p (n of them) as a Python literal would show them: printable
- * ASCII as is, anything else as \xNN, so a message names the exact value. */
-static void shown(const char *p, size_t n, char *out, size_t size)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 5 < size; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            out[k++] = (char)ch;
-        else
-            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
-    }
-    out[k] = '\0';
-}
+static bool accept(cursor *c, char ch) { return spk_scan_accept(&c->p, c->end, ch); }
 
 /* A quoted Python string of printable ASCII without escapes (keys and descr
  * never need them). Anything else is refused rather than read as something
@@ -125,13 +98,13 @@ static int parse_string(cursor *c, char *out, size_t size, const char *what)
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)start[i];
         if (ch == '\\' || ch < 0x20 || ch >= 0x7f) {
-            shown(start, n < 64 ? n : 64, value, sizeof value);
+            spk_error_shown_bytes(start, n < 64 ? n : 64, value, sizeof value);
             return spk_fail("%s: .npy header: %s '%s' holds %s", c->name, what, value,
                             ch == '\\' ? "an escape (not supported)" : "a byte that is not printable ASCII");
         }
     }
     if (n + 1 > size) {
-        shown(start, n < 64 ? n : 64, value, sizeof value);
+        spk_error_shown_bytes(start, n < 64 ? n : 64, value, sizeof value);
         return spk_fail("%s: .npy header: %s '%s%s' is too long", c->name, what, value, n > 64 ? "..." : "");
     }
     memcpy(out, start, n);

@@ -18,6 +18,8 @@
 #include "core/cancel.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/scan.h"
+#include "core/text.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) /* as the reference implementation */
 
@@ -33,21 +35,9 @@ static int json_fail(json *j, const char *what)
     return spk_fail("%s: safetensors header: %s at byte %td", j->name, what, j->p - j->start);
 }
 
-static void json_space(json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
+static void json_space(json *j) { j->p = spk_scan_blanks(j->p, j->end); }
 
-static bool json_accept(json *j, char c)
-{
-    json_space(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return true;
-    }
-    return false;
-}
+static bool json_accept(json *j, char c) { return spk_scan_accept(&j->p, j->end, c); }
 
 static int json_expect(json *j, char c)
 {
@@ -75,20 +65,6 @@ static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
         (c == 0xF4 && p[1] > 0x8F))
         return 0;
     return n;
-}
-
-/* Bytes as a message shows them: printable ASCII as is, others as \xNN. */
-static void shown(const char *p, size_t n, char *out, size_t size)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 5 < size; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            out[k++] = (char)ch;
-        else
-            k += (size_t)snprintf(out + k, size - k, "\\x%02x", ch);
-    }
-    out[k] = '\0';
 }
 
 static int hex4(json *j, unsigned *out)
@@ -150,7 +126,7 @@ static int json_string_in(json *j, char *buf, size_t size, char **out)
                     open--;
                 const char *close = memchr(at, '"', (size_t)(j->end - at));
                 size_t span = (size_t)((close ? close : j->end) - open);
-                shown(open, span < 48 ? span : 48, text, sizeof text);
+                spk_error_shown_bytes(open, span < 48 ? span : 48, text, sizeof text);
                 if (s != buf)
                     free(s);
                 return spk_fail("%s: safetensors header: the string \"%s%s\" is not valid UTF-8 (byte 0x%02x at byte %td)",
@@ -747,52 +723,23 @@ void spk_tensor_list_free(spk_tensor_list *list)
 
 /* ---- saving ------------------------------------------------------------ */
 
-typedef struct buffer {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} buffer;
-
-static void put(buffer *b, const char *s, size_t n)
+static void put_json_string(spk_text *b, const char *s)
 {
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->cap + n + 1) * 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-static void puts_(buffer *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void put_json_string(buffer *b, const char *s)
-{
-    puts_(b, "\"");
+    spk_text_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            put(b, esc, 2);
+            spk_text_put(b, esc, 2);
         } else if (*p < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            puts_(b, esc);
+            spk_text_puts(b, esc);
         } else {
-            put(b, (const char *)p, 1);
+            spk_text_put(b, (const char *)p, 1);
         }
     }
-    puts_(b, "\"");
+    spk_text_puts(b, "\"");
 }
 
 static const char *st_dtype(spk_dtype d)
@@ -830,7 +777,7 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
             if (len == 0) {
                 char text[4 * 48 + 8];
                 size_t n = strlen(it->name);
-                shown(it->name, n < 48 ? n : 48, text, sizeof text);
+                spk_error_shown_bytes(it->name, n < 48 ? n : 48, text, sizeof text);
                 return spk_fail("%s: tensor name \"%s%s\" is not valid UTF-8 (byte 0x%02x at %td); "
                                 "safetensors headers are JSON text", path, text, n > 48 ? "..." : "", *p,
                                 (const char *)p - it->name);
@@ -855,31 +802,31 @@ int spk_safetensors_save(const char *path, const spk_tensor_list *list)
 
     /* Compact JSON as the reference writes it, padded with spaces to a
      * multiple of 8 bytes so the data section starts aligned. */
-    buffer b = {0};
+    spk_text b = {0};
     uint64_t offset = 0;
-    puts_(&b, "{");
+    spk_text_puts(&b, "{");
     for (size_t k = 0; k < count; k++) {
         const spk_named_tensor *it = &list->items[order[k]];
         const spk_tensor *t = it->tensor;
         uint64_t bytes = (uint64_t)spk_tensor_numel(t) * spk_dtype_size(t->dtype);
         char num[64];
         if (k)
-            puts_(&b, ",");
+            spk_text_puts(&b, ",");
         put_json_string(&b, it->name);
-        puts_(&b, ":{\"dtype\":\"");
-        puts_(&b, st_dtype(t->dtype));
-        puts_(&b, "\",\"shape\":[");
+        spk_text_puts(&b, ":{\"dtype\":\"");
+        spk_text_puts(&b, st_dtype(t->dtype));
+        spk_text_puts(&b, "\",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) {
             snprintf(num, sizeof num, "%s%" PRId64, d ? "," : "", t->shape[d]);
-            puts_(&b, num);
+            spk_text_puts(&b, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", offset, offset + bytes);
-        puts_(&b, num);
+        spk_text_puts(&b, num);
         offset += bytes;
     }
-    puts_(&b, "}");
+    spk_text_puts(&b, "}");
     while (!b.failed && b.len % 8)
-        puts_(&b, " ");
+        spk_text_puts(&b, " ");
     if (b.failed) {
         free(b.data);
         free(order);

@@ -301,6 +301,10 @@ spk_tensor *spk_tensor_eye(spk_dtype dtype, int64_t n, int64_t m);
  * dtype is the promotion of all (equal dtypes stay, else f64). */
 spk_tensor *spk_tensor_cat(int count, const spk_tensor *const *tensors, int dim);
 spk_tensor *spk_tensor_stack(int count, const spk_tensor *const *tensors, int dim);
+/* Copies the parts (converting dtype) one after another along `dim` of out,
+ * which they fill: every other size equal to out's, theirs along dim summing
+ * to out's (cat's copy). */
+int spk_tensor_copy_joined(spk_tensor *out, int dim, int count, const spk_tensor *const *parts);
 
 /* Elementwise functions of one tensor. exp, log and sqrt: f32 stays f32
  * (expf, logf, sqrtf), everything else gives f64, as NumPy's ufuncs; log of

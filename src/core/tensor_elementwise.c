@@ -294,12 +294,21 @@ static spk_tensor *binary_impl(spk_binop op, const spk_tensor *a, const spk_tens
     return out;
 }
 
+/* What every binary operation checks first: its operands are there
+ * (`present`) and it is one spk knows. */
+static int check_binop(spk_binop op, bool present)
+{
+    if (!present)
+        return spk_fail("%s: tensor is NULL", spk_binop_name(op));
+    if ((unsigned)op > SPK_OP_LAST)
+        return spk_fail("binary: unknown operation %d", (int)op);
+    return 0;
+}
+
 spk_tensor *spk_tensor_binary(spk_binop op, const spk_tensor *a, const spk_tensor *b)
 {
-    if (!a || !b)
-        return spk_fail_null("%s: tensor is NULL", spk_binop_name(op));
-    if ((unsigned)op > SPK_OP_LAST)
-        return spk_fail_null("binary: unknown operation %d", (int)op);
+    if (check_binop(op, a && b))
+        return NULL;
     return binary_impl(op, a, b);
 }
 
@@ -331,11 +340,7 @@ static spk_tensor *compare_integer(spk_binop op, const spk_tensor *a, int64_t v,
 spk_tensor *spk_tensor_binary_scalar(spk_binop op, const spk_tensor *a, spk_scalar s, bool scalar_first)
 {
     const char *what = spk_binop_name(op);
-    if (!a)
-        return spk_fail_null("%s: tensor is NULL", what);
-    if ((unsigned)op > SPK_OP_LAST)
-        return spk_fail_null("binary: unknown operation %d", (int)op);
-    if (require_host(a, what))
+    if (check_binop(op, a != NULL) || require_host(a, what))
         return NULL;
     if (is_comparison(op) && s.is_integer && !dtype_is_float(a->dtype))
         return compare_integer(op, a, s.i, scalar_first);

@@ -2,51 +2,15 @@
  * NumPy prints them, summarised with "..." past a threshold. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/tensor_internal.h"
+#include "core/text.h"
 
 /* ---- formatting -------------------------------------------------------- */
-
-typedef struct strbuf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} strbuf;
-
-static void sb_append(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_append(strbuf *sb, const char *fmt, ...)
-{
-    if (sb->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            sb->failed = true;
-            return;
-        }
-        if ((size_t)n < sb->cap - sb->len) {
-            sb->len += (size_t)n;
-            return;
-        }
-        size_t cap = sb->cap * 2 + (size_t)n + 64;
-        char *p = realloc(sb->data, cap);
-        if (!p) {
-            sb->failed = true;
-            return;
-        }
-        sb->data = p;
-        sb->cap = cap;
-    }
-}
 
 char *spk_format_float(double v, spk_dtype dtype, int digits, char *buf, size_t size)
 {
@@ -77,29 +41,29 @@ char *spk_format_float(double v, spk_dtype dtype, int digits, char *buf, size_t 
     return buf;
 }
 
-static void format_value(strbuf *sb, const spk_tensor *t, int64_t off, int digits)
+static void format_value(spk_text *sb, const spk_tensor *t, int64_t off, int digits)
 {
     const void *base = t->storage->data;
     char text[64];
     switch (t->dtype) {
     case SPK_F32:
     case SPK_F64:
-        sb_append(sb, "%s", spk_format_float(load_f64(base, t->dtype, off), t->dtype, digits, text, sizeof text));
+        spk_text_printf(sb, "%s", spk_format_float(load_f64(base, t->dtype, off), t->dtype, digits, text, sizeof text));
         break;
-    case SPK_I32: sb_append(sb, "%" PRId32, ((const int32_t *)base)[off]); break;
-    case SPK_U64: sb_append(sb, "%" PRIu64, ((const uint64_t *)base)[off]); break;
+    case SPK_I32: spk_text_printf(sb, "%" PRId32, ((const int32_t *)base)[off]); break;
+    case SPK_U64: spk_text_printf(sb, "%" PRIu64, ((const uint64_t *)base)[off]); break;
     }
 }
 
 /* The separator after a row of dim `dim`: one newline per row, blank lines
  * between higher-dim blocks, as NumPy prints. */
-static void row_break(strbuf *sb, const spk_tensor *t, int dim)
+static void row_break(spk_text *sb, const spk_tensor *t, int dim)
 {
-    sb_append(sb, ",\n");
+    spk_text_printf(sb, ",\n");
     for (int k = 0; k < t->ndim - dim - 2; k++)
-        sb_append(sb, "\n");
+        spk_text_printf(sb, "\n");
     for (int k = 0; k <= dim; k++)
-        sb_append(sb, " ");
+        spk_text_printf(sb, " ");
 }
 
 typedef struct format_style {
@@ -107,18 +71,18 @@ typedef struct format_style {
     int edge, digits;
 } format_style;
 
-static void format_dim(strbuf *sb, const spk_tensor *t, int dim, int64_t off, const format_style *style)
+static void format_dim(spk_text *sb, const spk_tensor *t, int dim, int64_t off, const format_style *style)
 {
     int64_t n = t->shape[dim];
     int64_t edge = style->edge;
     bool cut = style->summarise && n > 2 * edge;
     bool last_dim = dim == t->ndim - 1;
-    sb_append(sb, "[");
+    spk_text_printf(sb, "[");
     for (int64_t i = 0; i < n; i++) {
         if (cut && i == edge) {
-            sb_append(sb, "...");
+            spk_text_printf(sb, "...");
             if (last_dim)
-                sb_append(sb, ", ");
+                spk_text_printf(sb, ", ");
             else
                 row_break(sb, t, dim);
             i = n - edge;
@@ -129,12 +93,12 @@ static void format_dim(strbuf *sb, const spk_tensor *t, int dim, int64_t off, co
             format_dim(sb, t, dim + 1, off + i * t->strides[dim], style);
         if (i + 1 < n) {
             if (last_dim)
-                sb_append(sb, ", ");
+                spk_text_printf(sb, ", ");
             else
                 row_break(sb, t, dim);
         }
     }
-    sb_append(sb, "]");
+    spk_text_printf(sb, "]");
 }
 
 char *spk_tensor_format_digits(const spk_tensor *t, int64_t threshold, int edge, int digits)
@@ -143,22 +107,19 @@ char *spk_tensor_format_digits(const spk_tensor *t, int64_t threshold, int edge,
         return spk_fail_null("format: tensor is NULL");
     if (digits < 0 || digits > 17)
         return spk_fail_null("format: digits %d is out of range [0, 17] (0: the shortest exact form)", digits);
-    strbuf sb = {malloc(256), 0, 256, false};
-    if (!sb.data)
-        return spk_fail_null("out of memory formatting a tensor");
-    sb.data[0] = '\0';
+    spk_text sb = {0};
     char shape[160];
-    sb_append(&sb, "tensor(%s, %s", spk_dtype_name(t->dtype), spk_shape_string(t, shape, sizeof shape));
+    spk_text_printf(&sb, "tensor(%s, %s", spk_dtype_name(t->dtype), spk_shape_string(t, shape, sizeof shape));
     if (t->storage->device != SPK_HOST) {
-        sb_append(&sb, ", cuda:%d)", t->storage->device);
+        spk_text_printf(&sb, ", cuda:%d)", t->storage->device);
     } else {
-        sb_append(&sb, ")\n");
+        spk_text_printf(&sb, ")\n");
         int64_t n = spk_tensor_numel(t);
         format_style style = {n > threshold, edge < 1 ? 1 : edge, digits};
         if (t->ndim == 0)
             format_value(&sb, t, t->offset, digits);
         else if (n == 0)
-            sb_append(&sb, "[]");
+            spk_text_printf(&sb, "[]");
         else
             format_dim(&sb, t, 0, t->offset, &style);
     }

@@ -81,20 +81,25 @@ spk_tensor *spk_tensor_cat(int count, const spk_tensor *const *tensors, int dim)
             return spk_fail_null("cat: the joined size overflows");
     }
     spk_tensor *out = spk_tensor_new(dtype, tensors[0]->ndim, shape);
-    if (!out)
+    if (out && spk_tensor_copy_joined(out, dim, count, tensors)) {
+        spk_tensor_free(out);
         return NULL;
-    int64_t at = 0;
-    for (int k = 0; k < count; k++) {
-        spk_tensor *part = spk_tensor_narrow(out, dim, at, tensors[k]->shape[dim]);
-        int rc = part ? spk_tensor_copy(part, tensors[k]) : -1;
-        spk_tensor_free(part);
-        if (rc) {
-            spk_tensor_free(out);
-            return NULL;
-        }
-        at += tensors[k]->shape[dim];
     }
     return out;
+}
+
+int spk_tensor_copy_joined(spk_tensor *out, int dim, int count, const spk_tensor *const *parts)
+{
+    int64_t at = 0;
+    for (int k = 0; k < count; k++) {
+        spk_tensor *part = spk_tensor_narrow(out, dim, at, parts[k]->shape[dim]);
+        int rc = part ? spk_tensor_copy(part, parts[k]) : -1;
+        spk_tensor_free(part);
+        if (rc)
+            return -1;
+        at += parts[k]->shape[dim];
+    }
+    return 0;
 }
 
 spk_tensor *spk_tensor_stack(int count, const spk_tensor *const *tensors, int dim)

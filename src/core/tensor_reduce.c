@@ -190,6 +190,54 @@ int spk_tensor_reduce_value(const spk_tensor *t, spk_reduction r, double p, spk_
     return 0;
 }
 
+/* The groups of a reduction over the dims marked in `reduced`: `outer` walks
+ * the groups (the kept dims), `inner` one group's elements (the reduced
+ * dims), both in row-major order of the dims they keep; `shape` and `ndim`
+ * the result's (a reduced dim as 1 where keepdim). Returns the elements a
+ * group holds. */
+static int64_t split_dims(const spk_tensor *t, const bool *reduced, bool keepdim, spk_tensor *outer,
+                          spk_tensor *inner, int64_t *shape, int *ndim)
+{
+    *outer = *inner = *t;
+    outer->ndim = inner->ndim = 0;
+    *ndim = 0;
+    int64_t count = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        spk_tensor *part = reduced[d] ? inner : outer;
+        part->shape[part->ndim] = t->shape[d];
+        part->strides[part->ndim] = t->strides[d];
+        part->ndim++;
+        if (reduced[d])
+            count *= t->shape[d];
+        if (!reduced[d] || keepdim)
+            shape[(*ndim)++] = reduced[d] ? 1 : t->shape[d];
+    }
+    return count;
+}
+
+/* Each group's result into `out` (row-major over the groups) and, where
+ * pos_out is not NULL, the position its min or max stands at. */
+static void reduce_groups(const spk_tensor *t, spk_reduction r, double p, const spk_tensor *outer, spk_tensor *inner,
+                          int64_t count, spk_tensor *out, spk_tensor *pos_out)
+{
+    const void *base = t->storage->data;
+    int64_t groups = spk_tensor_numel(out);
+    iter og;
+    iter_init(&og, outer);
+    for (int64_t g = 0; g < groups; g++, iter_next(&og)) {
+        accum a;
+        accum_start(&a, r, p, t->dtype);
+        inner->offset = og.pos;
+        iter it;
+        iter_init(&it, inner);
+        for (int64_t k = 0; k < count; k++, iter_next(&it))
+            accum_add(&a, base, it.pos, k);
+        store_scalar(out->storage->data, out->dtype, g, accum_result(&a));
+        if (pos_out)
+            ((int32_t *)pos_out->storage->data)[g] = (int32_t)a.best;
+    }
+}
+
 spk_tensor *spk_tensor_reduce(const spk_tensor *t, spk_reduction r, int dim, bool keepdim, double p,
                               spk_tensor **indices)
 {
@@ -200,39 +248,21 @@ spk_tensor *spk_tensor_reduce(const spk_tensor *t, spk_reduction r, int dim, boo
     const char *what = spk_reduction_name(r);
     if (dim != SPK_ALL_DIMS && check_dim(t, dim, what))
         return NULL;
-    /* The groups: the elements sharing every index but `dim`'s (one group
-     * of every element for SPK_ALL_DIMS), visited in row-major order. */
-    spk_tensor outer = *t;
-    int64_t inner = spk_tensor_numel(t), inner_stride = 0;
-    if (dim != SPK_ALL_DIMS) {
-        inner = t->shape[dim];
-        inner_stride = t->strides[dim];
-        for (int d = dim; d < t->ndim - 1; d++) {
-            outer.shape[d] = t->shape[d + 1];
-            outer.strides[d] = t->strides[d + 1];
-        }
-        outer.ndim--;
-    } else {
-        outer.ndim = 0;
-    }
-    int ndim = 0;
+    bool reduced[SPK_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++)
+        reduced[d] = dim == SPK_ALL_DIMS || d == dim;
+    spk_tensor outer, inner;
+    int ndim;
     int64_t shape[SPK_MAX_DIMS];
-    for (int d = 0; d < t->ndim; d++) {
-        if (dim == SPK_ALL_DIMS || d == dim) {
-            if (keepdim)
-                shape[ndim++] = 1;
-        } else {
-            shape[ndim++] = t->shape[d];
-        }
-    }
-    if (inner == 0 && needs_element(r, p)) {
+    int64_t count = split_dims(t, reduced, keepdim, &outer, &inner, shape, &ndim);
+    if (count == 0 && needs_element(r, p)) {
         if (dim == SPK_ALL_DIMS)
             return spk_fail_null("%s of an empty tensor is undefined", what);
         return spk_fail_null("%s over dim %d, which is empty, is undefined", what, dim);
     }
     bool positions = r == SPK_RED_ARGMIN || r == SPK_RED_ARGMAX || (indices && (r == SPK_RED_MIN || r == SPK_RED_MAX));
-    if (positions && inner > INT32_MAX)
-        return spk_fail_null("%s: %" PRId64 " positions do not fit in i32", what, inner);
+    if (positions && count > INT32_MAX)
+        return spk_fail_null("%s: %" PRId64 " positions do not fit in i32", what, count);
     spk_dtype rt = spk_reduction_dtype(r, t->dtype);
     spk_tensor *out = spk_tensor_new(rt, ndim, shape);
     if (!out)
@@ -245,26 +275,7 @@ spk_tensor *spk_tensor_reduce(const spk_tensor *t, spk_reduction r, int dim, boo
             return NULL;
         }
     }
-    const void *base = t->storage->data;
-    int64_t groups = spk_tensor_numel(out);
-    iter og;
-    iter_init(&og, &outer);
-    for (int64_t g = 0; g < groups; g++, iter_next(&og)) {
-        accum a;
-        accum_start(&a, r, p, t->dtype);
-        if (dim == SPK_ALL_DIMS) {
-            iter it;
-            iter_init(&it, t);
-            for (int64_t k = 0; k < inner; k++, iter_next(&it))
-                accum_add(&a, base, it.pos, k);
-        } else {
-            for (int64_t k = 0; k < inner; k++)
-                accum_add(&a, base, og.pos + k * inner_stride, k);
-        }
-        store_scalar(out->storage->data, rt, g, accum_result(&a));
-        if (pos_out)
-            ((int32_t *)pos_out->storage->data)[g] = (int32_t)a.best;
-    }
+    reduce_groups(t, r, p, &outer, &inner, count, out, pos_out);
     if (indices)
         *indices = pos_out;
     return out;
@@ -316,41 +327,16 @@ spk_tensor *spk_tensor_reduce_dims(const spk_tensor *t, spk_reduction r, int ndi
     bool reduced[SPK_MAX_DIMS];
     if (reduced_dims(t, r, ndims, dims, reduced))
         return NULL;
-    /* The kept dims walk the groups, the reduced ones each group's elements
-     * (both in row-major order of the dims they keep). */
-    spk_tensor outer = *t, inner = *t;
-    outer.ndim = inner.ndim = 0;
-    int ndim = 0;
-    int64_t shape[SPK_MAX_DIMS], count = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        spk_tensor *part = reduced[d] ? &inner : &outer;
-        part->shape[part->ndim] = t->shape[d];
-        part->strides[part->ndim] = t->strides[d];
-        part->ndim++;
-        if (reduced[d])
-            count *= t->shape[d];
-        if (!reduced[d] || keepdim)
-            shape[ndim++] = reduced[d] ? 1 : t->shape[d];
-    }
+    spk_tensor outer, inner;
+    int ndim;
+    int64_t shape[SPK_MAX_DIMS];
+    int64_t count = split_dims(t, reduced, keepdim, &outer, &inner, shape, &ndim);
     if (count == 0 && needs_element(r, p))
         return spk_fail_null("%s over empty dims is undefined", what);
     spk_dtype rt = spk_reduction_dtype(r, t->dtype);
     spk_tensor *out = spk_tensor_new(rt, ndim, shape);
     if (!out)
         return NULL;
-    const void *base = t->storage->data;
-    int64_t groups = spk_tensor_numel(out);
-    iter og;
-    iter_init(&og, &outer);
-    for (int64_t g = 0; g < groups; g++, iter_next(&og)) {
-        accum a;
-        accum_start(&a, r, p, t->dtype);
-        inner.offset = og.pos;
-        iter it;
-        iter_init(&it, &inner);
-        for (int64_t k = 0; k < count; k++, iter_next(&it))
-            accum_add(&a, base, it.pos, k);
-        store_scalar(out->storage->data, rt, g, accum_result(&a));
-    }
+    reduce_groups(t, r, p, &outer, &inner, count, out, NULL);
     return out;
 }

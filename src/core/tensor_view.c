@@ -10,14 +10,19 @@
 
 /* ---- views ------------------------------------------------------------- */
 
-/* *offset += index * stride, refusing what int64 cannot hold. */
-static int offset_add(int64_t *offset, int64_t index, int64_t stride, const char *what)
+/* A view of t starting `index` steps of `stride` further on, refusing an
+ * offset that int64 cannot hold. */
+static spk_tensor *view_at(const spk_tensor *t, int64_t index, int64_t stride, const char *what)
 {
-    int64_t delta;
-    if (__builtin_mul_overflow(index, stride, &delta) || __builtin_add_overflow(*offset, delta, offset))
-        return spk_fail("%s: the offset of index %" PRId64 " (stride %" PRId64 ") overflows int64", what, index,
-                        stride);
-    return 0;
+    int64_t delta, offset;
+    if (__builtin_mul_overflow(index, stride, &delta) || __builtin_add_overflow(t->offset, delta, &offset))
+        return spk_fail_null("%s: the offset of index %" PRId64 " (stride %" PRId64 ") overflows int64", what, index,
+                             stride);
+    spk_tensor *v = view_of(t);
+    if (!v)
+        return NULL;
+    v->offset = offset;
+    return v;
 }
 
 spk_tensor *spk_tensor_narrow(const spk_tensor *t, int dim, int64_t start, int64_t length)
@@ -31,13 +36,9 @@ spk_tensor *spk_tensor_narrow(const spk_tensor *t, int dim, int64_t start, int64
     if (length < 0 || length > size - start)
         return spk_fail_null("narrow: length %" PRId64 " of dim %d is out of range [0, %" PRId64 "] for start %" PRId64,
                              length, dim, size - start, start);
-    int64_t offset = t->offset;
-    if (offset_add(&offset, start, t->strides[dim], "narrow"))
-        return NULL;
-    spk_tensor *v = view_of(t);
+    spk_tensor *v = view_at(t, start, t->strides[dim], "narrow");
     if (!v)
         return NULL;
-    v->offset = offset;
     v->shape[dim] = length;
     return v;
 }
@@ -54,13 +55,9 @@ spk_tensor *spk_tensor_select(const spk_tensor *t, int dim, int64_t index)
         return spk_fail_null("select: index %" PRId64 " of dim %d is out of range [0, %" PRId64 "]",
                              index, dim, size - 1);
     }
-    int64_t offset = t->offset;
-    if (offset_add(&offset, index, t->strides[dim], "select"))
-        return NULL;
-    spk_tensor *v = view_of(t);
+    spk_tensor *v = view_at(t, index, t->strides[dim], "select");
     if (!v)
         return NULL;
-    v->offset = offset;
     for (int d = dim; d < t->ndim - 1; d++) {
         v->shape[d] = t->shape[d + 1];
         v->strides[d] = t->strides[d + 1];
@@ -98,16 +95,13 @@ spk_tensor *spk_tensor_slice(const spk_tensor *t, int dim, int64_t start, int64_
         length = (start - stop - 1) / (-step) + 1;
     /* With fewer than two elements the stride is never used; keeping the
      * base's spares a product that a huge step would overflow. */
-    int64_t stride = t->strides[dim], offset = t->offset;
+    int64_t stride = t->strides[dim];
     if (length > 1 && __builtin_mul_overflow(t->strides[dim], step, &stride))
         return spk_fail_null("slice: step %" PRId64 " of dim %d times its stride %" PRId64 " overflows int64",
                              step, dim, t->strides[dim]);
-    if (length > 0 && offset_add(&offset, start, t->strides[dim], "slice"))
-        return NULL;
-    spk_tensor *v = view_of(t);
+    spk_tensor *v = view_at(t, length > 0 ? start : 0, t->strides[dim], "slice");
     if (!v)
         return NULL;
-    v->offset = offset;
     v->shape[dim] = length;
     v->strides[dim] = stride;
     return v;

@@ -153,6 +153,24 @@ static int vector_ok(const spk_tensor *t, long long s_row, long long s_k, long l
     return s_k == 1 && k % 4 == 0 && s_row % 4 == 0 && s_batch % 4 == 0 && base % 16 == 0;
 }
 
+#define ARG(kind, field, value) args[nargs++] = (spk_arg){kind, {.field = (value)}}
+
+/* An operand's kernel arguments into args (returns how many): its pointer,
+ * row and batch strides, and for the mma form its k stride and whether it
+ * is read in vectors. */
+static int operand_args(spk_arg *args, kernel_form form, const spk_tensor *t, spk_gemm_strides st, int vec)
+{
+    int nargs = 0;
+    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(t));
+    ARG(SPK_ARG_I64, i64, st.s0);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I64, i64, st.s1);
+    ARG(SPK_ARG_I64, i64, st.batch);
+    if (form == FORM_MMA)
+        ARG(SPK_ARG_I32, i32, vec);
+    return nargs;
+}
+
 int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s)
 {
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
@@ -178,24 +196,11 @@ int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int
         return -1;
     spk_arg args[19];
     int nargs = 0;
-#define ARG(kind, field, value) args[nargs++] = (spk_arg){kind, {.field = (value)}}
     ARG(SPK_ARG_I32, i32, (int32_t)m);
     ARG(SPK_ARG_I32, i32, (int32_t)n);
     ARG(SPK_ARG_I32, i32, (int32_t)k);
-    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->a));
-    ARG(SPK_ARG_I64, i64, a.s0);
-    if (form == FORM_MMA)
-        ARG(SPK_ARG_I64, i64, a.s1);
-    ARG(SPK_ARG_I64, i64, a.batch);
-    if (form == FORM_MMA)
-        ARG(SPK_ARG_I32, i32, vec_a);
-    ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->b));
-    ARG(SPK_ARG_I64, i64, b.s0);
-    if (form == FORM_MMA)
-        ARG(SPK_ARG_I64, i64, b.s1);
-    ARG(SPK_ARG_I64, i64, b.batch);
-    if (form == FORM_MMA)
-        ARG(SPK_ARG_I32, i32, vec_b);
+    nargs += operand_args(args + nargs, form, g->a, a, vec_a);
+    nargs += operand_args(args + nargs, form, g->b, b, vec_b);
     ARG(SPK_ARG_PTR, ptr, spk_tensor_data(g->c));
     ARG(SPK_ARG_I64, i64, c.s0);
     ARG(SPK_ARG_I64, i64, c.s1);

@@ -254,11 +254,5 @@ bool spk_is_entry_temp_name(const char *name)
     /* an earlier writer's: <entry>.tmp.<pid>.<thread> */
     if (strlen(name) <= SPK_KEY_HEX + 9 || !is_key_hex(name) || strncmp(name + SPK_KEY_HEX, ".bin.tmp.", 9) != 0)
         return false;
-    const char *p = name + SPK_KEY_HEX + 9;
-    size_t pid = strspn(p, "0123456789");
-    if (pid == 0 || p[pid] != '.')
-        return false;
-    p += pid + 1;
-    size_t tid = strspn(p, "0123456789abcdef");
-    return tid > 0 && p[tid] == '\0';
+    return spk_file_pid_tail(name + SPK_KEY_HEX + 9, '.', "0123456789abcdef");
 }

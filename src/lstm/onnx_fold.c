@@ -103,18 +103,9 @@ static spk_tensor *fold_concat(graph *g, const value *v, const Onnx__NodeProto *
     if (charge(g, &like, first->ndim, dims, v->name))
         return NULL;
     spk_tensor *out = spk_tensor_new(dtype, first->ndim, dims);
-    if (!out)
+    if (out && spk_tensor_copy_joined(out, a, count, parts)) {
+        spk_tensor_free(out);
         return NULL;
-    int64_t at = 0;
-    for (int i = 0; i < count; i++) {
-        spk_tensor *slot = spk_tensor_narrow(out, a, at, parts[i]->shape[a]);
-        int rc = slot ? spk_tensor_copy(slot, parts[i]) : -1;
-        spk_tensor_free(slot);
-        if (rc) {
-            spk_tensor_free(out);
-            return NULL;
-        }
-        at += parts[i]->shape[a];
     }
     return out;
 }

@@ -83,17 +83,26 @@ static Onnx__TensorProto *weight_proto(arena *a, const char *name, const spk_ten
     return p;
 }
 
-static Onnx__AttributeProto *ints_attr(arena *a, const char *name, const int64_t *v, size_t n)
+/* An attribute of `type` named `name`, its value still to be set. */
+static Onnx__AttributeProto *new_attr(arena *a, const char *name, Onnx__AttributeProto__AttributeType type)
 {
     Onnx__AttributeProto *p = arena_alloc(a, sizeof *p);
+    if (!p)
+        return NULL;
+    onnx__attribute_proto__init(p);
+    p->name = (char *)name;
+    p->has_type = 1;
+    p->type = type;
+    return p;
+}
+
+static Onnx__AttributeProto *ints_attr(arena *a, const char *name, const int64_t *v, size_t n)
+{
+    Onnx__AttributeProto *p = new_attr(a, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *copy = arena_alloc(a, n * sizeof *copy);
     if (!p || !copy)
         return NULL;
-    onnx__attribute_proto__init(p);
     memcpy(copy, v, n * sizeof *copy);
-    p->name = (char *)name;
-    p->has_type = 1;
-    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
     p->n_ints = n;
     p->ints = copy;
     return p;
@@ -101,13 +110,9 @@ static Onnx__AttributeProto *ints_attr(arena *a, const char *name, const int64_t
 
 static Onnx__AttributeProto *int_attr(arena *a, const char *name, int64_t v)
 {
-    Onnx__AttributeProto *p = arena_alloc(a, sizeof *p);
+    Onnx__AttributeProto *p = new_attr(a, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     if (!p)
         return NULL;
-    onnx__attribute_proto__init(p);
-    p->name = (char *)name;
-    p->has_type = 1;
-    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
     p->has_i = 1;
     p->i = v;
     return p;
@@ -115,13 +120,9 @@ static Onnx__AttributeProto *int_attr(arena *a, const char *name, int64_t v)
 
 static Onnx__AttributeProto *string_attr(arena *a, const char *name, const char *s)
 {
-    Onnx__AttributeProto *p = arena_alloc(a, sizeof *p);
+    Onnx__AttributeProto *p = new_attr(a, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
     if (!p)
         return NULL;
-    onnx__attribute_proto__init(p);
-    p->name = (char *)name;
-    p->has_type = 1;
-    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
     p->has_s = 1;
     p->s = (ProtobufCBinaryData){strlen(s), (uint8_t *)s};
     return p;

@@ -140,6 +140,21 @@ void spk_lua_push_sorted(lua_State *L, int idx)
     lua_remove(L, -2); /* the buffer */
 }
 
+void spk_lua_push_folder_names(lua_State *L, DIR *d, bool (*keep)(const char *name))
+{
+    lua_newtable(L);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!keep(e->d_name))
+            continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(d);
+    spk_lua_push_sorted(L, -1);
+}
+
 int spk_lua_checkintegers(lua_State *L, int arg, int64_t *out, int min, int max, const char *what)
 {
     luaL_checktype(L, arg, LUA_TTABLE);

@@ -70,6 +70,7 @@
 #ifndef SPK_LUA_BIND_H
 #define SPK_LUA_BIND_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -183,6 +184,9 @@ struct spk_fields;
 void spk_lua_setfields(lua_State *L, const struct spk_fields *f);
 /* Pushes the strings of the list at idx, sorted (strcmp), as a new list. */
 void spk_lua_push_sorted(lua_State *L, int idx);
+/* Pushes the names of the entries of the open folder d that `keep` takes,
+ * sorted (strcmp), as a new list; closes d. */
+void spk_lua_push_folder_names(lua_State *L, DIR *d, bool (*keep)(const char *name));
 
 /* ---- values in messages -------------------------------------------------- */
 

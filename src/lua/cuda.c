@@ -92,15 +92,20 @@ static int l_current_device(lua_State *L)
 
 static int l_synchronize(lua_State *L) { return spk_lua_check(L, spk_device_synchronize()); }
 
+void spk_lua_push_cuda_versions(lua_State *L, spk_cuda_info *info, int fields)
+{
+    spk_cuda_get_info(info);
+    lua_createtable(L, 0, fields);
+    spk_lua_setint(L, "runtime_version", info->runtime_version);
+    spk_lua_setint(L, "driver_version", info->driver_version);
+    lua_pushfstring(L, "%d.%d", info->nvrtc_major, info->nvrtc_minor);
+    lua_setfield(L, -2, "nvrtc_version");
+}
+
 static int l_info(lua_State *L)
 {
     spk_cuda_info info;
-    spk_cuda_get_info(&info);
-    lua_createtable(L, 0, 8);
-    spk_lua_setint(L, "runtime_version", info.runtime_version);
-    spk_lua_setint(L, "driver_version", info.driver_version);
-    lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
-    lua_setfield(L, -2, "nvrtc_version");
+    spk_lua_push_cuda_versions(L, &info, 8);
     spk_lua_setbool(L, "available", info.device_count > 0);
     lua_createtable(L, info.device_count, 0);
     for (int i = 0; i < info.device_count; i++) {

@@ -17,6 +17,12 @@ spk_stream *spk_lua_optstream(lua_State *L, int idx);
  * open spk.cuda stream, got ..."; where NULL: no prefix). */
 spk_stream *spk_lua_fieldstream(lua_State *L, int t, const char *key, const char *where);
 
+/* spk_cuda_get_info into *info, and a new table (room for `fields` keys)
+ * holding the versions it reports: runtime_version, driver_version and
+ * nvrtc_version ("13.0"), as spk.cuda.info and spk.core.system_environment
+ * give them. */
+void spk_lua_push_cuda_versions(lua_State *L, spk_cuda_info *info, int fields);
+
 /* kernels.c's functions into the table `cuda` (core.cuda, an absolute index). */
 void spk_open_cuda_kernels(lua_State *L, int cuda);
 

@@ -196,6 +196,8 @@ static int files_write(lua_State *L)
     return 1;
 }
 
+static bool not_dot_or_dotdot(const char *name) { return strcmp(name, ".") != 0 && strcmp(name, "..") != 0; }
+
 /* spk.files.list(folder) -> the names in it (no "." or ".."), sorted. */
 static int files_list(lua_State *L)
 {
@@ -203,17 +205,7 @@ static int files_list(lua_State *L)
     DIR *d = opendir(path); /* O_DIRECTORY: never blocks on a FIFO */
     if (!d)
         return luaL_error(L, "%s: cannot list the folder: %s", path, strerror(errno));
-    lua_newtable(L);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, -2, ++n);
-    }
-    closedir(d);
-    spk_lua_push_sorted(L, -1);
+    spk_lua_push_folder_names(L, d, not_dot_or_dotdot);
     return 1;
 }
 

@@ -284,10 +284,12 @@ static int l_sha256(lua_State *L)
     return 1;
 }
 
+/* A *.cu or *.cuh file that is not hidden. */
 static bool is_kernel_source(const char *name)
 {
     size_t n = strlen(name);
-    return (n > 3 && strcmp(name + n - 3, ".cu") == 0) || (n > 4 && strcmp(name + n - 4, ".cuh") == 0);
+    return name[0] != '.' &&
+           ((n > 3 && strcmp(name + n - 3, ".cu") == 0) || (n > 4 && strcmp(name + n - 4, ".cuh") == 0));
 }
 
 /* spk.cuda.kernel_files([dir]) -> sorted names of the *.cu and *.cuh files in
@@ -300,17 +302,7 @@ static int l_kernel_files(lua_State *L)
     DIR *d = opendir(dir);
     if (!d)
         return luaL_error(L, "spk.cuda.kernel_files: cannot read the folder %s", dir);
-    lua_newtable(L);
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !is_kernel_source(e->d_name))
-            continue;
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, -2, ++count);
-    }
-    closedir(d);
-    spk_lua_push_sorted(L, -1);
+    spk_lua_push_folder_names(L, d, is_kernel_source);
     return 1;
 }
 

@@ -19,6 +19,7 @@
 #include "cuda/nvtx.h"
 #include "cuda/runtime.h"
 #include "lua/areas.h"
+#include "lua/cuda_area.h"
 
 static int system_build(lua_State *L)
 {
@@ -56,12 +57,7 @@ static void set_device(lua_State *L, const spk_cuda_info *info)
 static int system_environment(lua_State *L)
 {
     spk_cuda_info info;
-    spk_cuda_get_info(&info);
-    lua_createtable(L, 0, 10);
-    spk_lua_setint(L, "runtime_version", info.runtime_version);
-    spk_lua_setint(L, "driver_version", info.driver_version);
-    lua_pushfstring(L, "%d.%d", info.nvrtc_major, info.nvrtc_minor);
-    lua_setfield(L, -2, "nvrtc_version");
+    spk_lua_push_cuda_versions(L, &info, 10);
     spk_lua_setint(L, "cudnn_version", (lua_Integer)spk_cudnn_version());
     spk_lua_setint(L, "device_count", info.device_count);
     if (info.error[0])
