@@ -137,8 +137,8 @@ echo "specs: $spec_passed passed, $spec_failed failed, $spec_skipped skipped"
 passed=$((passed + spec_passed)); skipped=$((skipped + spec_skipped)); failed=$((failed + spec_failed))
 
 # Files a program outside spk leaves in any TMPDIR it is given (SPK_TEST_FOREIGN, shell
-# patterns; default: the mat-debug-PID.log a GPU machine's libraries write) are named, not counted.
-foreign=${SPK_TEST_FOREIGN-mat-debug-*.log}
+# patterns; default: the mat-debug-PID.log and .ses a GPU machine's libraries write) are named, not counted.
+foreign=${SPK_TEST_FOREIGN-mat-debug-*.log .ses}
 left=$(find "$scratch" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort)
 others=""
 if [ -n "$foreign" ] && [ -n "$left" ]; then

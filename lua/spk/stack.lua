@@ -223,7 +223,11 @@ return function(spk, core)
   local userdata_plan = {
     forward = function(self, x, opts)
       if opts == nil then return self.handle:forward(x) end
-      if rawget(opts, "timeline") == nil then return self.handle:forward(x, opts) end
+      if rawget(opts, "timeline") == nil then
+        local y, trace = self.handle:forward(x, opts)
+        if trace == nil then return y end
+        return y, { trace = trace } -- the handle's trace table is info.trace, as the cpu backend's
+      end
       if rawget(opts, "trace") ~= nil then
         error("forward: trace and timeline are separate builds of the kernel; ask for one at a time")
       end

@@ -449,7 +449,7 @@ M.objects = {
     arity = { forward = 3, time = 2, close = 1, is_closed = 1 }, opts = { forward = 3, time = 2 } },
   { kind = "kernel stack plan (core)", gpu = true, metatable = "spk.lstm.plan",
     make = function(m) return m.kernel_stack().handle end,
-    methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 3, time = 4, info = 1, close = 1 } },
+    methods = { forward = { "x" }, time = { "x", 1, 0 } }, arity = { forward = 3, time = 5, info = 1, close = 1 } },
   { kind = "cudnn plan", gpu = true, metatable = "spk.cudnn.stack", make = function(m) return m.stack("cudnn") end,
     methods = { forward = { "x" }, forward_into = { "device x", "device y" }, device_buffers = { "x" },
                 time = { { rounds = 1, warmup = 0 } } },
