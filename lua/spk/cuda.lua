@@ -59,7 +59,43 @@ return function(spk, core)
     return ("no CUDA device (%s)"):format(text)
   end
 
+  -- NVTX ranges of a script's own, beside the ones the forward passes push
+  -- (src/cuda/nvtx.h): a range closes however fn ends.
+  local nvtx = {}
+  function nvtx.range(name, fn)
+    if type(name) ~= "string" then
+      error(("spk.nvtx.range: name must be a string, got %s"):format(type(name)), 2)
+    end
+    if type(fn) ~= "function" then
+      error(("spk.nvtx.range: fn must be a function, got %s"):format(type(fn)), 2)
+    end
+    return core.system_nvtx_range(name, fn)
+  end
+  nvtx.range = options.takes(2, "spk.nvtx.range", nvtx.range)
+  function nvtx.enabled() return (select(2, core.system_nvtx_counts())) end
+  function nvtx.enable(on)
+    if type(on) ~= "boolean" then
+      error(("spk.nvtx.enable: on must be true or false, got %s"):format(type(on)), 2)
+    end
+    return core.system_nvtx_enable(on)
+  end
+  nvtx.enabled = options.takes(0, "spk.nvtx.enabled", nvtx.enabled)
+  nvtx.enable = options.takes(1, "spk.nvtx.enable", nvtx.enable)
+  spk.nvtx = nvtx
+
   local doc = require "spk.doc"
+  doc(nvtx, [[
+spk.nvtx: NVTX ranges, which profilers (nsys profile build/spk run ...) show on the timeline beside the
+ranges the forward passes push (layers, projections, recurrences). On unless $SPK_NVTX=0.]])
+  doc(nvtx.range, [[
+spk.nvtx.range(name, fn) -> fn's results
+Calls fn() inside an NVTX range named name in the domain "spk"; the range closes whether fn returns
+or raises (the error passes through).]])
+  doc(nvtx.enabled, "spk.nvtx.enabled() -> boolean\nWhether ranges are emitted now ($SPK_NVTX=0 starts them off).")
+  doc(nvtx.enable, [[
+spk.nvtx.enable(on) -> was_on
+Turns ranges on or off from now on (an A/B of their cost in one process, as tools/nvtx_cost.lua does); an error
+while a range is open.]])
   doc(cuda.graph, [[
 spk.cuda.graph(function(s) ... end[, s]) -> graph
 Captures what fn enqueues on stream s (default: a new stream) and returns an instantiated graph;
@@ -78,6 +114,6 @@ Times fn(stream)'s GPU work with CUDA events: warmup rounds discarded, then each
 (or graph replays of one captured call) between two events; spread = (max - min) / median.]])
   doc.area { name = "cuda", source = "spk.cuda",
              summary = "the GPU: devices, streams, events, graphs, NVRTC kernels and their cache, cuBLAS, timing",
-             contents = { cuda, blas, spk.bench, "spk.cuda.stream", "spk.cuda.event", "spk.cuda.graph",
+             contents = { cuda, blas, spk.bench, nvtx, "spk.cuda.stream", "spk.cuda.event", "spk.cuda.graph",
                           "spk.cuda.module", "spk.cuda.kernel", "spk.cuda.scalar" } }
 end

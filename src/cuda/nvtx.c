@@ -1,8 +1,11 @@
 /* NVTX ranges in the domain "spk" (nvtx.h says what and why). */
 #include "cuda/nvtx.h"
 
+#include "core/error.h"
+
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +13,8 @@
 #include <nvtx3/nvToolsExt.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool enabled;
-static nvtxDomainHandle_t domain;
+static atomic_bool enabled;
+static nvtxDomainHandle_t domain; /* created under count_lock when ranges are first on */
 
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static char names[SPK_NVTX_NAMES][64];
@@ -22,15 +25,16 @@ static int depth;
 static void start(void)
 {
     const char *env = getenv("SPK_NVTX");
-    enabled = !(env && strcmp(env, "0") == 0);
-    if (enabled)
+    bool on = !(env && strcmp(env, "0") == 0);
+    if (on)
         domain = nvtxDomainCreateA("spk");
+    atomic_store(&enabled, on);
 }
 
 bool spk_nvtx_enabled(void)
 {
     pthread_once(&once, start);
-    return enabled;
+    return atomic_load_explicit(&enabled, memory_order_acquire);
 }
 
 static void count(const char *name)
@@ -80,6 +84,23 @@ void spk_nvtx_pop(void)
     pthread_mutex_lock(&count_lock);
     depth--;
     pthread_mutex_unlock(&count_lock);
+}
+
+int spk_nvtx_set_enabled(bool on)
+{
+    bool was = spk_nvtx_enabled();
+    pthread_mutex_lock(&count_lock);
+    if (depth != 0) {
+        int open = depth;
+        pthread_mutex_unlock(&count_lock);
+        return spk_fail("NVTX ranges cannot be turned %s while %d %s open (every push is popped first)",
+                        on ? "on" : "off", open, open == 1 ? "is" : "are");
+    }
+    if (on && !domain)
+        domain = nvtxDomainCreateA("spk");
+    atomic_store(&enabled, on);
+    pthread_mutex_unlock(&count_lock);
+    return was;
 }
 
 int spk_nvtx_count(int i, const char **name, long *n)

@@ -30,8 +30,11 @@ void spk_nvtx_pushf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Closes the innermost open range. */
 void spk_nvtx_pop(void);
 
-/* Whether ranges are emitted ($SPK_NVTX unset or not "0"). */
+/* Whether ranges are emitted ($SPK_NVTX unset or not "0", or as last set). */
 bool spk_nvtx_enabled(void);
+/* Turns ranges on or off from now on (an A/B of their cost in one process);
+ * returns whether they were on, or -1 while a range is open. */
+int spk_nvtx_set_enabled(bool on);
 /* Test hooks: the i-th counted name and its pushes (0, or -1 past the end),
  * the ranges open now, and a fresh start of the counts. */
 int spk_nvtx_count(int i, const char **name, long *count);

@@ -113,6 +113,32 @@ static int system_nvtx_counts(lua_State *L)
     return 2;
 }
 
+/* Ranges on or off from now on; the previous setting. */
+static int system_nvtx_enable(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    int was = spk_nvtx_set_enabled(lua_toboolean(L, 1));
+    if (was < 0)
+        return spk_lua_fail(L);
+    lua_pushboolean(L, was);
+    return 1;
+}
+
+/* fn() inside a range of a script's own; the range closes however fn ends,
+ * and an error passes through. */
+static int system_nvtx_range(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_settop(L, 2);
+    spk_nvtx_push(name);
+    int status = lua_pcall(L, 0, LUA_MULTRET, 0);
+    spk_nvtx_pop();
+    if (status != LUA_OK)
+        return lua_error(L);
+    return lua_gettop(L) - 1;
+}
+
 void spk_open_system(lua_State *L, int module)
 {
     static const spk_lua_checked_reg functions[] = {
@@ -136,6 +162,14 @@ void spk_open_system(lua_State *L, int module)
          "How often each NVTX range was pushed since the last reset (src/cuda/nvtx.h), the ranges still open,\n"
          "and whether ranges are emitted ($SPK_NVTX=0 turns them off); reset = true starts the counts again.",
          "reset"},
+        {"system_nvtx_enable", system_nvtx_enable,
+         "spk.core.system_nvtx_enable(on) -> was_on\n"
+         "Turns NVTX ranges on or off from now on (spk.nvtx.enable); an error while a range is open.",
+         "on"},
+        {"system_nvtx_range", system_nvtx_range,
+         "spk.core.system_nvtx_range(name, fn) -> fn's results\n"
+         "Calls fn() inside an NVTX range in the domain \"spk\", closed however fn ends (spk.nvtx.range).",
+         "name, fn"},
         {NULL, NULL, NULL, NULL},
     };
     spk_lua_register(L, module, functions, "spk.core");

@@ -146,6 +146,9 @@ M.recipes = {
   ["spk.check_near"] = { area = "tensor", n = 3, opts = 3, args = function(m) return m.t23(), m.t23(), { rel_l2 = 1e-3 } end },
   ["spk.bits_equal"] = { area = "tensor", n = 3, args = function(m) return m.t23(), m.t23(), "what" end },
   ["spk.clock_ms"] = { n = 0, args = function() end },
+  ["spk.nvtx.range"] = { n = 2, args = function() return "calls", function() end end },
+  ["spk.nvtx.enabled"] = { n = 0, args = function() end },
+  ["spk.nvtx.enable"] = { n = 1, args = function() return true end },
   ["spk.bench"] = { n = 2, opts = 2, gpu = true, args = function() return function() end, { rounds = 1, warmup = 0 } end },
   -- cuBLAS
   ["spk.blas.gemm"] = { n = 1, opts = 1, gpu = true, args = function(m)
@@ -280,6 +283,8 @@ M.recipes = {
   ["spk.core.system_environment"] = { n = 0, args = function() end },
   ["spk.core.system_isatty"] = { n = 1, args = function() return io.stderr end },
   ["spk.core.system_nvtx_counts"] = { n = 1, args = function() return false end },
+  ["spk.core.system_nvtx_enable"] = { n = 1, args = function() return true end },
+  ["spk.core.system_nvtx_range"] = { n = 2, args = function() return "calls", function() end end },
   ["spk.core.lstm.pack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
   ["spk.core.lstm.unpack_directions"] = { n = 3, args = function(m) return m.layers()[1].W, "iofc", "ifco" end },
   ["spk.core.lstm.pack_bias"] = { n = 3, args = function(m) return m.layers()[1].B, "iofc", "ifco" end },
