@@ -68,14 +68,14 @@ end
 
 local mmas = {}
 for m in tostring(opts.mma):gmatch("[^,]+") do
-  if not tc.mmas[m] then
+  if not tc.words.mma[m] then
     io.stderr:write(("tc_sweep: --mma lists sync and/or wgmma, got '%s'\n"):format(m))
     os.exit(2)
   end
   mmas[m] = true
 end
 -- Whether a variant (the options over the batch's defaults) is of a product form --mma keeps.
-local function wanted(variant) return mmas[variant.mma or tc.fixed_defaults.mma] == true end
+local function wanted(variant) return mmas[variant.mma or tc.variant({ batch = 1, hidden = 128 }).mma] == true end
 
 local function needs_gpu() return parts.correctness or parts.sweep or parts.stamps end
 if needs_gpu() and not spk.cuda.available() then

@@ -66,6 +66,21 @@ return function(spk, core)
   spk.lstm.math_default = spk.lstm.math_modes[1]
   local function choices(list) return #list < 2 and list[1] or table.concat(list, ", ", 1, #list - 1) .. " or " .. list[#list] end
   local math_choices = choices(quoted)
+  -- The backends that take a trace and a timeline, and the families, as messages and help name them
+  -- (the families' records say which: src/lstm/family.h).
+  local family_names, traced, timelined = {}, {}, {}
+  for _, f in ipairs(core.kernel_families()) do
+    family_names[#family_names + 1] = f.backend
+    if f.trace then traced[#traced + 1] = f.backend end
+    if f.timeline then timelined[#timelined + 1] = f.backend end
+  end
+  traced[#traced + 1] = "cpu"
+  local function and_list(list) return #list < 2 and (list[1] or "") or table.concat(list, ", ", 1, #list - 1) .. " and " .. list[#list] end
+  local function quoted_or(list)
+    local q = {}
+    for i, name in ipairs(list) do q[i] = ('"%s"'):format(name) end
+    return choices(q)
+  end
   -- the backends a math needs: the GPU kernels' (the families and auto), and cudnn where it has the math
   local function backends_of(m)
     local names = {}
@@ -208,8 +223,8 @@ return function(spk, core)
   -- the C form and the selection as recorded; left out, the first 64 steps
   -- and the blocks of the first group (a cluster, a tile).
   local function no_timeline(self)
-    return ("the %s plan has no timeline build (backends persistent and cluster have one, and a kernel stack whose "
-      .. "spec names its timeline stages)"):format(self.backend)
+    return ("the %s plan has no timeline build (backends %s have one, and a kernel stack whose "
+      .. "spec names its timeline stages)"):format(self.backend, and_list(timelined))
   end
   local function timeline_selection(self, t)
     local about = self.timeline
@@ -301,8 +316,8 @@ return function(spk, core)
       for key in pairs(self.impl.forward_options or {}) do known[key] = true end
       if self.timeline then known.timeline = true end
       if next(known) == nil then
-        error(("forward: the %s plan takes no options (a trace needs backend \"persistent\" or \"cpu\", a timeline "
-          .. "\"persistent\" or \"cluster\")"):format(self.backend))
+        error(("forward: the %s plan takes no options (a trace needs backend %s, a timeline %s)"):format(
+          self.backend, quoted_or(traced), quoted_or(timelined)))
       end
       options.check_keys(opts, known, "forward")
     end
@@ -367,12 +382,22 @@ return function(spk, core)
   end
 
   local doc = require "spk.doc"
+  local function quoted_list(list)
+    local q = {}
+    for i, name in ipairs(list) do q[i] = ('"%s"'):format(name) end
+    return q
+  end
+  local helps = {}
+  for _, name in ipairs(family_names) do helps[#helps + 1] = ('help "%s"'):format(name) end
+  for _, name in ipairs { "cudnn", "cpu", "auto" } do helps[#helps + 1] = ('help "%s"'):format(name) end
+  local help_list = table.concat(helps, ", ")
   doc(spk.lstm.stack, [[
-spk.lstm.stack{layers =, batch =, steps =, backend = "auto" | "persistent" | "cluster" | "cudnn" | "cpu", ...} -> plan
+spk.lstm.stack{layers =, batch =, steps =, backend = "auto" | ]] .. table.concat(quoted_list(family_names), " | ")
+  .. [[ | "cudnn" | "cpu", ...} -> plan
 The stack as a plan on a registered backend (spk.lstm.backends); without backend, "auto": a GPU
 kernel where there is a GPU, the C reference elsewhere, so one script runs on both. plan:forward(x),
 plan:time{rounds =, warmup =, x =}, plan:close(); plan.variant says what runs. Each backend's
-options: help "persistent", help "cluster", help "cudnn", help "cpu", help "auto".]])
+options: ]] .. help_list .. [[.]])
   local suffixes = {}
   for _, name in ipairs(spk.lstm.math_modes) do suffixes[#suffixes + 1] = ('"%s"'):format(spk.lstm.math_suffix(name)) end
   doc(spk.lstm.math_suffix, "spk.lstm.math_suffix(math) -> " .. table.concat(suffixes, " | ") .. [[
@@ -383,7 +408,7 @@ spk.lstm.check_math(value, backend) -> ]] .. table.concat(quoted, " | ") .. [[ |
 The input projections' math a backend accepts (nil, the default: "]] .. spk.lstm.math_default .. [[").]])
   doc(spk.lstm.kernel_options, [[
 spk.lstm.kernel_options(backend) -> {backend =, options = {{name =, takes =, default =, help =, ...}, ...}, rules =, text =}
-The kernel options of backend "persistent" or "cluster" as data, from the backend's option table in C
+The kernel options of backend ]] .. quoted_or(family_names) .. [[ as data, from the backend's option table in C
 (the list spk help prints).]])
   doc(spk.lstm.kernel_variant, [[
 spk.lstm.kernel_variant{backend =, batch = 1, hidden = 128, kernel = {...}} -> variant
@@ -405,8 +430,8 @@ steps, input, hidden, and kernel, schedule and timeline (what its timeline build
 plan:forward(x[, {trace = {layer =, direction =, steps = {t, ...}}} | {timeline = {layer =, direction =,
   step_range = {first, last}, blocks =, warp =}}]) -> y[, info]
 x f32 [batch, steps, in] on the host or the device; y [batch, steps, 2H] on x's side. With a trace
-(backends persistent and cpu), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's. With a
-timeline (backends persistent and cluster, a kernel stack with spec.timeline), the kernel's timeline build
+(backends ]] .. and_list(traced) .. [[), info.trace = {h, c = [#steps, B, H], ...} as spk.lstm.reference's.
+With a timeline (backends ]] .. and_list(timelined) .. [[, a kernel stack with spec.timeline), the kernel's timeline build
 stamps the stage boundaries of the selection (default: steps 1..64 of layer 1 forward, the first cluster
 or tile, or plan.timeline.group's blocks) and info.timeline is
 what it recorded (docs/timeline.md; spk.timeline, report.timeline, plot.timeline read it), the same
@@ -414,12 +439,13 @@ bits in y.]])
   doc(Plan.time, [[
 plan:time{rounds = 7, warmup = 2, x = tensor, timeline = {...}} -> {median_ms, min_ms, max_ms, spread, samples}
 ms per forward: CUDA-graph replays timed by events on the GPU, the wall clock on the cpu backend; with
-a timeline (backends persistent and cluster, a kernel stack with spec.timeline), through the timeline build
+a timeline (backends ]] .. and_list(timelined) .. [[, a kernel stack with spec.timeline), through the timeline build
 recording that selection.]])
   doc(Plan.close, "plan:close()\nFrees the plan now; forward and time are errors afterwards (also <close>).")
   doc(Plan.is_closed, "plan:is_closed() -> boolean")
   doc.area { name = "stack", source = "spk.stack",
-             summary = "spk.lstm.stack: the stack as a plan on a backend (auto, persistent, cluster, cudnn, cpu)",
+             summary = "spk.lstm.stack: the stack as a plan on a backend (auto, " .. table.concat(family_names, ", ")
+               .. ", cudnn, cpu)",
              contents = { spk.lstm.stack, spk.lstm.backends, spk.lstm.kernel_options, spk.lstm.kernel_variant,
                           spk.lstm.check_math, spk.lstm.plan_options, spk.lstm.new_plan, "lstm stack plan" } }
 end

@@ -1,210 +1,70 @@
--- spk.tensor_core: the tensor-core recurrence (kernels/lstm_tc.cu) as a kernel
--- of one's own for spk.lstm.kernel_stack: its variants, the per-batch defaults,
--- the defines and the launch rule, in one place. docs/kernels.md has the design.
+-- spk.tensor_core: the tensor-core recurrence (kernels/lstm_tc.cu, the built-in
+-- backend "tensor_core": src/lstm/tensor_core.c has its options, per-batch
+-- defaults and launch rule) as a kernel of one's own too, for the tools that
+-- compile and time its variants directly, and the lists of variants they run.
+-- docs/kernels.md has the design.
 --
 --   local tc = require "spk.tensor_core"
 --   local spec = tc.spec{split = "f16"}             -- a kernel spec (spk.lstm.kernel_stack, kernel_backend)
 --   local v = tc.variant({batch = 256, hidden = 128}, {tile_rows = 8})  -- the batch's default, overridden
---   tc.defines(v, hidden), tc.launch(v, shape), tc.label(v), tc.stages(v), tc.sizes(v, hidden)
+--   tc.defines(v), tc.launch(v, shape), tc.label(v), tc.stages(v), tc.sizes(v)
 --
--- The options (a value left out is the batch's default):
---   split        "f16" (FP16x3, scaled small parts) or "tf32" (3xTF32)
---   products     3, or 1 (the big product alone: not FP32-accurate; measures what the split costs)
---   cluster      blocks a cluster: 2, 4, 8, 16 (16 is a non-portable cluster size)
---   tile_rows    batch rows a tile, 1 .. 32 (n-tiles of 8)
---   warp_mt      m-tiles of 16 gate rows a warp: 1 or 2
---   row_phases   1, or 2 (two halves of the tile's n-tiles take turns; needs tile_rows > 8)
---   gates_ahead  steps ahead the x·Wᵀ is fetched: 1 .. 4
---   slice_steps  mma k-steps summed in the tensor core before the FP32 add: 1 or 2 (wgmma: 1, 2, 4, 8)
---   mma          "sync" (mma.sync, each warp its own products) or "wgmma" (a warpgroup's four
---                m-tiles in one instruction, R from registers, h read by the tensor core from
---                shared memory; FP16x3, warp_mt 1, a cluster of at most 8, at most 2 n-tiles a phase)
---   fetch_early  1: the x·Wᵀ of a step ahead is fetched right after the step's gates are taken,
---                before the wait for h (off the step's chain; needs gates_ahead >= 2); 0: at its end
---   exclusive_sm 1: the launch asks for more than half an SM's shared memory, so no two blocks
---                share an SM (small blocks would otherwise pile up on some SMs and leave others
---                idle); 0: what the kernel needs
+-- The options (spk.lstm.kernel_options("tensor_core") lists them with their
+-- values and rules; a value left out is the batch's default): split ("f16":
+-- FP16x3 with scaled small parts, or "tf32": 3xTF32), products, cluster,
+-- tile_rows, warp_mt, row_phases, gates_ahead, slice_steps, exclusive_sm, mma
+-- ("sync" or "wgmma"), fetch_early.
 local M = {}
 
-M.options = { "split", "products", "cluster", "tile_rows", "warp_mt", "row_phases", "gates_ahead", "slice_steps",
-              "exclusive_sm", "mma", "fetch_early" }
-M.splits = { tf32 = 1, f16 = 2 }
-M.mmas = { sync = 1, wgmma = 2 }
+local BACKEND = "tensor_core"
+local function lstm() return require("spk").lstm end
 
--- The split forms: FP16 parts, or TF32 parts (3xTF32), named as the math of TF32's inputs is (the
--- reduced math of the one list, src/cuda/math_modes.h: held to itself, not the default's accuracy).
-local TF32
-for i, m in ipairs(require("spk.core").blas.math_modes) do
-  if i > 1 and m.stacks and m.held_to == m.name then TF32 = m.name end
+local function family_options()
+  for _, f in ipairs(require("spk.core").kernel_families()) do
+    if f.backend == BACKEND then return f.options.options end
+  end
+  error("spk.tensor_core: this build has no tensor_core family")
 end
 
-local allowed = {
-  split = { "f16", TF32 },
-  products = { 3, 1 },
-  cluster = { 2, 4, 8, 16 },
-  warp_mt = { 1, 2 },
-  row_phases = { 1, 2 },
-  gates_ahead = { 1, 2, 3, 4 },
-  slice_steps = { 1, 2, 4, 8 },
-  exclusive_sm = { 1, 0 },
-  mma = { "sync", "wgmma" },
-  fetch_early = { 1, 0 },
-}
-
--- Per batch (the first row whose max_batch holds it): one wave of clusters on the
--- H200 with a block an SM (exclusive_sm): a cluster past the co-resident ones waits
--- for a whole second wave, which doubled every run-1 default's time
--- (docs/performance.md, "Where a tensor-core step's cycles go"). One n-tile a block
--- where the batch allows (a step's chain is then one wait, one product, one cell),
--- the smallest blocks that fit. tools/tc_sweep.lua measures the alternatives and
--- prints each launch's clusters, the device's co-resident count and the waves.
--- The clusters of each size the H200 holds at once with a block an SM: 66 of 2 and
--- 30 of 4 measured (docs/results/2026-11-30-h200/cluster_sweep_placement.txt); of 8,
--- 14 or 15 follow from 30 of 4 in GPCs that hold 3 or 4 of them (run 1's 16 did not
--- fit), so 14. The batch table keeps every row's launch within them.
-M.h200_clusters = { [2] = 66, [4] = 30, [8] = 14 }
-M.batch_table = {
-  { max_batch = 56, cluster = 8, tile_rows = 8, warp_mt = 1, row_phases = 1 },    -- <= 14 clusters of 8
-  { max_batch = 120, cluster = 4, tile_rows = 8, warp_mt = 1, row_phases = 1 },   -- <= 30 clusters of 4
-  { max_batch = 128, cluster = 2, tile_rows = 4, warp_mt = 1, row_phases = 1 },   -- 64 clusters of 2
-  { max_batch = 256, cluster = 2, tile_rows = 8, warp_mt = 1, row_phases = 1 },   -- <= 64 clusters of 2
-  { max_batch = math.maxinteger, cluster = 2, tile_rows = 16, warp_mt = 1, row_phases = 2 },
-}
-M.fixed_defaults = { split = "f16", products = 3, gates_ahead = 2, slice_steps = 1, exclusive_sm = 1, mma = "sync",
-                     fetch_early = 1 }
--- wgmma's slice when none is given: one k-step (the mma.sync form's accuracy) in
--- blocks of up to 256 threads; four in blocks of 512, whose 128 registers a thread
--- spill at two and make ptxas serialise the wgmmas at one (docs/kernels.md).
-function M.wgmma_slice_steps(threads) return threads <= 256 and 1 or 4 end
--- Dynamic shared memory an exclusive_sm launch asks for at least: more than half of the
--- 228 KiB an SM has, so a second block never fits beside it.
-M.exclusive_smem = 115 * 1024
-
-local function shown(v)
-  if type(v) == "string" then return ("%q"):format(v) end
-  return tostring(v)
-end
-
-local function one_of(list, v)
-  for _, x in ipairs(list) do
-    if x == v then return true end
-  end
-  return false
-end
-
-local function listed(list)
-  local out = {}
-  for i, x in ipairs(list) do out[i] = shown(x) end
-  return table.concat(out, ", ")
-end
-
--- Sizes a variant implies at a hidden size: units and warps a block, threads,
--- n-tiles, cells a thread, 8-byte words of a row of h (mma.sync), bytes of one h
--- buffer, shared memory (the kernel's SMEM_BYTES), A registers of R a thread.
-function M.sizes(v, hidden)
-  local units = hidden // v.cluster
-  local warps = units // (4 * v.warp_mt)
-  local nt = (v.tile_rows + 7) // 8
-  local cells = nt * (v.warp_mt == 2 and 2 or 1)
-  local items = v.split == "f16" and hidden // 2 or hidden
-  local row_words = items + 8
-  local threads = 32 * warps
-  local kstep = v.split == "f16" and 16 or 8
-  local buffer = v.mma == "wgmma" and nt * 2 * 16 * hidden or 8 * nt * 8 * row_words
-  return { units = units, warps = warps, threads = threads, nt = nt, cells = cells, row_words = row_words,
-           buffer_bytes = buffer, smem = 128 + 2 * buffer + 16 * v.gates_ahead * cells * threads,
-           ksteps = hidden // kstep, r_registers = v.warp_mt * (hidden // kstep) * 8 }
-end
-
-local function check(v, shape, where)
-  for _, k in ipairs(M.options) do
-    if k ~= "tile_rows" and not one_of(allowed[k], v[k]) then
-      error(("%s: %s must be one of %s, got %s"):format(where, k, listed(allowed[k]), shown(v[k])), 4)
-    end
-  end
-  if math.type(v.tile_rows) ~= "integer" or v.tile_rows < 1 or v.tile_rows > 32 then
-    error(("%s: tile_rows must be an integer 1 .. 32, got %s"):format(where, shown(v.tile_rows)), 4)
-  end
-  local h = shape.hidden
-  local s = M.sizes(v, h)
-  if h % 16 ~= 0 or h % v.cluster ~= 0 or s.units % (4 * v.warp_mt) ~= 0 or s.warps < 1 then
-    error(("%s: hidden %d does not split into cluster %d blocks of warps of %d units (warp_mt %d): "
-      .. "hidden must be a multiple of 16 and of 4 * warp_mt * cluster"):format(where, h, v.cluster,
-      4 * v.warp_mt, v.warp_mt), 4)
-  end
-  if s.threads > 1024 then
-    error(("%s: cluster %d at hidden %d makes blocks of %d threads (at most 1024): take a larger cluster"):format(
-      where, v.cluster, h, s.threads), 4)
-  end
-  if s.r_registers > 128 then
-    error(("%s: a thread would hold %d registers of R (split %s, warp_mt %d, hidden %d): at most 128; "
-      .. "take warp_mt 1 or split \"f16\""):format(where, s.r_registers, v.split, v.warp_mt, h), 4)
-  end
-  if v.row_phases == 2 and s.nt < 2 then
-    error(("%s: row_phases 2 needs two n-tiles (tile_rows > 8), got tile_rows %d"):format(where, v.tile_rows), 4)
-  end
-  if s.ksteps % v.slice_steps ~= 0 or (v.slice_steps > 2 and v.mma ~= "wgmma") then
-    error(("%s: slice_steps %d must divide the %d k-steps and be 1 or 2 (4 and 8: mma \"wgmma\" only)"):format(
-      where, v.slice_steps, s.ksteps), 4)
-  end
-  if v.mma == "wgmma" and (v.split ~= "f16" or v.products ~= 3 or v.warp_mt ~= 1 or s.warps % 4 ~= 0 or
-      s.nt % v.row_phases ~= 0 or s.nt // v.row_phases > 2) then
-    error(("%s: mma \"wgmma\" needs split \"f16\", products 3, warp_mt 1, whole warpgroups (cluster %d at hidden "
-      .. "%d gives %d warps) and one or two n-tiles a row phase (tile_rows %d, row_phases %d)"):format(where,
-      v.cluster, h, s.warps, v.tile_rows, v.row_phases), 4)
-  end
-  if v.fetch_early == 1 and v.gates_ahead < 2 then
-    error(("%s: fetch_early 1 needs gates_ahead >= 2, got %d"):format(where, v.gates_ahead), 4)
-  end
-  if s.smem > 227 * 1024 then
-    error(("%s: %d bytes of shared memory (at most 227 KiB): fewer tile_rows or gates_ahead"):format(where, s.smem), 4)
+-- The options' names, and each word option's words as a set: M.words.mma.wgmma == true.
+M.options, M.words = {}, {}
+for _, o in ipairs(family_options()) do
+  if o.default ~= "layers" then M.options[#M.options + 1] = o.name end
+  if o.words then
+    M.words[o.name] = {}
+    for _, w in ipairs(o.words) do M.words[o.name][w] = true end
   end
 end
 
--- The variant at a shape: the batch's row, then the given options over it.
+-- The variant at a shape {batch =, hidden =}: the batch's row, then the given options over it
+-- (spk.lstm.kernel_variant; its message where the kernel cannot be built so).
 function M.variant(shape, opts)
   local where = "spk.tensor_core"
   if type(shape) ~= "table" or math.type(shape.batch) ~= "integer" or math.type(shape.hidden) ~= "integer" then
     error(where .. ": shape must be a table {batch =, hidden =, ...} of integers", 2)
   end
   opts = require("spk.options").check_keys(opts, M.options, where, 2)
-  local row
-  for _, r in ipairs(M.batch_table) do
-    if shape.batch <= r.max_batch then
-      row = r
-      break
-    end
-  end
-  local v = {}
-  for k, x in pairs(M.fixed_defaults) do v[k] = x end
-  for k, x in pairs(row) do
-    if k ~= "max_batch" then v[k] = x end
-  end
-  -- 3xTF32 holds 128 registers of R a thread: blocks of 512 threads (cluster 2) would
-  -- spill, so its large batches keep the two-phase tiles of 16 on clusters of 4.
-  if opts.split == TF32 and opts.cluster == nil and v.cluster == 2 then
-    v.cluster, v.tile_rows, v.row_phases = 4, 16, 2
-  end
-  for k, x in pairs(opts) do v[k] = x end
-  if v.mma == "wgmma" and opts.slice_steps == nil then
-    v.slice_steps = M.wgmma_slice_steps(M.sizes(v, shape.hidden).threads)
-  end
-  check(v, shape, where)
+  local ok, v = pcall(lstm().kernel_variant, { backend = BACKEND, kernel = opts, batch = shape.batch,
+                                               hidden = shape.hidden })
+  if not ok then error(("%s: %s"):format(where, tostring(v):gsub("^.-kernel_variant %(" .. BACKEND .. "%): ", "")), 2) end
   return v
 end
 
--- The kernel's macros for a variant at a hidden size; TC_EXPECTED_SMEM makes the
--- kernel check at compile time that it needs the shared memory M.sizes gives.
-function M.defines(v, hidden)
-  return { TC_SPLIT = M.splits[v.split], TC_PRODUCTS = v.products, CLUSTER = v.cluster, TILE_ROWS = v.tile_rows,
-           WARP_MT = v.warp_mt, ROW_PHASES = v.row_phases, GATES_AHEAD = v.gates_ahead, SLICE_STEPS = v.slice_steps,
-           TC_MMA = M.mmas[v.mma], FETCH_EARLY = v.fetch_early, TC_EXPECTED_SMEM = M.sizes(v, hidden).smem }
+-- Every define the variant compiles with (the plan's SPK_* ones included), for a direct compile.
+function M.defines(v) return v.defines end
+
+-- Sizes a variant implies (src/lstm/tensor_core.h, spk_tc_sizes): units, warps, threads, n_tiles,
+-- cells, row_words, buffer_bytes, k_steps, r_registers, smem (the kernel's) and launch_smem.
+function M.sizes(v)
+  return { units = v.units, warps = v.warps, threads = v.threads, n_tiles = v.n_tiles, cells = v.cells,
+           row_words = v.row_words, buffer_bytes = v.buffer_bytes, k_steps = v.k_steps,
+           r_registers = v.r_registers, smem = v.smem_bytes, launch_smem = v.launch_smem }
 end
 
+-- The launch of a variant at a shape: grid (cluster, tiles, 2), as the family's plan launches it.
 function M.launch(v, shape)
-  local s = M.sizes(v, shape.hidden)
   return { grid = { v.cluster, (shape.batch + v.tile_rows - 1) // v.tile_rows, 2 }, cluster = { v.cluster, 1, 1 },
-           block = s.threads, smem = v.exclusive_sm == 1 and math.max(s.smem, M.exclusive_smem) or s.smem }
+           block = v.threads, smem = v.launch_smem }
 end
 
 -- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm:
@@ -215,17 +75,8 @@ function M.label(v)
     v.mma == "wgmma" and " wgmma" or "", v.fetch_early == 0 and " late" or "")
 end
 
--- The stage names of a variant's timeline build, read from the list the kernel stamps
--- (TC_STAGES / TC_PHASED_STAGES in kernels/lstm_tc_timeline_stages.cuh).
-function M.stages(v)
-  local spk = require "spk"
-  local text = spk.files.read(M.kernel_dir() .. "/lstm_tc_timeline_stages.cuh")
-  local macro = ("TC_%s%sSTAGES"):format(v.fetch_early == 1 and "EARLY_" or "", v.row_phases == 2 and "PHASED_" or "")
-  local body = text:match("#define " .. macro .. "%(X%)(.-)\n#define") or ""
-  local names = {}
-  for name in body:gmatch('X%([%w_]+, "([%w_]+)"%)') do names[#names + 1] = name end
-  return names
-end
+-- The stage names of a variant's timeline build (kernels/lstm_tc_timeline_stages.cuh, through the family).
+function M.stages(v) return v.timeline.stages end
 
 function M.kernel_dir()
   local spk = require "spk"
@@ -246,7 +97,8 @@ M.statuses = {
 -- batch's defaults with `opts` over them at every shape; opts.name names it
 -- (default "tensor_core", or "tensor_core_<split>" for a split given),
 -- opts.options are NVRTC options ({"--ptxas-options=-v"}: ptxas's report in
--- kernel_check's log).
+-- kernel_check's log). Its defines are the family's but the plan's own (SPK_*),
+-- which a kernel stack gives every kernel.
 function M.spec(opts)
   opts = opts or {}
   local fixed = {}
@@ -265,12 +117,21 @@ function M.spec(opts)
     statuses = M.statuses,
     options = opts.options,
     arch_specific = true, -- sm_90a: the wgmma form needs it; the mma.sync form compiles the same
-    defines = function(shape) return M.defines(M.variant(shape, fixed), shape.hidden) end,
+    defines = function(shape)
+      local d = {}
+      for k, x in pairs(M.variant(shape, fixed).defines) do
+        if not k:match("^SPK_") then d[k] = x end
+      end
+      return d
+    end,
     launch = function(shape) return M.launch(M.variant(shape, fixed), shape) end,
   }
 end
 
 -- ---- the variants tools/tc_sweep.lua runs ----------------------------------------------
+
+local TF32 -- the 3xTF32 split's word
+for w in pairs(M.words.split) do if w ~= "f16" then TF32 = w end end
 
 -- Its correctness part's small and odd shapes (splits: the splits a case runs, both when left out).
 M.correctness_cases = {

@@ -703,13 +703,20 @@ function M.default_choice(facts, batch)
     return { backend = "cpu", options = {}, reason = "the f32 CPU reference" }
   end
   local cc = cc_number(facts.cc)
-  -- The cluster kernel is the faster at every batch measured up to 256 (README's
-  -- results; docs/tuning.md); above 256 its rows are not measured against the
-  -- persistent kernel, which stays the default there.
+  -- The tensor-core kernel is the faster above batch 128 up to 256, the cluster
+  -- kernel at every batch measured up to 128 (README's results; docs/tuning.md);
+  -- above 256 neither is measured against the persistent kernel, which stays the
+  -- default there. The tensor-core kernel runs on 9.0 alone (sm_90a).
+  if cc == 9.0 and batch > 128 and batch <= 256 then
+    return { backend = "tensor_core", options = {},
+             reason = ("default for compute capability %s, batch %d: tensor_core with its per-batch default, "
+               .. "measured fastest on the H200 at batch 256"):format(facts.cc, batch) }
+  end
   if cc >= 9.0 and batch <= 256 then
     return { backend = "cluster", options = {},
              reason = ("default for compute capability %s, batch %d: cluster with its per-batch default, "
-               .. "measured fastest on the H200 at batch 1..256 (2.2x to 7x cuDNN's best)"):format(facts.cc, batch) }
+               .. "measured fastest on the H200 at batch 1..%s (2.2x to 7x cuDNN's best)"):format(facts.cc, batch,
+               cc == 9.0 and "128" or "256") }
   end
   if cc >= 9.0 then
     return { backend = "persistent", options = {},
@@ -724,6 +731,7 @@ end
 function M.fallbacks(facts)
   if not facts then return { "cpu" } end
   if cc_number(facts.cc) >= 9.0 then return { "cluster", "persistent", "cudnn" } end -- order of trial after the choice
+  -- (tensor_core, where it is the choice, falls back to cluster first)
   return { "persistent", "cudnn" }
 end
 

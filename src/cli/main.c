@@ -31,8 +31,7 @@
 #include "core/file.h"
 #include "build_info.h" /* SPK_COMMIT, SPK_DIRTY (scripts/build_info.sh) */
 #include "core/version.h"
-#include "lstm/cluster.h"
-#include "lstm/persistent.h"
+#include "lstm/family.h"
 
 int luaopen_spk_core(lua_State *L);
 int luaopen_spk(lua_State *L);
@@ -268,12 +267,11 @@ static void print_lua_commands(lua_State *L, FILE *out)
  * tables (README's "Kernel options" shows the same text). */
 static void print_kernel_options(FILE *out)
 {
-    const spk_kernel_family *families[] = {&spk_persistent_family, &spk_cluster_family};
     fprintf(out, "\nkernel options (spk.lstm.stack{backend = ..., kernel = {option = value, ...}}):\n");
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
+    for (int i = 0; spk_families[i]; i++) {
         char text[4096];
-        spk_kernel_family_describe(families[i], text, sizeof text);
-        fprintf(out, "backend %s:\n%s", families[i]->backend, text);
+        spk_kernel_family_describe(spk_families[i]->options, text, sizeof text);
+        fprintf(out, "backend %s:\n%s", spk_families[i]->backend, text);
     }
 }
 

@@ -16,9 +16,12 @@
 #define SPK_MATH_STACKS 1u
 #define SPK_MATH_CUDNN 2u
 
+/* TF32's name stands alone too: the tensor-core recurrence's 3xTF32 split is named after its parts. */
+#define SPK_MATH_TF32_NAME "tf32"
+
 #define SPK_MATH_MODES(X)                                                                                              \
     X(FP32, "fp32", SPK_MATH_STACKS | SPK_MATH_CUDNN, FP32, "IEEE FP32 products and sums (the default)")              \
-    X(TF32, "tf32", SPK_MATH_STACKS | SPK_MATH_CUDNN, TF32, "tensor cores, TF32 inputs, FP32 sums")                   \
+    X(TF32, SPK_MATH_TF32_NAME, SPK_MATH_STACKS | SPK_MATH_CUDNN, TF32, "tensor cores, TF32 inputs, FP32 sums")       \
     X(PEDANTIC, "pedantic", 0u, FP32, "cuBLAS's FP32 without reduced-precision shortcuts")                           \
     X(3XTF32, "3xtf32", SPK_MATH_STACKS, FP32, "tensor cores, split-TF32 operands with FP32's accuracy, FP32 sums")
 

@@ -36,7 +36,7 @@ typedef enum spk_kernel_build {
 #define SPK_PLAN_SCHEDULE 1u /* schedule: a tile schedule made elsewhere (checked) */
 #define SPK_PLAN_CAPACITY 2u /* capacity: fewer co-resident blocks than the device holds */
 #define SPK_PLAN_TIMEOUT 4u  /* timeout_ms: the longest wait before the kernel gives up */
-#define SPK_PLAN_TRACE 8u    /* forward{trace =}: the trace build */
+#define SPK_PLAN_TRACE 8u    /* forward{trace =}: the plain build if its arguments take the trace, else the trace build */
 
 /* What a plan asks of its family. */
 typedef struct spk_family_request {
@@ -85,6 +85,10 @@ typedef struct spk_family {
     int (*check_device)(spk_family_state *st, const spk_device_props *props);
     /* Compiles a build of the variant for `arch` (NULL: the current device's). */
     spk_module *(*compile)(const spk_family_state *st, spk_kernel_build build, const char *arch);
+    /* The defines the variant compiles with beyond its options' (a word
+     * option's encoding, derived sizes, the packing's gate positions), at
+     * most SPK_FAMILY_EXTRA_DEFINES; NULL: none. Returns how many. */
+    int (*extra_defines)(const spk_family_state *st, spk_define *out, char text[][16]);
     /* From the compiled plain build: the schedule, and the kernel stack's
      * description, its launches allocated (malloc; the plan frees
      * desc->launches once the stack has copied them). */
@@ -107,7 +111,7 @@ typedef struct spk_family {
     void (*name)(const spk_family_state *st, const spk_lstm_gpu_shape *shape, char *out, size_t size);
 } spk_family;
 
-/* The built-in families, NULL-terminated: the persistent and the cluster kernels. */
+/* The built-in families, NULL-terminated: the persistent, the cluster and the tensor-core kernels. */
 extern const spk_family *const spk_families[];
 /* The family of a backend name, or NULL with "backend x has no kernel
  * options (persistent, cluster)". */
@@ -115,6 +119,7 @@ const spk_family *spk_family_find(const char *backend);
 
 extern const spk_family spk_persistent_kernels;
 extern const spk_family spk_cluster_kernels;
+extern const spk_family spk_tensor_core_kernels;
 
 /* What the built-in kernels share: the status codes they write
  * (kernels/spk_status.cuh), and compiling a source of the kernel folder with
@@ -123,5 +128,14 @@ extern const spk_kernel_stack_status spk_builtin_statuses[];
 extern const int spk_builtin_nstatuses;
 spk_module *spk_family_compile_source(const char *file, const spk_kernel_family *options, const void *variant,
                                       spk_kernel_build build, const char *arch);
+
+/* Every define a plan of the family compiles with: its options' (as
+ * spk_kernel_defines writes them), then its extra_defines. Returns how many. */
+#define SPK_FAMILY_EXTRA_DEFINES 8
+#define SPK_FAMILY_DEFINES (SPK_KERNEL_OPTIONS_MAX + SPK_FAMILY_EXTRA_DEFINES)
+int spk_family_defines(const spk_family *f, const spk_family_state *st, spk_define *out, char text[][16]);
+/* Compiles a source of the kernel folder with these defines and a build's. */
+spk_module *spk_family_compile_defines(const char *file, const spk_define *defines, int count,
+                                       spk_kernel_build build, const char *arch);
 
 #endif

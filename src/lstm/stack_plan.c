@@ -288,7 +288,8 @@ static int compile_build(spk_stack_plan *p, spk_kernel_build build, spk_module *
 
 static int prepare_trace(spk_stack_plan *p)
 {
-    if (!p->family || p->trace_ready)
+    /* a kernel of one's own, or a family's whose plain build takes the trace arguments, traces itself */
+    if (!p->family || p->trace_ready || spk_kernel_stack_traceable(p->stack))
         return 0;
     if (!(p->family->accepts & SPK_PLAN_TRACE))
         return spk_fail("lstm stack: the %s kernels have no trace build", p->family->backend);

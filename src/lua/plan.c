@@ -139,12 +139,12 @@ static const spk_family *check_family(lua_State *L, int idx)
 
 /* ---- pushing what a plan reports ----------------------------------------------- */
 
-/* t.defines = {MACRO = "value", ...} of a family's variant on the table at the top. */
-static void set_defines(lua_State *L, const spk_kernel_family *f, const void *variant)
+/* t.defines = {MACRO = "value", ...}: every define of a family's variant, on the table at the top. */
+static void set_defines(lua_State *L, const spk_family *f, const spk_family_state *st)
 {
-    spk_define defines[SPK_KERNEL_OPTIONS_MAX];
-    char text[SPK_KERNEL_OPTIONS_MAX][16];
-    int count = spk_kernel_defines(f, variant, defines, text);
+    spk_define defines[SPK_FAMILY_DEFINES];
+    char text[SPK_FAMILY_DEFINES][16];
+    int count = spk_family_defines(f, st, defines, text);
     lua_createtable(L, 0, count);
     for (int i = 0; i < count; i++) {
         lua_pushstring(L, defines[i].value);
@@ -340,7 +340,7 @@ static int plan_info(lua_State *L)
     lua_createtable(L, 0, r->kernel.count + 1);
     spk_lua_setfields(L, &r->kernel);
     if (r->family)
-        set_defines(L, r->family->options, r->state.bytes);
+        set_defines(L, r->family, &r->state);
     lua_setfield(L, -2, "kernel");
     if (r->family) {
         lua_createtable(L, 0, r->schedule.count);
@@ -481,7 +481,7 @@ static int l_kernel_variant(lua_State *L)
     f->variant_fields(st, &fields);
     lua_createtable(L, 0, fields.count + 2);
     spk_lua_setfields(L, &fields);
-    set_defines(L, f->options, st->bytes);
+    set_defines(L, f, st);
     if (f->stages) { /* what its timeline build stamps */
         lua_createtable(L, 0, 2);
         spk_lua_set_timeline_stages(L, f->stages(st));

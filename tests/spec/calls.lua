@@ -236,12 +236,16 @@ M.recipes = {
   ["spk.lstm.backends.cluster"] = { n = 1, opts = 1, gpu = true, args = function(m)
     return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { cluster = 2 } }
   end },
+  ["spk.lstm.backends.tensor_core"] = { n = 1, opts = 1, gpu = true, args = function(m)
+    return { layers = m.gpu_layers(), batch = 1, steps = 2, kernel = { cluster = 8 } }
+  end },
   ["spk.lstm.backends.cudnn"] = { n = 1, opts = 1, gpu = true, args = function(m) return { layers = m.gpu_layers(), batch = 1, steps = 2 } end },
   ["spk.lstm.backends.auto"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.auto_choice"] = { n = 1, opts = 1, args = function(m) return { layers = m.layers(), batch = 1, steps = 2, tune_dir = "tune" } end },
   ["spk.lstm.check_math"] = { n = 2, args = function() return "fp32", "cpu" end },
   ["spk.lstm.persistent_variant"] = { n = 3, args = function() return { units = 4 }, 8, 128 end },
   ["spk.lstm.cluster_variant"] = { n = 3, args = function() return { cluster = 2 }, 8, 128 end },
+  ["spk.lstm.tensor_core_variant"] = { n = 3, args = function() return { cluster = 4 }, 8, 128 end },
   ["spk.lstm.kernel_options"] = { n = 1, args = function() return "cluster" end },
   ["spk.lstm.kernel_variant"] = { n = 1, opts = 1, args = function()
     return { backend = "persistent", batch = 8, hidden = 128, kernel = { units = 8 } }
@@ -269,6 +273,7 @@ M.recipes = {
   ["spk.lstm.cudnn_algorithms"] = { n = 1, opts = 1, gpu = true, args = function() return { batch = 1, steps = 2, layers = 1, hidden = 8, input = 4 } end },
   ["spk.lstm.tunables.persistent"] = { n = 2, args = function() return { kernel = { units = 4 } }, { hidden = 128, batch = 8 } end },
   ["spk.lstm.tunables.cluster"] = { n = 2, args = function() return { kernel = { cluster = 2 } }, { hidden = 128, batch = 8 } end },
+  ["spk.lstm.tunables.tensor_core"] = { n = 2, args = function() return { kernel = { cluster = 4 } }, { hidden = 128, batch = 8 } end },
   ["spk.lstm.tunables.cudnn"] = { n = 2, args = function() return { algo = "standard" }, { hidden = 128, batch = 8 } end },
   ["spk.lstm.tunables.cpu"] = { n = 2, args = function() return {}, { hidden = 128, batch = 8 } end },
   ["spk.schedule.new"] = { n = 1, opts = 1, args = function() return { batch = 8, capacity = 16, groups = 2, heights = { 8 } } end },

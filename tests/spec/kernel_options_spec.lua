@@ -8,6 +8,10 @@ local spk = require "spk"
 local FAMILIES = {}
 for _, f in ipairs(require("spk.core").kernel_families()) do FAMILIES[#FAMILIES + 1] = f.backend end
 
+-- the options that set no macro of their own: the launch's, or the define the family writes for them
+local NO_MACRO = { cluster = { tile_rows = "launch" }, persistent = { tile_rows = "launch" },
+                   tensor_core = { exclusive_sm = "launch", split = "TC_SPLIT", mma = "TC_MMA" } }
+
 local function read(path)
   local f = assert(io.open(path, "r"))
   local s = f:read("a")
@@ -36,8 +40,13 @@ describe("kernel options", function()
         assert.is_truthy(t.text:find("  " .. o.name .. " ", 1, true), backend .. " " .. o.name)
         assert.is_truthy(t.text:find(o.help, 1, true), o.name)
         assert.is_truthy(o.default == "batch" or o.default == "fit" or o.default == "layers", o.name)
-        -- every option sets a macro of the kernel source but tile_rows, the launch's tile height
-        assert.are.equal(o.name ~= "tile_rows", o.macro ~= nil, o.name .. ": a macro where there should be none, or none")
+        -- every option sets a macro of the kernel source but the launch's (tile_rows, exclusive_sm) and the
+        -- words the family encodes in a define of its own (the tensor-core kernel's split and mma)
+        local own = NO_MACRO[backend] and NO_MACRO[backend][o.name]
+        assert.are.equal(own == nil, o.macro ~= nil, backend .. " " .. o.name .. ": a macro where there should be none, or none")
+        if own and own ~= "launch" then
+          assert.is_truthy(spk.lstm.kernel_variant { backend = backend, batch = 8 }.defines[own], own)
+        end
         if o.default ~= "layers" then assert.is_truthy(t.text:find(o.takes, 1, true), o.name) end
       end
       for _, rule in ipairs(t.rules) do assert.is_truthy(t.text:find(rule, 1, true), rule) end

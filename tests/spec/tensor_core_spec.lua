@@ -27,53 +27,76 @@ end
 
 describe("spk.tensor_core", function()
   it("keeps every batch's launch to one wave of the H200's clusters, one block an SM", function()
-    for _, row in ipairs(tc.batch_table) do
-      local batch = row.max_batch == math.maxinteger and 512 or row.max_batch
+    -- the clusters of each size the H200 holds at once with a block an SM (docs/kernels.md)
+    local h200_clusters = { [2] = 66, [4] = 30, [8] = 14 }
+    for _, batch in ipairs { 1, 32, 56, 57, 120, 121, 128, 129, 256, 257, 512 } do
       local shape = { batch = batch, hidden = 128 }
       local v = tc.variant(shape)
       local l = tc.launch(v, shape)
       local clusters = l.grid[1] * l.grid[2] * l.grid[3] // v.cluster
-      assert.is_true(clusters <= tc.h200_clusters[v.cluster], ("batch %d: %d clusters of %d"):format(batch, clusters,
+      assert.is_true(clusters <= h200_clusters[v.cluster], ("batch %d: %d clusters of %d"):format(batch, clusters,
         v.cluster))
       assert.are.same({ v.cluster, 1, 1 }, l.cluster)
-      assert.are.equal(tc.sizes(v, 128).threads, l.block)
+      assert.are.equal(tc.sizes(v).threads, l.block)
     end
     for _, batch in ipairs { 128, 256 } do -- the large batches fill 128 SMs
       local l = tc.launch(tc.variant { batch = batch, hidden = 128 }, { batch = batch, hidden = 128 })
       assert.are.equal(128, l.grid[1] * l.grid[2] * l.grid[3], "batch " .. batch)
     end
-    assert.are.equal("f16 c2 t8 mt1 p1 a2 s1", tc.label(tc.variant { batch = 256, hidden = 128 }))
-    assert.are.equal("f16 c4 t8 mt1 p1 a2 s1 wgmma", tc.label(tc.variant({ batch = 64, hidden = 128 }, { mma = "wgmma" })))
-    assert.are.equal("f16 c2 t8 mt1 p1 a2 s4 wgmma", tc.label(tc.variant({ batch = 256, hidden = 128 }, { mma = "wgmma" })))
+    assert.are.equal("f16 c2 t8 mt1 p1 a2 s4 wgmma", tc.label(tc.variant { batch = 256, hidden = 128 }))
+    assert.are.equal("f16 c8 t8 mt1 p1 a2 s1", tc.label(tc.variant { batch = 32, hidden = 128 }))
+    assert.are.equal("f16 c2 t4 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 64, hidden = 128 }, { mma = "sync" })))
+    assert.are.equal("f16 c8 t8 mt1 p1 a2 s1 wgmma", tc.label(tc.variant({ batch = 32, hidden = 128 }, { mma = "wgmma" })))
     assert.are.equal("tf32 c4 t8 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 64, hidden = 128 }, { split = "tf32" })))
     assert.are.equal("tf32 c4 t16 mt1 p2 a2 s1", tc.label(tc.variant({ batch = 256, hidden = 128 }, { split = "tf32" })))
     assert.are.equal("f16 c8 t8 mt1 p1 a2 s1 late", tc.label(tc.variant({ batch = 32, hidden = 128 }, { fetch_early = 0 })))
-    -- no two blocks on one SM: more than half an SM's shared memory, unless asked otherwise
+    -- a default that breaks a rule with an option given gives way: the fetch after the wait for one
+    -- step ahead, tiles of 16 for two row phases, wgmma for its long slices
+    assert.are.equal("f16 c2 t4 mt1 p1 a1 s4 wgmma late", tc.label(tc.variant({ batch = 64, hidden = 128 }, { gates_ahead = 1 })))
+    assert.are.equal("f16 c2 t16 mt1 p2 a2 s4 wgmma", tc.label(tc.variant({ batch = 64, hidden = 128 }, { row_phases = 2 })))
+    assert.are.equal("f16 c8 t8 mt1 p1 a2 s4 wgmma", tc.label(tc.variant({ batch = 32, hidden = 128 }, { slice_steps = 4 })))
+    -- and the rows' wgmma gives way where the options given leave it no warpgroups or too many n-tiles
+    assert.are.equal("f16 c16 t8 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 256, hidden = 128 }, { cluster = 16 })))
+    assert.are.equal("f16 c2 t32 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 256, hidden = 128 }, { tile_rows = 32 })))
+    -- no two blocks on one SM: more than half an SM's 228 KiB of shared memory, unless asked otherwise
     local v = tc.variant { batch = 64, hidden = 128 }
-    assert.are.equal(tc.exclusive_smem, tc.launch(v, { batch = 64, hidden = 128 }).smem)
+    assert.is_true(2 * tc.launch(v, { batch = 64, hidden = 128 }).smem > 228 * 1024)
     local shared = tc.variant({ batch = 64, hidden = 128 }, { exclusive_sm = 0 })
-    assert.are.equal(tc.sizes(shared, 128).smem, tc.launch(shared, { batch = 64, hidden = 128 }).smem)
+    assert.are.equal(tc.sizes(shared).smem, tc.launch(shared, { batch = 64, hidden = 128 }).smem)
+  end)
+
+  it("is the tensor_core family's variant, option for option (src/lstm/tensor_core.c)", function()
+    for _, batch in ipairs { 1, 64, 256 } do
+      for _, opts in ipairs { {}, { mma = "wgmma" }, { split = "tf32" } } do
+        local v = tc.variant({ batch = batch, hidden = 128 }, opts)
+        local family = spk.lstm.kernel_variant { backend = "tensor_core", batch = batch, hidden = 128, kernel = opts }
+        assert.are.same(family, v)
+        assert.are.same(spk.lstm.tensor_core_variant(opts, batch, 128), v)
+      end
+    end
   end)
 
   it("refuses variants the kernel cannot build, naming the option and the value", function()
     local shape = { batch = 64, hidden = 128 }
-    refuses(function() tc.variant(shape, { split = "bf16" }) end, 'split must be one of "f16", "tf32", got "bf16"')
-    refuses(function() tc.variant(shape, { cluster = 3 }) end, "cluster must be one of 2, 4, 8, 16, got 3")
-    refuses(function() tc.variant(shape, { tile_rows = 33 }) end, "tile_rows must be an integer 1 .. 32, got 33")
+    refuses(function() tc.variant(shape, { split = "bf16" }) end, 'kernel.split must be "tf32" or "f16" %(.*%), got "bf16"')
+    refuses(function() tc.variant(shape, { cluster = 3 }) end, "kernel.cluster must be 2, 4, 8 or 16 %(.*%), got 3")
+    refuses(function() tc.variant(shape, { tile_rows = 33 }) end, "kernel.tile_rows must be 1 .. 32 %(.*%), got 33")
     refuses(function() tc.variant(shape, { split = "tf32", warp_mt = 2 }) end,
       "a thread would hold 256 registers of R")
     refuses(function() tc.variant(shape, { tile_rows = 8, row_phases = 2 }) end, "row_phases 2 needs two n%-tiles")
     refuses(function() tc.variant({ batch = 4, hidden = 48 }, {}) end, "hidden 48 does not split")
     refuses(function() tc.variant({ batch = 4, hidden = 256 }, { cluster = 2, tile_rows = 32, gates_ahead = 4 }) end,
       "shared memory")
-    refuses(function() tc.variant(shape, { mma = "wgmma", split = "tf32" }) end, 'mma "wgmma" needs split "f16"')
+    refuses(function() tc.variant(shape, { mma = "wgmma", split = "tf32" }) end, 'mma "wgmma" needs kernel.split "f16"')
     refuses(function() tc.variant(shape, { mma = "wgmma", cluster = 16 }) end, "gives 2 warps")
-    refuses(function() tc.variant(shape, { mma = "wgmma", warp_mt = 2 }) end, 'mma "wgmma" needs')
-    refuses(function() tc.variant(shape, { mma = "mma" }) end, 'mma must be one of "sync", "wgmma", got "mma"')
-    refuses(function() tc.variant(shape, { slice_steps = 4 }) end, '4 and 8: mma "wgmma" only')
-    refuses(function() tc.variant(shape, { gates_ahead = 1 }) end, "fetch_early 1 needs gates_ahead >= 2, got 1")
+    refuses(function() tc.variant(shape, { mma = "wgmma", warp_mt = 2 }) end, 'mma "wgmma" needs kernel.warp_mt 1')
+    refuses(function() tc.variant(shape, { mma = "mma" }) end, 'kernel.mma must be "sync" or "wgmma" %(.*%), got "mma"')
+    refuses(function() tc.variant(shape, { slice_steps = 4, mma = "sync" }) end, 'slice_steps 4 or 8 needs kernel.mma "wgmma"')
+    refuses(function() tc.variant(shape, { gates_ahead = 1, fetch_early = 1 }) end,
+      "fetch_early 1 needs kernel.gates_ahead 2 .. 4")
     refuses(function() tc.variant(shape, { threads = 128 }) end, "unknown option 'threads'")
     refuses(function() tc.spec { unit = 4 } end, "unknown option 'unit'")
+    refuses(function() spk.lstm.tensor_core_variant({ cluster = 3 }, 8, 128) end, "kernel.cluster must be 2, 4, 8 or 16")
   end)
 
   it("lists the stages its timeline build stamps, from the kernel's own list", function()
@@ -106,9 +129,9 @@ describe("spk.tensor_core", function()
           assert.are.equal("sm_90a", report.arch)
           assert.truthy(report.cubin_bytes > 0)
           local v = tc.variant(shape, opts)
-          assert.are.equal(math.max(tc.sizes(v, shape.hidden).smem, tc.exclusive_smem), report.launches[1].smem)
-          assert.are.equal(tc.sizes(v, shape.hidden).smem, report.defines.TC_EXPECTED_SMEM)
-          assert.are.equal(tc.mmas[v.mma], report.defines.TC_MMA)
+          assert.are.equal(v.launch_smem, report.launches[1].smem)
+          assert.are.equal(tostring(v.smem_bytes), tostring(report.defines.TC_EXPECTED_SMEM))
+          assert.are.equal(v.defines.TC_MMA, tostring(report.defines.TC_MMA))
         end
       end
     end
@@ -118,10 +141,10 @@ describe("spk.tensor_core", function()
     for _, opts in ipairs { {}, { mma = "wgmma" }, { cluster = 4, tile_rows = 16, row_phases = 2 } } do
       local v = tc.variant({ batch = 256, hidden = 128 }, opts)
       local d = {}
-      for k, x in pairs(tc.defines(v, 128)) do d[k] = tostring(x) end
+      for k, x in pairs(tc.defines(v)) do d[k] = tostring(x) end
       local ptx = spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" }
       ptx:close()
-      d.TC_EXPECTED_SMEM = tostring(tc.sizes(v, 128).smem + 16)
+      d.TC_EXPECTED_SMEM = tostring(tc.sizes(v).smem + 16)
       refuses(function() spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" } end,
         "sizes shared memory unlike SMEM_BYTES")
     end
@@ -129,7 +152,7 @@ describe("spk.tensor_core", function()
 
   it("refuses the wgmma form for a target without sm_90a's instructions", function()
     local d = {}
-    for k, x in pairs(tc.defines(tc.variant({ batch = 64, hidden = 128 }, { mma = "wgmma" }), 128)) do d[k] = tostring(x) end
+    for k, x in pairs(tc.defines(tc.variant({ batch = 64, hidden = 128 }, { mma = "wgmma" }))) do d[k] = tostring(x) end
     refuses(function() spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "sm_90" } end,
       "needs the arch%-specific target sm_90a")
   end)
@@ -159,6 +182,37 @@ describe("spk.tensor_core", function()
         assert.bits_equal(y, traced, "a traced forward")
         local _, ref = spk.lstm.reference(layers, x, { precision = "f64", trace = trace })
         assert.is_nil(spk.debug.first_divergence(info.trace, ref.trace, { tol = 1e-5 }))
+        ::next::
+      end
+    end
+  end)
+
+  gpu_it("the tensor_core backend: the kernel of its own's bits, traced, its timeline, 3xtf32 projections", function()
+    for _, case in ipairs { { batch = 1, steps = 7, hidden = 128 }, { batch = 37, steps = 19, hidden = 128 },
+                            { batch = 130, steps = 5, hidden = 128 }, { batch = 5, steps = 9, hidden = 64 } } do
+      for _, opts in ipairs { {}, { mma = "wgmma" }, { split = "tf32" } } do
+        if opts.mma == "wgmma" and case.hidden == 64 then goto next end
+        local layers = spk.lstm.random { layers = 2, input = 6, hidden = case.hidden, seed = 1 }
+        local x = spk.randn({ case.batch, case.steps, 6 }, { seed = case.batch })
+        local plan <close> = spk.lstm.stack { backend = "tensor_core", layers = layers, batch = case.batch,
+                                              steps = case.steps, kernel = opts }
+        local own <close> = spk.lstm.kernel_stack(copy(tc.spec(opts), { layers = layers, batch = case.batch,
+                                                                       steps = case.steps }))
+        local y = plan:forward(x)
+        assert.bits_equal(y, own:forward(x), "the kernel of its own")
+        assert.within_reference(y, layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
+        local trace = { layer = 2, direction = "forward", steps = { 1, case.steps } }
+        local traced, info = plan:forward(x, { trace = trace })
+        assert.bits_equal(y, traced, "a traced forward")
+        local _, ref = spk.lstm.reference(layers, x, { precision = "f64", trace = trace })
+        assert.is_nil(spk.debug.first_divergence(info.trace, ref.trace, { tol = 1e-5 }))
+        local stamped, stamps = plan:forward(x, { timeline = { step_range = { 1, case.steps } } })
+        assert.bits_equal(y, stamped, "the timeline build")
+        assert.are.same(tc.stages(tc.variant(case, opts)), stamps.timeline.stages)
+        assert.matches(tc.variant(case, opts).split == "f16" and "^FP16x3" or "^3xTF32", plan.variant)
+        local split <close> = spk.lstm.stack { backend = "tensor_core", layers = layers, batch = case.batch,
+                                               steps = case.steps, kernel = opts, math = "3xtf32" }
+        assert.within_reference(split:forward(x), layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
         ::next::
       end
     end

@@ -201,7 +201,7 @@ describe("spk bench --math", function()
                                      "--warmup", "0" }
     assert.are.equal(0, code, err)
     assert.matches("tf32 rows: the fastest cuDNN tf32 one", out)
-    assert.matches("tf32 rows: cuDNN 0.01; persistent and cluster", out)
+    assert.matches("tf32 rows: cuDNN 0.01; persistent, cluster and tensor_core", out)
     assert.matches("cpu +f32 reference", out)
   end)
 end)

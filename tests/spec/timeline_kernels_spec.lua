@@ -143,7 +143,7 @@ describe("a plan's timeline option", function()
     local ok, err = pcall(function() return plan:forward(x, { timeline = {} }) end)
     assert.is_false(ok)
     assert.matches("timeline_kernels_spec%.lua:%d+: forward: the cpu plan has no timeline build %(backends "
-      .. "persistent and cluster have one, and a kernel stack whose spec names its timeline stages%)", err)
+      .. "persistent, cluster and tensor_core have one, and a kernel stack whose spec names its timeline stages%)", err)
     ok, err = pcall(function() return plan:time { timeline = {} } end)
     assert.is_false(ok)
     assert.matches("time: the cpu plan has no timeline build", err)

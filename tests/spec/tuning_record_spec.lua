@@ -49,7 +49,7 @@ describe("the tuning record's schema", function()
   it("the corpus: every valid file decodes, every invalid one is refused naming its problem", function()
     local expected = {
       bad_array = "not a tuning record of format 1", bad_backend_auto = 'winner.backend must be one of .*"auto"',
-      bad_backend_path = 'winner.backend must be one of cluster, cpu, cudnn, persistent, got "%.%./%.%./etc"',
+      bad_backend_path = 'winner.backend must be one of cluster, cpu, cudnn, persistent, tensor_core, got "%.%./%.%./etc"',
       bad_batch_negative = "batch must be an integer in 1 .. %d+, got %-8",
       bad_cudnn_algo = "backend cudnn takes: algo must be one of", bad_entry_field = 'has no field "layers_out"',
       bad_format = "format must be 1, got 2", bad_kernel_huge = "kernel.threads must be an integer in 1 .. 1048576",

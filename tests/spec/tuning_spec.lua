@@ -280,9 +280,13 @@ describe("spk.tuning choice", function()
     assert.matches("no tuning record", c.reason)
     local big = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 256, steps = 589 },
       { facts = hopper, dir = dir })
-    assert.are.equal("cluster", big.backend)
-    assert.are.same({}, big.options) -- the cluster plan's own per-batch table
-    assert.matches("fastest on the H200 at batch 1..256", big.reason)
+    assert.are.equal("tensor_core", big.backend)
+    assert.are.same({}, big.options) -- the tensor-core plan's own per-batch table
+    assert.matches("fastest on the H200 at batch 256", big.reason)
+    local edge = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 128, steps = 589 },
+      { facts = hopper, dir = dir })
+    assert.are.equal("cluster", edge.backend)
+    assert.matches("fastest on the H200 at batch 1..128", edge.reason)
     local huge = tuning.choose({ hidden = 128, input = 60, layers = 4, batch = 257, steps = 589 },
       { facts = hopper, dir = dir })
     assert.are.equal("persistent", huge.backend)
@@ -403,8 +407,10 @@ describe("spk tune", function()
     local dir = spec_tmpdir()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--math", "fp32", "--dir", dir }
     assert.are.equal(0, code)
-    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways
-    assert.matches("batch 1: 14 variants", out)
+    -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways, tensor_core's four
+    assert.matches("batch 1: 18 variants", out)
+    assert.matches("tensor_core %(defaults%); tensor_core %(mma sync%); tensor_core %(mma wgmma%); "
+      .. "tensor_core %(split tf32%)", out)
     assert.matches("cluster %(tile_rows 1%); cluster %(tile_rows 1, push scalar%)", out)
     assert.matches("cluster %(tile_rows 1, push direct, cluster 8, threads 128, gate_block 1, gates_ahead 1, "
       .. "row_phases 1%)", out)
@@ -418,14 +424,14 @@ describe("spk tune", function()
       .. "row_phases 2%)", out)
     assert.is_nil(out:match("tile_rows [12], push direct, cluster 2, threads 256, gate_block 4, gates_ahead 3, "
       .. "row_phases 2"))
-    assert.matches("batch 8: 31 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
+    assert.matches("batch 8: 35 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     -- by default every kernel variant also with split-TF32 projections; cuDNN in FP32 alone
     out, _, code = run_spk { "tune", "--dry-run", "--batches", "1", "--dir", dir }
     assert.are.equal(0, code)
     assert.matches("kernel maths: fp32, 3xtf32", out)
-    assert.matches("batch 1: 24 variants", out)
+    assert.matches("batch 1: 32 variants", out)
     assert.matches("persistent %(units 16, 3xtf32 projections%)", out)
     assert.matches("cluster %(tile_rows 1, push scalar, 3xtf32 projections%)", out)
     assert.is_nil(out:match("cudnn %(algo [%w_]+, 3xtf32"))
@@ -484,6 +490,7 @@ describe("spk tune", function()
       cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 7.5, true }, { 8.0, true },
                   { 9.0, true }, { 9.5, true }, { 9.8, true }, { 9.9, true }, { 9.95, true } },
       -- default; tile 1 plain, lanes, direct, gate blocks at cluster 4 and 2; tile 2 the same
+      tensor_core = { { 8.0, true }, { 8.5, true }, { 3.5, false }, { 8.6, true } },
     }
     local seen_bounds, batches_run
     local saved_run, saved_facts = benchmark.run, tuning.facts
@@ -530,10 +537,11 @@ describe("spk tune", function()
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 4 + 11, #e.candidates)
+    assert.are.equal(4 + 4 + 11 + 4, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    assert.are.equal(12, eligible) -- the persistent default, u4 and every cluster row but the tf32 one
+    -- the persistent default, u4, every cluster row but the tf32 one, and tensor_core's three within their bound
+    assert.are.equal(15, eligible)
     assert.are.equal("too little device capacity", e.candidates[8].error)
     -- where the record came from: the build, the command, the machine and the run, above the table too
     assert.matches("^spk [^\n]+, commit " .. spk.version.commit, out)
@@ -541,8 +549,8 @@ describe("spk tune", function()
     local record_text = f:read("a")
     f:close()
     local p = assert_provenance(record_text, "the tuning record", { seeds = { weights = 1, input = 1 },
-      dtype = "f32", math = { "fp32" }, candidates = { "persistent", "cluster" } })
-    assert.are.same({ "cudnn", "persistent", "cluster" }, p.run.backends)
+      dtype = "f32", math = { "fp32" }, candidates = { "persistent", "cluster", "tensor_core" } })
+    assert.are.same({ "cudnn", "persistent", "cluster", "tensor_core" }, p.run.backends)
     os.execute("rm -rf " .. shell_quote(dir))
   end)
 

@@ -17,7 +17,7 @@
 
 local USAGE = [[
 usage: spk tune [--batches 1,8,32,64,256] [--steps 589] [--rounds 5] [--warmup 2]
-                [--candidates persistent,cluster] [--math fp32,3xtf32] [--hidden 128]
+                [--candidates persistent,cluster,tensor_core] [--math fp32,3xtf32] [--hidden 128]
                 [--input 60] [--layers 4] [--dir DIR] [--dry-run] [--help]
 
 Measures the candidate kernel variants of the bidirectional LSTM stack at each
@@ -34,8 +34,8 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
   --steps N          sequence length (default 589); the record is kept per
                      steps class, the smallest power of two >= N
   --rounds N         timed rounds (default 5); --warmup N untimed (default 2)
-  --candidates LIST  backends that may win (default persistent,cluster; cudnn
-                     may be added): persistent runs its per-batch default
+  --candidates LIST  backends that may win (default persistent,cluster,
+                     tensor_core; cudnn may be added): persistent runs its per-batch default
                      and units 4, 8, 16; cluster its per-batch default, and
                      tile heights 1, 2, 4, ... up to the batch, each with
                      the rest of the batch's default and with the baseline
@@ -43,7 +43,10 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      (2 chunks a gate row where hidden <= 128) and with gate
                      blocks (cluster 4 or 2, 4 chunks, where hidden is a
                      multiple of 32 up to 128; the gates fetched 3 steps
-                     ahead; from tile 4 at cluster 2 also in two row phases)
+                     ahead; from tile 4 at cluster 2 also in two row phases);
+                     tensor_core its per-batch default, with mma "sync" and
+                     with "wgmma", and with split "tf32" (compute capability
+                     9.0 only)
   --math LIST        the maths of FP32's accuracy each kernel candidate runs in
                      (default fp32,3xtf32: FP32 projections, and split-TF32
                      projections on the tensor cores); cuDNN runs FP32 only
@@ -58,7 +61,7 @@ steps done of all, time spent and left). The record and the printed table
 carry where they came from (spk's version and commit, the command, the
 device and its versions). Without a CUDA device it says so and exits 3.]]
 
-local CANDIDATES = { persistent = true, cluster = true, cudnn = true }
+local CANDIDATES = { persistent = true, cluster = true, tensor_core = true, cudnn = true }
 local MATHS = {}
 for _, m in ipairs(require("spk.tuning").fp32_maths()) do MATHS[m] = true end
 -- The default math (FP32) and the maths of its accuracy in the one list's order: what spk tune times.
@@ -73,7 +76,7 @@ local fail, positive, list = options.fail, options.positive, options.list
 
 local function parse(args)
   local o = { batches = { 1, 8, 32, 64, 256 }, steps = 589, rounds = 5, warmup = 2,
-              candidates = { "persistent", "cluster" }, maths = TUNED_MATHS, layers = 4, hidden = 128,
+              candidates = { "persistent", "cluster", "tensor_core" }, maths = TUNED_MATHS, layers = 4, hidden = 128,
               input = 60 }
   local numbers = { steps = 1, rounds = 1, warmup = 0, layers = 1, hidden = 1, input = 1 }
   local i = 1
@@ -139,6 +142,17 @@ local function variants(backend, batch, algos, hidden)
       h = h * 2
     end
     return out
+  elseif backend == "tensor_core" then
+    -- its per-batch default, each product form on its own, and each split
+    local out = { {}, { kernel = { mma = "sync" } }, { kernel = { mma = "wgmma" } } }
+    for _, o in ipairs(require("spk").lstm.kernel_options("tensor_core").options) do
+      if o.name == "split" then
+        for _, w in ipairs(o.words) do
+          if w ~= "f16" then out[#out + 1] = { kernel = { split = w } } end -- f16: the default's
+        end
+      end
+    end
+    return out
   end
   local out = {}
   for i, a in ipairs(algos) do out[i] = { algo = a } end
@@ -171,7 +185,7 @@ function describe(options)
   if not k or next(k) == nil then return "defaults" end
   local parts = {}
   for _, key in ipairs { "units", "tile_rows", "push", "cluster", "threads", "gate_block", "gates_ahead",
-                         "row_phases" } do
+                         "row_phases", "split", "mma" } do
     if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
   end
   return table.concat(parts, ", ")
