@@ -432,15 +432,6 @@ static void variant_fields(const spk_family_state *st, spk_fields *out)
     spk_fields_int(out, "smem_bytes", (int64_t)z->smem_bytes);
 }
 
-static int check(const spk_family_state *st, const spk_family_request *r)
-{
-    (void)st;
-    if (r->batch * r->steps > INT32_MAX / 4)
-        return spk_fail("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
-                        (long long)r->batch, (long long)r->steps);
-    return 0;
-}
-
 static int check_device(spk_family_state *st, const spk_device_props *props)
 {
     if (props->cc_major < 9)
@@ -640,7 +631,7 @@ const spk_family spk_cluster_kernels = {
     .entry = SPK_LSTM_CLUSTER_KERNEL,
     .resolve = resolve,
     .variant_fields = variant_fields,
-    .check = check,
+    .check = spk_family_check_indices,
     .check_device = check_device,
     .compile = compile,
     .describe = describe,

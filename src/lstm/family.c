@@ -1,6 +1,7 @@
 /* What the built-in kernel families share: see family.h. */
 #include "lstm/family.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,4 +66,13 @@ int spk_family_defines(const spk_family *f, const spk_family_state *st, spk_defi
     if (f->extra_defines)
         n += f->extra_defines(st, out + n, text + n);
     return n;
+}
+
+int spk_family_check_indices(const spk_family_state *st, const spk_family_request *r)
+{
+    (void)st;
+    if (r->batch * r->steps > INT32_MAX / 4)
+        return spk_fail("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
+                        (long long)r->batch, (long long)r->steps);
+    return 0;
 }

@@ -134,6 +134,9 @@ spk_module *spk_family_compile_source(const char *file, const spk_kernel_family 
 #define SPK_FAMILY_EXTRA_DEFINES 8
 #define SPK_FAMILY_DEFINES (SPK_KERNEL_OPTIONS_MAX + SPK_FAMILY_EXTRA_DEFINES)
 int spk_family_defines(const spk_family *f, const spk_family_state *st, spk_define *out, char text[][16]);
+/* A `check` for kernels that index x·Wᵀ and h with 32-bit integers: batch x
+ * steps x 4 within INT32_MAX. */
+int spk_family_check_indices(const spk_family_state *st, const spk_family_request *r);
 /* Compiles a source of the kernel folder with these defines and a build's. */
 spk_module *spk_family_compile_defines(const char *file, const spk_define *defines, int count,
                                        spk_kernel_build build, const char *arch);

@@ -166,7 +166,7 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
     s.threads = 32 * s.warps;
     if (s.threads > 1024)
         return spk_fail("kernel: kernel.cluster %d at hidden %d makes blocks of %d threads (at most 1024): take a "
-                        "larger cluster", v->cluster, v->hidden, s.threads);
+                        "larger cluster", v->cluster, v->hidden, (int)s.threads);
     s.n_tiles = (v->tile_rows + 7) / 8;
     s.cells = s.n_tiles * (v->warp_mt == 2 ? 2 : 1);
     s.row_words = (f16 ? v->hidden / 2 : v->hidden) + 8;
@@ -174,19 +174,19 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
     s.r_registers = v->warp_mt * s.k_steps * 8;
     if (s.r_registers > 128)
         return spk_fail("kernel: a thread would hold %d registers of R (kernel.split \"%s\", kernel.warp_mt %d, "
-                        "hidden %d): at most 128; take warp_mt 1 or split \"f16\"", s.r_registers,
+                        "hidden %d): at most 128; take warp_mt 1 or split \"f16\"", (int)s.r_registers,
                         options[O_SPLIT].words[v->split], v->warp_mt, v->hidden);
     if (s.k_steps % v->slice_steps != 0)
-        return spk_fail("kernel.slice_steps %d must divide the %d k-steps", v->slice_steps, s.k_steps);
+        return spk_fail("kernel.slice_steps %d must divide the %d k-steps", v->slice_steps, (int)s.k_steps);
     if (wgmma && (s.warps % 4 != 0 || s.n_tiles % v->row_phases != 0 || s.n_tiles / v->row_phases > 2))
         return spk_fail("kernel.mma \"wgmma\" needs whole warpgroups (kernel.cluster %d at hidden %d gives %d warps) "
                         "and one or two n-tiles a row phase (kernel.tile_rows %d, kernel.row_phases %d)",
-                        v->cluster, v->hidden, s.warps, v->tile_rows, v->row_phases);
+                        v->cluster, v->hidden, (int)s.warps, v->tile_rows, v->row_phases);
     s.buffer_bytes = wgmma ? s.n_tiles * 2 * 16 * v->hidden : 8 * s.n_tiles * 8 * s.row_words;
-    s.smem_bytes = 128 + 2 * (size_t)s.buffer_bytes + 16 * (size_t)v->gates_ahead * (size_t)s.cells * (size_t)s.threads;
-    if (s.smem_bytes > 227u * 1024u)
-        return spk_fail("kernel: %zu bytes of shared memory (at most 232448): fewer kernel.tile_rows or "
-                        "kernel.gates_ahead", s.smem_bytes);
+    s.smem_bytes = 128 + 2 * s.buffer_bytes + 16 * (int64_t)v->gates_ahead * s.cells * s.threads;
+    if (s.smem_bytes > 227 * 1024)
+        return spk_fail("kernel: %lld bytes of shared memory (at most 232448): fewer kernel.tile_rows or "
+                        "kernel.gates_ahead", (long long)s.smem_bytes);
     s.launch_smem = v->exclusive_sm && s.smem_bytes < SPK_TC_EXCLUSIVE_SMEM ? SPK_TC_EXCLUSIVE_SMEM : s.smem_bytes;
     if (out)
         *out = s;
@@ -214,21 +214,16 @@ static int resolve(spk_family_state *st, const spk_family_request *r)
     return 0;
 }
 
+#define SIZE(name) SPK_FIELD_MEMBER(spk_tc_sizes, name)
+static const spk_field_member size_members[] = {SIZE(units),     SIZE(warps),     SIZE(threads),      SIZE(n_tiles),
+                                                SIZE(cells),     SIZE(row_words), SIZE(buffer_bytes), SIZE(k_steps),
+                                                SIZE(r_registers), SIZE(smem_bytes), SIZE(launch_smem)};
+#undef SIZE
+
 static void variant_fields(const spk_family_state *st, spk_fields *out)
 {
-    const spk_tc_sizes *z = &cstate_of(st)->sizes;
     spk_fields_text(out, "file", "lstm_tc.cu");
-    spk_fields_int(out, "units", z->units);
-    spk_fields_int(out, "warps", z->warps);
-    spk_fields_int(out, "threads", z->threads);
-    spk_fields_int(out, "n_tiles", z->n_tiles);
-    spk_fields_int(out, "cells", z->cells);
-    spk_fields_int(out, "row_words", z->row_words);
-    spk_fields_int(out, "buffer_bytes", z->buffer_bytes);
-    spk_fields_int(out, "k_steps", z->k_steps);
-    spk_fields_int(out, "r_registers", z->r_registers);
-    spk_fields_int(out, "smem_bytes", (int64_t)z->smem_bytes);
-    spk_fields_int(out, "launch_smem", (int64_t)z->launch_smem);
+    spk_fields_members(out, &cstate_of(st)->sizes, size_members, (int)(sizeof size_members / sizeof *size_members));
 }
 
 /* TC_SPLIT and TC_MMA (the word's index + 1), the shared memory the kernel
@@ -246,7 +241,7 @@ static int extra_defines(const spk_family_state *st, spk_define *out, char text[
     out[n] = (spk_define){"TC_SPLIT", text[n]}, n++;
     snprintf(text[n], 16, "%d", c->variant.mma + 1);
     out[n] = (spk_define){"TC_MMA", text[n]}, n++;
-    snprintf(text[n], 16, "%zu", c->sizes.smem_bytes);
+    snprintf(text[n], 16, "%lld", (long long)c->sizes.smem_bytes);
     out[n] = (spk_define){"TC_EXPECTED_SMEM", text[n]}, n++;
     for (int g = 0; g < 4; g++) {
         snprintf(text[n], 16, "%d", (int)(strchr(SPK_GATES_PACKED, gate_macros[g].gate) - SPK_GATES_PACKED));
@@ -255,15 +250,6 @@ static int extra_defines(const spk_family_state *st, spk_define *out, char text[
     out[n] = (spk_define){"SPK_PACK_ROWS", "0"}, n++;
     _Static_assert(8 <= SPK_FAMILY_EXTRA_DEFINES, "the tensor-core kernel's extra defines fit");
     return n;
-}
-
-static int check(const spk_family_state *st, const spk_family_request *r)
-{
-    (void)st;
-    if (r->batch * r->steps > INT32_MAX / 4)
-        return spk_fail("lstm stack: batch %lld x steps %lld is too large for 32-bit kernel indices",
-                        (long long)r->batch, (long long)r->steps);
-    return 0;
 }
 
 static int check_device(spk_family_state *st, const spk_device_props *props)
@@ -322,7 +308,7 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
         return -1;
     if (c->max_active < 1)
         return spk_fail("lstm stack: not one cluster of the tensor-core kernel fits the device (%zu bytes of shared "
-                        "memory, %d threads a block)", c->sizes.launch_smem, c->sizes.threads);
+                        "memory, %d threads a block)", (size_t)c->sizes.launch_smem, (int)c->sizes.threads);
     spk_kernel_stack_launch *launch = malloc(sizeof *launch);
     if (!launch)
         return spk_fail("lstm stack: out of memory");
@@ -430,7 +416,7 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
         snprintf(extra + n, sizeof extra - n, ", shared SMs");
     snprintf(out, size, "%s %s, cluster %d, %d threads, tile %d, %lld clusters in %lld wave%s, gates %d steps ahead, "
              "slice %d%s", v->split == SPK_TC_SPLIT_F16 ? "FP16x3" : "3xTF32", options[O_MMA].words[v->mma],
-             v->cluster, c->sizes.threads, v->tile_rows, (long long)clusters_of(c), (long long)waves,
+             v->cluster, (int)c->sizes.threads, v->tile_rows, (long long)clusters_of(c), (long long)waves,
              waves == 1 ? "" : "s", v->gates_ahead, v->slice_steps, extra);
 }
 
@@ -458,7 +444,7 @@ const spk_family spk_tensor_core_kernels = {
     .entry = "spk_lstm_tc",
     .resolve = resolve,
     .variant_fields = variant_fields,
-    .check = check,
+    .check = spk_family_check_indices,
     .check_device = check_device,
     .compile = compile,
     .extra_defines = extra_defines,

@@ -41,22 +41,22 @@ extern const spk_kernel_family spk_tensor_core_family;
 
 /* What a variant implies at its hidden size (the kernel's own formulas; its
  * TC_EXPECTED_SMEM check keeps smem_bytes equal to what it needs). */
-typedef struct spk_tc_sizes {
-    int units;         /* hidden units a block */
-    int warps, threads;
-    int n_tiles;       /* n-tiles of 8 batch rows a tile */
-    int cells;         /* cells a thread */
-    int row_words;     /* 8-byte words of a row of h (mma.sync's buffer) */
-    int buffer_bytes;  /* one h buffer */
-    int k_steps;       /* mma k-steps over the hidden size */
-    int r_registers;   /* registers of R a thread */
-    size_t smem_bytes;   /* what the kernel needs */
-    size_t launch_smem;  /* what the launch asks for (exclusive_sm: at least SPK_TC_EXCLUSIVE_SMEM) */
+typedef struct spk_tc_sizes { /* int64_t each: plan.kernel's fields, read as members */
+    int64_t units;         /* hidden units a block */
+    int64_t warps, threads;
+    int64_t n_tiles;       /* n-tiles of 8 batch rows a tile */
+    int64_t cells;         /* cells a thread */
+    int64_t row_words;     /* 8-byte words of a row of h (mma.sync's buffer) */
+    int64_t buffer_bytes;  /* one h buffer */
+    int64_t k_steps;       /* mma k-steps over the hidden size */
+    int64_t r_registers;   /* registers of R a thread */
+    int64_t smem_bytes;    /* what the kernel needs */
+    int64_t launch_smem;   /* what the launch asks for (exclusive_sm: at least SPK_TC_EXCLUSIVE_SMEM) */
 } spk_tc_sizes;
 
 /* Dynamic shared memory an exclusive_sm launch asks for at least: more than
  * half of the 228 KiB an SM has, so a second block never fits beside it. */
-#define SPK_TC_EXCLUSIVE_SMEM ((size_t)115 * 1024)
+#define SPK_TC_EXCLUSIVE_SMEM ((int64_t)115 * 1024)
 
 /* The variant of a batch for the options given (each left out: the batch's
  * row), checked. */
