@@ -51,25 +51,19 @@ local script = require("spk.options").script {
   usage = "spk run tools/cluster_sweep.lua [--quick] [--batches LIST] [--rounds 5] [--only NAMES] [--tiles LIST] "
     .. "[--no-mbarrier] [--budget 220] [--dry-run]" }
 
-local function option(name)
-  for i = 1, #script.args do
-    if script.args[i] == name then return script.args[i + 1] or true end
-  end
-  return nil
-end
 
-local quick = option("--quick") ~= nil
-local no_mbarrier = option("--no-mbarrier") ~= nil
+local quick = script:option("--quick") ~= nil
+local no_mbarrier = script:option("--no-mbarrier") ~= nil
 local batches = { 1, 8, 32, 64, 256 }
-local batch_list = option("--batches")
+local batch_list = script:option("--batches")
 if type(batch_list) == "string" then
   batches = {}
   for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
 end
-local rounds = tonumber(option("--rounds")) or 5
-local only = option("--only") -- comma-separated variant names (the default line is always measured)
-local tile_list = option("--tiles")
-local budget = tonumber(option("--budget")) or 220 -- seconds; later lines are skipped past it
+local rounds = tonumber(script:option("--rounds")) or 5
+local only = script:option("--only") -- comma-separated variant names (the default line is always measured)
+local tile_list = script:option("--tiles")
+local budget = tonumber(script:option("--budget")) or 220 -- seconds; later lines are skipped past it
 local steps = 589
 
 local status -- the progress line (script:plan below), cleared around each printed line

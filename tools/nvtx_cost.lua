@@ -18,65 +18,32 @@
 -- ranges' cost), or with no device the host part and exit status 3.
 local spk = require "spk"
 
-local function option(name)
-  for i = 1, #arg do
-    if arg[i] == name then return arg[i + 1] or true end
-  end
-  return nil
-end
-local function numbers(text, default)
-  if type(text) ~= "string" then return default end
-  local out = {}
-  for v in text:gmatch("%d+") do out[#out + 1] = tonumber(v) end
-  return out
-end
-local function words(text, default)
-  if type(text) ~= "string" then return default end
-  local out = {}
-  for v in text:gmatch("[^,]+") do out[#out + 1] = v end
-  return out
-end
+local options = require "spk.options"
+local script = options.script {
+  usage = "spk run tools/nvtx_cost.lua [--batches 1,64,256] [--backends cluster,persistent,cudnn] [--passes 5] "
+    .. "[--forwards 40] [--ranges 200000]" }
 
-if option("--help") or option("-h") then
-  io.write([[
-usage: spk run tools/nvtx_cost.lua [--batches 1,64,256] [--backends cluster,persistent,cudnn]
-                                   [--passes 5] [--forwards 40] [--ranges 200000]
-What the forward passes' NVTX ranges cost without a profiler: ns a range on the host, then eager
-forward passes (ranges on against off, in alternation, one process) at each batch and backend.
-Without a CUDA device, the host part only (exit status 3). The comment at the top of
-tools/nvtx_cost.lua says how each figure is taken.
-]])
-  os.exit(0)
+-- The option's comma-separated items (integers >= 1 with `convert`), its default where not given;
+-- a bad value is a usage error (exit 2).
+local function given(name, default, convert)
+  local text = script:option(name)
+  if text == nil then return default end
+  local ok, value = pcall(convert, tostring(text), name:sub(3))
+  if not ok then script:usage_error(options.message(value)) end
+  return value
 end
-
-local function count_option(name, default)
-  local v = option(name)
-  if v == nil then return default end
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then
-    io.stderr:write(("nvtx_cost: %s takes a whole number >= 1, got %s\n"):format(name, tostring(v)))
-    os.exit(2)
-  end
-  return n
-end
-local batches = numbers(option("--batches"), { 1, 64, 256 })
-local backends = words(option("--backends"), { "cluster", "persistent", "cudnn" })
-local passes = count_option("--passes", 5)
-local forwards = count_option("--forwards", 40)
-local ranges = count_option("--ranges", 200000)
+local batches = given("--batches", { 1, 64, 256 }, options.positives)
+local backends = given("--backends", { "cluster", "persistent", "cudnn" }, options.list)
+local passes = given("--passes", 5, options.positive)
+local forwards = given("--forwards", 40, options.positive)
+local ranges = given("--ranges", 200000, options.positive)
 local steps = 589
 
 local function say(fmt, ...)
   io.stdout:write(fmt:format(...), "\n")
   io.stdout:flush()
 end
-local function median(values)
-  local s = {}
-  for i, v in ipairs(values) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local function median(values) return require("spk.bench").summarize(values).median_ms end
 
 -- Runs measure(on) for on = true and false in turn, `passes` times; the
 -- medians of each setting's results.
@@ -103,10 +70,10 @@ end)
 say("host: %.0f ns a range with ranges on, %.0f ns off; NVTX's part %.0f ns a range (%d ranges, %d passes)",
   host_on, host_off, host_on - host_off, ranges, passes)
 
-local ok_gpu, available = pcall(function() return spk.cuda.available() end)
-if not ok_gpu or not available then
-  say("nvtx_cost: the forward rows need a CUDA device (%s)", spk.cuda.no_device_reason())
-  os.exit(3)
+local has_gpu, why = options.gpu_status()
+if not has_gpu then
+  say("nvtx_cost: the forward rows need a CUDA GPU: %s", why)
+  os.exit(options.EXIT.no_gpu)
 end
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }

@@ -33,21 +33,15 @@ local script = require("spk.options").script {
   gpu = "required", dry_run = true,
   usage = "spk run tools/persistent_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5] [--dry-run]" }
 
-local function option(name)
-  for i = 1, #script.args do
-    if script.args[i] == name then return script.args[i + 1] or true end
-  end
-  return nil
-end
 
-local quick = option("--quick") ~= nil
+local quick = script:option("--quick") ~= nil
 local batches = { 1, 8, 32, 64, 256 }
-local batch_list = option("--batches")
+local batch_list = script:option("--batches")
 if type(batch_list) == "string" then
   batches = {}
   for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
 end
-local rounds = tonumber(option("--rounds") or (quick and 3 or 5))
+local rounds = tonumber(script:option("--rounds") or (quick and 3 or 5))
 local steps = 589
 
 local status -- the progress line (script:plan below), cleared around each printed line

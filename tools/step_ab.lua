@@ -29,12 +29,10 @@
 -- "step_ab: N plans, N failed, N s".
 local spk = require "spk"
 
-local function option(name)
-  for i = 1, #arg do
-    if arg[i] == name then return arg[i + 1] or true end
-  end
-  return nil
-end
+local script = require("spk.options").script {
+  gpu = "required",
+  usage = "spk run tools/step_ab.lua [--batches 1,8,32] [--wide 64,128,256] [--passes 3] [--rounds 5] "
+    .. "[--only \"name,name\"] [--cudnn] [--budget 240]" }
 local function list(text, default)
   if type(text) ~= "string" then return default end
   local out = {}
@@ -42,34 +40,18 @@ local function list(text, default)
   return out
 end
 
-if option("--help") or option("-h") then
-  io.write([[
-usage: spk run tools/step_ab.lua [--batches 1,8,32] [--wide 64,128,256] [--passes 3] [--rounds 5]
-                                 [--only "name,name"] [--cudnn] [--budget 240]
-The cluster kernel's step variants against each batch's default, timed in alternation in one
-process; see the comment at the top of tools/step_ab.lua for what each line means.
-]])
-  os.exit(0)
-end
-
-local batches = list(option("--batches"), { 1, 8, 32 })
-local wide = list(option("--wide"), { 64, 128, 256 })
-local passes = tonumber(option("--passes")) or 3
-local rounds = tonumber(option("--rounds")) or 5
-local budget = tonumber(option("--budget")) or 240
-local with_cudnn = option("--cudnn") ~= nil
-local only = option("--only")
+local batches = list(script:option("--batches"), { 1, 8, 32 })
+local wide = list(script:option("--wide"), { 64, 128, 256 })
+local passes = tonumber(script:option("--passes")) or 3
+local rounds = tonumber(script:option("--rounds")) or 5
+local budget = tonumber(script:option("--budget")) or 240
+local with_cudnn = script:option("--cudnn") ~= nil
+local only = script:option("--only")
 local steps = 589
 
 local function say(fmt, ...)
   io.stdout:write(fmt:format(...), "\n")
   io.stdout:flush()
-end
-
-local ok_gpu, available = pcall(function() return spk.cuda.available() end)
-if not ok_gpu or not available then
-  say("step_ab: needs a CUDA device (%s)", ok_gpu and "none found" or tostring(available))
-  os.exit(3)
 end
 
 -- The variants, as options on top of the batch's default. wide = true: run at the wide batches too;

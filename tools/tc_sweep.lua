@@ -252,7 +252,7 @@ local function stamps()
                                { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } } do
       local function stamp_one()
         local v = tc.variant({ batch = batch, hidden = H }, variant)
-        local launch = tc.launch(v, { batch = batch, hidden = H })
+        local launch = tc.launch(v)
         local names = tc.stages(v)
         local sizes = tc.sizes(v, H)
         local blocks, marks = v.cluster, #names + 1

@@ -264,6 +264,15 @@ M.header_comment = header_comment
 local Script = {}
 Script.__index = Script
 
+-- The value after flag `name` among the script's arguments ("--rounds 5": "5"), true for a
+-- flag last on the line, nil where it is not given.
+function Script:option(name)
+  for i = 1, #self.args do
+    if self.args[i] == name then return self.args[i + 1] or true end
+  end
+  return nil
+end
+
 function Script:usage_error(message)
   io.stderr:write(("%s: %s\n"):format(self.name, message))
   if self.usage then io.stderr:write("usage: ", self.usage, "\n") end

@@ -76,11 +76,12 @@ return function(spk, core)
   end
   traced[#traced + 1] = "cpu"
   local function and_list(list) return #list < 2 and (list[1] or "") or table.concat(list, ", ", 1, #list - 1) .. " and " .. list[#list] end
-  local function quoted_or(list)
+  local function quoted_list(list)
     local q = {}
     for i, name in ipairs(list) do q[i] = ('"%s"'):format(name) end
-    return choices(q)
+    return q
   end
+  local function quoted_or(list) return choices(quoted_list(list)) end
   -- the backends a math needs: the GPU kernels' (the families and auto), and cudnn where it has the math
   local function backends_of(m)
     local names = {}
@@ -382,11 +383,6 @@ return function(spk, core)
   end
 
   local doc = require "spk.doc"
-  local function quoted_list(list)
-    local q = {}
-    for i, name in ipairs(list) do q[i] = ('"%s"'):format(name) end
-    return q
-  end
   local helps = {}
   for _, name in ipairs(family_names) do helps[#helps + 1] = ('help "%s"'):format(name) end
   for _, name in ipairs { "cudnn", "cpu", "auto" } do helps[#helps + 1] = ('help "%s"'):format(name) end

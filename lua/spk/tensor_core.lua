@@ -7,7 +7,7 @@
 --   local tc = require "spk.tensor_core"
 --   local spec = tc.spec{split = "f16"}             -- a kernel spec (spk.lstm.kernel_stack, kernel_backend)
 --   local v = tc.variant({batch = 256, hidden = 128}, {tile_rows = 8})  -- the batch's default, overridden
---   tc.defines(v), tc.launch(v, shape), tc.label(v), tc.stages(v), tc.sizes(v)
+--   tc.defines(v), tc.launch(v), tc.label(v), tc.stages(v), tc.sizes(v)
 --
 -- The options (spk.lstm.kernel_options("tensor_core") lists them with their
 -- values and rules; a value left out is the batch's default): split ("f16":
@@ -61,10 +61,10 @@ function M.sizes(v)
            r_registers = v.r_registers, smem = v.smem_bytes, launch_smem = v.launch_smem }
 end
 
--- The launch of a variant at a shape: grid (cluster, tiles, 2), as the family's plan launches it.
-function M.launch(v, shape)
-  return { grid = { v.cluster, (shape.batch + v.tile_rows - 1) // v.tile_rows, 2 }, cluster = { v.cluster, 1, 1 },
-           block = v.threads, smem = v.launch_smem }
+-- The launch of a variant (resolved at its batch by M.variant): grid (cluster, tiles, 2), as the
+-- family's plan launches it.
+function M.launch(v)
+  return { grid = { v.cluster, v.tiles, 2 }, cluster = { v.cluster, 1, 1 }, block = v.threads, smem = v.launch_smem }
 end
 
 -- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm:
@@ -124,7 +124,7 @@ function M.spec(opts)
       end
       return d
     end,
-    launch = function(shape) return M.launch(M.variant(shape, fixed), shape) end,
+    launch = function(shape) return M.launch(M.variant(shape, fixed)) end,
   }
 end
 

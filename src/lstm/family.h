@@ -114,7 +114,7 @@ typedef struct spk_family {
 /* The built-in families, NULL-terminated: the persistent, the cluster and the tensor-core kernels. */
 extern const spk_family *const spk_families[];
 /* The family of a backend name, or NULL with "backend x has no kernel
- * options (persistent, cluster)". */
+ * options (persistent, cluster, tensor_core)". */
 const spk_family *spk_family_find(const char *backend);
 
 extern const spk_family spk_persistent_kernels;

@@ -158,12 +158,12 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
     spk_tc_sizes s = {0};
     const bool f16 = v->split == SPK_TC_SPLIT_F16, wgmma = v->mma == SPK_TC_MMA_WGMMA;
     s.units = v->hidden / v->cluster;
-    s.warps = s.units / (4 * v->warp_mt);
+    s.threads = block_threads(v);
+    s.warps = s.threads / 32;
     if (v->hidden % 16 != 0 || v->hidden % v->cluster != 0 || s.units % (4 * v->warp_mt) != 0 || s.warps < 1)
         return spk_fail("kernel: hidden %d does not split into kernel.cluster %d blocks of warps of %d units "
                         "(kernel.warp_mt %d): hidden must be a multiple of 16 and of 4 * warp_mt * cluster",
                         v->hidden, v->cluster, 4 * v->warp_mt, v->warp_mt);
-    s.threads = 32 * s.warps;
     if (s.threads > 1024)
         return spk_fail("kernel: kernel.cluster %d at hidden %d makes blocks of %d threads (at most 1024): take a "
                         "larger cluster", v->cluster, v->hidden, (int)s.threads);
@@ -178,7 +178,7 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
                         options[O_SPLIT].words[v->split], v->warp_mt, v->hidden);
     if (s.k_steps % v->slice_steps != 0)
         return spk_fail("kernel.slice_steps %d must divide the %d k-steps", v->slice_steps, (int)s.k_steps);
-    if (wgmma && (s.warps % 4 != 0 || s.n_tiles % v->row_phases != 0 || s.n_tiles / v->row_phases > 2))
+    if (wgmma && !wgmma_fits(v))
         return spk_fail("kernel.mma \"wgmma\" needs whole warpgroups (kernel.cluster %d at hidden %d gives %d warps) "
                         "and one or two n-tiles a row phase (kernel.tile_rows %d, kernel.row_phases %d)",
                         v->cluster, v->hidden, (int)s.warps, v->tile_rows, v->row_phases);
@@ -224,6 +224,7 @@ static void variant_fields(const spk_family_state *st, spk_fields *out)
 {
     spk_fields_text(out, "file", "lstm_tc.cu");
     spk_fields_members(out, &cstate_of(st)->sizes, size_members, (int)(sizeof size_members / sizeof *size_members));
+    spk_fields_int(out, "tiles", cstate_of(st)->tiles); /* of the batch the variant was resolved for */
 }
 
 /* TC_SPLIT and TC_MMA (the word's index + 1), the shared memory the kernel

@@ -32,7 +32,7 @@ describe("spk.tensor_core", function()
     for _, batch in ipairs { 1, 32, 56, 57, 120, 121, 128, 129, 256, 257, 512 } do
       local shape = { batch = batch, hidden = 128 }
       local v = tc.variant(shape)
-      local l = tc.launch(v, shape)
+      local l = tc.launch(v)
       local clusters = l.grid[1] * l.grid[2] * l.grid[3] // v.cluster
       assert.is_true(clusters <= h200_clusters[v.cluster], ("batch %d: %d clusters of %d"):format(batch, clusters,
         v.cluster))
@@ -40,7 +40,7 @@ describe("spk.tensor_core", function()
       assert.are.equal(tc.sizes(v).threads, l.block)
     end
     for _, batch in ipairs { 128, 256 } do -- the large batches fill 128 SMs
-      local l = tc.launch(tc.variant { batch = batch, hidden = 128 }, { batch = batch, hidden = 128 })
+      local l = tc.launch(tc.variant { batch = batch, hidden = 128 })
       assert.are.equal(128, l.grid[1] * l.grid[2] * l.grid[3], "batch " .. batch)
     end
     assert.are.equal("f16 c2 t8 mt1 p1 a2 s4 wgmma", tc.label(tc.variant { batch = 256, hidden = 128 }))
@@ -60,9 +60,9 @@ describe("spk.tensor_core", function()
     assert.are.equal("f16 c2 t32 mt1 p1 a2 s1", tc.label(tc.variant({ batch = 256, hidden = 128 }, { tile_rows = 32 })))
     -- no two blocks on one SM: more than half an SM's 228 KiB of shared memory, unless asked otherwise
     local v = tc.variant { batch = 64, hidden = 128 }
-    assert.is_true(2 * tc.launch(v, { batch = 64, hidden = 128 }).smem > 228 * 1024)
+    assert.is_true(2 * tc.launch(v).smem > 228 * 1024)
     local shared = tc.variant({ batch = 64, hidden = 128 }, { exclusive_sm = 0 })
-    assert.are.equal(tc.sizes(shared).smem, tc.launch(shared, { batch = 64, hidden = 128 }).smem)
+    assert.are.equal(tc.sizes(shared).smem, tc.launch(shared).smem)
   end)
 
   it("is the tensor_core family's variant, option for option (src/lstm/tensor_core.c)", function()

@@ -44,8 +44,8 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      blocks (cluster 4 or 2, 4 chunks, where hidden is a
                      multiple of 32 up to 128; the gates fetched 3 steps
                      ahead; from tile 4 at cluster 2 also in two row phases);
-                     tensor_core its per-batch default, with mma "sync" and
-                     with "wgmma", and with split "tf32" (compute capability
+                     tensor_core its per-batch default and with each split and
+                     mma form the default does not take (compute capability
                      9.0 only)
   --math LIST        the maths of FP32's accuracy each kernel candidate runs in
                      (default fp32,3xtf32: FP32 projections, and split-TF32
@@ -143,12 +143,15 @@ local function variants(backend, batch, algos, hidden)
     end
     return out
   elseif backend == "tensor_core" then
-    -- its per-batch default, each product form on its own, and each split
-    local out = { {}, { kernel = { mma = "sync" } }, { kernel = { mma = "wgmma" } } }
-    for _, o in ipairs(require("spk").lstm.kernel_options("tensor_core").options) do
-      if o.name == "split" then
+    -- its per-batch default, then each split and product form the default does not take (the
+    -- default's own would time the same kernel twice)
+    local lstm = require("spk").lstm
+    local known, default = pcall(lstm.kernel_variant, { backend = backend, batch = batch, hidden = hidden })
+    local out = { {} }
+    for _, o in ipairs(lstm.kernel_options(backend).options) do
+      if o.name == "split" or o.name == "mma" then
         for _, w in ipairs(o.words) do
-          if w ~= "f16" then out[#out + 1] = { kernel = { split = w } } end -- f16: the default's
+          if not known or w ~= default[o.name] then out[#out + 1] = { kernel = { [o.name] = w } } end
         end
       end
     end
