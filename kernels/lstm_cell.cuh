@@ -6,6 +6,8 @@
 #ifndef SPK_LSTM_CELL_CUH
 #define SPK_LSTM_CELL_CUH
 
+#include "lstm_cell_forms.cuh"
+
 // ---- activations -----------------------------------------------------------
 // The same forms, operation for operation, as the plain-C emulations in
 // src/lstm/activations.h (exp2f stands in there for ex2.approx); products and
@@ -196,6 +198,31 @@ __device__ __forceinline__ float spk_lstm_cell_fused(float4 gxb, float pi, float
     const float go = spk_sigmoid_trimmed(po + gxb.w);
     c = fmaf(gi, gc, __fmul_rn(gf, c));
     return spk_times_tanh_fused(go, c);
+}
+
+// ---- a kernel's form (kernel.cell: SPK_CELL_*) ------------------------------
+// What a step keeps of its x·Wᵀ: the fused form adds the bias when the gates
+// are taken, off the step's chain; the others keep x·Wᵀ as it is.
+template <int FORM> __device__ __forceinline__ float4 spk_cell_gates(const float4 &gx, const float4 &b4)
+{
+    if constexpr (FORM == SPK_CELL_FUSED)
+        return make_float4(gx.x + b4.x, gx.y + b4.y, gx.z + b4.z, gx.w + b4.w);
+    return gx;
+}
+
+// The cell of FORM from the gates spk_cell_gates<FORM> kept.
+template <int FORM>
+__device__ __forceinline__ float spk_lstm_cell_form(const float4 &kept, float pi, float pf, float pc, float po,
+                                                    const float4 &b4, float &c)
+{
+    static_assert(FORM == SPK_CELL_REFERENCE || FORM == SPK_CELL_TRIMMED || FORM == SPK_CELL_FUSED,
+                  "CELL must be 0 (reference), 1 (trimmed) or 2 (fused)");
+    if constexpr (FORM == SPK_CELL_TRIMMED)
+        return spk_lstm_cell_trimmed(kept, pi, pf, pc, po, b4, c);
+    else if constexpr (FORM == SPK_CELL_FUSED)
+        return spk_lstm_cell_fused(kept, pi, pf, pc, po, c);
+    else
+        return spk_lstm_cell(kept, pi, pf, pc, po, b4, c);
 }
 
 #endif

@@ -64,7 +64,6 @@
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
-static_assert(CELL == 0 || CELL == 1 || CELL == 2, "CELL must be 0 (reference), 1 (trimmed) or 2 (fused)");
 #define WARP_PUSH (PUSH == 2)
 
 #define UNITS (HIDDEN / CLUSTER)

@@ -215,25 +215,6 @@ __device__ __forceinline__ void rearm_after_publish(int step, int phase, int par
 
 // ---- stage: dot products, reduction, cell ---------------------------------------
 
-// The cell of kernel.cell (kernels/lstm_cell.cuh): the reference's, trimmed
-// (the same bits), or fused (gxb: x·Wᵀ + bias, added before the dots).
-__device__ __forceinline__ float4 fused_gates(const float4 &gx, const float4 &b4)
-{
-    if constexpr (CELL == 2)
-        return make_float4(gx.x + b4.x, gx.y + b4.y, gx.z + b4.z, gx.w + b4.w);
-    return gx;
-}
-__device__ __forceinline__ float cluster_cell(float4 gx, float pi, float pf, float pc, float po, float4 b4, float4 gxb,
-                                              float &c)
-{
-    if constexpr (CELL == 1)
-        return spk_lstm_cell_trimmed(gx, pi, pf, pc, po, b4, c);
-    else if constexpr (CELL == 2)
-        return spk_lstm_cell_fused(gxb, pi, pf, pc, po, c);
-    else
-        return spk_lstm_cell(gx, pi, pf, pc, po, b4, c);
-}
-
 // Gate blocks: the four gate sums of slot k's ROW_GROUP rows, reduce-scattered
 // over the chunk lanes, leave lane q with all four of row SLOT_ROW(k), which
 // finishes its cell. Each row's first float4 of h is loaded one row ahead, so
@@ -244,7 +225,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
-    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
+    const float4 kept = spk_cell_gates<CELL>(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         float v[ROW_GROUP][4];
         const float *group_h = h + k * ROW_GROUP * HIDDEN;
@@ -266,7 +247,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[4][FLOAT4_PER_CHU
         spk_reduce_scatter<ROW_GROUP, 4, CHUNKS>(v, q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = cluster_cell(gx, v[0][0], v[0][1], v[0][2], v[0][3], b4, gxb, c);
+            hv = spk_lstm_cell_form<CELL>(kept, v[0][0], v[0][1], v[0][2], v[0][3], b4, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }
@@ -278,7 +259,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
                                              const float4 &b4, float &c, float &hv SPK_TIMELINE_FN_PARAMS)
 {
     SPK_TIMELINE_FN_SETUP(CLUSTER_TIMELINE_STAGES);
-    const float4 gxb = fused_gates(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
+    const float4 kept = spk_cell_gates<CELL>(gx, b4); // (CELL 2: x·Wᵀ + bias before the dot products)
     if (k * ROW_GROUP < rows) {
         const float s = row_sums<ROW_GROUP>(w, h, k * ROW_GROUP,
                                             q ROW_SUMS_TIMELINE_ARGS(spk_timeline_step, PHASE_MARK(DOT, SLOT_PHASE(k))));
@@ -288,7 +269,7 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
         const float po = __shfl_sync(FULL_MASK, s, unit_lane0 + 3 * CHUNKS + q);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(REDUCE, SLOT_PHASE(k)));
         if (SLOT_OWNED(k))
-            hv = cluster_cell(gx, pi, pf, pc, po, b4, gxb, c);
+            hv = spk_lstm_cell_form<CELL>(kept, pi, pf, pc, po, b4, c);
         SPK_TIMELINE_STAMP(spk_timeline_step, PHASE_MARK(CELL, SLOT_PHASE(k)));
     }
 }

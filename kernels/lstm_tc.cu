@@ -46,6 +46,8 @@
 //                m-tile a warp, warps a multiple of 4, sm_90a)
 //   FETCH_EARLY  0, or 1: the x·Wᵀ of a step ahead is fetched right after this step's
 //                gates are taken, before the wait (off the step's chain), not at its end
+//   TC_CELL      the cell's form (kernels/lstm_cell_forms.cuh): 0 the reference, 1 trimmed
+//                (the same bits), 2 fused (within the FP32 bound)
 // and the plan's SPK_HIDDEN and SPK_GATE_* (packing: units layout, any order).
 // SPK_TIMELINE 1 is the timeline build (kernels/spk_timeline.cuh; its stages:
 // TC_STAGES in kernels/lstm_tc_timeline_stages.cuh).
@@ -89,6 +91,9 @@
 #endif
 #ifndef FETCH_EARLY
 #define FETCH_EARLY 0
+#endif
+#ifndef TC_CELL
+#define TC_CELL 0
 #endif
 
 #define H SPK_HIDDEN

@@ -492,7 +492,8 @@ __device__ __forceinline__ void tc_cells(int p, const float (&pre)[WARP_MT][NT][
                 const float ra = __shfl_xor_sync(FULL_MASK, s[0], 4), rb = __shfl_xor_sync(FULL_MASK, s[1], 4);
                 tc_mt1_gates(pre[0][nt], ra, rb, lane, q);
             }
-            hv[k] = spk_lstm_cell(gx[k], q[0], q[1], q[2], q[3], b4, c[k]);
+            const float4 kept = spk_cell_gates<TC_CELL>(gx[k], b4); // (fused: x·Wᵀ + bias)
+            hv[k] = spk_lstm_cell_form<TC_CELL>(kept, q[0], q[1], q[2], q[3], b4, c[k]);
             const int b = tc_cell_row(k, lane);
             if (b < rows) {
                 output[((size_t)(row0 + b) * steps + t) * (2 * H) + unit] = hv[k];

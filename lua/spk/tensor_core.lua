@@ -13,7 +13,8 @@
 -- values and rules; a value left out is the batch's default): split ("f16":
 -- FP16x3 with scaled small parts, or "tf32": 3xTF32), products, cluster,
 -- tile_rows, warp_mt, row_phases, gates_ahead, slice_steps, exclusive_sm, mma
--- ("sync" or "wgmma"), fetch_early.
+-- ("sync" or "wgmma"), fetch_early, cell ("reference", "trimmed": the same bits, or
+-- "fused": within the FP32 bound).
 local M = {}
 
 local BACKEND = "tensor_core"
@@ -68,11 +69,12 @@ function M.launch(v)
 end
 
 -- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm:
--- exclusive_sm 0; wgmma: mma "wgmma"; late: fetch_early 0).
+-- exclusive_sm 0; wgmma: mma "wgmma"; late: fetch_early 0; trimmed, fused: the cell's form).
 function M.label(v)
-  return ("%s%s c%d t%d mt%d p%d a%d s%d%s%s%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster,
+  return ("%s%s c%d t%d mt%d p%d a%d s%d%s%s%s%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster,
     v.tile_rows, v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps, v.exclusive_sm == 0 and " shared-sm" or "",
-    v.mma == "wgmma" and " wgmma" or "", v.fetch_early == 0 and " late" or "")
+    v.mma == "wgmma" and " wgmma" or "", v.fetch_early == 0 and " late" or "",
+    v.cell ~= "reference" and " " .. v.cell or "")
 end
 
 -- The stage names of a variant's timeline build (kernels/lstm_tc_timeline_stages.cuh, through the family).
@@ -153,7 +155,8 @@ M.correctness_variants = { {}, { cluster = 4, tile_rows = 16, row_phases = 2 }, 
   { mma = "wgmma", tile_rows = 13 }, { mma = "wgmma", cluster = 4, tile_rows = 16 },
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 }, { mma = "wgmma", cluster = 4, tile_rows = 32, row_phases = 2 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 8 }, { mma = "wgmma", fetch_early = 0 },
-  { mma = "wgmma", gates_ahead = 3 } }
+  { mma = "wgmma", gates_ahead = 3 }, { cell = "trimmed" }, { cell = "fused" }, { mma = "wgmma", cell = "trimmed" },
+  { mma = "wgmma", cell = "fused" } }
 
 -- Each at every batch where the variant exists (a label once a batch): the batch's
 -- defaults (one wave, mma.sync, the fetch before the wait) and with wgmma, then
@@ -168,6 +171,7 @@ M.sweep_variants = {
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
   { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
+  { cell = "trimmed" }, { mma = "wgmma", cell = "trimmed" }, { cell = "fused" }, { mma = "wgmma", cell = "fused" },
   -- the earlier defaults and bests (two waves where their clusters exceed the device's)
   { cluster = 8, tile_rows = 8, fetch_early = 0 }, { cluster = 4, tile_rows = 8, fetch_early = 0 },
   { cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },

@@ -61,10 +61,8 @@ static const spk_kernel_option options[O_COUNT] = {
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
     [O_EARLY_GATES] = {"early_gates", "EARLY_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(early_gates),
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
-    [O_CELL] = {"cell", "CELL", {"reference", "trimmed", "fused"}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0,
-                FIELD(cell),
-                "the cell's instructions: the reference's, trimmed (the same bits), or fused (the bias added "
-                "early, FMAs: within the FP32 bound)"},
+    [O_CELL] = {"cell", "CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
+                SPK_CELL_HELP},
 };
 
 static const spk_kernel_rule rules[] = {

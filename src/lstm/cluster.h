@@ -22,6 +22,7 @@
 #include "lstm/kernel_options.h"
 #include "lstm/kernel_stack.h"
 #include "lstm/lstm.h"
+#include "lstm_cell_forms.cuh"
 
 /* ---- Kernel variants ------------------------------------------------------ */
 
@@ -50,16 +51,8 @@ typedef struct spk_cluster_variant {
     int row_group;   /* [ROW_GROUP] rows whose partial dots a thread forms at once */
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
     int early_gates; /* [EARLY_GATES] the next step's gates taken before the wait, the re-arm after publish */
-    int cell;        /* [CELL] the cell's form: SPK_CELL_* */
+    int cell;        /* [CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
 } spk_cluster_variant;
-
-/* kernel.cell: the cell's instructions (kernels/lstm_cell.cuh). */
-enum {
-    SPK_CELL_REFERENCE = 0, /* the persistent kernel's and the baseline's */
-    SPK_CELL_TRIMMED = 1,   /* fewer dependent instructions, the same bits for every input */
-    SPK_CELL_FUSED = 2,     /* the bias added to x·Wᵀ off the step's chain, the tanh polynomial in FMAs: other
-                               bits, within the FP32 bound */
-};
 
 /* The options, their values, defaults and rules (cluster.c). */
 extern const spk_kernel_family spk_cluster_family;

@@ -20,7 +20,7 @@
  * says why each form exists and what it costs. */
 #define FIELD(name) offsetof(spk_tc_variant, name)
 enum { O_HIDDEN, O_SPLIT, O_PRODUCTS, O_CLUSTER, O_TILE_ROWS, O_WARP_MT, O_ROW_PHASES, O_GATES_AHEAD,
-       O_SLICE_STEPS, O_EXCLUSIVE_SM, O_MMA, O_FETCH_EARLY, O_COUNT };
+       O_SLICE_STEPS, O_EXCLUSIVE_SM, O_MMA, O_FETCH_EARLY, O_CELL, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define TWO_NTILES (((uint64_t)1 << 33) - ((uint64_t)1 << 9)) /* tile_rows 9 .. 32 */
@@ -55,6 +55,8 @@ static const spk_kernel_option options[O_COUNT] = {
                "R from registers, h from shared memory)"},
     [O_FETCH_EARLY] = {"fetch_early", "FETCH_EARLY", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(fetch_early),
                        "1: the x·Wᵀ of a step ahead fetched before the wait for h, off the step's chain"},
+    [O_CELL] = {"cell", "TC_CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
+                SPK_CELL_HELP},
 };
 
 #define WGMMA SPK_BIT(SPK_TC_MMA_WGMMA)
@@ -127,7 +129,7 @@ static spk_tc_variant row_for_batch(int hidden, int64_t batch, const spk_kernel_
     const struct tc_row *row = tf32 && !(given->given & ON(O_CLUSTER)) ? &batch_table[i].tf32 : &batch_table[i].f16;
     spk_tc_variant v = {.hidden = hidden, .split = SPK_TC_SPLIT_F16, .products = 3, .cluster = row->cluster,
                         .tile_rows = row->tile_rows, .warp_mt = 1, .row_phases = row->row_phases, .gates_ahead = 2,
-                        .exclusive_sm = 1, .mma = row->mma, .fetch_early = 1};
+                        .exclusive_sm = 1, .mma = row->mma, .fetch_early = 1, .cell = SPK_CELL_REFERENCE};
     v.slice_steps = v.mma == SPK_TC_MMA_WGMMA ? wgmma_slice_steps(block_threads(&v)) : 1;
     return v;
 }
@@ -403,7 +405,7 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
     const tc_state *c = cstate_of(st);
     const spk_tc_variant *v = &c->variant;
     int64_t waves = c->max_active > 0 ? (clusters_of(c) + c->max_active - 1) / c->max_active : 0;
-    char extra[96] = "";
+    char extra[128] = "";
     size_t n = 0;
     if (v->products == 1)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", big product only");
@@ -413,6 +415,8 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", 2 row phases");
     if (v->fetch_early == 1)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", fetch early");
+    if (v->cell != SPK_CELL_REFERENCE)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ", %s cell", options[O_CELL].words[v->cell]);
     if (v->exclusive_sm == 0)
         snprintf(extra + n, sizeof extra - n, ", shared SMs");
     snprintf(out, size, "%s %s, cluster %d, %d threads, tile %d, %lld clusters in %lld wave%s, gates %d steps ahead, "

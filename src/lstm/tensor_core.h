@@ -14,6 +14,7 @@
 
 #include "lstm/family.h"
 #include "lstm/kernel_options.h"
+#include "lstm_cell_forms.cuh"
 
 /* kernel.split: the parts R and h are split into (TC_SPLIT is the value + 1). */
 enum { SPK_TC_SPLIT_TF32 = 0, SPK_TC_SPLIT_F16 = 1 };
@@ -35,6 +36,7 @@ typedef struct spk_tc_variant {
     int exclusive_sm; /* 1: the launch asks for more than half an SM's shared memory (a block an SM) */
     int mma;          /* SPK_TC_MMA_* */
     int fetch_early;  /* [FETCH_EARLY] the next x·Wᵀ fetched before the wait for h */
+    int cell;         /* [TC_CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
 } spk_tc_variant;
 
 extern const spk_kernel_family spk_tensor_core_family;

@@ -137,6 +137,28 @@ describe("spk.tensor_core", function()
     end
   end)
 
+  it("takes the cell's three forms (kernel.cell), the reference's by default, and compiles each (no device)", function()
+    local shape = { batch = 256, hidden = 128 }
+    assert.are.equal("reference", tc.variant(shape).cell)
+    assert.are.equal("0", tc.defines(tc.variant(shape)).TC_CELL)
+    for form, value in pairs { reference = "0", trimmed = "1", fused = "2" } do
+      for _, opts in ipairs { { cell = form }, { cell = form, mma = "sync" }, { cell = form, split = "tf32" } } do
+        local v = tc.variant(shape, opts)
+        assert.are.equal(value, tc.defines(v).TC_CELL)
+        if form == "reference" then
+          assert.is_nil(tc.label(v):find("reference", 1, true))
+        else
+          assert.matches(" " .. form .. "$", tc.label(v))
+        end
+        local report = spk.lstm.kernel_check(tc.spec(opts), { batch = 37, steps = 5, hidden = 128 })
+        assert.are.equal(value, tostring(report.defines.TC_CELL))
+        assert.truthy(report.cubin_bytes > 0)
+      end
+    end
+    refuses(function() tc.variant(shape, { cell = "fast" }) end,
+      'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
+  end)
+
   it("sizes shared memory as the kernel does: a launch rule that disagrees does not compile", function()
     for _, opts in ipairs { {}, { mma = "wgmma" }, { cluster = 4, tile_rows = 16, row_phases = 2 } } do
       local v = tc.variant({ batch = 256, hidden = 128 }, opts)
@@ -182,6 +204,32 @@ describe("spk.tensor_core", function()
         assert.bits_equal(y, traced, "a traced forward")
         local _, ref = spk.lstm.reference(layers, x, { precision = "f64", trace = trace })
         assert.is_nil(spk.debug.first_divergence(info.trace, ref.trace, { tol = 1e-5 }))
+        ::next::
+      end
+    end
+  end)
+
+  gpu_it("the cell's forms: trimmed gives the reference's bits, fused stays within the f64 reference", function()
+    for _, case in ipairs { { batch = 37, steps = 19, hidden = 128 }, { batch = 130, steps = 5, hidden = 128 },
+                            { batch = 5, steps = 9, hidden = 64 } } do
+      for _, opts in ipairs { {}, { mma = "wgmma" }, { split = "tf32" } } do
+        if opts.mma == "wgmma" and case.hidden == 64 then goto next end
+        local layers = spk.lstm.random { layers = 2, input = 6, hidden = case.hidden, seed = 1 }
+        local x = spk.randn({ case.batch, case.steps, 6 }, { seed = case.batch })
+        local function forward(cell)
+          local kernel = copy(opts, { cell = cell })
+          local plan <close> = spk.lstm.stack { backend = "tensor_core", layers = layers, batch = case.batch,
+                                                steps = case.steps, kernel = kernel }
+          if cell == "reference" then
+            assert.is_nil(plan.variant:find("cell", 1, true), plan.variant)
+          else
+            assert.matches(", " .. cell .. " cell", plan.variant, 1, true)
+          end
+          return plan:forward(x)
+        end
+        local reference = forward("reference")
+        assert.bits_equal(reference, forward("trimmed"), "the trimmed cell")
+        assert.within_reference(forward("fused"), layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
         ::next::
       end
     end
