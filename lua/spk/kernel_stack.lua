@@ -308,8 +308,9 @@ return function(spk, core)
     end
     if not entry then fail(where, ("kernel %s: the cubin has no kernel %s"):format(s.name, s.entry)) end
     for i, l in ipairs(desc.launches) do
+      -- the plan opts into clusters above the portable size wherever a launch asks for one
       local ok, why = pcall(spk.cuda.check_launch, cubin.arch, entry,
-        { grid = l.grid, block = l.block, smem = l.smem, cluster = l.cluster },
+        { grid = l.grid, block = l.block, smem = l.smem, cluster = l.cluster, nonportable_cluster = true },
         ("kernel %s: launch %d (%s)"):format(s.name, i, tostring(l.direction)))
       if not ok then fail(where, (tostring(why):gsub("^[^\n]-%.lua:%d+: ", ""))) end
     end

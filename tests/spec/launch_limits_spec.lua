@@ -182,7 +182,7 @@ describe("spk.lstm.kernel_check and the launch limits", function()
       { { grid = { 1, 1, 65536 } }, "grid.z is 65536; sm_90 allows at most 65535" },
       { { block = { 1, 1, 65 } }, "block.z is 65; sm_90 allows at most 64" },
       { { smem = 300 * 1024 }, "300 KiB (307200 bytes) of dynamic shared memory" },
-      { { grid = { 64, 1, 1 }, cluster = { 64, 1, 1 } }, "a cluster of 64 blocks; sm_90 allows at most 8" },
+      { { grid = { 64, 1, 1 }, cluster = { 64, 1, 1 } }, "a cluster of 64 blocks; sm_90 allows at most 16 (fix: a cluster of 16 blocks or fewer)" },
     } do
       assert.matches("kernel_check: kernel row_block: launch 1 (forward): " .. c[2],
         refusal(spk.lstm.kernel_check, with(c[1]), { batch = 5 }), 1, true)

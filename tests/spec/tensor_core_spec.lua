@@ -155,6 +155,9 @@ describe("spk.tensor_core", function()
         assert.truthy(report.cubin_bytes > 0)
       end
     end
+    -- clusters of 16, above the portable size, which the plan opts into, pass the check as they run
+    local sixteen = spk.lstm.kernel_check(tc.spec { cluster = 16 }, { batch = 8, steps = 3, hidden = 128 })
+    assert.are.same({ 16, 1, 1 }, sixteen.launches[1].cluster)
     refuses(function() tc.variant(shape, { cell = "fast" }) end,
       'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
   end)
