@@ -60,6 +60,10 @@ if not out or out:match("^%-") then
   io.stderr:write("usage: spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|tc|all]\n")
   os.exit(2)
 end
+if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
+  io.stderr:write(("kernel_cubins: cannot create the folder %s\n"):format(out))
+  os.exit(1)
+end
 
 local new_api = spk.lstm.kernel_variant ~= nil
 
