@@ -408,10 +408,13 @@ describe("spk tune", function()
     local out, _, code = run_spk { "tune", "--dry-run", "--batches", "1,8", "--math", "fp32", "--dir", dir }
     assert.are.equal(0, code)
     -- 4 cuDNN, persistent default and units 4/8/16, cluster default and tile 1 five ways, tensor_core's
-    -- default (FP16x3, mma.sync at batch 1) and the split and product form it does not take
-    assert.matches("batch 1: 17 variants", out)
-    assert.matches("tensor_core %(defaults%); tensor_core %(split tf32%); tensor_core %(mma wgmma%)", out)
+    -- default (FP16x3, mma.sync, the reference cell at batch 1) and the split, product and cell
+    -- forms it does not take
+    assert.matches("batch 1: 19 variants", out)
+    assert.matches("tensor_core %(defaults%); tensor_core %(split tf32%); tensor_core %(mma wgmma%); "
+      .. "tensor_core %(cell trimmed%); tensor_core %(cell fused%)", out)
     assert.is_nil(out:match("tensor_core %(mma sync%)"))
+    assert.is_nil(out:match("tensor_core %(cell reference%)"))
     assert.matches("cluster %(tile_rows 1%); cluster %(tile_rows 1, push scalar%)", out)
     assert.matches("cluster %(tile_rows 1, push direct, cluster 8, threads 128, gate_block 1, gates_ahead 1, "
       .. "row_phases 1%)", out)
@@ -425,14 +428,14 @@ describe("spk tune", function()
       .. "row_phases 2%)", out)
     assert.is_nil(out:match("tile_rows [12], push direct, cluster 2, threads 256, gate_block 4, gates_ahead 3, "
       .. "row_phases 2"))
-    assert.matches("batch 8: 34 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
+    assert.matches("batch 8: 36 variants: .*cluster %(tile_rows 8%); cluster %(tile_rows 8, push scalar%)", out)
     assert.is_nil(out:match("tile_rows 16"))
     assert.are.same({}, files_in(dir))
     -- by default every kernel variant also with split-TF32 projections; cuDNN in FP32 alone
     out, _, code = run_spk { "tune", "--dry-run", "--batches", "1", "--dir", dir }
     assert.are.equal(0, code)
     assert.matches("kernel maths: fp32, 3xtf32", out)
-    assert.matches("batch 1: 30 variants", out)
+    assert.matches("batch 1: 34 variants", out)
     assert.matches("persistent %(units 16, 3xtf32 projections%)", out)
     assert.matches("cluster %(tile_rows 1, push scalar, 3xtf32 projections%)", out)
     assert.is_nil(out:match("cudnn %(algo [%w_]+, 3xtf32"))
@@ -491,7 +494,8 @@ describe("spk tune", function()
       cluster = { { 6.0, true }, { 3.0, true, "tf32" }, { 5.5, true }, { 7.0, true }, { 7.5, true }, { 8.0, true },
                   { 9.0, true }, { 9.5, true }, { 9.8, true }, { 9.9, true }, { 9.95, true } },
       -- default; tile 1 plain, lanes, direct, gate blocks at cluster 4 and 2; tile 2 the same
-      tensor_core = { { 8.0, true }, { 3.5, false }, { 8.6, true } }, -- default; split tf32; mma wgmma
+      -- default; split tf32; mma wgmma; cell trimmed; cell fused
+      tensor_core = { { 8.0, true }, { 3.5, false }, { 8.6, true }, { 8.1, true }, { 8.2, true } },
     }
     local seen_bounds, batches_run
     local saved_run, saved_facts = benchmark.run, tuning.facts
@@ -538,11 +542,11 @@ describe("spk tune", function()
     assert.are.equal(5.0, e.winner.median_ms)
     assert.are.equal(9.0, e.cudnn_best.median_ms)
     assert.are.equal(1.8, e.winner.speedup)
-    assert.are.equal(4 + 4 + 11 + 3, #e.candidates)
+    assert.are.equal(4 + 4 + 11 + 5, #e.candidates)
     local eligible = 0
     for _, c in ipairs(e.candidates) do if c.eligible then eligible = eligible + 1 end end
-    -- the persistent default, u4, every cluster row but the tf32 one, and tensor_core's two within their bound
-    assert.are.equal(14, eligible)
+    -- the persistent default, u4, every cluster row but the tf32 one, and tensor_core's four within their bound
+    assert.are.equal(16, eligible)
     assert.are.equal("too little device capacity", e.candidates[8].error)
     -- where the record came from: the build, the command, the machine and the run, above the table too
     assert.matches("^spk [^\n]+, commit " .. spk.version.commit, out)

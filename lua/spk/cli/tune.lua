@@ -44,9 +44,9 @@ recorded winner for this device, driver, CUDA, cuDNN and kernel sources.
                      blocks (cluster 4 or 2, 4 chunks, where hidden is a
                      multiple of 32 up to 128; the gates fetched 3 steps
                      ahead; from tile 4 at cluster 2 also in two row phases);
-                     tensor_core its per-batch default and with each split and
-                     mma form the default does not take (compute capability
-                     9.0 only)
+                     tensor_core its per-batch default and with each split,
+                     mma form and cell form the default does not take
+                     (compute capability 9.0 only)
   --math LIST        the maths of FP32's accuracy each kernel candidate runs in
                      (default fp32,3xtf32: FP32 projections, and split-TF32
                      projections on the tensor cores); cuDNN runs FP32 only
@@ -143,13 +143,13 @@ local function variants(backend, batch, algos, hidden)
     end
     return out
   elseif backend == "tensor_core" then
-    -- its per-batch default, then each split and product form the default does not take (the
-    -- default's own would time the same kernel twice)
+    -- its per-batch default, then each split, product form and cell form the default does not
+    -- take (the default's own would time the same kernel twice)
     local lstm = require("spk").lstm
     local known, default = pcall(lstm.kernel_variant, { backend = backend, batch = batch, hidden = hidden })
     local out = { {} }
     for _, o in ipairs(lstm.kernel_options(backend).options) do
-      if o.name == "split" or o.name == "mma" then
+      if o.name == "split" or o.name == "mma" or o.name == "cell" then
         for _, w in ipairs(o.words) do
           if not known or w ~= default[o.name] then out[#out + 1] = { kernel = { [o.name] = w } } end
         end
@@ -186,10 +186,18 @@ function describe(options)
   if options.algo then return "algo " .. options.algo end
   local k = options.kernel
   if not k or next(k) == nil then return "defaults" end
+  -- these first, in this order, then any other option by name: every option given is named
+  local order = { "units", "tile_rows", "push", "cluster", "threads", "gate_block", "gates_ahead", "row_phases",
+                  "split", "mma" }
+  local listed, others = {}, {}
+  for _, key in ipairs(order) do listed[key] = true end
+  for key in pairs(k) do if not listed[key] then others[#others + 1] = key end end
+  table.sort(others)
   local parts = {}
-  for _, key in ipairs { "units", "tile_rows", "push", "cluster", "threads", "gate_block", "gates_ahead",
-                         "row_phases", "split", "mma" } do
-    if k[key] then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
+  for _, list in ipairs { order, others } do
+    for _, key in ipairs(list) do
+      if k[key] ~= nil then parts[#parts + 1] = ("%s %s"):format(key, tostring(k[key])) end
+    end
   end
   return table.concat(parts, ", ")
 end
