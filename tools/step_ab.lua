@@ -2,7 +2,7 @@
 -- process, timed in alternation (GPU only):
 --
 --   build/spk run tools/step_ab.lua [--batches 1,8,32] [--wide 64,128,256] [--passes 3] [--rounds 5]
---                                   [--only "name,name"] [--cudnn] [--budget 240]
+--                                   [--only "name,name"] [--cudnn] [--budget 240] [--dry-run]
 --
 -- Stack: 4 layers, input 60, hidden 128, 589 steps, spk.lstm.random{seed = 1},
 -- x standard normal (seed = batch). For each batch every plan is built first
@@ -30,9 +30,9 @@
 local spk = require "spk"
 
 local script = require("spk.options").script {
-  gpu = "required",
+  gpu = "required", dry_run = true,
   usage = "spk run tools/step_ab.lua [--batches 1,8,32] [--wide 64,128,256] [--passes 3] [--rounds 5] "
-    .. "[--only \"name,name\"] [--cudnn] [--budget 240]" }
+    .. "[--only \"name,name\"] [--cudnn] [--budget 240] [--dry-run]" }
 local function list(text, default)
   if type(text) ~= "string" then return default end
   local out = {}
@@ -89,6 +89,36 @@ local function kernel_text(k)
   return table.concat(parts, ",")
 end
 
+-- The plans of a batch: the default, then each variant that runs there.
+local function lines_at(batch, is_wide)
+  local default_variant = spk.lstm.cluster_variant(nil, batch)
+  local lines = { { name = "default", kernel = nil } }
+  for _, v in ipairs(variants) do
+    local keep = not is_wide or v.wide
+    if v.small and batch > 8 then keep = false end
+    if keep then
+      local k = {}
+      for key, value in pairs(v.kernel) do k[key] = value end
+      if v.k2 then k.threads = 4 * 128 // default_variant.cluster * 2 end
+      lines[#lines + 1] = { name = v.name, kernel = k }
+    end
+  end
+  return lines
+end
+
+local work = {}
+for _, list in ipairs { { batches, false }, { wide, true } } do
+  for _, batch in ipairs(list[1]) do
+    for _, line in ipairs(lines_at(batch, list[2])) do
+      work[#work + 1] = ("batch %d: %s%s"):format(batch, line.name,
+        line.kernel and (" (kernel=" .. kernel_text(line.kernel) .. ")") or "")
+    end
+    if with_cudnn and not list[2] then work[#work + 1] = ("batch %d: cuDNN's best algorithm"):format(batch) end
+  end
+end
+local status = script:plan(work, ("step_ab (dry run): %d steps, each plan then timed in %d passes of %d rounds; "
+  .. "nothing is measured"):format(#work, passes, rounds))
+
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 local wall0 = os.time()
 local function elapsed() return os.difftime(os.time(), wall0) end
@@ -104,21 +134,11 @@ end
 
 local function run_batch(batch, is_wide)
   local x = spk.randn({ batch, steps, 60 }, { seed = batch })
-  local default_variant = spk.lstm.cluster_variant(nil, batch)
-  local lines = { { name = "default", kernel = nil } }
-  for _, v in ipairs(variants) do
-    local keep = not is_wide or v.wide
-    if v.small and batch > 8 then keep = false end
-    if keep then
-      local k = {}
-      for key, value in pairs(v.kernel) do k[key] = value end
-      if v.k2 then k.threads = 4 * 128 // default_variant.cluster * 2 end
-      lines[#lines + 1] = { name = v.name, kernel = k }
-    end
-  end
+  local lines = lines_at(batch, is_wide)
   -- build every plan (compiles), check its output against the default's
   local reference
   for _, line in ipairs(lines) do
+    status:step(("batch %d: %s"):format(batch, line.name))
     if elapsed() > budget then
       line.error = ("skipped: past the %d s budget"):format(budget)
     else
@@ -151,6 +171,7 @@ local function run_batch(batch, is_wide)
     end
   end
   if with_cudnn and not is_wide then
+    status:step(("batch %d: cuDNN's best algorithm"):format(batch))
     local best
     for _, algo in ipairs(spk.lstm.cudnn_algorithm_names) do
       if not (batch >= 32 and (algo == "persist_static" or algo == "persist_dynamic")) then

@@ -3,6 +3,7 @@
 --
 --   build/spk run tools/tc_sweep.lua [--part correctness,sweep,stamps] [--batches 32,64,128,256]
 --                                    [--rounds 5] [--steps 589] [--only LABEL,LABEL] [--mma sync,wgmma]
+--                                    [--dry-run]
 --
 -- correctness  small and odd shapes (batch 1, 3, 5, 17, 37; steps 7 .. 50; hidden 32, 64,
 --              128, 256; 1 or 2 layers; FP16x3 and 3xTF32 by mma.sync, FP16x3 by wgmma where
@@ -35,15 +36,18 @@
 -- faults leaves the process's CUDA context unusable, so tools/tc_h200_check.sh runs each
 -- form in a process of its own.
 -- The other parts need a GPU of compute capability 9.0; without one they say so and exit 3.
+-- --dry-run lists every step of the parts asked for (no device needed).
 local spk = require "spk"
 local tc = require "spk.tensor_core"
 
 local opts = { part = "correctness,sweep,stamps", batches = table.concat(tc.sweep_batches, ","), rounds = 5,
                steps = 589, only = nil, mma = "sync,wgmma" }
-local args = require("spk.options").script {
+local script = require("spk.options").script {
+  dry_run = true,
   usage = "spk run tools/tc_sweep.lua [--part correctness,sweep,stamps,check] [--batches LIST] [--rounds N] "
-    .. "[--steps N] [--only LABEL,...] [--mma sync,wgmma]",
-}.args
+    .. "[--steps N] [--only LABEL,...] [--mma sync,wgmma] [--dry-run]",
+}
+local args = script.args
 local i = 1
 while i <= #args do
   local a = args[i]
@@ -74,13 +78,16 @@ for m in tostring(opts.mma):gmatch("[^,]+") do
   end
   mmas[m] = true
 end
--- Whether a variant (the options over the batch's defaults) is of a product form --mma keeps.
-local function wanted(variant) return mmas[variant.mma or tc.variant({ batch = 1, hidden = 128 }).mma] == true end
+-- Whether a variant (the options over the batch's defaults) at a shape is of a product form --mma
+-- keeps (one the shape refuses: by the form it asks for, mma.sync where it names none).
+local function wanted(variant, shape)
+  local ok, v = pcall(tc.variant, { batch = shape.batch, hidden = shape.hidden or 128 }, variant)
+  return mmas[ok and v.mma or variant.mma or "sync"] == true
+end
 
 local function needs_gpu() return parts.correctness or parts.sweep or parts.stamps end
-if needs_gpu() and not spk.cuda.available() then
-  io.stderr:write("tc_sweep: needs a CUDA GPU (compute capability 9.0): " .. spk.cuda.no_device_reason() .. "\n")
-  os.exit(3)
+if needs_gpu() and not script.dry_run and not spk.cuda.available() then
+  os.exit(require("spk.options").no_gpu("tc_sweep"))
 end
 io.stdout:setvbuf("line")
 
@@ -110,11 +117,40 @@ end
 -- ---- correctness ---------------------------------------------------------------------
 
 
-local function correctness()
+-- Every (case, options) the correctness part runs, in order: the small and odd shapes with
+-- each split and wgmma, then every option at one shape.
+local function correctness_jobs()
+  local jobs = {}
+  local function add(case, variant)
+    if not wanted(variant, case) then return end
+    local ok_v, v = pcall(tc.variant, case, variant)
+    jobs[#jobs + 1] = { case = case, variant = variant,
+                        what = ("correctness, %s: %s"):format(case.label, ok_v and tc.label(v) or "refused") }
+  end
+  for _, listed in ipairs(tc.correctness_cases) do
+    local case = { label = ("batch %d steps %d hidden %d layers %d"):format(listed.batch, listed.steps, listed.hidden,
+      listed.layers) }
+    for k, x in pairs(listed) do case[k] = x end
+    for _, split in ipairs(case.splits or { "f16", "tf32" }) do add(case, { split = split }) end
+    add(case, { mma = "wgmma" })
+  end
+  local case = tc.correctness_cases[3]
+  case = { label = ("batch %d steps %d hidden %d layers %d"):format(case.batch, case.steps, case.hidden, case.layers),
+           batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
+  for _, split in ipairs { "f16", "tf32" } do
+    for k = 2, split == "f16" and #tc.correctness_variants or 4 do
+      local v = { split = split }
+      for key, value in pairs(tc.correctness_variants[k]) do v[key] = value end
+      add(case, v)
+    end
+  end
+  return jobs
+end
+
+local function correctness(progress)
   print("== correctness: the kernel against the f64 reference at small and odd shapes ==")
   local failed = 0
   local function run(case, variant)
-    if not wanted(variant) then return end
     local label = case.label
     local layers = spk.lstm.random { layers = case.layers, input = 60, hidden = case.hidden, seed = 1 }
     local ok_v, v = pcall(tc.variant, case, variant)
@@ -151,22 +187,9 @@ local function correctness()
     plan:close()
     collectgarbage()
   end
-  for _, listed in ipairs(tc.correctness_cases) do
-    local case = { label = ("batch %d steps %d hidden %d layers %d"):format(listed.batch, listed.steps, listed.hidden,
-      listed.layers) }
-    for k, x in pairs(listed) do case[k] = x end
-    for _, split in ipairs(case.splits or { "f16", "tf32" }) do run(case, { split = split }) end
-    run(case, { mma = "wgmma" })
-  end
-  local case = tc.correctness_cases[3]
-  case = { label = ("batch %d steps %d hidden %d layers %d"):format(case.batch, case.steps, case.hidden, case.layers),
-           batch = case.batch, steps = case.steps, hidden = case.hidden, layers = case.layers }
-  for _, split in ipairs { "f16", "tf32" } do
-    for k = 2, split == "f16" and #tc.correctness_variants or 4 do
-      local v = { split = split }
-      for key, value in pairs(tc.correctness_variants[k]) do v[key] = value end
-      run(case, v)
-    end
+  for _, job in ipairs(correctness_jobs()) do
+    progress(job.what)
+    run(job.case, job.variant)
   end
   print(("correctness: %d case%s failed"):format(failed, failed == 1 and "" or "s"))
 end
@@ -185,7 +208,21 @@ local function waves_of(plan)
   return clusters, fit, fit > 0 and (clusters + fit - 1) // fit or -1
 end
 
-local function sweep()
+-- The variants the sweep times at a batch, each label once, --only and --mma applied.
+local function sweep_jobs_at(batch)
+  local jobs, seen = {}, {}
+  for _, variant in ipairs(tc.sweep_variants) do
+    local ok_v, v = pcall(tc.variant, { batch = batch, hidden = 128 }, variant)
+    local label = ok_v and tc.label(v) or "?"
+    if ok_v and not seen[label] and (not only or only[label]) and wanted(variant, { batch = batch }) then
+      seen[label] = true
+      jobs[#jobs + 1] = { variant = variant, label = label, what = ("sweep at batch %d: %s"):format(batch, label) }
+    end
+  end
+  return jobs
+end
+
+local function sweep(progress)
   local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
   for _, batch in ipairs(batches) do
     print(("== sweep: batch %d, 4 layers, hidden 128, %d steps, ms per forward (median of %d) ==")
@@ -206,33 +243,29 @@ local function sweep()
       plan:close()
     end
     local best
-    local seen = {}
-    for _, variant in ipairs(tc.sweep_variants) do
-      local ok_v, v = pcall(tc.variant, { batch = batch, hidden = 128 }, variant)
-      local label = ok_v and tc.label(v) or "?"
-      if ok_v and not seen[label] and (not only or only[label]) and wanted(variant) then
-        seen[label] = true
-        local plan, err = plan_of(layers, batch, opts.steps, variant)
-        if not plan then
-          print(("%-40s error: %s"):format(label, err))
-        else
-          local ok, why = pcall(function()
-            local y = plan:forward(x)
-            local c = spk.compare(y:cpu(), ref)
-            local bits = bits_repeat(plan, x, y)
-            local t = plan:time { rounds = opts.rounds, warmup = 2, x = x }
-            local within = c.rel_l2 <= 1.1 * base.rel and c.max_abs <= 2 * base.abs
-            local clusters, fit, waves = waves_of(plan)
-            print(("%-40s %9.3f %10s %10s %7s %5d %6d %6d/%-3d %dw%s"):format(label, t.median_ms, fmt(c.rel_l2),
-              fmt(c.max_abs), bits and "repeat" or "DIFFER", plan.kernel.registers or -1, plan.kernel.spills or -1,
-              clusters, fit, waves, within and "" or "  (beyond the FP32 bound)"))
-            if within and bits and (not best or t.median_ms < best.ms) then best = { ms = t.median_ms, label = label } end
-          end)
-          if not ok then print(("%-40s error: %s"):format(label, tostring(why):gsub("\n.*", ""))) end
-          plan:close()
-        end
-        collectgarbage()
+    for _, job in ipairs(sweep_jobs_at(batch)) do
+      local variant, label = job.variant, job.label
+      progress(job.what)
+      local plan, err = plan_of(layers, batch, opts.steps, variant)
+      if not plan then
+        print(("%-40s error: %s"):format(label, err))
+      else
+        local ok, why = pcall(function()
+          local y = plan:forward(x)
+          local c = spk.compare(y:cpu(), ref)
+          local bits = bits_repeat(plan, x, y)
+          local t = plan:time { rounds = opts.rounds, warmup = 2, x = x }
+          local within = c.rel_l2 <= 1.1 * base.rel and c.max_abs <= 2 * base.abs
+          local clusters, fit, waves = waves_of(plan)
+          print(("%-40s %9.3f %10s %10s %7s %5d %6d %6d/%-3d %dw%s"):format(label, t.median_ms, fmt(c.rel_l2),
+            fmt(c.max_abs), bits and "repeat" or "DIFFER", plan.kernel.registers or -1, plan.kernel.spills or -1,
+            clusters, fit, waves, within and "" or "  (beyond the FP32 bound)"))
+          if within and bits and (not best or t.median_ms < best.ms) then best = { ms = t.median_ms, label = label } end
+        end)
+        if not ok then print(("%-40s error: %s"):format(label, tostring(why):gsub("\n.*", ""))) end
+        plan:close()
       end
+      collectgarbage()
     end
     print(("fastest within the FP32 bound at batch %d: %s"):format(batch,
       best and ("%s, %.3f ms"):format(best.label, best.ms) or "none"))
@@ -243,13 +276,28 @@ end
 
 local arch
 
-local function stamps()
+-- The variants whose stamps the part reads at a batch, each label once (a refused one listed, to
+-- say why).
+local function stamp_jobs_at(batch)
+  local jobs, seen = {}, {}
+  for _, variant in ipairs(tc.stamp_variants) do
+    local ok_v, v = pcall(tc.variant, { batch = batch, hidden = 128 }, variant)
+    local label = ok_v and tc.label(v) or "refused: " .. tostring(v):gsub("^.-: ", "")
+    if wanted(variant, { batch = batch }) and not seen[label] then
+      seen[label] = true
+      jobs[#jobs + 1] = { variant = variant, what = ("stamps at batch %d: %s"):format(batch, label) }
+    end
+  end
+  return jobs
+end
+
+local function stamps(progress)
   local H, steps = 128, opts.steps
   arch = "sm_" .. tostring(spk.cuda.device().cc):gsub("%.", "") .. "a" -- the spec's arch_specific target
   local first_step, nsteps = 100, 32
   for _, batch in ipairs(batches) do
-    for _, variant in ipairs { {}, { mma = "wgmma" }, { cluster = 8, tile_rows = 8, fetch_early = 0 },
-                               { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } } do
+    for _, job in ipairs(stamp_jobs_at(batch)) do
+      local variant = job.variant
       local function stamp_one()
         local v = tc.variant({ batch = batch, hidden = H }, variant)
         local launch = tc.launch(v)
@@ -330,8 +378,8 @@ local function stamps()
           print(table.concat(line, " "))
         end
       end
-      local ok, why = true, nil
-      if wanted(variant) then ok, why = pcall(stamp_one) end
+      progress(job.what)
+      local ok, why = pcall(stamp_one)
       if not ok then
         local ok_v, v = pcall(tc.variant, { batch = batch, hidden = H }, variant)
         print(("stamps %s batch %d: error: %s"):format(ok_v and tc.label(v) or "?", batch,
@@ -348,7 +396,7 @@ local function check()
   print("== check: every variant compiled for sm_90 (NVRTC, ptxas -v) and its contract checked ==")
   local todo, failed = {}, 0
   for _, job in ipairs(tc.sweep_jobs(batches, opts.steps)) do
-    if wanted(job.options) then todo[#todo + 1] = { shape = job.shape, variant = job.options } end
+    if wanted(job.options, job.shape) then todo[#todo + 1] = { shape = job.shape, variant = job.options } end
   end
   local seen = {}
   for _, job in ipairs(todo) do
@@ -394,9 +442,30 @@ local function check()
   return failed
 end
 
+-- ---- the work, listed (--dry-run prints it), then run ---------------------------------
+
+local work = {}
+if parts.check then work[#work + 1] = "check: every variant of the parts compiled for sm_90a (no device)" end
+if parts.correctness then
+  for _, job in ipairs(correctness_jobs()) do work[#work + 1] = job.what end
+end
+if parts.sweep then
+  for _, batch in ipairs(batches) do
+    for _, job in ipairs(sweep_jobs_at(batch)) do work[#work + 1] = job.what end
+  end
+end
+if parts.stamps then
+  for _, batch in ipairs(batches) do
+    for _, job in ipairs(stamp_jobs_at(batch)) do work[#work + 1] = job.what end
+  end
+end
+local status = script:plan(work)
+local function progress(what) status:step(what) end
+
 if parts.check then
+  progress(work[1])
   if check() > 0 then os.exit(1) end
 end
-if parts.correctness then correctness() end
-if parts.sweep then sweep() end
-if parts.stamps then stamps() end
+if parts.correctness then correctness(progress) end
+if parts.sweep then sweep(progress) end
+if parts.stamps then stamps(progress) end

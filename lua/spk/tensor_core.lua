@@ -159,26 +159,33 @@ M.correctness_variants = { {}, { cluster = 4, tile_rows = 16, row_phases = 2 }, 
   { mma = "wgmma", cell = "fused" } }
 
 -- Each at every batch where the variant exists (a label once a batch): the batch's
--- defaults (one wave, mma.sync, the fetch before the wait) and with wgmma, then
--- one change at a time, then the earlier defaults and bests for comparison.
+-- defaults (one wave, the fetch before the wait) and each product form, then one change
+-- at a time, then the earlier defaults and bests (mma.sync) for comparison.
 M.sweep_variants = {
-  {}, { mma = "wgmma" }, { fetch_early = 0 }, { mma = "wgmma", fetch_early = 0 },
-  { cluster = 8, tile_rows = 8 }, { mma = "wgmma", cluster = 8, tile_rows = 8 },
-  { cluster = 4, tile_rows = 8 }, { mma = "wgmma", cluster = 4, tile_rows = 8 },
-  { cluster = 2, tile_rows = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 4 },
-  { cluster = 2, tile_rows = 8 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
+  {}, { mma = "sync" }, { mma = "wgmma" }, { mma = "sync", fetch_early = 0 }, { mma = "wgmma", fetch_early = 0 },
+  { mma = "sync", cluster = 8, tile_rows = 8 }, { mma = "wgmma", cluster = 8, tile_rows = 8 },
+  { mma = "sync", cluster = 4, tile_rows = 8 }, { mma = "wgmma", cluster = 4, tile_rows = 8 },
+  { mma = "sync", cluster = 2, tile_rows = 4 }, { mma = "wgmma", cluster = 2, tile_rows = 4 },
+  { mma = "sync", cluster = 2, tile_rows = 8 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
   { mma = "wgmma", cluster = 4, tile_rows = 16 }, { mma = "wgmma", cluster = 4, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
   { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
-  { cell = "trimmed" }, { mma = "wgmma", cell = "trimmed" }, { cell = "fused" }, { mma = "wgmma", cell = "fused" },
+  { cell = "trimmed" }, { cell = "fused" }, { mma = "sync", cell = "trimmed" }, { mma = "sync", cell = "fused" },
+  { mma = "wgmma", cell = "trimmed" }, { mma = "wgmma", cell = "fused" },
   -- the earlier defaults and bests (two waves where their clusters exceed the device's)
-  { cluster = 8, tile_rows = 8, fetch_early = 0 }, { cluster = 4, tile_rows = 8, fetch_early = 0 },
-  { cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
-  { cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 },
-  { cluster = 4, tile_rows = 16, row_phases = 2, slice_steps = 2, fetch_early = 0 },
+  { mma = "sync", cluster = 8, tile_rows = 8, fetch_early = 0 }, { mma = "sync", cluster = 4, tile_rows = 8, fetch_early = 0 },
+  { mma = "sync", cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
+  { mma = "sync", cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 },
+  { mma = "sync", cluster = 4, tile_rows = 16, row_phases = 2, slice_steps = 2, fetch_early = 0 },
 }
 M.sweep_batches = { 32, 64, 128, 256 }
+
+-- The variants whose stage stamps tools/tc_sweep.lua's stamps part reads at each batch: the
+-- batch's default, by mma.sync and by wgmma, with the other cells, and the earlier defaults.
+M.stamp_variants = { {}, { mma = "sync" }, { mma = "wgmma" }, { cell = "trimmed" }, { cell = "fused" },
+                     { mma = "sync", cluster = 8, tile_rows = 8, fetch_early = 0 },
+                     { mma = "sync", cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } }
 
 -- Every shape and options (over the batch's defaults) that tools/tc_sweep.lua's
 -- correctness and sweep parts run, the sweep's at `batches` (M.sweep_batches) and

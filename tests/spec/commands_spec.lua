@@ -144,7 +144,9 @@ describe("--dry-run", function()
     assert.are.equal(experiments, planned, "every experiment lists its work: " .. table.concat(sweeps, " "))
     local tools = {}
     for _, p in ipairs(sweeps) do tools[p] = true end
-    assert.is_true(tools["tools/persistent_sweep.lua"] and tools["tools/cluster_sweep.lua"])
+    for _, sweep in ipairs { "persistent_sweep", "cluster_sweep", "tc_sweep", "step_ab" } do
+      assert.is_true(tools["tools/" .. sweep .. ".lua"], sweep)
+    end
   end)
 
   for _, command in ipairs { "tune", "bench" } do
@@ -158,8 +160,13 @@ describe("--dry-run", function()
   end
 
   for _, path in ipairs(sweeps) do
-    it(("spk run %s --quick --dry-run lists the work, exit 0, no device, nothing written"):format(path), function()
-      local out, err, code, left = run_in_scratch { "run", path, "--quick", "--dry-run" }
+    -- with --quick where the script takes it (every experiment does)
+    local f = assert(io.open(assert(spk.find_dir(path:match("^(%a+)/"))) .. "/" .. path:match("/(.*)$")))
+    local quick = path:match("^experiments/") or f:read("a"):find("--quick", 1, true)
+    f:close()
+    local args = quick and { "run", path, "--quick", "--dry-run" } or { "run", path, "--dry-run" }
+    it(("spk %s lists the work, exit 0, no device, nothing written"):format(table.concat(args, " ", 2)), function()
+      local out, err, code, left = run_in_scratch(args)
       assert.are.equal(0, code, err)
       assert.are.equal("", left)
       assert.matches("%(dry run%): %d+ steps", out)
@@ -186,6 +193,8 @@ describe("no GPU", function()
     { "run", "tools/gemm_3xtf32_check.lua" },
     { "run", "tools/profile_forward.lua" },
     { "run", "tools/capture_defaults.lua", "DIR/out.json" },
+    { "run", "tools/tc_sweep.lua", "--part", "sweep" },
+    { "run", "tools/step_ab.lua" },
   }
   for _, case in ipairs(cases) do
     it(("spk %s exits 3, says it needs a CUDA GPU and that nothing was run"):format(table.concat(case, " ")), function()
