@@ -9,13 +9,15 @@
 -- spk.randn({B, 589, 60}, {seed = 1}) through spk.lstm.random{seed = 1}
 -- weights, and writes the SHA-256 of the .npy file spk.save writes of the
 -- output, the variant's description, and whether a second forward gave the
--- same digest. Needs a GPU.
+-- same digest. Needs a GPU (--dry-run lists the runs without one, OUT.json
+-- then optional).
 local spk = require "spk"
 local report = require "spk.report"
-local script = require("spk.options").script { gpu = "required",
-  usage = "spk run tools/capture_defaults.lua OUT.json [BATCHES] [BACKENDS] [MATHS]" }
+local script = require("spk.options").script { gpu = "required", dry_run = true,
+  usage = "spk run tools/capture_defaults.lua OUT.json [BATCHES] [BACKENDS] [MATHS] [--dry-run]" }
+local arg = script.args
 
-local out = arg[1] or script:usage_error("needs the output file")
+local out = arg[1] or script.dry_run and "" or script:usage_error("needs the output file")
 local function list(s, default, num)
   local t = {}
   for w in (s or default):gmatch("[^,]+") do t[#t + 1] = num and math.tointeger(tonumber(w)) or w end
@@ -25,6 +27,14 @@ local batches = list(arg[2], "1,5,8,32,37,64,128,200,256", true)
 local backends = list(arg[3], "cluster,persistent")
 local maths = list(arg[4], "fp32,tf32")
 local steps, seed = 589, 1
+
+local work = {}
+for _, b in ipairs(batches) do
+  for _, backend in ipairs(backends) do
+    for _, m in ipairs(maths) do work[#work + 1] = ("batch %d: %s %s"):format(b, backend, m) end
+  end
+end
+local status = script:plan(work)
 
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = seed }
 local tmp = os.tmpname() .. ".npy"
@@ -41,6 +51,7 @@ for _, b in ipairs(batches) do
   local x = spk.randn({ b, steps, 60 }, { seed = seed })
   for _, backend in ipairs(backends) do
     for _, m in ipairs(maths) do
+      status:step(("batch %d: %s %s"):format(b, backend, m))
       local rec = { backend = backend, batch = b, math = m, steps = steps, seed = seed }
       local ok, err = pcall(function()
         local plan = spk.lstm.stack { layers = layers, batch = b, steps = steps, backend = backend, math = m }

@@ -39,22 +39,25 @@ local spk = require "spk"
 
 local USAGE = [==[
 usage: spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST]
-                                           [--tma-define NAME=VALUE,... [--write-variant DIR]] [--help]
+                                           [--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]
+                                           [--help]
   --shapes         targets, batches, odd, layouts (default all four)
   --rounds         timed CUDA-graph replays a row (default 5)
   --forms          tma, classic, fp32, tf32 (default all four)
   --tma-define     the TMA form's variant: tunables of gemm_3xtf32_tma.cuh set
                    in a copy of the kernel folder (SPK_TMA_SLICE_STEPS,
                    SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES, SPK_TMA_STORE_C)
-  --write-variant  write that kernel folder to DIR (a new folder) and exit]==]
+  --write-variant  write that kernel folder to DIR (a new folder) and exit
+  --dry-run        list the rows it would time and exit (no device needed)]==]
 
 local TUNABLES = { SPK_TMA_SLICE_STEPS = true, SPK_TMA_SMALL_FIRST = true, SPK_TMA_STAGES = true,
                    SPK_TMA_STORE_C = true }
 
 -- --help from the header comment; the device is looked for below, after --write-variant
 local script = require("spk.options").script {
+  dry_run = true,
   usage = "spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] "
-    .. "[--tma-define NAME=VALUE,... [--write-variant DIR]]",
+    .. "[--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]",
 }
 
 local opts = { shapes = { targets = true, batches = true, odd = true, layouts = true }, rounds = 5,
@@ -133,6 +136,47 @@ if opts.write_variant then
   print(("gemm_3xtf32_check: wrote %s: the kernel folder with %s"):format(opts.write_variant, defines_text()))
   os.exit(0)
 end
+
+local function label(c)
+  return ("M %d N %sx%d K %d%s"):format(c.m, c.count == 1 and "1" or tostring(c.count or 2), c.n, c.k, c.tag or "")
+end
+
+local cases = {}
+local function add(c)
+  c.label = label(c)
+  cases[#cases + 1] = c
+end
+if opts.shapes.targets then
+  add { m = 150784, n = 512, k = 256, target = 0.85 }
+  add { m = 150784, n = 512, k = 60, target = 0.30 }
+end
+if opts.shapes.batches then
+  for _, b in ipairs { 1, 8, 32, 64, 128 } do
+    add { m = 589 * b, n = 512, k = 60, tag = (" (batch %d)"):format(b) }
+    add { m = 589 * b, n = 512, k = 256, tag = (" (batch %d)"):format(b) }
+  end
+end
+if opts.shapes.odd then
+  for _, m in ipairs { 1, 3, 37, 127, 129, 255, 257, 601, 999 } do
+    add { m = m, n = 512, k = 60 }
+    add { m = m, n = 512, k = 256 }
+  end
+  add { m = 333, n = 200, k = 60, count = 1 }
+  add { m = 129, n = 72, k = 256, count = 1 }
+  for _, k in ipairs { 4, 12, 36, 100 } do add { m = 301, n = 136, k = k } end
+  add { m = 515, n = 128, k = 64, a_batched = true, tag = ", a batched" }
+  add { m = 257, n = 160, k = 60, alpha = 0.5, beta = 1, tag = ", alpha 0.5 beta 1" }
+end
+-- the work, listed (--dry-run prints it)
+local work = {}
+for _, c in ipairs(cases) do
+  for _, form in ipairs(opts.forms) do work[#work + 1] = ("%s: %s"):format(c.label, form) end
+end
+if opts.shapes.layouts then
+  work[#work + 1] = "layout a transposed: the TMA form's refusal, the classic form against cuBLAS FP32"
+  work[#work + 1] = "layout k 61 (unaligned rows): the TMA form's refusal, the classic form against cuBLAS FP32"
+end
+local status = script:plan(work)
 
 if not spk.cuda.available() then os.exit(require("spk.options").no_gpu("gemm_3xtf32_check")) end
 
@@ -359,38 +403,11 @@ local function run_case(c)
   collectgarbage()
 end
 
-local function label(c)
-  return ("M %d N %sx%d K %d%s"):format(c.m, c.count == 1 and "1" or tostring(c.count or 2), c.n, c.k, c.tag or "")
-end
-
-local cases = {}
-local function add(c)
-  c.label = label(c)
-  cases[#cases + 1] = c
-end
-if opts.shapes.targets then
-  add { m = 150784, n = 512, k = 256, target = 0.85 }
-  add { m = 150784, n = 512, k = 60, target = 0.30 }
-end
-if opts.shapes.batches then
-  for _, b in ipairs { 1, 8, 32, 64, 128 } do
-    add { m = 589 * b, n = 512, k = 60, tag = (" (batch %d)"):format(b) }
-    add { m = 589 * b, n = 512, k = 256, tag = (" (batch %d)"):format(b) }
-  end
-end
-if opts.shapes.odd then
-  for _, m in ipairs { 1, 3, 37, 127, 129, 255, 257, 601, 999 } do
-    add { m = m, n = 512, k = 60 }
-    add { m = m, n = 512, k = 256 }
-  end
-  add { m = 333, n = 200, k = 60, count = 1 }
-  add { m = 129, n = 72, k = 256, count = 1 }
-  for _, k in ipairs { 4, 12, 36, 100 } do add { m = 301, n = 136, k = k } end
-  add { m = 515, n = 128, k = 64, a_batched = true, tag = ", a batched" }
-  add { m = 257, n = 160, k = 60, alpha = 0.5, beta = 1, tag = ", alpha 0.5 beta 1" }
-end
 header()
-for _, c in ipairs(cases) do run_case(c) end
+for _, c in ipairs(cases) do
+  status:step(c.label)
+  run_case(c)
+end
 
 if opts.shapes.layouts then
   -- what the TMA form cannot read: it refuses with a message, the classic form runs it
