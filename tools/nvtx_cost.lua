@@ -2,7 +2,7 @@
 -- off in one process, timed in alternation (spk.nvtx.enable):
 --
 --   build/spk run tools/nvtx_cost.lua [--batches 1,64,256] [--backends cluster,persistent,cudnn]
---                                     [--passes 5] [--forwards 40] [--ranges 200000]
+--                                     [--passes 5] [--forwards 40] [--ranges 200000] [--dry-run]
 --
 -- Host part (any machine): `ranges` calls of spk.nvtx.range(name, noop) with
 -- ranges on, then off, `passes` times; "ns a range" is the median pass's
@@ -19,9 +19,9 @@
 local spk = require "spk"
 
 local options = require "spk.options"
-local script = options.script {
+local script = options.script { dry_run = true,
   usage = "spk run tools/nvtx_cost.lua [--batches 1,64,256] [--backends cluster,persistent,cudnn] [--passes 5] "
-    .. "[--forwards 40] [--ranges 200000]" }
+    .. "[--forwards 40] [--ranges 200000] [--dry-run]" }
 
 -- The option's comma-separated items (integers >= 1 with `convert`), its default where not given;
 -- a bad value is a usage error (exit 2).
@@ -38,6 +38,14 @@ local passes = given("--passes", 5, options.positive)
 local forwards = given("--forwards", 40, options.positive)
 local ranges = given("--ranges", 200000, options.positive)
 local steps = 589
+
+local work = { ("host: %d ranges, on and off, %d passes"):format(ranges, passes) }
+for _, batch in ipairs(batches) do
+  for _, backend in ipairs(backends) do
+    work[#work + 1] = ("batch %d: %s, %d forwards on and off, %d passes"):format(batch, backend, forwards, passes)
+  end
+end
+local status = script:plan(work)
 
 local function say(fmt, ...)
   io.stdout:write(fmt:format(...), "\n")
@@ -62,6 +70,7 @@ end
 
 for _, line in ipairs(require("spk.provenance").lines()) do say("%s", line) end
 local noop = function() end
+status:step(work[1])
 local host_on, host_off = alternate(function()
   local t0 = spk.clock_ms()
   for _ = 1, ranges do spk.nvtx.range("nvtx_cost", noop) end
@@ -81,6 +90,7 @@ local rows, worst = 0, 0
 for _, batch in ipairs(batches) do
   local x = spk.randn({ batch, steps, 60 }, { seed = batch }):cuda()
   for _, backend in ipairs(backends) do
+    status:step(("batch %d: %s"):format(batch, backend))
     local plan = spk.lstm.stack { backend = backend, layers = layers, batch = batch, steps = steps }
     plan:forward(x):close()
     spk.cuda.synchronize()

@@ -6,19 +6,30 @@
 -- stacks run), and TF32 batched.
 -- GPU only:
 --
---   build/spk run tools/projection_gemm.lua [batches, default 1,8,32,64,256] [rounds, default 5]
+--   build/spk run tools/projection_gemm.lua [batches, default 1,8,32,64,256] [rounds, default 5] [--dry-run]
 local spk = require "spk"
-require("spk.options").script { gpu = "required", usage = "spk run tools/projection_gemm.lua [BATCHES] [ROUNDS]" }
+local script = require("spk.options").script { gpu = "required", dry_run = true,
+  usage = "spk run tools/projection_gemm.lua [BATCHES] [ROUNDS] [--dry-run]" }
+local args = script.args
 local batches = {}
-for b in (arg[1] or "1,8,32,64,256"):gmatch("[^,]+") do
-  batches[#batches + 1] = assert(math.tointeger(tonumber(b)), "batches: integers, comma-separated")
+for b in (args[1] or "1,8,32,64,256"):gmatch("[^,]+") do
+  local n = math.tointeger(tonumber(b))
+  if not n or n < 1 then script:usage_error(("BATCHES: positive integers, comma-separated, got '%s'"):format(b)) end
+  batches[#batches + 1] = n
 end
-local rounds = math.tointeger(tonumber(arg[2] or "5")) or 5
+local rounds = math.tointeger(tonumber(args[2] or "5"))
+if not rounds or rounds < 1 then script:usage_error(("ROUNDS: a positive integer, got '%s'"):format(args[2])) end
+local work = {}
+for _, batch in ipairs(batches) do
+  work[#work + 1] = ("batch %d: FP32 a call a direction, FP32 batched, TF32 batched"):format(batch)
+end
+local status = script:plan(work)
 local steps, hidden = 589, 128
 local inputs = { 60, 2 * hidden, 2 * hidden, 2 * hidden }
 
 print(("%6s %14s %14s %12s %10s"):format("batch", "fp32 2 calls", "fp32 batched", "tf32 ms", "fp32 TF/s"))
-for _, batch in ipairs(batches) do
+for i, batch in ipairs(batches) do
+  status:step(work[i])
   local rows = batch * steps
   local a, w, c, flops = {}, {}, {}, 0
   for l, input in ipairs(inputs) do
