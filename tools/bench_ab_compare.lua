@@ -5,8 +5,21 @@
 --   build/spk run tools/bench_ab_compare.lua OUT_DIR
 require "spk"
 local report = require "spk.report"
-require("spk.options").script { usage = "spk run tools/bench_ab_compare.lua [OUT_DIR]" }
-local dir = arg[1] or "results/bench_ab"
+local script = require("spk.options").script { usage = "spk run tools/bench_ab_compare.lua [OUT_DIR]" }
+local dir = script.args[1] or "results/bench_ab"
+local RUNS = { { "1_before.json", "before" }, { "2_after.json", "after" }, { "3_before.json", "before" },
+               { "4_after.json", "after" } }
+local found = 0
+for _, run in ipairs(RUNS) do
+  local f = io.open(dir .. "/" .. run[1])
+  if f then
+    f:close()
+    found = found + 1
+  end
+end
+if found == 0 then
+  script:usage_error(("%s holds none of tools/bench_ab.sh's results (1_before.json .. 4_after.json)"):format(dir))
+end
 
 local function rows(name)
   local f = io.open(dir .. "/" .. name)
@@ -19,8 +32,7 @@ end
 local builtin = {}
 for _, f in ipairs(require("spk.core").kernel_families()) do builtin[f.backend] = true end
 local best = {}
-for _, run in ipairs { { "1_before.json", "before" }, { "2_after.json", "after" }, { "3_before.json", "before" },
-                       { "4_after.json", "after" } } do
+for _, run in ipairs(RUNS) do
   for _, r in ipairs(rows(run[1])) do
     if builtin[r.backend] then
       local m = r.math or "fp32"
