@@ -1,8 +1,8 @@
 // The LSTM cell of the recurrence kernels: activation functions and the
 // update of one (row, unit) from its four gate pre-activations. Included by
-// kernels/lstm_recurrence.cu and kernels/lstm_cluster.cu, so both GPU
-// recurrences compute a cell with the same instructions and can be compared
-// bit for bit.
+// kernels/lstm_recurrence.cu, kernels/lstm_cluster.cu and kernels/lstm_tc.cu,
+// so the GPU recurrences compute a cell with the same instructions and can be
+// compared bit for bit.
 #ifndef SPK_LSTM_CELL_CUH
 #define SPK_LSTM_CELL_CUH
 

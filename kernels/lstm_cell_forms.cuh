@@ -1,6 +1,7 @@
 /* The forms of the LSTM cell a recurrence kernel compiles (kernel.cell; the
- * kernel's CELL macro is the value). C and CUDA: the kernel families' option
- * tables (src/lstm) take the words, kernels/lstm_cell.cuh the forms. */
+ * value is the cluster kernel's CELL macro, the tensor-core kernel's TC_CELL).
+ * C and CUDA: the kernel families' option tables (src/lstm) take the words,
+ * kernels/lstm_cell.cuh the forms. */
 #ifndef SPK_LSTM_CELL_FORMS_CUH
 #define SPK_LSTM_CELL_FORMS_CUH
 
