@@ -64,7 +64,11 @@ return function(spk, core)
     end
   end
   spk.lstm.math_default = spk.lstm.math_modes[1]
-  local function choices(list) return #list < 2 and list[1] or table.concat(list, ", ", 1, #list - 1) .. " or " .. list[#list] end
+  -- "a, b or c" (word "or"), "a, b and c" (word "and")
+  local function joined(list, word)
+    return #list < 2 and (list[1] or "") or table.concat(list, ", ", 1, #list - 1) .. " " .. word .. " " .. list[#list]
+  end
+  local function choices(list) return joined(list, "or") end
   local math_choices = choices(quoted)
   -- The backends that take a trace and a timeline, and the families, as messages and help name them
   -- (the families' records say which: src/lstm/family.h).
@@ -75,7 +79,7 @@ return function(spk, core)
     if f.timeline then timelined[#timelined + 1] = f.backend end
   end
   traced[#traced + 1] = "cpu"
-  local function and_list(list) return #list < 2 and (list[1] or "") or table.concat(list, ", ", 1, #list - 1) .. " and " .. list[#list] end
+  local function and_list(list) return joined(list, "and") end
   local function quoted_list(list)
     local q = {}
     for i, name in ipairs(list) do q[i] = ('"%s"'):format(name) end

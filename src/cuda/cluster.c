@@ -16,12 +16,22 @@ static int kernel_fail(spk_kernel *k, cudaError_t err, const char *what)
     return -1;
 }
 
-int spk_kernel_allow_nonportable_cluster(spk_kernel *k, bool allow)
+int spk_kernel_allow_cluster(spk_kernel *k, const unsigned cluster[3])
 {
+    unsigned blocks = 1;
+    for (int i = 0; i < 3; i++)
+        blocks *= cluster[i] ? cluster[i] : 1;
+    if (blocks <= SPK_PORTABLE_CLUSTER)
+        return 0;
     if (spk_cuda_require() != 0)
         return -1;
-    return kernel_fail(k, cudaFuncSetAttribute((const void *)spk_kernel_handle(k),
-                                               cudaFuncAttributeNonPortableClusterSizeAllowed, allow ? 1 : 0),
+    const void *f = (const void *)spk_kernel_handle(k);
+    struct cudaFuncAttributes a;
+    if (kernel_fail(k, cudaFuncGetAttributes(&a, f), "cudaFuncGetAttributes"))
+        return -1;
+    if (a.nonPortableClusterSizeAllowed)
+        return 0;
+    return kernel_fail(k, cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
                        "cudaFuncSetAttribute(non-portable cluster size)");
 }
 
@@ -29,7 +39,8 @@ int spk_kernel_max_active_clusters(spk_kernel *k, const spk_launch_config *cfg, 
 {
     if (spk_cuda_require() != 0)
         return -1;
-    if (cfg->smem > 48 * 1024 && spk_kernel_set_max_dynamic_smem(k, cfg->smem) != 0)
+    if ((cfg->smem > 48 * 1024 && spk_kernel_set_max_dynamic_smem(k, cfg->smem) != 0) ||
+        spk_kernel_allow_cluster(k, cfg->cluster) != 0)
         return -1;
     cudaLaunchConfig_t lc;
     memset(&lc, 0, sizeof lc);

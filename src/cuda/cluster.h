@@ -7,8 +7,16 @@
 
 #include "cuda/runtime.h"
 
-/* Allows cluster sizes above the portable 8 (cudaFuncAttributeNonPortableClusterSizeAllowed). */
-int spk_kernel_allow_nonportable_cluster(spk_kernel *k, bool allow);
+/* Clusters of more than this many blocks are non-portable: a kernel launches
+ * them only once it allows them. */
+#define SPK_PORTABLE_CLUSTER 8
+
+/* Allows k clusters above the portable size where `cluster` (a launch's
+ * cluster dims, 0 read as 1) asks for one
+ * (cudaFuncAttributeNonPortableClusterSizeAllowed); nothing otherwise. The
+ * launch (spk_kernel_launch) and spk_kernel_max_active_clusters call it, as
+ * they allow dynamic shared memory above 48 KiB. */
+int spk_kernel_allow_cluster(spk_kernel *k, const unsigned cluster[3]);
 
 /* How many clusters of cfg's shape (cluster dims, block, dynamic shared
  * memory) can be active on the device at once (cudaOccupancyMaxActiveClusters);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.h"
+#include "cuda/cluster.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 
@@ -204,7 +205,7 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
     }
     lc.attrs = nattrs ? attrs : NULL;
     lc.numAttrs = nattrs;
-    if (allow_smem(k, cfg->smem))
+    if (allow_smem(k, cfg->smem) || spk_kernel_allow_cluster(k, cfg->cluster))
         return -1;
     if (kernel_check(k, cudaLaunchKernelExC(&lc, (const void *)k->handle, args), "launch"))
         return -1;

@@ -455,13 +455,6 @@ static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t til
     return cfg;
 }
 
-/* Clusters of more than 8 blocks are non-portable: an attribute of the
- * module's kernel, which the stack's handle of it has too. */
-static int allow_cluster(const spk_cluster_variant *v, spk_kernel *kernel)
-{
-    return v->cluster > 8 ? spk_kernel_allow_nonportable_cluster(kernel, true) : 0;
-}
-
 /* The tile height: a forced one up to the kernel's rows is taken as it is
  * (the kernel loops over its rows); otherwise the powers of two up to the
  * kernel's rows, the smallest whose clusters all run at once. */
@@ -489,7 +482,7 @@ static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
 static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_request *r, spk_kernel_stack_desc *desc)
 {
     cluster_state *c = state_of(st);
-    if (allow_cluster(&c->variant, kernel) != 0 || plan_schedule(c, kernel, r->batch) != 0)
+    if (plan_schedule(c, kernel, r->batch) != 0)
         return -1;
     spk_kernel_stack_launch *launch = malloc(sizeof *launch);
     if (!launch)
@@ -510,7 +503,7 @@ static int check_build(const spk_family_state *st, spk_kernel_build build, spk_k
     const spk_cluster_schedule *s = &c->schedule;
     int clusters = 0;
     spk_launch_config cfg = launch_config(&c->variant, s->tiles, s->tile_rows);
-    if (allow_cluster(&c->variant, kernel) != 0 || spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
+    if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
         return -1;
     if (clusters < 1)
         return spk_fail("lstm stack: the cluster kernel's timeline build: not one cluster of tile height %lld fits "

@@ -422,11 +422,6 @@ static int device_capacity(void *ctx, const spk_kernel_stack_launch *l, int64_t 
         memcpy(cfg.block, l->block, sizeof cfg.block);
         memcpy(cfg.cluster, l->cluster, sizeof cfg.cluster);
         cfg.smem = l->smem;
-        /* clusters of more than 8 blocks (the portable size) need the kernel's opt-in, before the query and the launch */
-        const unsigned blocks = (l->cluster[0] ? l->cluster[0] : 1) * (l->cluster[1] ? l->cluster[1] : 1) *
-                                (l->cluster[2] ? l->cluster[2] : 1);
-        if (blocks > 8 && spk_kernel_allow_nonportable_cluster(k, true) != 0)
-            return -1;
         if (spk_kernel_max_active_clusters(k, &cfg, &n) != 0)
             return -1;
     } else if (spk_kernel_cooperative_capacity(k, (int)(l->block[0] * l->block[1] * l->block[2]), l->smem, &n) != 0) {

@@ -293,13 +293,10 @@ static spk_launch_config launch_config(const tc_state *c)
     return cfg;
 }
 
-/* Clusters of more than 8 blocks are non-portable, and how many fit at once
- * says how many waves the launch takes. */
+/* How many clusters fit at once: how many waves the launch takes. */
 static int active_clusters(const tc_state *c, spk_kernel *kernel, int *clusters)
 {
     spk_launch_config cfg = launch_config(c);
-    if (c->variant.cluster > 8 && spk_kernel_allow_nonportable_cluster(kernel, true) != 0)
-        return -1;
     return spk_kernel_max_active_clusters(kernel, &cfg, clusters);
 }
 
@@ -333,6 +330,11 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
 }
 
 static int64_t clusters_of(const tc_state *c) { return 2 * c->tiles; }
+/* The waves the launch takes with `active` clusters at once (0: none fits). */
+static int64_t waves_of(const tc_state *c, int active)
+{
+    return active > 0 ? (clusters_of(c) + active - 1) / active : 0;
+}
 
 static int check_build(const spk_family_state *st, spk_kernel_build build, spk_kernel *kernel, spk_fields *out)
 {
@@ -344,7 +346,7 @@ static int check_build(const spk_family_state *st, spk_kernel_build build, spk_k
     if (clusters < 1)
         return spk_fail("lstm stack: the tensor-core kernel's timeline build: not one cluster fits the device");
     spk_fields_int(out, "max_active_clusters", clusters);
-    spk_fields_int(out, "waves", (clusters_of(c) + clusters - 1) / clusters);
+    spk_fields_int(out, "waves", waves_of(c, clusters));
     return 0;
 }
 
@@ -396,7 +398,7 @@ static void plan_fields(const spk_family_state *st, spk_fields *kernel, spk_fiel
     spk_fields_int(schedule, "tiles", c->tiles);
     spk_fields_int(schedule, "clusters", clusters_of(c));
     spk_fields_int(schedule, "max_active_clusters", c->max_active);
-    spk_fields_int(schedule, "waves", c->max_active > 0 ? (clusters_of(c) + c->max_active - 1) / c->max_active : 0);
+    spk_fields_int(schedule, "waves", waves_of(c, c->max_active));
     spk_fields_int(schedule, "launches", 1); /* per layer: both directions, every tile */
 }
 
@@ -404,7 +406,7 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
 {
     const tc_state *c = cstate_of(st);
     const spk_tc_variant *v = &c->variant;
-    int64_t waves = c->max_active > 0 ? (clusters_of(c) + c->max_active - 1) / c->max_active : 0;
+    int64_t waves = waves_of(c, c->max_active);
     char extra[128] = "";
     size_t n = 0;
     if (v->products == 1)

@@ -212,6 +212,18 @@ describe("spk.tensor_core", function()
     end
   end)
 
+  gpu_it("runs clusters of 16, above the portable size, as a family plan and as a kernel of its own", function()
+    local layers = spk.lstm.random { layers = 2, input = 6, hidden = 128, seed = 1 }
+    local x = spk.randn({ 9, 7, 6 }, { seed = 9 })
+    local plan <close> = spk.lstm.stack { backend = "tensor_core", layers = layers, batch = 9, steps = 7,
+                                          kernel = { cluster = 16 } }
+    local own <close> = spk.lstm.kernel_stack(copy(tc.spec { cluster = 16 }, { layers = layers, batch = 9, steps = 7 }))
+    local y = plan:forward(x)
+    assert.matches("cluster 16", plan.variant, 1, true)
+    assert.bits_equal(y, own:forward(x), "the kernel of its own")
+    assert.within_reference(y, layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
+  end)
+
   gpu_it("the cell's forms: trimmed gives the reference's bits, fused stays within the f64 reference", function()
     for _, case in ipairs { { batch = 37, steps = 19, hidden = 128 }, { batch = 130, steps = 5, hidden = 128 },
                             { batch = 5, steps = 9, hidden = 64 } } do
