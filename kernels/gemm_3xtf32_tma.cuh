@@ -28,7 +28,7 @@
 #define SPK_TMA_TILE_BYTES (SPK_TMA_BM * SPK_TMA_BK * 4)
 #define SPK_TMA_STAGE_BYTES (3 * SPK_TMA_TILE_BYTES)
 #ifndef SPK_TMA_STAGES
-#define SPK_TMA_STAGES 4
+#define SPK_TMA_STAGES 3
 #endif
 /* k-steps whose products the tensor core sums from zero before one FP32 add
  * (1, 2 or 4), and their order: 1 = every small product of the slice, then
@@ -45,9 +45,9 @@
  * 128-byte swizzle) that one thread of the warpgroup hands to TMA's bulk
  * store, so the next tile's products start while C is written (where C
  * suits a tensor map and beta is 0; else the stores of 0). 1 leaves room
- * for 3 stages. */
+ * for 3 stages (docs/performance.md has both timed). */
 #ifndef SPK_TMA_STORE_C
-#define SPK_TMA_STORE_C 0
+#define SPK_TMA_STORE_C 1
 #endif
 #define SPK_TMA_C_BOX_COLS 32
 #define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)

@@ -15,7 +15,7 @@
 # line: docs/results/2026-12-01-h200-gemm/README.md):
 #   summary.txt       the verdict lines of every step (read this first)
 #   gemm_check.txt    tools/gemm_3xtf32_check.lua, every shape and form, the default kernels
-#   gemm_variants.txt the TMA form's variants (C through TMA's store; 3 stages), ncu, SASS
+#   gemm_variants.txt the TMA form's variants (C by its own stores; 4 stages), ncu, SASS
 #   bench.txt, .json  spk bench: cluster + cuDNN, fp32 and 3xtf32 (the default form), batch 1..256
 #   bench_more.txt    odd batches, the variant in the stack, the classic form, hidden 64 and 256, 2 layers
 #   specs.tap         the GEMM, math3x and tuning specs; then the TMA-form specs on the variant
@@ -39,9 +39,10 @@ export SPK_KERNEL_DIR="$PWD/kernels"
 export SPK_DEPS=${SPK_DEPS:-.deps/root}
 SPK=build/spk
 CHECK=tools/gemm_3xtf32_check.lua
-# The variant this run times against the default: C through shared memory
-# and TMA's bulk store, which fits beside 3 stages.
-STORE_C="SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3"
+# The variant this run times against the default (C through shared memory
+# and TMA's bulk store, beside 3 stages): the consumer threads' own stores of
+# C, which leave room for 4 stages.
+OWN_STORES="SPK_TMA_STORE_C=0,SPK_TMA_STAGES=4"
 
 exec 3>&1 # the terminal: a step's stdout goes to its file, its verdicts here and to the summary
 say() { echo "$*" | tee -a "$SUMMARY" >&3; }
@@ -73,9 +74,9 @@ say "gemm_h200_check.sh: commit $(git rev-parse --short HEAD 2>/dev/null || echo
 [ -x "$SPK" ] || say "FAILED: $SPK is missing (build the tree before carrying it)"
 
 # ---- the variant's kernel folder (no device needed) ------------------------------
-VARIANT="$TMP/kernels-store-c"
+VARIANT="$TMP/kernels-own-stores"
 VARIANT_OK=0
-step write_variant 20 "$SPK" run "$CHECK" --tma-define "$STORE_C" --write-variant "$VARIANT" >>"$LOG" && VARIANT_OK=1
+step write_variant 20 "$SPK" run "$CHECK" --tma-define "$OWN_STORES" --write-variant "$VARIANT" >>"$LOG" && VARIANT_OK=1
 
 # ---- smoke: one small TMA-form gemm per kernel folder first, so that a hang
 # or a wrong result costs 45 s and the later steps leave that folder out ----------
@@ -119,7 +120,7 @@ TMA_OK=1
 smoke default "$PWD/kernels" || TMA_OK=0
 [ $TMA_OK = 1 ] || say "smoke default FAILED: the later steps run the classic 3xtf32 form (SPK_GEMM_3XTF32=classic)"
 if [ $VARIANT_OK = 1 ]; then
-  smoke store_c "$VARIANT" || { VARIANT_OK=0; say "smoke store_c FAILED: the variant's steps are left out"; }
+  smoke own_stores "$VARIANT" || { VARIANT_OK=0; say "smoke own_stores FAILED: the variant's steps are left out"; }
 fi
 FORMS=tma,classic,fp32,tf32
 # the stack's default (the TMA form on this GPU) unless its smoke failed
@@ -131,14 +132,14 @@ grep -E "^(target|gemm check|gemm_3xtf32_check)" "$OUT/gemm_check.txt" | tee -a 
 grep -E "FAIL|WORSE" "$OUT/gemm_check.txt" | head -12 | sed 's/^/  /' | tee -a "$SUMMARY"
 grep -E "^M 150784 .* (tma|classic|fp32|tf32) " "$OUT/gemm_check.txt" | sed 's/^/  /' | tee -a "$SUMMARY"
 
-# ---- (a, variant) C through TMA's store: every shape (its beta-1 rows take C's own
-# stores), then 3 stages alone, the variant's other half, on the targets -----------
+# ---- (a, variant) C by its own stores with 4 stages: every shape, then C's own
+# stores alone (3 stages), the variant's other half, on the targets ----------------
 var="$OUT/gemm_variants.txt"
 if [ $VARIANT_OK = 1 ]; then
-  echo "== variant store_c ($STORE_C), every shape" >>"$var"
-  step variant_store_c 90 "$SPK" run "$CHECK" --tma-define "$STORE_C" --forms tma,fp32 --rounds 5 >>"$var"
-  echo "== variant stages3 (SPK_TMA_STAGES=3), the targets" >>"$var"
-  step variant_stages3 40 "$SPK" run "$CHECK" --tma-define SPK_TMA_STAGES=3 --shapes targets --forms tma,fp32 \
+  echo "== variant own_stores ($OWN_STORES), every shape" >>"$var"
+  step variant_own_stores 90 "$SPK" run "$CHECK" --tma-define "$OWN_STORES" --forms tma,fp32 --rounds 5 >>"$var"
+  echo "== variant own stores, 3 stages (SPK_TMA_STORE_C=0), the targets" >>"$var"
+  step variant_own_stores3 40 "$SPK" run "$CHECK" --tma-define SPK_TMA_STORE_C=0 --shapes targets --forms tma,fp32 \
     --rounds 5 >>"$var"
 fi
 grep -E "^(== variant|M 150784 .* tma |target|gemm check|gemm_3xtf32_check)" "$var" | sed 's/^/variants: /' |
@@ -153,14 +154,14 @@ tail -1 "$TMP/specs.out" | sed 's/^/specs: /' | tee -a "$SUMMARY"
 grep -E "^not ok" "$OUT/specs.tap" 2>/dev/null | sed 's/^/  /' | tee -a "$SUMMARY"
 grep -E "# SKIP" "$OUT/specs.tap" 2>/dev/null | head -5 | sed 's/^/  skipped: /' | tee -a "$SUMMARY"
 if [ $VARIANT_OK = 1 ]; then
-  SPK_TAP_FILE="$TMP/specs_store_c.tap" SPK_SKIP_C_TESTS=1 step specs_store_c 60 scripts/gpu-test.sh --no-bench \
+  SPK_TAP_FILE="$TMP/specs_own_stores.tap" SPK_SKIP_C_TESTS=1 step specs_own_stores 60 scripts/gpu-test.sh --no-bench \
     --kernel-dir "$VARIANT" --filter "TMA form" tests/spec/gemm_3xtf32_spec.lua tests/spec/math3x_spec.lua \
-    >"$TMP/specs_store_c.out" 2>&1
-  cat "$TMP/specs_store_c.out" >>"$LOG"
-  { echo "# the TMA form's specs with SPK_KERNEL_DIR = the store_c variant"; cat "$TMP/specs_store_c.tap"; } \
+    >"$TMP/specs_own_stores.out" 2>&1
+  cat "$TMP/specs_own_stores.out" >>"$LOG"
+  { echo "# the TMA form's specs with SPK_KERNEL_DIR = the own_stores variant"; cat "$TMP/specs_own_stores.tap"; } \
     >>"$OUT/specs.tap" 2>/dev/null
-  tail -1 "$TMP/specs_store_c.out" | sed 's/^/specs store_c: /' | tee -a "$SUMMARY"
-  grep -E "^not ok" "$TMP/specs_store_c.tap" 2>/dev/null | sed 's/^/  /' | tee -a "$SUMMARY"
+  tail -1 "$TMP/specs_own_stores.out" | sed 's/^/specs own_stores: /' | tee -a "$SUMMARY"
+  grep -E "^not ok" "$TMP/specs_own_stores.tap" 2>/dev/null | sed 's/^/  /' | tee -a "$SUMMARY"
 fi
 
 # ---- (b) the stack: spk bench with cuDNN, 3xtf32 on the default form ----------------
@@ -197,14 +198,14 @@ step bench 120 "$SPK" bench --backends cluster,cudnn --math fp32,3xtf32 --batche
   --json "$OUT/bench.json" >"$OUT/bench.txt"
 bench_verdict "$OUT/bench.json" targets
 
-# ---- (b, variant) the stack's projections on the store_c variant -------------------
+# ---- (b, variant) the stack's projections on the own_stores variant -------------------
 more="$OUT/bench_more.txt"
 : >"$more"
 if [ $VARIANT_OK = 1 ] && [ $TMA_OK = 1 ]; then
-  echo "== 3xtf32 on the store_c variant ($STORE_C), no cuDNN" >>"$more"
-  SPK_KERNEL_DIR=$VARIANT step bench_store_c 60 "$SPK" bench --backends cluster --math 3xtf32 \
-    --batches 1,8,32,64,128,256 --rounds 5 --json "$TMP/bench_store_c.json" >>"$more"
-  bench_verdict "$TMP/bench_store_c.json" targets | sed 's/^/store_c: /'
+  echo "== 3xtf32 on the own_stores variant ($OWN_STORES), no cuDNN" >>"$more"
+  SPK_KERNEL_DIR=$VARIANT step bench_own_stores 60 "$SPK" bench --backends cluster --math 3xtf32 \
+    --batches 1,8,32,64,128,256 --rounds 5 --json "$TMP/bench_own_stores.json" >>"$more"
+  bench_verdict "$TMP/bench_own_stores.json" targets | sed 's/^/own_stores: /'
 fi
 
 # ---- extras: ncu's counters, default and variant; the SASS --------------------------
@@ -227,8 +228,8 @@ if [ $TMA_OK = 1 ] && command -v ncu >/dev/null 2>&1; then
   NCU_ALL=1 step ncu_default 45 ncu --clock-control none --kernel-name regex:"spk_gemm_3xtf32_tma|sm90_xmma|gemm" \
     --launch-count 4 --metrics "$METRICS" "$SPK" run "$TMP/ncu_gemm.lua" >>"$var"
   if [ $VARIANT_OK = 1 ]; then
-    echo "== ncu: the store_c variant, M 150784, K 256 then 60" >>"$var"
-    SPK_KERNEL_DIR=$VARIANT step ncu_store_c 40 ncu --clock-control none --kernel-name spk_gemm_3xtf32_tma \
+    echo "== ncu: the own_stores variant, M 150784, K 256 then 60" >>"$var"
+    SPK_KERNEL_DIR=$VARIANT step ncu_own_stores 40 ncu --clock-control none --kernel-name spk_gemm_3xtf32_tma \
       --launch-count 2 --metrics "$METRICS" "$SPK" run "$TMP/ncu_gemm.lua" >>"$var"
   fi
   grep -E "^== ncu|spk_gemm|xmma|hmma_cycles|duration|dram__" "$var" | sed 's/^/ncu: /' | tee -a "$SUMMARY"
@@ -263,10 +264,10 @@ SPK_GEMM_3XTF32=classic step bench_classic 30 "$SPK" bench --backends cluster --
 grep -E "^ +[0-9]+ +cluster" "$more" | tail -6 | sed 's/^/classic: /' | tee -a "$SUMMARY"
 if [ $VARIANT_OK = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck synccheck; do
-    SMOKE_NAME=store_c SPK_KERNEL_DIR=$VARIANT step "sanitize_$tool" 45 compute-sanitizer --tool "$tool" \
+    SMOKE_NAME=own_stores SPK_KERNEL_DIR=$VARIANT step "sanitize_$tool" 45 compute-sanitizer --tool "$tool" \
       "$SPK" run "$TMP/smoke.lua" >"$TMP/sanitize_$tool.txt" 2>&1
-    { echo "== compute-sanitizer --tool $tool on the store_c variant's smoke"; cat "$TMP/sanitize_$tool.txt"; } >>"$var"
-    grep -E "ERROR SUMMARY" "$TMP/sanitize_$tool.txt" | sed "s/^/sanitizer $tool store_c: /" | tee -a "$SUMMARY"
+    { echo "== compute-sanitizer --tool $tool on the own_stores variant's smoke"; cat "$TMP/sanitize_$tool.txt"; } >>"$var"
+    grep -E "ERROR SUMMARY" "$TMP/sanitize_$tool.txt" | sed "s/^/sanitizer $tool own_stores: /" | tee -a "$SUMMARY"
   done
 fi
 for shape in "--layers 2" "--hidden 64" "--hidden 256"; do

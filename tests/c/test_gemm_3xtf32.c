@@ -551,6 +551,10 @@ static bool compile_report(const spk_define *defines, int ndefines, int *registe
     return ok;
 }
 
+/* A tunable's default as the header sets it, as text. */
+#define TMA_TEXT(x) #x
+#define TMA_DEFAULT(x) TMA_TEXT(x)
+
 TEST(tma_form_compiles_without_spills_for_each_variant)
 {
     char dir[512];
@@ -559,10 +563,11 @@ TEST(tma_form_compiles_without_spills_for_each_variant)
     spk_cache_reset();
     /* The default, and the variants tools/gemm_3xtf32_check.lua times (a
      * slice of 4 k-steps holds 32 A registers across 12 wgmmas: it spills at
-     * the 168 registers 9 warps leave a thread, so it is no variant); C
-     * through TMA's store with 3 stages (4 do not fit beside its buffer). */
-    const char *variants[][4] = {{NULL, NULL, NULL, NULL}, {"1", "1", "4", "0"}, {"2", "0", "4", "0"},
-                                 {"2", "1", "3", "0"},     {"2", "1", "3", "1"}, {"1", "1", "3", "1"}};
+     * the 168 registers 9 warps leave a thread, so it is no variant); C by
+     * the consumers' own stores with 3 or 4 stages (4 do not fit beside the
+     * buffer of C through TMA's store). */
+    const char *variants[][4] = {{NULL, NULL, NULL, NULL}, {"1", "1", "3", "1"}, {"2", "0", "3", "1"},
+                                 {"2", "1", "3", "0"},     {"2", "1", "4", "0"}, {"1", "1", "4", "0"}};
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         spk_define d[4] = {{"SPK_TMA_SLICE_STEPS", variants[i][0]}, {"SPK_TMA_SMALL_FIRST", variants[i][1]},
                            {"SPK_TMA_STAGES", variants[i][2]}, {"SPK_TMA_STORE_C", variants[i][3]}};
@@ -572,8 +577,10 @@ TEST(tma_form_compiles_without_spills_for_each_variant)
         CHECK(ok);
         if (check_verbose())
             printf("  slice %s, small first %s, stages %s, C by TMA %s: %d registers; %s\n",
-                   variants[i][0] ? variants[i][0] : "2", variants[i][1] ? variants[i][1] : "1",
-                   variants[i][2] ? variants[i][2] : "4", variants[i][3] ? variants[i][3] : "0", regs, line);
+                   variants[i][0] ? variants[i][0] : TMA_DEFAULT(SPK_TMA_SLICE_STEPS),
+                   variants[i][1] ? variants[i][1] : TMA_DEFAULT(SPK_TMA_SMALL_FIRST),
+                   variants[i][2] ? variants[i][2] : TMA_DEFAULT(SPK_TMA_STAGES),
+                   variants[i][3] ? variants[i][3] : TMA_DEFAULT(SPK_TMA_STORE_C), regs, line);
         CHECK(strstr(line, " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != NULL);
         /* one block an SM: 9 warps, 3 on one SM sub-partition's 16K registers */
         CHECK(regs > 0 && regs <= 168);

@@ -213,27 +213,29 @@ describe("gemm math 3xtf32", function()
   it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
     local top = spec_tmpdir()
     finally(function() os.execute("rm -rf " .. shell_quote(top)) end)
-    local dir = top .. "/store_c"
+    local dir = top .. "/own_stores"
     local tool = "tools/gemm_3xtf32_check.lua"
-    local out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3",
+    local out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=0,SPK_TMA_STAGES=4",
                                      "--write-variant", dir }
     assert.are.equal(0, code, err)
-    assert.matches("wrote .*SPK_TMA_STORE_C=1,SPK_TMA_STAGES=3", out)
+    assert.matches("wrote .*SPK_TMA_STORE_C=0,SPK_TMA_STAGES=4", out)
     local kernels = spk.cuda.kernel_dir()
     for _, name in ipairs(spk.cuda.kernel_files(kernels)) do
       local mine, theirs = read_file(dir .. "/" .. name), read_file(kernels .. "/" .. name)
       if name == "gemm_3xtf32_tma.cuh" then
-        assert.matches("\n#define SPK_TMA_STORE_C 1\n", mine)
-        assert.matches("\n#define SPK_TMA_STAGES 3\n", mine)
-        assert.matches("\n#define SPK_TMA_STORE_C 0\n", theirs) -- the default: C's own stores
-        local rest = mine:gsub("\n#define SPK_TMA_STORE_C 1\n", "\n#define SPK_TMA_STORE_C 0\n")
-          :gsub("\n#define SPK_TMA_STAGES 3\n", "\n#define SPK_TMA_STAGES 4\n")
+        assert.matches("\n#define SPK_TMA_STORE_C 0\n", mine)
+        assert.matches("\n#define SPK_TMA_STAGES 4\n", mine)
+        -- the default: C through TMA's store, beside 3 stages
+        assert.matches("\n#define SPK_TMA_STORE_C 1\n", theirs)
+        assert.matches("\n#define SPK_TMA_STAGES 3\n", theirs)
+        local rest = mine:gsub("\n#define SPK_TMA_STORE_C 0\n", "\n#define SPK_TMA_STORE_C 1\n")
+          :gsub("\n#define SPK_TMA_STAGES 4\n", "\n#define SPK_TMA_STAGES 3\n")
         assert.are.equal(theirs, rest)
       else
         assert.are.equal(theirs, mine, name)
       end
     end
-    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=1", "--write-variant", dir }
+    out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_STORE_C=0", "--write-variant", dir }
     assert.are.equal(2, code)
     assert.matches("cannot make the folder .* %(it must not exist%)", err)
     out, err, code = run_spk { "run", tool, "--tma-define", "SPK_TMA_BK=64", "--write-variant", dir .. "2" }
