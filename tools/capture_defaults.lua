@@ -13,19 +13,24 @@
 -- then optional).
 local spk = require "spk"
 local report = require "spk.report"
-local script = require("spk.options").script { gpu = "required", dry_run = true,
+local options = require "spk.options"
+local script = options.script { gpu = "required", dry_run = true,
   usage = "spk run tools/capture_defaults.lua OUT.json [BATCHES] [BACKENDS] [MATHS] [--dry-run]" }
 local arg = script.args
 
 local out = arg[1] or script.dry_run and "" or script:usage_error("needs the output file")
-local function list(s, default, num)
-  local t = {}
-  for w in (s or default):gmatch("[^,]+") do t[#t + 1] = num and math.tointeger(tonumber(w)) or w end
-  return t
+-- A positional list read by `read` (options' readers), its default where not
+-- given; a bad item is a usage error naming it (exit 2), never dropped.
+local function given(text, default, what, read)
+  local ok, value = pcall(read, text or default, what)
+  if not ok then script:usage_error(options.message(value)) end
+  return value
 end
-local batches = list(arg[2], "1,5,8,32,37,64,128,200,256", true)
-local backends = list(arg[3], "cluster,persistent")
-local maths = list(arg[4], "fp32,tf32")
+local batches = given(arg[2], "1,5,8,32,37,64,128,200,256", "batches", options.positives)
+local backends = given(arg[3], "cluster,persistent", "backends", options.backends)
+local maths = given(arg[4], "fp32,tf32", "maths", options.list)
+for _, m in ipairs(maths) do given(backends, nil, "backends", function(names, what)
+  return options.check_backends(names, what, m) end) end
 local steps, seed = 589, 1
 
 local work = {}

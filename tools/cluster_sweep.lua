@@ -46,7 +46,8 @@
 -- The direct-push lines come last in a batch; a wait that hangs is cut after a
 -- second and reported as an error line, not a stuck run.
 local spk = require "spk"
-local script = require("spk.options").script {
+local options = require "spk.options"
+local script = options.script {
   gpu = "required", dry_run = true,
   usage = "spk run tools/cluster_sweep.lua [--quick] [--batches LIST] [--rounds 5] [--only NAMES] [--tiles LIST] "
     .. "[--no-mbarrier] [--budget 220] [--dry-run]" }
@@ -54,16 +55,11 @@ local script = require("spk.options").script {
 
 local quick = script:option("--quick") ~= nil
 local no_mbarrier = script:option("--no-mbarrier") ~= nil
-local batches = { 1, 8, 32, 64, 256 }
-local batch_list = script:option("--batches")
-if type(batch_list) == "string" then
-  batches = {}
-  for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
-end
-local rounds = tonumber(script:option("--rounds")) or 5
+local batches = script:read("--batches", { 1, 8, 32, 64, 256 }, options.positives)
+local rounds = script:read("--rounds", 5, options.positive)
 local only = script:option("--only") -- comma-separated variant names (the default line is always measured)
-local tile_list = script:option("--tiles")
-local budget = tonumber(script:option("--budget")) or 220 -- seconds; later lines are skipped past it
+local tile_list = script:read("--tiles", nil, options.positives)
+local budget = script:read("--budget", 220, options.positive) -- seconds; later lines are skipped past it
 local steps = 589
 
 local status -- the progress line (script:plan below), cleared around each printed line
@@ -78,11 +74,7 @@ end
 -- run 15 clusters at once, not 30, so the one-wave height differs).
 local tiles = { [1] = { 1 }, [8] = { 1, 2 }, [32] = { 4, 8, 2 }, [64] = { 8, 4 }, [256] = { 16, 32 } }
 local function tiles_of(batch)
-  if type(tile_list) == "string" then
-    local list = {}
-    for h in tile_list:gmatch("%d+") do list[#list + 1] = tonumber(h) end
-    return list
-  end
+  if tile_list then return tile_list end
   return tiles[batch] or { math.max(1, math.min(32, (batch + 7) // 8)) }
 end
 

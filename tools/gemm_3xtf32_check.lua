@@ -54,7 +54,8 @@ local TUNABLES = { SPK_TMA_SLICE_STEPS = true, SPK_TMA_SMALL_FIRST = true, SPK_T
                    SPK_TMA_STORE_C = true }
 
 -- --help from the header comment; the device is looked for below, after --write-variant
-local script = require("spk.options").script {
+local options = require "spk.options"
+local script = options.script {
   dry_run = true,
   usage = "spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] "
     .. "[--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]",
@@ -66,6 +67,12 @@ local function usage_error(message)
   io.stderr:write("gemm_3xtf32_check: ", message, "\n", USAGE, "\n")
   os.exit(2)
 end
+-- A value through options' readers; a bad one is a usage error naming its flag.
+local function read(text, what, reader, ...)
+  local ok, value = pcall(reader, text, what, ...)
+  if not ok then usage_error(options.message(value)) end
+  return value
+end
 do
   local i = 1
   local args = script.args
@@ -73,12 +80,12 @@ do
     local a, v = args[i], args[i + 1]
     if a == "--shapes" and v then
       opts.shapes = {}
-      for s in v:gmatch("[^,]+") do opts.shapes[s] = true end
+      for _, s in ipairs(read(v, "shapes", options.choices, "shape",
+        { targets = true, batches = true, odd = true, layouts = true })) do opts.shapes[s] = true end
       i = i + 1
-    elseif a == "--rounds" and v then opts.rounds = math.tointeger(tonumber(v)) or 5; i = i + 1
+    elseif a == "--rounds" and v then opts.rounds = read(v, "rounds", options.positive); i = i + 1
     elseif a == "--forms" and v then
-      opts.forms = {}
-      for s in v:gmatch("[^,]+") do opts.forms[#opts.forms + 1] = s end
+      opts.forms = read(v, "forms", options.choices, "form", { tma = true, classic = true, fp32 = true, tf32 = true })
       i = i + 1
     elseif a == "--tma-define" and v then
       for item in v:gmatch("[^,]+") do
@@ -178,7 +185,7 @@ if opts.shapes.layouts then
 end
 local status = script:plan(work)
 
-if not spk.cuda.available() then os.exit(require("spk.options").no_gpu("gemm_3xtf32_check")) end
+if not spk.cuda.available() then os.exit(options.no_gpu("gemm_3xtf32_check")) end
 
 -- The variant of this run: in a temporary folder, used for every compile
 -- (removed at the end).

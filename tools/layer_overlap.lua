@@ -31,19 +31,12 @@ local script = options.script { dry_run = true,
   usage = "spk run tools/layer_overlap.lua [--batches 64,128,256] [--backends cluster,tensor_core] [--at 50] "
     .. "[--rounds 7] [--dry-run]" }
 
-local function given(name, default, convert)
-  local text = script:option(name)
-  if text == nil then return default end
-  local ok, value = pcall(convert, tostring(text), name:sub(3))
-  if not ok then script:usage_error(options.message(value)) end
-  return value
-end
-local batches = given("--batches", { 64, 128, 256 }, options.positives)
-local backends = given("--backends", { "cluster", "tensor_core" }, options.list)
-local at = given("--at", { 50 }, options.positives)
-local rounds = given("--rounds", 7, options.positive)
+local batches = script:read("--batches", { 64, 128, 256 }, options.positives)
+local backends = script:read("--backends", { "cluster", "tensor_core" },
+  function(text, what) return options.backends(text, what, "3xtf32") end)
+local at = script:read("--at", { 50 }, options.positives)
+local rounds = script:read("--rounds", 7, options.positive)
 local layers_n, input, hidden, steps = 4, 60, 128, 589
-
 local work = {}
 for _, batch in ipairs(batches) do
   for _, backend in ipairs(backends) do

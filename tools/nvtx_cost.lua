@@ -23,20 +23,11 @@ local script = options.script { dry_run = true,
   usage = "spk run tools/nvtx_cost.lua [--batches 1,64,256] [--backends cluster,persistent,cudnn] [--passes 5] "
     .. "[--forwards 40] [--ranges 200000] [--dry-run]" }
 
--- The option's comma-separated items (integers >= 1 with `convert`), its default where not given;
--- a bad value is a usage error (exit 2).
-local function given(name, default, convert)
-  local text = script:option(name)
-  if text == nil then return default end
-  local ok, value = pcall(convert, tostring(text), name:sub(3))
-  if not ok then script:usage_error(options.message(value)) end
-  return value
-end
-local batches = given("--batches", { 1, 64, 256 }, options.positives)
-local backends = given("--backends", { "cluster", "persistent", "cudnn" }, options.list)
-local passes = given("--passes", 5, options.positive)
-local forwards = given("--forwards", 40, options.positive)
-local ranges = given("--ranges", 200000, options.positive)
+local batches = script:read("--batches", { 1, 64, 256 }, options.positives)
+local backends = script:read("--backends", { "cluster", "persistent", "cudnn" }, options.backends)
+local passes = script:read("--passes", 5, options.positive)
+local forwards = script:read("--forwards", 40, options.positive)
+local ranges = script:read("--ranges", 200000, options.positive)
 local steps = 589
 
 local work = { ("host: %d ranges, on and off, %d passes"):format(ranges, passes) }

@@ -29,19 +29,15 @@
 --   gb4 u16 t32   the same with the tile forced to 32 rows (one block an SM)
 --   default       what a plan picks for the batch (persistent.c's batch_table)
 local spk = require "spk"
-local script = require("spk.options").script {
+local options = require "spk.options"
+local script = options.script {
   gpu = "required", dry_run = true,
   usage = "spk run tools/persistent_sweep.lua [--quick] [--batches 1,8,32,64,256] [--rounds 5] [--dry-run]" }
 
 
 local quick = script:option("--quick") ~= nil
-local batches = { 1, 8, 32, 64, 256 }
-local batch_list = script:option("--batches")
-if type(batch_list) == "string" then
-  batches = {}
-  for b in batch_list:gmatch("%d+") do batches[#batches + 1] = tonumber(b) end
-end
-local rounds = tonumber(script:option("--rounds") or (quick and 3 or 5))
+local batches = script:read("--batches", { 1, 8, 32, 64, 256 }, options.positives)
+local rounds = script:read("--rounds", quick and 3 or 5, options.positive)
 local steps = 589
 
 local status -- the progress line (script:plan below), cleared around each printed line

@@ -7,8 +7,8 @@
 --   as key=value pairs for the cluster backend's `kernel` table, e.g.
 --   "cluster=2,threads=512,gate_block=4,tile_rows=8,gates_ahead=3,push=direct" (left out: the batch's default)
 local spk = require "spk"
-require("spk.options").script { gpu = "required",
-                                usage = "spk run tools/profile_forward.lua [BACKEND] [BATCH] [MATH] [KERNEL OPTIONS]" }
+local script = require("spk.options").script { gpu = "required",
+  usage = "spk run tools/profile_forward.lua [BACKEND] [BATCH] [MATH] [KERNEL OPTIONS]" }
 local backend = arg[1] or "cluster"
 local batch = math.tointeger(tonumber(arg[2] or "1"))
 local math_mode = arg[3] or "fp32"
@@ -29,6 +29,7 @@ if arg[4] and arg[4] ~= "" then
     kernel[key] = math.tointeger(tonumber(value)) or value
   end
 end
+script:require_gpu()
 local steps = 589
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 1 }
 local x = spk.randn({ batch, steps, 60 }, { seed = 2 })

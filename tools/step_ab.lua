@@ -29,22 +29,16 @@
 -- "step_ab: N plans, N failed, N s".
 local spk = require "spk"
 
-local script = require("spk.options").script {
+local options = require "spk.options"
+local script = options.script {
   gpu = "required", dry_run = true,
   usage = "spk run tools/step_ab.lua [--batches 1,8,32] [--wide 64,128,256] [--passes 3] [--rounds 5] "
     .. "[--only \"name,name\"] [--cudnn] [--budget 240] [--dry-run]" }
-local function list(text, default)
-  if type(text) ~= "string" then return default end
-  local out = {}
-  for v in text:gmatch("%d+") do out[#out + 1] = tonumber(v) end
-  return out
-end
-
-local batches = list(script:option("--batches"), { 1, 8, 32 })
-local wide = list(script:option("--wide"), { 64, 128, 256 })
-local passes = tonumber(script:option("--passes")) or 3
-local rounds = tonumber(script:option("--rounds")) or 5
-local budget = tonumber(script:option("--budget")) or 240
+local batches = script:read("--batches", { 1, 8, 32 }, options.positives)
+local wide = script:read("--wide", { 64, 128, 256 }, options.positives)
+local passes = script:read("--passes", 3, options.positive)
+local rounds = script:read("--rounds", 5, options.positive)
+local budget = script:read("--budget", 240, options.positive)
 local with_cudnn = script:option("--cudnn") ~= nil
 local only = script:option("--only")
 local steps = 589

@@ -42,7 +42,8 @@ local tc = require "spk.tensor_core"
 
 local opts = { part = "correctness,sweep,stamps", batches = table.concat(tc.sweep_batches, ","), rounds = 5,
                steps = 589, only = nil, mma = "sync,wgmma" }
-local script = require("spk.options").script {
+local options = require "spk.options"
+local script = options.script {
   dry_run = true,
   usage = "spk run tools/tc_sweep.lua [--part correctness,sweep,stamps,check] [--batches LIST] [--rounds N] "
     .. "[--steps N] [--only LABEL,...] [--mma sync,wgmma] [--dry-run]",
@@ -59,11 +60,18 @@ while i <= #args do
   opts[key] = args[i + 1]
   i = i + 2
 end
-opts.rounds, opts.steps = math.tointeger(tonumber(opts.rounds)), math.tointeger(tonumber(opts.steps))
+-- Each value through options' readers: a bad one is a usage error naming its flag, never dropped.
+local function read(key, reader, ...)
+  if opts[key] == nil then script:usage_error(("--%s needs a value"):format(key)) end
+  local ok, value = pcall(reader, tostring(opts[key]), key, ...)
+  if not ok then script:usage_error(options.message(value)) end
+  return value
+end
+opts.rounds, opts.steps = read("rounds", options.positive), read("steps", options.positive)
 local parts = {}
-for p in tostring(opts.part):gmatch("[^,]+") do parts[p] = true end
-local batches = {}
-for b in tostring(opts.batches):gmatch("[^,]+") do batches[#batches + 1] = math.tointeger(tonumber(b)) end
+for _, p in ipairs(read("part", options.choices, "part",
+  { correctness = true, sweep = true, stamps = true, check = true })) do parts[p] = true end
+local batches = read("batches", options.positives)
 local only
 if opts.only then
   only = {}

@@ -210,6 +210,27 @@ function M.choices(text, what, noun, known)
   return out
 end
 
+-- Each of `names` one of spk.lstm.backends ("--backends: unknown backend 'x'
+-- (registered: auto, cluster, ...)"); with `math`, each one that has it
+-- (spk.lstm.check_math's message). Returns names.
+function M.check_backends(names, what, math)
+  local spk = require "spk"
+  for _, backend in ipairs(names) do
+    if type(spk.lstm.backends[backend]) ~= "function" then
+      local known = {}
+      for name in pairs(spk.lstm.backends) do known[#known + 1] = name end
+      table.sort(known)
+      M.fail(("--%s: unknown backend '%s' (registered: %s)"):format(what, backend, table.concat(known, ", ")))
+    end
+    local ok, why = spk.lstm.check_math(math, backend)
+    if not ok then M.fail(("--%s: %s"):format(what, why)) end
+  end
+  return names
+end
+
+-- The comma-separated backends of `text`, checked as check_backends does.
+function M.backends(text, what, math) return M.check_backends(M.list(text, what), what, math) end
+
 -- The comma-separated integers >= 1 of `text` (at least one).
 function M.positives(text, what)
   local out = {}
@@ -273,6 +294,19 @@ function Script:option(name)
   return nil
 end
 
+-- The value of flag `name` read by `read` (one of this module's readers:
+-- M.positive, M.positives, M.list, M.backends, ...), `default` where the
+-- flag is not given; a value the reader refuses, or a flag without one, is
+-- a usage error naming it (exit 2), never a default in its place.
+function Script:read(name, default, read)
+  local text = self:option(name)
+  if text == nil then return default end
+  if text == true then self:usage_error(("%s needs a value"):format(name)) end
+  local ok, value = pcall(read, text, name:gsub("^%-%-", ""), nil)
+  if not ok then self:usage_error(M.message(value)) end
+  return value
+end
+
 function Script:usage_error(message)
   io.stderr:write(("%s: %s\n"):format(self.name, message))
   if self.usage then io.stderr:write("usage: ", self.usage, "\n") end
@@ -293,7 +327,15 @@ function M.plan(name, dry_run, items, header)
   return require("spk.progress").new { label = name, total = #items }
 end
 
+-- A script of gpu = "required" on a machine without a usable device: the
+-- no-GPU line and exit 3, once its arguments are read (a usage error comes
+-- first, as in spk.experiment), so at its plan or where it calls this.
+function Script:require_gpu()
+  if self.gpu_required and not self.gpu and not self.dry_run then os.exit(M.no_gpu(self.name)) end
+end
+
 function Script:plan(items, header)
+  self:require_gpu()
   self.progress_line = M.plan(self.name, self.dry_run, items, header)
   return self.progress_line
 end
@@ -331,7 +373,7 @@ function M.script(spec)
     os.exit(M.EXIT.ok)
   end
   if spec.gpu then self.gpu = M.gpu_status() end -- no device probe for a script that needs none
-  if spec.gpu == "required" and not self.gpu and not self.dry_run then os.exit(M.no_gpu(name)) end
+  self.gpu_required = spec.gpu == "required"
   return self
 end
 

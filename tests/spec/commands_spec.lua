@@ -179,6 +179,46 @@ describe("--dry-run", function()
   end
 end)
 
+describe("a numeric flag's bad value", function()
+  -- every sweep (a tool or experiment that plans its work) and every numeric flag its --help names:
+  -- "--FLAG x" is a usage error naming the flag (exit 2), never a default or a dropped item
+  local numeric = { "batches", "rounds", "steps", "passes", "forwards", "ranges", "budget", "wide", "at", "tiles" }
+  for _, path in ipairs(scripts) do
+    local f = assert(io.open(assert(spk.find_dir(path:match("^(%a+)/"))) .. "/" .. path:match("/(.*)$")))
+    local text = f:read("a")
+    f:close()
+    if text:find("ex:plan(", 1, true) or text:find("script:plan(", 1, true) then
+      it(("spk run %s: each numeric flag's bad value is a usage error naming it"):format(path), function()
+        local help = run_spk { "run", path, "--help" }
+        local checked = 0
+        for _, flag in ipairs(numeric) do
+          if help:find("%-%-" .. flag .. "[%s%]]") then
+            local out, err, code = run_in_scratch { "run", path, "--" .. flag, "1,x", "--dry-run" }
+            assert.are.equal(2, code, ("--%s 1,x: %s%s"):format(flag, out, err))
+            assert.matches("%-%-" .. flag .. ": '", err)
+            checked = checked + 1
+          end
+        end
+        -- the tools that take their numbers as positional arguments: a bad batch among them
+        local positional = { ["tools/capture_defaults.lua"] = { "DIR/out.json", "1,x" },
+                             ["tools/projection_gemm.lua"] = { "1,x" } }
+        if positional[path] then
+          local dir = spec_tmpdir()
+          local args = { "run", path }
+          for _, a in ipairs(positional[path]) do args[#args + 1] = (a:gsub("DIR", dir)) end
+          args[#args + 1] = "--dry-run"
+          local out, err, code = run_spk(args)
+          remove_scratch(dir)
+          assert.are.equal(2, code, out .. err)
+          assert.matches("'x'", err)
+          checked = checked + 1
+        end
+        assert.is_true(checked > 0, path .. " names none of the numeric flags")
+      end)
+    end
+  end
+end)
+
 describe("no GPU", function()
   -- work that needs a device, with the least arguments that reach it
   local cases = {
@@ -208,6 +248,17 @@ describe("no GPU", function()
       assert.are.equal("", left)
     end)
   end
+
+  it("a usage error comes before the missing GPU (exit 2, the bad value named)", function()
+    for _, case in ipairs { { "run", "tools/step_ab.lua", "--batches", "x" },
+                            { "run", "tools/cluster_sweep.lua", "--rounds", "0" },
+                            { "run", "tools/profile_forward.lua", "cluster", "x" },
+                            { "run", "experiments/tile_sweep.lua", "--batches", "x" } } do
+      local out, err, code = run_spk(case, { env = NO_GPU })
+      assert.are.equal(2, code, table.concat(case, " ") .. ": " .. out .. err)
+      assert.is_nil(err:find("Nothing was run", 1, true), err)
+    end
+  end)
 end)
 
 describe("the man page", function()

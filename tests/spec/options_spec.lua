@@ -28,6 +28,22 @@ describe("spk.options", function()
       usage_error(function() options.choices("fp32,fp16", "math", "math", known) end))
   end)
 
+  it("reads backends: each one registered, and with a math each one that has it", function()
+    local spk = require "spk"
+    local names = {}
+    for name in pairs(spk.lstm.backends) do names[#names + 1] = name end
+    table.sort(names)
+    assert.are.same({ "cluster", "cudnn" }, options.backends("cluster,cudnn", "backends"))
+    assert.are.same({ "cluster", "tensor_core" }, options.backends("cluster,tensor_core", "backends", "3xtf32"))
+    assert.are.equal("--backends: unknown backend 'tpu' (registered: " .. table.concat(names, ", ") .. ")",
+      usage_error(function() options.backends("cluster,tpu", "backends") end))
+    assert.matches("^%-%-backends: backend cudnn has no math \"3xtf32\"",
+      usage_error(function() options.backends("cluster,cudnn", "backends", "3xtf32") end))
+    assert.are.same({ "cpu" }, options.check_backends({ "cpu" }, "backends"))
+    assert.matches("^%-%-only: backend cpu has no math \"tf32\"",
+      usage_error(function() options.check_backends({ "cpu" }, "only", "tf32") end))
+  end)
+
   it("starts a command: usage errors exit 2 on stderr, --help prints the usage and exits 0", function()
     local written = {}
     local out = { write = function(s) written[#written + 1] = s end, progress = function() end }

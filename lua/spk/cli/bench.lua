@@ -113,15 +113,8 @@ local function parse(args)
 end
 
 -- Names checked against what is registered (needs the spk module).
-local function check_names(o, spk, benchmark)
-  local names = {}
-  for n in pairs(spk.lstm.backends) do names[#names + 1] = n end
-  table.sort(names)
-  for _, b in ipairs(o.backends) do
-    if type(spk.lstm.backends[b]) ~= "function" then
-      fail(("--backends: unknown backend '%s' (registered: %s)"):format(b, table.concat(names, ", ")))
-    end
-  end
+local function check_names(o, benchmark)
+  options.check_backends(o.backends, "backends")
   local known = {}
   for _, a in ipairs(benchmark.cudnn_algorithms) do known[a] = true end
   for _, a in ipairs(o.algos or {}) do
@@ -215,7 +208,7 @@ return function(args, io_override)
     for _, b in ipairs(o.backends) do listed = listed or b == spec.name end
     if not listed then table.insert(o.backends, 1, spec.name) end
   end
-  local named, err = pcall(check_names, o, spk, benchmark)
+  local named, err = pcall(check_names, o, benchmark)
   if not named then
     io.stderr:write("spk bench: ", options.message(err), "\n")
     return 2
