@@ -169,6 +169,8 @@ M.sweep_variants = {
   { mma = "sync", cluster = 2, tile_rows = 8 }, { mma = "wgmma", cluster = 2, tile_rows = 8 },
   { mma = "wgmma", cluster = 4, tile_rows = 16 }, { mma = "wgmma", cluster = 4, tile_rows = 16, row_phases = 2 },
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 },
+  -- two n-tiles in one phase (m64n16 wgmmas): half the clusters of tile 8, half the SMs
+  { mma = "wgmma", cluster = 2, tile_rows = 16 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 4 }, { mma = "wgmma", slice_steps = 8 },
   { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
   { cell = "trimmed" }, { cell = "fused" }, { mma = "sync", cell = "trimmed" }, { mma = "sync", cell = "fused" },
@@ -182,8 +184,10 @@ M.sweep_variants = {
 M.sweep_batches = { 32, 64, 128, 256 }
 
 -- The variants whose stage stamps tools/tc_sweep.lua's stamps part reads at each batch: the
--- batch's default, by mma.sync and by wgmma, with the other cells, and the earlier defaults.
+-- batch's default, by mma.sync and by wgmma, with the other cells, the m64n16 form on half
+-- the SMs, and the earlier defaults.
 M.stamp_variants = { {}, { mma = "sync" }, { mma = "wgmma" }, { cell = "trimmed" }, { cell = "fused" },
+                     { mma = "wgmma", cluster = 2, tile_rows = 16 },
                      { mma = "sync", cluster = 8, tile_rows = 8, fetch_early = 0 },
                      { mma = "sync", cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } }
 
