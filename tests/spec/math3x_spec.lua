@@ -75,6 +75,26 @@ describe("math 3xtf32", function()
     end
   end)
 
+  gpu_it("keeps FP32's accuracy at hidden 64 and 256 (input widths 128 and 512) on every kernel backend", function()
+    for _, hidden in ipairs { 64, 256 } do
+      local layers = spk.lstm.random { layers = 2, input = 60, hidden = hidden, seed = 5 }
+      local x = spk.randn({ 5, 24, 60 }, { seed = 6 })
+      local truth = spk.lstm.reference(layers, x, { precision = "f64" })
+      for _, backend in ipairs { "cluster", "persistent", "tensor_core" } do
+        local fp32 = spk.lstm.stack { layers = layers, batch = 5, steps = 24, backend = backend }
+        local split = spk.lstm.stack { layers = layers, batch = 5, steps = 24, backend = backend, math = "3xtf32" }
+        local y3 = split:forward(x)
+        local e32, e3 = spk.compare(fp32:forward(x), truth), spk.compare(y3, truth)
+        local what = ("hidden %d, %s: 3xtf32 rel_l2 %.3g max_abs %.3g against fp32's %.3g, %.3g"):format(hidden,
+          backend, e3.rel_l2, e3.max_abs, e32.rel_l2, e32.max_abs)
+        assert.is_true(e3.rel_l2 <= 1.5 * e32.rel_l2 + 1e-9 and e3.max_abs <= 2 * e32.max_abs + 1e-9, what)
+        assert.are.equal(0, spk.compare(split:forward(x), y3).max_abs, what .. ": not repeatable")
+        fp32:close()
+        split:close()
+      end
+    end
+  end)
+
   -- The TMA form (weights split when the plan is built) is chosen per process
   -- by $SPK_GEMM_3XTF32 ("tma" or "classic", else the build's default, the
   -- TMA form on compute capability 9.0): each choice runs in a child of its own.
