@@ -19,18 +19,12 @@ local script = options.script { gpu = "required", dry_run = true,
 local arg = script.args
 
 local out = arg[1] or script.dry_run and "" or script:usage_error("needs the output file")
--- A positional list read by `read` (options' readers), its default where not
--- given; a bad item is a usage error naming it (exit 2), never dropped.
-local function given(text, default, what, read)
-  local ok, value = pcall(read, text or default, what)
-  if not ok then script:usage_error(options.message(value)) end
-  return value
-end
-local batches = given(arg[2], "1,5,8,32,37,64,128,200,256", "batches", options.positives)
-local backends = given(arg[3], "cluster,persistent", "backends", options.backends)
-local maths = given(arg[4], "fp32,tf32", "maths", options.list)
-for _, m in ipairs(maths) do given(backends, nil, "backends", function(names, what)
-  return options.check_backends(names, what, m) end) end
+local batches = script:value(arg[2] or "1,5,8,32,37,64,128,200,256", "BATCHES", options.positives)
+local backends = script:value(arg[3] or "cluster,persistent", "BACKENDS", options.backends)
+local known_maths = {}
+for _, m in ipairs(spk.lstm.math_modes) do known_maths[m] = true end
+local maths = script:value(arg[4] or "fp32,tf32", "MATHS", options.choices, "math", known_maths)
+for _, m in ipairs(maths) do script:value(backends, "BACKENDS", options.check_backends, m) end
 local steps, seed = 589, 1
 
 local work = {}

@@ -32,8 +32,7 @@ local script = options.script { dry_run = true,
     .. "[--rounds 7] [--dry-run]" }
 
 local batches = script:read("--batches", { 64, 128, 256 }, options.positives)
-local backends = script:read("--backends", { "cluster", "tensor_core" },
-  function(text, what) return options.backends(text, what, "3xtf32") end)
+local backends = script:read("--backends", { "cluster", "tensor_core" }, options.backends, "3xtf32")
 local at = script:read("--at", { 50 }, options.positives)
 local rounds = script:read("--rounds", 7, options.positive)
 local layers_n, input, hidden, steps = 4, 60, 128, 589

@@ -11,14 +11,9 @@ local spk = require "spk"
 local script = require("spk.options").script { gpu = "required", dry_run = true,
   usage = "spk run tools/projection_gemm.lua [BATCHES] [ROUNDS] [--dry-run]" }
 local args = script.args
-local batches = {}
-for b in (args[1] or "1,8,32,64,256"):gmatch("[^,]+") do
-  local n = math.tointeger(tonumber(b))
-  if not n or n < 1 then script:usage_error(("BATCHES: positive integers, comma-separated, got '%s'"):format(b)) end
-  batches[#batches + 1] = n
-end
-local rounds = math.tointeger(tonumber(args[2] or "5"))
-if not rounds or rounds < 1 then script:usage_error(("ROUNDS: a positive integer, got '%s'"):format(args[2])) end
+local options = require "spk.options"
+local batches = script:value(args[1] or "1,8,32,64,256", "BATCHES", options.positives)
+local rounds = script:value(args[2] or "5", "ROUNDS", options.positive)
 local work = {}
 for _, batch in ipairs(batches) do
   work[#work + 1] = ("batch %d: FP32 a call a direction, FP32 batched, TF32 batched"):format(batch)

@@ -63,9 +63,7 @@ end
 -- Each value through options' readers: a bad one is a usage error naming its flag, never dropped.
 local function read(key, reader, ...)
   if opts[key] == nil then script:usage_error(("--%s needs a value"):format(key)) end
-  local ok, value = pcall(reader, tostring(opts[key]), key, ...)
-  if not ok then script:usage_error(options.message(value)) end
-  return value
+  return script:value(tostring(opts[key]), key, reader, ...)
 end
 opts.rounds, opts.steps = read("rounds", options.positive), read("steps", options.positive)
 local parts = {}

@@ -176,13 +176,19 @@ function M.fail(message)
   error({ usage_error = message }, 0)
 end
 
+-- How a message names the value `what` reads: a flag ("rounds": "--rounds"),
+-- or a positional argument as its usage writes it ("BATCHES" as it is).
+local function named(what)
+  return tostring(what):match("^%u[%u_]*$") and what or "--" .. tostring(what)
+end
+
 -- The integer in `text`, which must be >= least (default 1); `what` names the
 -- option in the message.
 function M.positive(text, what, least)
   least = least or 1
   local n = math.tointeger(tonumber(text))
   if not n or n < least then
-    M.fail(("--%s: '%s' is not an integer >= %d"):format(what, tostring(text), least))
+    M.fail(("%s: '%s' is not an integer >= %d"):format(named(what), tostring(text), least))
   end
   return n
 end
@@ -191,7 +197,7 @@ end
 function M.list(text, what)
   local out = {}
   for item in tostring(text):gmatch("[^,]+") do out[#out + 1] = item end
-  if #out == 0 then M.fail(("--%s needs a value"):format(what)) end
+  if #out == 0 then M.fail(("%s needs a value"):format(named(what))) end
   return out
 end
 
@@ -204,7 +210,7 @@ function M.choices(text, what, noun, known)
       local names = {}
       for name in pairs(known) do names[#names + 1] = name end
       table.sort(names)
-      M.fail(("--%s: unknown %s '%s' (known: %s)"):format(what, noun, item, table.concat(names, ", ")))
+      M.fail(("%s: unknown %s '%s' (known: %s)"):format(named(what), noun, item, table.concat(names, ", ")))
     end
   end
   return out
@@ -220,10 +226,10 @@ function M.check_backends(names, what, math)
       local known = {}
       for name in pairs(spk.lstm.backends) do known[#known + 1] = name end
       table.sort(known)
-      M.fail(("--%s: unknown backend '%s' (registered: %s)"):format(what, backend, table.concat(known, ", ")))
+      M.fail(("%s: unknown backend '%s' (registered: %s)"):format(named(what), backend, table.concat(known, ", ")))
     end
     local ok, why = spk.lstm.check_math(math, backend)
-    if not ok then M.fail(("--%s: %s"):format(what, why)) end
+    if not ok then M.fail(("%s: %s"):format(named(what), why)) end
   end
   return names
 end
@@ -295,14 +301,22 @@ function Script:option(name)
 end
 
 -- The value of flag `name` read by `read` (one of this module's readers:
--- M.positive, M.positives, M.list, M.backends, ...), `default` where the
--- flag is not given; a value the reader refuses, or a flag without one, is
--- a usage error naming it (exit 2), never a default in its place.
-function Script:read(name, default, read)
+-- M.positive, M.positives, M.list, M.backends, ..., with its further
+-- arguments), `default` where the flag is not given; a value the reader
+-- refuses, or a flag without one, is a usage error naming it (exit 2), never
+-- a default in its place.
+function Script:read(name, default, read, ...)
   local text = self:option(name)
   if text == nil then return default end
   if text == true then self:usage_error(("%s needs a value"):format(name)) end
-  local ok, value = pcall(read, text, name:gsub("^%-%-", ""), nil)
+  return self:value(text, (name:gsub("^%-%-", "")), read, ...)
+end
+
+-- `text` read by `read` as the value `what` names (a flag's name, or a
+-- positional argument's as the usage writes it: "BATCHES"), with the reader's
+-- further arguments; a value it refuses is a usage error (exit 2).
+function Script:value(text, what, read, ...)
+  local ok, value = pcall(read, text, what, ...)
   if not ok then self:usage_error(M.message(value)) end
   return value
 end

@@ -15,6 +15,9 @@ describe("spk.options", function()
     assert.are.equal("--rounds: '0' is not an integer >= 1", usage_error(function() options.positive("0", "rounds") end))
     assert.matches("'2.5' is not an integer", usage_error(function() options.positive("2.5", "steps") end))
     assert.matches("'x' is not an integer", usage_error(function() options.positive("x", "steps") end))
+    -- a positional argument is named as its usage writes it
+    assert.are.equal("ROUNDS: '0' is not an integer >= 1", usage_error(function() options.positive("0", "ROUNDS") end))
+    assert.are.equal("BATCHES: 'x' is not an integer >= 1", usage_error(function() options.positives("1,x", "BATCHES") end))
   end)
 
   it("splits comma-separated lists and checks their items", function()
