@@ -325,7 +325,8 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
                                     .tile_rows = c->variant.tile_rows,
                                     .packing = spk_lstm_packing_builtin(),
                                     .statuses = spk_builtin_statuses,
-                                    .nstatuses = spk_builtin_nstatuses};
+                                    .nstatuses = spk_builtin_nstatuses,
+                                    .early_start = true};
     return 0;
 }
 
