@@ -35,7 +35,6 @@
 // Geometry (tiles, fragments, swizzle, descriptors, tile order) is in
 // kernels/gemm_3xtf32_tma.cuh, shared with the host and its C tests.
 #include "gemm_3xtf32_tma.cuh"
-#include "spk_launch_order.cuh" /* spk_let_next_start, spk_wait_for_previous */
 
 static_assert(SPK_TMA_KSTEPS % SPK_TMA_SLICE_STEPS == 0, "a k-tile holds whole slices");
 static_assert(SPK_TMA_BM == SPK_TMA_BN, "A's and B's k-tiles are the same 16 KB");
@@ -291,7 +290,6 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
                     long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
-    spk_let_next_start(); // the next kernel's blocks may take the SMs this launch leaves
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
     unsigned given;
@@ -318,7 +316,6 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     __syncthreads(); // the last block-wide barrier: the roles never meet again
-    spk_wait_for_previous(); // A, C: the kernels before this one are done
 
     if (warp == SPK_TMA_CONSUMER_WARPS) {
         if (lane == 0)

@@ -82,7 +82,6 @@ static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1"
 #define PHASE_SLOT(p) ((p) * SLOTS / ROW_PHASES) /* phase p owns slots PHASE_SLOT(p) .. PHASE_SLOT(p + 1) - 1 */
 #define RING_FLOATS (GATES_AHEAD > 1 ? GATES_AHEAD * SLOTS * THREADS * 4 : 0) /* the gates' cp.async stages */
 #include "spk_status.cuh" /* STATUS_*: the codes the host reports */
-#include "spk_launch_order.cuh" /* spk_let_next_start, spk_wait_for_previous */
 #define FULL_MASK 0xffffffffu
 // The timeline build's stages (one list a row phase count): PHASE_MARK(S, phase) is the mark stamped where
 // stage S of row phase `phase` ends, STEP_MARK(S) that of a stage once a step; slot k is in phase SLOT_PHASE(k).
@@ -147,9 +146,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  unsigned *status,                // 0, or why the launch refused to run
                  int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
-    spk_let_next_start(); // the next kernel's blocks may take the SMs this launch leaves
 #ifndef SPK_CLUSTER_SUPPORTED
-    spk_wait_for_previous();
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
@@ -167,7 +164,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     // early exit never leaves a peer waiting at a barrier.
     if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 ||
         tile_rows < 1 || tile_rows > TILE_ROWS || rows < 1 || steps < 1 || dynamic_smem_bytes() < need) {
-        spk_wait_for_previous();
         if (tid == 0)
             atomicCAS(status, 0u, STATUS_BAD_GEOMETRY);
         return;
@@ -186,7 +182,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     SPK_TIMELINE_SETUP(CLUSTER_TIMELINE_STAGES, direction, (int)rank + CLUSTER * (int)blockIdx.y, tid);
     typename gate_weights<GATE_BLOCK>::type w; // this thread's slice of R, for the whole sequence
     load_weights(w, r, rank, j, q);
-    spk_wait_for_previous(); // the gates, the output and the status word: the kernels before this one are done
     // The cells this thread owns (kernels/lstm_cluster_stages.cuh: SLOT_ROW, SLOT_OWNED, SLOT_STORES).
     const int lane_row = spk_scatter_row<ROW_GROUP, CHUNKS>(q);
     const int lane_unit = GATE_BLOCK == 4 ? j : j >> 2;

@@ -66,7 +66,6 @@ static_assert(PUSH == 0 && GATE_BLOCK == 1 && GATES_AHEAD == 1 && ROW_PHASES == 
 #define CELLS ((TILE_ROWS * UNITS + THREADS - 1) / THREADS)
 #define SLOTS CELLS /* cells a thread owns: cell tid + k * THREADS for k < SLOTS */
 #include "spk_status.cuh" /* STATUS_*: the codes the host reports */
-#include "spk_launch_order.cuh" /* spk_wait_for_previous */
 #define FULL_MASK 0xffffffffu
 #define CLUSTER_TIMELINE_STAGES SPK_CLUSTER_BASELINE_STAGE_COUNT /* the timeline build's */
 #define MARK(s) (1 + SPK_CLUSTER_BASELINE_##s)
@@ -164,7 +163,6 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  unsigned *status,                // 0, or why the launch refused to run
                  int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
-    spk_wait_for_previous(); // launched with an early start like the cluster kernel: nothing before the wait
 #ifndef SPK_CLUSTER_SUPPORTED
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);

@@ -62,7 +62,6 @@
 #endif
 #include "lstm_tc_layout.cuh"
 #include "spk_status.cuh" /* the status codes: the built-in kernels' (lua/spk/tensor_core.lua says each) */
-#include "spk_launch_order.cuh" /* spk_let_next_start, spk_wait_for_previous */
 #ifndef TC_SPLIT
 #define TC_SPLIT TC_SPLIT_F16
 #endif
@@ -177,9 +176,7 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
             int batch, int steps, float *trace, const int *trace_slot, int trace_slots,
             int trace_direction SPK_TIMELINE_PARAMS)
 {
-    spk_let_next_start(); // the next kernel's blocks may take the SMs this launch leaves
 #ifndef SPK_TC_SUPPORTED
-    spk_wait_for_previous();
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
@@ -192,7 +189,6 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
     // Uniform over the cluster (arguments, the tile, the cluster shape): an early exit leaves no peer waiting.
     if (cluster_blocks() != CLUSTER || blockDim.x != THREADS || gridDim.x != CLUSTER || gridDim.z != 2 || rows < 1 ||
         steps < 1 || dynamic_smem_bytes() < SMEM_BYTES) {
-        spk_wait_for_previous();
         if (tid == 0)
             atomicCAS(status, 0u, STATUS_BAD_GEOMETRY);
         return;
@@ -212,7 +208,6 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
     unsigned a_big[WARP_MT][KSTEPS][4], a_small[WARP_MT][KSTEPS][4]; // this warp's R, for the whole sequence
     float unscale[WARP_MT][2];                                        // f16: 2^-shift of A rows g, g + 8
     tc_load_weights(a_big, a_small, unscale, r, first_unit, warp, lane);
-    spk_wait_for_previous(); // the gates, the output and the status word: the kernels before this one are done
     const int unit = first_unit + tc_cell_unit(WARP_MT, warp, lane); // the unit of every cell this thread finishes
     const float4 b4 = tc_gate_float4(reinterpret_cast<const float4 *>(bias)[unit]);
     float c[CELLS], hv[CELLS];

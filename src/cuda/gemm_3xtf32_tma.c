@@ -310,7 +310,7 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
                               &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2, &p.c_tma};
     spk_storage *uses[] = {g->a->storage, g->b->storage, g->b_lo->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
-                             .uses = uses, .nuses = 4, .early_start = true};
+                             .uses = uses, .nuses = 4};
     if (spk_kernel_launch_raw(kernel, &cfg, args)) {
         spk_error_prefix("gemm 3xtf32 (TMA form, %lld x %lld x %lld)", (long long)m, (long long)n, (long long)k);
         return -1;

@@ -177,20 +177,6 @@ int spk_pack_args(const char *kernel_name, const spk_arg *args, int nargs, const
     return 0;
 }
 
-/* Whether launches that ask for an early start get it: on unless
- * SPK_EARLY_START=0 (read once), and on compute capability 9.0 and up. */
-static bool early_start_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *env = getenv("SPK_EARLY_START");
-        on = !(env && strcmp(env, "0") == 0);
-    }
-    int dev = 0, major = 0;
-    return on && cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-}
-
 int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **args)
 {
     spk_stream *s = spk_stream_or_default(cfg->stream);
@@ -203,7 +189,7 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
                          cfg->block[2] ? cfg->block[2] : 1};
     lc.dynamicSmemBytes = cfg->smem;
     lc.stream = (cudaStream_t)spk_stream_handle(s);
-    cudaLaunchAttribute attrs[3];
+    cudaLaunchAttribute attrs[2];
     unsigned nattrs = 0;
     if (cfg->cooperative) {
         attrs[nattrs].id = cudaLaunchAttributeCooperative;
@@ -215,11 +201,6 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
         attrs[nattrs].val.clusterDim.x = cfg->cluster[0] ? cfg->cluster[0] : 1;
         attrs[nattrs].val.clusterDim.y = cfg->cluster[1] ? cfg->cluster[1] : 1;
         attrs[nattrs].val.clusterDim.z = cfg->cluster[2] ? cfg->cluster[2] : 1;
-        nattrs++;
-    }
-    if (cfg->early_start && !cfg->cooperative && early_start_on()) {
-        attrs[nattrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attrs[nattrs].val.programmaticStreamSerializationAllowed = 1;
         nattrs++;
     }
     lc.attrs = nattrs ? attrs : NULL;

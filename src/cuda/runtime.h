@@ -301,19 +301,13 @@ typedef struct spk_launch_config {
     spk_stream *stream; /* NULL: default */
     bool cooperative;   /* grid-wide sync: grid must fit (see capacity) */
     unsigned cluster[3];/* thread-block cluster dims; all 0: no cluster */
-    /* May start while the kernel before it in the stream finishes (programmatic
-     * dependent launch, compute capability 9.0 and up; not with cooperative):
-     * only for a kernel that waits (griddepcontrol.wait, kernels/spk_launch_order.cuh)
-     * before it touches memory an earlier kernel writes or reads.
-     * SPK_EARLY_START=0 turns it off for every launch. */
-    bool early_start;
     /* Storages the kernel reads or writes: recorded as used by the stream. */
     spk_storage *const *uses;
     int nuses;
 } spk_launch_config;
 
 /* Checks args against the kernel's parameters, then launches
- * (cudaLaunchKernelExC with the cooperative / cluster / early-start attributes). */
+ * (cudaLaunchKernelExC with the cooperative / cluster attributes). */
 int spk_kernel_launch(spk_kernel *k, const spk_launch_config *cfg, const spk_arg *args, int nargs);
 /* Launches with already-packed arguments (no parameter check). */
 int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **args);

@@ -394,8 +394,7 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
                                    .tile_rows = (int32_t)s->tile_rows,
                                    .packing = spk_lstm_packing_builtin(),
                                    .statuses = spk_builtin_statuses,
-                                   .nstatuses = spk_builtin_nstatuses,
-                                   .early_start = true};
+                                   .nstatuses = spk_builtin_nstatuses};
     return 0;
 }
 

@@ -564,7 +564,6 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
     cfg.smem = l->smem;
     cfg.stream = s;
     cfg.cooperative = l->cooperative;
-    cfg.early_start = ks->desc.early_start && !ks->desc.concurrent;
     cfg.uses = uses;
     cfg.nuses = nvalues > nargs ? 6 : 5;
     spk_nvtx_push(direction_name(l->direction));

@@ -119,11 +119,6 @@ typedef struct spk_kernel_stack_desc {
      * as a kernel that does not give up (the device stays busy); 0: the
      * plan waits (the built-in kernels, whose waits are bounded). */
     uint64_t watchdog_ns;
-    /* The kernel calls spk_wait_for_previous() (kernels/spk_launch_order.cuh)
-     * before it touches the plan's buffers, so its launches may start while
-     * the projection before them finishes (spk_launch_config.early_start; not
-     * for cooperative launches, nor with `concurrent`). */
-    bool early_start;
 } spk_kernel_stack_desc;
 
 /* Checks a description against a shape, without a device: the argument list

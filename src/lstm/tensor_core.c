@@ -325,8 +325,7 @@ static int describe(spk_family_state *st, spk_kernel *kernel, const spk_family_r
                                     .tile_rows = c->variant.tile_rows,
                                     .packing = spk_lstm_packing_builtin(),
                                     .statuses = spk_builtin_statuses,
-                                    .nstatuses = spk_builtin_nstatuses,
-                                    .early_start = true};
+                                    .nstatuses = spk_builtin_nstatuses};
     return 0;
 }
 
