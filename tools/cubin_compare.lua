@@ -82,13 +82,11 @@ local function kernel(secs)
 end
 
 local function names_in(dir)
-  local p = io.popen(("ls %q"):format(dir))
   local out = {}
-  for line in p:lines() do
-    local n = line:match("^(.+)%.cubin$")
+  for _, name in ipairs(spk.files.list(dir)) do
+    local n = name:match("^(.+)%.cubin$")
     if n then out[n] = true end
   end
-  p:close()
   return out
 end
 

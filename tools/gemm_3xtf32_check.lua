@@ -135,8 +135,10 @@ end
 
 if opts.write_variant then
   if #opts.defines == 0 then usage_error("--write-variant needs --tma-define") end
-  if not os.execute("mkdir '" .. opts.write_variant:gsub("'", "'\\''") .. "' 2>/dev/null") then
-    io.stderr:write(("gemm_3xtf32_check: cannot make the folder %s (it must not exist)\n"):format(opts.write_variant))
+  local ok, err, made = pcall(spk.files.make_folder, opts.write_variant)
+  if not ok or not made then
+    io.stderr:write(("gemm_3xtf32_check: %s\n"):format(ok and opts.write_variant .. ": the folder is there already "
+      .. "(--write-variant makes a new one)" or tostring(err)))
     os.exit(2)
   end
   write_variant(opts.write_variant)

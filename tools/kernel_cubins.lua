@@ -60,8 +60,9 @@ if not out or out:match("^%-") then
   io.stderr:write("usage: spk run tools/kernel_cubins.lua OUT_DIR [--list defaults|options|tc|all]\n")
   os.exit(2)
 end
-if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
-  io.stderr:write(("kernel_cubins: cannot create the folder %s\n"):format(out))
+local ok, err = pcall(spk.files.make_folder, out)
+if not ok then
+  io.stderr:write(("kernel_cubins: %s\n"):format(err))
   os.exit(1)
 end
 

@@ -20,9 +20,9 @@ for _, a in ipairs { ... } do
   if a == "--check" then check = true else files[#files + 1] = a end
 end
 if #files == 0 then
-  local p = io.popen("ls kernels/*.cu kernels/*.cuh")
-  for f in p:lines() do files[#files + 1] = f end
-  p:close()
+  for _, name in ipairs(spk.files.list("kernels")) do
+    if name:match("%.cuh?$") then files[#files + 1] = "kernels/" .. name end
+  end
 end
 
 local worst_branches, worst_length = 0, 0

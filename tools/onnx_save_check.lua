@@ -19,7 +19,7 @@ for i = 2, #arg, 2 do
 end
 if not dir or dir:sub(1, 1) == "-" then script:usage_error("needs a folder and integer options") end
 
-assert(os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))), "cannot create " .. dir)
+spk.files.make_folder(dir)
 local layers = spk.lstm.random { layers = 4, input = 60, hidden = 128, seed = 11 }
 local x = spk.randn({ opts.batch, opts.steps, 60 }, { seed = 12 })
 local y64 = spk.lstm.reference(layers, x, { precision = "f64" })

@@ -682,8 +682,9 @@ end
 
 local function write_atomic(path, text)
   local dir = path:match("^(.*)/[^/]*$")
-  if dir and not os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null") then
-    raise("no_slower: cannot make the folder " .. dir)
+  if dir then
+    local ok, err = pcall(spk.files.make_folder, dir)
+    if not ok then raise("no_slower: " .. tostring(err)) end
   end
   local ok, err = pcall(spk.files.write, path, text)
   if not ok then raise("no_slower: cannot write the baseline: " .. tostring(err)) end

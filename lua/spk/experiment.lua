@@ -159,14 +159,14 @@ end
 -- Whether a CUDA device can be used, and why not.
 M.gpu_status = options.gpu_status
 
-local function mkdir(path)
-  local ok = os.execute("mkdir -p '" .. path:gsub("'", "'\\''") .. "'")
-  if not ok then error(("experiment: cannot make the results folder %s"):format(path), 3) end
+-- The results folder and any missing one above it; whether the folder itself was made now.
+local function make_folder(path)
+  local ok, err, made = pcall(spk.files.make_folder, path)
+  if not ok then error("experiment: " .. tostring(err), 3) end
+  return made
 end
 
-local function exists(path)
-  return os.execute("test -e '" .. path:gsub("'", "'\\''") .. "'") == true
-end
+local function exists(path) return spk.files.kind(path) ~= nil end
 
 local Ex = {}
 Ex.__index = Ex
@@ -175,7 +175,7 @@ Ex.__index = Ex
 local function on_failure(self)
   return function(message)
     for i = #self.files, 1, -1 do spk.files.remove(self.files[i]) end
-    if self.made_folder then os.execute("rmdir '" .. self.out:gsub("'", "'\\''") .. "' 2>/dev/null") end
+    if self.made_folder then spk.files.remove_folder(self.out) end
     if self.progress_line then self.progress_line:clear() end
     if self.debug then return nil end
     local text = tostring(message):gsub("\nstack traceback:.*$", "")
@@ -221,8 +221,7 @@ function M.start(spec)
       n = n + 1
     end
   end
-  self.made_folder = not exists(out)
-  mkdir(out)
+  self.made_folder = make_folder(out)
   self.out = out
   local ok, program = pcall(require, "spk.program")
   if ok and type(program) == "table" then program.on_failure = on_failure(self) end

@@ -268,7 +268,7 @@ return function(spk, core)
       local ok, err = pcall(core.onnx.save_lstm, path, layers)
       if not ok then error(err, 2) end
     elseif format == "npy" then
-      clstm.make_directory(path)
+      core.files.make_folder(path)
       for k, layer in ipairs(layers) do
         for _, part in ipairs { "W", "R", "B" } do
           spk.save(("%s/l%d_%s.npy"):format(path, k - 1, part), layer[part])

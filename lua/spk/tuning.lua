@@ -198,10 +198,6 @@ function M.new_record(fields, command)
            command = command, entries = {} }
 end
 
-local function shell_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
 function M.save(record, dir)
   if type(record) ~= "table" or type(record.fields) ~= "table" then
     error("tuning.save: expects a record (tuning.new_record)", 2)
@@ -209,9 +205,8 @@ function M.save(record, dir)
   local report = require "spk.report"
   record.key = M.key(record.fields)
   dir = dir or M.dir()
-  if not os.execute("mkdir -p " .. shell_quote(dir) .. " 2>/dev/null") then
-    error("tuning.save: cannot make the folder " .. dir, 2)
-  end
+  local ok, err = pcall(require("spk.core").files.make_folder, dir)
+  if not ok then error("tuning.save: " .. tostring(err), 2) end
   local path = M.path(record.key, dir)
   local text = report.json_encode(record, { indent = 1 }) .. "\n"
   local ok, err = pcall(require("spk.core").files.write, path, text)

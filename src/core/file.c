@@ -400,6 +400,65 @@ int spk_file_remove(const char *path)
     return 0;
 }
 
+/* One folder of the path: made, or already a folder. */
+static int make_one(const char *prefix, const char *path)
+{
+    if (mkdir(prefix, 0777) == 0)
+        return 1;
+    int err = errno;
+    struct stat st;
+    if (stat(prefix, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        return spk_fail("cannot make the folder %s: %s is %s", path, prefix, spk_file_kind(st.st_mode));
+    }
+    return spk_fail("cannot make the folder %s: %s: %s", path, prefix, strerror(err));
+}
+
+int spk_folder_make(const char *path, bool *made)
+{
+    if (made)
+        *made = false;
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0)
+        return spk_fail("cannot make a folder: the path is empty");
+    if (n >= PATH_MAX)
+        return spk_fail("cannot make the folder %.64s...: the path is longer than %d bytes", path, PATH_MAX - 1);
+    char prefix[PATH_MAX];
+    memcpy(prefix, path, n + 1);
+    while (n > 1 && prefix[n - 1] == '/')
+        prefix[--n] = '\0'; /* "a/b/" is the folder a/b */
+    int rc = 0;
+    /* each prefix that ends before a '/', then the whole path */
+    for (size_t i = 1; i <= n && rc >= 0; i++) {
+        if (i < n && prefix[i] != '/')
+            continue;
+        if (i < n && prefix[i - 1] == '/')
+            continue; /* "a//b": one folder */
+        char kept = prefix[i];
+        prefix[i] = '\0';
+        rc = make_one(prefix, path);
+        prefix[i] = kept;
+    }
+    if (rc < 0)
+        return -1;
+    if (made)
+        *made = rc == 1;
+    return 0;
+}
+
+int spk_folder_remove_empty(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return spk_fail("cannot remove the folder %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return spk_fail("cannot remove the folder %s: it is %s", path, spk_file_kind(st.st_mode));
+    if (rmdir(path) != 0)
+        return spk_fail("cannot remove the folder %s: %s", path, strerror(errno));
+    return 0;
+}
+
 bool spk_file_is_temporary(const char *name, const char *target)
 {
     size_t n = strlen(target);

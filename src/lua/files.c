@@ -260,6 +260,31 @@ static int files_remove(lua_State *L)
     return 1;
 }
 
+/* spk.files.make_folder(path) -> path, made: the folder and every missing
+ * one above it (core/file.h); made: whether path itself was made now. */
+static int files_make_folder(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    bool made = false;
+    if (spk_folder_make(path, &made) != 0)
+        return spk_lua_fail(L);
+    lua_settop(L, 1);
+    lua_pushboolean(L, made);
+    return 2;
+}
+
+/* spk.files.remove_folder(path) -> true | nil, message: an empty folder only. */
+static int files_remove_folder(lua_State *L)
+{
+    if (spk_folder_remove_empty(luaL_checkstring(L, 1)) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, spk_last_error());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* spk.files.is_link(path) -> whether path itself is a symbolic link. */
 static int files_is_link(lua_State *L)
 {
@@ -290,6 +315,16 @@ static const spk_lua_checked_reg files_functions[] = {
      "spk.files.remove(path) -> true | nil, message\n"
      "Removes the file at path (a regular file or a link; a folder, FIFO or device is refused): how spk takes\n"
      "back what it wrote, as a failed experiment does.",
+     "path"},
+    {"make_folder", files_make_folder,
+     "spk.files.make_folder(path) -> path, made\n"
+     "Makes the folder at path and every missing folder above it (an existing folder is fine; a file in the\n"
+     "way is an error naming it); made says whether path itself was made by this call.",
+     "path"},
+    {"remove_folder", files_remove_folder,
+     "spk.files.remove_folder(path) -> true | nil, message\n"
+     "Removes the empty folder at path (anything else is refused, naming what it is): how spk takes back a\n"
+     "folder it made for a run that wrote nothing into it.",
      "path"},
     {"is_link", files_is_link, "spk.files.is_link(path) -> boolean\nWhether path itself is a symbolic link.", "path"},
     {"kind", files_kind,

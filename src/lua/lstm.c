@@ -5,10 +5,8 @@
  * Layers are counted from 1 here as in every Lua-facing message; trace steps
  * are 1-based in Lua; schedule tile indices stay 0-based (as the kernel sees
  * them). */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/error.h"
 #include "lstm/device_layers.h"
@@ -282,26 +280,6 @@ static int l_cpu_info(lua_State *L)
     return 1;
 }
 
-/* make_directory(path): creates one directory; an existing one is fine. */
-static int l_make_directory(lua_State *L)
-{
-    const char *path = luaL_checkstring(L, 1);
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return luaL_error(L, "%s: cannot create directory: %s", path, strerror(errno));
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return luaL_error(L, "%s: exists and is not a directory", path);
-    return 0;
-}
-
-/* is_directory(path) -> boolean */
-static int l_is_directory(lua_State *L)
-{
-    struct stat st;
-    lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
-    return 1;
-}
-
 /* ---- schedules ---- */
 
 static void push_schedule(lua_State *L, const spk_schedule *s)
@@ -461,9 +439,6 @@ void spk_open_lstm(lua_State *L, int module)
          "default thread count and where it comes from (\"SPK_THREADS\" or \"cpus\"; threads_error instead\n"
          "when SPK_THREADS is not a thread count).",
          ""},
-        {"make_directory", l_make_directory,
-         "spk.core.lstm.make_directory(path)\nCreates one folder (an existing one is fine).", "path"},
-        {"is_directory", l_is_directory, "spk.core.lstm.is_directory(path) -> boolean", "path"},
         {NULL, NULL, NULL, NULL},
     };
     static const spk_lua_checked_reg schedule[] = {

@@ -201,6 +201,8 @@ M.recipes = {
   ["spk.files.real_path"] = { n = 1, args = function() return "t.npy" end },
   ["spk.files.is_link"] = { n = 1, args = function() return "t.npy" end },
   ["spk.files.remove"] = { n = 1, args = function() return "absent.txt" end },
+  ["spk.files.make_folder"] = { n = 1, args = function() return "made/inner" end },
+  ["spk.files.remove_folder"] = { n = 1, args = function() return "absent_folder" end },
   ["spk.onnx.load_lstm"] = { n = 1, args = function() return require("spk").find_dir("lua") .. "/../tests/fixtures/onnx/seg_torchscript.onnx" end },
   ["spk.onnx.save_lstm"] = { n = 2, args = function(m) return "s.onnx", m.layers() end },
   ["spk.doc_registry"] = { n = 0, args = function() end },
@@ -296,8 +298,6 @@ M.recipes = {
   ["spk.core.lstm.random"] = { n = 6, args = function() return 1, 3, 2, 1, 1.0, "f32" end },
   ["spk.core.lstm.from_torch"] = { n = 2, args = function(m) return m.torch(), 1 end },
   ["spk.core.lstm.to_torch"] = { n = 1, args = function(m) return m.layers()[1] end },
-  ["spk.core.lstm.make_directory"] = { n = 1, args = function() return "made" end },
-  ["spk.core.lstm.is_directory"] = { n = 1, args = function() return "." end },
   ["spk.core.schedule.new"] = { n = 5, args = function() return 8, 16, nil, 32, { 8, 16 } end },
   ["spk.core.schedule.launches"] = { n = 2, args = function() return 4, 2 end },
   ["spk.core.schedule.check"] = { n = 3, args = function()

@@ -248,6 +248,12 @@ describe("experiments", function()
     local p = io.popen("ls -A '" .. out_dir .. "'")
     assert.are.equal("mine.txt\n", p:read("a"))
     p:close()
+    -- so does an empty one (the run did not make it)
+    local empty = dir .. "/empty"
+    assert.is_true(os.execute("mkdir '" .. empty .. "'"))
+    code, out = run(("experiments/gate_order.lua --quick --kernel '%s' --out '%s'"):format(bad, empty))
+    assert.are.equal(1, code, out)
+    assert.is_true(os.execute("test -d '" .. empty .. "'"), "the folder that was there is gone")
     -- files written before the failure go too
     local script = dir .. "/failing.lua"
     f = assert(io.open(script, "w"))

@@ -102,10 +102,6 @@ local function file_exists(path)
   return require("spk.core").files.kind(path) ~= nil
 end
 
-local function shell_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
 -- --init DIR: the template from the module path (lua/spk/templates/), written once.
 local TEMPLATES = { "variant_spec.lua" }
 
@@ -125,8 +121,9 @@ local function init(dir, force)
       return 1
     end
   end
-  if not os.execute("mkdir -p " .. shell_quote(dir) .. " 2>/dev/null") then
-    io.stderr:write("spk test: cannot make the folder ", dir, "\n")
+  local ok, err = pcall(require("spk.core").files.make_folder, dir)
+  if not ok then
+    io.stderr:write("spk test: ", tostring(err), "\n")
     return 1
   end
   for _, name in ipairs(TEMPLATES) do
