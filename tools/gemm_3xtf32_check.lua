@@ -37,10 +37,9 @@
 -- The last line: "gemm check: N rows, N ok, N FAIL".
 local spk = require "spk"
 
+-- The usage line (the man page's) and what each flag takes, which a usage error prints.
 local USAGE = [==[
-usage: spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST]
-                                           [--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]
-                                           [--help]
+spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] [--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]
   --shapes         targets, batches, odd, layouts (default all four)
   --rounds         timed CUDA-graph replays a row (default 5)
   --forms          tma, classic, fp32, tf32 (default all four)
@@ -55,24 +54,10 @@ local TUNABLES = { SPK_TMA_SLICE_STEPS = true, SPK_TMA_SMALL_FIRST = true, SPK_T
 
 -- --help from the header comment; the device is looked for below, after --write-variant
 local options = require "spk.options"
-local script = options.script {
-  dry_run = true,
-  usage = "spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] "
-    .. "[--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]",
-}
+local script = options.script { dry_run = true, usage = USAGE }
 
 local opts = { shapes = { targets = true, batches = true, odd = true, layouts = true }, rounds = 5,
                forms = { "tma", "classic", "fp32", "tf32" }, defines = {} }
-local function usage_error(message)
-  io.stderr:write("gemm_3xtf32_check: ", message, "\n", USAGE, "\n")
-  os.exit(2)
-end
--- A value through options' readers; a bad one is a usage error naming its flag.
-local function read(text, what, reader, ...)
-  local ok, value = pcall(reader, text, what, ...)
-  if not ok then usage_error(options.message(value)) end
-  return value
-end
 do
   local i = 1
   local args = script.args
@@ -80,23 +65,23 @@ do
     local a, v = args[i], args[i + 1]
     if a == "--shapes" and v then
       opts.shapes = {}
-      for _, s in ipairs(read(v, "shapes", options.choices, "shape",
+      for _, s in ipairs(script:value(v, "shapes", options.choices, "shape",
         { targets = true, batches = true, odd = true, layouts = true })) do opts.shapes[s] = true end
       i = i + 1
-    elseif a == "--rounds" and v then opts.rounds = read(v, "rounds", options.positive); i = i + 1
+    elseif a == "--rounds" and v then opts.rounds = script:value(v, "rounds", options.positive); i = i + 1
     elseif a == "--forms" and v then
-      opts.forms = read(v, "forms", options.choices, "form", { tma = true, classic = true, fp32 = true, tf32 = true })
+      opts.forms = script:value(v, "forms", options.choices, "form", { tma = true, classic = true, fp32 = true, tf32 = true })
       i = i + 1
     elseif a == "--tma-define" and v then
       for item in v:gmatch("[^,]+") do
         local name, value = item:match("^([%w_]+)=(%d+)$")
-        if not name then usage_error(("--tma-define: '%s' is not NAME=INTEGER"):format(item)) end
-        if not TUNABLES[name] then usage_error(("--tma-define: '%s' is no tunable of gemm_3xtf32_tma.cuh"):format(name)) end
+        if not name then script:usage_error(("--tma-define: '%s' is not NAME=INTEGER"):format(item)) end
+        if not TUNABLES[name] then script:usage_error(("--tma-define: '%s' is no tunable of gemm_3xtf32_tma.cuh"):format(name)) end
         opts.defines[#opts.defines + 1] = { name = name, value = value }
       end
       i = i + 1
     elseif a == "--write-variant" and v then opts.write_variant = v; i = i + 1
-    else usage_error(("unknown argument '%s'"):format(a)) end
+    else script:usage_error(("unknown argument '%s'"):format(a)) end
     i = i + 1
   end
 end
@@ -134,7 +119,7 @@ local function write_variant(dir)
 end
 
 if opts.write_variant then
-  if #opts.defines == 0 then usage_error("--write-variant needs --tma-define") end
+  if #opts.defines == 0 then script:usage_error("--write-variant needs --tma-define") end
   local ok, err, made = pcall(spk.files.make_folder, opts.write_variant)
   if not ok or not made then
     io.stderr:write(("gemm_3xtf32_check: %s\n"):format(ok and opts.write_variant .. ": the folder is there already "

@@ -401,9 +401,9 @@ int spk_file_remove(const char *path)
 }
 
 /* One folder of the path: made, or already a folder. */
-static int make_one(const char *prefix, const char *path)
+static int make_one(const char *prefix, const char *path, mode_t mode)
 {
-    if (mkdir(prefix, 0777) == 0)
+    if (mkdir(prefix, mode) == 0)
         return 1;
     int err = errno;
     struct stat st;
@@ -415,7 +415,7 @@ static int make_one(const char *prefix, const char *path)
     return spk_fail("cannot make the folder %s: %s: %s", path, prefix, strerror(err));
 }
 
-int spk_folder_make(const char *path, bool *made)
+int spk_folder_make(const char *path, mode_t mode, bool *made)
 {
     if (made)
         *made = false;
@@ -437,7 +437,7 @@ int spk_folder_make(const char *path, bool *made)
             continue; /* "a//b": one folder */
         char kept = prefix[i];
         prefix[i] = '\0';
-        rc = make_one(prefix, path);
+        rc = make_one(prefix, path, mode);
         prefix[i] = kept;
     }
     if (rc < 0)

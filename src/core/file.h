@@ -105,11 +105,12 @@ int spk_file_write(const char *path, const void *data, size_t size);
  * a folder, FIFO or device is refused, naming what it is. 0 or -1 (spk_fail). */
 int spk_file_remove(const char *path);
 
-/* Makes the folder at path and every missing folder above it (as mkdir -p);
- * one already there is fine. Something else in the way (a file, a FIFO) is
- * refused, naming that prefix and what it is. `made`, when given, is set
- * when path itself was made by this call. 0 or -1 (spk_fail). */
-int spk_folder_make(const char *path, bool *made);
+/* Makes the folder at path and every missing folder above it (as mkdir -p),
+ * each with `mode` (less the umask); one already there is fine. Something
+ * else in the way (a file, a FIFO) is refused, naming that prefix and what it
+ * is. `made`, when given, is set when path itself was made by this call.
+ * 0 or -1 (spk_fail). */
+int spk_folder_make(const char *path, mode_t mode, bool *made);
 /* Removes the empty folder at path (one spk made); anything else is refused,
  * naming what it is. 0 or -1 (spk_fail). */
 int spk_folder_remove_empty(const char *path);

@@ -348,25 +348,6 @@ static void cache_forget(void)
     cache.fd = -1;
 }
 
-/* Creates the missing folders of `path` with mode 0700 (the cache is
- * private; ~/.cache should be too). */
-static int mkdirs(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) && errno != EEXIST)
-        return -1;
-    return is_dir(tmp) ? 0 : (errno = ENOTDIR, -1);
-}
-
 /* Call with cache_lock held: one warning per folder and session. */
 static void warn_no_cache(const char *fmt, const char *why)
 {
@@ -433,8 +414,10 @@ static void resolve_cache(void)
         warn_no_cache("path is too long (%s)", why);
         return;
     }
-    if (mkdirs(cache.dir) != 0) {
-        warn_no_cache("is not writable (%s)", strerror(errno));
+    /* 0700: the cache is private (~/.cache should be too) */
+    if (spk_folder_make(cache.dir, 0700, NULL) != 0) {
+        warn_no_cache("is not writable (%s)", spk_last_error());
+        spk_clear_error();
         return;
     }
     int fd = open(cache.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

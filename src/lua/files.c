@@ -248,10 +248,10 @@ static int files_real_path(lua_State *L)
     return 1;
 }
 
-/* spk.files.remove(path) -> true | nil, message */
-static int files_remove(lua_State *L)
+/* A removal's result for Lua: true, or nil and the message. */
+static int push_removed(lua_State *L, int rc)
 {
-    if (spk_file_remove(luaL_checkstring(L, 1)) != 0) {
+    if (rc != 0) {
         lua_pushnil(L);
         lua_pushstring(L, spk_last_error());
         return 2;
@@ -260,13 +260,16 @@ static int files_remove(lua_State *L)
     return 1;
 }
 
+/* spk.files.remove(path) -> true | nil, message */
+static int files_remove(lua_State *L) { return push_removed(L, spk_file_remove(luaL_checkstring(L, 1))); }
+
 /* spk.files.make_folder(path) -> path, made: the folder and every missing
  * one above it (core/file.h); made: whether path itself was made now. */
 static int files_make_folder(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     bool made = false;
-    if (spk_folder_make(path, &made) != 0)
+    if (spk_folder_make(path, 0777, &made) != 0)
         return spk_lua_fail(L);
     lua_settop(L, 1);
     lua_pushboolean(L, made);
@@ -276,13 +279,7 @@ static int files_make_folder(lua_State *L)
 /* spk.files.remove_folder(path) -> true | nil, message: an empty folder only. */
 static int files_remove_folder(lua_State *L)
 {
-    if (spk_folder_remove_empty(luaL_checkstring(L, 1)) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, spk_last_error());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return push_removed(L, spk_folder_remove_empty(luaL_checkstring(L, 1)));
 }
 
 /* spk.files.is_link(path) -> whether path itself is a symbolic link. */
