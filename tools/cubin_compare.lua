@@ -10,7 +10,7 @@
 -- speed), its size and register count, and whether the defines and the
 -- whole cubin are the same. Exit status 0 when every variant present in both
 -- has the same .text, 1 otherwise; a variant in one folder only is listed.
-require "spk"
+local spk = require "spk"
 local script = require("spk.options").script { usage = "spk run tools/cubin_compare.lua REF_DIR NEW_DIR" }
 local ref_dir, new_dir = arg[1], arg[2]
 if not ref_dir or not new_dir then script:usage_error("needs two folders of cubins") end

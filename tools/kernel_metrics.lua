@@ -12,7 +12,7 @@
 -- a function is a top-level brace block whose declaration has a parameter
 -- list, and its length runs from the declaration's first line (the signature,
 -- with its return type and attributes) to the closing brace.
-require "spk"
+local spk = require "spk"
 require("spk.options").script { usage = "spk run tools/kernel_metrics.lua [--check] [FILE ...]" }
 local shape = require "spk.code_shape"
 local files, check = {}, false
