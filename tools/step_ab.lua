@@ -59,6 +59,9 @@ local variants = {
   { name = "late fused", kernel = { early_gates = 0, cell = "fused" } },
   { name = "k2 direct", kernel = { push = "direct", gate_block = 1 }, k2 = true },
   { name = "c16", kernel = { cluster = 16 }, small = true },
+  -- batch 8 in the batch-1 row's blocks: 16 units a block (chunks 8), twice the blocks, another chunk split
+  { name = "c8", kernel = { cluster = 8 }, small = true },
+  { name = "c8 ga2", kernel = { cluster = 8, gates_ahead = 2 }, small = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}
