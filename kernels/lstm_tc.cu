@@ -48,12 +48,6 @@
 //                gates are taken, before the wait (off the step's chain), not at its end
 //   TC_CELL      the cell's form (kernels/lstm_cell_forms.cuh): 0 the reference, 1 trimmed
 //                (the same bits), 2 fused (within the FP32 bound)
-//   OWN_FIRST    0, or (wgmma) 1: the slices of K over this block's own units issued before
-//                the wait for the peers' h (the block's own h stored by its threads, who meet
-//                after the publish; the peers' counted on the barriers); the slices are
-//                summed in the same order, so the bits are the same; 2: the small·big chain
-//                split at the blocks' units too, the own block's issued before the wait as
-//                well (the chains added in block order: other bits, within the FP32 bound)
 // and the plan's SPK_HIDDEN and SPK_GATE_* (packing: units layout, any order).
 // SPK_TIMELINE 1 is the timeline build (kernels/spk_timeline.cuh; its stages:
 // TC_STAGES in kernels/lstm_tc_timeline_stages.cuh).
@@ -101,9 +95,6 @@
 #ifndef TC_CELL
 #define TC_CELL 0
 #endif
-#ifndef OWN_FIRST
-#define OWN_FIRST 0
-#endif
 
 #define H SPK_HIDDEN
 #define UNITS (H / CLUSTER)
@@ -120,7 +111,6 @@
 #define UNIT_BYTES (TC_SPLIT == TC_SPLIT_F16 ? 4 : 8) /* bytes of h a unit and row in the exchange */
 #define PHASE_NT(p) ((p) * NT / ROW_PHASES)          /* phase p owns n-tiles PHASE_NT(p) .. PHASE_NT(p + 1) - 1 */
 #define BARRIER_BYTES 128
-#define OWN_SLICES (UNITS / KSTEP / SLICE_STEPS) /* OWN_FIRST: the slices of K a block's own units span */
 // Shared memory: [mbarriers full[phase][parity]] in 128 bytes, h[2][BUFFER_WORDS] (mma.sync:
 // [PADDED_ROWS][ROW_WORDS] 8-byte words; wgmma: [NT][2 parts] groups of 16 H bytes), gate stages
 // [GATES_AHEAD][CELLS][THREADS] float4. lua/spk/tensor_core.lua sizes the launch the same way.
@@ -157,10 +147,6 @@ static_assert(TC_MMA == TC_MMA_SYNC || (TC_SPLIT == TC_SPLIT_F16 && TC_PRODUCTS 
                                          WARPS % 4 == 0 && NT % ROW_PHASES == 0 && NT / ROW_PHASES <= 2),
               "wgmma needs FP16x3 with 3 products, one m-tile a warp, whole warpgroups (a multiple of 4 "
               "warps) and one or two n-tiles a phase");
-static_assert(OWN_FIRST == 0 || ((OWN_FIRST == 1 || OWN_FIRST == 2) && TC_MMA == TC_MMA_WGMMA &&
-                                   UNITS % (KSTEP * SLICE_STEPS) == 0),
-              "OWN_FIRST 1 or 2 needs wgmma and a block's own units to span whole slices (H / CLUSTER a multiple of "
-              "16 * SLICE_STEPS)");
 static_assert(FETCH_EARLY == 0 || (FETCH_EARLY == 1 && GATES_AHEAD >= 2),
               "FETCH_EARLY 1 needs GATES_AHEAD >= 2 (the stage a fetch fills must not be the one just read)");
 #if TC_MMA == TC_MMA_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -254,25 +240,14 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
         }
 #pragma unroll
         for (int p = 0; p < ROW_PHASES; p++) {
+            waiting = tc_wait_for_h(step, p, parity, steps, tid, full0, exchange_bytes[p], waiting, status);
+            SPK_TIMELINE_STAMP(step, TC_MARK(WAIT, p));
             float pre[WARP_MT][NT][4];
-#if OWN_FIRST
-            // the own units' slices run under the wait for the peers' h (the timeline's wait holds both)
-            const unsigned base = tc_wg_base(p, (unsigned)__cvta_generic_to_shared(h_buffers + parity * BUFFER_WORDS));
-            tc_wg_slices acc;
-            tc_wg_chains e;
-            tc_products_own(rank, acc, e, a_big, a_small, base);
-            waiting = tc_wait_for_h(step, p, parity, steps, tid, full0, exchange_bytes[p], waiting, status);
-            SPK_TIMELINE_STAMP(step, TC_MARK(WAIT, p));
-            tc_products_peers(p, rank, pre, acc, e, a_big, a_small, unscale, base);
-#else
-            waiting = tc_wait_for_h(step, p, parity, steps, tid, full0, exchange_bytes[p], waiting, status);
-            SPK_TIMELINE_STAMP(step, TC_MARK(WAIT, p));
 #if TC_MMA == TC_MMA_WGMMA
             tc_products_wgmma(p, pre, a_big, a_small, unscale,
                               (unsigned)__cvta_generic_to_shared(h_buffers + parity * BUFFER_WORDS));
 #else
             tc_products(p, pre, a_big, a_small, unscale, h_buffers + parity * BUFFER_WORDS, lane);
-#endif
 #endif
             SPK_TIMELINE_STAMP(step, TC_MARK(PRODUCTS, p));
             tc_cells(p, pre, gx, b4, c, hv, t, steps, batch, row0, rows, unit, lane, output, trace, trace_slot,
@@ -281,8 +256,6 @@ spk_lstm_tc(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ,
             if (!last)
                 tc_publish(p, hv, rows, first_unit, warp, lane, rank, h_buffers + (parity ^ 1) * BUFFER_WORDS,
                            full0 + 16u * (unsigned)p + 8u * (unsigned)(parity ^ 1));
-            if (OWN_FIRST && !last)
-                tc_own_h_ready();
             SPK_TIMELINE_STAMP(step, TC_MARK(PUBLISH, p));
         }
         if (last)

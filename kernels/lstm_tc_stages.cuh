@@ -221,17 +221,16 @@ __device__ __forceinline__ int tc_fetch_gates(int step, int t, int steps, int di
 // ---- stage: the exchange's barriers ------------------------------------------------------
 
 // The bytes each row phase's pushes of h bring into a block (none for a phase
-// without rows; with OWN_FIRST the peers' only: the block's own h is written
-// by its own threads, tc_publish), and the barriers that count them: thread 0
-// sets up full[phase][parity] (at full0 + 16 phase + 8 parity) and arms them
-// for step 0's pushes (into h[1]) and step 1's (into h[0]). The cluster
-// barrier after this makes them visible before any peer pushes.
+// without rows), and the barriers that count them: thread 0 sets up
+// full[phase][parity] (at full0 + 16 phase + 8 parity) and arms them for step
+// 0's pushes (into h[1]) and step 1's (into h[0]). The cluster barrier after
+// this makes them visible before any peer pushes.
 __device__ __forceinline__ void tc_setup_exchange(unsigned (&exchange_bytes)[ROW_PHASES], int rows, int steps, int tid,
                                                   unsigned full0)
 {
 #pragma unroll
     for (int p = 0; p < ROW_PHASES; p++)
-        exchange_bytes[p] = (unsigned)(tc_phase_rows(p, rows) * (OWN_FIRST ? H - UNITS : H) * UNIT_BYTES);
+        exchange_bytes[p] = (unsigned)(tc_phase_rows(p, rows) * H * UNIT_BYTES);
     if (tid == 0) {
 #pragma unroll
         for (int p = 0; p < ROW_PHASES; p++) {
@@ -253,11 +252,10 @@ __device__ __forceinline__ void tc_setup_exchange(unsigned (&exchange_bytes)[ROW
 
 // ---- stage: wait for h --------------------------------------------------------------------
 
-// Step `step` (>= 1) of a phase with rows waits until the pushes of its h have
-// landed (every block's; with OWN_FIRST the peers'), then thread 0 re-arms the
-// barrier for step + 2's pushes into the same buffer. A wait past
-// EXCHANGE_TIMEOUT_NS reports and stops waiting: returns whether to wait
-// again.
+// Step `step` (>= 1) of a phase with rows waits until every block's pushes of
+// its h have landed, then thread 0 re-arms the barrier for step + 2's pushes
+// into the same buffer. A wait past EXCHANGE_TIMEOUT_NS reports and stops
+// waiting: returns whether to wait again.
 __device__ __forceinline__ bool tc_wait_for_h(int step, int p, int parity, int steps, int tid, unsigned full0,
                                               unsigned bytes, bool waiting, unsigned *status)
 {
@@ -421,180 +419,50 @@ __device__ __forceinline__ void tc_wg_pin(float (&d)[N])
 // below FP32's; writing it onto the big·small registers instead makes ptxas
 // serialise the wgmmas). The slices are added in order, as tc_products adds its.
 // h arrived through st.async (the mbarrier's acquire): the proxy fence orders it
-// before wgmma's reads. The pieces below issue, wait for and add them;
-// tc_products_wgmma runs them in turn, OWN_FIRST splits the issue at the wait.
-#define TC_WG_P (NT / ROW_PHASES)
-#define TC_WG_SLICES (KSTEPS / SLICE_STEPS)
-#define TC_WG_CHAINS (OWN_FIRST == 2 ? CLUSTER : 1) /* small·big chains: over all of K, or one a block's units */
-typedef float tc_wg_slices[TC_WG_SLICES][8 * TC_WG_P]; // a slice's big·big and big·small sums
-typedef float tc_wg_chains[TC_WG_CHAINS][4 * TC_WG_P]; // small·big
-
-// Phase p's first h group in the buffer at h_address.
-__device__ __forceinline__ unsigned tc_wg_base(int p, unsigned h_address)
+// before wgmma's reads.
+__device__ __forceinline__ void tc_products_wgmma(int p, float (&pre)[WARP_MT][NT][4],
+                                                  const unsigned (&a_big)[WARP_MT][KSTEPS][4],
+                                                  const unsigned (&a_small)[WARP_MT][KSTEPS][4],
+                                                  const float (&unscale)[WARP_MT][2], unsigned h_address)
 {
+    constexpr int P = NT / ROW_PHASES, SLICES = KSTEPS / SLICE_STEPS;
     const int first = PHASE_NT(p);
-    return h_address + (unsigned)(tc_wg_group(first, TC_WG_P, first, 0) * tc_wg_group_bytes(H));
-}
-
-// Before a batch of wgmmas: h's landed bytes before wgmma's reads, registers before wgmma.
-__device__ __forceinline__ void tc_wg_fences()
-{
+    const unsigned base = h_address + (unsigned)(tc_wg_group(first, P, first, 0) * tc_wg_group_bytes(H));
+    float acc[SLICES][8 * P], e[4 * P];
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-
-// Slices S0 .. S1 - 1, each from zero.
-template <int S0, int S1>
-__device__ __forceinline__ void tc_wg_big_slices(tc_wg_slices &acc, const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                 unsigned base)
-{
 #pragma unroll
-    for (int s = S0; s < S1; s++) {
-        tc_wgmma_op<16 * TC_WG_P, false>::run(acc[s], a_big[0][s * SLICE_STEPS],
-                                              tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS)));
+    for (int s = 0; s < SLICES; s++) {
+        tc_wgmma_op<16 * P, false>::run(acc[s], a_big[0][s * SLICE_STEPS],
+                                        tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS)));
 #pragma unroll
         for (int q = 1; q < SLICE_STEPS; q++)
-            tc_wgmma_op<16 * TC_WG_P, true>::run(acc[s], a_big[0][s * SLICE_STEPS + q],
-                                                 tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS + q)));
+            tc_wgmma_op<16 * P, true>::run(acc[s], a_big[0][s * SLICE_STEPS + q],
+                                           tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(s * SLICE_STEPS + q)));
     }
-}
-
-// The small·big chain over k-steps K0 .. K1 - 1, from zero.
-template <int K0, int K1>
-__device__ __forceinline__ void tc_wg_small_chain(float (&e)[4 * TC_WG_P], const unsigned (&a_small)[WARP_MT][KSTEPS][4],
-                                                  unsigned base)
-{
-    tc_wgmma_op<8 * TC_WG_P, false>::run(e, a_small[0][K0], tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(K0)));
+    tc_wgmma_op<8 * P, false>::run(e, a_small[0][0], tc_wg_desc(base));
 #pragma unroll
-    for (int ks = K0 + 1; ks < K1; ks++)
-        tc_wgmma_op<8 * TC_WG_P, true>::run(e, a_small[0][ks], tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(ks)));
-}
-
-// Every wgmma issued so far has completed; its registers are read after this.
-__device__ __forceinline__ void tc_wg_complete(tc_wg_slices &acc, tc_wg_chains &e)
-{
+    for (int ks = 1; ks < KSTEPS; ks++)
+        tc_wgmma_op<8 * P, true>::run(e, a_small[0][ks], tc_wg_desc(base + (unsigned)tc_wg_kstep_byte(ks)));
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #pragma unroll
-    for (int s = 0; s < TC_WG_SLICES; s++)
+    for (int s = 0; s < SLICES; s++)
         tc_wg_pin(acc[s]);
-#pragma unroll
-    for (int r = 0; r < TC_WG_CHAINS; r++)
-        tc_wg_pin(e[r]);
-}
-
-// The slices added in order, the small chains (in block order) onto the big·small sum, unscaled.
-__device__ __forceinline__ void tc_wg_finish(int p, float (&pre)[WARP_MT][NT][4], const tc_wg_slices &acc,
-                                             const tc_wg_chains &e, const float (&unscale)[WARP_MT][2])
-{
-    constexpr int P = TC_WG_P;
-    const int first = PHASE_NT(p);
+    tc_wg_pin(e);
 #pragma unroll
     for (int j = 0; j < P; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             float big = acc[0][4 * j + i], small = acc[0][4 * P + 4 * j + i];
 #pragma unroll
-            for (int s = 1; s < TC_WG_SLICES; s++) {
+            for (int s = 1; s < SLICES; s++) {
                 big += acc[s][4 * j + i];
                 small += acc[s][4 * P + 4 * j + i];
             }
-#pragma unroll
-            for (int r = 0; r < TC_WG_CHAINS; r++)
-                small += e[r][4 * j + i];
+            small += e[4 * j + i];
             pre[0][first + j][i] = __fmul_rn(fmaf(small, 1.0f / 2048.0f, big), unscale[0][i >> 1]);
         }
-}
-
-__device__ __forceinline__ void tc_products_wgmma(int p, float (&pre)[WARP_MT][NT][4],
-                                                  const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                  const unsigned (&a_small)[WARP_MT][KSTEPS][4],
-                                                  const float (&unscale)[WARP_MT][2], unsigned h_address)
-{
-    const unsigned base = tc_wg_base(p, h_address);
-    tc_wg_slices acc;
-    tc_wg_chains e;
-    tc_wg_fences();
-    tc_wg_big_slices<0, TC_WG_SLICES>(acc, a_big, base);
-    tc_wg_small_chain<0, KSTEPS>(e[0], a_small, base);
-    tc_wg_complete(acc, e);
-    tc_wg_finish(p, pre, acc, e, unscale);
-}
-
-// OWN_FIRST: block Q's units are K's slices OWN_SLICES Q .. and k-steps
-// OWN_SLICES SLICE_STEPS Q ..: its part of the products is those slices (and
-// with OWN_FIRST 2 its own small·big chain). The parts are chosen at compile
-// time (their registers must be), so each rank of the cluster has its own
-// straight run of wgmmas (R: the rank tried).
-template <int Q>
-__device__ __forceinline__ void tc_wg_block_part(tc_wg_slices &acc, tc_wg_chains &e,
-                                                 const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                 const unsigned (&a_small)[WARP_MT][KSTEPS][4], unsigned base)
-{
-    tc_wg_big_slices<Q * OWN_SLICES, (Q + 1) * OWN_SLICES>(acc, a_big, base);
-    if constexpr (OWN_FIRST == 2)
-        tc_wg_small_chain<Q * OWN_SLICES * SLICE_STEPS, (Q + 1) * OWN_SLICES * SLICE_STEPS>(e[Q], a_small, base);
-}
-
-template <int R>
-__device__ __forceinline__ void tc_wg_own_part(unsigned rank, tc_wg_slices &acc, tc_wg_chains &e,
-                                               const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                               const unsigned (&a_small)[WARP_MT][KSTEPS][4], unsigned base)
-{
-    if (rank == (unsigned)R)
-        tc_wg_block_part<R>(acc, e, a_big, a_small, base);
-    else if constexpr (R + 1 < CLUSTER)
-        tc_wg_own_part<R + 1>(rank, acc, e, a_big, a_small, base);
-}
-
-// Every block's part but block R's, in block order.
-template <int R, int Q>
-__device__ __forceinline__ void tc_wg_parts_but(tc_wg_slices &acc, tc_wg_chains &e,
-                                                const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                const unsigned (&a_small)[WARP_MT][KSTEPS][4], unsigned base)
-{
-    if constexpr (Q < CLUSTER) {
-        if constexpr (Q != R)
-            tc_wg_block_part<Q>(acc, e, a_big, a_small, base);
-        tc_wg_parts_but<R, Q + 1>(acc, e, a_big, a_small, base);
-    }
-}
-
-template <int R>
-__device__ __forceinline__ void tc_wg_peer_parts(unsigned rank, tc_wg_slices &acc, tc_wg_chains &e,
-                                                 const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                 const unsigned (&a_small)[WARP_MT][KSTEPS][4], unsigned base)
-{
-    if (rank == (unsigned)R)
-        tc_wg_parts_but<R, 0>(acc, e, a_big, a_small, base);
-    else if constexpr (R + 1 < CLUSTER)
-        tc_wg_peer_parts<R + 1>(rank, acc, e, a_big, a_small, base);
-}
-
-// With the block's own h in place: its part, issued and left running.
-__device__ __forceinline__ void tc_products_own(unsigned rank, tc_wg_slices &acc, tc_wg_chains &e,
-                                                const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                const unsigned (&a_small)[WARP_MT][KSTEPS][4], unsigned base)
-{
-    tc_wg_fences();
-    tc_wg_own_part<0>(rank, acc, e, a_big, a_small, base);
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-
-// Once the peers' h has landed: their parts (OWN_FIRST 1: then the small chain over all of K),
-// then all of them added.
-__device__ __forceinline__ void tc_products_peers(int p, unsigned rank, float (&pre)[WARP_MT][NT][4],
-                                                  tc_wg_slices &acc, tc_wg_chains &e,
-                                                  const unsigned (&a_big)[WARP_MT][KSTEPS][4],
-                                                  const unsigned (&a_small)[WARP_MT][KSTEPS][4],
-                                                  const float (&unscale)[WARP_MT][2], unsigned base)
-{
-    tc_wg_fences();
-    tc_wg_peer_parts<0>(rank, acc, e, a_big, a_small, base);
-    if constexpr (OWN_FIRST == 1)
-        tc_wg_small_chain<0, KSTEPS>(e[0], a_small, base);
-    tc_wg_complete(acc, e);
-    tc_wg_finish(p, pre, acc, e, unscale);
 }
 #endif
 
@@ -644,9 +512,7 @@ __device__ __forceinline__ void tc_cells(int p, const float (&pre)[WARP_MT][NT][
 // Phase p's h, split once, into h_next of every block of the cluster (this one
 // included), counted on each block's mbarrier `bar` (the same offset in every
 // block). tf32: an item a cell; f16: an item a unit pair, its two threads
-// swapping their h first (kernels/lstm_tc_layout.cuh). OWN_FIRST: this
-// block's copy is a plain store, and the block's threads meet after it
-// (tc_own_h_ready), so its own units are ready before any peer's land.
+// swapping their h first (kernels/lstm_tc_layout.cuh).
 __device__ __forceinline__ void tc_publish(int p, const float (&hv)[CELLS], int rows, int first_unit, int warp,
                                            int lane, unsigned rank, unsigned long long *h_next, unsigned bar)
 {
@@ -672,10 +538,8 @@ __device__ __forceinline__ void tc_publish(int p, const float (&hv)[CELLS], int 
                         (unsigned)(tc_wg_group(PHASE_NT(p), NT / ROW_PHASES, nt, part) * tc_wg_group_bytes(H) +
                                    tc_wg_core_byte(tc_pair_col(lane), 2 * item));
                     const float word = __uint_as_float(part ? small : big);
-                    if (OWN_FIRST)
-                        asm volatile("st.shared.b32 [%0], %1;" ::"r"(local), "f"(word) : "memory");
 #pragma unroll
-                    for (int d = OWN_FIRST ? 1 : 0; d < CLUSTER; d++) {
+                    for (int d = 0; d < CLUSTER; d++) {
                         const unsigned target = (rank + (unsigned)d) % CLUSTER;
                         store_async1(map_rank(local, target), word, map_rank(bar, target));
                     }
@@ -711,15 +575,6 @@ __device__ __forceinline__ void tc_publish(int p, const float (&hv)[CELLS], int 
             }
         }
     }
-}
-
-// OWN_FIRST: the block's own h, stored by its threads, is ready for the next
-// step's wgmmas once every thread has stored it (each orders its stores
-// before the async proxy's reads, then the block meets).
-__device__ __forceinline__ void tc_own_h_ready()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
 }
 
 #endif

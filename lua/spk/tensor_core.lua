@@ -14,8 +14,7 @@
 -- FP16x3 with scaled small parts, or "tf32": 3xTF32), products, cluster,
 -- tile_rows, warp_mt, row_phases, gates_ahead, slice_steps, exclusive_sm, mma
 -- ("sync" or "wgmma"), fetch_early, cell ("reference", "trimmed": the same bits, or
--- "fused": within the FP32 bound), own_first (wgmma, 1: the own units' slices of K
--- before the wait for the peers' h, the same bits; 2: their small-part chain too).
+-- "fused": within the FP32 bound).
 local M = {}
 
 local BACKEND = "tensor_core"
@@ -70,13 +69,12 @@ function M.launch(v)
 end
 
 -- A short name of a variant: "f16 c4 t16 mt1 p2 a2 s1" (x1: one product; shared-sm:
--- exclusive_sm 0; wgmma: mma "wgmma"; late: fetch_early 0; trimmed, fused: the cell's form;
--- own, own2: own_first 1, 2).
+-- exclusive_sm 0; wgmma: mma "wgmma"; late: fetch_early 0; trimmed, fused: the cell's form).
 function M.label(v)
-  return ("%s%s c%d t%d mt%d p%d a%d s%d%s%s%s%s%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster,
+  return ("%s%s c%d t%d mt%d p%d a%d s%d%s%s%s%s"):format(v.split, v.products == 1 and " x1" or "", v.cluster,
     v.tile_rows, v.warp_mt, v.row_phases, v.gates_ahead, v.slice_steps, v.exclusive_sm == 0 and " shared-sm" or "",
     v.mma == "wgmma" and " wgmma" or "", v.fetch_early == 0 and " late" or "",
-    v.cell ~= "reference" and " " .. v.cell or "", v.own_first == 1 and " own" or v.own_first == 2 and " own2" or "")
+    v.cell ~= "reference" and " " .. v.cell or "")
 end
 
 -- The stage names of a variant's timeline build (kernels/lstm_tc_timeline_stages.cuh, through the family).
@@ -158,10 +156,7 @@ M.correctness_variants = { {}, { cluster = 4, tile_rows = 16, row_phases = 2 }, 
   { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2 }, { mma = "wgmma", cluster = 4, tile_rows = 32, row_phases = 2 },
   { mma = "wgmma", slice_steps = 2 }, { mma = "wgmma", slice_steps = 8 }, { mma = "wgmma", fetch_early = 0 },
   { mma = "wgmma", gates_ahead = 3 }, { cell = "trimmed" }, { cell = "fused" }, { mma = "wgmma", cell = "trimmed" },
-  { mma = "wgmma", cell = "fused" }, { mma = "wgmma", own_first = 1 }, { mma = "wgmma", cluster = 4, own_first = 1 },
-  { mma = "wgmma", cluster = 2, tile_rows = 8, own_first = 1 }, { mma = "wgmma", cluster = 2, tile_rows = 13, own_first = 1 },
-  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2, own_first = 1 }, { mma = "wgmma", own_first = 2 },
-  { mma = "wgmma", cluster = 2, tile_rows = 8, own_first = 2 }, { mma = "wgmma", cluster = 4, tile_rows = 13, own_first = 2 } }
+  { mma = "wgmma", cell = "fused" } }
 
 -- Each at every batch where the variant exists (a label once a batch): the batch's
 -- defaults (one wave, the fetch before the wait) and each product form, then one change
@@ -180,12 +175,6 @@ M.sweep_variants = {
   { mma = "wgmma", gates_ahead = 3 }, { split = TF32, cluster = 4, tile_rows = 8 },
   { cell = "trimmed" }, { cell = "fused" }, { mma = "sync", cell = "trimmed" }, { mma = "sync", cell = "fused" },
   { mma = "wgmma", cell = "trimmed" }, { mma = "wgmma", cell = "fused" },
-  -- the own units' slices under the wait for the peers' h
-  { mma = "wgmma", own_first = 1 }, { mma = "wgmma", cluster = 2, tile_rows = 8, own_first = 1 },
-  { mma = "wgmma", cluster = 2, tile_rows = 4, own_first = 1 }, { mma = "wgmma", cluster = 4, tile_rows = 8, own_first = 1 },
-  { mma = "wgmma", cluster = 2, tile_rows = 16, row_phases = 2, own_first = 1 },
-  { mma = "wgmma", own_first = 2 }, { mma = "wgmma", cluster = 2, tile_rows = 8, own_first = 2 },
-  { mma = "wgmma", cluster = 2, tile_rows = 4, own_first = 2 },
   -- the earlier defaults and bests (two waves where their clusters exceed the device's)
   { mma = "sync", cluster = 8, tile_rows = 8, fetch_early = 0 }, { mma = "sync", cluster = 4, tile_rows = 8, fetch_early = 0 },
   { mma = "sync", cluster = 8, tile_rows = 16, row_phases = 2, fetch_early = 0 },
@@ -198,7 +187,6 @@ M.sweep_batches = { 32, 64, 128, 256 }
 -- batch's default, by mma.sync and by wgmma, with the other cells, the m64n16 form on half
 -- the SMs, and the earlier defaults.
 M.stamp_variants = { {}, { mma = "sync" }, { mma = "wgmma" }, { cell = "trimmed" }, { cell = "fused" },
-                     { mma = "wgmma", own_first = 1 }, { mma = "wgmma", own_first = 2 },
                      { mma = "wgmma", cluster = 2, tile_rows = 16 },
                      { mma = "sync", cluster = 8, tile_rows = 8, fetch_early = 0 },
                      { mma = "sync", cluster = 4, tile_rows = 16, row_phases = 2, fetch_early = 0 } }
@@ -222,7 +210,6 @@ function M.sweep_jobs(batches, steps)
       end
     end
     add(shape, { mma = "wgmma" })
-    add(shape, { mma = "wgmma", own_first = 1 })
   end
   for _, batch in ipairs(batches or M.sweep_batches) do
     for _, v in ipairs(M.sweep_variants) do

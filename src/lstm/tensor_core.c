@@ -20,7 +20,7 @@
  * says why each form exists and what it costs. */
 #define FIELD(name) offsetof(spk_tc_variant, name)
 enum { O_HIDDEN, O_SPLIT, O_PRODUCTS, O_CLUSTER, O_TILE_ROWS, O_WARP_MT, O_ROW_PHASES, O_GATES_AHEAD,
-       O_SLICE_STEPS, O_EXCLUSIVE_SM, O_MMA, O_FETCH_EARLY, O_CELL, O_OWN_FIRST, O_COUNT };
+       O_SLICE_STEPS, O_EXCLUSIVE_SM, O_MMA, O_FETCH_EARLY, O_CELL, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define TWO_NTILES (((uint64_t)1 << 33) - ((uint64_t)1 << 9)) /* tile_rows 9 .. 32 */
@@ -57,10 +57,6 @@ static const spk_kernel_option options[O_COUNT] = {
                        "1: the x·Wᵀ of a step ahead fetched before the wait for h, off the step's chain"},
     [O_CELL] = {"cell", "TC_CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
                 SPK_CELL_HELP},
-    [O_OWN_FIRST] = {"own_first", "OWN_FIRST", {NULL}, 0, 2, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(own_first),
-                     "1: the products of K's slices over the block's own units issued under the wait for the "
-                     "peers' h (wgmma; the same bits); 2: its small-part chain too (other bits, within the FP32 "
-                     "bound)"},
 };
 
 #define WGMMA SPK_BIT(SPK_TC_MMA_WGMMA)
@@ -69,7 +65,6 @@ static const spk_kernel_rule rules[] = {
     {"mma", WGMMA, "products", SPK_BIT(3), "kernel.mma \"wgmma\" needs kernel.products 3"},
     {"mma", WGMMA, "warp_mt", SPK_BIT(1), "kernel.mma \"wgmma\" needs kernel.warp_mt 1"},
     {"slice_steps", SPK_BIT(4) | SPK_BIT(8), "mma", WGMMA, "kernel.slice_steps 4 or 8 needs kernel.mma \"wgmma\""},
-    {"own_first", SPK_BIT(1) | SPK_BIT(2), "mma", WGMMA, "kernel.own_first 1 or 2 needs kernel.mma \"wgmma\""},
     {"fetch_early", SPK_BIT(1), "gates_ahead", SPK_BIT(2) | SPK_BIT(3) | SPK_BIT(4),
      "kernel.fetch_early 1 needs kernel.gates_ahead 2 .. 4"},
     {"row_phases", SPK_BIT(2), "tile_rows", TWO_NTILES,
@@ -122,13 +117,6 @@ static bool wgmma_fits(const spk_tc_variant *v)
     return block_threads(v) % 128 == 0 && n_tiles % phases == 0 && n_tiles / phases <= 2;
 }
 
-/* Whether a block's own units span whole slices of K, as own_first needs. */
-static bool own_slices_fit(const spk_tc_variant *v)
-{
-    int units = v->cluster > 0 ? v->hidden / v->cluster : 0;
-    return v->slice_steps > 0 && units % (16 * v->slice_steps) == 0;
-}
-
 /* The batch's row. 3xTF32 holds 128 registers of R a thread: blocks of 512
  * threads (a cluster of 2) would spill, so a split "tf32" given with no
  * cluster takes the row's tf32 shape (clusters of 4 and more). */
@@ -160,10 +148,6 @@ int spk_tc_variant_resolve(int hidden, int64_t batch, const spk_kernel_choice *g
     }
     if (out->slice_steps == 0) /* what it follows changed */
         out->slice_steps = out->mma == SPK_TC_MMA_WGMMA ? wgmma_slice_steps(block_threads(out)) : 1;
-    /* a row's own_first gives way where the form or the slices given leave it no place */
-    if (!(given->given & ON(O_OWN_FIRST)) && out->own_first != 0 &&
-        (out->mma != SPK_TC_MMA_WGMMA || !own_slices_fit(out)))
-        out->own_first = 0;
     return spk_tc_variant_derive(out, NULL);
 }
 
@@ -200,10 +184,6 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
         return spk_fail("kernel.mma \"wgmma\" needs whole warpgroups (kernel.cluster %d at hidden %d gives %d warps) "
                         "and one or two n-tiles a row phase (kernel.tile_rows %d, kernel.row_phases %d)",
                         v->cluster, v->hidden, (int)s.warps, v->tile_rows, v->row_phases);
-    if (v->own_first != 0 && !own_slices_fit(v))
-        return spk_fail("kernel.own_first %d needs a block's own units to span whole slices of K: %d units "
-                        "(hidden %d / kernel.cluster %d) is no multiple of 16 * kernel.slice_steps %d",
-                        v->own_first, (int)s.units, v->hidden, v->cluster, v->slice_steps);
     s.buffer_bytes = wgmma ? s.n_tiles * 2 * 16 * v->hidden : 8 * s.n_tiles * 8 * s.row_words;
     s.smem_bytes = 128 + 2 * s.buffer_bytes + 16 * (int64_t)v->gates_ahead * s.cells * s.threads;
     if (s.smem_bytes > 227 * 1024)
@@ -439,9 +419,6 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", fetch early");
     if (v->cell != SPK_CELL_REFERENCE)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", %s cell", options[O_CELL].words[v->cell]);
-    if (v->own_first != 0)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, v->own_first == 1 ? ", own slices first" :
-                              ", own slices and chain first");
     if (v->exclusive_sm == 0)
         snprintf(extra + n, sizeof extra - n, ", shared SMs");
     snprintf(out, size, "%s %s, cluster %d, %d threads, tile %d, %lld clusters in %lld wave%s, gates %d steps ahead, "

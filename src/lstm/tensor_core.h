@@ -37,7 +37,6 @@ typedef struct spk_tc_variant {
     int mma;          /* SPK_TC_MMA_* */
     int fetch_early;  /* [FETCH_EARLY] the next x·Wᵀ fetched before the wait for h */
     int cell;         /* [TC_CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
-    int own_first;    /* [OWN_FIRST] the own units' slices of K issued before the wait for the peers' h */
 } spk_tc_variant;
 
 extern const spk_kernel_family spk_tensor_core_family;

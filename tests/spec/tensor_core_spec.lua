@@ -94,10 +94,6 @@ describe("spk.tensor_core", function()
     refuses(function() tc.variant(shape, { slice_steps = 4, mma = "sync" }) end, 'slice_steps 4 or 8 needs kernel.mma "wgmma"')
     refuses(function() tc.variant(shape, { gates_ahead = 1, fetch_early = 1 }) end,
       "fetch_early 1 needs kernel.gates_ahead 2 .. 4")
-    refuses(function() tc.variant(shape, { own_first = 1, mma = "sync" }) end, 'own_first 1 or 2 needs kernel.mma "wgmma"')
-    refuses(function() tc.variant(shape, { own_first = 1, mma = "wgmma", cluster = 2, slice_steps = 8 }) end,
-      "own_first 1 needs a block's own units to span whole slices of K: 64 units")
-    refuses(function() tc.variant(shape, { own_first = 3, mma = "wgmma" }) end, "kernel.own_first must be 0 .. 2")
     refuses(function() tc.variant(shape, { threads = 128 }) end, "unknown option 'threads'")
     refuses(function() tc.spec { unit = 4 } end, "unknown option 'unit'")
     refuses(function() spk.lstm.tensor_core_variant({ cluster = 3 }, 8, 128) end, "kernel.cluster must be 2, 4, 8 or 16")
@@ -166,32 +162,6 @@ describe("spk.tensor_core", function()
       'kernel.cell must be "reference", "trimmed" or "fused" %(.*%), got "fast"')
   end)
 
-  it("issues the own units' slices first (own_first) only where the wgmma form's slices allow it (no device)", function()
-    local shape = { batch = 256, hidden = 128 }
-    local v = tc.variant(shape, { own_first = 1 })
-    assert.are.equal("f16 c2 t8 mt1 p1 a2 s4 wgmma own", tc.label(v))
-    assert.are.equal("1", tostring(tc.defines(v).OWN_FIRST))
-    assert.are.equal("0", tostring(tc.defines(tc.variant(shape)).OWN_FIRST))
-    for _, opts in ipairs { { own_first = 1 }, { own_first = 1, cluster = 4, tile_rows = 8 },
-                            { own_first = 1, cluster = 8, tile_rows = 8, mma = "wgmma" },
-                            { own_first = 1, cluster = 2, tile_rows = 16, row_phases = 2 } } do
-      local report = spk.lstm.kernel_check(tc.spec(opts), { batch = 37, steps = 5, hidden = 128 })
-      assert.are.equal("1", tostring(report.defines.OWN_FIRST))
-      assert.truthy(report.cubin_bytes > 0)
-      local d = {}
-      for k, x in pairs(report.defines) do d[k] = tostring(x) end
-      d.SPK_TIMELINE = "1" -- the timeline build stamps the same stages
-      local ptx = spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" }
-      ptx:close()
-    end
-    -- the kernel's own check, past the host's: no own_first without wgmma's whole slices
-    local d = {}
-    for k, x in pairs(tc.defines(tc.variant(shape, { mma = "sync" }))) do d[k] = tostring(x) end
-    d.OWN_FIRST = "1"
-    refuses(function() spk.cuda.compile { file = tc.kernel_dir() .. "/lstm_tc.cu", defines = d, arch = "compute_90a" } end,
-      "OWN_FIRST 1 or 2 needs wgmma")
-  end)
-
   it("sizes shared memory as the kernel does: a launch rule that disagrees does not compile", function()
     for _, opts in ipairs { {}, { mma = "wgmma" }, { cluster = 4, tile_rows = 16, row_phases = 2 } } do
       local v = tc.variant({ batch = 256, hidden = 128 }, opts)
@@ -239,32 +209,6 @@ describe("spk.tensor_core", function()
         assert.is_nil(spk.debug.first_divergence(info.trace, ref.trace, { tol = 1e-5 }))
         ::next::
       end
-    end
-  end)
-
-  gpu_it("own_first: the own units' slices before the wait for the peers' give the same bits; 2 stays within f64's", function()
-    for _, case in ipairs { { batch = 37, steps = 19, opts = {} }, { batch = 130, steps = 5, opts = { cluster = 2, tile_rows = 8 } },
-                            { batch = 13, steps = 11, opts = { cluster = 4, tile_rows = 13 } },
-                            { batch = 20, steps = 9, opts = { cluster = 8, tile_rows = 8 } },
-                            { batch = 45, steps = 7, opts = { cluster = 2, tile_rows = 16, row_phases = 2 } } } do
-      local layers = spk.lstm.random { layers = 2, input = 6, hidden = 128, seed = 1 }
-      local x = spk.randn({ case.batch, case.steps, 6 }, { seed = case.batch })
-      local function forward(own_first)
-        local kernel = copy(case.opts, { mma = "wgmma", own_first = own_first })
-        local plan <close> = spk.lstm.stack { backend = "tensor_core", layers = layers, batch = case.batch,
-                                              steps = case.steps, kernel = kernel }
-        assert.are.equal(own_first ~= 0, plan.variant:find(own_first == 2 and "own slices and chain first" or
-                                                            "own slices first", 1, true) ~= nil, plan.variant)
-        return plan:forward(x)
-      end
-      local y = forward(0)
-      assert.bits_equal(y, forward(1), ("own_first at batch %d"):format(case.batch))
-      local split = forward(2) -- the small chain split at the blocks: another order of its sums
-      assert.within_reference(split, layers, x, { rel_l2 = 5e-7, max_abs = 2e-6 })
-      assert.bits_equal(split, forward(2), "own_first 2, a second plan")
-      local spec = tc.spec(copy(case.opts, { mma = "wgmma", own_first = 1 }))
-      local own <close> = spk.lstm.kernel_stack(copy(spec, { layers = layers, batch = case.batch, steps = case.steps }))
-      assert.bits_equal(y, own:forward(x), "the kernel of its own")
     end
   end)
 
