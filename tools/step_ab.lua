@@ -50,7 +50,7 @@ end
 
 -- The variants, as options on top of the batch's default. wide = true: run at the wide batches too;
 -- k2: one gate row a thread over two k-chunks (one shuffle level and the gather), threads from the
--- batch's cluster size; small: batch 8 and below only.
+-- batch's cluster size; k8: gate blocks over eight k-chunks; small: batch 8 and below only.
 local variants = {
   { name = "plain", kernel = { early_gates = 0, cell = "reference" }, wide = true },
   { name = "late gates", kernel = { early_gates = 0 }, wide = true },
@@ -62,6 +62,12 @@ local variants = {
   -- batch 8 in the batch-1 row's blocks: 16 units a block (chunks 8), twice the blocks, another chunk split
   { name = "c8", kernel = { cluster = 8 }, small = true },
   { name = "c8 ga2", kernel = { cluster = 8, gates_ahead = 2 }, small = true },
+  -- a block an SM where blocks of 128 threads could share one
+  { name = "alone", kernel = { exclusive_sm = 1 } },
+  { name = "c8 alone", kernel = { cluster = 8, exclusive_sm = 1 }, small = true },
+  -- k8: gate blocks over eight k-chunks (threads from the batch's cluster size), a block an SM or not
+  { name = "k8", kernel = {}, k8 = true, small = true },
+  { name = "k8 alone", kernel = { exclusive_sm = 1 }, k8 = true, small = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}
@@ -97,6 +103,7 @@ local function lines_at(batch, is_wide)
       local k = {}
       for key, value in pairs(v.kernel) do k[key] = value end
       if v.k2 then k.threads = 4 * 128 // default_variant.cluster * 2 end
+      if v.k8 then k.threads = 128 // default_variant.cluster * 8 end
       lines[#lines + 1] = { name = v.name, kernel = k }
     end
   end
