@@ -62,12 +62,8 @@ local variants = {
   -- batch 8 in the batch-1 row's blocks: 16 units a block (chunks 8), twice the blocks, another chunk split
   { name = "c8", kernel = { cluster = 8 }, small = true },
   { name = "c8 ga2", kernel = { cluster = 8, gates_ahead = 2 }, small = true },
-  -- a block an SM where blocks of 128 threads could share one
-  { name = "alone", kernel = { exclusive_sm = 1 } },
-  { name = "c8 alone", kernel = { cluster = 8, exclusive_sm = 1 }, small = true },
-  -- k8: gate blocks over eight k-chunks (threads from the batch's cluster size), a block an SM or not
+  -- k8: gate blocks over eight k-chunks (threads from the batch's cluster size)
   { name = "k8", kernel = {}, k8 = true, small = true },
-  { name = "k8 alone", kernel = { exclusive_sm = 1 }, k8 = true, small = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

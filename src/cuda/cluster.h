@@ -11,11 +11,6 @@
  * them only once it allows them. */
 #define SPK_PORTABLE_CLUSTER 8
 
-/* Dynamic shared memory a launch asks for at least to have an SM to itself
- * (a kernel family's exclusive_sm): more than half of the 228 KiB an SM
- * has, so a second block never fits beside it. */
-#define SPK_EXCLUSIVE_SM_SMEM ((int64_t)115 * 1024)
-
 /* Allows k clusters above the portable size where `cluster` (a launch's
  * cluster dims, 0 read as 1) asks for one
  * (cudaFuncAttributeNonPortableClusterSizeAllowed); nothing otherwise. The

@@ -22,7 +22,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
-       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_EXCLUSIVE_SM, O_COUNT };
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
@@ -63,9 +63,6 @@ static const spk_kernel_option options[O_COUNT] = {
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
     [O_CELL] = {"cell", "CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
                 SPK_CELL_HELP},
-    /* no macro: the launch's */
-    [O_EXCLUSIVE_SM] = {"exclusive_sm", NULL, {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(exclusive_sm),
-                        "1: the launch asks for more than half an SM's shared memory, a block an SM"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -376,14 +373,11 @@ const int spk_cluster_args[SPK_CLUSTER_NARGS] = {SPK_RA_GATES, SPK_RA_R,     SPK
 /* A launch of `tiles` tiles of `tile_rows` rows: grid (cluster, tiles, 2). */
 static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
-    size_t smem = smem_bytes(v, (int)tile_rows);
-    if (v->exclusive_sm == 1 && smem < (size_t)SPK_EXCLUSIVE_SM_SMEM)
-        smem = (size_t)SPK_EXCLUSIVE_SM_SMEM;
     return (spk_kernel_stack_launch){.direction = -1,
                                      .grid = {(unsigned)v->cluster, (unsigned)tiles, 2},
                                      .block = {(unsigned)v->threads, 1, 1},
                                      .cluster = {(unsigned)v->cluster, 1, 1},
-                                     .smem = smem};
+                                     .smem = smem_bytes(v, (int)tile_rows)};
 }
 
 int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
@@ -591,8 +585,6 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
     static const char *const pushes[] = {"scalar push, cluster barrier", "direct push", "warp push"};
     char options[160];
     size_t n = (size_t)snprintf(options, sizeof options, "%s", pushes[v->push]);
-    if (v->exclusive_sm == 1)
-        n += (size_t)snprintf(options + n, sizeof options - n, ", a block an SM");
     if (v->gate_block > 1)
         n += (size_t)snprintf(options + n, sizeof options - n, ", gate block %d", v->gate_block);
     if (v->gates_ahead > 1)

@@ -52,7 +52,6 @@ typedef struct spk_cluster_variant {
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
     int early_gates; /* [EARLY_GATES] the next step's gates taken before the wait, the re-arm after publish */
     int cell;        /* [CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
-    int exclusive_sm; /* 1: the launch asks for more than half an SM's shared memory (a block an SM); no macro */
 } spk_cluster_variant;
 
 /* The options, their values, defaults and rules (cluster.c). */

@@ -122,7 +122,7 @@ describe("cluster backend options", function()
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
     assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "max_tile_rows",
-                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell", "exclusive_sm" }, names)
+                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell" }, names)
     assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
     assert.are.same({ "reference", "trimmed", "fused" }, t.options[13].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)
@@ -273,24 +273,6 @@ describe("cluster backend (GPU)", function()
       assert.is_true(same, "device input: " .. tostring(c))
     end)
   end
-
-  gpu_it("a block an SM (exclusive_sm): the same bits, the launch's placement only", function()
-    local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 21 }
-    for _, case in ipairs { { batch = 8, kernel = {} }, { batch = 8, kernel = { cluster = 8 } },
-                            { batch = 37, kernel = { push = "scalar" } } } do
-      local x = lcg_uniform({ case.batch, 19, 60 }, 5)
-      local function forward(exclusive_sm)
-        local kernel = {}
-        for k, v in pairs(case.kernel) do kernel[k] = v end
-        kernel.exclusive_sm = exclusive_sm
-        local plan <close> = cluster { layers = layers, batch = case.batch, steps = 19, kernel = kernel }
-        assert.are.equal(exclusive_sm == 1, plan.variant:find("a block an SM", 1, true) ~= nil, plan.variant)
-        return plan:forward(x)
-      end
-      local same, c = bit_compare(forward(1), forward(0))
-      assert.is_true(same, ("batch %d: %s"):format(case.batch, tostring(c)))
-    end
-  end)
 
   gpu_it("the same bits for every tile height and both cluster sizes", function()
     local layers = spk.lstm.random { layers = 2, input = 60, hidden = 128, seed = 21 }

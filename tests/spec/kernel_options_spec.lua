@@ -9,7 +9,7 @@ local FAMILIES = {}
 for _, f in ipairs(require("spk.core").kernel_families()) do FAMILIES[#FAMILIES + 1] = f.backend end
 
 -- the options that set no macro of their own: the launch's, or the define the family writes for them
-local NO_MACRO = { cluster = { tile_rows = "launch", exclusive_sm = "launch" }, persistent = { tile_rows = "launch" },
+local NO_MACRO = { cluster = { tile_rows = "launch" }, persistent = { tile_rows = "launch" },
                    tensor_core = { exclusive_sm = "launch", split = "TC_SPLIT", mma = "TC_MMA" } }
 
 local function read(path)
