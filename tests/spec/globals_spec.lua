@@ -19,27 +19,26 @@ local function set_of(list)
   return s
 end
 
+-- The command's lines of output, and whether it exited 0.
 local function lines_of(command)
   local p = assert(io.popen(command))
   local out = {}
   for line in p:lines() do out[#out + 1] = line end
-  local ok, how, code = p:close()
-  return out, ok, how, code
+  return out, p:close() == true
 end
 
-local function luac()
+-- Lua 5.4's compiler on PATH (the listing's format is its), or nil.
+local LUAC = (function()
   for _, name in ipairs { "luac5.4", "luac" } do
     local out = lines_of("command -v " .. name .. " 2>/dev/null")
-    if out[1] then
-      local v = lines_of(out[1] .. " -v 2>&1")
-      if (v[1] or ""):match("Lua 5%.4") then return out[1] end
-    end
+    if out[1] and (lines_of(out[1] .. " -v 2>&1")[1] or ""):match("Lua 5%.4") then return out[1] end
   end
-end
+end)()
 
 -- {reads = {name = true}, sets = {name = true}} of one file, from luac's listing.
-local function globals_of(compiler, path)
-  local listing, ok = lines_of(("%s -p -l -l %s 2>&1"):format(compiler, shell_quote(path)))
+local function globals_of(path)
+  assert(LUAC, "luac5.4 is not on PATH (make setup installs lua5.4, which has it)")
+  local listing, ok = lines_of(("%s -p -l -l %s 2>&1"):format(LUAC, shell_quote(path)))
   assert(ok, ("luac5.4 cannot list %s: %s"):format(path, table.concat(listing, "\n")))
   local reads, sets = {}, {}
   for _, line in ipairs(listing) do
@@ -52,23 +51,22 @@ end
 local function helper_globals()
   local names = {}
   for _, path in ipairs(HELPERS) do
-    for name in read_file(path):gmatch("_G%.([%w_]+)%s*=") do names[name] = true end
-    for name in read_file(path):gmatch("function%s+_G%.([%w_]+)") do names[name] = true end
+    local text = read_file(path)
+    for name in text:gmatch("_G%.([%w_]+)%s*=") do names[name] = true end
+    for name in text:gmatch("function%s+_G%.([%w_]+)") do names[name] = true end
   end
   return names
 end
 
 describe("the tree's Lua files", function()
   it("read no global that nothing defines (luac5.4's listing of every file)", function()
-    local compiler = luac()
-    assert.truthy(compiler, "luac5.4 is not on PATH (make setup installs lua5.4, which has it)")
-    local files = lines_of("find lua tools experiments tests -name '*.lua' | sort")
-    assert.is_true(#files > 100, "found " .. #files .. " Lua files")
+    local files, found = lines_of("find lua tools experiments tests -name '*.lua'")
+    assert.is_true(found and #files > 100, "found " .. #files .. " Lua files")
     local lua, busted, helpers = set_of(LUA), set_of(BUSTED), helper_globals()
     assert.truthy(helpers.gpu_it and helpers.run_spk, "the helpers' globals are found")
     local wrong = {}
     for _, path in ipairs(files) do
-      local g = globals_of(compiler, path)
+      local g = globals_of(path)
       local spec = path:match("_spec%.lua$") or path:match("^tests/spec/")
       for name in pairs(g.reads) do
         if not (lua[name] or g.sets[name] or (spec and (busted[name] or helpers[name]))) then
@@ -84,7 +82,7 @@ describe("the tree's Lua files", function()
     local dir = spec_tmpdir()
     local path = dir .. "/script.lua"
     write_file(path, 'require "spk"\nlocal n = #spk.files.list(".")\nprint(n)\n')
-    local g = globals_of(luac(), path)
+    local g = globals_of(path)
     assert.is_true(g.reads.spk)
     assert.is_nil(g.sets.spk)
     remove_scratch(dir)
