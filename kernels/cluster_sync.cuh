@@ -111,12 +111,52 @@ __device__ __forceinline__ bool mbarrier_wait(unsigned bar, unsigned parity)
     return true;
 }
 
+__device__ __forceinline__ bool mbarrier_test_wait(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
+// The same wait as a spin on test_wait, which never suspends the thread (a
+// try_wait may, and then wakes some time after the phase completes); the
+// clock is read once every 64 tests.
+__device__ __forceinline__ bool mbarrier_spin_wait(unsigned bar, unsigned parity)
+{
+    if (mbarrier_test_wait(bar, parity))
+        return true;
+    const unsigned long long start = global_ns();
+    for (;;) {
+#pragma unroll 1
+        for (int i = 0; i < 64; i++)
+            if (mbarrier_test_wait(bar, parity))
+                return true;
+        if (global_ns() - start > EXCHANGE_TIMEOUT_NS)
+            return false;
+    }
+}
+
 // 16 bytes into a peer's shared memory, counted on the peer's mbarrier.
 __device__ __forceinline__ void store_async4(unsigned address, float4 v, unsigned bar)
 {
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
                      address),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+
+// store_async4 where `p` holds, as one predicated instruction (no branch, so
+// the warp does not diverge around it).
+__device__ __forceinline__ void store_async4_if(bool p, unsigned address, float4 v, unsigned bar)
+{
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %6, 0;\n"
+                 " @p st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n}" ::"r"(
+                     address),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar), "r"((unsigned)p)
                  : "memory");
 }
 
@@ -127,6 +167,24 @@ __device__ __forceinline__ void store_async1(unsigned address, float v, unsigned
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address),
                  "f"(v), "r"(bar)
                  : "memory");
+}
+
+// store_async1 where `p` holds, as one predicated instruction.
+__device__ __forceinline__ void store_async1_if(bool p, unsigned address, float v, unsigned bar)
+{
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %3, 0;\n"
+                 " @p st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n}" ::"r"(address),
+                 "f"(v), "r"(bar), "r"((unsigned)p)
+                 : "memory");
+}
+
+// threadIdx.x read in volatile asm: the compiler keeps it in a register
+// instead of reading the special register again where it is used.
+__device__ __forceinline__ int thread_index_kept()
+{
+    unsigned t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return (int)t;
 }
 
 // ---- cp.async (sm_80+): the gates' stages --------------------------------

@@ -17,6 +17,9 @@
 //                thread 0's re-arm after its publish (off the wait's path)
 //   CELL         0: the reference cell; 1: trimmed (the same bits); 2: fused
 //                (the bias added early, FMAs: other bits within the FP32 bound)
+//   WAIT         0: the wait for h in mbarrier try_wait; 1: a test_wait spin
+//   REMOTE_BASE  1: a lane maps its peers' h and mbarrier addresses once
+//                (mapa), and a push adds the offset; 0: mapa at every push
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -61,6 +64,14 @@
 #ifndef CELL
 #define CELL 0
 #endif
+#ifndef WAIT
+#define WAIT 0
+#endif
+#ifndef REMOTE_BASE
+#define REMOTE_BASE 0
+#endif
+static_assert(WAIT == 0 || WAIT == 1, "WAIT must be 0 (try_wait) or 1 (test_wait spin)");
+static_assert(REMOTE_BASE == 0 || REMOTE_BASE == 1, "REMOTE_BASE must be 0 or 1");
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
@@ -151,7 +162,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
     extern __shared__ float4 block_smem4[];
-    const int tid = (int)threadIdx.x;
+    const int tid = REMOTE_BASE ? thread_index_kept() : (int)threadIdx.x;
     const int direction = (int)blockIdx.z;
     const int row0 = blockIdx.y * tile_rows;
     const int rows = min(tile_rows, batch - row0);
@@ -204,6 +215,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         exchange_bytes[phase] = PHASE_BYTES(phase);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
     start_exchange(tid, steps, rows, full0, exchange_bytes[0], exchange_bytes[ROW_PHASES - 1]);
+    unsigned remote_h[PUSH_TARGETS], remote_bar[PUSH_TARGETS]; // REMOTE_BASE: the peers' bases (else unused)
+    map_push_targets(rank, tid, copy, h_buffers, full0, remote_h, remote_bar);
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;
@@ -230,7 +243,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                 cell_of_slot(w, h, k, rows, q, lane_row, cell_lane, unit_lane0, gx[k], b4[k], c[k],
                              hv[k] SPK_TIMELINE_FN_ARGS(step));
             publish_h(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
-                      store_lane, copy, rank, tid, h_buffers, h_floats, full0, hv, output);
+                      store_lane, copy, rank, tid, h_buffers, h_floats, full0, remote_h, remote_bar, hv, output);
             rearm_after_publish(step, phase, parity, steps, rows, tid, full0, exchange_bytes[phase]);
             SPK_TIMELINE_STAMP(step, PHASE_MARK(PUBLISH, phase));
         } // phases

@@ -189,7 +189,8 @@ __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int 
 {
     if (step > 0 && PHASE_HAS_ROWS(phase)) {
         const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
-        if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
+        const unsigned phase_parity = (unsigned)((step - 1) >> 1) & 1u;
+        if (waiting && !(WAIT ? mbarrier_spin_wait(bar, phase_parity) : mbarrier_wait(bar, phase_parity))) {
             waiting = false;
             atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
         }
@@ -276,6 +277,85 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 
 // ---- stage: publish h ---------------------------------------------------------------
 
+// The peers a lane pushes to: one (warp pushes: item i goes to block i % CLUSTER, and a lane's items are
+// lane, lane + 32, ...), or CLUSTER / COPIES for a copy of a cell (direct pushes, copy + COPIES * i).
+#define PUSH_TARGETS (WARP_PUSH || COPIES >= CLUSTER ? 1 : CLUSTER / COPIES)
+
+// REMOTE_BASE: block target's shared::cluster address of this block's h buffers and of its mbarriers, mapped
+// once for each peer a lane pushes to; an address in a peer's window is its base plus the shared::cta offset.
+__device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int copy, const float *h_buffers,
+                                                 unsigned full0, unsigned (&remote_h)[PUSH_TARGETS],
+                                                 unsigned (&remote_bar)[PUSH_TARGETS])
+{
+    if constexpr (REMOTE_BASE) {
+        const unsigned h0 = (unsigned)__cvta_generic_to_shared(h_buffers);
+#pragma unroll
+        for (int i = 0; i < PUSH_TARGETS; i++) {
+            const int g = WARP_PUSH ? (tid & 31) % CLUSTER : (copy + i * COPIES) % CLUSTER;
+            const unsigned target = (rank + (unsigned)g) % CLUSTER;
+            remote_h[i] = map_rank(h0, target);
+            remote_bar[i] = map_rank(full0, target);
+        }
+    }
+}
+
+// REMOTE_BASE's publish: the same pushes of the same values into the same
+// places, each to its peer's base mapped once (map_push_targets) plus the
+// offset, and each a predicated st.async, so a warp never branches around its
+// pushes; tid comes in a register (thread_index_kept).
+__device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool last, int t, int steps, int row0,
+                                                 int rows, int first_unit, int lane_row, int lane_unit,
+                                                 bool cell_lane, bool store_lane, int copy, int tid, int h_floats,
+                                                 const unsigned (&remote_h)[PUSH_TARGETS],
+                                                 const unsigned (&remote_bar)[PUSH_TARGETS],
+                                                 const float (&hv)[SLOTS], float *output)
+{
+    const unsigned next_bytes = 4u * (unsigned)((parity ^ 1) * h_floats);
+    const unsigned bar_offset = 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+    if (last) {
+#pragma unroll
+        for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
+            if (SLOT_STORES(k))
+                output[((size_t)(row0 + SLOT_ROW(k)) * steps + t) * (2 * HIDDEN) + first_unit + lane_unit] = hv[k];
+        return;
+    }
+    if constexpr (!WARP_PUSH) {
+#pragma unroll
+        for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+            const unsigned offset = next_bytes + 4u * (unsigned)(SLOT_ROW(k) * HIDDEN + first_unit + lane_unit);
+#pragma unroll
+            for (int i = 0; i < PUSH_TARGETS; i++)
+                store_async1_if(SLOT_OWNED(k) && copy + i * COPIES < CLUSTER, remote_h[i] + offset, hv[k],
+                                remote_bar[i] + bar_offset);
+        }
+    } else {
+        const int lane = tid & 31;
+        const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
+        // the items of publish_h's warp pushes, in the same order
+#pragma unroll
+        for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
+            if (k * ROW_GROUP < rows) {
+#pragma unroll
+                for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
+                    const int item = item0 + lane;
+                    const int rq = item / CLUSTER;
+                    const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
+                    const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+                    float4 v;
+                    v.x = __shfl_sync(FULL_MASK, hv[k], from);
+                    v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
+                    v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
+                    v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
+                    const int b = k * ROW_GROUP + e;
+                    const unsigned offset = next_bytes + 4u * (unsigned)(b * HIDDEN + warp_units + 4 * quad);
+                    store_async4_if((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows, remote_h[0] + offset, v,
+                                    remote_bar[0] + bar_offset);
+                }
+            }
+        }
+    }
+}
+
 // The phase's h: at the last step to the output (no exchange follows); before
 // it into h[parity ^ 1] of every block of the cluster, this one's included:
 // each copy of a cell st.asyncs it into its share of the blocks (direct
@@ -283,8 +363,15 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int t, int steps, int row0, int rows,
                                           int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                           bool store_lane, int copy, unsigned rank, int tid, float *h_buffers,
-                                          int h_floats, unsigned full0, const float (&hv)[SLOTS], float *output)
+                                          int h_floats, unsigned full0, const unsigned (&remote_h)[PUSH_TARGETS],
+                                          const unsigned (&remote_bar)[PUSH_TARGETS], const float (&hv)[SLOTS],
+                                          float *output)
 {
+    if constexpr (REMOTE_BASE) {
+        publish_h_mapped(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
+                         store_lane, copy, tid, h_floats, remote_h, remote_bar, hv, output);
+        return;
+    }
     const int next_offset = (parity ^ 1) * h_floats;
 #pragma unroll
     for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {

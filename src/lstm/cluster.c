@@ -22,7 +22,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
-       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_COUNT };
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_WAIT, O_REMOTE_BASE, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
@@ -57,12 +57,17 @@ static const spk_kernel_option options[O_COUNT] = {
                      FIELD(row_group), "rows whose partial dots a thread forms at once"},
     [O_MIN_BLOCKS] = {"min_blocks", "MIN_BLOCKS", {NULL}, 1, 64, 0, SPK_DEFAULT_FIT, 0,
                       ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_GATES_AHEAD) | ON(O_ROW_PHASES) |
-                          ON(O_MAX_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL),
+                          ON(O_MAX_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL) |
+                          ON(O_WAIT) | ON(O_REMOTE_BASE),
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
     [O_EARLY_GATES] = {"early_gates", "EARLY_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(early_gates),
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
     [O_CELL] = {"cell", "CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
                 SPK_CELL_HELP},
+    [O_WAIT] = {"wait", "WAIT", {"try", "spin"}, 0, 0, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(wait),
+                "how a block waits for h: mbarrier try_wait (the thread may sleep), or a test_wait spin"},
+    [O_REMOTE_BASE] = {"remote_base", "REMOTE_BASE", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(remote_base),
+                       "1: a lane maps its peers' h and mbarrier addresses once, not at every push"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -74,6 +79,8 @@ static const spk_kernel_rule rules[] = {
     {"early_gates", SPK_BIT(1), "push", FAST_PUSHES, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\""},
     {"cell", SPK_BIT(SPK_CELL_TRIMMED) | SPK_BIT(SPK_CELL_FUSED), "push", FAST_PUSHES,
      "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\""},
+    {"wait", SPK_BIT(1), "push", FAST_PUSHES, "kernel.wait \"spin\" needs kernel.push \"direct\" or \"warp\""},
+    {"remote_base", SPK_BIT(1), "push", FAST_PUSHES, "kernel.remote_base 1 needs kernel.push \"direct\" or \"warp\""},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -594,7 +601,12 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
     if (v->early_gates == 1)
         n += (size_t)snprintf(options + n, sizeof options - n, ", early gates");
     if (v->cell != SPK_CELL_REFERENCE)
-        snprintf(options + n, sizeof options - n, ", %s cell", spk_cluster_family.options[O_CELL].words[v->cell]);
+        n += (size_t)snprintf(options + n, sizeof options - n, ", %s cell",
+                              spk_cluster_family.options[O_CELL].words[v->cell]);
+    if (v->wait == 1)
+        n += (size_t)snprintf(options + n, sizeof options - n, ", spin wait");
+    if (v->remote_base == 1)
+        snprintf(options + n, sizeof options - n, ", remote bases");
     snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
              (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
 }
