@@ -111,35 +111,6 @@ __device__ __forceinline__ bool mbarrier_wait(unsigned bar, unsigned parity)
     return true;
 }
 
-__device__ __forceinline__ bool mbarrier_test_wait(unsigned bar, unsigned parity)
-{
-    unsigned done;
-    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return done != 0;
-}
-
-// The same wait as a spin on test_wait, which never suspends the thread (a
-// try_wait may, and then wakes some time after the phase completes); the
-// clock is read once every 64 tests.
-__device__ __forceinline__ bool mbarrier_spin_wait(unsigned bar, unsigned parity)
-{
-    if (mbarrier_test_wait(bar, parity))
-        return true;
-    const unsigned long long start = global_ns();
-    for (;;) {
-#pragma unroll 1
-        for (int i = 0; i < 64; i++)
-            if (mbarrier_test_wait(bar, parity))
-                return true;
-        if (global_ns() - start > EXCHANGE_TIMEOUT_NS)
-            return false;
-    }
-}
-
 // 16 bytes into a peer's shared memory, counted on the peer's mbarrier.
 __device__ __forceinline__ void store_async4(unsigned address, float4 v, unsigned bar)
 {

@@ -17,9 +17,9 @@
 //                thread 0's re-arm after its publish (off the wait's path)
 //   CELL         0: the reference cell; 1: trimmed (the same bits); 2: fused
 //                (the bias added early, FMAs: other bits within the FP32 bound)
-//   WAIT         0: the wait for h in mbarrier try_wait; 1: a test_wait spin
-//   REMOTE_BASE  1: a lane maps its peers' h and mbarrier addresses once
-//                (mapa), and a push adds the offset; 0: mapa at every push
+//   MAPPED_PUSHES 1: a lane maps its peers' h and mbarrier addresses once
+//                (mapa) and pushes with one predicated st.async each; 0: mapa
+//                at every push, the pushes under branches
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -64,14 +64,10 @@
 #ifndef CELL
 #define CELL 0
 #endif
-#ifndef WAIT
-#define WAIT 0
+#ifndef MAPPED_PUSHES
+#define MAPPED_PUSHES 0
 #endif
-#ifndef REMOTE_BASE
-#define REMOTE_BASE 0
-#endif
-static_assert(WAIT == 0 || WAIT == 1, "WAIT must be 0 (try_wait) or 1 (test_wait spin)");
-static_assert(REMOTE_BASE == 0 || REMOTE_BASE == 1, "REMOTE_BASE must be 0 or 1");
+static_assert(MAPPED_PUSHES == 0 || MAPPED_PUSHES == 1, "MAPPED_PUSHES must be 0 or 1");
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
@@ -162,7 +158,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
     extern __shared__ float4 block_smem4[];
-    const int tid = REMOTE_BASE ? thread_index_kept() : (int)threadIdx.x;
+    const int tid = MAPPED_PUSHES ? thread_index_kept() : (int)threadIdx.x;
     const int direction = (int)blockIdx.z;
     const int row0 = blockIdx.y * tile_rows;
     const int rows = min(tile_rows, batch - row0);
@@ -215,8 +211,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         exchange_bytes[phase] = PHASE_BYTES(phase);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
     start_exchange(tid, steps, rows, full0, exchange_bytes[0], exchange_bytes[ROW_PHASES - 1]);
-    unsigned remote_h[PUSH_TARGETS], remote_bar[PUSH_TARGETS]; // REMOTE_BASE: the peers' bases (else unused)
-    map_push_targets(rank, tid, copy, h_buffers, full0, remote_h, remote_bar);
+    unsigned remote_h[PUSH_TARGETS], remote_bar[PUSH_TARGETS]; // MAPPED_PUSHES: the peers' bases (else unused)
+    map_push_targets(rank, tid, copy, lane_row, first_unit, lane_unit, h_buffers, full0, remote_h, remote_bar);
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;

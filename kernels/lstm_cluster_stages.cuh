@@ -189,8 +189,7 @@ __device__ __forceinline__ bool wait_for_h(int step, int phase, int parity, int 
 {
     if (step > 0 && PHASE_HAS_ROWS(phase)) {
         const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)parity;
-        const unsigned phase_parity = (unsigned)((step - 1) >> 1) & 1u;
-        if (waiting && !(WAIT ? mbarrier_spin_wait(bar, phase_parity) : mbarrier_wait(bar, phase_parity))) {
+        if (waiting && !mbarrier_wait(bar, (unsigned)((step - 1) >> 1) & 1u)) {
             waiting = false;
             atomicCAS(status, 0u, STATUS_EXCHANGE_TIMEOUT);
         }
@@ -281,14 +280,17 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 // lane, lane + 32, ...), or CLUSTER / COPIES for a copy of a cell (direct pushes, copy + COPIES * i).
 #define PUSH_TARGETS (WARP_PUSH || COPIES >= CLUSTER ? 1 : CLUSTER / COPIES)
 
-// REMOTE_BASE: block target's shared::cluster address of this block's h buffers and of its mbarriers, mapped
-// once for each peer a lane pushes to; an address in a peer's window is its base plus the shared::cta offset.
-__device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int copy, const float *h_buffers,
-                                                 unsigned full0, unsigned (&remote_h)[PUSH_TARGETS],
+// MAPPED_PUSHES: for each peer a lane pushes to, that block's shared::cluster address of this block's h
+// buffers (direct pushes: of the lane's cell in the first buffer, slot 0) and of its mbarriers, mapped once; an
+// address in a peer's window is the mapped one plus the shared::cta offset.
+__device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int copy, int lane_row, int first_unit,
+                                                 int lane_unit, const float *h_buffers, unsigned full0,
+                                                 unsigned (&remote_h)[PUSH_TARGETS],
                                                  unsigned (&remote_bar)[PUSH_TARGETS])
 {
-    if constexpr (REMOTE_BASE) {
-        const unsigned h0 = (unsigned)__cvta_generic_to_shared(h_buffers);
+    if constexpr (MAPPED_PUSHES) {
+        const unsigned h0 = (unsigned)__cvta_generic_to_shared(
+            h_buffers + (WARP_PUSH ? 0 : SLOT_ROW(0) * HIDDEN + first_unit + lane_unit));
 #pragma unroll
         for (int i = 0; i < PUSH_TARGETS; i++) {
             const int g = WARP_PUSH ? (tid & 31) % CLUSTER : (copy + i * COPIES) % CLUSTER;
@@ -299,10 +301,12 @@ __device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int cop
     }
 }
 
-// REMOTE_BASE's publish: the same pushes of the same values into the same
-// places, each to its peer's base mapped once (map_push_targets) plus the
-// offset, and each a predicated st.async, so a warp never branches around its
-// pushes; tid comes in a register (thread_index_kept).
+// MAPPED_PUSHES's publish: the same pushes of the same values into the same
+// places, each to its peer's address mapped once (map_push_targets) plus the
+// step's offset, and each a predicated st.async (the last step's too, whose
+// predicate is false), so a warp never branches around its pushes and their
+// addresses can be formed under the cell; tid comes in a register
+// (thread_index_kept).
 __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool last, int t, int steps, int row0,
                                                  int rows, int first_unit, int lane_row, int lane_unit,
                                                  bool cell_lane, bool store_lane, int copy, int tid, int h_floats,
@@ -312,23 +316,16 @@ __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool las
 {
     const unsigned next_bytes = 4u * (unsigned)((parity ^ 1) * h_floats);
     const unsigned bar_offset = 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
-    if (last) {
-#pragma unroll
-        for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
-            if (SLOT_STORES(k))
-                output[((size_t)(row0 + SLOT_ROW(k)) * steps + t) * (2 * HIDDEN) + first_unit + lane_unit] = hv[k];
-        return;
-    }
     if constexpr (!WARP_PUSH) {
 #pragma unroll
         for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
-            const unsigned offset = next_bytes + 4u * (unsigned)(SLOT_ROW(k) * HIDDEN + first_unit + lane_unit);
+            const unsigned offset = next_bytes + 4u * (unsigned)(k * ROW_GROUP * HIDDEN); // slot k's, from slot 0's
 #pragma unroll
             for (int i = 0; i < PUSH_TARGETS; i++)
-                store_async1_if(SLOT_OWNED(k) && copy + i * COPIES < CLUSTER, remote_h[i] + offset, hv[k],
+                store_async1_if(!last && SLOT_OWNED(k) && copy + i * COPIES < CLUSTER, remote_h[i] + offset, hv[k],
                                 remote_bar[i] + bar_offset);
         }
-    } else {
+    } else if (!last) {
         const int lane = tid & 31;
         const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
         // the items of publish_h's warp pushes, in the same order
@@ -354,6 +351,12 @@ __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool las
             }
         }
     }
+    if (last) {
+#pragma unroll
+        for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++)
+            if (SLOT_STORES(k))
+                output[((size_t)(row0 + SLOT_ROW(k)) * steps + t) * (2 * HIDDEN) + first_unit + lane_unit] = hv[k];
+    }
 }
 
 // The phase's h: at the last step to the output (no exchange follows); before
@@ -367,7 +370,7 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
                                           const unsigned (&remote_bar)[PUSH_TARGETS], const float (&hv)[SLOTS],
                                           float *output)
 {
-    if constexpr (REMOTE_BASE) {
+    if constexpr (MAPPED_PUSHES) {
         publish_h_mapped(phase, parity, last, t, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                          store_lane, copy, tid, h_floats, remote_h, remote_bar, hv, output);
         return;

@@ -51,7 +51,8 @@ end
 -- The variants, as options on top of the batch's default. wide = true: run at the wide batches too;
 -- k2: one gate row a thread over two k-chunks (one shuffle level and the gather), threads from the
 -- batch's cluster size; k8: gate blocks over eight k-chunks; same_threads: the default's threads (so
--- the default's chunk split, where another push would fit another); small: batch 8 and below only.
+-- the default's chunk split, where another push would fit another); before_mapped: the rows' pushes before
+-- the mapped ones (warp pushes up to batch 64); small: batch 8 and below only.
 local variants = {
   { name = "plain", kernel = { early_gates = 0, cell = "reference" }, wide = true },
   { name = "late gates", kernel = { early_gates = 0 }, wide = true },
@@ -65,15 +66,9 @@ local variants = {
   { name = "c8 ga2", kernel = { cluster = 8, gates_ahead = 2 }, small = true },
   -- k8: gate blocks over eight k-chunks (threads from the batch's cluster size)
   { name = "k8", kernel = {}, k8 = true, small = true },
-  -- the wait as a test_wait spin; the peers' addresses mapped once a lane; the 4-byte direct pushes
-  { name = "spin", kernel = { wait = "spin" }, wide = true },
-  { name = "remote", kernel = { remote_base = 1 }, wide = true },
-  { name = "spin remote", kernel = { wait = "spin", remote_base = 1 }, wide = true },
-  { name = "direct", kernel = { push = "direct" }, same_threads = true, small = true },
-  { name = "direct remote", kernel = { push = "direct", remote_base = 1 }, same_threads = true, wide = true },
-  { name = "remote fused", kernel = { remote_base = 1, cell = "fused" }, wide = true },
-  { name = "direct remote fused", kernel = { push = "direct", remote_base = 1, cell = "fused" }, same_threads = true,
-    wide = true },
+  -- the pushes as they were before the mapped ones: warp pushes up to batch 64, mapa at every push
+  { name = "unmapped", kernel = { mapped_pushes = 0 }, before_mapped = true, wide = true },
+  { name = "warp", kernel = { push = "warp" }, same_threads = true, wide = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}
@@ -111,6 +106,7 @@ local function lines_at(batch, is_wide)
       if v.k2 then k.threads = 4 * 128 // default_variant.cluster * 2 end
       if v.k8 then k.threads = 128 // default_variant.cluster * 8 end
       if v.same_threads then k.threads = default_variant.threads end
+      if v.before_mapped and batch <= 64 then k.push, k.threads = "warp", default_variant.threads end
       lines[#lines + 1] = { name = v.name, kernel = k }
     end
   end

@@ -22,7 +22,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
-       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_WAIT, O_REMOTE_BASE, O_COUNT };
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_MAPPED_PUSHES, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
@@ -58,16 +58,15 @@ static const spk_kernel_option options[O_COUNT] = {
     [O_MIN_BLOCKS] = {"min_blocks", "MIN_BLOCKS", {NULL}, 1, 64, 0, SPK_DEFAULT_FIT, 0,
                       ON(O_PUSH) | ON(O_CLUSTER) | ON(O_GATE_BLOCK) | ON(O_GATES_AHEAD) | ON(O_ROW_PHASES) |
                           ON(O_MAX_TILE_ROWS) | ON(O_THREADS) | ON(O_ROW_GROUP) | ON(O_EARLY_GATES) | ON(O_CELL) |
-                          ON(O_WAIT) | ON(O_REMOTE_BASE),
+                          ON(O_MAPPED_PUSHES),
                       FIELD(min_blocks), "blocks an SM the register budget is made for"},
     [O_EARLY_GATES] = {"early_gates", "EARLY_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(early_gates),
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
     [O_CELL] = {"cell", "CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
                 SPK_CELL_HELP},
-    [O_WAIT] = {"wait", "WAIT", {"try", "spin"}, 0, 0, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(wait),
-                "how a block waits for h: mbarrier try_wait (the thread may sleep), or a test_wait spin"},
-    [O_REMOTE_BASE] = {"remote_base", "REMOTE_BASE", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0, FIELD(remote_base),
-                       "1: a lane maps its peers' h and mbarrier addresses once, not at every push"},
+    [O_MAPPED_PUSHES] = {"mapped_pushes", "MAPPED_PUSHES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0,
+                         FIELD(mapped_pushes),
+                         "1: a lane's peers mapped once, each push one predicated st.async (no branch)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -79,8 +78,8 @@ static const spk_kernel_rule rules[] = {
     {"early_gates", SPK_BIT(1), "push", FAST_PUSHES, "kernel.early_gates 1 needs kernel.push \"direct\" or \"warp\""},
     {"cell", SPK_BIT(SPK_CELL_TRIMMED) | SPK_BIT(SPK_CELL_FUSED), "push", FAST_PUSHES,
      "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\""},
-    {"wait", SPK_BIT(1), "push", FAST_PUSHES, "kernel.wait \"spin\" needs kernel.push \"direct\" or \"warp\""},
-    {"remote_base", SPK_BIT(1), "push", FAST_PUSHES, "kernel.remote_base 1 needs kernel.push \"direct\" or \"warp\""},
+    {"mapped_pushes", SPK_BIT(1), "push", FAST_PUSHES,
+     "kernel.mapped_pushes 1 needs kernel.push \"direct\" or \"warp\""},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -167,17 +166,17 @@ void spk_cluster_variant_fit(spk_cluster_variant *v)
  * they are defaults and the fused cell is not). */
 static const struct {
     int64_t max_batch;
-    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, early_gates, cell;
+    int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, early_gates, cell, mapped_pushes;
 } batch_table[] = {
-    {1, SPK_PUSH_WARP, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED},
-    {8, SPK_PUSH_WARP, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {16, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {32, SPK_PUSH_WARP, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {48, SPK_PUSH_WARP, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {64, SPK_PUSH_WARP, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED},
-    {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2, 1, SPK_CELL_TRIMMED},
-    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1, 1, SPK_CELL_TRIMMED},
+    {1, SPK_PUSH_DIRECT, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED, 1},
+    {8, SPK_PUSH_DIRECT, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {16, SPK_PUSH_DIRECT, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {32, SPK_PUSH_DIRECT, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {48, SPK_PUSH_DIRECT, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {64, SPK_PUSH_DIRECT, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 0},
+    {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2, 1, SPK_CELL_TRIMMED, 0},
+    {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1, 1, SPK_CELL_TRIMMED, 0},
 };
 
 /* Threads of the fewest chunks from `chunks` up whose block holds at most
@@ -203,7 +202,8 @@ spk_cluster_variant spk_cluster_variant_for_batch(int hidden, int64_t batch)
                              .row_phases = batch_table[i].row_phases,
                              .max_tile_rows = batch_table[i].tile_rows,
                              .early_gates = batch_table[i].early_gates,
-                             .cell = batch_table[i].cell};
+                             .cell = batch_table[i].cell,
+                             .mapped_pushes = batch_table[i].mapped_pushes};
     /* The row's chunks, or the fewest more, that keep a thread's weights
      * (gate_block * hidden / chunks) within the row's at hidden 128 and the
      * block within 256 threads. A gate-block row that finds none tries one
@@ -603,10 +603,8 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
     if (v->cell != SPK_CELL_REFERENCE)
         n += (size_t)snprintf(options + n, sizeof options - n, ", %s cell",
                               spk_cluster_family.options[O_CELL].words[v->cell]);
-    if (v->wait == 1)
-        n += (size_t)snprintf(options + n, sizeof options - n, ", spin wait");
-    if (v->remote_base == 1)
-        snprintf(options + n, sizeof options - n, ", remote bases");
+    if (v->mapped_pushes == 1)
+        snprintf(options + n, sizeof options - n, ", mapped pushes");
     snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
              (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
 }

@@ -52,8 +52,7 @@ typedef struct spk_cluster_variant {
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
     int early_gates; /* [EARLY_GATES] the next step's gates taken before the wait, the re-arm after publish */
     int cell;        /* [CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
-    int wait;        /* [WAIT] 0: mbarrier try_wait; 1: a test_wait spin */
-    int remote_base; /* [REMOTE_BASE] 1: the peers' addresses mapped once a lane */
+    int mapped_pushes; /* [MAPPED_PUSHES] 1: the peers' addresses mapped once a lane, predicated pushes */
 } spk_cluster_variant;
 
 /* The options, their values, defaults and rules (cluster.c). */

@@ -470,11 +470,14 @@ TEST(option_table_checks_and_messages)
     v = spk_cluster_variant_for_batch(128, 1);
     int n = spk_kernel_defines(&spk_cluster_family, &v, d, text);
     CHECK(n == spk_cluster_family.count - 1); /* tile_rows is the launch's: no macro */
-    bool push_seen = false;
-    for (int i = 0; i < n; i++)
+    bool push_seen = false, mapped_seen = false;
+    for (int i = 0; i < n; i++) {
         if (strcmp(d[i].name, "PUSH") == 0)
-            push_seen = strcmp(d[i].value, "2") == 0;
-    CHECK(push_seen);
+            push_seen = strcmp(d[i].value, "1") == 0;
+        if (strcmp(d[i].name, "MAPPED_PUSHES") == 0)
+            mapped_seen = strcmp(d[i].value, "1") == 0;
+    }
+    CHECK(push_seen && mapped_seen);
     /* and spk help's list names every option */
     char help[4096];
     CHECK(spk_kernel_family_describe(&spk_cluster_family, help, sizeof help) < (int)sizeof help);
@@ -494,7 +497,7 @@ TEST(options_left_out_take_the_batch_default)
         CHECK(spk_cluster_variant_resolve(128, batch, &none, &v) == 0);
         CHECK(memcmp(&row, &v, sizeof v) == 0);
     }
-    /* batch 1 (warp pushes, gate blocks, 2 ahead): one gate row a thread asks for direct pushes */
+    /* batch 1 (direct pushes, gate blocks, 2 ahead): one gate row a thread keeps them, refits the threads */
     spk_cluster_variant v;
     spk_kernel_choice c = choose("gate_block", NULL, 1);
     CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) == 0);
@@ -511,7 +514,8 @@ TEST(options_left_out_take_the_batch_default)
     /* a tile height given: the launch's and what the kernel carries, the row's options kept */
     c = choose("tile_rows", NULL, 4);
     CHECK(spk_cluster_variant_resolve(128, 8, &c, &v) == 0);
-    CHECK(v.tile_rows == 4 && v.max_tile_rows == 4 && v.push == SPK_PUSH_WARP && v.cluster == 4 && v.threads == 128);
+    CHECK(v.tile_rows == 4 && v.max_tile_rows == 4 && v.push == SPK_PUSH_DIRECT && v.cluster == 4 && v.threads == 128);
+    CHECK(v.mapped_pushes == 1);
     CHECK(v.row_group == 4 && v.min_blocks == 1);
     /* the kernel's most rows given: the schedule picks the launch's */
     c = choose("max_tile_rows", NULL, 8);
@@ -530,7 +534,11 @@ TEST(options_left_out_take_the_batch_default)
     /* a cluster size given refits the threads */
     c = choose("cluster", NULL, 16);
     CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) == 0);
-    CHECK(v.cluster == 16 && v.threads == 64 && v.push == SPK_PUSH_WARP);
+    CHECK(v.cluster == 16 && v.threads == 64 && v.push == SPK_PUSH_DIRECT);
+    /* the scalar pushes given where the row maps its pushes: mapped_pushes falls back to 0 */
+    c = choose("push", "scalar", 0);
+    CHECK(spk_cluster_variant_resolve(128, 1, &c, &v) == 0);
+    CHECK(v.mapped_pushes == 0);
 }
 
 /* The batch table's rows, and where a hidden size leaves a row. */
@@ -542,29 +550,31 @@ TEST(the_batch_table)
     tile_rows = b1.tile_rows;
     CHECK(spk_cluster_variant_derive(&b1, 0, &s) == 0);
     CHECK(b1.gate_block == 4 && b1.cluster == 8 && b1.threads == 128 && s.chunks == 8 && tile_rows == 1);
-    CHECK(b1.push == SPK_PUSH_WARP && b1.gates_ahead == 2);
+    CHECK(b1.push == SPK_PUSH_DIRECT && b1.mapped_pushes == 1 && b1.gates_ahead == 2);
     spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8);
     tile_rows = b8.tile_rows;
     CHECK(spk_cluster_variant_derive(&b8, 0, &s) == 0);
     CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && s.chunks == 4 && tile_rows == 1);
-    CHECK(b8.push == SPK_PUSH_WARP && b8.gates_ahead == 3);
+    CHECK(b8.push == SPK_PUSH_DIRECT && b8.mapped_pushes == 1 && b8.gates_ahead == 3);
     spk_cluster_variant b16 = spk_cluster_variant_for_batch(128, 16);
     tile_rows = b16.tile_rows;
-    CHECK(b16.cluster == 4 && b16.push == SPK_PUSH_WARP && tile_rows == 2);
+    CHECK(b16.cluster == 4 && b16.push == SPK_PUSH_DIRECT && b16.mapped_pushes == 1 && tile_rows == 2);
     spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32);
     tile_rows = b32.tile_rows;
     CHECK(spk_cluster_variant_derive(&b32, 0, &s) == 0);
     CHECK(b32.gate_block == 4 && b32.cluster == 2 && b32.threads == 256 && s.chunks == 4);
-    CHECK(b32.push == SPK_PUSH_WARP && b32.gates_ahead == 3 && tile_rows == 1);
+    CHECK(b32.push == SPK_PUSH_DIRECT && b32.mapped_pushes == 1 && b32.gates_ahead == 3 && tile_rows == 1);
     spk_cluster_variant b48 = spk_cluster_variant_for_batch(128, 48);
     tile_rows = b48.tile_rows;
     CHECK(b48.cluster == 4 && b48.threads == 128 && tile_rows == 2);
     spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64);
     tile_rows = b64.tile_rows;
-    CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.push == SPK_PUSH_WARP && tile_rows == 2);
+    CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.push == SPK_PUSH_DIRECT && tile_rows == 2);
+    CHECK(b64.mapped_pushes == 1);
     spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128);
     tile_rows = b128.tile_rows;
     CHECK(b128.cluster == 2 && b128.push == SPK_PUSH_DIRECT && tile_rows == 4 && b128.row_phases == 1);
+    CHECK(b128.mapped_pushes == 0);
     spk_cluster_variant b256 = spk_cluster_variant_for_batch(128, 256);
     tile_rows = b256.tile_rows;
     CHECK(spk_cluster_variant_derive(&b256, 0, &s) == 0);

@@ -105,7 +105,7 @@ describe("cluster backend options", function()
     assert.are.equal(16 + 4 * 2 * 4 * 128, g.smem_bytes) -- mbarriers, two h buffers, no pre-activations
     local w = spk.lstm.cluster_variant({ push = "warp" }, 1)
     assert.are.same({ "warp", "2", "lstm_cluster.cu" }, { w.push, w.defines.PUSH, w.file })
-    -- one gate row a thread at batch 1 (warp pushes there): direct pushes, the rest of the row kept
+    -- one gate row a thread at batch 1: direct pushes (as the row's), the rest of the row kept
     local d = spk.lstm.cluster_variant({ gate_block = 1 }, 1)
     assert.are.same({ "direct", 8, 2, 512 }, { d.push, d.cluster, d.gates_ahead, d.threads })
     -- the scalar pushes: the baseline, what it lacks at its plain values
@@ -122,7 +122,7 @@ describe("cluster backend options", function()
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
     assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "max_tile_rows",
-                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell", "wait", "remote_base" }, names)
+                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell", "mapped_pushes" }, names)
     assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
     assert.are.same({ "reference", "trimmed", "fused" }, t.options[13].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)
@@ -142,15 +142,18 @@ describe("cluster backend options", function()
       assert.is_true(k.max_tile_rows >= 1 and k.max_tile_rows <= 32, "batch " .. batch)
       assert.is_true(k.tile_rows >= 0 and k.tile_rows <= k.max_tile_rows, "batch " .. batch)
     end
-    local blocks, push, ahead, tiles, phases, early, cells = {}, {}, {}, {}, {}, {}, {}
+    local blocks, push, ahead, tiles, phases, early, cells, mapped = {}, {}, {}, {}, {}, {}, {}, {}
     for _, batch in ipairs { 1, 8, 32, 64, 128, 129, 256, 257 } do
       local k = spk.lstm.cluster_variant(nil, batch)
       blocks[#blocks + 1], push[#push + 1], ahead[#ahead + 1] = k.gate_block, k.push, k.gates_ahead
       tiles[#tiles + 1], phases[#phases + 1] = k.tile_rows, k.row_phases
       early[#early + 1], cells[#cells + 1] = k.early_gates, k.cell
+      mapped[#mapped + 1] = k.mapped_pushes
     end
     assert.are.same({ 4, 4, 4, 4, 4, 4, 4, 4 }, blocks)
-    assert.are.same({ "warp", "warp", "warp", "warp", "direct", "direct", "direct", "warp" }, push)
+    assert.are.same({ "direct", "direct", "direct", "direct", "direct", "direct", "direct", "warp" }, push)
+    -- the pushes to peers mapped once up to batch 64 (at 128 even, at 256 slower)
+    assert.are.same({ 1, 1, 1, 1, 0, 0, 0, 0 }, mapped)
     assert.are.same({ 2, 3, 3, 3, 3, 3, 3, 1 }, ahead)
     assert.are.same({ 1, 1, 1, 2, 4, 8, 8, 16 }, tiles)
     assert.are.same({ 1, 1, 1, 1, 1, 2, 2, 1 }, phases) -- 8-row tiles in two halves of 4
@@ -322,6 +325,14 @@ describe("cluster backend (GPU)", function()
     { push = "warp", gate_block = 4, cluster = 16, threads = 64, gates_ahead = 3, early_gates = 1, cell = "trimmed" },
     { push = "direct", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 3, row_phases = 2, early_gates = 1,
       cell = "trimmed" },
+    -- the pushes to peers mapped once, each predicated (a lane's peers one to eight with the tile's row groups,
+    -- both row phases, warp pushes); eight chunks a gate row, as the baseline
+    { push = "direct", gate_block = 4, cluster = 4, threads = 256, gates_ahead = 3, early_gates = 1, mapped_pushes = 1 },
+    { push = "direct", gate_block = 1, cluster = 8, gates_ahead = 3, early_gates = 1, row_phases = 2, mapped_pushes = 1 },
+    { push = "direct", gate_block = 4, cluster = 4, threads = 256, gates_ahead = 3, row_phases = 2, early_gates = 1,
+      cell = "trimmed", mapped_pushes = 1 },
+    { push = "direct", gate_block = 4, cluster = 16, threads = 64, row_phases = 2, mapped_pushes = 1 },
+    { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1, mapped_pushes = 1 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every option set gives the baseline's bits (tile %d)"):format(tile), function()

@@ -12,7 +12,7 @@
 -- Without a GPU two things are still checked: the fixtures agree with
 -- themselves (y_b1.npy is the batch-1 FP32 output whose digest the SIMT
 -- kernels' records carry), and the variant this tree picks for each record's batch is the one
--- the record says ran (its plan.variant then; the cluster kernel's cell by
+-- the record says ran (its plan.variant then; the cluster kernel's cell and pushes by
 -- its bits, the early gates not at all: options_of), so a default table that
 -- lost a row, or took a cell of other bits, fails here too. GPU specs are skipped without a device, never passed.
 local spk = require "spk"
@@ -55,6 +55,9 @@ end
 -- every input (a record names no cell form, or "trimmed cell"), "fused" its
 -- own; the early gates change no bit and are not compared.
 local function cell_bits(cell) return cell == "fused" and "fused" or "reference" end
+-- The pushes by their exchange: the direct and the warp pushes carry the same
+-- values into the same places (the same bits), the scalar ones are the baseline.
+local function exchange_of(push) return push == "scalar" and "barrier" or "st.async" end
 local function options_of(r)
   local v = r.variant
   if r.backend == "cluster" then
@@ -63,8 +66,8 @@ local function options_of(r)
              gate_block = tonumber(v:match("gate block (%d+)") or "1"),
              gates_ahead = tonumber(v:match("gates (%d+) steps ahead") or "1"),
              row_phases = v:find("2 row phases", 1, true) and 2 or 1,
-             push = v:find("warp push", 1, true) and "warp" or v:find("direct push", 1, true) and "direct"
-               or "scalar",
+             exchange = exchange_of((v:find("warp push", 1, true) or v:find("direct push", 1, true)) and "direct"
+               or "scalar"),
              cell_bits = cell_bits(v:match("(%a+) cell,") or v:match("(%a+) cell$")) }
   end
   if r.backend == "tensor_core" then
@@ -132,6 +135,7 @@ describe("the fixtures of the per-batch defaults", function()
         for key, value in pairs(want) do
           local got = v[key]
           if key == "cell_bits" then got = cell_bits(v.cell) end
+          if key == "exchange" then got = exchange_of(v.push) end
           assert.are.equal(value, got, ("%s (%s): %s"):format(record_name(file, r), r.variant, key))
         end
       end
