@@ -18,8 +18,9 @@
 //   CELL         0: the reference cell; 1: trimmed (the same bits); 2: fused
 //                (the bias added early, FMAs: other bits within the FP32 bound)
 //   MAPPED_PUSHES 1: a lane maps its peers' h and mbarrier addresses once
-//                (mapa) and pushes with one predicated st.async each; 0: mapa
-//                at every push, the pushes under branches
+//                (mapa) and pushes with one predicated st.async each; 2 (direct
+//                pushes): the same, each step's addresses made after the step
+//                before's publish; 0: mapa at every push, the pushes under branches
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -67,7 +68,8 @@
 #ifndef MAPPED_PUSHES
 #define MAPPED_PUSHES 0
 #endif
-static_assert(MAPPED_PUSHES == 0 || MAPPED_PUSHES == 1, "MAPPED_PUSHES must be 0 or 1");
+static_assert(MAPPED_PUSHES >= 0 && MAPPED_PUSHES <= 2, "MAPPED_PUSHES must be 0, 1 or 2");
+static_assert(MAPPED_PUSHES < 2 || PUSH == 1, "MAPPED_PUSHES 2 needs PUSH 1 (direct)");
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
@@ -211,8 +213,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         exchange_bytes[phase] = PHASE_BYTES(phase);
     bool waiting = true; // false once a wait timed out: the launch then just runs to its end
     start_exchange(tid, steps, rows, full0, exchange_bytes[0], exchange_bytes[ROW_PHASES - 1]);
-    unsigned remote_h[PUSH_TARGETS], remote_bar[PUSH_TARGETS]; // MAPPED_PUSHES: the peers' bases (else unused)
-    map_push_targets(rank, tid, copy, lane_row, first_unit, lane_unit, h_buffers, full0, remote_h, remote_bar);
+    // MAPPED_PUSHES: the peers' addresses (else unused)
+    unsigned remote_h[PUSH_TARGETS], remote_bar[PUSH_TARGETS], push_toggle[PUSH_TARGETS];
+    map_push_targets(rank, tid, copy, lane_row, first_unit, lane_unit, h_buffers, h_floats, full0, remote_h,
+                     remote_bar, push_toggle);
 
     for (int step = 0; step < steps; step++) {
         const int t = direction ? steps - 1 - step : step;
@@ -245,6 +249,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
         } // phases
         if (last)
             break;
+        advance_push_targets(remote_h, remote_bar, push_toggle);
         stage = store_and_fetch(step, t, steps, direction, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
                                 store_lane, gates4, stages, tid, hv, gx, stage, output);
         SPK_TIMELINE_STAMP(step, STEP_MARK(FETCH));

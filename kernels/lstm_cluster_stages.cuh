@@ -282,11 +282,14 @@ __device__ __forceinline__ void cell_of_slot(const float4 (&w)[FLOAT4_PER_CHUNK]
 
 // MAPPED_PUSHES: for each peer a lane pushes to, that block's shared::cluster address of this block's h
 // buffers (direct pushes: of the lane's cell in the first buffer, slot 0) and of its mbarriers, mapped once; an
-// address in a peer's window is the mapped one plus the shared::cta offset.
+// address in a peer's window is the mapped one plus the shared::cta offset. MAPPED_PUSHES 2 (direct pushes):
+// the addresses step 0's pushes go to (buffer 1, its mbarrier), and in `toggle` what turns them into the other
+// buffer's and back (advance_push_targets: an XOR a step).
 __device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int copy, int lane_row, int first_unit,
-                                                 int lane_unit, const float *h_buffers, unsigned full0,
-                                                 unsigned (&remote_h)[PUSH_TARGETS],
-                                                 unsigned (&remote_bar)[PUSH_TARGETS])
+                                                 int lane_unit, const float *h_buffers, int h_floats,
+                                                 unsigned full0, unsigned (&remote_h)[PUSH_TARGETS],
+                                                 unsigned (&remote_bar)[PUSH_TARGETS],
+                                                 unsigned (&toggle)[PUSH_TARGETS])
 {
     if constexpr (MAPPED_PUSHES) {
         const unsigned h0 = (unsigned)__cvta_generic_to_shared(
@@ -297,6 +300,26 @@ __device__ __forceinline__ void map_push_targets(unsigned rank, int tid, int cop
             const unsigned target = (rank + (unsigned)g) % CLUSTER;
             remote_h[i] = map_rank(h0, target);
             remote_bar[i] = map_rank(full0, target);
+            if constexpr (MAPPED_PUSHES == 2) {
+                toggle[i] = remote_h[i] ^ (remote_h[i] + 4u * (unsigned)h_floats);
+                remote_h[i] += 4u * (unsigned)h_floats;
+                remote_bar[i] += 8u;
+            }
+        }
+    }
+}
+
+// MAPPED_PUSHES 2: the next step's push addresses, the other buffer's (once a step, after its publish; the
+// mbarriers of a phase are 8 bytes apart from a 16-byte boundary).
+__device__ __forceinline__ void advance_push_targets(unsigned (&remote_h)[PUSH_TARGETS],
+                                                     unsigned (&remote_bar)[PUSH_TARGETS],
+                                                     const unsigned (&toggle)[PUSH_TARGETS])
+{
+    if constexpr (MAPPED_PUSHES == 2) {
+#pragma unroll
+        for (int i = 0; i < PUSH_TARGETS; i++) {
+            remote_h[i] ^= toggle[i];
+            remote_bar[i] ^= 8u;
         }
     }
 }
@@ -314,8 +337,9 @@ __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool las
                                                  const unsigned (&remote_bar)[PUSH_TARGETS],
                                                  const float (&hv)[SLOTS], float *output)
 {
-    const unsigned next_bytes = 4u * (unsigned)((parity ^ 1) * h_floats);
-    const unsigned bar_offset = 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
+    // (MAPPED_PUSHES 2: the step's buffer and mbarrier are in the addresses already)
+    const unsigned next_bytes = MAPPED_PUSHES == 2 ? 0u : 4u * (unsigned)((parity ^ 1) * h_floats);
+    const unsigned bar_offset = 16u * (unsigned)phase + (MAPPED_PUSHES == 2 ? 0u : 8u * (unsigned)(parity ^ 1));
     if constexpr (!WARP_PUSH) {
 #pragma unroll
         for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {

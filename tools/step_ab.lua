@@ -69,6 +69,8 @@ local variants = {
   -- the pushes as they were before the mapped ones: warp pushes up to batch 64, mapa at every push
   { name = "unmapped", kernel = { mapped_pushes = 0 }, before_mapped = true, wide = true },
   { name = "warp", kernel = { push = "warp" }, same_threads = true, wide = true },
+  -- the direct pushes' addresses of a step made after the step before's publish
+  { name = "ahead", kernel = { push = "direct", mapped_pushes = 2 }, same_threads = true, wide = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

@@ -64,9 +64,10 @@ static const spk_kernel_option options[O_COUNT] = {
                        "1: the next step's gates taken, and the exchange re-armed, off the wait's path"},
     [O_CELL] = {"cell", "CELL", {SPK_CELL_WORDS}, 0, 0, 0, SPK_DEFAULT_BATCH, SPK_CELL_REFERENCE, 0, FIELD(cell),
                 SPK_CELL_HELP},
-    [O_MAPPED_PUSHES] = {"mapped_pushes", "MAPPED_PUSHES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0,
+    [O_MAPPED_PUSHES] = {"mapped_pushes", "MAPPED_PUSHES", {NULL}, 0, 2, 0, SPK_DEFAULT_BATCH, 0, 0,
                          FIELD(mapped_pushes),
-                         "1: a lane's peers mapped once, each push one predicated st.async (no branch)"},
+                         "1: a lane's peers mapped once, each push one predicated st.async (no branch); 2: the "
+                         "same, a step's push addresses made under the exchange before it (direct pushes)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -80,6 +81,8 @@ static const spk_kernel_rule rules[] = {
      "kernel.cell \"trimmed\" or \"fused\" needs kernel.push \"direct\" or \"warp\""},
     {"mapped_pushes", SPK_BIT(1), "push", FAST_PUSHES,
      "kernel.mapped_pushes 1 needs kernel.push \"direct\" or \"warp\""},
+    {"mapped_pushes", SPK_BIT(2), "push", SPK_BIT(SPK_PUSH_DIRECT),
+     "kernel.mapped_pushes 2 needs kernel.push \"direct\""},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -603,8 +606,9 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
     if (v->cell != SPK_CELL_REFERENCE)
         n += (size_t)snprintf(options + n, sizeof options - n, ", %s cell",
                               spk_cluster_family.options[O_CELL].words[v->cell]);
-    if (v->mapped_pushes == 1)
-        snprintf(options + n, sizeof options - n, ", mapped pushes");
+    if (v->mapped_pushes > 0)
+        snprintf(options + n, sizeof options - n, v->mapped_pushes == 2 ? ", mapped pushes, addresses ahead"
+                                                                         : ", mapped pushes");
     snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
              (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
 }

@@ -52,7 +52,8 @@ typedef struct spk_cluster_variant {
     int min_blocks;  /* [MIN_BLOCKS] __launch_bounds__' blocks an SM */
     int early_gates; /* [EARLY_GATES] the next step's gates taken before the wait, the re-arm after publish */
     int cell;        /* [CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
-    int mapped_pushes; /* [MAPPED_PUSHES] 1: the peers' addresses mapped once a lane, predicated pushes */
+    int mapped_pushes; /* [MAPPED_PUSHES] 1: the peers' addresses mapped once a lane, predicated pushes; 2: the
+                          step's addresses made before it (direct pushes) */
 } spk_cluster_variant;
 
 /* The options, their values, defaults and rules (cluster.c). */

@@ -333,6 +333,9 @@ describe("cluster backend (GPU)", function()
       cell = "trimmed", mapped_pushes = 1 },
     { push = "direct", gate_block = 4, cluster = 16, threads = 64, row_phases = 2, mapped_pushes = 1 },
     { push = "warp", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1, mapped_pushes = 1 },
+    -- and each step's addresses made after the step before's publish
+    { push = "direct", gate_block = 4, cluster = 8, threads = 128, gates_ahead = 2, early_gates = 1, mapped_pushes = 2 },
+    { push = "direct", gate_block = 1, cluster = 8, gates_ahead = 3, early_gates = 1, row_phases = 2, mapped_pushes = 2 },
   }
   for _, tile in ipairs { 1, 3, 8, 32 } do
     gpu_it(("every option set gives the baseline's bits (tile %d)"):format(tile), function()

@@ -76,7 +76,7 @@ describe("kernel options", function()
         { push = "scalar", gate_block = 4 }, { push = "warp", gate_block = 1 },
         { push = "scalar", gates_ahead = 2 }, { push = "scalar", row_phases = 2 },
         { push = "scalar", early_gates = 1 }, { push = "scalar", cell = "trimmed" },
-        { push = "scalar", mapped_pushes = 1 },
+        { push = "scalar", mapped_pushes = 1 }, { push = "warp", mapped_pushes = 2 },
       },
       persistent = { { units = 32, gate_block = 1 } },
     }
