@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# One H200 run (at most about 8 minutes) that measures and checks the cluster
-# kernel's step: the defaults (the gates early, the trimmed cell) against the
-# previous defaults and the other step options, the timelines behind them,
-# and the GPU specs that hold their bits.
+# One H200 run (at most about 9 minutes) that measures and checks the cluster
+# kernel's step: the defaults (the gates early, the trimmed cell, up to batch
+# 64 the direct pushes to peers mapped once) against the previous defaults
+# and the other step options, the timelines behind them, the batch-1 step's
+# warp-stall samples per instruction, and the GPU specs that hold their bits.
 #
 # usage: [OUT=DIR] tools/step_h200_check.sh [--help]     (OUT: where its files go; default results/step_h200_check)
 #
 # Run from the root of a copy of the tree with build/ (built here: build/spk,
 # build/spk.so, build/tests/) and .deps/ (scripts/fetch-deps.sh) carried, and
 # docs/results/ in the copy (timeline_view_spec reads the recordings there).
-# Each step runs within its time limit and what is left of the whole (470 s);
+# Each step runs within its time limit and what is left of the whole (560 s);
 # a step that fails or runs out does not stop the others. In $OUT at the end:
 #   gpu.txt          this log (the machine, every step's output, the verdicts)
 #   step_ab.txt      tools/step_ab.lua at batch 1, 8, 32 (and 16, 48, 64, 128,
@@ -17,8 +18,11 @@
 #                    the default in alternation in one process, cuDNN's best
 #   timelines.tar.gz experiments/step_timeline.lua at batch 1, 8, 32:
 #                    default/ (today's defaults), plain/ (early_gates=0,
-#                    cell=reference: the previous defaults), fused/
-#                    (cell=fused on top of the defaults)
+#                    cell=reference), fused/ (cell=fused on top of the
+#                    defaults), ahead/ (mapped_pushes=2)
+#   source_b1_default.csv, source_b1_ahead.csv   tools/ncu_source.sh at batch 1
+#                    (the default, mapped_pushes=2), read by
+#                    tools/stall_stages.py into gpu.txt (where ncu is found)
 #   specs_1.tap      default_bits_spec (the defaults' digests against the
 #                    records), cell_spec (the cell forms for all 2^32 inputs),
 #                    timeline_view_spec
@@ -40,7 +44,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 exec > >(tee "$OUT/gpu.txt") 2>&1
 t0=$(date +%s)
-deadline=$((t0 + 470))
+deadline=$((t0 + 560))
 root="$PWD/.deps/root"
 [ -x "$root/usr/bin/lua5.4" ] && export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SPK_KERNEL_DIR="$PWD/kernels"
@@ -85,9 +89,19 @@ step "timeline plain (early_gates=0,cell=reference)" 40 build/spk run experiment
   --batches 1,8,32 --kernel "early_gates=0,cell=reference" --out "$OUT/timelines/plain"
 step "timeline fused (cell=fused)" 40 build/spk run experiments/step_timeline.lua --quick --batches 1,8,32 \
   --kernel "cell=fused" --out "$OUT/timelines/fused"
+step "timeline ahead (mapped_pushes=2)" 40 build/spk run experiments/step_timeline.lua --quick --batches 1,8,32 \
+  --kernel "mapped_pushes=2" --out "$OUT/timelines/ahead"
 tar -czf "$OUT/timelines.tar.gz" -C "$OUT" timelines && rm -rf "$OUT/timelines"
 
-# (c) the GPU specs, each group its own TAP file
+# (c) the batch-1 step's warp-stall samples per instruction, the default's and mapped_pushes=2's
+for form in default ahead; do
+  options=""
+  [ "$form" = ahead ] && options="mapped_pushes=2"
+  step "ncu source, batch 1, $form" 40 tools/ncu_source.sh "$OUT/source_b1_$form.csv" cluster 1 fp32 "$options"
+  [ -s "$OUT/source_b1_$form.csv" ] && python3 tools/stall_stages.py "$OUT/source_b1_$form.csv"
+done
+
+# (d) the GPU specs, each group its own TAP file
 export SPK_SKIP_C_TESTS=1
 export SPK_TAP_FILE="$OUT/specs_1.tap"
 step "specs: default bits, cell (2^32), timeline view" 120 scripts/gpu-test.sh --no-bench \
