@@ -324,6 +324,25 @@ __device__ __forceinline__ void advance_push_targets(unsigned (&remote_h)[PUSH_T
     }
 }
 
+// Warp pushes: item `item` of slot k, per slot the warp's WARP_UNITS units of its ROW_GROUP rows as float4 (4
+// consecutive units of one row), each to every block: item i is (block i % CLUSTER, row (i / CLUSTER) % G, quad
+// i / (CLUSTER * G)). Returns its four values, shuffled from the lanes that hold them (every lane of the warp
+// calls it), and sets its row b and quad.
+__device__ __forceinline__ float4 warp_push_item(const float (&hv)[SLOTS], int k, int item, int &b, int &quad)
+{
+    const int rq = item / CLUSTER;
+    const int e = rq % ROW_GROUP;
+    quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
+    const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
+    float4 v;
+    v.x = __shfl_sync(FULL_MASK, hv[k], from);
+    v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
+    v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
+    v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
+    b = k * ROW_GROUP + e;
+    return v;
+}
+
 // MAPPED_PUSHES's publish: the same pushes of the same values into the same
 // places, each to its peer's address mapped once (map_push_targets) plus the
 // step's offset, and each a predicated st.async (the last step's too, whose
@@ -359,15 +378,8 @@ __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool las
 #pragma unroll
                 for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
                     const int item = item0 + lane;
-                    const int rq = item / CLUSTER;
-                    const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
-                    const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
-                    float4 v;
-                    v.x = __shfl_sync(FULL_MASK, hv[k], from);
-                    v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
-                    v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
-                    v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
-                    const int b = k * ROW_GROUP + e;
+                    int b, quad;
+                    const float4 v = warp_push_item(hv, k, item, b, quad);
                     const unsigned offset = next_bytes + 4u * (unsigned)(b * HIDDEN + warp_units + 4 * quad);
                     store_async4_if((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows, remote_h[0] + offset, v,
                                     remote_bar[0] + bar_offset);
@@ -424,25 +436,16 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
             const int lane = tid & 31;
             const int warp_units = first_unit + (tid >> 5) * WARP_UNITS; // the warp's first unit
             const unsigned bar = full0 + 16u * (unsigned)phase + 8u * (unsigned)(parity ^ 1);
-            // per slot, the warp's WARP_UNITS units of its ROW_GROUP rows as float4 (4 consecutive
-            // units of one row), each to every block: item i of a slot is (block i % CLUSTER, row
-            // (i / CLUSTER) % G, quad i / (CLUSTER * G)), its four values shuffled from the lanes
-            // that hold them
+            // per slot, the items of warp_push_item
 #pragma unroll
             for (int k = PHASE_SLOT(phase); k < PHASE_SLOT(phase + 1); k++) {
                 if (k * ROW_GROUP < rows) {
 #pragma unroll
                     for (int item0 = 0; item0 < WARP_ITEMS; item0 += 32) {
                         const int item = item0 + lane;
-                        const int g = item % CLUSTER, rq = item / CLUSTER;
-                        const int e = rq % ROW_GROUP, quad = (rq / ROW_GROUP) % (WARP_UNITS / 4);
-                        const int from = quad * 4 * CHUNKS + spk_scatter_row<ROW_GROUP, CHUNKS>(e);
-                        float4 v;
-                        v.x = __shfl_sync(FULL_MASK, hv[k], from);
-                        v.y = __shfl_sync(FULL_MASK, hv[k], from + CHUNKS);
-                        v.z = __shfl_sync(FULL_MASK, hv[k], from + 2 * CHUNKS);
-                        v.w = __shfl_sync(FULL_MASK, hv[k], from + 3 * CHUNKS);
-                        const int b = k * ROW_GROUP + e;
+                        const int g = item % CLUSTER;
+                        int b, quad;
+                        const float4 v = warp_push_item(hv, k, item, b, quad);
                         if ((WARP_ITEMS % 32 == 0 || item < WARP_ITEMS) && b < rows) {
                             const unsigned local = (unsigned)__cvta_generic_to_shared(
                                 h_buffers + next_offset + b * HIDDEN + warp_units + 4 * quad);
