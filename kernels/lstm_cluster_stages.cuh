@@ -346,9 +346,9 @@ __device__ __forceinline__ float4 warp_push_item(const float (&hv)[SLOTS], int k
 // MAPPED_PUSHES's publish: the same pushes of the same values into the same
 // places, each to its peer's address mapped once (map_push_targets) plus the
 // step's offset, and each a predicated st.async (the last step's too, whose
-// predicate is false), so a warp never branches around its pushes and their
-// addresses can be formed under the cell; tid comes in a register
-// (thread_index_kept).
+// predicate is false), so no lane's test splits a warp around its pushes
+// (ptxas may still branch on the last step, which is uniform); tid comes in a
+// register (thread_index_kept).
 __device__ __forceinline__ void publish_h_mapped(int phase, int parity, bool last, int t, int steps, int row0,
                                                  int rows, int first_unit, int lane_row, int lane_unit,
                                                  bool cell_lane, bool store_lane, int copy, int tid, int h_floats,
