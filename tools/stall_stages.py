@@ -28,6 +28,7 @@ if __name__ == "__main__" and sys.argv[1:2] in (["--help"], ["-h"]):
     print(__doc__.strip())
     sys.exit(0)
 
+import argparse
 import csv
 
 LANDMARKS = (("wait", "SYNCS.PHASECHK"), ("dot", "LDS"), ("reduce", "SHFL.BFLY"), ("cell", "MUFU"),
@@ -78,32 +79,25 @@ def read(path):
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    opts = {}
-    i = 0
-    while i < len(argv):
-        if argv[i] in ("--min-share", "--step-ns"):
-            if i + 1 >= len(argv):
-                raise SystemExit("stall_stages: %s takes a number" % argv[i])
-            opts[argv[i]] = number(argv[i + 1])
-            args = [a for a in args if a != argv[i + 1]]
-            i += 2
-        else:
-            i += 1
-    if len(args) != 1:
-        raise SystemExit("usage: python3 tools/stall_stages.py SOURCE.csv [--min-share 0.5] [--step-ns NS] [--loop]")
-    kernel, rows = read(args[0])
+    parser = argparse.ArgumentParser(
+        prog="python3 tools/stall_stages.py", add_help=False,
+        usage="python3 tools/stall_stages.py SOURCE.csv [--min-share 0.5] [--step-ns NS] [--loop]")
+    parser.add_argument("source")
+    parser.add_argument("--min-share", type=float, default=0.5)
+    parser.add_argument("--step-ns", type=float, default=0.0)
+    parser.add_argument("--loop", action="store_true")
+    opts = parser.parse_args(argv)
+    kernel, rows = read(opts.source)
     if not rows:
-        raise SystemExit("stall_stages: %s lists no instructions" % args[0])
-    share = opts.get("--min-share", 0.5)
-    step_ns = opts.get("--step-ns", 0.0)
+        raise SystemExit("stall_stages: %s lists no instructions" % opts.source)
+    share, step_ns = opts.min_share, opts.step_ns
     most = max(r["executed"] for r in rows)
     loop = [r for r in rows if most > 0 and r["executed"] >= share * most]
     total = sum(r["samples"] for r in rows)
     in_loop = sum(r["samples"] for r in loop)
     print("kernel %s: %d instructions, %d samples; the loop: %d instructions executed >= %.2f x %d" %
           (kernel, len(rows), total, len(loop), share, most))
-    if "--loop" in argv:
+    if opts.loop:
         for r in loop:
             top = " ".join("%s:%d" % (name, v) for v, name in r["stalls"] if v > 0)
             print("%s %9d %5d  %-58s %s" % (r["address"][-6:], r["executed"], r["samples"], r["sass"][:58], top))

@@ -52,7 +52,7 @@ end
 -- k2: one gate row a thread over two k-chunks (one shuffle level and the gather), threads from the
 -- batch's cluster size; k8: gate blocks over eight k-chunks; same_threads: the default's threads (so
 -- the default's chunk split, where another push would fit another); before_mapped: the rows' pushes before
--- the mapped ones (warp pushes up to batch 64); small: batch 8 and below only.
+-- the mapped ones (the warp pushes, where a row maps its pushes now); small: batch 8 and below only.
 local variants = {
   { name = "plain", kernel = { early_gates = 0, cell = "reference" }, wide = true },
   { name = "late gates", kernel = { early_gates = 0 }, wide = true },
@@ -108,7 +108,9 @@ local function lines_at(batch, is_wide)
       if v.k2 then k.threads = 4 * 128 // default_variant.cluster * 2 end
       if v.k8 then k.threads = 128 // default_variant.cluster * 8 end
       if v.same_threads then k.threads = default_variant.threads end
-      if v.before_mapped and batch <= 64 then k.push, k.threads = "warp", default_variant.threads end
+      if v.before_mapped and default_variant.mapped_pushes == 1 then
+        k.push, k.threads = "warp", default_variant.threads
+      end
       lines[#lines + 1] = { name = v.name, kernel = k }
     end
   end

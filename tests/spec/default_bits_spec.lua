@@ -66,8 +66,7 @@ local function options_of(r)
              gate_block = tonumber(v:match("gate block (%d+)") or "1"),
              gates_ahead = tonumber(v:match("gates (%d+) steps ahead") or "1"),
              row_phases = v:find("2 row phases", 1, true) and 2 or 1,
-             exchange = exchange_of((v:find("warp push", 1, true) or v:find("direct push", 1, true)) and "direct"
-               or "scalar"),
+             exchange = exchange_of(v:match("(%a+) push") or "scalar"),
              cell_bits = cell_bits(v:match("(%a+) cell,") or v:match("(%a+) cell$")) }
   end
   if r.backend == "tensor_core" then
