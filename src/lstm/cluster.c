@@ -179,12 +179,12 @@ static const struct {
     int64_t max_batch;
     int push, cluster, tile_rows, gate_block, chunks, gates_ahead, row_phases, early_gates, cell, mapped_pushes;
 } batch_table[] = {
-    {1, SPK_PUSH_DIRECT, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED, 1},
-    {8, SPK_PUSH_DIRECT, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
-    {16, SPK_PUSH_DIRECT, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
-    {32, SPK_PUSH_DIRECT, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {1, SPK_PUSH_DIRECT, 8, 1, 4, 8, 2, 1, 1, SPK_CELL_TRIMMED, 2},
+    {8, SPK_PUSH_DIRECT, 4, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 2},
+    {16, SPK_PUSH_DIRECT, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 2},
+    {32, SPK_PUSH_DIRECT, 2, 1, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 2},
     {48, SPK_PUSH_DIRECT, 4, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
-    {64, SPK_PUSH_DIRECT, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 1},
+    {64, SPK_PUSH_DIRECT, 2, 2, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 2},
     {128, SPK_PUSH_DIRECT, 2, 4, 4, 4, 3, 1, 1, SPK_CELL_TRIMMED, 0},
     {256, SPK_PUSH_DIRECT, 2, 8, 4, 4, 3, 2, 1, SPK_CELL_TRIMMED, 0},
     {INT64_MAX, SPK_PUSH_WARP, 8, 16, 4, 8, 1, 1, 1, SPK_CELL_TRIMMED, 0},

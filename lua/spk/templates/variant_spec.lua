@@ -20,7 +20,7 @@ require "spk.busted" -- gpu_it and the assertions (spk test loads it too)
 -- backend's options, spk.lstm.kernel_options(BACKEND) returns them; an option
 -- left out takes the batch's default).
 local BACKEND = "cluster"
-local KERNEL = { push = "direct", mapped_pushes = 1, cluster = 4, threads = 128, gate_block = 4, gates_ahead = 3 }
+local KERNEL = { push = "direct", mapped_pushes = 2, cluster = 4, threads = 128, gate_block = 4, gates_ahead = 3 }
 -- Tile heights that must give the same bits: a tile's rows change, the split
 -- of each gate row's dot product (threads, gate_block) does not.
 local TILE_HEIGHTS = { 1, 2, 4, 8 }
