@@ -174,6 +174,10 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
+#if STREAMED_GATES
+    // the projection launched after this kernel may start once every block runs (it never waits on them)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     extern __shared__ float4 block_smem4[];
     const int tid = MAPPED_PUSHES ? thread_index_kept() : (int)threadIdx.x;
     const int direction = (int)blockIdx.z;

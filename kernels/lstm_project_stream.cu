@@ -12,9 +12,10 @@
 // rows. x's rows of a stage (stage_steps steps of every batch row) come into
 // shared memory by cp.async, RING - 1 stages ahead of the one summed, so a
 // stage costs its sums and not the load's latency.
-// The block lets the next kernel in the stream (the recurrence, launched with
-// an early start) be scheduled at once: it never waits on that kernel, and
-// the recurrence waits on the ready counts, so both run at once.
+// The kernel is launched with an early start after the layer's recurrence,
+// whose blocks let it be scheduled as soon as they all run: it never waits
+// on the recurrence, which waits on the ready counts, so both run at once and
+// the recurrence keeps the placement it has on an idle GPU.
 // Macros (src/lstm/kernel_stack.c sets them): HIDDEN, INPUTS (a multiple of 4).
 // Launch: grid (GROUPS, 2), THREADS threads, dynamic shared memory at least
 // SPK_PROJECT_STREAM_RING stages of stage_steps * batch rows of INPUTS floats;
@@ -71,9 +72,6 @@ spk_lstm_project_stream(const float *__restrict__ x, // [batch, steps, INPUTS]
                         unsigned *ready,             // [2, GROUPS]: steps done, zero at the start of the pass
                         int batch, int steps, int stage_steps)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
     extern __shared__ float4 stages[]; // [RING][stage_steps * batch][FLOAT4S]
     const int direction = (int)blockIdx.y, group = (int)blockIdx.x;
     const int tid = (int)threadIdx.x, half = tid / (THREADS / HALVES), chunk = tid % CHUNKS;
@@ -130,13 +128,17 @@ spk_lstm_project_stream(const float *__restrict__ x, // [batch, steps, INPUTS]
                 acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 1);
             }
             if (chunk == 0) {
+                // row i of the stage is step s0 + i / batch, batch row i % batch: one division a group
+                int s = s0 + i0 / batch, b = i0 - i0 / batch * batch;
 #pragma unroll
                 for (int r = 0; r < X_ROWS; r++) {
-                    const int i = i0 + r;
-                    if (i < rows) {
-                        const int s = s0 + i / batch, b = i - i / batch * batch;
+                    if (i0 + r < rows) {
                         const int t = direction ? steps - 1 - s : s;
                         out[((size_t)b * steps + t) * 4 * HIDDEN] = acc[r];
+                    }
+                    if (++b == batch) {
+                        b = 0;
+                        s++;
                     }
                 }
             }

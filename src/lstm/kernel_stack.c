@@ -246,6 +246,9 @@ int spk_kernel_stack_desc_check(const spk_kernel_stack_desc *d)
                                           : "kernel %s takes gates_ready, which only a plan with streamed gates "
                                             "passes (streamed_gates)",
                         name);
+    if (d->streamed_gates && (d->nlaunches != 1 || d->concurrent))
+        return spk_fail("kernel %s: streamed gates need one launch a layer (the projection starts beside it), got %d%s",
+                        name, d->nlaunches, d->concurrent ? " on two streams" : "");
     if (d->nstatuses < 0 || (d->nstatuses > 0 && !d->statuses))
         return spk_fail("kernel %s: its statuses are missing", name);
     for (int i = 0; i < d->nstatuses; i++)
@@ -566,6 +569,7 @@ static int project_streamed(spk_kernel_stack *ks, int layer, const spk_tensor *x
     const spk_tensor *in = layer == 0 ? x : layer_output(ks, layer - 1);
     spk_lstm_device_layer *pl = &ks->buffers.layers[layer];
     spk_launch_config cfg = {0};
+    cfg.early_start = true;
     cfg.grid[0] = (unsigned)(4 * sh->hidden / SPK_GATES_READY_ROWS);
     cfg.grid[1] = 2;
     cfg.block[0] = SPK_PROJECT_STREAM_THREADS;
@@ -721,8 +725,6 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
     cfg.smem = l->smem;
     cfg.stream = s;
     cfg.cooperative = l->cooperative;
-    /* streamed gates: the layer's first launch runs beside the projection before it */
-    cfg.early_start = ks->desc.streamed_gates && index == 0;
     cfg.uses = uses;
     cfg.nuses = nuses;
     spk_nvtx_push(direction_name(l->direction));
@@ -827,9 +829,12 @@ static int recur(void *plan, int layer)
 }
 
 /* Streamed gates: per layer the poison of the checked forward (the buffer
- * this layer writes, which its projection does not read), the projection,
- * then the launches, the first of them beside the projection; the ready
- * counts of every layer zero once a pass. */
+ * this layer writes, which its projection does not read), the layer's launch,
+ * then the projection with an early start: it is scheduled once every block
+ * of the launch runs (their griddepcontrol.launch_dependents), so the
+ * recurrence is placed on an idle GPU and the projection on the SMs it
+ * leaves; the next layer's launch waits for both. The ready counts of every
+ * layer zero once a pass. */
 static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
 {
     if (spk_tensor_zero_device(ks->ready, ks->stream) != 0)
@@ -839,7 +844,7 @@ static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
         spk_tensor *y = layer_output(ks, l);
         int64_t n = spk_tensor_numel(y);
         int rc = ks->checking ? check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) : 0;
-        rc = rc || project_streamed(ks, l, x) != 0 || launch_layer(ks, l) != 0;
+        rc = rc || launch_layer(ks, l) != 0 || project_streamed(ks, l, x) != 0;
         if (rc == 0 && ks->checking)
             rc = count_words(ks, spk_tensor_data(y), y->storage, n, l + 1);
         spk_nvtx_pop();

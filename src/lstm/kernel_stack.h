@@ -116,14 +116,15 @@ typedef struct spk_kernel_stack_desc {
      * wrote no NaN from finite inputs (a kernel of one's own; the built-in
      * kernels leave it off: it costs a fill and a scan a layer). */
     bool check_writes;
-    /* The layer's input projections run beside its launches instead of
-     * before them: the plan's projection kernel (kernels/lstm_project_stream.cu,
-     * FP32) fills the gates step by step and counts each group of gate rows
-     * ready (the gates_ready argument, which the kernel must take and wait
-     * on before it reads a step's gates), and the layer's first launch may
-     * start while the projection runs (an early start). The layers then
-     * write y in turns to two buffers, so that a projection reads the
-     * previous layer's output while the recurrence writes its own. */
+    /* The layer's input projections run beside its one launch instead of
+     * before it: the plan's projection kernel (kernels/lstm_project_stream.cu,
+     * FP32), launched after it with an early start (the kernel executes
+     * griddepcontrol.launch_dependents in every block first), fills the gates
+     * step by step and counts each group of gate rows ready (the gates_ready
+     * argument, which the kernel must take and wait on before it reads a
+     * step's gates). The layers then write y in turns to two buffers, so that
+     * a projection reads the previous layer's output while the recurrence
+     * writes its own. */
     bool streamed_gates;
     /* > 0: a pass still running this long after it was enqueued is reported
      * as a kernel that does not give up (the device stays busy); 0: the

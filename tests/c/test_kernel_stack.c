@@ -586,6 +586,12 @@ TEST(streamed_gates_are_described_checked_and_compile)
     e.nargs = 8;
     CHECK(spk_kernel_stack_desc_check(&e) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need a kernel that takes gates_ready");
+    spk_kernel_stack_launch two[2] = {l, l};
+    e = d;
+    e.launches = two;
+    e.nlaunches = 2;
+    CHECK(spk_kernel_stack_desc_check(&e) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need one launch a layer (the projection starts beside it), got 2");
     /* the rules: the fast pushes and the cp.async stages */
     spk_cluster_variant w = v;
     w.gates_ahead = 1;
