@@ -21,9 +21,6 @@
 //                (mapa) and pushes with one predicated st.async each; 2 (direct
 //                pushes): the same, each step's addresses made after the step
 //                before's publish; 0: mapa at every push, the pushes under branches
-//   STREAMED_GATES 1: the gates are written beside the launch (kernels/lstm_project_stream.cu);
-//                a lane's fetch of a step's gates first waits for its rows' ready count
-//                (kernels/spk_gates_ready.cuh), keeping the count it saw
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -71,23 +68,12 @@
 #ifndef MAPPED_PUSHES
 #define MAPPED_PUSHES 0
 #endif
-#ifndef STREAMED_GATES
-#define STREAMED_GATES 0
-#endif
-static_assert(STREAMED_GATES == 0 || (STREAMED_GATES == 1 && GATES_AHEAD > 1),
-              "STREAMED_GATES 1 needs GATES_AHEAD 2 .. 4 (the gates' loads through cp.async, which bypass L1)");
 static_assert(MAPPED_PUSHES >= 0 && MAPPED_PUSHES <= 2, "MAPPED_PUSHES must be 0, 1 or 2");
 static_assert(MAPPED_PUSHES < 2 || PUSH == 1, "MAPPED_PUSHES 2 needs PUSH 1 (direct)");
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
 #define WARP_PUSH (PUSH == 2)
-#if STREAMED_GATES
-/* [2, 4H / SPK_GATES_READY_ROWS]: the steps whose gates are ready (kernels/spk_gates_ready.cuh) */
-#define STREAMED_GATES_PARAMS , const unsigned *__restrict__ gates_ready
-#else
-#define STREAMED_GATES_PARAMS
-#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -138,7 +124,6 @@ static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 2
 #include "lstm_gate_block.cuh"
 #include "lstm_reduce.cuh"
 #include "lstm_timeline_stages.cuh"
-#include "spk_gates_ready.cuh"
 #include "spk_timeline.cuh"
 
 // Below sm_90 (the file still compiles there, like every kernel in kernels/)
@@ -168,16 +153,12 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
                  const float *__restrict__ bias,  // [2, 4H] packed, Wb + Rb
                  float *output,                   // [batch, steps, 2H]
                  unsigned *status,                // 0, or why the launch refused to run
-                 int batch, int steps, int tile_rows STREAMED_GATES_PARAMS SPK_TIMELINE_PARAMS)
+                 int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
 #ifndef SPK_CLUSTER_SUPPORTED
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
-#if STREAMED_GATES
-    // the projection launched after this kernel may start once every block runs (it never waits on them)
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
     extern __shared__ float4 block_smem4[];
     const int tid = MAPPED_PUSHES ? thread_index_kept() : (int)threadIdx.x;
     const int direction = (int)blockIdx.z;
@@ -221,16 +202,8 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
     int stage = 0; // the gates' stage of this step (GATES_AHEAD > 1)
-    // STREAMED_GATES: this lane's rows' ready count and the count it last saw (else unused)
-#if STREAMED_GATES
-    const unsigned *ready =
-        gates_ready + direction * (4 * HIDDEN / SPK_GATES_READY_ROWS) + 4 * (first_unit + lane_unit) / SPK_GATES_READY_ROWS;
-#else
-    const unsigned *ready = nullptr;
-#endif
-    unsigned ready_seen = 0;
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
-                ready, ready_seen, status, c, hv, gx, b4);
+                c, hv, gx, b4);
     zero_h(tid, h_buffers, h_floats);
     // The exchange (kernels/lstm_cluster_stages.cuh): the mbarriers made and armed, one cluster barrier.
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
@@ -278,7 +251,7 @@ spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·
             break;
         advance_push_targets(remote_h, remote_bar, push_toggle);
         stage = store_and_fetch(step, t, steps, direction, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
-                                store_lane, gates4, stages, tid, ready, ready_seen, status, hv, gx, stage, output);
+                                store_lane, gates4, stages, tid, hv, gx, stage, output);
         SPK_TIMELINE_STAMP(step, STEP_MARK(FETCH));
     }
     end_exchange();

@@ -71,10 +71,6 @@ local variants = {
   { name = "warp", kernel = { push = "warp" }, same_threads = true, wide = true },
   -- the direct pushes' addresses of a step made after the step before's publish
   { name = "ahead", kernel = { push = "direct", mapped_pushes = 2 }, same_threads = true, wide = true },
-  -- the projections beside the recurrence (FP32, spk's own sums: other bits)
-  { name = "streamed", kernel = { streamed_gates = 1 }, wide = true },
-  { name = "streamed ahead", kernel = { streamed_gates = 1, push = "direct", mapped_pushes = 2 }, same_threads = true,
-    wide = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

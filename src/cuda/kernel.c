@@ -189,7 +189,7 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
                          cfg->block[2] ? cfg->block[2] : 1};
     lc.dynamicSmemBytes = cfg->smem;
     lc.stream = (cudaStream_t)spk_stream_handle(s);
-    cudaLaunchAttribute attrs[3];
+    cudaLaunchAttribute attrs[2];
     unsigned nattrs = 0;
     if (cfg->cooperative) {
         attrs[nattrs].id = cudaLaunchAttributeCooperative;
@@ -201,11 +201,6 @@ int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **ar
         attrs[nattrs].val.clusterDim.x = cfg->cluster[0] ? cfg->cluster[0] : 1;
         attrs[nattrs].val.clusterDim.y = cfg->cluster[1] ? cfg->cluster[1] : 1;
         attrs[nattrs].val.clusterDim.z = cfg->cluster[2] ? cfg->cluster[2] : 1;
-        nattrs++;
-    }
-    if (cfg->early_start && !cfg->cooperative) {
-        attrs[nattrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attrs[nattrs].val.programmaticStreamSerializationAllowed = 1;
         nattrs++;
     }
     lc.attrs = nattrs ? attrs : NULL;

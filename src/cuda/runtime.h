@@ -301,19 +301,13 @@ typedef struct spk_launch_config {
     spk_stream *stream; /* NULL: default */
     bool cooperative;   /* grid-wide sync: grid must fit (see capacity) */
     unsigned cluster[3];/* thread-block cluster dims; all 0: no cluster */
-    /* May be scheduled while the kernel before it in the stream still runs,
-     * once every block of that kernel executed griddepcontrol.launch_dependents
-     * (programmatic dependent launch, compute capability 9.0 and up; not with
-     * cooperative). Only for a kernel that reads nothing the kernel before it
-     * writes without a wait of its own. */
-    bool early_start;
     /* Storages the kernel reads or writes: recorded as used by the stream. */
     spk_storage *const *uses;
     int nuses;
 } spk_launch_config;
 
 /* Checks args against the kernel's parameters, then launches
- * (cudaLaunchKernelExC with the cooperative / cluster / early-start attributes). */
+ * (cudaLaunchKernelExC with the cooperative / cluster attributes). */
 int spk_kernel_launch(spk_kernel *k, const spk_launch_config *cfg, const spk_arg *args, int nargs);
 /* Launches with already-packed arguments (no parameter check). */
 int spk_kernel_launch_raw(spk_kernel *k, const spk_launch_config *cfg, void **args);

@@ -22,7 +22,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
-       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_MAPPED_PUSHES, O_STREAMED_GATES, O_COUNT };
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_MAPPED_PUSHES, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
@@ -68,10 +68,6 @@ static const spk_kernel_option options[O_COUNT] = {
                          FIELD(mapped_pushes),
                          "1: a lane's peers mapped once, each push one predicated st.async (no branch); 2: the "
                          "same, a step's push addresses made under the exchange before it (direct pushes)"},
-    [O_STREAMED_GATES] = {"streamed_gates", "STREAMED_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0,
-                          FIELD(streamed_gates),
-                          "1: a layer's projections (FP32) run beside its recurrence, which waits on each step's "
-                          "ready count (math fp32)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -87,10 +83,6 @@ static const spk_kernel_rule rules[] = {
      "kernel.mapped_pushes 1 needs kernel.push \"direct\" or \"warp\""},
     {"mapped_pushes", SPK_BIT(2), "push", SPK_BIT(SPK_PUSH_DIRECT),
      "kernel.mapped_pushes 2 needs kernel.push \"direct\""},
-    {"streamed_gates", SPK_BIT(1), "push", FAST_PUSHES,
-     "kernel.streamed_gates 1 needs kernel.push \"direct\" or \"warp\""},
-    {"streamed_gates", SPK_BIT(1), "gates_ahead", SPK_BIT(2) | SPK_BIT(3) | SPK_BIT(4),
-     "kernel.streamed_gates 1 needs kernel.gates_ahead 2 .. 4 (the gates' loads through cp.async stages)"},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -385,25 +377,17 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
 
 /* ---- the plan's description ----------------------------------------------- */
 
-static const int cluster_args[SPK_CLUSTER_MAX_ARGS] = {SPK_RA_GATES,  SPK_RA_R,     SPK_RA_BIAS,
-                                                       SPK_RA_OUTPUT, SPK_RA_STATUS, SPK_RA_BATCH,
-                                                       SPK_RA_STEPS,  SPK_RA_TILE_ROWS, SPK_RA_GATES_READY};
-
-int spk_cluster_args(const spk_cluster_variant *v, const int **args)
-{
-    *args = cluster_args;
-    return v->streamed_gates == 1 ? SPK_CLUSTER_MAX_ARGS : SPK_CLUSTER_MAX_ARGS - 1;
-}
+const int spk_cluster_args[SPK_CLUSTER_NARGS] = {SPK_RA_GATES, SPK_RA_R,     SPK_RA_BIAS,  SPK_RA_OUTPUT,
+                                                 SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS, SPK_RA_TILE_ROWS};
 
 /* A launch of `tiles` tiles of `tile_rows` rows: grid (cluster, tiles, 2). */
 static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
-    size_t smem = smem_bytes(v, (int)tile_rows);
     return (spk_kernel_stack_launch){.direction = -1,
                                      .grid = {(unsigned)v->cluster, (unsigned)tiles, 2},
                                      .block = {(unsigned)v->threads, 1, 1},
                                      .cluster = {(unsigned)v->cluster, 1, 1},
-                                     .smem = smem};
+                                     .smem = smem_bytes(v, (int)tile_rows)};
 }
 
 int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
@@ -412,12 +396,9 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
     if (spk_cluster_variant_derive(v, (int)s->tile_rows, NULL) != 0)
         return -1;
     *launch = cluster_launch(v, s->tiles, s->tile_rows);
-    const int *args;
-    int nargs = spk_cluster_args(v, &args);
     *out = (spk_kernel_stack_desc){.name = "cluster recurrence",
-                                   .args = args,
-                                   .nargs = nargs,
-                                   .streamed_gates = v->streamed_gates == 1,
+                                   .args = spk_cluster_args,
+                                   .nargs = SPK_CLUSTER_NARGS,
                                    .launches = launch,
                                    .nlaunches = 1,
                                    .tile_rows = (int32_t)s->tile_rows,
@@ -626,10 +607,8 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
         n += (size_t)snprintf(options + n, sizeof options - n, ", %s cell",
                               spk_cluster_family.options[O_CELL].words[v->cell]);
     if (v->mapped_pushes > 0)
-        n += (size_t)snprintf(options + n, sizeof options - n,
-                              v->mapped_pushes == 2 ? ", mapped pushes, addresses ahead" : ", mapped pushes");
-    if (v->streamed_gates == 1 && n < sizeof options)
-        snprintf(options + n, sizeof options - n, ", streamed gates");
+        snprintf(options + n, sizeof options - n, v->mapped_pushes == 2 ? ", mapped pushes, addresses ahead"
+                                                                         : ", mapped pushes");
     snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
              (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
 }

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "cuda/cluster.h"
 #include "cuda/nvtx.h"
-#include "spk_gates_ready.cuh"
 
 /* ---- the contract's arguments ------------------------------------------- */
 
@@ -65,12 +64,6 @@ const spk_recurrence_arg_info spk_recurrence_args[SPK_RA_COUNT] = {
     [SPK_RA_TRACE_SLOTS] = {"trace_slots", SPK_ARG_I32, "int", "slots in the trace buffer (0: no trace)", NULL},
     [SPK_RA_TRACE_DIRECTION] = {"trace_direction", SPK_ARG_I32, "int",
                                 "the traced direction (0, 1), or -1 outside the traced layer", NULL},
-    [SPK_RA_GATES_READY] = {"gates_ready", SPK_ARG_PTR, "const unsigned *",
-                            "streamed gates (the plan's streamed_gates): [4H / 16] counts of this direction, entry g "
-                            "the steps, in the direction's order, whose x·Wᵀ of packed gate rows 16 g .. 16 g + 15 "
-                            "are in gates for every batch row; read one with ld.acquire.gpu and read step s's gates "
-                            "only once it is above s (kernels/spk_gates_ready.cuh)",
-                            "both directions' counts, [2, 4H / 16], direction d's at d * 4H / 16"},
 };
 
 int spk_recurrence_arg_find(const char *name)
@@ -240,15 +233,6 @@ int spk_kernel_stack_desc_check(const spk_kernel_stack_desc *d)
         return spk_fail("kernel %s: concurrent directions need a kernel that takes direction (one launch a "
                         "direction)",
                         name);
-    if (d->streamed_gates != spk_recurrence_takes(d->args, d->nargs, SPK_RA_GATES_READY))
-        return spk_fail(d->streamed_gates ? "kernel %s: streamed gates need a kernel that takes gates_ready (and "
-                                            "waits on it before it reads a step's gates)"
-                                          : "kernel %s takes gates_ready, which only a plan with streamed gates "
-                                            "passes (streamed_gates)",
-                        name);
-    if (d->streamed_gates && (d->nlaunches != 1 || d->concurrent))
-        return spk_fail("kernel %s: streamed gates need one launch a layer (the projection starts beside it), got %d%s",
-                        name, d->nlaunches, d->concurrent ? " on two streams" : "");
     if (d->nstatuses < 0 || (d->nstatuses > 0 && !d->statuses))
         return spk_fail("kernel %s: its statuses are missing", name);
     for (int i = 0; i < d->nstatuses; i++)
@@ -292,10 +276,6 @@ void spk_kernel_stack_args(const spk_kernel_stack_desc *d, const int *args, int 
         case SPK_RA_TRACE_SLOT: o->v.ptr = a->trace ? a->trace_slot : NULL; break;
         case SPK_RA_TRACE_SLOTS: o->v.i32 = a->trace ? a->trace_slots : 0; break;
         case SPK_RA_TRACE_DIRECTION: o->v.i32 = traced_layer ? a->trace_direction : -1; break;
-        case SPK_RA_GATES_READY:
-            o->v.ptr = a->gates_ready ? (unsigned *)a->gates_ready + one * (size_t)(4 * H / SPK_GATES_READY_ROWS)
-                                      : NULL;
-            break;
         case SPK_RA_COUNT: break;
         }
     }
@@ -392,12 +372,6 @@ struct spk_kernel_stack {
     spk_module *timeline_module;
     spk_kernel *timeline_kernel;
     const spk_timeline *recording;
-    /* Streamed gates (desc.streamed_gates): the projection kernel for the
-     * first layer's input and for the others', the ready counts u32
-     * [layers, 2, 4H / SPK_GATES_READY_ROWS], and y's second buffer. */
-    spk_module *project_module[2];
-    spk_kernel *project_kernel[2];
-    spk_tensor *ready, *output_other;
 };
 
 void spk_kernel_stack_free(spk_kernel_stack *ks)
@@ -407,12 +381,6 @@ void spk_kernel_stack_free(spk_kernel_stack *ks)
     spk_lstm_gpu_buffers_free(&ks->buffers);
     spk_tensor_free(ks->words);
     spk_tensor_free(ks->counters);
-    spk_tensor_free(ks->ready);
-    spk_tensor_free(ks->output_other);
-    for (int i = 0; i < 2; i++) {
-        spk_kernel_free(ks->project_kernel[i]);
-        spk_module_release(ks->project_module[i]);
-    }
     spk_kernel_free(ks->kernel);
     spk_kernel_free(ks->clear);
     if (ks->trace_kernel != ks->kernel)
@@ -471,127 +439,6 @@ static int check_loaded(spk_kernel *k, const char *name, const int *args, int na
     if (spk_kernel_params(k, &n, sizes, SPK_MAX_KERNEL_ARGS) != 0)
         return -1;
     return spk_recurrence_check_sizes(name, args, nargs, sizes, n);
-}
-
-/* ---- streamed gates --------------------------------------------------------- */
-
-#define PROJECT_STREAM_FILE "lstm_project_stream.cu"
-#define PROJECT_STREAM_KERNEL "spk_lstm_project_stream"
-
-int64_t spk_project_stream_stage_steps(int64_t batch)
-{
-    return batch >= SPK_PROJECT_STREAM_STAGE_ROWS ? 1 : SPK_PROJECT_STREAM_STAGE_ROWS / batch;
-}
-
-size_t spk_project_stream_smem(int64_t batch, int64_t input)
-{
-    return SPK_PROJECT_STREAM_RING * (size_t)spk_project_stream_stage_steps(batch) * (size_t)batch * (size_t)input *
-           sizeof(float);
-}
-
-/* The input size of layer `layer`'s projection, and which of the two
- * projection kernels it takes (0: the first layer's, 1: the others'). */
-static int64_t layer_input(const spk_lstm_gpu_shape *sh, int layer)
-{
-    return layer == 0 ? sh->input : 2 * sh->hidden;
-}
-
-static int prepare_streamed(spk_kernel_stack *ks)
-{
-    const spk_lstm_gpu_shape *sh = &ks->info.shape;
-    if (sh->math != SPK_MATH_FP32)
-        return spk_fail("streamed gates: the projection beside the recurrence (kernels/%s) computes in FP32, so math "
-                        "must be \"fp32\", got \"%s\"",
-                        PROJECT_STREAM_FILE, spk_math_mode_name(sh->math));
-    if ((4 * sh->hidden) % SPK_GATES_READY_ROWS != 0)
-        return spk_fail("streamed gates: 4 * hidden (%lld) must be a multiple of %d, the gate rows a ready count "
-                        "covers",
-                        (long long)(4 * sh->hidden), SPK_GATES_READY_ROWS);
-    const char *dir = spk_kernel_dir();
-    if (!dir)
-        return -1;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, PROJECT_STREAM_FILE);
-    for (int i = 0; i < 2 && i < sh->layers; i++) {
-        int64_t input = layer_input(sh, i);
-        size_t smem = spk_project_stream_smem(sh->batch, input);
-        if (input % 4 != 0)
-            return spk_fail("streamed gates: layer %d's input size %lld is not a multiple of 4 (the projection "
-                            "reads x in float4)",
-                            i + 1, (long long)input);
-        if (smem > SPK_WHOLE_SM_SMEM)
-            return spk_fail("streamed gates: at batch %lld the projection's stages of layer %d's input (%lld "
-                            "features) need %zu bytes of shared memory, at most %zu",
-                            (long long)sh->batch, i + 1, (long long)input, smem, (size_t)SPK_WHOLE_SM_SMEM);
-        char hidden[24], inputs[24];
-        snprintf(hidden, sizeof hidden, "%lld", (long long)sh->hidden);
-        snprintf(inputs, sizeof inputs, "%lld", (long long)input);
-        spk_define defines[2] = {{"HIDDEN", hidden}, {"INPUTS", inputs}};
-        spk_compile_options co = {0};
-        co.file = path;
-        co.defines = defines;
-        co.ndefines = 2;
-        if (!(ks->project_module[i] = spk_compile(&co)) ||
-            !(ks->project_kernel[i] = spk_module_kernel(ks->project_module[i], PROJECT_STREAM_KERNEL))) {
-            spk_error_prefix("streamed gates: the projection kernel");
-            return -1;
-        }
-    }
-    int64_t ready_shape[3] = {sh->layers, 2, 4 * sh->hidden / SPK_GATES_READY_ROWS};
-    int64_t y_shape[3] = {sh->batch, sh->steps, 2 * sh->hidden};
-    if (!(ks->ready = spk_device_tensor_new(SPK_I32, 3, ready_shape, ks->stream)) ||
-        !(ks->output_other = spk_device_tensor_new(SPK_F32, 3, y_shape, ks->stream)))
-        return -1;
-    return 0;
-}
-
-/* Where layer `layer` writes y: with streamed gates the layers take turns
- * between two buffers, the last layer's the plan's output. */
-static spk_tensor *layer_output(spk_kernel_stack *ks, int layer)
-{
-    if (!ks->desc.streamed_gates || (ks->info.shape.layers - 1 - layer) % 2 == 0)
-        return ks->buffers.output;
-    return ks->output_other;
-}
-
-static void *layer_ready(spk_kernel_stack *ks, int layer)
-{
-    if (!ks->ready)
-        return NULL;
-    return (uint32_t *)spk_tensor_data(ks->ready) + (size_t)layer * 2 * (size_t)(4 * ks->info.shape.hidden /
-                                                                                SPK_GATES_READY_ROWS);
-}
-
-/* The layer's projection beside its recurrence: grid (4H / ready rows, 2). */
-static int project_streamed(spk_kernel_stack *ks, int layer, const spk_tensor *x)
-{
-    const spk_lstm_gpu_shape *sh = &ks->info.shape;
-    const spk_tensor *in = layer == 0 ? x : layer_output(ks, layer - 1);
-    spk_lstm_device_layer *pl = &ks->buffers.layers[layer];
-    spk_launch_config cfg = {0};
-    cfg.early_start = true;
-    cfg.grid[0] = (unsigned)(4 * sh->hidden / SPK_GATES_READY_ROWS);
-    cfg.grid[1] = 2;
-    cfg.block[0] = SPK_PROJECT_STREAM_THREADS;
-    /* all of an SM's shared memory: no block of the recurrence shares its SM */
-    cfg.smem = SPK_WHOLE_SM_SMEM;
-    cfg.stream = ks->stream;
-    spk_storage *uses[4] = {in->storage, pl->w->storage, ks->buffers.gates->storage, ks->ready->storage};
-    cfg.uses = uses;
-    cfg.nuses = 4;
-    spk_arg args[7] = {{SPK_ARG_PTR, {.ptr = spk_tensor_data(in)}},
-                       {SPK_ARG_PTR, {.ptr = spk_tensor_data(pl->w)}},
-                       {SPK_ARG_PTR, {.ptr = spk_tensor_data(ks->buffers.gates)}},
-                       {SPK_ARG_PTR, {.ptr = layer_ready(ks, layer)}},
-                       {SPK_ARG_I32, {.i32 = (int32_t)sh->batch}},
-                       {SPK_ARG_I32, {.i32 = (int32_t)sh->steps}},
-                       {SPK_ARG_I32, {.i32 = (int32_t)spk_project_stream_stage_steps(sh->batch)}}};
-    spk_nvtx_push("projections, streamed");
-    int rc = spk_kernel_launch(ks->project_kernel[layer == 0 ? 0 : 1], &cfg, args, 7);
-    spk_nvtx_pop();
-    if (rc != 0)
-        spk_error_prefix("layer %d projection (streamed)", layer + 1);
-    return rc;
 }
 
 static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_kernel_stack_enqueue(plan, x); }
@@ -671,8 +518,6 @@ spk_kernel_stack *spk_kernel_stack_new(const spk_kernel_stack_options *o)
     if (spk_lstm_gpu_buffers_new(&ks->buffers, o->layers, &ks->info.shape, &d->packing, SPK_U64,
                                  2 * d->state_words + 1, &ks->words, ks->stream) != 0)
         goto fail;
-    if (d->streamed_gates && prepare_streamed(ks) != 0)
-        goto fail;
     ks->runner = (spk_lstm_gpu_runner){.plan = ks, .shape = &ks->info.shape, .stream = ks->stream,
                                        .output = ks->buffers.output, .enqueue = enqueue_runner,
                                        .finish = finish_runner};
@@ -690,9 +535,8 @@ static spk_kernel_stack_addresses addresses(spk_kernel_stack *ks, int layer)
     a.gates = spk_tensor_data(ks->buffers.gates);
     a.r = spk_tensor_data(pl->r);
     a.bias = spk_tensor_data(pl->bias);
-    a.output = spk_tensor_data(layer_output(ks, layer));
+    a.output = spk_tensor_data(ks->buffers.output);
     a.words = spk_tensor_data(ks->words);
-    a.gates_ready = layer_ready(ks, layer);
     return a;
 }
 
@@ -711,13 +555,8 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
         spk_timeline_args(ks->recording, layer, 0, values + nargs);
         nvalues += SPK_TIMELINE_ARGS;
     }
-    spk_storage *uses[7] = {ks->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            layer_output(ks, layer)->storage, ks->words->storage};
-    int nuses = 5;
-    if (ks->ready)
-        uses[nuses++] = ks->ready->storage;
-    if (nvalues > nargs)
-        uses[nuses++] = spk_timeline_storage(ks->recording);
+    spk_storage *uses[6] = {ks->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            ks->buffers.output->storage, ks->words->storage, spk_timeline_storage(ks->recording)};
     spk_launch_config cfg = {0};
     memcpy(cfg.grid, l->grid, sizeof cfg.grid);
     memcpy(cfg.block, l->block, sizeof cfg.block);
@@ -726,7 +565,7 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
     cfg.stream = s;
     cfg.cooperative = l->cooperative;
     cfg.uses = uses;
-    cfg.nuses = nuses;
+    cfg.nuses = nvalues > nargs ? 6 : 5;
     spk_nvtx_push(direction_name(l->direction));
     int rc = spk_kernel_launch(k, &cfg, values, nvalues);
     spk_nvtx_pop();
@@ -819,39 +658,13 @@ static int recur(void *plan, int layer)
     spk_kernel_stack *ks = plan;
     if (!ks->checking)
         return launch_layer(ks, layer);
-    spk_tensor *y = layer_output(ks, layer);
+    spk_tensor *y = ks->buffers.output;
     int64_t n = spk_tensor_numel(y);
     /* after the layer's projections (which read y as their input) */
     if (check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) != 0 ||
         launch_layer(ks, layer) != 0)
         return -1;
     return count_words(ks, spk_tensor_data(y), y->storage, n, layer + 1);
-}
-
-/* Streamed gates: per layer the poison of the checked forward (the buffer
- * this layer writes, which its projection does not read), the layer's launch,
- * then the projection with an early start: it is scheduled once every block
- * of the launch runs (their griddepcontrol.launch_dependents), so the
- * recurrence is placed on an idle GPU and the projection on the SMs it
- * leaves; the next layer's launch waits for both. The ready counts of every
- * layer zero once a pass. */
-static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
-{
-    if (spk_tensor_zero_device(ks->ready, ks->stream) != 0)
-        return -1;
-    for (int l = 0; l < ks->info.shape.layers; l++) {
-        spk_nvtx_pushf("layer %d", l + 1);
-        spk_tensor *y = layer_output(ks, l);
-        int64_t n = spk_tensor_numel(y);
-        int rc = ks->checking ? check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) : 0;
-        rc = rc || launch_layer(ks, l) != 0 || project_streamed(ks, l, x) != 0;
-        if (rc == 0 && ks->checking)
-            rc = count_words(ks, spk_tensor_data(y), y->storage, n, l + 1);
-        spk_nvtx_pop();
-        if (rc)
-            return -1;
-    }
-    return 0;
 }
 
 static int enqueue(spk_kernel_stack *ks, const spk_tensor *x)
@@ -879,8 +692,6 @@ static int enqueue(spk_kernel_stack *ks, const spk_tensor *x)
     if (ks->checking && (spk_tensor_zero_device(ks->counters, s) != 0 ||
                          count_words(ks, spk_tensor_data(x), x->storage, spk_tensor_numel(x), 0) != 0))
         return -1;
-    if (ks->desc.streamed_gates)
-        return enqueue_streamed(ks, x);
     return spk_lstm_gpu_enqueue_layers(&ks->buffers, &ks->info.shape, x, s, recur, ks);
 }
 

@@ -50,7 +50,6 @@ typedef enum spk_recurrence_arg {
     SPK_RA_TRACE_SLOT,      /* const int *: [steps] slot of each time position, -1 not traced; or NULL */
     SPK_RA_TRACE_SLOTS,     /* int */
     SPK_RA_TRACE_DIRECTION, /* int: the traced direction, -1 none */
-    SPK_RA_GATES_READY,     /* const unsigned *: streamed gates' ready counts (kernels/spk_gates_ready.cuh) */
     SPK_RA_COUNT
 } spk_recurrence_arg;
 
@@ -116,16 +115,6 @@ typedef struct spk_kernel_stack_desc {
      * wrote no NaN from finite inputs (a kernel of one's own; the built-in
      * kernels leave it off: it costs a fill and a scan a layer). */
     bool check_writes;
-    /* The layer's input projections run beside its one launch instead of
-     * before it: the plan's projection kernel (kernels/lstm_project_stream.cu,
-     * FP32), launched after it with an early start (the kernel executes
-     * griddepcontrol.launch_dependents in every block first), fills the gates
-     * step by step and counts each group of gate rows ready (the gates_ready
-     * argument, which the kernel must take and wait on before it reads a
-     * step's gates). The layers then write y in turns to two buffers, so that
-     * a projection reads the previous layer's output while the recurrence
-     * writes its own. */
-    bool streamed_gates;
     /* > 0: a pass still running this long after it was enqueued is reported
      * as a kernel that does not give up (the device stays busy); 0: the
      * plan waits (the built-in kernels, whose waits are bounded). */
@@ -150,7 +139,6 @@ typedef struct spk_kernel_stack_addresses {
      * for trace_layer (from 0) and trace_direction; trace NULL: none. */
     void *trace, *trace_slot;
     int trace_slots, trace_layer, trace_direction;
-    void *gates_ready; /* u32 [2, 4H / SPK_GATES_READY_ROWS] of the layer (streamed gates), else NULL */
 } spk_kernel_stack_addresses;
 
 /* The arguments of launch `l` of layer `layer`, in the kernel's order, into
@@ -170,23 +158,6 @@ typedef int (*spk_kernel_stack_capacity_fn)(void *ctx, const spk_kernel_stack_la
  * fit together; and a cluster launch needs room for one cluster at least.
  * Messages name the launch, what it needs and what the device holds. */
 int spk_kernel_stack_check_residency(const spk_kernel_stack_desc *d, spk_kernel_stack_capacity_fn capacity, void *ctx);
-
-/* ---- streamed gates -------------------------------------------------------- */
-
-/* Dynamic shared memory a launch asks for at least to have an SM to each
- * block: more than half of the 228 KiB an SM has, so no second block that
- * asks for as much fits beside it. */
-#define SPK_EXCLUSIVE_SM_SMEM ((int64_t)115 * 1024)
-/* The most a block may ask for (227 KiB): no other block with shared memory
- * fits beside it. The streamed projection's blocks ask for it, so that the
- * recurrence beside them keeps the placement it has without them. */
-#define SPK_WHOLE_SM_SMEM ((size_t)227 * 1024)
-
-/* Steps of x a stage of the streamed projection takes (at least
- * SPK_PROJECT_STREAM_STAGE_ROWS rows of x), and the shared memory its
- * SPK_PROJECT_STREAM_RING stages need, `input` floats a row. */
-int64_t spk_project_stream_stage_steps(int64_t batch);
-size_t spk_project_stream_smem(int64_t batch, int64_t input);
 
 /* ---- plans ---------------------------------------------------------------- */
 

@@ -189,7 +189,7 @@ int spk_tc_variant_derive(const spk_tc_variant *v, spk_tc_sizes *out)
     if (s.smem_bytes > 227 * 1024)
         return spk_fail("kernel: %lld bytes of shared memory (at most 232448): fewer kernel.tile_rows or "
                         "kernel.gates_ahead", (long long)s.smem_bytes);
-    s.launch_smem = v->exclusive_sm && s.smem_bytes < SPK_EXCLUSIVE_SM_SMEM ? SPK_EXCLUSIVE_SM_SMEM : s.smem_bytes;
+    s.launch_smem = v->exclusive_sm && s.smem_bytes < SPK_TC_EXCLUSIVE_SMEM ? SPK_TC_EXCLUSIVE_SMEM : s.smem_bytes;
     if (out)
         *out = s;
     return 0;

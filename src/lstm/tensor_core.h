@@ -53,9 +53,12 @@ typedef struct spk_tc_sizes { /* int64_t each: plan.kernel's fields, read as mem
     int64_t k_steps;       /* mma k-steps over the hidden size */
     int64_t r_registers;   /* registers of R a thread */
     int64_t smem_bytes;    /* what the kernel needs */
-    int64_t launch_smem;   /* what the launch asks for (exclusive_sm: at least SPK_EXCLUSIVE_SM_SMEM) */
+    int64_t launch_smem;   /* what the launch asks for (exclusive_sm: at least SPK_TC_EXCLUSIVE_SMEM) */
 } spk_tc_sizes;
 
+/* Dynamic shared memory an exclusive_sm launch asks for at least: more than
+ * half of the 228 KiB an SM has, so a second block never fits beside it. */
+#define SPK_TC_EXCLUSIVE_SMEM ((int64_t)115 * 1024)
 
 /* The variant of a batch for the options given (each left out: the batch's
  * row), checked. */

@@ -13,7 +13,6 @@
 #include "cuda/ptx.h"
 #include "cuda/runtime.h"
 #include "lstm/cluster.h"
-#include "spk_gates_ready.cuh"
 #include "lstm/kernel_stack.h"
 #include "lstm/persistent.h"
 
@@ -177,19 +176,12 @@ TEST(the_cluster_kernels_take_their_plans_argument_list)
                                           .gates_ahead = 1, .row_phases = 1, .max_tile_rows = 1};
                 spk_cluster_variant_fit(&w);
             }
-            /* and with the gates streamed, where the variant may take them */
-            for (int streamed = 0; streamed <= (push != SPK_PUSH_SCALAR && w.gates_ahead > 1); streamed++) {
-                w.streamed_gates = streamed;
-                spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
-                spk_ptx_param p[SPK_PTX_MAX_PARAMS];
-                int n = 0;
-                CHECK(m && module_params(m, SPK_LSTM_CLUSTER_KERNEL, p, &n) == 0);
-                const int *args;
-                int nargs = spk_cluster_args(&w, &args);
-                CHECK(nargs == SPK_CLUSTER_MAX_ARGS - 1 + streamed);
-                CHECK(spk_recurrence_check_params("cluster", args, nargs, p, n) == 0);
-                spk_module_release(m);
-            }
+            spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
+            spk_ptx_param p[SPK_PTX_MAX_PARAMS];
+            int n = 0;
+            CHECK(m && module_params(m, SPK_LSTM_CLUSTER_KERNEL, p, &n) == 0);
+            CHECK(spk_recurrence_check_params("cluster", spk_cluster_args, SPK_CLUSTER_NARGS, p, n) == 0);
+            spk_module_release(m);
         }
     }
 }
@@ -550,85 +542,6 @@ TEST(every_order_packs_in_both_layouts)
     spk_lstm_weights_free(&w);
 }
 
-/* Streamed gates: the cluster variant's description and arguments (the
- * ready counts of the layer, direction 1's after direction 0's in a launch
- * of both), the description's rule both ways, the projection's stages, and
- * the projection kernel compiling without local memory at both inputs. */
-TEST(streamed_gates_are_described_checked_and_compile)
-{
-    spk_kernel_choice none;
-    memset(&none, 0, sizeof none);
-    spk_cluster_variant v;
-    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v) == 0);
-    v.streamed_gates = 1;
-    int64_t heights[1] = {1}, active[1] = {64};
-    spk_cluster_schedule s;
-    CHECK(spk_cluster_schedule_pick(&s, 1, heights, active, 1, 1) == 0);
-    spk_kernel_stack_desc d;
-    spk_kernel_stack_launch l;
-    CHECK(spk_cluster_stack_desc(&v, &s, &d, &l) == 0);
-    CHECK(d.streamed_gates && d.nargs == 9 && d.args[8] == SPK_RA_GATES_READY);
-    CHECK(spk_kernel_stack_desc_check(&d) == 0);
-    spk_kernel_stack_addresses a = fake_addresses();
-    a.gates_ready = (void *)0x80000000;
-    spk_arg got[9];
-    spk_kernel_stack_args(&d, d.args, d.nargs, &SHAPE, &a, 2, &l, got);
-    check_arg(&got[8], SPK_ARG_PTR, 0x80000000, "gates_ready (both directions)");
-    spk_kernel_stack_launch reverse = l;
-    reverse.direction = 1;
-    spk_kernel_stack_args(&d, d.args, d.nargs, &SHAPE, &a, 2, &reverse, got);
-    check_arg(&got[8], SPK_ARG_PTR, 0x80000000 + 4 * (4 * 128 / SPK_GATES_READY_ROWS), "gates_ready (reverse)");
-    spk_kernel_stack_desc e = d;
-    e.streamed_gates = false;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "takes gates_ready, which only a plan with streamed gates passes");
-    e = d;
-    e.nargs = 8;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need a kernel that takes gates_ready");
-    spk_kernel_stack_launch two[2] = {l, l};
-    e = d;
-    e.launches = two;
-    e.nlaunches = 2;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need one launch a layer (the projection starts beside it), got 2");
-    /* the rules: the fast pushes and the cp.async stages */
-    spk_cluster_variant w = v;
-    w.gates_ahead = 1;
-    CHECK(spk_cluster_variant_derive(&w, 0, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.streamed_gates 1 needs kernel.gates_ahead 2 .. 4");
-    /* a stage: 16 rows of x at least, one step from batch 16 up */
-    CHECK(spk_project_stream_stage_steps(1) == 16 && spk_project_stream_stage_steps(3) == 5);
-    CHECK(spk_project_stream_stage_steps(16) == 1 && spk_project_stream_stage_steps(300) == 1);
-    CHECK(spk_project_stream_smem(8, 256) == SPK_PROJECT_STREAM_RING * 2 * 8 * 256 * 4);
-    const int inputs[] = {60, 256, 4};
-    const int hiddens[] = {128, 128, 64};
-    for (int i = 0; i < 3; i++) {
-        char path[4096], hidden[16], input[16];
-        snprintf(path, sizeof path, "%s/lstm_project_stream.cu", spk_kernel_dir());
-        snprintf(hidden, sizeof hidden, "%d", hiddens[i]);
-        snprintf(input, sizeof input, "%d", inputs[i]);
-        spk_define defines[2] = {{"HIDDEN", hidden}, {"INPUTS", input}};
-        const char *options[] = {"--ptxas-options=-v"};
-        spk_compile_options o = {0};
-        o.file = path;
-        o.defines = defines;
-        o.ndefines = 2;
-        o.options = options;
-        o.noptions = 1;
-        o.arch = "sm_90";
-        o.no_cache = true;
-        spk_module *m = spk_compile(&o);
-        CHECK(m != NULL);
-        if (!m) {
-            fprintf(stderr, "  inputs %d: %s\n", inputs[i], spk_last_error());
-            continue;
-        }
-        CHECK(strstr(spk_module_log(m), " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != NULL);
-        spk_module_release(m);
-    }
-}
-
 int main(void)
 {
     use_fresh_cache();
@@ -645,6 +558,5 @@ int main(void)
     RUN(co_residency_is_refused_before_any_launch);
     RUN(a_kernels_timeline_geometry_follows_its_launches);
     RUN(every_order_packs_in_both_layouts);
-    RUN(streamed_gates_are_described_checked_and_compile);
     return CHECK_SUMMARY();
 }
