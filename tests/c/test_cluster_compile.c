@@ -475,7 +475,7 @@ TEST(option_table_checks_and_messages)
         if (strcmp(d[i].name, "PUSH") == 0)
             push_seen = strcmp(d[i].value, "1") == 0;
         if (strcmp(d[i].name, "MAPPED_PUSHES") == 0)
-            mapped_seen = strcmp(d[i].value, "1") == 0;
+            mapped_seen = strcmp(d[i].value, "2") == 0;
     }
     CHECK(push_seen && mapped_seen);
     /* and spk help's list names every option */
@@ -515,7 +515,7 @@ TEST(options_left_out_take_the_batch_default)
     c = choose("tile_rows", NULL, 4);
     CHECK(spk_cluster_variant_resolve(128, 8, &c, &v) == 0);
     CHECK(v.tile_rows == 4 && v.max_tile_rows == 4 && v.push == SPK_PUSH_DIRECT && v.cluster == 4 && v.threads == 128);
-    CHECK(v.mapped_pushes == 1);
+    CHECK(v.mapped_pushes == 2);
     CHECK(v.row_group == 4 && v.min_blocks == 1);
     /* the kernel's most rows given: the schedule picks the launch's */
     c = choose("max_tile_rows", NULL, 8);
@@ -550,27 +550,27 @@ TEST(the_batch_table)
     tile_rows = b1.tile_rows;
     CHECK(spk_cluster_variant_derive(&b1, 0, &s) == 0);
     CHECK(b1.gate_block == 4 && b1.cluster == 8 && b1.threads == 128 && s.chunks == 8 && tile_rows == 1);
-    CHECK(b1.push == SPK_PUSH_DIRECT && b1.mapped_pushes == 1 && b1.gates_ahead == 2);
+    CHECK(b1.push == SPK_PUSH_DIRECT && b1.mapped_pushes == 2 && b1.gates_ahead == 2);
     spk_cluster_variant b8 = spk_cluster_variant_for_batch(128, 8);
     tile_rows = b8.tile_rows;
     CHECK(spk_cluster_variant_derive(&b8, 0, &s) == 0);
     CHECK(b8.gate_block == 4 && b8.cluster == 4 && b8.threads == 128 && s.chunks == 4 && tile_rows == 1);
-    CHECK(b8.push == SPK_PUSH_DIRECT && b8.mapped_pushes == 1 && b8.gates_ahead == 3);
+    CHECK(b8.push == SPK_PUSH_DIRECT && b8.mapped_pushes == 2 && b8.gates_ahead == 3);
     spk_cluster_variant b16 = spk_cluster_variant_for_batch(128, 16);
     tile_rows = b16.tile_rows;
-    CHECK(b16.cluster == 4 && b16.push == SPK_PUSH_DIRECT && b16.mapped_pushes == 1 && tile_rows == 2);
+    CHECK(b16.cluster == 4 && b16.push == SPK_PUSH_DIRECT && b16.mapped_pushes == 2 && tile_rows == 2);
     spk_cluster_variant b32 = spk_cluster_variant_for_batch(128, 32);
     tile_rows = b32.tile_rows;
     CHECK(spk_cluster_variant_derive(&b32, 0, &s) == 0);
     CHECK(b32.gate_block == 4 && b32.cluster == 2 && b32.threads == 256 && s.chunks == 4);
-    CHECK(b32.push == SPK_PUSH_DIRECT && b32.mapped_pushes == 1 && b32.gates_ahead == 3 && tile_rows == 1);
+    CHECK(b32.push == SPK_PUSH_DIRECT && b32.mapped_pushes == 2 && b32.gates_ahead == 3 && tile_rows == 1);
     spk_cluster_variant b48 = spk_cluster_variant_for_batch(128, 48);
     tile_rows = b48.tile_rows;
-    CHECK(b48.cluster == 4 && b48.threads == 128 && tile_rows == 2);
+    CHECK(b48.cluster == 4 && b48.threads == 128 && tile_rows == 2 && b48.mapped_pushes == 1);
     spk_cluster_variant b64 = spk_cluster_variant_for_batch(128, 64);
     tile_rows = b64.tile_rows;
     CHECK(b64.gate_block == 4 && b64.cluster == 2 && b64.threads == 256 && b64.push == SPK_PUSH_DIRECT && tile_rows == 2);
-    CHECK(b64.mapped_pushes == 1);
+    CHECK(b64.mapped_pushes == 2);
     spk_cluster_variant b128 = spk_cluster_variant_for_batch(128, 128);
     tile_rows = b128.tile_rows;
     CHECK(b128.cluster == 2 && b128.push == SPK_PUSH_DIRECT && tile_rows == 4 && b128.row_phases == 1);
