@@ -71,6 +71,8 @@ local variants = {
   { name = "warp", kernel = { push = "warp" }, same_threads = true, wide = true },
   -- the direct pushes' addresses of a step made after the step before's publish
   { name = "ahead", kernel = { push = "direct", mapped_pushes = 2 }, same_threads = true, wide = true },
+  -- the addresses made at each push (the rows' form before the addresses ahead)
+  { name = "once", kernel = { mapped_pushes = 1 }, wide = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

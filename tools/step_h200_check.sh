@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H200 run (at most about 9 minutes) that measures and checks the cluster
 # kernel's step: the defaults (the gates early, the trimmed cell, up to batch
-# 64 the direct pushes to peers mapped once) against the previous defaults
+# 64 the direct pushes to peers mapped, each step's addresses made ahead) against the previous defaults
 # and the other step options, the timelines behind them, the batch-1 step's
 # warp-stall samples per instruction, and the GPU specs that hold their bits.
 #
@@ -19,9 +19,9 @@
 #   timelines.tar.gz experiments/step_timeline.lua at batch 1, 8, 32:
 #                    default/ (today's defaults), plain/ (early_gates=0,
 #                    cell=reference), fused/ (cell=fused on top of the
-#                    defaults), ahead/ (mapped_pushes=2)
-#   source_b1_default.csv, source_b1_ahead.csv   tools/ncu_source.sh at batch 1
-#                    (the default, mapped_pushes=2), read by
+#                    defaults), once/ (mapped_pushes=1: the addresses made at the push)
+#   source_b1_default.csv, source_b1_once.csv   tools/ncu_source.sh at batch 1
+#                    (the default, mapped_pushes=1), read by
 #                    tools/stall_stages.py into gpu.txt (where ncu is found)
 #   specs_1.tap      default_bits_spec (the defaults' digests against the
 #                    records), cell_spec (the cell forms for all 2^32 inputs),
@@ -89,14 +89,14 @@ step "timeline plain (early_gates=0,cell=reference)" 40 build/spk run experiment
   --batches 1,8,32 --kernel "early_gates=0,cell=reference" --out "$OUT/timelines/plain"
 step "timeline fused (cell=fused)" 40 build/spk run experiments/step_timeline.lua --quick --batches 1,8,32 \
   --kernel "cell=fused" --out "$OUT/timelines/fused"
-step "timeline ahead (mapped_pushes=2)" 40 build/spk run experiments/step_timeline.lua --quick --batches 1,8,32 \
-  --kernel "mapped_pushes=2" --out "$OUT/timelines/ahead"
+step "timeline once (mapped_pushes=1)" 40 build/spk run experiments/step_timeline.lua --quick --batches 1,8,32 \
+  --kernel "mapped_pushes=1" --out "$OUT/timelines/once"
 tar -czf "$OUT/timelines.tar.gz" -C "$OUT" timelines && rm -rf "$OUT/timelines"
 
-# (c) the batch-1 step's warp-stall samples per instruction, the default's and mapped_pushes=2's
-for form in default ahead; do
+# (c) the batch-1 step's warp-stall samples per instruction, the default's and mapped_pushes=1's
+for form in default once; do
   options=""
-  [ "$form" = ahead ] && options="mapped_pushes=2"
+  [ "$form" = once ] && options="mapped_pushes=1"
   step "ncu source, batch 1, $form" 40 tools/ncu_source.sh "$OUT/source_b1_$form.csv" cluster 1 fp32 "$options"
   [ -s "$OUT/source_b1_$form.csv" ] && python3 tools/stall_stages.py "$OUT/source_b1_$form.csv"
 done
