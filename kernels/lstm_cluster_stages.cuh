@@ -94,15 +94,23 @@ __device__ __forceinline__ const unsigned *lane_ready_count(const unsigned *gate
 }
 
 // STREAMED_GATES: returns once the gates of step s (in the direction's order)
-// of this lane's unit are in the buffer, its ready count above s; after a
-// timeout it reports one and waits no more (the launch runs to its end).
+// of this lane's unit are in the buffer, its ready count above s (seen: the
+// count last read, kept by the caller); after EXCHANGE_TIMEOUT_NS it reports
+// a timeout and waits no more (the launch runs to its end).
 __device__ __forceinline__ void wait_for_gates(const unsigned *ready, int s, unsigned &seen, unsigned *status)
 {
     if constexpr (STREAMED_GATES) {
-        if (!spk_gates_ready_wait(ready, s, seen)) {
-            atomicCAS(status, 0u, STATUS_GATES_TIMEOUT);
-            seen = 0xffffffffu;
-        }
+        if (seen > (unsigned)s || (seen = spk_gates_ready_load(ready)) > (unsigned)s)
+            return;
+        const unsigned long long start = global_ns();
+        do {
+            __nanosleep(64);
+            if (global_ns() - start > EXCHANGE_TIMEOUT_NS) {
+                atomicCAS(status, 0u, STATUS_GATES_TIMEOUT);
+                seen = 0xffffffffu;
+                return;
+            }
+        } while ((seen = spk_gates_ready_load(ready)) <= (unsigned)s);
     }
 }
 

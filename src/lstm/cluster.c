@@ -71,8 +71,8 @@ static const spk_kernel_option options[O_COUNT] = {
                          "same, a step's push addresses made under the exchange before it (direct pushes)"},
     [O_STREAMED_GATES] = {"streamed_gates", "STREAMED_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0,
                           FIELD(streamed_gates),
-                          "1: a layer's projections (FP32) run beside its recurrence, which waits on each step's "
-                          "ready count (math fp32)"},
+                          "1: a layer's projections (FP32) made by the launch's own clusters after the tiles', "
+                          "which wait on each step's ready count (math fp32; no GEMM)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -432,7 +432,7 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
     if (spk_cluster_variant_derive(v, (int)s->tile_rows, NULL) != 0)
         return -1;
     *launch = cluster_launch(v, s->tiles, s->tile_rows, s->batch);
-    if (launch->smem > 227u * 1024u)
+    if (v->streamed_gates == 1 && launch->smem > 227u * 1024u)
         return spk_fail("kernel.streamed_gates 1: at batch %lld the projecting blocks' stages of x need %zu bytes of "
                         "shared memory, at most 232448",
                         (long long)s->batch, launch->smem);

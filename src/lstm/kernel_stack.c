@@ -778,17 +778,17 @@ static int recur(void *plan, int layer)
         return launch_layer(ks, layer);
     spk_tensor *y = layer_output(ks, layer);
     int64_t n = spk_tensor_numel(y);
-    /* after the layer's projections (which read y as their input) */
+    /* after the layer's projections (which read the other buffer with streamed gates, else y itself) */
     if (check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) != 0 ||
         launch_layer(ks, layer) != 0)
         return -1;
     return count_words(ks, spk_tensor_data(y), y->storage, n, layer + 1);
 }
 
-/* Streamed gates: per layer the poison of the checked forward (the buffer
- * this layer writes, which its projection does not read), then the layer's
- * launch, whose own blocks project its gates; the ready counts of every
- * layer zero once a pass. */
+/* Streamed gates: per layer recur's launch (with the checked forward's
+ * poison of the buffer the layer writes, which its projecting blocks do not
+ * read), whose own blocks project its gates; no GEMM. The ready counts of
+ * every layer zero once a pass. */
 static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
 {
     if (spk_tensor_zero_device(ks->ready, ks->stream) != 0)
@@ -797,12 +797,7 @@ static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
     int rc = 0;
     for (int l = 0; l < ks->info.shape.layers && rc == 0; l++) {
         spk_nvtx_pushf("layer %d", l + 1);
-        spk_tensor *y = layer_output(ks, l);
-        int64_t n = spk_tensor_numel(y);
-        rc = ks->checking ? check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) : 0;
-        rc = rc || launch_layer(ks, l) != 0;
-        if (rc == 0 && ks->checking)
-            rc = count_words(ks, spk_tensor_data(y), y->storage, n, l + 1);
+        rc = recur(ks, l);
         spk_nvtx_pop();
     }
     ks->input = NULL;
