@@ -21,10 +21,6 @@
 //                (mapa) and pushes with one predicated st.async each; 2 (direct
 //                pushes): the same, each step's addresses made after the step
 //                before's publish; 0: mapa at every push, the pushes under branches
-//   STREAMED_GATES 1: the launch's clusters past the tiles' project the gates from the layer's
-//                input (kernels/lstm_project_stages.cuh) while the tiles' run; a lane's fetch
-//                of a step's gates first waits for its rows' ready count
-//                (kernels/spk_gates_ready.cuh), keeping the count it saw
 // A step reads as its stages (kernels/lstm_cluster_stages.cuh): wait for h,
 // take the gates, the dot products with their reduction and the cell,
 // publish h (per row phase); then the output and the next gates. Every
@@ -72,28 +68,12 @@
 #ifndef MAPPED_PUSHES
 #define MAPPED_PUSHES 0
 #endif
-#ifndef STREAMED_GATES
-#define STREAMED_GATES 0
-#endif
-static_assert(STREAMED_GATES == 0 || (STREAMED_GATES == 1 && GATES_AHEAD > 1),
-              "STREAMED_GATES 1 needs GATES_AHEAD 2 .. 4 (the gates' loads through cp.async, which bypass L1)");
 static_assert(MAPPED_PUSHES >= 0 && MAPPED_PUSHES <= 2, "MAPPED_PUSHES must be 0, 1 or 2");
 static_assert(MAPPED_PUSHES < 2 || PUSH == 1, "MAPPED_PUSHES 2 needs PUSH 1 (direct)");
 static_assert(PUSH == 1 || PUSH == 2,
               "PUSH must be 1 (direct) or 2 (warp); kernels/lstm_cluster_baseline.cu has the scalar pushes");
 static_assert(EARLY_GATES == 0 || EARLY_GATES == 1, "EARLY_GATES must be 0 or 1");
 #define WARP_PUSH (PUSH == 2)
-#if STREAMED_GATES
-/* [2, 4H / SPK_GATES_READY_ROWS]: the steps whose gates are ready (kernels/spk_gates_ready.cuh) */
-#define STREAMED_GATES_PARAMS                                                                                        \
-    , unsigned *gates_ready, const float *__restrict__ input, const float *__restrict__ input_w, int input_size
-#define GATES_RESTRICT /* the launch's own blocks write the gates */
-#define GATES_READY_ARG gates_ready
-#else
-#define STREAMED_GATES_PARAMS
-#define GATES_RESTRICT __restrict__
-#define GATES_READY_ARG nullptr
-#endif
 
 #define UNITS (HIDDEN / CLUSTER)
 #define GATE_ROWS (4 * UNITS)
@@ -144,7 +124,6 @@ static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 2
 #include "lstm_gate_block.cuh"
 #include "lstm_reduce.cuh"
 #include "lstm_timeline_stages.cuh"
-#include "spk_gates_ready.cuh"
 #include "spk_timeline.cuh"
 
 // Below sm_90 (the file still compiles there, like every kernel in kernels/)
@@ -153,9 +132,6 @@ static_assert(4 * (BARRIER_FLOATS + 2 * PADDED_ROWS * HIDDEN + RING_FLOATS) <= 2
 
 #include "cluster_sync.cuh"
 #include "cluster_dots.cuh"
-#if STREAMED_GATES
-#include "lstm_project_stages.cuh"
-#endif
 #include "lstm_cluster_stages.cuh"
 
 #define SPK_CLUSTER_SUPPORTED 1
@@ -172,23 +148,18 @@ struct gate_weights<4> {
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-spk_lstm_cluster(const float *GATES_RESTRICT gates, // [2, batch * steps, 4H]: x·Wᵀ, row b*steps + t
+spk_lstm_cluster(const float *__restrict__ gates, // [2, batch * steps, 4H]: x·Wᵀ, row b*steps + t
                  const float *__restrict__ r,     // [2, 4H, H] packed
                  const float *__restrict__ bias,  // [2, 4H] packed, Wb + Rb
                  float *output,                   // [batch, steps, 2H]
                  unsigned *status,                // 0, or why the launch refused to run
-                 int batch, int steps, int tile_rows STREAMED_GATES_PARAMS SPK_TIMELINE_PARAMS)
+                 int batch, int steps, int tile_rows SPK_TIMELINE_PARAMS)
 {
 #ifndef SPK_CLUSTER_SUPPORTED
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
         atomicCAS(status, 0u, STATUS_NEEDS_SM90);
 #else
     extern __shared__ float4 block_smem4[];
-#if STREAMED_GATES
-    if (projected_instead(input, input_w, const_cast<float *>(gates), gates_ready, input_size, batch, steps, tile_rows,
-                          block_smem4))
-        return; // a block of the clusters after the tiles': the gates, not the recurrence
-#endif
     const int tid = MAPPED_PUSHES ? thread_index_kept() : (int)threadIdx.x;
     const int direction = (int)blockIdx.z;
     const int row0 = blockIdx.y * tile_rows;
@@ -231,11 +202,8 @@ spk_lstm_cluster(const float *GATES_RESTRICT gates, // [2, batch * steps, 4H]: x
     float4 gx[SLOTS], b4[SLOTS];
     const float4 *gates4 = reinterpret_cast<const float4 *>(gates);
     int stage = 0; // the gates' stage of this step (GATES_AHEAD > 1)
-    // STREAMED_GATES: this lane's rows' ready count and the count it last saw (else unused)
-    const unsigned *ready = lane_ready_count(GATES_READY_ARG, direction, first_unit + lane_unit);
-    unsigned ready_seen = 0;
     prime_gates(direction, steps, row0, rows, first_unit, lane_row, lane_unit, cell_lane, gates4, bias, stages, tid,
-                ready, ready_seen, status, c, hv, gx, b4);
+                c, hv, gx, b4);
     zero_h(tid, h_buffers, h_floats);
     // The exchange (kernels/lstm_cluster_stages.cuh): the mbarriers made and armed, one cluster barrier.
     const unsigned full0 = (unsigned)__cvta_generic_to_shared(smem4);
@@ -283,7 +251,7 @@ spk_lstm_cluster(const float *GATES_RESTRICT gates, // [2, batch * steps, 4H]: x
             break;
         advance_push_targets(remote_h, remote_bar, push_toggle);
         stage = store_and_fetch(step, t, steps, direction, row0, rows, first_unit, lane_row, lane_unit, cell_lane,
-                                store_lane, gates4, stages, tid, ready, ready_seen, status, hv, gx, stage, output);
+                                store_lane, gates4, stages, tid, hv, gx, stage, output);
         SPK_TIMELINE_STAMP(step, STEP_MARK(FETCH));
     }
     end_exchange();

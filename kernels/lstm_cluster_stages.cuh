@@ -84,36 +84,6 @@ __device__ __forceinline__ void take_gates(int stage, int lane_row, int rows, bo
     }
 }
 
-// STREAMED_GATES: the ready count of unit `unit`'s gate rows in direction
-// `direction` (else NULL).
-__device__ __forceinline__ const unsigned *lane_ready_count(const unsigned *gates_ready, int direction, int unit)
-{
-    if constexpr (STREAMED_GATES)
-        return gates_ready + direction * (4 * HIDDEN / SPK_GATES_READY_ROWS) + 4 * unit / SPK_GATES_READY_ROWS;
-    return nullptr;
-}
-
-// STREAMED_GATES: returns once the gates of step s (in the direction's order)
-// of this lane's unit are in the buffer, its ready count above s (seen: the
-// count last read, kept by the caller); after EXCHANGE_TIMEOUT_NS it reports
-// a timeout and waits no more (the launch runs to its end).
-__device__ __forceinline__ void wait_for_gates(const unsigned *ready, int s, unsigned &seen, unsigned *status)
-{
-    if constexpr (STREAMED_GATES) {
-        if (seen > (unsigned)s || (seen = spk_gates_ready_load(ready)) > (unsigned)s)
-            return;
-        const unsigned long long start = global_ns();
-        do {
-            __nanosleep(64);
-            if (global_ns() - start > EXCHANGE_TIMEOUT_NS) {
-                atomicCAS(status, 0u, STATUS_GATES_TIMEOUT);
-                seen = 0xffffffffu;
-                return;
-            }
-        } while ((seen = spk_gates_ready_load(ready)) <= (unsigned)s);
-    }
-}
-
 // ---- stage: the gates' first steps ------------------------------------------------
 
 // The bias and the first step's x·Wᵀ of each slot (GATES_AHEAD 1: into gx),
@@ -123,8 +93,7 @@ __device__ __forceinline__ void wait_for_gates(const unsigned *ready, int s, uns
 // s's has landed (stage a holds step s's gates for s % GATES_AHEAD == a).
 __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, int rows, int first_unit,
                                             int lane_row, int lane_unit, bool cell_lane, const float4 *gates4,
-                                            const float *bias, float4 *stages, int tid, const unsigned *ready,
-                                            unsigned &ready_seen, unsigned *status, float (&c)[SLOTS],
+                                            const float *bias, float4 *stages, int tid, float (&c)[SLOTS],
                                             float (&hv)[SLOTS], float4 (&gx)[SLOTS], float4 (&b4)[SLOTS])
 {
 #pragma unroll
@@ -144,7 +113,6 @@ __device__ __forceinline__ void prime_gates(int direction, int steps, int row0, 
             for (int k = 0; k < SLOTS; k++)
                 if (SLOT_OWNED(k) && a < steps) {
                     const int t = direction ? steps - 1 - a : a;
-                    wait_for_gates(ready, a, ready_seen, status);
                     copy_async16(STAGE(a, k), gates_at(gates4, row0, steps, first_unit, SLOT_ROW(k), lane_unit, t));
                 }
             copy_async_commit();
@@ -501,7 +469,6 @@ __device__ __forceinline__ void publish_h(int phase, int parity, bool last, int 
 __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int direction, int row0, int rows,
                                                int first_unit, int lane_row, int lane_unit, bool cell_lane,
                                                bool store_lane, const float4 *gates4, float4 *stages, int tid,
-                                               const unsigned *ready, unsigned &ready_seen, unsigned *status,
                                                const float (&hv)[SLOTS], float4 (&gx)[SLOTS], int stage,
                                                float *output)
 {
@@ -513,10 +480,8 @@ __device__ __forceinline__ int store_and_fetch(int step, int t, int steps, int d
             if (SLOT_STORES(k))
                 output[((size_t)(row0 + b) * steps + t) * (2 * HIDDEN) + first_unit + u] = hv[k];
             if constexpr (GATES_AHEAD > 1) {
-                if (step + GATES_AHEAD < steps) {
-                    wait_for_gates(ready, step + GATES_AHEAD, ready_seen, status);
+                if (step + GATES_AHEAD < steps)
                     copy_async16(STAGE(stage, k), gates_at(gates4, row0, steps, first_unit, b, u, t_fetch));
-                }
             } else {
                 gx[k] = __ldg(gates_at(gates4, row0, steps, first_unit, b, u, t_fetch));
             }

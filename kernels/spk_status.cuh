@@ -14,9 +14,7 @@
                               "shared memory); the output is not valid")                                               \
     X(STATUS_NEEDS_SM90, 3, "the cluster kernel was built for an architecture below sm_90 and did not run")           \
     X(STATUS_EXCHANGE_TIMEOUT, 4, "the cluster kernel's mbarrier exchange timed out (a wait of over a second); the "   \
-                                  "output is not valid")                                                               \
-    X(STATUS_GATES_TIMEOUT, 5, "a recurrence block waited over a second for a step's streamed gates (the "          \
-                               "projection beside it did not count them ready); the output is not valid")
+                                  "output is not valid")
 
 #define SPK_STATUS_ENTRY(name, code, message) name = code,
 enum spk_kernel_status { SPK_KERNEL_STATUSES(SPK_STATUS_ENTRY) };

@@ -73,8 +73,6 @@ local variants = {
   { name = "ahead", kernel = { push = "direct", mapped_pushes = 2 }, same_threads = true, wide = true },
   -- the addresses made at each push (the rows' form before the addresses ahead)
   { name = "once", kernel = { mapped_pushes = 1 }, wide = true },
-  -- the projections beside the recurrence, in its launch (FP32, spk's own sums: other bits)
-  { name = "streamed", kernel = { streamed_gates = 1 }, wide = true },
 }
 if type(only) == "string" then
   local wanted, picked = {}, {}

@@ -12,7 +12,6 @@
 #include "lstm/device_layers.h"
 #include "lstm/family.h"
 #include "lstm_timeline_stages.cuh"
-#include "spk_gates_ready.cuh"
 
 
 /* ---- options ------------------------------------------------------------- */
@@ -23,7 +22,7 @@
  * which measurement keeps it. */
 #define FIELD(name) offsetof(spk_cluster_variant, name)
 enum { O_HIDDEN, O_PUSH, O_CLUSTER, O_GATE_BLOCK, O_GATES_AHEAD, O_ROW_PHASES, O_MAX_TILE_ROWS, O_TILE_ROWS,
-       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_MAPPED_PUSHES, O_STREAMED_GATES, O_COUNT };
+       O_THREADS, O_ROW_GROUP, O_MIN_BLOCKS, O_EARLY_GATES, O_CELL, O_MAPPED_PUSHES, O_COUNT };
 _Static_assert(O_COUNT <= SPK_KERNEL_OPTIONS_MAX, "a kernel choice holds every option");
 #define ON(o) (1u << (o))
 #define FAST_PUSHES (SPK_BIT(SPK_PUSH_DIRECT) | SPK_BIT(SPK_PUSH_WARP))
@@ -69,10 +68,6 @@ static const spk_kernel_option options[O_COUNT] = {
                          FIELD(mapped_pushes),
                          "1: a lane's peers mapped once, each push one predicated st.async (no branch); 2: the "
                          "same, a step's push addresses made under the exchange before it (direct pushes)"},
-    [O_STREAMED_GATES] = {"streamed_gates", "STREAMED_GATES", {NULL}, 0, 1, 0, SPK_DEFAULT_BATCH, 0, 0,
-                          FIELD(streamed_gates),
-                          "1: a layer's projections (FP32) made by the launch's own clusters after the tiles', "
-                          "which wait on each step's ready count (math fp32; no GEMM)"},
 };
 
 static const spk_kernel_rule rules[] = {
@@ -88,10 +83,6 @@ static const spk_kernel_rule rules[] = {
      "kernel.mapped_pushes 1 needs kernel.push \"direct\" or \"warp\""},
     {"mapped_pushes", SPK_BIT(2), "push", SPK_BIT(SPK_PUSH_DIRECT),
      "kernel.mapped_pushes 2 needs kernel.push \"direct\""},
-    {"streamed_gates", SPK_BIT(1), "push", FAST_PUSHES,
-     "kernel.streamed_gates 1 needs kernel.push \"direct\" or \"warp\""},
-    {"streamed_gates", SPK_BIT(1), "gates_ahead", SPK_BIT(2) | SPK_BIT(3) | SPK_BIT(4),
-     "kernel.streamed_gates 1 needs kernel.gates_ahead 2 .. 4 (the gates' loads through cp.async stages)"},
 };
 
 const spk_kernel_family spk_cluster_family = {"cluster", options, O_COUNT, rules,
@@ -296,10 +287,6 @@ int spk_cluster_variant_derive(const spk_cluster_variant *v, int tile_rows, spk_
         return spk_fail("kernel.row_phases 2 needs two row groups a tile: max_tile_rows %d, row_group %d (give "
                         "max_tile_rows >= %d or a smaller row_group)", v->max_tile_rows, v->row_group,
                         v->row_group + 1);
-    if (v->streamed_gates == 1 && v->threads % 128 != 0)
-        return spk_fail("kernel.streamed_gates 1 needs kernel.threads a multiple of 128 (the projecting blocks' "
-                        "halves of 16 gate rows x 8 lanes), got %d",
-                        v->threads);
     if (v->min_blocks * v->threads > 2048)
         return spk_fail("kernel.min_blocks %d must be 1 .. %d for blocks of %d threads", v->min_blocks,
                         2048 / v->threads, v->threads);
@@ -390,40 +377,17 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
 
 /* ---- the plan's description ----------------------------------------------- */
 
-static const int cluster_args[SPK_CLUSTER_MAX_ARGS] = {
-    SPK_RA_GATES, SPK_RA_R,         SPK_RA_BIAS,        SPK_RA_OUTPUT, SPK_RA_STATUS, SPK_RA_BATCH,
-    SPK_RA_STEPS, SPK_RA_TILE_ROWS, SPK_RA_GATES_READY, SPK_RA_INPUT,  SPK_RA_W,      SPK_RA_INPUT_SIZE};
+const int spk_cluster_args[SPK_CLUSTER_NARGS] = {SPK_RA_GATES, SPK_RA_R,     SPK_RA_BIAS,  SPK_RA_OUTPUT,
+                                                 SPK_RA_STATUS, SPK_RA_BATCH, SPK_RA_STEPS, SPK_RA_TILE_ROWS};
 
-int spk_cluster_args(const spk_cluster_variant *v, const int **args)
+/* A launch of `tiles` tiles of `tile_rows` rows: grid (cluster, tiles, 2). */
+static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
-    *args = cluster_args;
-    return v->streamed_gates == 1 ? SPK_CLUSTER_MAX_ARGS : SPK_CLUSTER_MAX_ARGS - 4;
-}
-
-/* Streamed gates: the clusters after the tiles' that project the gates, a
- * group of ready rows a block (kernels/lstm_project_stages.cuh). */
-static int project_tiles(const spk_cluster_variant *v)
-{
-    int groups = 4 * v->hidden / SPK_GATES_READY_ROWS;
-    return v->streamed_gates == 1 ? (groups + v->cluster - 1) / v->cluster : 0;
-}
-
-/* A launch of `tiles` tiles of `tile_rows` rows of a batch of `batch`: grid
- * (cluster, tiles, 2); with streamed gates the projecting clusters after the
- * tiles', shared memory for the stages of x too (an input of at most 2H),
- * and every cluster co-resident (the tiles' wait on the projecting ones). */
-static spk_kernel_stack_launch cluster_launch(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows,
-                                              int64_t batch)
-{
-    size_t smem = smem_bytes(v, (int)tile_rows);
-    bool streamed = v->streamed_gates == 1;
-    size_t stages = streamed ? spk_project_stream_smem(batch, 2 * (int64_t)v->hidden) : 0;
     return (spk_kernel_stack_launch){.direction = -1,
-                                     .grid = {(unsigned)v->cluster, (unsigned)(tiles + project_tiles(v)), 2},
+                                     .grid = {(unsigned)v->cluster, (unsigned)tiles, 2},
                                      .block = {(unsigned)v->threads, 1, 1},
                                      .cluster = {(unsigned)v->cluster, 1, 1},
-                                     .smem = stages > smem ? stages : smem,
-                                     .co_resident = streamed};
+                                     .smem = smem_bytes(v, (int)tile_rows)};
 }
 
 int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
@@ -431,17 +395,10 @@ int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_sched
 {
     if (spk_cluster_variant_derive(v, (int)s->tile_rows, NULL) != 0)
         return -1;
-    *launch = cluster_launch(v, s->tiles, s->tile_rows, s->batch);
-    if (v->streamed_gates == 1 && launch->smem > 227u * 1024u)
-        return spk_fail("kernel.streamed_gates 1: at batch %lld the projecting blocks' stages of x need %zu bytes of "
-                        "shared memory, at most 232448",
-                        (long long)s->batch, launch->smem);
-    const int *args;
-    int nargs = spk_cluster_args(v, &args);
+    *launch = cluster_launch(v, s->tiles, s->tile_rows);
     *out = (spk_kernel_stack_desc){.name = "cluster recurrence",
-                                   .args = args,
-                                   .nargs = nargs,
-                                   .streamed_gates = v->streamed_gates == 1,
+                                   .args = spk_cluster_args,
+                                   .nargs = SPK_CLUSTER_NARGS,
                                    .launches = launch,
                                    .nlaunches = 1,
                                    .tile_rows = (int32_t)s->tile_rows,
@@ -497,10 +454,9 @@ static spk_module *compile(const spk_family_state *st, spk_kernel_build build, c
     return spk_cluster_variant_compile(&cstate_of(st)->variant, build, arch);
 }
 
-static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows,
-                                        int64_t batch)
+static spk_launch_config launch_config(const spk_cluster_variant *v, int64_t tiles, int64_t tile_rows)
 {
-    spk_kernel_stack_launch l = cluster_launch(v, tiles, tile_rows, batch);
+    spk_kernel_stack_launch l = cluster_launch(v, tiles, tile_rows);
     spk_launch_config cfg = {0};
     memcpy(cfg.grid, l.grid, sizeof cfg.grid);
     memcpy(cfg.block, l.block, sizeof cfg.block);
@@ -522,7 +478,7 @@ static int plan_schedule(cluster_state *c, spk_kernel *kernel, int64_t batch)
     else
         n = spk_cluster_heights(v->max_tile_rows, heights);
     for (int i = 0; i < n; i++) {
-        spk_launch_config cfg = launch_config(v, (batch + heights[i] - 1) / heights[i], heights[i], batch);
+        spk_launch_config cfg = launch_config(v, (batch + heights[i] - 1) / heights[i], heights[i]);
         int clusters;
         if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
             return -1;
@@ -556,7 +512,7 @@ static int check_build(const spk_family_state *st, spk_kernel_build build, spk_k
     const cluster_state *c = cstate_of(st);
     const spk_cluster_schedule *s = &c->schedule;
     int clusters = 0;
-    spk_launch_config cfg = launch_config(&c->variant, s->tiles, s->tile_rows, s->batch);
+    spk_launch_config cfg = launch_config(&c->variant, s->tiles, s->tile_rows);
     if (spk_kernel_max_active_clusters(kernel, &cfg, &clusters) != 0)
         return -1;
     if (clusters < 1)
@@ -651,10 +607,8 @@ static void variant_text(const spk_family_state *st, char *out, size_t size)
         n += (size_t)snprintf(options + n, sizeof options - n, ", %s cell",
                               spk_cluster_family.options[O_CELL].words[v->cell]);
     if (v->mapped_pushes > 0)
-        n += (size_t)snprintf(options + n, sizeof options - n,
-                              v->mapped_pushes == 2 ? ", mapped pushes, addresses ahead" : ", mapped pushes");
-    if (v->streamed_gates == 1 && n < sizeof options)
-        snprintf(options + n, sizeof options - n, ", streamed gates");
+        snprintf(options + n, sizeof options - n, v->mapped_pushes == 2 ? ", mapped pushes, addresses ahead"
+                                                                         : ", mapped pushes");
     snprintf(out, size, "cluster %d, %d threads, tile %lld, %lld clusters in %lld wave%s, %s", v->cluster, v->threads,
              (long long)s->tile_rows, (long long)s->clusters, (long long)s->waves, s->waves == 1 ? "" : "s", options);
 }

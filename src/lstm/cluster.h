@@ -54,8 +54,6 @@ typedef struct spk_cluster_variant {
     int cell;        /* [CELL] the cell's form: SPK_CELL_* (lstm_cell_forms.cuh) */
     int mapped_pushes; /* [MAPPED_PUSHES] 1: the peers' addresses mapped once a lane, predicated pushes; 2: the
                           step's addresses made before it (direct pushes) */
-    int streamed_gates; /* [STREAMED_GATES] 1: the projections run beside the recurrence, which waits on their
-                           ready counts (kernel_stack.h: streamed_gates) */
 } spk_cluster_variant;
 
 /* The options, their values, defaults and rules (cluster.c). */
@@ -129,17 +127,14 @@ int spk_cluster_schedule_pick(spk_cluster_schedule *out, int64_t batch, const in
 /* ---- The plan's description (kernel_stack.h) ----------------------------- */
 
 /* The kernel's arguments in the contract's names: gates, r, bias, output,
- * status, batch, steps, tile_rows (both directions in one launch), then
- * gates_ready, input, w and input_size where the variant streams its gates.
- * Returns the count. */
-#define SPK_CLUSTER_MAX_ARGS 12
-int spk_cluster_args(const spk_cluster_variant *v, const int **args);
+ * status, batch, steps, tile_rows (both directions in one launch). */
+#define SPK_CLUSTER_NARGS 8
+extern const int spk_cluster_args[SPK_CLUSTER_NARGS];
 /* The description the plan gives the kernel stack (no device needed): per
  * layer one launch of both directions, grid (cluster, tiles, 2), clusters
  * (cluster, 1, 1), the dynamic shared memory of the schedule's tile height,
  * not co-resident (clusters never wait on each other, so they run in
- * waves), no state, the built-in packing, the built-in status codes;
- * streamed gates where the variant takes them. */
+ * waves), no state, the built-in packing, the built-in status codes. */
 int spk_cluster_stack_desc(const spk_cluster_variant *v, const spk_cluster_schedule *s, spk_kernel_stack_desc *out,
                            spk_kernel_stack_launch *launch);
 

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "cuda/cluster.h"
 #include "cuda/nvtx.h"
-#include "spk_gates_ready.cuh"
 
 /* ---- the contract's arguments ------------------------------------------- */
 
@@ -65,22 +64,6 @@ const spk_recurrence_arg_info spk_recurrence_args[SPK_RA_COUNT] = {
     [SPK_RA_TRACE_SLOTS] = {"trace_slots", SPK_ARG_I32, "int", "slots in the trace buffer (0: no trace)", NULL},
     [SPK_RA_TRACE_DIRECTION] = {"trace_direction", SPK_ARG_I32, "int",
                                 "the traced direction (0, 1), or -1 outside the traced layer", NULL},
-    [SPK_RA_GATES_READY] = {"gates_ready", SPK_ARG_PTR, "unsigned *",
-                            "streamed gates (the plan's streamed_gates): [4H / 16] counts of this direction, entry g "
-                            "the steps, in the direction's order, whose x·Wᵀ of packed gate rows 16 g .. 16 g + 15 "
-                            "are in gates for every batch row, zero at the start of the layer; the kernel's own "
-                            "blocks that project raise them (a release store), the others read one with "
-                            "ld.acquire.gpu and read step s's gates only once it is above s "
-                            "(kernels/spk_gates_ready.cuh)",
-                            "both directions' counts, [2, 4H / 16], direction d's at d * 4H / 16"},
-    [SPK_RA_INPUT] = {"input", SPK_ARG_PTR, "const float *",
-                      "streamed gates: the layer's input, [batch * steps, input_size], row b * steps + t (x for the "
-                      "first layer, y of the layer before for the others); NULL without streamed gates",
-                      NULL},
-    [SPK_RA_W] = {"w", SPK_ARG_PTR, "const float *",
-                  "streamed gates: this direction's W, [4H, input_size], rows in the packing; NULL without",
-                  "both directions' W, [2, 4H, input_size]"},
-    [SPK_RA_INPUT_SIZE] = {"input_size", SPK_ARG_I32, "int", "the layer's input features (its W's columns)", NULL},
 };
 
 int spk_recurrence_arg_find(const char *name)
@@ -250,17 +233,6 @@ int spk_kernel_stack_desc_check(const spk_kernel_stack_desc *d)
         return spk_fail("kernel %s: concurrent directions need a kernel that takes direction (one launch a "
                         "direction)",
                         name);
-    if (d->streamed_gates != spk_recurrence_takes(d->args, d->nargs, SPK_RA_GATES_READY))
-        return spk_fail(d->streamed_gates ? "kernel %s: streamed gates need a kernel that takes gates_ready (and "
-                                            "waits on it before it reads a step's gates)"
-                                          : "kernel %s takes gates_ready, which only a plan with streamed gates "
-                                            "passes (streamed_gates)",
-                        name);
-    if (d->streamed_gates && (d->nlaunches != 1 || d->concurrent || !d->launches[0].co_resident))
-        return spk_fail("kernel %s: streamed gates need one co-resident launch a layer (its blocks project the "
-                        "gates for the others), got %d launch%s%s",
-                        name, d->nlaunches, d->nlaunches == 1 ? "" : "es",
-                        d->nlaunches == 1 && !d->launches[0].co_resident ? ", not co-resident" : "");
     if (d->nstatuses < 0 || (d->nstatuses > 0 && !d->statuses))
         return spk_fail("kernel %s: its statuses are missing", name);
     for (int i = 0; i < d->nstatuses; i++)
@@ -304,13 +276,6 @@ void spk_kernel_stack_args(const spk_kernel_stack_desc *d, const int *args, int 
         case SPK_RA_TRACE_SLOT: o->v.ptr = a->trace ? a->trace_slot : NULL; break;
         case SPK_RA_TRACE_SLOTS: o->v.i32 = a->trace ? a->trace_slots : 0; break;
         case SPK_RA_TRACE_DIRECTION: o->v.i32 = traced_layer ? a->trace_direction : -1; break;
-        case SPK_RA_GATES_READY:
-            o->v.ptr = a->gates_ready ? (unsigned *)a->gates_ready + one * (size_t)(4 * H / SPK_GATES_READY_ROWS)
-                                      : NULL;
-            break;
-        case SPK_RA_INPUT: o->v.ptr = a->input; break;
-        case SPK_RA_W: o->v.ptr = a->w ? (float *)a->w + one * (size_t)(4 * H * a->input_size) : NULL; break;
-        case SPK_RA_INPUT_SIZE: o->v.i32 = (int32_t)a->input_size; break;
         case SPK_RA_COUNT: break;
         }
     }
@@ -407,10 +372,6 @@ struct spk_kernel_stack {
     spk_module *timeline_module;
     spk_kernel *timeline_kernel;
     const spk_timeline *recording;
-    /* Streamed gates (desc.streamed_gates): the ready counts u32
-     * [layers, 2, 4H / SPK_GATES_READY_ROWS], and y's second buffer. */
-    spk_tensor *ready, *output_other;
-    const spk_tensor *input; /* the running enqueue's x */
 };
 
 void spk_kernel_stack_free(spk_kernel_stack *ks)
@@ -420,8 +381,6 @@ void spk_kernel_stack_free(spk_kernel_stack *ks)
     spk_lstm_gpu_buffers_free(&ks->buffers);
     spk_tensor_free(ks->words);
     spk_tensor_free(ks->counters);
-    spk_tensor_free(ks->ready);
-    spk_tensor_free(ks->output_other);
     spk_kernel_free(ks->kernel);
     spk_kernel_free(ks->clear);
     if (ks->trace_kernel != ks->kernel)
@@ -480,67 +439,6 @@ static int check_loaded(spk_kernel *k, const char *name, const int *args, int na
     if (spk_kernel_params(k, &n, sizes, SPK_MAX_KERNEL_ARGS) != 0)
         return -1;
     return spk_recurrence_check_sizes(name, args, nargs, sizes, n);
-}
-
-/* ---- streamed gates --------------------------------------------------------- */
-
-int64_t spk_project_stream_stage_steps(int64_t batch)
-{
-    return SPK_PROJECT_STREAM_STAGE_STEPS(batch);
-}
-
-size_t spk_project_stream_smem(int64_t batch, int64_t input)
-{
-    return SPK_PROJECT_STREAM_RING * (size_t)spk_project_stream_stage_steps(batch) * (size_t)batch * (size_t)input *
-           sizeof(float);
-}
-
-static int64_t layer_input(const spk_lstm_gpu_shape *sh, int layer)
-{
-    return layer == 0 ? sh->input : 2 * sh->hidden;
-}
-
-/* What the kernel's projecting blocks need of the shape (their W rows in
- * registers for inputs up to 2H, x in float4), then the ready counts and y's
- * second buffer. */
-static int prepare_streamed(spk_kernel_stack *ks)
-{
-    const spk_lstm_gpu_shape *sh = &ks->info.shape;
-    if (sh->math != SPK_MATH_FP32)
-        return spk_fail("streamed gates: the recurrence's own blocks compute the projections in FP32, so math must "
-                        "be \"fp32\", got \"%s\"",
-                        spk_math_mode_name(sh->math));
-    if ((4 * sh->hidden) % SPK_GATES_READY_ROWS != 0)
-        return spk_fail("streamed gates: 4 * hidden (%lld) must be a multiple of %d, the gate rows a ready count "
-                        "covers",
-                        (long long)(4 * sh->hidden), SPK_GATES_READY_ROWS);
-    if (sh->input % 4 != 0 || sh->input > 2 * sh->hidden)
-        return spk_fail("streamed gates: the first layer's input size %lld must be a multiple of 4 and at most 2 * "
-                        "hidden (%lld): the projecting blocks read x in float4 and hold W's rows in registers",
-                        (long long)sh->input, (long long)(2 * sh->hidden));
-    int64_t ready_shape[3] = {sh->layers, 2, 4 * sh->hidden / SPK_GATES_READY_ROWS};
-    int64_t y_shape[3] = {sh->batch, sh->steps, 2 * sh->hidden};
-    if (!(ks->ready = spk_device_tensor_new(SPK_I32, 3, ready_shape, ks->stream)) ||
-        !(ks->output_other = spk_device_tensor_new(SPK_F32, 3, y_shape, ks->stream)))
-        return -1;
-    return 0;
-}
-
-/* Where layer `layer` writes y: with streamed gates the layers take turns
- * between two buffers, the last layer's the plan's output. */
-static spk_tensor *layer_output(spk_kernel_stack *ks, int layer)
-{
-    if (!ks->desc.streamed_gates || (ks->info.shape.layers - 1 - layer) % 2 == 0)
-        return ks->buffers.output;
-    return ks->output_other;
-}
-
-static void *layer_ready(spk_kernel_stack *ks, int layer)
-{
-    if (!ks->ready)
-        return NULL;
-    return (uint32_t *)spk_tensor_data(ks->ready) + (size_t)layer * 2 * (size_t)(4 * ks->info.shape.hidden /
-                                                                                SPK_GATES_READY_ROWS);
 }
 
 static int enqueue_runner(void *plan, const spk_tensor *x) { return spk_kernel_stack_enqueue(plan, x); }
@@ -620,8 +518,6 @@ spk_kernel_stack *spk_kernel_stack_new(const spk_kernel_stack_options *o)
     if (spk_lstm_gpu_buffers_new(&ks->buffers, o->layers, &ks->info.shape, &d->packing, SPK_U64,
                                  2 * d->state_words + 1, &ks->words, ks->stream) != 0)
         goto fail;
-    if (d->streamed_gates && prepare_streamed(ks) != 0)
-        goto fail;
     ks->runner = (spk_lstm_gpu_runner){.plan = ks, .shape = &ks->info.shape, .stream = ks->stream,
                                        .output = ks->buffers.output, .enqueue = enqueue_runner,
                                        .finish = finish_runner};
@@ -639,14 +535,8 @@ static spk_kernel_stack_addresses addresses(spk_kernel_stack *ks, int layer)
     a.gates = spk_tensor_data(ks->buffers.gates);
     a.r = spk_tensor_data(pl->r);
     a.bias = spk_tensor_data(pl->bias);
-    a.output = spk_tensor_data(layer_output(ks, layer));
+    a.output = spk_tensor_data(ks->buffers.output);
     a.words = spk_tensor_data(ks->words);
-    a.gates_ready = layer_ready(ks, layer);
-    a.input_size = layer_input(&ks->info.shape, layer);
-    if (ks->desc.streamed_gates) {
-        a.input = spk_tensor_data(layer == 0 ? ks->input : layer_output(ks, layer - 1));
-        a.w = spk_tensor_data(pl->w);
-    }
     return a;
 }
 
@@ -665,16 +555,8 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
         spk_timeline_args(ks->recording, layer, 0, values + nargs);
         nvalues += SPK_TIMELINE_ARGS;
     }
-    spk_storage *uses[9] = {ks->buffers.gates->storage, pl->r->storage, pl->bias->storage,
-                            layer_output(ks, layer)->storage, ks->words->storage};
-    int nuses = 5;
-    if (ks->ready) {
-        uses[nuses++] = ks->ready->storage;
-        uses[nuses++] = pl->w->storage;
-        uses[nuses++] = (layer == 0 ? ks->input : layer_output(ks, layer - 1))->storage;
-    }
-    if (nvalues > nargs)
-        uses[nuses++] = spk_timeline_storage(ks->recording);
+    spk_storage *uses[6] = {ks->buffers.gates->storage, pl->r->storage, pl->bias->storage,
+                            ks->buffers.output->storage, ks->words->storage, spk_timeline_storage(ks->recording)};
     spk_launch_config cfg = {0};
     memcpy(cfg.grid, l->grid, sizeof cfg.grid);
     memcpy(cfg.block, l->block, sizeof cfg.block);
@@ -683,7 +565,7 @@ static int launch_one(spk_kernel_stack *ks, int layer, int index, spk_stream *s)
     cfg.stream = s;
     cfg.cooperative = l->cooperative;
     cfg.uses = uses;
-    cfg.nuses = nuses;
+    cfg.nuses = nvalues > nargs ? 6 : 5;
     spk_nvtx_push(direction_name(l->direction));
     int rc = spk_kernel_launch(k, &cfg, values, nvalues);
     spk_nvtx_pop();
@@ -776,32 +658,13 @@ static int recur(void *plan, int layer)
     spk_kernel_stack *ks = plan;
     if (!ks->checking)
         return launch_layer(ks, layer);
-    spk_tensor *y = layer_output(ks, layer);
+    spk_tensor *y = ks->buffers.output;
     int64_t n = spk_tensor_numel(y);
-    /* after the layer's projections (which read the other buffer with streamed gates, else y itself) */
+    /* after the layer's projections (which read y as their input) */
     if (check_launch(ks, ks->poison_kernel, spk_tensor_data(y), y->storage, n, NULL) != 0 ||
         launch_layer(ks, layer) != 0)
         return -1;
     return count_words(ks, spk_tensor_data(y), y->storage, n, layer + 1);
-}
-
-/* Streamed gates: per layer recur's launch (with the checked forward's
- * poison of the buffer the layer writes, which its projecting blocks do not
- * read), whose own blocks project its gates; no GEMM. The ready counts of
- * every layer zero once a pass. */
-static int enqueue_streamed(spk_kernel_stack *ks, const spk_tensor *x)
-{
-    if (spk_tensor_zero_device(ks->ready, ks->stream) != 0)
-        return -1;
-    ks->input = x;
-    int rc = 0;
-    for (int l = 0; l < ks->info.shape.layers && rc == 0; l++) {
-        spk_nvtx_pushf("layer %d", l + 1);
-        rc = recur(ks, l);
-        spk_nvtx_pop();
-    }
-    ks->input = NULL;
-    return rc ? -1 : 0;
 }
 
 static int enqueue(spk_kernel_stack *ks, const spk_tensor *x)
@@ -829,8 +692,6 @@ static int enqueue(spk_kernel_stack *ks, const spk_tensor *x)
     if (ks->checking && (spk_tensor_zero_device(ks->counters, s) != 0 ||
                          count_words(ks, spk_tensor_data(x), x->storage, spk_tensor_numel(x), 0) != 0))
         return -1;
-    if (ks->desc.streamed_gates)
-        return enqueue_streamed(ks, x);
     return spk_lstm_gpu_enqueue_layers(&ks->buffers, &ks->info.shape, x, s, recur, ks);
 }
 

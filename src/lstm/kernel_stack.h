@@ -50,10 +50,6 @@ typedef enum spk_recurrence_arg {
     SPK_RA_TRACE_SLOT,      /* const int *: [steps] slot of each time position, -1 not traced; or NULL */
     SPK_RA_TRACE_SLOTS,     /* int */
     SPK_RA_TRACE_DIRECTION, /* int: the traced direction, -1 none */
-    SPK_RA_GATES_READY,     /* unsigned *: streamed gates' ready counts (kernels/spk_gates_ready.cuh) */
-    SPK_RA_INPUT,           /* const float *: streamed gates: the layer's input */
-    SPK_RA_W,               /* const float *: streamed gates: the packed W */
-    SPK_RA_INPUT_SIZE,      /* int: the layer's input features */
     SPK_RA_COUNT
 } spk_recurrence_arg;
 
@@ -119,15 +115,6 @@ typedef struct spk_kernel_stack_desc {
      * wrote no NaN from finite inputs (a kernel of one's own; the built-in
      * kernels leave it off: it costs a fill and a scan a layer). */
     bool check_writes;
-    /* The layer's input projections are made inside its one co-resident
-     * launch instead of before it: blocks of the kernel's own fill the gates
-     * step by step from `input` and `w` and raise each group of gate rows'
-     * ready count (the gates_ready argument), on which the recurrence's
-     * blocks wait before they read a step's gates; the plan runs no GEMM.
-     * The layers then write y in turns to two buffers, so that a layer's
-     * projection reads the previous layer's output while its recurrence
-     * writes its own. */
-    bool streamed_gates;
     /* > 0: a pass still running this long after it was enqueued is reported
      * as a kernel that does not give up (the device stays busy); 0: the
      * plan waits (the built-in kernels, whose waits are bounded). */
@@ -152,9 +139,6 @@ typedef struct spk_kernel_stack_addresses {
      * for trace_layer (from 0) and trace_direction; trace NULL: none. */
     void *trace, *trace_slot;
     int trace_slots, trace_layer, trace_direction;
-    void *gates_ready; /* u32 [2, 4H / SPK_GATES_READY_ROWS] of the layer (streamed gates), else NULL */
-    void *input, *w;   /* streamed gates: the layer's input [B*T, in] and W [2, 4H, in], else NULL */
-    int64_t input_size; /* the layer's input features */
 } spk_kernel_stack_addresses;
 
 /* The arguments of launch `l` of layer `layer`, in the kernel's order, into
@@ -174,14 +158,6 @@ typedef int (*spk_kernel_stack_capacity_fn)(void *ctx, const spk_kernel_stack_la
  * fit together; and a cluster launch needs room for one cluster at least.
  * Messages name the launch, what it needs and what the device holds. */
 int spk_kernel_stack_check_residency(const spk_kernel_stack_desc *d, spk_kernel_stack_capacity_fn capacity, void *ctx);
-
-/* ---- streamed gates -------------------------------------------------------- */
-
-/* Steps of x a stage of the streamed projection takes (at least
- * SPK_PROJECT_STREAM_STAGE_ROWS rows of x), and the shared memory its
- * SPK_PROJECT_STREAM_RING stages need, `input` floats a row. */
-int64_t spk_project_stream_stage_steps(int64_t batch);
-size_t spk_project_stream_smem(int64_t batch, int64_t input);
 
 /* ---- plans ---------------------------------------------------------------- */
 

@@ -223,15 +223,6 @@ TEST(direct_push_option_sets_compile_without_spills)
     }
     for (int64_t batch = 1; batch <= 1024; batch *= 2)
         check_default_compiles(128, batch);
-    /* the defaults with streamed gates (their projecting blocks in the same kernel) where they may take them */
-    for (int64_t batch = 1; batch <= 64; batch *= 2) {
-        spk_cluster_variant v = spk_cluster_variant_for_batch(128, batch);
-        v.streamed_gates = 1;
-        if (v.threads % 128 != 0)
-            continue;
-        CHECK(spk_cluster_variant_derive(&v, 0, NULL) == 0);
-        check_compiles_within_budget(&v, "streamed gates");
-    }
     static const int hiddens[] = {16, 64, 256};
     static const int64_t batches[] = {1, 8, 32, 64};
     for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)

@@ -13,7 +13,6 @@
 #include "cuda/ptx.h"
 #include "cuda/runtime.h"
 #include "lstm/cluster.h"
-#include "spk_gates_ready.cuh"
 #include "lstm/kernel_stack.h"
 #include "lstm/persistent.h"
 
@@ -177,21 +176,12 @@ TEST(the_cluster_kernels_take_their_plans_argument_list)
                                           .gates_ahead = 1, .row_phases = 1, .max_tile_rows = 1};
                 spk_cluster_variant_fit(&w);
             }
-            /* and with the gates streamed, where the variant may take them */
-            for (int streamed = 0; streamed <= (push != SPK_PUSH_SCALAR && w.gates_ahead > 1); streamed++) {
-                w.streamed_gates = streamed;
-                spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
-                if (!m)
-                    fprintf(stderr, "  batch %lld, streamed %d: %s\n", (long long)batch, streamed, spk_last_error());
-                spk_ptx_param p[SPK_PTX_MAX_PARAMS];
-                int n = 0;
-                CHECK(m && module_params(m, SPK_LSTM_CLUSTER_KERNEL, p, &n) == 0);
-                const int *args;
-                int nargs = spk_cluster_args(&w, &args);
-                CHECK(nargs == SPK_CLUSTER_MAX_ARGS - 4 + 4 * streamed);
-                CHECK(spk_recurrence_check_params("cluster", args, nargs, p, n) == 0);
-                spk_module_release(m);
-            }
+            spk_module *m = spk_cluster_variant_compile(&w, SPK_BUILD_PLAIN, "compute_90");
+            spk_ptx_param p[SPK_PTX_MAX_PARAMS];
+            int n = 0;
+            CHECK(m && module_params(m, SPK_LSTM_CLUSTER_KERNEL, p, &n) == 0);
+            CHECK(spk_recurrence_check_params("cluster", spk_cluster_args, SPK_CLUSTER_NARGS, p, n) == 0);
+            spk_module_release(m);
         }
     }
 }
@@ -552,86 +542,6 @@ TEST(every_order_packs_in_both_layouts)
     spk_lstm_weights_free(&w);
 }
 
-/* Streamed gates: the cluster variant's one launch (the projecting clusters
- * after the tiles', co-resident, shared memory for the stages of x), its
- * arguments (the ready counts, the layer's input and W, direction 1's after
- * direction 0's in a launch of both), the description's rule both ways, the
- * rules on the variant, and the kernels compiling without local memory. */
-TEST(streamed_gates_are_described_checked_and_compile)
-{
-    spk_kernel_choice none;
-    memset(&none, 0, sizeof none);
-    spk_cluster_variant v;
-    CHECK(spk_cluster_variant_resolve(128, 1, &none, &v) == 0);
-    v.streamed_gates = 1;
-    int64_t heights[1] = {1}, active[1] = {64};
-    spk_cluster_schedule s;
-    CHECK(spk_cluster_schedule_pick(&s, 1, heights, active, 1, 1) == 0);
-    spk_kernel_stack_desc d;
-    spk_kernel_stack_launch l;
-    CHECK(spk_cluster_stack_desc(&v, &s, &d, &l) == 0);
-    CHECK(d.streamed_gates && d.nargs == 12 && d.args[8] == SPK_RA_GATES_READY && d.args[9] == SPK_RA_INPUT &&
-          d.args[10] == SPK_RA_W && d.args[11] == SPK_RA_INPUT_SIZE);
-    CHECK(spk_kernel_stack_desc_check(&d) == 0);
-    /* cluster 8 at batch 1: 1 tile, then 512 / 16 = 32 groups in 4 clusters of 8 */
-    CHECK(l.co_resident && l.grid[0] == 8 && l.grid[1] == 1 + 4 && l.grid[2] == 2);
-    CHECK(l.smem == spk_project_stream_smem(1, 256) && l.smem == SPK_PROJECT_STREAM_RING * 16 * 256 * 4);
-    spk_kernel_stack_addresses a = fake_addresses();
-    a.gates_ready = (void *)0x80000000, a.input = (void *)0x90000000, a.w = (void *)0xa0000000, a.input_size = 60;
-    spk_arg got[12];
-    spk_kernel_stack_args(&d, d.args, d.nargs, &SHAPE, &a, 2, &l, got);
-    check_arg(&got[8], SPK_ARG_PTR, 0x80000000, "gates_ready (both directions)");
-    check_arg(&got[9], SPK_ARG_PTR, 0x90000000, "input");
-    check_arg(&got[10], SPK_ARG_PTR, 0xa0000000, "w (both directions)");
-    check_arg(&got[11], SPK_ARG_I32, 60, "input_size");
-    spk_kernel_stack_launch reverse = l;
-    reverse.direction = 1;
-    spk_kernel_stack_args(&d, d.args, d.nargs, &SHAPE, &a, 2, &reverse, got);
-    check_arg(&got[8], SPK_ARG_PTR, 0x80000000 + 4 * (4 * 128 / SPK_GATES_READY_ROWS), "gates_ready (reverse)");
-    check_arg(&got[10], SPK_ARG_PTR, 0xa0000000 + 4 * (4 * 128 * 60), "w (reverse)");
-    spk_kernel_stack_desc e = d;
-    e.streamed_gates = false;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "takes gates_ready, which only a plan with streamed gates passes");
-    e = d;
-    e.nargs = 8;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need a kernel that takes gates_ready");
-    spk_kernel_stack_launch two[2] = {l, l};
-    e = d;
-    e.launches = two;
-    e.nlaunches = 2;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "streamed gates need one co-resident launch a layer");
-    spk_kernel_stack_launch apart = l;
-    apart.co_resident = false;
-    e = d;
-    e.launches = &apart;
-    CHECK(spk_kernel_stack_desc_check(&e) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "got 1 launch, not co-resident");
-    /* the rules: the fast pushes and the cp.async stages; threads in halves of 128 */
-    spk_cluster_variant w = v;
-    w.gates_ahead = 1;
-    CHECK(spk_cluster_variant_derive(&w, 0, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.streamed_gates 1 needs kernel.gates_ahead 2 .. 4");
-    w = v;
-    w.cluster = 16, w.threads = 64;
-    CHECK(spk_cluster_variant_derive(&w, 0, NULL) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.streamed_gates 1 needs kernel.threads a multiple of 128");
-    /* a stage: 16 rows of x at least, one step from batch 16 up */
-    CHECK(spk_project_stream_stage_steps(1) == 16 && spk_project_stream_stage_steps(3) == 5);
-    CHECK(spk_project_stream_stage_steps(16) == 1 && spk_project_stream_stage_steps(300) == 1);
-    CHECK(spk_project_stream_smem(8, 256) == SPK_PROJECT_STREAM_RING * 2 * 8 * 256 * 4);
-    /* too large a batch for the stages: refused, naming the bytes */
-    spk_cluster_variant big = spk_cluster_variant_for_batch(128, 256);
-    big.streamed_gates = 1;
-    spk_cluster_schedule sb;
-    int64_t hb[1] = {big.tile_rows}, ab[1] = {64};
-    CHECK(spk_cluster_schedule_pick(&sb, 256, hb, ab, 1, hb[0]) == 0);
-    CHECK(spk_cluster_stack_desc(&big, &sb, &d, &l) != 0);
-    CHECK_STR_CONTAINS(spk_last_error(), "kernel.streamed_gates 1: at batch 256 the projecting blocks' stages of x");
-}
-
 int main(void)
 {
     use_fresh_cache();
@@ -648,6 +558,5 @@ int main(void)
     RUN(co_residency_is_refused_before_any_launch);
     RUN(a_kernels_timeline_geometry_follows_its_launches);
     RUN(every_order_packs_in_both_layouts);
-    RUN(streamed_gates_are_described_checked_and_compile);
     return CHECK_SUMMARY();
 }

@@ -122,8 +122,7 @@ describe("cluster backend options", function()
     local names = {}
     for _, o in ipairs(t.options) do names[#names + 1] = o.name end
     assert.are.same({ "hidden", "push", "cluster", "gate_block", "gates_ahead", "row_phases", "max_tile_rows",
-                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell", "mapped_pushes",
-                      "streamed_gates" }, names)
+                      "tile_rows", "threads", "row_group", "min_blocks", "early_gates", "cell", "mapped_pushes" }, names)
     assert.are.same({ "scalar", "direct", "warp" }, t.options[2].words)
     assert.are.same({ "reference", "trimmed", "fused" }, t.options[13].words)
     assert.matches('kernel.push "warp" needs kernel.gate_block 4', t.text)

@@ -77,9 +77,6 @@ describe("kernel options", function()
         { push = "scalar", gates_ahead = 2 }, { push = "scalar", row_phases = 2 },
         { push = "scalar", early_gates = 1 }, { push = "scalar", cell = "trimmed" },
         { push = "scalar", mapped_pushes = 1 }, { push = "warp", mapped_pushes = 2 },
-        { push = "scalar", gate_block = 1, gates_ahead = 1, early_gates = 0, cell = "reference", mapped_pushes = 0,
-          streamed_gates = 1 },
-        { push = "direct", gates_ahead = 1, streamed_gates = 1 },
       },
       persistent = { { units = 32, gate_block = 1 } },
     }
