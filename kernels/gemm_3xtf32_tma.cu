@@ -138,7 +138,9 @@ static __device__ __forceinline__ void spk_tma_pin4(unsigned (&a)[4])
         asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// The producer: one thread issues every stage of this block's tiles.
+// The producer: one thread issues every stage of this block's tiles (a
+// stage: A's tile, then B's hi and lo tiles of B_TILE_BYTES each).
+template <unsigned STAGES, unsigned STAGE_BYTES, unsigned B_TILE_BYTES>
 static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a, const spk_tma_map *map_b_hi,
                                                        const spk_tma_map *map_b_lo, unsigned stages,
                                                        unsigned bars, long long tiles, int col_tiles, int count,
@@ -152,16 +154,16 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
         int rt, z, ct;
         spk_tma_tile_of(t, col_tiles, count, &rt, &z, &ct);
         for (int kt = 0; kt < k_tiles; kt++) {
-            const unsigned full = bars + 8 * s, empty = bars + 8 * (SPK_TMA_STAGES + s);
+            const unsigned full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
             spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
-            spk_mbar_expect_tx(full, SPK_TMA_STAGE_BYTES);
-            const unsigned dst = stages + s * SPK_TMA_STAGE_BYTES;
+            spk_mbar_expect_tx(full, STAGE_BYTES);
+            const unsigned dst = stages + s * STAGE_BYTES;
             spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
             spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
                          b_batched ? z : 0);
-            spk_tma_load(dst + 2 * SPK_TMA_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+            spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
                          b_batched ? z : 0);
-            if (++s == SPK_TMA_STAGES) {
+            if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;
             }
@@ -284,22 +286,110 @@ static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
-spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
-                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
-                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
+// d (+)= A · B for one k-step of 16, FP16 parts: A from registers (f16
+// pairs), B K-major through its descriptor (imm-trans-b 0).
+static __device__ __forceinline__ void spk_tma16_mma(float (&d)[64], const unsigned (&a)[4], unsigned long long desc,
+                                                     int scale_d)
 {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+// Two scaled floats as FP16 parts, the pair packed as the fragment holds it
+// (the lower k in the low half; cvt.rn.f16x2.f32 d, a, b puts a high), as
+// kernels/gemm_3xtf32_tma.cuh's spk_f16_split_value: lo = x - hi, an Inf or
+// NaN whole in hi.
+static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsigned &hi, unsigned &lo)
+{
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
+    float h0, h1;
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(h0), "=f"(h1) : "r"(hi));
+    const float r0 = isfinite(h0) ? __fsub_rn(x0, h0) : 0.0f, r1 = isfinite(h1) ? __fsub_rn(x1, h1) : 0.0f;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
+}
+
+// One slice of SPK_TMA16_SLICE_STEPS k-steps of 16 (from k-step q0): the
+// small products first, then the big ones, from zero; then acc += d.
+static __device__ __forceinline__ void spk_tma16_slice(float (&acc)[64], float (&d)[64],
+                                                       unsigned (&hi)[SPK_TMA16_KSTEPS][4],
+                                                       unsigned (&lo)[SPK_TMA16_KSTEPS][4], unsigned long long desc_hi,
+                                                       unsigned long long desc_lo, int q0)
+{
+#pragma unroll
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++) {
+        spk_tma_pin4(hi[q]);
+        spk_tma_pin4(lo[q]);
+    }
+    spk_tma_pin(d);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    // A k-step of 16 halves is 32 bytes further along B's rows: 2 in the descriptor's address.
+#pragma unroll
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma(d, lo[q], desc_hi + 2 * q, q > q0);
+#pragma unroll
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma(d, hi[q], desc_lo + 2 * q, 1);
+#pragma unroll
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma(d, hi[q], desc_hi + 2 * q, 1);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    spk_tma_pin(d);
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        acc[i] += d[i];
+}
+
+// A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
+// scaled by a_scale and split in registers, then the slices.
+static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,
+                                                         unsigned b_hi, int wg, int w, int lane, float a_scale)
+{
+    const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
+    unsigned hi[SPK_TMA16_KSTEPS][4], lo[SPK_TMA16_KSTEPS][4];
+#pragma unroll
+    for (int q = 0; q < SPK_TMA16_KSTEPS; q++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float2 x = *reinterpret_cast<const float2 *>(a_tile + spk_tma16_a_offset(wg, w, lane, q, r));
+            spk_tma16_split(__fmul_rn(x.x, a_scale), __fmul_rn(x.y, a_scale), hi[q][r], lo[q][r]);
+        }
+#pragma unroll
+    for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
+        spk_tma16_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
+}
+
+// The layout of a form's stages.
+template <bool F16> struct spk_tma_layout {
+    static constexpr unsigned stages = SPK_TMA_STAGES, stage_bytes = SPK_TMA_STAGE_BYTES,
+                              b_tile_bytes = SPK_TMA_TILE_BYTES, smem_bytes = SPK_TMA_SMEM_BYTES;
+};
+template <> struct spk_tma_layout<true> {
+    static constexpr unsigned stages = SPK_TMA16_STAGES, stage_bytes = SPK_TMA16_STAGE_BYTES,
+                              b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES;
+};
+
+// Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by a_scale).
+template <bool F16>
+static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, const spk_tma_map &map_b_hi,
+                                                    const spk_tma_map &map_b_lo, const spk_tma_map &map_c, int m,
+                                                    int n, int k, int count, int a_batched, int b_batched, float *c,
+                                                    long long c_sm, long long c_sn, long long c_sb, float alpha,
+                                                    float beta, int c_vec2, int c_tma, float a_scale)
+{
+    using layout = spk_tma_layout<F16>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
     unsigned given;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
-    if (given < SPK_TMA_SMEM_BYTES)
+    if (given < layout::smem_bytes)
         asm volatile("trap;"); // a host that gives less than this variant's layout needs
     // The stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
     const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
     const unsigned stages = (raw + 1023u) & ~1023u;
-    const unsigned c_buffer = stages + SPK_TMA_STAGES * SPK_TMA_STAGE_BYTES;
+    const unsigned c_buffer = stages + layout::stages * layout::stage_bytes;
     const unsigned bars = c_buffer + SPK_TMA_C_BYTES;
     const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -308,9 +398,9 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
     const long long tiles = (long long)row_tiles * col_tiles * count;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < SPK_TMA_STAGES; s++) {
-            spk_mbar_init(bars + 8 * s, 1);                                   // full: the producer's arrive + bytes
-            spk_mbar_init(bars + 8 * (SPK_TMA_STAGES + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
+        for (int s = 0; s < (int)layout::stages; s++) {
+            spk_mbar_init(bars + 8 * s, 1);                                    // full: the producer's arrive + bytes
+            spk_mbar_init(bars + 8 * (layout::stages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -319,8 +409,8 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
 
     if (warp == SPK_TMA_CONSUMER_WARPS) {
         if (lane == 0)
-            spk_tma_produce(&map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched,
-                            b_batched);
+            spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes>(
+                &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched);
         return;
     }
 
@@ -339,28 +429,35 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
         for (int kt = 0; kt < k_tiles; kt++) {
             spk_mbar_wait(bars + 8 * s, phase);
             __syncwarp();
-            const unsigned char *a_tile = stage_ptr + s * SPK_TMA_STAGE_BYTES;
-            const unsigned b_hi = stages + s * SPK_TMA_STAGE_BYTES + SPK_TMA_TILE_BYTES;
-            const unsigned long long desc_hi = spk_tma_desc(b_hi), desc_lo = spk_tma_desc(b_hi + SPK_TMA_TILE_BYTES);
-            // The k-tile's A values, split in registers: hi rounded to TF32, lo
-            // = x - hi (the tensor core reads its top 19 bits).
-            unsigned hi[SPK_TMA_KSTEPS][4], lo[SPK_TMA_KSTEPS][4];
+            const unsigned char *a_tile = stage_ptr + s * layout::stage_bytes;
+            const unsigned b_hi = stages + s * layout::stage_bytes + SPK_TMA_TILE_BYTES;
+            if constexpr (F16)
+                spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale);
+            else {
+                // The k-tile's A values, split in registers: hi rounded to TF32,
+                // lo = x - hi (the tensor core reads its top 19 bits). Written
+                // here rather than in a function of its own: so the TF32 form's
+                // machine code is the one it had before the FP16 form.
+                const unsigned long long desc_hi = spk_tma_desc(b_hi),
+                                         desc_lo = spk_tma_desc(b_hi + SPK_TMA_TILE_BYTES);
+                unsigned hi[SPK_TMA_KSTEPS][4], lo[SPK_TMA_KSTEPS][4];
 #pragma unroll
-            for (int q = 0; q < SPK_TMA_KSTEPS; q++)
+                for (int q = 0; q < SPK_TMA_KSTEPS; q++)
 #pragma unroll
-                for (int v = 0; v < 4; v++) {
-                    const float x = *reinterpret_cast<const float *>(a_tile + spk_tma_a_offset(wg, w, lane, q, v));
-                    hi[q][v] = spk_tf32_round_bits(__float_as_uint(x));
-                    lo[q][v] = __float_as_uint(x - __uint_as_float(hi[q][v]));
-                }
+                    for (int v = 0; v < 4; v++) {
+                        const float x = *reinterpret_cast<const float *>(a_tile + spk_tma_a_offset(wg, w, lane, q, v));
+                        hi[q][v] = spk_tf32_round_bits(__float_as_uint(x));
+                        lo[q][v] = __float_as_uint(x - __uint_as_float(hi[q][v]));
+                    }
 #pragma unroll
-            for (int q0 = 0; q0 < SPK_TMA_KSTEPS; q0 += SPK_TMA_SLICE_STEPS)
-                spk_tma_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
+                for (int q0 = 0; q0 < SPK_TMA_KSTEPS; q0 += SPK_TMA_SLICE_STEPS)
+                    spk_tma_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
+            }
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();
             if (lane == 0)
-                spk_mbar_arrive(bars + 8 * (SPK_TMA_STAGES + s));
-            if (++s == SPK_TMA_STAGES) {
+                spk_mbar_arrive(bars + 8 * (layout::stages + s));
+            if (++s == layout::stages) {
                 s = 0;
                 phase ^= 1;
             }
@@ -384,4 +481,27 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
     // wgmma and TMA in this form exist on sm_90a alone; the host launches this kernel nowhere else.
     asm volatile("trap;");
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
+spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
+                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
+                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
+                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
+{
+    spk_tma_gemm<false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
+                        alpha, beta, c_vec2, c_tma, 1.0f);
+}
+
+// The FP16 parts' form: b_hi, b_lo maps of f16 (64-byte swizzle), B's parts
+// scaled by 2^s_b; A scaled by a_scale = 2^s_a in registers; alpha carries
+// the caller's factor times 2^-(s_a + s_b).
+extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
+spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
+                   const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
+                   int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
+                   long long c_sb, float alpha, float beta, int c_vec2, int c_tma, float a_scale)
+{
+    spk_tma_gemm<true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
+                       alpha, beta, c_vec2, c_tma, a_scale);
 }

@@ -163,4 +163,151 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
     *lo = l.f;
 }
 
+/* ---- the FP16 parts' form (spk_gemm_3xf16_tma) --------------------------- */
+
+/* The same tiles, warps and A stage; B's parts are f16, each scaled by a
+ * power of two (spk_f16_scale_exponent) so that its largest magnitude lies
+ * in [2^14, 2^15), and A is scaled in registers by a power of two from a
+ * bound the caller guarantees (the layers after the first project h, |h| <=
+ * 1). Split there as hi = A rounded to FP16, lo = A - hi rounded to FP16,
+ * the products are FP16's m64n128k16 at twice TF32's rate: two k-steps a
+ * k-tile, B's tiles 32 k x 128 rows x 2 bytes (8 KB, 64-byte rows in TMA's
+ * 64-byte swizzle). Every value the scaling leaves at 2^-3 or more of the
+ * scale's range keeps lo normal, so a term is kept to 2^-22 of itself as in
+ * the TF32 parts, and the rest to 2^-25 in scaled units (2^-40 of the
+ * largest). */
+#define SPK_TMA16_KSTEPS (SPK_TMA_BK / 16)
+#define SPK_TMA16_B_TILE_BYTES (SPK_TMA_BN * SPK_TMA_BK * 2)
+#define SPK_TMA16_STAGE_BYTES (SPK_TMA_TILE_BYTES + 2 * SPK_TMA16_B_TILE_BYTES)
+#ifndef SPK_TMA16_STAGES
+#define SPK_TMA16_STAGES 4
+#endif
+/* k-steps of 16 a slice (1 or 2): the small products of the slice, then its
+ * big ones, summed from zero by the tensor core before one FP32 add. Two
+ * (a k-tile a slice) measured as accurate as one and faster
+ * (docs/performance.md). */
+#ifndef SPK_TMA16_SLICE_STEPS
+#define SPK_TMA16_SLICE_STEPS 2
+#endif
+#define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
+#define SPK_TMA16_SMEM_BYTES                                                                                           \
+    (SPK_TMA16_STAGES * SPK_TMA16_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA16_BARRIER_BYTES)
+#if SPK_TMA16_SMEM_BYTES > SPK_TMA_SMEM_LIMIT
+#error "gemm_3xtf32_tma: the FP16 form's stages and C's buffer exceed a block's 227 KB (5 stages at most)"
+#endif
+
+/* wgmma's A fragment from registers (m64 x k16, f16 pairs), warp w of the
+ * warpgroup, lane l, register r (0..3), half h (0: the low 16 bits): row
+ * 16 w + l / 4 (+ 8 for r odd), column 2 (l % 4) + h (+ 8 for r >= 2). */
+SPK_TMA_FN unsigned spk_tma16_a_row(unsigned warp, unsigned lane, unsigned r)
+{
+    return 16u * warp + (lane >> 2) + 8u * (r & 1u);
+}
+SPK_TMA_FN unsigned spk_tma16_a_col(unsigned lane, unsigned r, unsigned h)
+{
+    return 2u * (lane & 3u) + h + 8u * (r >> 1);
+}
+
+/* Where the pair of register r of k-step q sits in the stage's f32 A tile
+ * (warpgroup wg, warp w): the byte offset of its first float; the second is
+ * the next 4 bytes (an even column stays in its 16-byte chunk). */
+SPK_TMA_FN unsigned spk_tma16_a_offset(unsigned wg, unsigned warp, unsigned lane, unsigned q, unsigned r)
+{
+    return spk_tma_swizzled(SPK_TMA_WG_ROWS * wg + spk_tma16_a_row(warp, lane, r), 16u * q + spk_tma16_a_col(lane, r, 0));
+}
+
+/* wgmma's descriptor of a K-major f16 B tile with the 64-byte swizzle at
+ * shared address `addr` (512-byte aligned, plus 32 bytes a k-step): start
+ * >> 4 in bits 0-13, leading offset 1 (unused with a swizzle), stride offset
+ * 512 >> 4 (8 rows of 64 bytes) in 32-45, layout 2 (64-byte swizzle) in 62-63. */
+#define SPK_TMA16_DESC_SBO 512u
+SPK_TMA_FN unsigned long long spk_tma16_desc(unsigned addr)
+{
+    return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) |
+           ((unsigned long long)(SPK_TMA16_DESC_SBO >> 4) << 32) | (2ull << 62);
+}
+
+/* FP16's bits of a float, rounded to nearest even (as cvt.rn.f16.f32):
+ * overflow to Inf, subnormals kept, NaN quiet with its sign. */
+SPK_TMA_FN unsigned short spk_f16_bits(float x)
+{
+    union {
+        float f;
+        unsigned u;
+    } v;
+    v.f = x;
+    const unsigned sign = (v.u >> 16) & 0x8000u, mag = v.u & 0x7fffffffu;
+    if (mag > 0x7f800000u)
+        return (unsigned short)(sign | 0x7e00u);
+    if (mag >= 0x477ff000u) /* 65520 and above round to Inf */
+        return (unsigned short)(sign | 0x7c00u);
+    if (mag < 0x33000000u) /* below half the smallest subnormal (2^-25): zero */
+        return (unsigned short)sign;
+    const int e = (int)(mag >> 23) - 127;
+    unsigned m = (mag & 0x7fffffu) | 0x800000u; /* 24 significant bits */
+    int shift = e >= -14 ? 13 : 13 + (-14 - e); /* bits dropped: to 11 (normal) or fewer (subnormal) */
+    unsigned kept = m >> shift, rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (kept & 1u)))
+        kept++;
+    /* normal: exponent field e + 15, the implicit bit carried in by the add; subnormal: kept as is */
+    unsigned bits = e >= -14 ? ((unsigned)(e + 14) << 10) + kept : kept;
+    return (unsigned short)(sign | bits);
+}
+
+SPK_TMA_FN float spk_f16_value(unsigned short h)
+{
+    const unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    union {
+        float f;
+        unsigned u;
+    } v;
+    if (e == 31)
+        v.u = sign | 0x7f800000u | (m << 13);
+    else if (e == 0) {
+        v.f = (float)m * (1.0f / 16777216.0f); /* m 2^-24, exact */
+        v.u |= sign;
+    } else
+        v.u = sign | ((e + 112u) << 23) | (m << 13);
+    return v.f;
+}
+
+/* The power of two s that puts a largest magnitude max_abs in [2^14, 2^15)
+ * (0 for 0, a non-finite or a subnormal max_abs), within [-100, 100] so that
+ * 2^s and the products' 2^-(s_a + s_b) stay normal floats. */
+SPK_TMA_FN int spk_f16_scale_exponent(float max_abs)
+{
+    union {
+        float f;
+        unsigned u;
+    } v;
+    v.f = max_abs < 0.0f ? -max_abs : max_abs;
+    const int e = (int)(v.u >> 23); /* biased: max_abs in [2^(e - 127), 2^(e - 126)) */
+    if (e == 0 || e == 255)
+        return 0;
+    int s = 14 - (e - 127);
+    return s < -100 ? -100 : s > 100 ? 100 : s;
+}
+
+/* 2^s as a float, for |s| <= 126. */
+SPK_TMA_FN float spk_pow2f(int s)
+{
+    union {
+        float f;
+        unsigned u;
+    } v;
+    v.u = (unsigned)(127 + s) << 23;
+    return v.f;
+}
+
+/* The split of a scaled value into FP16 parts: hi = x rounded to FP16, lo =
+ * x - hi (exact in FP32) rounded to FP16; an Inf or NaN goes whole into hi,
+ * lo 0. */
+SPK_TMA_FN void spk_f16_split_value(float x, unsigned short *hi, unsigned short *lo)
+{
+    *hi = spk_f16_bits(x);
+    const float h = spk_f16_value(*hi);
+    *lo = (h - h == 0.0f) ? spk_f16_bits(x - h) : (unsigned short)0;
+}
+
+
 #endif

@@ -45,6 +45,7 @@ static const struct {
     [SPK_GEMM_3XTF32_WGMMA] = {"gemm_3xtf32_wgmma.cu", "spk_gemm_3xtf32_wgmma", "sm_90a", SPK_WG_SMEM_BYTES},
     [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
     [SPK_GEMM_3XTF32_SPLIT] = {"gemm_3xtf32.cu", "spk_tf32_split", NULL, 0},
+    [SPK_GEMM_3XF16_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
 };
 
 #define MAX_DEVICES 64

@@ -16,37 +16,50 @@
 #include "cuda/runtime.h"
 #include "gemm_3xtf32_tma.cuh"
 
-/* Whether stack plans of math 3xtf32 keep their weights split and project
- * with this form by default (on compute capability 9.0; elsewhere, and when
- * false, the forms of src/cuda/gemm_3xtf32.c). On the H200 it was correct and
- * faster than the classic form on every shape measured (docs/performance.md).
- * $SPK_GEMM_3XTF32 overrides it for a process: "tma" or "classic". */
-static const bool tma_form_by_default = true;
+/* Which form stack plans of math 3xtf32 take by default (on compute
+ * capability 9.0; elsewhere the forms of src/cuda/gemm_3xtf32.c): the TMA
+ * form with FP16 parts for the layers after the first (TF32 parts for the
+ * first), which on the H200 held the TF32 parts' accuracy and was faster at
+ * every batch measured (docs/performance.md). $SPK_GEMM_3XTF32 overrides it
+ * for a process: "f16", "tma" (TF32 parts for every layer) or "classic". */
+static const spk_3xtf32_form default_form = SPK_3XTF32_TMA_F16;
 
-int spk_gemm_3xtf32_form_wanted(const char *env, bool *tma)
+int spk_gemm_3xtf32_form_wanted(const char *env, spk_3xtf32_form *form)
 {
-    *tma = tma_form_by_default;
+    *form = default_form;
     if (!env || !*env)
         return 0;
     if (strcmp(env, "tma") == 0)
-        *tma = true;
+        *form = SPK_3XTF32_TMA;
+    else if (strcmp(env, "f16") == 0)
+        *form = SPK_3XTF32_TMA_F16;
     else if (strcmp(env, "classic") == 0)
-        *tma = false;
+        *form = SPK_3XTF32_CLASSIC;
     else
         return spk_fail("gemm 3xtf32: $SPK_GEMM_3XTF32 is \"%.64s\"; it takes \"tma\" (split weights, the TMA "
-                        "form) or \"classic\"",
+                        "form), \"f16\" (the same, FP16 parts after the first layer) or \"classic\"",
                         env);
+    return 0;
+}
+
+int spk_gemm_3xtf32_plan_form(spk_3xtf32_form *out)
+{
+    spk_3xtf32_form want = default_form;
+    bool wg = false;
+    if (spk_gemm_3xtf32_form_wanted(getenv("SPK_GEMM_3XTF32"), &want))
+        return -1;
+    if (want != SPK_3XTF32_CLASSIC && spk_gemm_3xtf32_device_has_wgmma(&wg))
+        return -1;
+    *out = wg ? want : SPK_3XTF32_CLASSIC;
     return 0;
 }
 
 int spk_gemm_3xtf32_split_weights(bool *out)
 {
-    bool want = false, wg = false;
-    if (spk_gemm_3xtf32_form_wanted(getenv("SPK_GEMM_3XTF32"), &want))
+    spk_3xtf32_form form;
+    if (spk_gemm_3xtf32_plan_form(&form))
         return -1;
-    if (want && spk_gemm_3xtf32_device_has_wgmma(&wg))
-        return -1;
-    *out = want && wg;
+    *out = form != SPK_3XTF32_CLASSIC;
     return 0;
 }
 
@@ -60,27 +73,30 @@ static int map_of(const spk_gemm_tma_matrix *x, const char *name, int64_t count,
                         (long long)x->k_stride);
     if (x->address % 16 != 0)
         return spk_fail("gemm 3xtf32 (TMA form): %s must start 16-byte aligned", name);
-    if (x->row_stride % 4 != 0 || x->row_stride < 1)
-        return spk_fail("gemm 3xtf32 (TMA form): %s's rows must be a multiple of 4 floats apart (%lld)", name,
-                        (long long)x->row_stride);
+    const int64_t per16 = x->f16 ? 8 : 4; /* elements in 16 bytes */
+    const uint64_t elem = x->f16 ? 2 : 4;
+    if (x->row_stride % per16 != 0 || x->row_stride < 1)
+        return spk_fail("gemm 3xtf32 (TMA form): %s's rows must be a multiple of %lld %s apart (%lld)", name,
+                        (long long)per16, x->f16 ? "halves" : "floats", (long long)x->row_stride);
     if (x->rows > INT32_MAX || x->k > INT32_MAX)
         return spk_fail("gemm 3xtf32 (TMA form): %s is %lld x %lld, beyond 2^31 - 1", name, (long long)x->rows,
                         (long long)x->k);
     *batched = x->matrix_stride != 0 && count > 1;
-    if (*batched && (x->matrix_stride % 4 != 0 || x->matrix_stride < 0))
-        return spk_fail("gemm 3xtf32 (TMA form): %s's matrices must be a multiple of 4 floats apart (%lld)", name,
-                        (long long)x->matrix_stride);
+    if (*batched && (x->matrix_stride % per16 != 0 || x->matrix_stride < 0))
+        return spk_fail("gemm 3xtf32 (TMA form): %s's matrices must be a multiple of %lld %s apart (%lld)", name,
+                        (long long)per16, x->f16 ? "halves" : "floats", (long long)x->matrix_stride);
     /* One matrix (or one shared by the batch): a third dimension of size 1,
      * its stride what a packed batch would have. */
-    const uint64_t stride_limit = 1ull << 40, row_bytes = 4 * (uint64_t)x->row_stride;
-    uint64_t matrix_bytes = *batched ? 4 * (uint64_t)x->matrix_stride : row_bytes * (uint64_t)x->rows;
+    const uint64_t stride_limit = 1ull << 40, row_bytes = elem * (uint64_t)x->row_stride;
+    uint64_t matrix_bytes = *batched ? elem * (uint64_t)x->matrix_stride : row_bytes * (uint64_t)x->rows;
     if (row_bytes >= stride_limit || (*batched && matrix_bytes >= stride_limit))
         return spk_fail("gemm 3xtf32 (TMA form): %s's strides reach 2^40 bytes, beyond a tensor map's", name);
     if (matrix_bytes >= stride_limit)
         matrix_bytes = row_bytes; /* a dimension of size 1: any stride the map takes */
     *map = (spk_gemm_tma_map){.dims = {(uint64_t)x->k, (uint64_t)x->rows, *batched ? (uint64_t)count : 1},
                               .strides = {row_bytes, matrix_bytes},
-                              .box = {SPK_TMA_BK, SPK_TMA_BM, 1}};
+                              .box = {SPK_TMA_BK, SPK_TMA_BM, 1},
+                              .f16 = x->f16};
     return 0;
 }
 
@@ -132,6 +148,25 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     return 0;
 }
 
+int spk_f16_split_host(const float *x, uint16_t *hi, uint16_t *lo, int64_t n)
+{
+    float max_abs = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float a = x[i] < 0.0f ? -x[i] : x[i];
+        if (a > max_abs && a - a == 0.0f)
+            max_abs = a;
+    }
+    const int exponent = spk_f16_scale_exponent(max_abs);
+    const float scale = spk_pow2f(exponent);
+    for (int64_t i = 0; i < n; i++) {
+        unsigned short h, l;
+        spk_f16_split_value(x[i] * scale, &h, &l);
+        hi[i] = h;
+        lo[i] = l;
+    }
+    return exponent;
+}
+
 void spk_tf32_split_host(const float *x, float *hi, float *lo, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -179,13 +214,19 @@ static int sms_of_current_device(int *sms)
                           "cudaDeviceGetAttribute(multiprocessors)");
 }
 
-static int plan_of(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, int sms,
-                   spk_gemm_tma_plan *p)
+/* The plan of g with B's TF32 parts (b16 NULL: g->b and g->b_lo) or its
+ * FP16 parts b16 (laid out as g->b, two bytes an element). */
+static int plan_of(const spk_gemm_args *g, const spk_f16_parts *b16, int64_t m, int64_t n, int64_t k, int64_t count,
+                   int sms, spk_gemm_tma_plan *p)
 {
     spk_gemm_tma_matrix a = matrix_of(g->a, g->transa, m, k);
     spk_gemm_tma_matrix b = matrix_of(g->b, !g->transb, n, k);
-    spk_gemm_tma_matrix b_lo = matrix_of(g->b_lo, !g->transb, n, k);
-    if (b_lo.address % 16 != 0)
+    uintptr_t lo_address = (uintptr_t)spk_tensor_data(b16 ? b16->lo : g->b_lo);
+    if (b16) {
+        b.address = (uintptr_t)spk_tensor_data(b16->hi);
+        b.f16 = 1;
+    }
+    if (lo_address % 16 != 0)
         return spk_fail("gemm 3xtf32 (TMA form): b_lo must start 16-byte aligned");
     spk_gemm_strides cs = spk_gemm_matrix_strides(g->c, false);
     spk_gemm_tma_c c = {.address = (uintptr_t)spk_tensor_data(g->c), .c_sm = cs.s0, .c_sn = cs.s1, .c_sb = cs.batch,
@@ -198,7 +239,32 @@ bool spk_gemm_3xtf32_split_fits(const spk_gemm_args *g)
     int64_t m, n, k, count;
     spk_gemm_tma_plan p;
     bool fits = g->b_lo && spk_gemm_check(g, &m, &n, &k, &count) == 0 && same_layout(g->b, g->b_lo) == 0 &&
-                (m == 0 || n == 0 || count == 0 || plan_of(g, m, n, k, count, 1, &p) == 0);
+                (m == 0 || n == 0 || count == 0 || plan_of(g, NULL, m, n, k, count, 1, &p) == 0);
+    spk_clear_error();
+    return fits;
+}
+
+/* b16 against g->b: its parts hold g->b's elements, which are contiguous,
+ * on its device. */
+static int parts_match(const spk_gemm_args *g, const spk_f16_parts *b16)
+{
+    if (!b16 || !b16->hi || !b16->lo)
+        return spk_fail("gemm 3xf16: B's FP16 parts are missing");
+    const int64_t n = spk_tensor_numel(g->b);
+    if (!spk_tensor_is_contiguous(g->b) || spk_tensor_numel(b16->hi) * 2 != n || spk_tensor_numel(b16->lo) * 2 != n)
+        return spk_fail("gemm 3xf16: B's FP16 parts must hold b's %lld elements, b contiguous", (long long)n);
+    if (!spk_tensor_is_device(b16->hi) || !spk_tensor_is_device(b16->lo) ||
+        b16->hi->storage->device != g->b->storage->device || b16->lo->storage->device != g->b->storage->device)
+        return spk_fail("gemm 3xf16: B's FP16 parts must be on b's device");
+    return 0;
+}
+
+bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *b16)
+{
+    int64_t m, n, k, count;
+    spk_gemm_tma_plan p;
+    bool fits = b16 && spk_gemm_check(g, &m, &n, &k, &count) == 0 && parts_match(g, b16) == 0 &&
+                (m == 0 || n == 0 || count == 0 || plan_of(g, b16, m, n, k, count, 1, &p) == 0);
     spk_clear_error();
     return fits;
 }
@@ -233,8 +299,10 @@ static int encoder(PFN_cuTensorMapEncodeTiled_v12000 *out)
 int spk_gemm_3xtf32_tma_prepare(void)
 {
     PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
-    return encoder(&fn) || !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA) ||
-                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_SPLIT)
+    spk_3xtf32_form form;
+    return encoder(&fn) || spk_gemm_3xtf32_plan_form(&form) || !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA) ||
+                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_SPLIT) ||
+                   (form == SPK_3XTF32_TMA_F16 && !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA))
                ? -1
                : 0;
 }
@@ -245,9 +313,10 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
     if (encoder(&fn))
         return -1;
     const cuuint32_t element_strides[3] = {1, 1, 1};
-    CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, address, p->dims, p->strides, p->box, element_strides,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUresult r = fn(map, p->f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, address,
+                    p->dims, p->strides, p->box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    p->f16 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return spk_fail("gemm 3xtf32 (TMA form): cuTensorMapEncodeTiled for %s failed (CUresult %d; sizes %llu x %llu "
                         "x %llu, strides %llu, %llu bytes)",
@@ -264,10 +333,10 @@ static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(C
                                                    sizeof(CUtensorMap), 4, 4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8,
                                                    4, 4, 4, 4};
 
-int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s)
+/* The launch of either parts' form (b16 NULL: TF32's, g->b and g->b_lo). */
+static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent, int64_t m, int64_t n,
+                      int64_t k, int64_t count, spk_stream *s)
 {
-    if (same_layout(g->b, g->b_lo))
-        return -1;
     bool wg = false;
     if (spk_gemm_3xtf32_device_has_wgmma(&wg))
         return -1;
@@ -275,12 +344,12 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
         return spk_fail("gemm: b_lo (B split beforehand) runs on the TMA form, which needs compute capability 9.0");
     int sms = 0;
     spk_gemm_tma_plan p;
-    if (sms_of_current_device(&sms) || plan_of(g, m, n, k, count, sms, &p))
+    if (sms_of_current_device(&sms) || plan_of(g, b16, m, n, k, count, sms, &p))
         return -1;
     CUtensorMap maps[4];
     memset(&maps[3], 0, sizeof maps[3]); /* C's, where it has none: never read */
     const spk_gemm_tma_map *params[3] = {&p.a, &p.b, &p.b};
-    const spk_tensor *tensors[3] = {g->a, g->b, g->b_lo};
+    const spk_tensor *tensors[3] = {g->a, b16 ? b16->hi : g->b, b16 ? b16->lo : g->b_lo};
     const char *names[3] = {"a", "b", "b_lo"};
     for (int i = 0; i < 3; i++)
         if (encode(&maps[i], params[i], spk_tensor_data(tensors[i]), names[i]))
@@ -291,31 +360,59 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
         spk_clear_error();
         p.c_tma = 0;
     }
-    spk_kernel *kernel = spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA);
+    spk_kernel *kernel = spk_gemm_3xtf32_kernel(b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA);
     if (!kernel)
         return -1;
+    const int want = b16 ? TMA_PARAMS + 1 : TMA_PARAMS;
     int nparams = 0;
     size_t sizes[SPK_MAX_KERNEL_ARGS];
     if (spk_kernel_params(kernel, &nparams, sizes, SPK_MAX_KERNEL_ARGS))
         return -1;
-    if (nparams != TMA_PARAMS || memcmp(sizes, tma_param_sizes, sizeof tma_param_sizes) != 0)
+    if (nparams != want || memcmp(sizes, tma_param_sizes, sizeof tma_param_sizes) != 0 ||
+        (b16 && sizes[TMA_PARAMS] != 4))
         return spk_fail("gemm 3xtf32 (TMA form): the kernel takes %d parameters, not the %d this host passes", nparams,
-                        TMA_PARAMS);
+                        want);
     int32_t m32 = (int32_t)m, n32 = (int32_t)n, k32 = (int32_t)k, count32 = (int32_t)count;
     void *c = spk_tensor_data(g->c);
     spk_gemm_strides cs = spk_gemm_matrix_strides(g->c, false);
     long long c_sm = cs.s0, c_sn = cs.s1, c_sb = cs.batch;
-    float alpha = g->alpha, beta = g->beta;
-    void *args[TMA_PARAMS] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32, &p.a_batched,
-                              &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2, &p.c_tma};
-    spk_storage *uses[] = {g->a->storage, g->b->storage, g->b_lo->storage, g->c->storage};
+    /* The FP16 parts' products carry 2^(a_exponent + B's exponent): alpha takes it off. */
+    float alpha = b16 ? g->alpha * spk_pow2f(-(a_exponent + b16->exponent)) : g->alpha, beta = g->beta;
+    float a_scale = spk_pow2f(a_exponent);
+    void *args[TMA_PARAMS + 1] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32,
+                                  &p.a_batched, &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2,
+                                  &p.c_tma, &a_scale};
+    spk_storage *uses[] = {g->a->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
                              .uses = uses, .nuses = 4};
     if (spk_kernel_launch_raw(kernel, &cfg, args)) {
-        spk_error_prefix("gemm 3xtf32 (TMA form, %lld x %lld x %lld)", (long long)m, (long long)n, (long long)k);
+        spk_error_prefix("gemm %s (TMA form, %lld x %lld x %lld)", spk_math_mode_name(SPK_MATH_3XTF32),
+                         (long long)m, (long long)n, (long long)k);
+        if (b16)
+            spk_error_prefix("FP16 parts");
         return -1;
     }
     return 0;
+}
+
+int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s)
+{
+    if (same_layout(g->b, g->b_lo))
+        return -1;
+    return launch_tma(g, NULL, 0, m, n, k, count, s);
+}
+
+int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent)
+{
+    int64_t m, n, k, count;
+    if (spk_gemm_check(g, &m, &n, &k, &count) || parts_match(g, b16))
+        return -1;
+    if (a_exponent < -100 || a_exponent > 100)
+        return spk_fail("gemm 3xf16: A's scale 2^%d is outside 2^-100 .. 2^100", a_exponent);
+    if (m == 0 || n == 0 || count == 0)
+        return 0;
+    spk_stream *s = spk_stream_or_default(g->stream);
+    return s ? launch_tma(g, b16, a_exponent, m, n, k, count, s) : -1;
 }
 
 /* ---- the split ------------------------------------------------------------- */
@@ -368,5 +465,50 @@ fail:
     spk_tensor_free(*hi);
     spk_tensor_free(*lo);
     *hi = *lo = NULL;
+    return -1;
+}
+
+void spk_f16_parts_free(spk_f16_parts *p)
+{
+    if (!p)
+        return;
+    spk_tensor_free(p->hi);
+    spk_tensor_free(p->lo);
+    p->hi = p->lo = NULL;
+}
+
+int spk_f16_split(const spk_tensor *x, spk_f16_parts *out, spk_stream *s)
+{
+    *out = (spk_f16_parts){0};
+    if (!x || x->dtype != SPK_F32)
+        return spk_fail("f16 split: x must be an f32 tensor%s", x ? "" : " (got none)");
+    if (!spk_tensor_is_contiguous(x) || x->ndim < 1 || x->shape[x->ndim - 1] % 2 != 0)
+        return spk_fail("f16 split: x must be contiguous with an even last dimension");
+    const bool device = spk_tensor_is_device(x);
+    spk_tensor *host = device ? spk_tensor_to_host(x, s) : NULL;
+    const spk_tensor *src = device ? host : x;
+    int64_t shape[SPK_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        shape[d] = x->shape[d];
+    shape[x->ndim - 1] /= 2;
+    spk_tensor *hi = src ? spk_tensor_new(SPK_I32, x->ndim, shape) : NULL;
+    spk_tensor *lo = hi ? spk_tensor_new(SPK_I32, x->ndim, shape) : NULL;
+    if (lo)
+        out->exponent = spk_f16_split_host(spk_tensor_data(src), spk_tensor_data(hi), spk_tensor_data(lo),
+                                           spk_tensor_numel(x));
+    spk_tensor_free(host);
+    if (lo && device) {
+        out->hi = spk_tensor_to_device(hi, s);
+        out->lo = out->hi ? spk_tensor_to_device(lo, s) : NULL;
+        spk_tensor_free(hi);
+        spk_tensor_free(lo);
+    } else {
+        out->hi = hi;
+        out->lo = lo;
+    }
+    if (out->hi && out->lo)
+        return 0;
+    spk_error_prefix("f16 split");
+    spk_f16_parts_free(out);
     return -1;
 }

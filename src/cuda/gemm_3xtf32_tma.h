@@ -10,24 +10,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The forms of a stack plan's 3xtf32 projections. */
+typedef enum { SPK_3XTF32_CLASSIC, SPK_3XTF32_TMA, SPK_3XTF32_TMA_F16 } spk_3xtf32_form;
+
 /* One operand as the kernel reads it: op(X) as `rows` x `k` (A: m x k; B, read
  * as its transpose: n x k), element (i, p) of matrix z at
- * address + 4 (z matrix_stride + i row_stride + p k_stride); matrix_stride 0:
- * one matrix for every matrix of the batch. */
+ * address + 4 (z matrix_stride + i row_stride + p k_stride) (2 for f16);
+ * matrix_stride 0: one matrix for every matrix of the batch. */
 typedef struct spk_gemm_tma_matrix {
     uintptr_t address;
     int64_t rows, k;
     int64_t row_stride, k_stride, matrix_stride;
+    unsigned f16; /* 1: B's FP16 parts (2-byte elements; f32 otherwise) */
 } spk_gemm_tma_matrix;
 
-/* A tensor map's parameters (cuTensorMapEncodeTiled, f32, rank 3, 128-byte
- * swizzle, zeros out of range): sizes innermost first (k, rows, matrices;
+/* A tensor map's parameters (cuTensorMapEncodeTiled, f32 with the 128-byte
+ * swizzle or f16 with the 64-byte one, rank 3, zeros out of range): sizes innermost first (k, rows, matrices;
  * C's: columns, rows, matrices), strides in bytes (between rows, between
  * matrices), the box (32 k x 128 rows x 1 matrix; C's 32 columns x 64 rows). */
 typedef struct spk_gemm_tma_map {
     uint64_t dims[3];
     uint64_t strides[2];
     uint32_t box[3];
+    unsigned f16;
 } spk_gemm_tma_map;
 
 /* A launch of the TMA form. */
@@ -60,12 +65,19 @@ typedef struct spk_gemm_tma_c {
 int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matrix *b, int64_t count,
                            const spk_gemm_tma_c *c, int sms, spk_gemm_tma_plan *out);
 
-/* Whether a process's stack plans of math 3xtf32 want this form (their
- * weights split), given $SPK_GEMM_3XTF32's value `env` (NULL or "" when
- * unset): "tma" yes, "classic" no, unset the build's default (yes); another
- * value fails, naming it. The device's part of the choice (compute
- * capability 9.0) is spk_gemm_3xtf32_split_weights's (cuda/runtime.h). */
-int spk_gemm_3xtf32_form_wanted(const char *env, bool *tma);
+/* Which form a process's stack plans of math 3xtf32 want, given
+ * $SPK_GEMM_3XTF32's value `env` (NULL or "" when unset): "tma" the TMA form
+ * with TF32 parts, "f16" the TMA form with FP16 parts for the layers after
+ * the first (their input is h, |h| <= 1), "classic" the forms of
+ * src/cuda/gemm_3xtf32.c, unset the build's default; another value fails,
+ * naming it. The device's part of the choice (compute capability 9.0) is
+ * spk_gemm_3xtf32_plan_form's (cuda/runtime.h). */
+int spk_gemm_3xtf32_form_wanted(const char *env, spk_3xtf32_form *form);
+
+/* The FP16 parts of n floats: x 2^exponent split as
+ * kernels/gemm_3xtf32_tma.cuh's spk_f16_split_value, exponent =
+ * spk_f16_scale_exponent of the largest finite |x| (returned). */
+int spk_f16_split_host(const float *x, uint16_t *hi, uint16_t *lo, int64_t n);
 
 /* hi[i] + lo[i] = x[i] on the host, as the device's split kernel computes it
  * (kernels/gemm_3xtf32_tma.cuh's spk_tf32_split_value). */

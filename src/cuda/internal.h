@@ -23,7 +23,8 @@ int spk_gemm_3xtf32(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int
 int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s);
 /* b_lo against b: f32, b's shape and strides (no device needed). */
 int spk_gemm_split_layout_check(const spk_tensor *b, const spk_tensor *b_lo);
-/* Loads the split and TMA kernels and finds the driver's tensor-map encoder. */
+/* Loads the split and TMA kernels (both parts' forms) and finds the
+ * driver's tensor-map encoder. */
 int spk_gemm_3xtf32_tma_prepare(void);
 
 /* The 3xtf32 kernels, each compiled and loaded once per device on first use
@@ -33,6 +34,7 @@ enum {
     SPK_GEMM_3XTF32_WGMMA, /* kernels/gemm_3xtf32_wgmma.cu: both operands split per block */
     SPK_GEMM_3XTF32_TMA,   /* kernels/gemm_3xtf32_tma.cu: B split beforehand, TMA stages */
     SPK_GEMM_3XTF32_SPLIT, /* kernels/gemm_3xtf32.cu's spk_tf32_split */
+    SPK_GEMM_3XF16_TMA,    /* kernels/gemm_3xtf32_tma.cu's FP16 parts */
     SPK_GEMM_3XTF32_FORMS
 };
 spk_kernel *spk_gemm_3xtf32_kernel(int form);

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+#include "cuda/gemm_3xtf32_tma.h"
 #include "cuda/math_modes.h"
 
 /* ---- availability ------------------------------------------------------ */
@@ -362,13 +363,38 @@ spk_module *spk_gemm_3xtf32_tma_compile(void);
 int spk_tf32_split(const spk_tensor *x, spk_tensor **hi, spk_tensor **lo, spk_stream *s);
 /* Whether a stack plan of math 3xtf32 keeps its weights split and runs the
  * TMA form on the current device: compute capability 9.0 and the form chosen
- * (src/cuda/gemm_3xtf32_tma.c's default, or $SPK_GEMM_3XTF32 = "tma" or
- * "classic"; another value fails, naming it). */
+ * (src/cuda/gemm_3xtf32_tma.c's default, or $SPK_GEMM_3XTF32 = "tma", "f16"
+ * or "classic"; another value fails, naming it). */
 int spk_gemm_3xtf32_split_weights(bool *out);
+/* The form a stack plan of math 3xtf32 takes on the current device: the one
+ * wanted ($SPK_GEMM_3XTF32 or the default) where the device has compute
+ * capability 9.0, else the classic one. */
+int spk_gemm_3xtf32_plan_form(spk_3xtf32_form *out);
 /* Whether spk_gemm runs g (its b_lo given) on the TMA form: A's rows along k
  * with unit stride, 16-byte aligned rows and matrices, b and b_lo likewise.
  * No message is left either way. */
 bool spk_gemm_3xtf32_split_fits(const spk_gemm_args *g);
+/* A matrix's FP16 parts for spk_gemm_3xf16: x 2^exponent = hi + lo, each
+ * rounded to FP16 (kernels/gemm_3xtf32_tma.cuh: the exponent puts the
+ * largest |x| in [2^14, 2^15); Inf and NaN whole in hi), the FP16 bits of
+ * x's elements in x's order, two to each i32 of hi and lo ([..., k / 2] of
+ * x's [..., k]). */
+typedef struct spk_f16_parts {
+    spk_tensor *hi, *lo;
+    int exponent;
+} spk_f16_parts;
+/* Splits a contiguous f32 tensor (host or device; its last dimension even)
+ * into parts on its side (device: on s, through the host). */
+int spk_f16_split(const spk_tensor *x, spk_f16_parts *out, spk_stream *s);
+void spk_f16_parts_free(spk_f16_parts *p);
+/* spk_gemm of math 3xtf32 on the TMA form with FP16 parts: B as b16, the
+ * parts of g->b (contiguous, read as op(B) like g->b), and A scaled by
+ * 2^a_exponent in the kernel before its split; |A| 2^a_exponent must stay
+ * below 65,520 (FP16's range): the caller's bound. Compute capability 9.0. */
+int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent);
+/* Whether spk_gemm_3xf16 runs g with b16: the TMA form's layout rules, and
+ * k a multiple of 8 (FP16 rows 16-byte aligned). No message is left. */
+bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *b16);
 /* Unloads the 3xtf32 kernels (loaded again on next use). */
 void spk_gemm_3xtf32_release(void);
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "cuda/nvtx.h"
+#include "gemm_3xtf32_tma.cuh"
 
 static int check_finite(const spk_tensor *t, int layer, const char *name)
 {
@@ -52,6 +53,7 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count)
         spk_tensor_free(layers[i].bias);
         spk_tensor_free(layers[i].w_hi);
         spk_tensor_free(layers[i].w_lo);
+        spk_f16_parts_free(&layers[i].w16);
     }
     free(layers);
 }
@@ -126,6 +128,11 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, sp
      * empty (docs/results/2026-11-30-h200/bench_batched.txt). */
     spk_gemm_args ga = {.a = a, .b = layer->w, .c = gates, .transa = false, .transb = true, .alpha = 1.0f,
                         .beta = 0.0f, .math = math, .stream = s};
+    /* A layer with FP16 parts projects h, |h| <= 1: scaled as its bound
+     * says, the small values' lo parts stay normal (unscaled, they cost
+     * FP32's accuracy: docs/performance.md) and |h| up to 4 stays in range. */
+    if (math == SPK_MATH_3XTF32 && layer->w16.hi && spk_gemm_3xf16_fits(&ga, &layer->w16))
+        return spk_gemm_3xf16(&ga, &layer->w16, spk_f16_scale_exponent(1.0f));
     if (math == SPK_MATH_3XTF32 && layer->w_lo) {
         spk_gemm_args split = ga;
         split.b = layer->w_hi;
@@ -182,14 +189,17 @@ int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *laye
         return -1;
     if (!(b->layers = spk_lstm_device_layers_new(layers, b->count, packing, s)))
         return -1;
-    bool split = false;
-    if (shape->math == SPK_MATH_3XTF32 && spk_gemm_3xtf32_split_weights(&split))
+    spk_3xtf32_form form = SPK_3XTF32_CLASSIC;
+    if (shape->math == SPK_MATH_3XTF32 && spk_gemm_3xtf32_plan_form(&form))
         return -1;
-    for (int l = 0; split && l < b->count; l++)
-        if (spk_tf32_split(b->layers[l].w, &b->layers[l].w_hi, &b->layers[l].w_lo, s)) {
+    for (int l = 0; form != SPK_3XTF32_CLASSIC && l < b->count; l++) {
+        spk_lstm_device_layer *dl = &b->layers[l];
+        if (spk_tf32_split(dl->w, &dl->w_hi, &dl->w_lo, s) ||
+            (form == SPK_3XTF32_TMA_F16 && l > 0 && spk_f16_split(dl->w, &dl->w16, s))) {
             spk_error_prefix("layer %d", l + 1);
             return -1;
         }
+    }
     int64_t H = shape->hidden, B = shape->batch, T = shape->steps;
     int64_t gshape[3] = {2, B * T, 4 * H};
     int64_t wshape[1] = {words_numel};

@@ -40,6 +40,10 @@ typedef struct spk_lstm_device_layer {
      * (spk_gemm_3xtf32_split_weights): w's TF32 parts (spk_tf32_split), made
      * once; else NULL */
     spk_tensor *w_hi, *w_lo;
+    /* the same where the plan's form is SPK_3XTF32_TMA_F16 and the layer is
+     * not the first (its input is the layer before's h, |h| <= 1): w's FP16
+     * parts (spk_f16_split); else empty */
+    spk_f16_parts w16;
 } spk_lstm_device_layer;
 
 /* Packs and uploads `count` layers on s; NULL on failure (the message names
@@ -50,8 +54,9 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
 /* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
  * SPK_MATH_FP32 strict, SPK_MATH_TF32 tensor cores, or SPK_MATH_3XTF32 split
- * TF32 on tensor cores with FP32 sums, from w_hi and w_lo where the layer
- * has them and a suits their kernel): a is the layer's
+ * TF32 on tensor cores with FP32 sums, from w16 (A as it is: |h| <= 1 is
+ * far inside FP16's range) or else w_hi and w_lo where the layer has them
+ * and a suits their kernel): a is the layer's
  * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
                      spk_stream *s);

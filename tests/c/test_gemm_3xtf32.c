@@ -395,6 +395,130 @@ TEST(split_parts_are_tf32_and_sum_to_x)
     CHECK(spk_tf32_round_bits(0xbf801000u) == 0xbf802000u);
 }
 
+/* ---- the FP16 parts' form ------------------------------------------------ */
+
+TEST(f16_bits_round_to_nearest_even)
+{
+    /* every half back to itself through its float (NaNs stay NaN) */
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++) {
+        float f = spk_f16_value((unsigned short)h);
+        unsigned short back = spk_f16_bits(f);
+        bool nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+        if ((nan ? (back & 0x7fffu) <= 0x7c00u : back != h) && bad++ < 3)
+            fprintf(stderr, "  half %04x: float %a, back %04x\n", h, f, back);
+    }
+    CHECK(bad == 0);
+    CHECK(spk_f16_bits(65504.0f) == 0x7bffu && spk_f16_bits(65519.99f) == 0x7bffu && spk_f16_bits(65520.0f) == 0x7c00u);
+    CHECK(spk_f16_bits(1.0f + 0x1p-11f) == 0x3c00u);            /* a tie to the even 1.0 */
+    CHECK(spk_f16_bits(1.0f + 3 * 0x1p-11f) == 0x3c02u);        /* a tie to the even 1 + 2^-9 */
+    CHECK(spk_f16_bits(0x1p-25f) == 0 && spk_f16_bits(0x1.000002p-25f) == 1); /* half the smallest subnormal */
+    CHECK(spk_f16_bits(-0x1.ffcp-15f) == 0x8400u && spk_f16_bits(-0x1.ff8p-15f) == 0x83ffu); /* to the smallest normal */
+#if defined(__FLT16_MAX__)
+    /* against the compiler's _Float16 on random floats of every exponent */
+    rng_state = 0x9e3779b97f4a7c15ull;
+    bad = 0;
+    for (int i = 0; i < 2000000; i++) {
+        unsigned u = (unsigned)(rng_state >> 11) ^ (unsigned)(uniform() * 4294967296.0);
+        float f = float_of(u);
+        if (f != f)
+            continue;
+        _Float16 ref = (_Float16)f;
+        unsigned short rb;
+        memcpy(&rb, &ref, 2);
+        if (spk_f16_bits(f) != rb && bad++ < 3)
+            fprintf(stderr, "  float %a: %04x, _Float16 %04x\n", f, spk_f16_bits(f), rb);
+    }
+    CHECK(bad == 0);
+#endif
+}
+
+TEST(f16_parts_scale_and_sum_to_x)
+{
+    CHECK(spk_f16_scale_exponent(1.0f) == 14 && spk_f16_scale_exponent(0.088f) == 18);
+    CHECK(spk_f16_scale_exponent(0.0f) == 0 && spk_f16_scale_exponent(INFINITY) == 0 &&
+          spk_f16_scale_exponent(NAN) == 0 && spk_f16_scale_exponent(-3.0f) == 13);
+    CHECK(spk_f16_scale_exponent(1e30f) == -85 && spk_f16_scale_exponent(1e-36f) == 100);
+    for (float m = 1e-6f; m < 1e6f; m *= 3.7f) {
+        float scaled = m * spk_pow2f(spk_f16_scale_exponent(m));
+        CHECK(scaled >= 16384.0f && scaled < 32768.0f);
+    }
+    enum { N = 4096 };
+    static float x[N];
+    static uint16_t hi[N], lo[N];
+    rng_state = 1234567ull;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(uniform() / sqrt(128.0) * pow(2.0, -20.0 * (i % 7 == 0) * (uniform() + 1.0)));
+    x[5] = INFINITY, x[6] = -NAN;
+    int e = spk_f16_split_host(x, hi, lo, N);
+    CHECK(e >= 17 && e <= 18); /* the largest finite |x|, under 1/sqrt(128), sets it */
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        double s = ldexp((double)x[i], e), sum = (double)spk_f16_value(hi[i]) + spk_f16_value(lo[i]);
+        bool ok = i == 5 || i == 6 ? (spk_f16_value(hi[i]) == (float)s || s != s) && lo[i] == 0 &&
+                                         ((hi[i] & 0x7c00u) == 0x7c00u)
+                                   : fabs(sum - s) <= ldexp(fabs(s), -22) + ldexp(1.0, -25);
+        if (!ok && bad++ < 3)
+            fprintf(stderr, "  x %a: hi %04x, lo %04x\n", x[i], hi[i], lo[i]);
+    }
+    CHECK(bad == 0);
+}
+
+TEST(f16_a_fragments_read_the_box_tma_wrote)
+{
+    /* every float of the 128 x 32 A tile read by exactly one thread, register
+     * and half of the two k-steps of 16, each pair within a 16-byte chunk,
+     * and a warp's 32 pairs of one register in two wavefronts (no conflict) */
+    static int owner[SPK_TMA_BM * SPK_TMA_BK];
+    memset(owner, 0, sizeof owner);
+    int worst = 0;
+    for (unsigned wg = 0; wg < 2; wg++)
+        for (unsigned w = 0; w < 4; w++)
+            for (unsigned q = 0; q < SPK_TMA16_KSTEPS; q++)
+                for (unsigned r = 0; r < 4; r++) {
+                    int banks[32] = {0};
+                    for (unsigned l = 0; l < 32; l++) {
+                        unsigned off = spk_tma16_a_offset(wg, w, l, q, r);
+                        CHECK(off % 8 == 0 && off / 16 == (off + 4) / 16);
+                        for (unsigned h = 0; h < 2; h++) {
+                            unsigned row = SPK_TMA_WG_ROWS * wg + spk_tma16_a_row(w, l, r);
+                            unsigned col = 16 * q + spk_tma16_a_col(l, r, h);
+                            CHECK(off + 4 * h == spk_tma_swizzled(row, col));
+                            owner[row * SPK_TMA_BK + col]++;
+                        }
+                        banks[(off / 4) % 32]++, banks[(off / 4 + 1) % 32]++;
+                    }
+                    for (int b = 0; b < 32; b++)
+                        worst = banks[b] > worst ? banks[b] : worst;
+                }
+    int once = 0;
+    for (int i = 0; i < SPK_TMA_BM * SPK_TMA_BK; i++)
+        once += owner[i] == 1;
+    CHECK(once == SPK_TMA_BM * SPK_TMA_BK);
+    CHECK(worst <= 2); /* 256 bytes a warp: two wavefronts at the least */
+    /* the descriptor: start >> 4, leading offset 1, stride 512 >> 4, the 64-byte swizzle */
+    unsigned long long d = spk_tma16_desc(0x12400u);
+    CHECK((d & 0x3fffu) == (0x12400u >> 4) && ((d >> 16) & 0x3fffu) == 1 && ((d >> 32) & 0x3fffu) == 32 &&
+          (d >> 62) == 2);
+    CHECK(SPK_TMA16_B_TILE_BYTES % 512 == 0 && SPK_TMA_TILE_BYTES % 1024 == 0 && SPK_TMA16_STAGE_BYTES % 1024 == 0);
+}
+
+TEST(f16_plan_reads_b_as_halves)
+{
+    spk_gemm_tma_matrix a = {.address = 0x10000, .rows = 150784, .k = 256, .row_stride = 256, .k_stride = 1};
+    spk_gemm_tma_matrix b = {.address = 0x20000, .rows = 512, .k = 256, .row_stride = 256, .k_stride = 1,
+                             .matrix_stride = 512 * 256, .f16 = 1};
+    spk_gemm_tma_c c = {.address = 0x40000, .c_sm = 512, .c_sn = 1, .c_sb = 150784ll * 512};
+    spk_gemm_tma_plan p;
+    CHECK(spk_gemm_tma_plan_make(&a, &b, 2, &c, 132, &p) == 0);
+    CHECK(p.b.f16 == 1 && p.a.f16 == 0 && p.b.strides[0] == 512 && p.b.strides[1] == 512ull * 512 &&
+          p.b.box[0] == SPK_TMA_BK && p.b.box[1] == SPK_TMA_BN && p.b_batched == 1);
+    CHECK(p.a.strides[0] == 1024);
+    b.k = a.k = 60, b.row_stride = 60, b.matrix_stride = 512 * 60; /* 120-byte rows: not for TMA */
+    CHECK(spk_gemm_tma_plan_make(&a, &b, 2, &c, 132, &p) != 0);
+    CHECK_STR_CONTAINS(spk_last_error(), "b's rows must be a multiple of 8 halves apart (60)");
+}
+
 /* ---- the arithmetic, emulated, against f64 ------------------------------ */
 
 /* The tensor core's sum as modelled here: the exact products and the
@@ -497,19 +621,96 @@ TEST(emulated_arithmetic_is_of_fp32_class)
     }
 }
 
+/* The FP16 parts' form, one output element: A scaled by 2^a_exponent and
+ * split (spk_f16_split_value), B's parts from spk_f16_split_host (scaled by
+ * 2^b_exponent), per slice of `slice` k-steps of 16 the small products
+ * first, then the big ones, each wgmma's sum cut to FP32, one rounded add
+ * into acc, and the scales taken off at the end. */
+static float emulate_dot16(const float *a, const uint16_t *bh, const uint16_t *bl, int k, int slice, int a_exponent,
+                           int b_exponent)
+{
+    int steps = (k + 15) / 16;
+    float acc = 0.0f, scale = spk_pow2f(a_exponent);
+    for (int s0 = 0; s0 < steps; s0 += slice) {
+        double d = 0.0;
+        for (int it = 0; it < 3 * slice; it++) {
+            int pass = it / slice, q = s0 + it % slice;
+            if (q >= steps)
+                continue;
+            double sum = d;
+            for (int p = 16 * q; p < 16 * q + 16 && p < k; p++) {
+                unsigned short ah, al;
+                spk_f16_split_value(a[p] * scale, &ah, &al);
+                float x = spk_f16_value(pass == 0 ? al : ah), y = spk_f16_value(pass == 1 ? bl[p] : bh[p]);
+                sum += (double)x * (double)y;
+            }
+            d = tc_sum(sum);
+        }
+        acc += (float)d;
+    }
+    return acc * spk_pow2f(-(a_exponent + b_exponent));
+}
+
+/* rel_l2 against f64 of the FP16 parts' form on the later layers'
+ * operands (h = tanh(3 u) (0.5 + 0.5 u'), u, u' ~ U(-1, 1); W ~ U(+-1/sqrt(128))),
+ * and of one FP32 chain. */
+static void error_class16(int k, int slice, int a_exponent, double *split, double *fp32)
+{
+    rng_state = 88172645463325252ull;
+    const int rows = 96, cols = 64;
+    float *a = malloc(sizeof(float) * rows * k), *b = malloc(sizeof(float) * cols * k);
+    uint16_t *bh = malloc(sizeof(uint16_t) * cols * k), *bl = malloc(sizeof(uint16_t) * cols * k);
+    for (int i = 0; i < rows * k; i++) /* h = o tanh(c): many near zero */
+        a[i] = (float)(tanh(3.0 * uniform()) * (0.5 + 0.5 * uniform()));
+    for (int i = 0; i < cols * k; i++)
+        b[i] = (float)(uniform() / sqrt(128.0));
+    int b_exponent = spk_f16_split_host(b, bh, bl, cols * k);
+    double e3 = 0, ef = 0, ref2 = 0;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            double ref = 0;
+            float chain = 0.0f;
+            for (int p = 0; p < k; p++) {
+                ref += (double)a[i * k + p] * b[j * k + p];
+                chain = chain + a[i * k + p] * b[j * k + p];
+            }
+            double v = emulate_dot16(a + i * k, bh + j * k, bl + j * k, k, slice, a_exponent, b_exponent);
+            e3 += (v - ref) * (v - ref);
+            ef += ((double)chain - ref) * ((double)chain - ref);
+            ref2 += ref * ref;
+        }
+    *split = sqrt(e3 / ref2), *fp32 = sqrt(ef / ref2);
+    free(a), free(b), free(bh), free(bl);
+}
+
+TEST(emulated_f16_parts_are_of_fp32_class)
+{
+    for (int slice = 1; slice <= 2; slice++)
+        for (int e = 0; e <= 14; e += 14) {
+            double split, fp32;
+            error_class16(256, slice, e, &split, &fp32);
+            if (check_verbose())
+                printf("  k 256, FP16 parts, slices of %d k-steps of 16, A scaled 2^%d: rel_l2 %.3g, one FP32 chain "
+                       "%.3g\n",
+                       slice, e, split, fp32);
+            CHECK(split < 1.5 * fp32);
+        }
+}
+
 /* ---- which form a process's stack plans take ----------------------------- */
 
-TEST(form_choice_defaults_to_tma_and_names_a_bad_value)
+TEST(form_choice_defaults_to_f16_parts_and_names_a_bad_value)
 {
-    bool tma = false;
-    CHECK(spk_gemm_3xtf32_form_wanted(NULL, &tma) == 0 && tma); /* unset: the TMA form */
-    tma = false;
-    CHECK(spk_gemm_3xtf32_form_wanted("", &tma) == 0 && tma);
-    CHECK(spk_gemm_3xtf32_form_wanted("classic", &tma) == 0 && !tma);
-    CHECK(spk_gemm_3xtf32_form_wanted("tma", &tma) == 0 && tma);
-    CHECK(spk_gemm_3xtf32_form_wanted("TMA", &tma) != 0);
+    spk_3xtf32_form form = SPK_3XTF32_CLASSIC;
+    CHECK(spk_gemm_3xtf32_form_wanted(NULL, &form) == 0 && form == SPK_3XTF32_TMA_F16); /* unset: the default */
+    form = SPK_3XTF32_CLASSIC;
+    CHECK(spk_gemm_3xtf32_form_wanted("", &form) == 0 && form == SPK_3XTF32_TMA_F16);
+    CHECK(spk_gemm_3xtf32_form_wanted("classic", &form) == 0 && form == SPK_3XTF32_CLASSIC);
+    CHECK(spk_gemm_3xtf32_form_wanted("tma", &form) == 0 && form == SPK_3XTF32_TMA);
+    CHECK(spk_gemm_3xtf32_form_wanted("f16", &form) == 0 && form == SPK_3XTF32_TMA_F16);
+    CHECK(spk_gemm_3xtf32_form_wanted("TMA", &form) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "$SPK_GEMM_3XTF32 is \"TMA\"; it takes \"tma\"");
-    CHECK(spk_gemm_3xtf32_form_wanted("fast", &tma) != 0);
+    CHECK(spk_gemm_3xtf32_form_wanted("fast", &form) != 0);
     CHECK_STR_CONTAINS(spk_last_error(), "or \"classic\"");
 }
 
@@ -603,7 +804,12 @@ int main(void)
     RUN(tile_order_visits_every_tile_once);
     RUN(split_parts_are_tf32_and_sum_to_x);
     RUN(emulated_arithmetic_is_of_fp32_class);
-    RUN(form_choice_defaults_to_tma_and_names_a_bad_value);
+    RUN(emulated_f16_parts_are_of_fp32_class);
+    RUN(f16_bits_round_to_nearest_even);
+    RUN(f16_parts_scale_and_sum_to_x);
+    RUN(f16_a_fragments_read_the_box_tma_wrote);
+    RUN(f16_plan_reads_b_as_halves);
+    RUN(form_choice_defaults_to_f16_parts_and_names_a_bad_value);
     RUN(tma_form_compiles_without_spills_for_each_variant);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
