@@ -342,13 +342,13 @@ static __device__ __forceinline__ void spk_tma16_slice(float (&acc)[64], float (
         acc[i] += d[i];
 }
 
-// This thread's 8 pairs of a k-tile's A values, each scaled by a_scale and
-// split into FP16 parts.
-static __device__ __forceinline__ void spk_tma16_load_split(unsigned (&hi)[SPK_TMA16_KSTEPS][4],
-                                                            unsigned (&lo)[SPK_TMA16_KSTEPS][4],
-                                                            const unsigned char *a_tile, int wg, int w, int lane,
-                                                            float a_scale)
+// A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
+// scaled by a_scale and split in registers, then the slices.
+static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,
+                                                         unsigned b_hi, int wg, int w, int lane, float a_scale)
 {
+    const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
+    unsigned hi[SPK_TMA16_KSTEPS][4], lo[SPK_TMA16_KSTEPS][4];
 #pragma unroll
     for (int q = 0; q < SPK_TMA16_KSTEPS; q++)
 #pragma unroll
@@ -356,104 +356,10 @@ static __device__ __forceinline__ void spk_tma16_load_split(unsigned (&hi)[SPK_T
             const float2 x = *reinterpret_cast<const float2 *>(a_tile + spk_tma16_a_offset(wg, w, lane, q, r));
             spk_tma16_split(__fmul_rn(x.x, a_scale), __fmul_rn(x.y, a_scale), hi[q][r], lo[q][r]);
         }
-}
-
-// A k-tile's products, FP16 parts: A loaded and split, then the slices.
-static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,
-                                                         unsigned b_hi, int wg, int w, int lane, float a_scale)
-{
-    const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
-    unsigned hi[SPK_TMA16_KSTEPS][4], lo[SPK_TMA16_KSTEPS][4];
-    spk_tma16_load_split(hi, lo, a_tile, wg, w, lane, a_scale);
 #pragma unroll
     for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
         spk_tma16_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
 }
-
-#if SPK_TMA16_AHEAD
-// Where the consumers are in the ring of stages.
-struct spk_tma16_ring {
-    const unsigned char *stage_ptr;
-    unsigned stages, bars, s, phase;
-};
-
-static __device__ __forceinline__ void spk_tma16_ring_next(unsigned &s, unsigned &phase)
-{
-    if (++s == SPK_TMA16_STAGES) {
-        s = 0;
-        phase ^= 1;
-    }
-}
-
-// k-tile kt of a tile (a slice a k-tile): its products from the parts in set
-// C, and, while they run, the next k-tile's A loaded and split into set 1 - C.
-template <int C>
-static __device__ __forceinline__ void spk_tma16_ahead_step(float (&acc)[64], float (&d)[64],
-                                                            unsigned (&hi)[2][SPK_TMA16_KSTEPS][4],
-                                                            unsigned (&lo)[2][SPK_TMA16_KSTEPS][4],
-                                                            spk_tma16_ring &ring, bool next, int wg, int w, int lane,
-                                                            float a_scale)
-{
-    const unsigned b_hi = ring.stages + ring.s * SPK_TMA16_STAGE_BYTES + SPK_TMA_TILE_BYTES;
-    const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
-#pragma unroll
-    for (int q = 0; q < SPK_TMA16_KSTEPS; q++) {
-        spk_tma_pin4(hi[C][q]);
-        spk_tma_pin4(lo[C][q]);
-    }
-    spk_tma_pin(d);
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int q = 0; q < SPK_TMA16_KSTEPS; q++)
-        spk_tma16_mma(d, lo[C][q], desc_hi + 2 * q, q > 0);
-#pragma unroll
-    for (int q = 0; q < SPK_TMA16_KSTEPS; q++)
-        spk_tma16_mma(d, hi[C][q], desc_lo + 2 * q, 1);
-#pragma unroll
-    for (int q = 0; q < SPK_TMA16_KSTEPS; q++)
-        spk_tma16_mma(d, hi[C][q], desc_hi + 2 * q, 1);
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    unsigned s = ring.s, phase = ring.phase;
-    spk_tma16_ring_next(s, phase);
-    if (next) {
-        spk_mbar_wait(ring.bars + 8 * s, phase);
-        __syncwarp();
-        spk_tma16_load_split(hi[1 - C], lo[1 - C], ring.stage_ptr + s * SPK_TMA16_STAGE_BYTES, wg, w, lane, a_scale);
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    spk_tma_pin(d);
-    // set C's registers stay this k-tile's until its wgmmas have read them
-#pragma unroll
-    for (int q = 0; q < SPK_TMA16_KSTEPS; q++) {
-        spk_tma_pin4(hi[C][q]);
-        spk_tma_pin4(lo[C][q]);
-    }
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        acc[i] += d[i];
-    __syncwarp();
-    if (lane == 0)
-        spk_mbar_arrive(ring.bars + 8 * (SPK_TMA16_STAGES + ring.s));
-    ring.s = s;
-    ring.phase = phase;
-}
-
-// A tile's k-tiles with each next A split under the products before it.
-static __device__ __forceinline__ void spk_tma16_tile_ahead(float (&acc)[64], float (&d)[64], spk_tma16_ring &ring,
-                                                            int k_tiles, int wg, int w, int lane, float a_scale)
-{
-    static_assert(SPK_TMA16_SLICE_STEPS == SPK_TMA16_KSTEPS, "the next A under a k-tile's one slice");
-    unsigned hi[2][SPK_TMA16_KSTEPS][4], lo[2][SPK_TMA16_KSTEPS][4];
-    spk_mbar_wait(ring.bars + 8 * ring.s, ring.phase);
-    __syncwarp();
-    spk_tma16_load_split(hi[0], lo[0], ring.stage_ptr + ring.s * SPK_TMA16_STAGE_BYTES, wg, w, lane, a_scale);
-    for (int kt = 0; kt < k_tiles; kt += 2) {
-        spk_tma16_ahead_step<0>(acc, d, hi, lo, ring, kt + 1 < k_tiles, wg, w, lane, a_scale);
-        if (kt + 1 < k_tiles)
-            spk_tma16_ahead_step<1>(acc, d, hi, lo, ring, kt + 2 < k_tiles, wg, w, lane, a_scale);
-    }
-}
-#endif
 
 // The layout of a form's stages.
 template <bool F16> struct spk_tma_layout {
@@ -501,21 +407,12 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     }
     __syncthreads(); // the last block-wide barrier: the roles never meet again
 
-    if (F16 ? warp >= SPK_TMA_CONSUMER_WARPS : warp == SPK_TMA_CONSUMER_WARPS) {
-#if SPK_TMA16_AHEAD
-        // a producer warpgroup: its registers handed to the consumers (whose two sets of A parts need them)
-        if constexpr (F16)
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(SPK_TMA16_PRODUCER_REGS));
-#endif
-        if (warp == SPK_TMA_CONSUMER_WARPS && lane == 0)
+    if (warp == SPK_TMA_CONSUMER_WARPS) {
+        if (lane == 0)
             spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes>(
                 &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched);
         return;
     }
-#if SPK_TMA16_AHEAD
-    if constexpr (F16)
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SPK_TMA16_CONSUMER_REGS));
-#endif
 
     const int wg = warp >> 2, w = warp & 3;
     float acc[64], d[64];
@@ -529,14 +426,6 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
         for (int i = 0; i < 64; i++)
             acc[i] = 0.0f;
-#if SPK_TMA16_AHEAD
-        if constexpr (F16) {
-            spk_tma16_ring ring = {stage_ptr, stages, bars, s, phase};
-            spk_tma16_tile_ahead(acc, d, ring, k_tiles, wg, w, lane, a_scale);
-            s = ring.s;
-            phase = ring.phase;
-        } else
-#endif
         for (int kt = 0; kt < k_tiles; kt++) {
             spk_mbar_wait(bars + 8 * s, phase);
             __syncwarp();
@@ -607,7 +496,7 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
 // The FP16 parts' form: b_hi, b_lo maps of f16 (64-byte swizzle), B's parts
 // scaled by 2^s_b; A scaled by a_scale = 2^s_a in registers; alpha carries
 // the caller's factor times 2^-(s_a + s_b).
-extern "C" __global__ void __launch_bounds__(SPK_TMA16_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,

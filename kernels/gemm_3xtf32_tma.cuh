@@ -189,17 +189,6 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
 #ifndef SPK_TMA16_SLICE_STEPS
 #define SPK_TMA16_SLICE_STEPS 2
 #endif
-/* The FP16 form's blocks have a producer warpgroup (4 warps, one issuing the
- * loads, the others ending at once), so that with SPK_TMA16_AHEAD it can hand
- * its registers to the consumers (setmaxnreg: 40 a thread there, 232 here).
- * SPK_TMA16_AHEAD 1: the next k-tile's A loaded and split while a k-tile's
- * products run (slices of a k-tile only); 0: after them. */
-#ifndef SPK_TMA16_AHEAD
-#define SPK_TMA16_AHEAD 0
-#endif
-#define SPK_TMA16_THREADS (32 * (SPK_TMA_CONSUMER_WARPS + 4))
-#define SPK_TMA16_PRODUCER_REGS 40
-#define SPK_TMA16_CONSUMER_REGS 232
 #define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
 #define SPK_TMA16_SMEM_BYTES                                                                                           \
     (SPK_TMA16_STAGES * SPK_TMA16_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA16_BARRIER_BYTES)

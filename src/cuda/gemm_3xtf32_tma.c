@@ -141,7 +141,7 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->k_tiles = (a->k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     out->tiles = out->row_tiles * out->col_tiles * count;
     out->grid = out->tiles < sms ? (unsigned)out->tiles : (unsigned)sms;
-    out->threads = b->f16 ? SPK_TMA16_THREADS : SPK_TMA_THREADS;
+    out->threads = SPK_TMA_THREADS;
     out->smem = SPK_TMA_SMEM_LIMIT;
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
     c_map_of(c, a->rows, b->rows, count, out);
