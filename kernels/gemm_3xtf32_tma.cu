@@ -122,6 +122,17 @@ static __device__ __forceinline__ void spk_tma_mma(float (&d)[64], const unsigne
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
+// d (+)= A · B for one k-step of 16, FP16 parts: A from registers (f16
+// pairs), B K-major through its descriptor (imm-trans-b 0).
+static __device__ __forceinline__ void spk_tma16_mma(float (&d)[64], const unsigned (&a)[4], unsigned long long desc,
+                                                     int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
 // Keeps the compiler from moving accesses of registers across the wgmma
 // fences and waits (see kernels/gemm_3xtf32_wgmma.cu).
 static __device__ __forceinline__ void spk_tma_pin(float (&d)[64])
@@ -171,36 +182,50 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
     }
 }
 
-// One slice of SPK_TMA_SLICE_STEPS k-steps (from k-step q0 of the stage):
-// d = the slice's three products from zero, small ones first, then acc += d.
-static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d)[64], unsigned (&hi)[SPK_TMA_KSTEPS][4],
-                                                     unsigned (&lo)[SPK_TMA_KSTEPS][4], unsigned long long desc_hi,
+// One product of either form: TF32's k-step of 8 or FP16's of 16.
+template <bool F16>
+static __device__ __forceinline__ void spk_tma_mma_of(float (&d)[64], const unsigned (&a)[4], unsigned long long desc,
+                                                      int scale_d)
+{
+    if constexpr (F16)
+        spk_tma16_mma(d, a, desc, scale_d);
+    else
+        spk_tma_mma(d, a, desc, scale_d);
+}
+
+// One slice of STEPS k-steps (from k-step q0 of the stage): d = the slice's
+// three products from zero, small ones first (or, SPK_TMA_SMALL_FIRST 0 in
+// the TF32 form, small, small, big a k-step), then acc += d. A k-step is 32
+// bytes further along B's rows in both forms (8 floats, 16 halves): 2 in the
+// descriptor's address (16-byte units).
+template <bool F16, int KSTEPS, int STEPS>
+static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d)[64], unsigned (&hi)[KSTEPS][4],
+                                                     unsigned (&lo)[KSTEPS][4], unsigned long long desc_hi,
                                                      unsigned long long desc_lo, int q0)
 {
 #pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA_SLICE_STEPS; q++) {
+    for (int q = q0; q < q0 + STEPS; q++) {
         spk_tma_pin4(hi[q]);
         spk_tma_pin4(lo[q]);
     }
     spk_tma_pin(d);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    // A k-step is 32 bytes further along B's rows: 2 in the descriptor's address (16-byte units).
-    if (SPK_TMA_SMALL_FIRST) {
+    if (F16 || SPK_TMA_SMALL_FIRST) {
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA_SLICE_STEPS; q++)
-            spk_tma_mma(d, lo[q], desc_hi + 2 * q, q > q0);
+        for (int q = q0; q < q0 + STEPS; q++)
+            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0);
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA_SLICE_STEPS; q++)
-            spk_tma_mma(d, hi[q], desc_lo + 2 * q, 1);
+        for (int q = q0; q < q0 + STEPS; q++)
+            spk_tma_mma_of<F16>(d, hi[q], desc_lo + 2 * q, 1);
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA_SLICE_STEPS; q++)
-            spk_tma_mma(d, hi[q], desc_hi + 2 * q, 1);
+        for (int q = q0; q < q0 + STEPS; q++)
+            spk_tma_mma_of<F16>(d, hi[q], desc_hi + 2 * q, 1);
     } else {
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA_SLICE_STEPS; q++) {
-            spk_tma_mma(d, lo[q], desc_hi + 2 * q, q > q0);
-            spk_tma_mma(d, hi[q], desc_lo + 2 * q, 1);
-            spk_tma_mma(d, hi[q], desc_hi + 2 * q, 1);
+        for (int q = q0; q < q0 + STEPS; q++) {
+            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0);
+            spk_tma_mma_of<F16>(d, hi[q], desc_lo + 2 * q, 1);
+            spk_tma_mma_of<F16>(d, hi[q], desc_hi + 2 * q, 1);
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -286,17 +311,6 @@ static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64
 }
 #endif
 
-// d (+)= A · B for one k-step of 16, FP16 parts: A from registers (f16
-// pairs), B K-major through its descriptor (imm-trans-b 0).
-static __device__ __forceinline__ void spk_tma16_mma(float (&d)[64], const unsigned (&a)[4], unsigned long long desc,
-                                                     int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
 // Two scaled floats as FP16 parts, the pair packed as the fragment holds it
 // (the lower k in the low half; cvt.rn.f16x2.f32 d, a, b puts a high), as
 // kernels/gemm_3xtf32_tma.cuh's spk_f16_split_value for every finite x: lo =
@@ -309,38 +323,6 @@ static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsig
     asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(h0), "=f"(h1) : "r"(hi));
     const float r0 = __fsub_rn(x0, h0), r1 = __fsub_rn(x1, h1);
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
-}
-
-// One slice of SPK_TMA16_SLICE_STEPS k-steps of 16 (from k-step q0): the
-// small products first, then the big ones, from zero; then acc += d.
-static __device__ __forceinline__ void spk_tma16_slice(float (&acc)[64], float (&d)[64],
-                                                       unsigned (&hi)[SPK_TMA16_KSTEPS][4],
-                                                       unsigned (&lo)[SPK_TMA16_KSTEPS][4], unsigned long long desc_hi,
-                                                       unsigned long long desc_lo, int q0)
-{
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++) {
-        spk_tma_pin4(hi[q]);
-        spk_tma_pin4(lo[q]);
-    }
-    spk_tma_pin(d);
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    // A k-step of 16 halves is 32 bytes further along B's rows: 2 in the descriptor's address.
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma(d, lo[q], desc_hi + 2 * q, q > q0);
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma(d, hi[q], desc_lo + 2 * q, 1);
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma(d, hi[q], desc_hi + 2 * q, 1);
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    spk_tma_pin(d);
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        acc[i] += d[i];
 }
 
 // A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
@@ -359,7 +341,7 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
         }
 #pragma unroll
     for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
-        spk_tma16_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
+        spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0);
 }
 
 // The layout of a form's stages.
@@ -452,7 +434,8 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
                     }
 #pragma unroll
                 for (int q0 = 0; q0 < SPK_TMA_KSTEPS; q0 += SPK_TMA_SLICE_STEPS)
-                    spk_tma_slice(acc, d, hi, lo, desc_hi, desc_lo, q0);
+                    spk_tma_slice<false, SPK_TMA_KSTEPS, SPK_TMA_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo,
+                                                                              q0);
             }
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();
