@@ -1,11 +1,12 @@
 -- The input projections' GEMM in each form, alone, in one run: per shape the
--- split-TF32 kernels (the TMA form with B split beforehand, the classic form
--- spk.blas.gemm runs for math "3xtf32" without b_lo), cuBLAS FP32 and cuBLAS
--- TF32, each timed, its throughput and pipe use, its error against an f64
+-- split-TF32 kernels (the TMA form with B split beforehand, its FP16 parts'
+-- form with B's FP16 parts and A scaled by the power of two its largest
+-- magnitude asks, the classic form spk.blas.gemm runs for math "3xtf32"
+-- without b_lo), cuBLAS FP32 and cuBLAS TF32, each timed, its throughput and pipe use, its error against an f64
 -- product, and a verdict. GPU only.
 --
 --   build/spk run tools/gemm_3xtf32_check.lua [--shapes targets,batches,odd,layouts] [--rounds 5]
---                                             [--forms tma,classic,fp32,tf32]
+--                                             [--forms tma,f16,classic,fp32,tf32]
 --                                             [--tma-define NAME=VALUE,...]
 --
 -- Shapes (gates[d] = x · W[d]ᵀ for both directions in one batched call, x
@@ -19,7 +20,7 @@
 -- Per row: ms (CUDA-graph replays, median), TFLOP/s of the FP32 product
 -- (2 M N K / time), pipe % (tensor-core kernels: their TF32 products, three
 -- a term for 3xtf32, against the dense TF32 peak of SMs x 1024 multiply-adds
--- a clock at the reported clock; cuBLAS FP32: its FMAs against SMs x 128 a
+-- a clock at the reported clock, the FP16 form's three at twice that rate; cuBLAS FP32: its FMAs against SMs x 128 a
 -- clock), rel_l2 and max_abs against an f64 product on sampled rows (tile
 -- edges included) and every column, rel_l2 against cuBLAS FP32 on the whole
 -- output, and a verdict: "ok" when every sampled element is within its
@@ -42,7 +43,7 @@ local USAGE = [==[
 spk run tools/gemm_3xtf32_check.lua [--shapes LIST] [--rounds N] [--forms LIST] [--tma-define NAME=VALUE,... [--write-variant DIR]] [--dry-run]
   --shapes         targets, batches, odd, layouts (default all four)
   --rounds         timed CUDA-graph replays a row (default 5)
-  --forms          tma, classic, fp32, tf32 (default all four)
+  --forms          tma, f16, classic, fp32, tf32 (default all five)
   --tma-define     the TMA form's variant: tunables of gemm_3xtf32_tma.cuh set
                    in a copy of the kernel folder (SPK_TMA_SLICE_STEPS,
                    SPK_TMA_SMALL_FIRST, SPK_TMA_STAGES, SPK_TMA_STORE_C)
@@ -57,7 +58,7 @@ local options = require "spk.options"
 local script = options.script { dry_run = true, usage = USAGE }
 
 local opts = { shapes = { targets = true, batches = true, odd = true, layouts = true }, rounds = 5,
-               forms = { "tma", "classic", "fp32", "tf32" }, defines = {} }
+               forms = { "tma", "f16", "classic", "fp32", "tf32" }, defines = {} }
 do
   local i = 1
   local args = script.args
@@ -70,7 +71,7 @@ do
       i = i + 1
     elseif a == "--rounds" and v then opts.rounds = script:value(v, "rounds", options.positive); i = i + 1
     elseif a == "--forms" and v then
-      opts.forms = script:value(v, "forms", options.choices, "form", { tma = true, classic = true, fp32 = true, tf32 = true })
+      opts.forms = script:value(v, "forms", options.choices, "form", { tma = true, f16 = true, classic = true, fp32 = true, tf32 = true })
       i = i + 1
     elseif a == "--tma-define" and v then
       for item in v:gmatch("[^,]+") do
@@ -214,6 +215,12 @@ local forms = {
             spk.blas.gemm { a = o.a, b = o.b_hi, b_lo = o.b_lo, c = o.c, transa = o.transa, transb = true,
                             alpha = o.alpha, beta = o.beta, math = "3xtf32", stream = stream }
           end },
+  f16 = { math = "3xtf32", products = 1.5, class = "fp32",
+          run = function(o, stream)
+            if not o.b16 then error(o.b16_error, 0) end -- (without b16 the call would run the classic form)
+            spk.blas.gemm { a = o.a, b = o.b, b16 = o.b16, a_exponent = o.a_exponent, c = o.c, transa = o.transa,
+                            transb = true, alpha = o.alpha, beta = o.beta, math = "3xtf32", stream = stream }
+          end },
   classic = { math = "3xtf32", products = 3, class = "fp32",
               run = function(o, stream)
                 spk.blas.gemm { a = o.a, b = o.b, c = o.c, transa = o.transa, transb = true, alpha = o.alpha,
@@ -333,6 +340,17 @@ local function run_case(c)
   local ref = reference(c)
   local o = { a = c.a_host:cuda(), b = c.w_host:cuda(), alpha = c.alpha, beta = c.beta }
   o.b_hi, o.b_lo = spk.blas.split_tf32(o.b)
+  local split_ok, hi, lo, e = pcall(spk.blas.split_f16, o.b)
+  if split_ok then
+    o.b16 = { hi = hi, lo = lo, exponent = e }
+    o.a_exponent = spk.blas.f16_scale_exponent(math.max(c.a_host:max(), -c.a_host:min()))
+  else
+    o.b16_error = tostring(hi)
+  end
+  if k % 8 ~= 0 then -- FP16 rows of k halves are not 16 bytes apart (or k is odd): the form refuses them
+    c.refused = c.refused or {}
+    c.refused.f16 = k % 2 == 0 and "multiple of 8 halves" or "even last dimension"
+  end
   local outs, lines = {}, {}
   local flops = 2 * c.count * m * n * k
   for _, name in ipairs(opts.forms) do
@@ -427,7 +445,7 @@ if opts.shapes.layouts then
 end
 
 for _, t in ipairs(targets) do
-  if t.line.form == "tma" or t.line.form == "classic" then
+  if t.line.form == "tma" or t.line.form == "f16" or t.line.form == "classic" then
     print(("target %s: %s %.4f ms against %.2f: %s"):format(t.case.label, t.line.form, t.line.ms, t.case.target,
       t.line.ms <= t.case.target and "met" or "missed"))
   end

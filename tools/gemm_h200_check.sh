@@ -122,7 +122,7 @@ smoke default "$PWD/kernels" || TMA_OK=0
 if [ $VARIANT_OK = 1 ]; then
   smoke own_stores "$VARIANT" || { VARIANT_OK=0; say "smoke own_stores FAILED: the variant's steps are left out"; }
 fi
-FORMS=tma,classic,fp32,tf32
+FORMS=tma,f16,classic,fp32,tf32
 # the stack's default (the TMA form on this GPU) unless its smoke failed
 [ $TMA_OK = 1 ] || { FORMS=classic,fp32,tf32; export SPK_GEMM_3XTF32=classic; }
 

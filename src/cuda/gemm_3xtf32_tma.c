@@ -407,6 +407,9 @@ int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_expon
     int64_t m, n, k, count;
     if (spk_gemm_check(g, &m, &n, &k, &count) || parts_match(g, b16))
         return -1;
+    if (g->math != SPK_MATH_3XTF32)
+        return spk_fail("gemm: b16 (B's FP16 parts) needs math \"%s\", got \"%s\"", spk_math_mode_name(SPK_MATH_3XTF32),
+                        spk_math_mode_name(g->math));
     if (a_exponent < -100 || a_exponent > 100)
         return spk_fail("gemm 3xf16: A's scale 2^%d is outside 2^-100 .. 2^100", a_exponent);
     if (m == 0 || n == 0 || count == 0)
@@ -467,6 +470,8 @@ fail:
     *hi = *lo = NULL;
     return -1;
 }
+
+int spk_f16_exponent_of(float max_abs) { return spk_f16_scale_exponent(max_abs); }
 
 void spk_f16_parts_free(spk_f16_parts *p)
 {

@@ -386,6 +386,9 @@ typedef struct spk_f16_parts {
 /* Splits a contiguous f32 tensor (host or device; its last dimension even)
  * into parts on its side (device: on s, through the host). */
 int spk_f16_split(const spk_tensor *x, spk_f16_parts *out, spk_stream *s);
+/* The power of two the parts' rule gives a largest magnitude max_abs
+ * (kernels/gemm_3xtf32_tma.cuh's spk_f16_scale_exponent). */
+int spk_f16_exponent_of(float max_abs);
 void spk_f16_parts_free(spk_f16_parts *p);
 /* spk_gemm of math 3xtf32 on the TMA form with FP16 parts: B as b16, the
  * parts of g->b (contiguous, read as op(B) like g->b), and A scaled by

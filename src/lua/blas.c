@@ -33,8 +33,32 @@ static spk_tensor *opt_field_tensor(lua_State *L, int idx, const char *key)
     return t;
 }
 
-static const char *const gemm_options[] = {"a", "b", "b_lo", "c", "transa", "transb", "alpha", "beta", "math",
-                                           "stream", NULL};
+static const char *const gemm_options[] = {"a", "b", "b_lo", "b16", "a_exponent", "c", "transa", "transb", "alpha",
+                                           "beta", "math", "stream", NULL};
+static const char *const parts_options[] = {"hi", "lo", "exponent", NULL};
+
+/* Field b16 of the options at argument 1: {hi =, lo =, exponent =}, B's FP16
+ * parts (spk.blas.split_f16); false where it is nil. */
+static bool read_f16_parts(lua_State *L, spk_f16_parts *parts)
+{
+    spk_lua_rawfield(L, 1, "b16");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return false;
+    }
+    if (!lua_istable(L, -1))
+        luaL_error(L, "gemm: b16 must be a table {hi =, lo =, exponent =}, got %s", luaL_typename(L, -1));
+    int t = lua_gettop(L);
+    spk_lua_checkkeys(L, t, parts_options, "gemm b16");
+    parts->hi = field_tensor(L, t, "hi");
+    parts->lo = field_tensor(L, t, "lo");
+    spk_lua_rawfield(L, t, "exponent");
+    if (!lua_isinteger(L, -1))
+        luaL_error(L, "gemm: b16.exponent must be an integer, got %s", luaL_typename(L, -1));
+    parts->exponent = (int)lua_tointeger(L, -1);
+    lua_pop(L, 2);
+    return true;
+}
 
 /* The options at argument 1: a, b, b_lo, c and the transposes (the raw readers
  * make no allocation: the pointers stay valid). */
@@ -62,6 +86,14 @@ static int l_gemm(lua_State *L)
     g.math = (spk_math_mode)spk_lua_checkoption(L, -1, SPK_MATH_FP32, spk_math_mode_names, "gemm.math");
     lua_pop(L, 1);
     g.stream = spk_lua_fieldstream(L, 1, "stream", NULL);
+    spk_f16_parts parts;
+    if (read_f16_parts(L, &parts)) {
+        spk_lua_rawfield(L, 1, "a_exponent");
+        lua_Integer a_exponent = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+        spk_lua_check(L, spk_gemm_3xf16(&g, &parts, (int)(a_exponent < -1000 ? -1000 : a_exponent > 1000 ? 1000 : a_exponent)));
+        return 0;
+    }
     spk_lua_check(L, spk_gemm(&g));
     return 0;
 }
@@ -92,6 +124,27 @@ static int l_split_tf32(lua_State *L)
     return 2;
 }
 
+/* spk.blas.split_f16(x[, stream]) -> hi, lo, exponent: x 2^exponent = hi + lo in FP16 parts. */
+static int l_split_f16(lua_State *L)
+{
+    spk_lua_checktensor(L, 1);
+    spk_stream *s = spk_lua_optstream(L, 2);
+    spk_tensor *x = spk_lua_checktensor(L, 1);
+    spk_f16_parts parts;
+    spk_lua_check(L, spk_f16_split(x, &parts, s));
+    spk_lua_pushtensor(L, parts.hi);
+    spk_lua_pushtensor(L, parts.lo);
+    lua_pushinteger(L, parts.exponent);
+    return 3;
+}
+
+/* spk.blas.f16_scale_exponent(max_abs) -> s: the power of two of the FP16 parts' rule. */
+static int l_f16_scale_exponent(lua_State *L)
+{
+    lua_pushinteger(L, spk_f16_exponent_of((float)luaL_checknumber(L, 1)));
+    return 1;
+}
+
 static const spk_lua_checked_reg functions[] = {
     {"gemm", l_gemm, "spk.blas.gemm{a =, b =, c =, ...}", "options"}, /* its doc: gemm_doc */
     {"split_tf32", l_split_tf32,
@@ -99,6 +152,17 @@ static const spk_lua_checked_reg functions[] = {
      "x = hi + lo with both parts TF32 (hi x rounded, lo the rest rounded), new f32 tensors of x's shape\n"
      "on x's side (x contiguous, host or device): the b and b_lo of spk.blas.gemm's split form.",
      "x, stream"},
+    {"split_f16", l_split_f16,
+     "spk.blas.split_f16(x[, stream]) -> hi, lo, exponent\n"
+     "x 2^exponent = hi + lo with both parts FP16 (hi rounded, lo the rest rounded), the exponent putting the\n"
+     "largest finite |x| in [2^14, 2^15): FP16 bits two to an i32 ([..., k / 2] of x's [..., k]), on x's side\n"
+     "(x contiguous, its last dimension even): the b16 = {hi =, lo =, exponent =} of spk.blas.gemm.",
+     "x, stream"},
+    {"f16_scale_exponent", l_f16_scale_exponent,
+     "spk.blas.f16_scale_exponent(max_abs) -> s\n"
+     "The power of two that puts a largest magnitude max_abs in [2^14, 2^15) (0 for 0 or a non-finite one),\n"
+     "as split_f16 scales its parts: gemm's a_exponent for an a of that largest magnitude.",
+     "max_abs"},
     {"gemm_check", l_gemm_check,
      "spk.blas.gemm_check{a =, b =, c =, transa =, transb =} -> m, n, k, count\n"
      "The shape checks of spk.blas.gemm alone (no GPU needed).",
@@ -116,11 +180,14 @@ static void set_gemm_doc(lua_State *L, int table)
         luaL_addstring(&b, spk_math_mode_names[i]);
         luaL_addchar(&b, '"');
     }
-    luaL_addstring(&b, ",\n              b_lo =, stream =}\n"
+    luaL_addstring(&b, ",\n              b_lo =, b16 =, a_exponent =, stream =}\n"
                        "c = alpha * op(a) * op(b) + beta * c on device f32 tensors (cuBLAS; 3xtf32: spk's own kernel).\n"
                        "A 3-d c [count, m, n] is a batch of count products in one launch; a and b are each count\n"
                        "matrices or one shared by all. b_lo (math 3xtf32): b and b_lo are b's parts from\n"
-                       "spk.blas.split_tf32, run on the TMA kernel (compute capability 9.0). The maths:");
+                       "spk.blas.split_tf32, run on the TMA kernel (compute capability 9.0). b16 = {hi =, lo =,\n"
+                       "exponent =} (math 3xtf32): b's FP16 parts from spk.blas.split_f16 (b contiguous, k a\n"
+                       "multiple of 8), a scaled by 2^a_exponent before its split (|a| 2^a_exponent below 65,520:\n"
+                       "spk.blas.f16_scale_exponent(max |a|)), on the TMA kernel's FP16 form. The maths:");
     for (int i = 0; i < SPK_MATH_COUNT; i++) {
         luaL_addstring(&b, "\n  ");
         luaL_addstring(&b, spk_math_mode_names[i]);

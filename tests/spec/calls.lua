@@ -158,6 +158,8 @@ M.recipes = {
     return { a = m.t { 2, 3 }, b = m.t { 3, 4 }, c = m.t { 2, 4 }, transa = false }
   end },
   ["spk.blas.split_tf32"] = { n = 2, args = function(m) return m.t23():to("f32") end },
+  ["spk.blas.split_f16"] = { n = 2, args = function(m) return m.t { 2, 4 } end },
+  ["spk.blas.f16_scale_exponent"] = { n = 1, args = function() return 0.5 end },
   -- the GPU runtime
   ["spk.cuda.available"] = { n = 0, args = function() end },
   ["spk.cuda.require"] = { n = 0, gpu = true, args = function() end },

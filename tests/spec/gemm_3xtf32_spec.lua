@@ -210,6 +210,117 @@ describe("gemm math 3xtf32", function()
     end
   end)
 
+  -- An FP16 value from its 16 bits, decoded here in Lua (independent of spk's split).
+  local function half_value(h)
+    local sign = (h & 0x8000) ~= 0 and -1 or 1
+    local e, m = (h >> 10) & 31, h & 1023
+    if e == 31 then return m == 0 and sign * math.huge or 0 / 0 end
+    if e == 0 then return sign * m * 2.0 ^ -24 end
+    return sign * (1 + m / 1024) * 2.0 ^ (e - 15)
+  end
+  -- The halves of an i32 container tensor, in x's order.
+  local function halves(t)
+    local out = {}
+    for _, row in ipairs(t:reshape({ t:numel() }):tolist()) do
+      local u = row & 0xffffffff
+      out[#out + 1], out[#out + 2] = u & 0xffff, u >> 16
+    end
+    return out
+  end
+
+  it("splits x into two scaled FP16 parts that sum to x 2^exponent, on the host", function()
+    local x = spk.randn({ 4, 256 }, { seed = 12 }) * 0.05
+    local hi, lo, e = spk.blas.split_f16(x)
+    assert.are.same({ 4, 128 }, hi:shape())
+    assert.are.equal("i32", hi:dtype())
+    local xs, hs, ls = x:reshape({ x:numel() }):tolist(), halves(hi), halves(lo)
+    local max_abs = 0
+    for _, v in ipairs(xs) do max_abs = math.max(max_abs, math.abs(v)) end
+    assert.is_true(max_abs * 2.0 ^ e >= 2 ^ 14 and max_abs * 2.0 ^ e < 2 ^ 15, "exponent " .. e)
+    assert.are.equal(e, spk.blas.f16_scale_exponent(max_abs))
+    for i, v in ipairs(xs) do
+      local scaled, h, l = v * 2.0 ^ e, half_value(hs[i]), half_value(ls[i])
+      assert.is_true(math.abs(h - scaled) <= math.abs(scaled) * 2 ^ -11, ("hi of %a: %a"):format(v, h))
+      assert.is_true(math.abs(h + l - scaled) <= math.abs(scaled) * 2 ^ -22 + 2 ^ -25, ("hi + lo of %a"):format(v))
+    end
+    assert.has_error(function() spk.blas.split_f16(spk.randn({ 3, 5 })) end,
+      "f16 split: x must be contiguous with an even last dimension")
+  end)
+
+  it("names what is wrong with b16 before any device is needed", function()
+    local a, b, c = spk.randn({ 4, 8 }), spk.randn({ 6, 8 }), spk.zeros({ 4, 6 })
+    local hi, lo, e = spk.blas.split_f16(b)
+    local function call(b16) return function() spk.blas.gemm { a = a, b = b, c = c, transb = true, b16 = b16, math = "3xtf32" } end end
+    assert.has_error(call(3), "gemm: b16 must be a table {hi =, lo =, exponent =}, got number")
+    assert.has_error(call({ hi = hi, lo = lo, exponent = 1.5 }), "gemm: b16.exponent must be an integer, got number")
+    assert.has_error(call({ hi = hi, lo = 2, exponent = e }), "gemm: lo must be a tensor, got number")
+    local ok, err = pcall(call({ hi = hi, lo = lo, exponent = e, scale = 1 }))
+    assert.is_false(ok)
+    assert.matches("scale", tostring(err))
+  end)
+
+  gpu_it("splits on the device to the host's bits (FP16 parts)", function()
+    local x = spk.randn({ 6, 128 }, { seed = 13 })
+    local hh, hl, he = spk.blas.split_f16(x)
+    local dh, dl, de = spk.blas.split_f16(x:cuda())
+    assert.are.equal(he, de)
+    assert.bits_equal(hh, dh:cpu())
+    assert.bits_equal(hl, dl:cpu())
+  end)
+
+  gpu_it("runs B's FP16 parts (the TMA kernel's FP16 form) to FP32's accuracy: edges of m, n and k, batches, alpha and beta", function()
+    local cases = {
+      { m = 37, n = 512, k = 256, count = 2 },        -- one row tile, eight k-tiles
+      { m = 300, n = 200, k = 128, count = 1 },       -- edge tiles in m and n
+      { m = 129, n = 136, k = 8, count = 2 },         -- k shorter than a k-tile
+      { m = 515, n = 64, k = 40, count = 2, a_batched = true }, -- a k-tile past the end
+      { m = 257, n = 160, k = 64, count = 2, alpha = 0.5, beta = 1 },
+    }
+    for i, cs in ipairs(cases) do
+      local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
+      local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
+      local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
+      local c0 = spk.randn(cshape, { seed = 20 + i })
+      local hi, lo, e = spk.blas.split_f16(w:cuda())
+      local a_exponent = spk.blas.f16_scale_exponent(math.max(a:max(), -a:min()))
+      local function run(c)
+        spk.blas.gemm { a = a:cuda(), b = w:cuda(), b16 = { hi = hi, lo = lo, exponent = e }, a_exponent = a_exponent,
+          c = c, transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0, math = "3xtf32" }
+        return c:cpu()
+      end
+      local out = { f16 = run(c0:cuda()) }
+      local cf = c0:cuda()
+      spk.blas.gemm { a = a:cuda(), b = w:cuda(), c = cf, transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0,
+        math = "fp32" }
+      out.fp32 = cf:cpu()
+      for z = 1, cs.count do
+        local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
+        local az = cs.a_batched and a:select(1, z):contiguous() or a
+        local truth = product_f64(az, pick(w), false, true)
+        local model = tf32_model(az, pick(w), false, true)
+        if cs.alpha then
+          truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta
+          model = model * cs.alpha + pick(c0):to("f64") * cs.beta
+        end
+        local ef, e16 = rel_err(pick(out.fp32), truth), rel_err(pick(out.f16), truth)
+        local what = ("case %d matrix %d: fp32 %.3g, FP16 parts %.3g"):format(i, z, ef, e16)
+        assert_fp32_class(e16, ef, spk.compare(model, truth).rel_l2, what)
+      end
+      assert.bits_equal(out.f16, run(c0:cuda())) -- the same bits on a second run
+    end
+    -- what the form cannot read, refused with the reason
+    local w = spk.randn({ 2, 64, 60 }):cuda()
+    local hi, lo, e = spk.blas.split_f16(w)
+    assert.has_error(function()
+      spk.blas.gemm { a = spk.randn({ 8, 60 }):cuda(), b = w, b16 = { hi = hi, lo = lo, exponent = e },
+        c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "3xtf32" }
+    end, "gemm 3xtf32 (TMA form): b's rows must be a multiple of 8 halves apart (60)")
+    assert.has_error(function()
+      spk.blas.gemm { a = spk.randn({ 8, 64 }):cuda(), b = spk.randn({ 2, 64, 64 }):cuda(),
+        b16 = { hi = hi, lo = lo, exponent = e }, c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "fp32" }
+    end)
+  end)
+
   it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
     local top = spec_tmpdir()
     finally(function() os.execute("rm -rf " .. shell_quote(top)) end)
