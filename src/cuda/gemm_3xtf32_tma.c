@@ -410,8 +410,11 @@ int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_expon
     if (g->math != SPK_MATH_3XTF32)
         return spk_fail("gemm: b16 (B's FP16 parts) needs math \"%s\", got \"%s\"", spk_math_mode_name(SPK_MATH_3XTF32),
                         spk_math_mode_name(g->math));
-    if (a_exponent < -100 || a_exponent > 100)
-        return spk_fail("gemm 3xf16: A's scale 2^%d is outside 2^-100 .. 2^100", a_exponent);
+    if (a_exponent < -100 || a_exponent > 100 || b16->exponent < -100 || b16->exponent > 100 ||
+        a_exponent + b16->exponent < -126 || a_exponent + b16->exponent > 126)
+        return spk_fail("gemm 3xf16: A's scale 2^%d and B's 2^%d must each lie in 2^-100 .. 2^100 and their product "
+                        "in 2^-126 .. 2^126",
+                        a_exponent, b16->exponent);
     if (m == 0 || n == 0 || count == 0)
         return 0;
     spk_stream *s = spk_stream_or_default(g->stream);

@@ -319,6 +319,12 @@ describe("gemm math 3xtf32", function()
       spk.blas.gemm { a = spk.randn({ 8, 64 }):cuda(), b = spk.randn({ 2, 64, 64 }):cuda(),
         b16 = { hi = hi, lo = lo, exponent = e }, c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "fp32" }
     end)
+    local w64 = spk.randn({ 2, 64, 64 }):cuda()
+    local h64, l64, e64 = spk.blas.split_f16(w64)
+    assert.has_error(function()
+      spk.blas.gemm { a = spk.randn({ 8, 64 }):cuda(), b = w64, b16 = { hi = h64, lo = l64, exponent = e64 },
+        a_exponent = 127 - e64, c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "3xtf32" }
+    end)
   end)
 
   it("check tool: writes a variant's kernel folder (the header's tunables set, every other file as it is)", function()
