@@ -314,8 +314,8 @@ static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64
 // Two scaled floats as FP16 parts, the pair packed as the fragment holds it
 // (the lower k in the low half; cvt.rn.f16x2.f32 d, a, b puts a high), as
 // kernels/gemm_3xtf32_tma.cuh's spk_f16_split_value for every finite x: lo =
-// x - hi. An Inf's lo is NaN here (no test for it: the form's A is h, never
-// infinite; the test cost 3 % of the projection's time on the H200).
+// x - hi. An Inf's lo is NaN here: no test for it, since the form's A is h,
+// never infinite, and the test costs time (docs/performance.md).
 static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsigned &hi, unsigned &lo)
 {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));

@@ -250,6 +250,10 @@ static int parts_match(const spk_gemm_args *g, const spk_f16_parts *b16)
 {
     if (!b16 || !b16->hi || !b16->lo)
         return spk_fail("gemm 3xf16: B's FP16 parts are missing");
+    if (b16->hi->dtype != SPK_I32 || b16->lo->dtype != SPK_I32 || !spk_tensor_is_contiguous(b16->hi) ||
+        !spk_tensor_is_contiguous(b16->lo))
+        return spk_fail("gemm 3xf16: B's FP16 parts must be contiguous i32 tensors (spk_f16_split's), got %s and %s",
+                        spk_dtype_name(b16->hi->dtype), spk_dtype_name(b16->lo->dtype));
     const int64_t n = spk_tensor_numel(g->b);
     if (!spk_tensor_is_contiguous(g->b) || spk_tensor_numel(b16->hi) * 2 != n || spk_tensor_numel(b16->lo) * 2 != n)
         return spk_fail("gemm 3xf16: B's FP16 parts must hold b's %lld elements, b contiguous", (long long)n);
@@ -341,7 +345,8 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
     if (spk_gemm_3xtf32_device_has_wgmma(&wg))
         return -1;
     if (!wg)
-        return spk_fail("gemm: b_lo (B split beforehand) runs on the TMA form, which needs compute capability 9.0");
+        return spk_fail("gemm: %s (B split beforehand) runs on the TMA form, which needs compute capability 9.0",
+                        b16 ? "b16" : "b_lo");
     int sms = 0;
     spk_gemm_tma_plan p;
     if (sms_of_current_device(&sms) || plan_of(g, b16, m, n, k, count, sms, &p))
@@ -407,6 +412,8 @@ int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_expon
     int64_t m, n, k, count;
     if (spk_gemm_check(g, &m, &n, &k, &count) || parts_match(g, b16))
         return -1;
+    if (g->b_lo)
+        return spk_fail("gemm: b_lo and b16 are B's parts of two forms; give one");
     if (g->math != SPK_MATH_3XTF32)
         return spk_fail("gemm: b16 (B's FP16 parts) needs math \"%s\", got \"%s\"", spk_math_mode_name(SPK_MATH_3XTF32),
                         spk_math_mode_name(g->math));

@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "cuda/nvtx.h"
-#include "gemm_3xtf32_tma.cuh"
 
 static int check_finite(const spk_tensor *t, int layer, const char *name)
 {
@@ -132,7 +131,7 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, sp
      * says, the small values' lo parts stay normal (unscaled, they cost
      * FP32's accuracy: docs/performance.md) and |h| up to 4 stays in range. */
     if (math == SPK_MATH_3XTF32 && layer->w16.hi && spk_gemm_3xf16_fits(&ga, &layer->w16))
-        return spk_gemm_3xf16(&ga, &layer->w16, spk_f16_scale_exponent(1.0f));
+        return spk_gemm_3xf16(&ga, &layer->w16, spk_f16_exponent_of(1.0f));
     if (math == SPK_MATH_3XTF32 && layer->w_lo) {
         spk_gemm_args split = ga;
         split.b = layer->w_hi;

@@ -54,9 +54,9 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 
 /* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
  * SPK_MATH_FP32 strict, SPK_MATH_TF32 tensor cores, or SPK_MATH_3XTF32 split
- * TF32 on tensor cores with FP32 sums, from w16 (A as it is: |h| <= 1 is
- * far inside FP16's range) or else w_hi and w_lo where the layer has them
- * and a suits their kernel): a is the layer's
+ * TF32 on tensor cores with FP32 sums, from w16 (a, the layer before's h,
+ * scaled by h's bound: spk_f16_exponent_of(1)) or else w_hi and w_lo where
+ * the layer has them and a suits their kernel): a is the layer's
  * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
 int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
                      spk_stream *s);

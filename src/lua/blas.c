@@ -187,7 +187,8 @@ static void set_gemm_doc(lua_State *L, int table)
                        "spk.blas.split_tf32, run on the TMA kernel (compute capability 9.0). b16 = {hi =, lo =,\n"
                        "exponent =} (math 3xtf32): b's FP16 parts from spk.blas.split_f16 (b contiguous, k a\n"
                        "multiple of 8), a scaled by 2^a_exponent before its split (|a| 2^a_exponent below 65,520:\n"
-                       "spk.blas.f16_scale_exponent(max |a|)), on the TMA kernel's FP16 form. The maths:");
+                       "spk.blas.f16_scale_exponent(max |a|); an infinite a gives NaN), on the TMA kernel's FP16\n"
+                       "form. The maths:");
     for (int i = 0; i < SPK_MATH_COUNT; i++) {
         luaL_addstring(&b, "\n  ");
         luaL_addstring(&b, spk_math_mode_names[i]);

@@ -67,6 +67,46 @@ local function assert_fp32_class(e, fp32, model, what)
   assert.is_true(model > 100 * e, what)
 end
 
+-- A split form of spk.blas.gemm (math 3xtf32) on each case against cuBLAS FP32
+-- and an f64 product, matrix by matrix (FP32's class: assert_fp32_class), and
+-- its bits on a second run. form(w, a) is given the device w and the host a
+-- of a case and returns a function that sets the form's fields (b, b_lo, b16,
+-- ...) in the gemm's options.
+local function check_split_form(cases, name, form)
+  for i, cs in ipairs(cases) do
+    local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
+    local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i })
+      or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
+    local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
+    local c0 = spk.randn(cshape, { seed = 20 + i })
+    local dw = w:cuda()
+    local set = form(dw, a)
+    local function run(math_mode, split)
+      local g = { a = a:cuda(), b = dw, c = c0:cuda(), transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0,
+                  math = math_mode }
+      if split then set(g) end
+      spk.blas.gemm(g)
+      return g.c:cpu()
+    end
+    local out, fp32 = run("3xtf32", true), run("fp32", false)
+    for z = 1, cs.count do
+      local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
+      local az = cs.a_batched and a:select(1, z):contiguous() or a
+      local truth = product_f64(az, pick(w), false, true)
+      local model = tf32_model(az, pick(w), false, true)
+      if cs.alpha then
+        truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta
+        model = model * cs.alpha + pick(c0):to("f64") * cs.beta
+      end
+      local e, ef, em = rel_err(pick(out), truth), rel_err(pick(fp32), truth), spk.compare(model, truth).rel_l2
+      local what = ("case %d matrix %d: fp32 %.3g, %s %.3g, one TF32 product (host model) %.3g"):format(i, z, ef,
+        name, e, em)
+      assert_fp32_class(e, ef, em, what)
+    end
+    assert.bits_equal(out, run("3xtf32", true)) -- the same bits on a second run
+  end
+end
+
 describe("gemm math 3xtf32", function()
   it("is named in the error for an unknown math", function()
     local a, b = spk.zeros({ 4, 3 }), spk.zeros({ 3, 2 })
@@ -174,40 +214,10 @@ describe("gemm math 3xtf32", function()
       { m = 515, n = 64, k = 36, count = 2, a_batched = true },
       { m = 257, n = 160, k = 60, count = 2, alpha = 0.5, beta = 1 },
     }
-    for i, cs in ipairs(cases) do
-      local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
-      local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
-      local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
-      local c0 = spk.randn(cshape, { seed = 20 + i })
-      local hi, lo = spk.blas.split_tf32(w:cuda())
-      local out = {}
-      for _, form in ipairs { "fp32", "tma" } do
-        local c = c0:cuda()
-        spk.blas.gemm { a = a:cuda(), b = form == "tma" and hi or w:cuda(), b_lo = form == "tma" and lo or nil, c = c,
-          transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0, math = form == "tma" and "3xtf32" or form }
-        out[form] = c:cpu()
-      end
-      for z = 1, cs.count do
-        local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
-        local az = cs.a_batched and a:select(1, z):contiguous() or a
-        local truth = product_f64(az, pick(w), false, true)
-        local model = tf32_model(az, pick(w), false, true)
-        if cs.alpha then
-          truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta
-          model = model * cs.alpha + pick(c0):to("f64") * cs.beta
-        end
-        local e = { model = spk.compare(model, truth).rel_l2 }
-        for form, t in pairs(out) do e[form] = rel_err(pick(t), truth) end
-        local what = ("case %d matrix %d: fp32 %.3g, tma %.3g, one TF32 product (host model) %.3g"):format(i, z,
-          e.fp32, e.tma, e.model)
-        assert_fp32_class(e.tma, e.fp32, e.model, what)
-      end
-      -- the same bits on a second run
-      local c = c0:cuda()
-      spk.blas.gemm { a = a:cuda(), b = hi, b_lo = lo, c = c, transb = true, alpha = cs.alpha or 1,
-        beta = cs.beta or 0, math = "3xtf32" }
-      assert.bits_equal(out.tma, c:cpu())
-    end
+    check_split_form(cases, "tma", function(w)
+      local hi, lo = spk.blas.split_tf32(w)
+      return function(g) g.b, g.b_lo = hi, lo end
+    end)
   end)
 
   -- An FP16 value from its 16 bits, decoded here in Lua (independent of spk's split).
@@ -276,38 +286,11 @@ describe("gemm math 3xtf32", function()
       { m = 515, n = 64, k = 40, count = 2, a_batched = true }, -- a k-tile past the end
       { m = 257, n = 160, k = 64, count = 2, alpha = 0.5, beta = 1 },
     }
-    for i, cs in ipairs(cases) do
-      local a = cs.a_batched and spk.randn({ cs.count, cs.m, cs.k }, { seed = i }) or spk.randn({ cs.m, cs.k }, { seed = i })
-      local w = cs.count > 1 and spk.randn({ cs.count, cs.n, cs.k }, { seed = 10 + i }) or spk.randn({ cs.n, cs.k }, { seed = 10 + i })
-      local cshape = cs.count > 1 and { cs.count, cs.m, cs.n } or { cs.m, cs.n }
-      local c0 = spk.randn(cshape, { seed = 20 + i })
-      local hi, lo, e = spk.blas.split_f16(w:cuda())
+    check_split_form(cases, "FP16 parts", function(w, a)
+      local hi, lo, e = spk.blas.split_f16(w)
       local a_exponent = spk.blas.f16_scale_exponent(math.max(a:max(), -a:min()))
-      local function run(c)
-        spk.blas.gemm { a = a:cuda(), b = w:cuda(), b16 = { hi = hi, lo = lo, exponent = e }, a_exponent = a_exponent,
-          c = c, transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0, math = "3xtf32" }
-        return c:cpu()
-      end
-      local out = { f16 = run(c0:cuda()) }
-      local cf = c0:cuda()
-      spk.blas.gemm { a = a:cuda(), b = w:cuda(), c = cf, transb = true, alpha = cs.alpha or 1, beta = cs.beta or 0,
-        math = "fp32" }
-      out.fp32 = cf:cpu()
-      for z = 1, cs.count do
-        local function pick(t) return cs.count > 1 and t:select(1, z):contiguous() or t end
-        local az = cs.a_batched and a:select(1, z):contiguous() or a
-        local truth = product_f64(az, pick(w), false, true)
-        local model = tf32_model(az, pick(w), false, true)
-        if cs.alpha then
-          truth = truth * cs.alpha + pick(c0):to("f64") * cs.beta
-          model = model * cs.alpha + pick(c0):to("f64") * cs.beta
-        end
-        local ef, e16 = rel_err(pick(out.fp32), truth), rel_err(pick(out.f16), truth)
-        local what = ("case %d matrix %d: fp32 %.3g, FP16 parts %.3g"):format(i, z, ef, e16)
-        assert_fp32_class(e16, ef, spk.compare(model, truth).rel_l2, what)
-      end
-      assert.bits_equal(out.f16, run(c0:cuda())) -- the same bits on a second run
-    end
+      return function(g) g.b16, g.a_exponent = { hi = hi, lo = lo, exponent = e }, a_exponent end
+    end)
     -- what the form cannot read, refused with the reason
     local w = spk.randn({ 2, 64, 60 }):cuda()
     local hi, lo, e = spk.blas.split_f16(w)
@@ -318,6 +301,10 @@ describe("gemm math 3xtf32", function()
     assert.has_error(function()
       spk.blas.gemm { a = spk.randn({ 8, 64 }):cuda(), b = spk.randn({ 2, 64, 64 }):cuda(),
         b16 = { hi = hi, lo = lo, exponent = e }, c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "fp32" }
+    end)
+    assert.has_error(function()
+      spk.blas.gemm { a = spk.randn({ 8, 64 }):cuda(), b = w, b_lo = w, b16 = { hi = hi, lo = lo, exponent = e },
+        c = spk.cuda.zeros({ 2, 8, 64 }), transb = true, math = "3xtf32" }
     end)
     local w64 = spk.randn({ 2, 64, 64 }):cuda()
     local h64, l64, e64 = spk.blas.split_f16(w64)
