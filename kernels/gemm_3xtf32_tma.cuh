@@ -189,6 +189,12 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
 #ifndef SPK_TMA16_SLICE_STEPS
 #define SPK_TMA16_SLICE_STEPS 2
 #endif
+/* A given as FP16 parts too (spk_gemm_3xf16a_tma: the caller split it once,
+ * scaled, e.g. where the recurrence wrote h): the stage's A bytes hold A's hi
+ * tile and then its lo tile, 128 rows x 64 bytes each in the 64-byte swizzle,
+ * a warpgroup's 64 rows 4 KB into each, read by wgmma through descriptors. */
+#define SPK_TMA16_A_TILE_BYTES (SPK_TMA_BM * SPK_TMA_BK * 2)
+#define SPK_TMA16_A_WG_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BK * 2)
 #define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
 #define SPK_TMA16_SMEM_BYTES                                                                                           \
     (SPK_TMA16_STAGES * SPK_TMA16_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA16_BARRIER_BYTES)
