@@ -184,14 +184,19 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
             spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
             spk_mbar_expect_tx(full, STAGE_BYTES);
             const unsigned dst = stages + s * STAGE_BYTES;
-            spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
-            if constexpr (A_PARTS)
-                spk_tma_load(dst + SPK_TMA16_A_TILE_BYTES, map_a_lo, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM,
-                             a_batched ? z : 0);
-            spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
-                         b_batched ? z : 0);
-            spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
-                         b_batched ? z : 0);
+            if constexpr (A_PARTS) {
+                const int k0 = kt * SPK_TMA16A_BK;
+                spk_tma_load(dst, map_a, full, k0, rt * SPK_TMA_BM, a_batched ? z : 0);
+                spk_tma_load(dst + B_TILE_BYTES, map_a_lo, full, k0, rt * SPK_TMA_BM, a_batched ? z : 0);
+                spk_tma_load(dst + 2 * B_TILE_BYTES, map_b_hi, full, k0, ct * SPK_TMA_BN, b_batched ? z : 0);
+                spk_tma_load(dst + 3 * B_TILE_BYTES, map_b_lo, full, k0, ct * SPK_TMA_BN, b_batched ? z : 0);
+            } else {
+                spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
+                spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+                             b_batched ? z : 0);
+                spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK,
+                             ct * SPK_TMA_BN, b_batched ? z : 0);
+            }
             if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;
@@ -362,45 +367,96 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
         spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0);
 }
 
-// A k-tile's products, both operands' FP16 parts from the stage: the slices
-// of spk_tma_slice in the same order (so the same bits as A split in
-// registers), A's fragments read by wgmma through descriptors.
-static __device__ __forceinline__ void spk_tma_ktile_f16_parts(float (&acc)[64], float (&d)[64], unsigned a_hi,
-                                                               unsigned b_hi, int wg)
+// A slice's products (k-steps q0, q0 + 1 of the stage's k-tile), both
+// operands' FP16 parts from the stage, into d from zero: the order of
+// spk_tma_slice (so the same bits as A split in registers), A's fragments
+// read by wgmma through descriptors; committed as one group, not waited for.
+// A tile's rows are SPK_TMA16A_BK halves: 128 bytes in TMA's 128-byte
+// swizzle (the TF32 form's descriptors) or 64 in the 64-byte one.
+static __device__ __forceinline__ unsigned long long spk_tma16a_desc(unsigned addr)
 {
-    const unsigned a_wg = a_hi + SPK_TMA16_A_WG_BYTES * wg;
-    const unsigned long long da_hi = spk_tma16_desc(a_wg), da_lo = spk_tma16_desc(a_wg + SPK_TMA16_A_TILE_BYTES);
-    const unsigned long long db_hi = spk_tma16_desc(b_hi), db_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
+    if constexpr (SPK_TMA16A_BK == 64)
+        return spk_tma_desc(addr);
+    else
+        return spk_tma16_desc(addr);
+}
+
+static __device__ __forceinline__ void spk_tma16_parts_issue(float (&d)[64], unsigned stage, int wg, int q0)
+{
+    const unsigned a_wg = stage + SPK_TMA16A_A_WG_BYTES * wg, b_hi = stage + 2 * SPK_TMA16A_TILE_BYTES;
+    const unsigned long long da_hi = spk_tma16a_desc(a_wg), da_lo = spk_tma16a_desc(a_wg + SPK_TMA16A_TILE_BYTES);
+    const unsigned long long db_hi = spk_tma16a_desc(b_hi), db_lo = spk_tma16a_desc(b_hi + SPK_TMA16A_TILE_BYTES);
+    spk_tma_pin(d);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS) {
-        spk_tma_pin(d);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma_ss(d, da_lo + 2 * q, db_hi + 2 * q, q > q0);
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-            spk_tma16_mma_ss(d, da_lo + 2 * q, db_hi + 2 * q, q > q0);
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma_ss(d, da_hi + 2 * q, db_lo + 2 * q, 1);
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-            spk_tma16_mma_ss(d, da_hi + 2 * q, db_lo + 2 * q, 1);
+    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
+        spk_tma16_mma_ss(d, da_hi + 2 * q, db_hi + 2 * q, 1);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    spk_tma_pin(d);
+}
+
+// acc += d once d's group (and every group before it) is complete, with
+// PENDING groups committed after it still in flight; then, where d's slice
+// was its k-tile's last, this warp hands the stage back.
+template <int PENDING>
+static __device__ __forceinline__ void spk_tma16_parts_add(float (&acc)[64], float (&d)[64], unsigned empty,
+                                                           bool release, int lane)
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+    spk_tma_pin(d);
 #pragma unroll
-        for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-            spk_tma16_mma_ss(d, da_hi + 2 * q, db_hi + 2 * q, 1);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        spk_tma_pin(d);
+    for (int i = 0; i < 64; i++)
+        acc[i] += d[i];
+    __syncwarp();
+    if (release && lane == 0)
+        spk_mbar_arrive(empty);
+}
+
+// A tile's slices with A's parts given, each summed from zero and added
+// (the order of spk_tma_slice's). Two sums in flight (a slice's products
+// under the adds of the slice before, into two sets of registers) make
+// ptxas serialize the wgmmas (its C7514): one sum it is.
+template <unsigned STAGES, unsigned STAGE_BYTES>
+static __device__ __forceinline__ void spk_tma16_parts_tile(float (&acc)[64], float (&d)[64], unsigned stages,
+                                                            unsigned bars, int k_tiles, int wg, int lane, unsigned &s,
+                                                            unsigned &phase)
+{
+    for (int kt = 0; kt < k_tiles; kt++) {
+        spk_mbar_wait(bars + 8 * s, phase);
+        __syncwarp();
+        const unsigned stage = stages + s * STAGE_BYTES;
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            acc[i] += d[i];
+        for (int q0 = 0; q0 < SPK_TMA16A_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS) {
+            spk_tma16_parts_issue(d, stage, wg, q0);
+            spk_tma16_parts_add<0>(acc, d, bars + 8 * (STAGES + s), q0 + SPK_TMA16_SLICE_STEPS == SPK_TMA16A_KSTEPS,
+                                   lane);
+        }
+        if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
     }
 }
 
 // The layout of a form's stages.
-template <bool F16> struct spk_tma_layout {
+template <bool F16, bool A_PARTS> struct spk_tma_layout {
     static constexpr unsigned stages = SPK_TMA_STAGES, stage_bytes = SPK_TMA_STAGE_BYTES,
-                              b_tile_bytes = SPK_TMA_TILE_BYTES, smem_bytes = SPK_TMA_SMEM_BYTES;
+                              b_tile_bytes = SPK_TMA_TILE_BYTES, smem_bytes = SPK_TMA_SMEM_BYTES, bk = SPK_TMA_BK;
 };
-template <> struct spk_tma_layout<true> {
+template <> struct spk_tma_layout<true, false> {
     static constexpr unsigned stages = SPK_TMA16_STAGES, stage_bytes = SPK_TMA16_STAGE_BYTES,
-                              b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES;
+                              b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES, bk = SPK_TMA_BK;
+};
+template <> struct spk_tma_layout<true, true> {
+    static constexpr unsigned stages = SPK_TMA16A_STAGES, stage_bytes = SPK_TMA16A_STAGE_BYTES,
+                              b_tile_bytes = SPK_TMA16A_TILE_BYTES, smem_bytes = SPK_TMA16A_SMEM_BYTES,
+                              bk = SPK_TMA16A_BK;
 };
 
 // Every form's kernel: F16 chooses the parts (TF32's or FP16's, A scaled by
@@ -415,8 +471,8 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
                                                     const spk_tma_map *map_a_lo = nullptr)
 {
     static_assert(F16 || !A_PARTS, "A's parts are FP16's");
-    static_assert(2 * SPK_TMA16_A_TILE_BYTES == SPK_TMA_TILE_BYTES, "A's two FP16 tiles fill its f32 tile's bytes");
-    using layout = spk_tma_layout<F16>;
+
+    using layout = spk_tma_layout<F16, A_PARTS>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
     unsigned given;
@@ -431,7 +487,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
-    const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
+    const int k_tiles = (k + (int)layout::bk - 1) / (int)layout::bk;
     const long long tiles = (long long)row_tiles * col_tiles * count;
 
     if (threadIdx.x == 0) {
@@ -444,13 +500,18 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     }
     __syncthreads(); // the last block-wide barrier: the roles never meet again
 
-    if (warp == SPK_TMA_CONSUMER_WARPS) {
-        if (lane == 0)
+    if (A_PARTS ? warp >= SPK_TMA_CONSUMER_WARPS : warp == SPK_TMA_CONSUMER_WARPS) {
+        // With A's parts, a producer warpgroup: its registers handed to the consumers (two sums in flight)
+        if constexpr (A_PARTS)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(SPK_TMA16A_PRODUCER_REGS));
+        if (warp == SPK_TMA_CONSUMER_WARPS && lane == 0)
             spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes, A_PARTS>(
                 &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched,
                 map_a_lo);
         return;
     }
+    if constexpr (A_PARTS)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SPK_TMA16A_CONSUMER_REGS));
 
     const int wg = warp >> 2, w = warp & 3;
     float acc[64], d[64];
@@ -464,14 +525,15 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
         for (int i = 0; i < 64; i++)
             acc[i] = 0.0f;
-        for (int kt = 0; kt < k_tiles; kt++) {
+        if constexpr (A_PARTS)
+            spk_tma16_parts_tile<layout::stages, layout::stage_bytes>(acc, d, stages, bars, k_tiles, wg, lane, s,
+                                                                       phase);
+        for (int kt = 0; !A_PARTS && kt < k_tiles; kt++) {
             spk_mbar_wait(bars + 8 * s, phase);
             __syncwarp();
             const unsigned char *a_tile = stage_ptr + s * layout::stage_bytes;
             const unsigned b_hi = stages + s * layout::stage_bytes + SPK_TMA_TILE_BYTES;
-            if constexpr (A_PARTS)
-                spk_tma_ktile_f16_parts(acc, d, stages + s * layout::stage_bytes, b_hi, wg);
-            else if constexpr (F16)
+            if constexpr (F16)
                 spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale);
             else {
                 // The k-tile's A values, split in registers: hi rounded to TF32,
@@ -551,7 +613,7 @@ spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_const
 // swizzle), A's parts scaled by 2^s_a where they were split (as spk_f16_split
 // on the device: spk_f16_split_scaled), B's as spk_gemm_3xf16_tma's; alpha
 // carries the caller's factor times 2^-(s_a + s_b).
-extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(SPK_TMA16A_THREADS, 1)
 spk_gemm_3xf16a_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                     const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,

@@ -144,7 +144,13 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->k_tiles = (a->k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     out->tiles = out->row_tiles * out->col_tiles * count;
     out->grid = out->tiles < sms ? (unsigned)out->tiles : (unsigned)sms;
-    out->threads = SPK_TMA_THREADS;
+    out->threads = a->f16 ? SPK_TMA16A_THREADS : SPK_TMA_THREADS;
+    if (a->f16) /* both operands' parts: k-tiles of SPK_TMA16A_BK halves */
+        for (int i = 0; i < 2; i++) {
+            spk_gemm_tma_map *map = i ? &out->b : &out->a;
+            map->box[0] = SPK_TMA16A_BK;
+            map->swizzle128 = SPK_TMA16A_BK == 64;
+        }
     out->smem = SPK_TMA_SMEM_LIMIT;
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
     c_map_of(c, a->rows, b->rows, count, out);
@@ -342,7 +348,7 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
     const cuuint32_t element_strides[3] = {1, 1, 1};
     CUresult r = fn(map, p->f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, address,
                     p->dims, p->strides, p->box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                    p->f16 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                    p->f16 && !p->swizzle128 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return spk_fail("gemm 3xtf32 (TMA form): cuTensorMapEncodeTiled for %s failed (CUresult %d; sizes %llu x %llu "

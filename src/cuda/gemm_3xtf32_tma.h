@@ -38,6 +38,7 @@ typedef struct spk_gemm_tma_map {
     uint64_t strides[2];
     uint32_t box[3];
     unsigned f16;
+    unsigned swizzle128; /* f16 rows of 64 halves (the A-parts form): TMA's 128-byte swizzle */
 } spk_gemm_tma_map;
 
 /* A launch of the TMA form. */
