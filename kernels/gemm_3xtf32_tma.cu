@@ -133,17 +133,6 @@ static __device__ __forceinline__ void spk_tma16_mma(float (&d)[64], const unsig
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
-// d (+)= A · B for one k-step of 16, both operands' FP16 parts K-major
-// through their descriptors (imm-trans-a 0, imm-trans-b 0).
-static __device__ __forceinline__ void spk_tma16_mma_ss(float (&d)[64], unsigned long long desc_a,
-                                                        unsigned long long desc_b, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 // Keeps the compiler from moving accesses of registers across the wgmma
 // fences and waits (see kernels/gemm_3xtf32_wgmma.cu).
 static __device__ __forceinline__ void spk_tma_pin(float (&d)[64])
@@ -161,18 +150,14 @@ static __device__ __forceinline__ void spk_tma_pin4(unsigned (&a)[4])
 }
 
 // The producer: one thread issues every stage of this block's tiles (a
-// stage: A's tile, or with A_PARTS A's hi and lo tiles; then B's hi and lo
-// tiles of B_TILE_BYTES each).
-template <unsigned STAGES, unsigned STAGE_BYTES, unsigned B_TILE_BYTES, bool A_PARTS = false>
+// stage: A's tile, then B's hi and lo tiles of B_TILE_BYTES each).
+template <unsigned STAGES, unsigned STAGE_BYTES, unsigned B_TILE_BYTES>
 static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a, const spk_tma_map *map_b_hi,
                                                        const spk_tma_map *map_b_lo, unsigned stages,
                                                        unsigned bars, long long tiles, int col_tiles, int count,
-                                                       int k_tiles, int a_batched, int b_batched,
-                                                       const spk_tma_map *map_a_lo = nullptr)
+                                                       int k_tiles, int a_batched, int b_batched)
 {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_a)) : "memory");
-    if constexpr (A_PARTS)
-        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_a_lo)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_hi)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_lo)) : "memory");
     unsigned s = 0, phase = 0;
@@ -184,19 +169,11 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
             spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
             spk_mbar_expect_tx(full, STAGE_BYTES);
             const unsigned dst = stages + s * STAGE_BYTES;
-            if constexpr (A_PARTS) {
-                const int k0 = kt * SPK_TMA16A_BK;
-                spk_tma_load(dst, map_a, full, k0, rt * SPK_TMA_BM, a_batched ? z : 0);
-                spk_tma_load(dst + B_TILE_BYTES, map_a_lo, full, k0, rt * SPK_TMA_BM, a_batched ? z : 0);
-                spk_tma_load(dst + 2 * B_TILE_BYTES, map_b_hi, full, k0, ct * SPK_TMA_BN, b_batched ? z : 0);
-                spk_tma_load(dst + 3 * B_TILE_BYTES, map_b_lo, full, k0, ct * SPK_TMA_BN, b_batched ? z : 0);
-            } else {
-                spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
-                spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
-                             b_batched ? z : 0);
-                spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK,
-                             ct * SPK_TMA_BN, b_batched ? z : 0);
-            }
+            spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
+            spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+                         b_batched ? z : 0);
+            spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+                         b_batched ? z : 0);
             if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;
@@ -367,112 +344,25 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
         spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0);
 }
 
-// A slice's products (k-steps q0, q0 + 1 of the stage's k-tile), both
-// operands' FP16 parts from the stage, into d from zero: the order of
-// spk_tma_slice (so the same bits as A split in registers), A's fragments
-// read by wgmma through descriptors; committed as one group, not waited for.
-// A tile's rows are SPK_TMA16A_BK halves: 128 bytes in TMA's 128-byte
-// swizzle (the TF32 form's descriptors) or 64 in the 64-byte one.
-static __device__ __forceinline__ unsigned long long spk_tma16a_desc(unsigned addr)
-{
-    if constexpr (SPK_TMA16A_BK == 64)
-        return spk_tma_desc(addr);
-    else
-        return spk_tma16_desc(addr);
-}
-
-static __device__ __forceinline__ void spk_tma16_parts_issue(float (&d)[64], unsigned stage, int wg, int q0)
-{
-    const unsigned a_wg = stage + SPK_TMA16A_A_WG_BYTES * wg, b_hi = stage + 2 * SPK_TMA16A_TILE_BYTES;
-    const unsigned long long da_hi = spk_tma16a_desc(a_wg), da_lo = spk_tma16a_desc(a_wg + SPK_TMA16A_TILE_BYTES);
-    const unsigned long long db_hi = spk_tma16a_desc(b_hi), db_lo = spk_tma16a_desc(b_hi + SPK_TMA16A_TILE_BYTES);
-    spk_tma_pin(d);
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma_ss(d, da_lo + 2 * q, db_hi + 2 * q, q > q0);
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma_ss(d, da_hi + 2 * q, db_lo + 2 * q, 1);
-#pragma unroll
-    for (int q = q0; q < q0 + SPK_TMA16_SLICE_STEPS; q++)
-        spk_tma16_mma_ss(d, da_hi + 2 * q, db_hi + 2 * q, 1);
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    spk_tma_pin(d);
-}
-
-// acc += d once d's group (and every group before it) is complete, with
-// PENDING groups committed after it still in flight; then, where d's slice
-// was its k-tile's last, this warp hands the stage back.
-template <int PENDING>
-static __device__ __forceinline__ void spk_tma16_parts_add(float (&acc)[64], float (&d)[64], unsigned empty,
-                                                           bool release, int lane)
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
-    spk_tma_pin(d);
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        acc[i] += d[i];
-    __syncwarp();
-    if (release && lane == 0)
-        spk_mbar_arrive(empty);
-}
-
-// A tile's slices with A's parts given, each summed from zero and added
-// (the order of spk_tma_slice's). Two sums in flight (a slice's products
-// under the adds of the slice before, into two sets of registers) make
-// ptxas serialize the wgmmas (its C7514): one sum it is.
-template <unsigned STAGES, unsigned STAGE_BYTES>
-static __device__ __forceinline__ void spk_tma16_parts_tile(float (&acc)[64], float (&d)[64], unsigned stages,
-                                                            unsigned bars, int k_tiles, int wg, int lane, unsigned &s,
-                                                            unsigned &phase)
-{
-    for (int kt = 0; kt < k_tiles; kt++) {
-        spk_mbar_wait(bars + 8 * s, phase);
-        __syncwarp();
-        const unsigned stage = stages + s * STAGE_BYTES;
-#pragma unroll
-        for (int q0 = 0; q0 < SPK_TMA16A_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS) {
-            spk_tma16_parts_issue(d, stage, wg, q0);
-            spk_tma16_parts_add<0>(acc, d, bars + 8 * (STAGES + s), q0 + SPK_TMA16_SLICE_STEPS == SPK_TMA16A_KSTEPS,
-                                   lane);
-        }
-        if (++s == STAGES) {
-            s = 0;
-            phase ^= 1;
-        }
-    }
-}
-
 // The layout of a form's stages.
-template <bool F16, bool A_PARTS> struct spk_tma_layout {
+template <bool F16> struct spk_tma_layout {
     static constexpr unsigned stages = SPK_TMA_STAGES, stage_bytes = SPK_TMA_STAGE_BYTES,
-                              b_tile_bytes = SPK_TMA_TILE_BYTES, smem_bytes = SPK_TMA_SMEM_BYTES, bk = SPK_TMA_BK;
+                              b_tile_bytes = SPK_TMA_TILE_BYTES, smem_bytes = SPK_TMA_SMEM_BYTES;
 };
-template <> struct spk_tma_layout<true, false> {
+template <> struct spk_tma_layout<true> {
     static constexpr unsigned stages = SPK_TMA16_STAGES, stage_bytes = SPK_TMA16_STAGE_BYTES,
-                              b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES, bk = SPK_TMA_BK;
-};
-template <> struct spk_tma_layout<true, true> {
-    static constexpr unsigned stages = SPK_TMA16A_STAGES, stage_bytes = SPK_TMA16A_STAGE_BYTES,
-                              b_tile_bytes = SPK_TMA16A_TILE_BYTES, smem_bytes = SPK_TMA16A_SMEM_BYTES,
-                              bk = SPK_TMA16A_BK;
+                              b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES;
 };
 
-// Every form's kernel: F16 chooses the parts (TF32's or FP16's, A scaled by
-// a_scale), A_PARTS (with F16) A's FP16 parts from memory (map_a its hi,
-// map_a_lo its lo) rather than split in registers.
-template <bool F16, bool A_PARTS = false>
+// Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by a_scale).
+template <bool F16>
 static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, const spk_tma_map &map_b_hi,
                                                     const spk_tma_map &map_b_lo, const spk_tma_map &map_c, int m,
                                                     int n, int k, int count, int a_batched, int b_batched, float *c,
                                                     long long c_sm, long long c_sn, long long c_sb, float alpha,
-                                                    float beta, int c_vec2, int c_tma, float a_scale,
-                                                    const spk_tma_map *map_a_lo = nullptr)
+                                                    float beta, int c_vec2, int c_tma, float a_scale)
 {
-    static_assert(F16 || !A_PARTS, "A's parts are FP16's");
-
-    using layout = spk_tma_layout<F16, A_PARTS>;
+    using layout = spk_tma_layout<F16>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
     unsigned given;
@@ -487,7 +377,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
-    const int k_tiles = (k + (int)layout::bk - 1) / (int)layout::bk;
+    const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     const long long tiles = (long long)row_tiles * col_tiles * count;
 
     if (threadIdx.x == 0) {
@@ -500,18 +390,12 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     }
     __syncthreads(); // the last block-wide barrier: the roles never meet again
 
-    if (A_PARTS ? warp >= SPK_TMA_CONSUMER_WARPS : warp == SPK_TMA_CONSUMER_WARPS) {
-        // With A's parts, a producer warpgroup: its registers handed to the consumers (two sums in flight)
-        if constexpr (A_PARTS)
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(SPK_TMA16A_PRODUCER_REGS));
-        if (warp == SPK_TMA_CONSUMER_WARPS && lane == 0)
-            spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes, A_PARTS>(
-                &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched,
-                map_a_lo);
+    if (warp == SPK_TMA_CONSUMER_WARPS) {
+        if (lane == 0)
+            spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes>(
+                &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched);
         return;
     }
-    if constexpr (A_PARTS)
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SPK_TMA16A_CONSUMER_REGS));
 
     const int wg = warp >> 2, w = warp & 3;
     float acc[64], d[64];
@@ -525,10 +409,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
         for (int i = 0; i < 64; i++)
             acc[i] = 0.0f;
-        if constexpr (A_PARTS)
-            spk_tma16_parts_tile<layout::stages, layout::stage_bytes>(acc, d, stages, bars, k_tiles, wg, lane, s,
-                                                                       phase);
-        for (int kt = 0; !A_PARTS && kt < k_tiles; kt++) {
+        for (int kt = 0; kt < k_tiles; kt++) {
             spk_mbar_wait(bars + 8 * s, phase);
             __syncwarp();
             const unsigned char *a_tile = stage_ptr + s * layout::stage_bytes;
@@ -607,33 +488,4 @@ spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_const
 {
     spk_tma_gemm<true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
                        alpha, beta, c_vec2, c_tma, a_scale);
-}
-
-// Both operands' FP16 parts: map_a (A's hi) and map_a_lo of f16 (64-byte
-// swizzle), A's parts scaled by 2^s_a where they were split (as spk_f16_split
-// on the device: spk_f16_split_scaled), B's as spk_gemm_3xf16_tma's; alpha
-// carries the caller's factor times 2^-(s_a + s_b).
-extern "C" __global__ void __launch_bounds__(SPK_TMA16A_THREADS, 1)
-spk_gemm_3xf16a_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
-                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
-                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma,
-                    const __grid_constant__ spk_tma_map map_a_lo)
-{
-    spk_tma_gemm<true, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
-                             c_sb, alpha, beta, c_vec2, c_tma, 1.0f, &map_a_lo);
-}
-
-// x 2^exponent (scale) as FP16 parts, the pairs packed as the GEMMs' A
-// fragments hold them: each pair split by spk_tma16_split, so the parts are
-// the bits spk_gemm_3xf16_tma makes of the same x in registers. n pairs.
-extern "C" __global__ void spk_f16_split_scaled(const float2 *x, unsigned *hi, unsigned *lo, long long n, float scale)
-{
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const float2 v = x[i];
-        unsigned h, l;
-        spk_tma16_split(__fmul_rn(v.x, scale), __fmul_rn(v.y, scale), h, l);
-        hi[i] = h;
-        lo[i] = l;
-    }
 }

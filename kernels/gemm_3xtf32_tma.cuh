@@ -189,31 +189,6 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
 #ifndef SPK_TMA16_SLICE_STEPS
 #define SPK_TMA16_SLICE_STEPS 2
 #endif
-/* A given as FP16 parts too (spk_gemm_3xf16a_tma: the caller split it once,
- * scaled, e.g. where the recurrence wrote h): the stage's A bytes hold A's hi
- * tile and then its lo tile, 128 rows x 64 bytes each in the 64-byte swizzle,
- * a warpgroup's 64 rows 4 KB into each, read by wgmma through descriptors. */
-#ifndef SPK_TMA16A_BK
-#define SPK_TMA16A_BK 64
-#endif
-#define SPK_TMA16A_KSTEPS (SPK_TMA16A_BK / 16)
-#define SPK_TMA16A_TILE_BYTES (SPK_TMA_BM * SPK_TMA16A_BK * 2)
-#define SPK_TMA16A_A_WG_BYTES (SPK_TMA_WG_ROWS * SPK_TMA16A_BK * 2)
-#define SPK_TMA16A_STAGE_BYTES (4 * SPK_TMA16A_TILE_BYTES)
-#ifndef SPK_TMA16A_STAGES
-#define SPK_TMA16A_STAGES (SPK_TMA16A_BK == 64 ? 2 : 4)
-#endif
-#define SPK_TMA16A_SMEM_BYTES                                                                                          \
-    (SPK_TMA16A_STAGES * SPK_TMA16A_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + 2 * SPK_TMA16A_STAGES * 8)
-#if SPK_TMA16A_SMEM_BYTES > SPK_TMA_SMEM_LIMIT
-#error "gemm_3xtf32_tma: the A-parts form's stages and C's buffer exceed a block's 227 KB"
-#endif
-/* Its blocks: the two consumer warpgroups and a producer warpgroup, whose
- * registers setmaxnreg hands to the consumers (each holds two sums in
- * flight and the accumulator: 192 floats). */
-#define SPK_TMA16A_THREADS (32 * (SPK_TMA_CONSUMER_WARPS + 4))
-#define SPK_TMA16A_PRODUCER_REGS 40
-#define SPK_TMA16A_CONSUMER_REGS 232
 #define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
 #define SPK_TMA16_SMEM_BYTES                                                                                           \
     (SPK_TMA16_STAGES * SPK_TMA16_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA16_BARRIER_BYTES)

@@ -46,8 +46,6 @@ static const struct {
     [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
     [SPK_GEMM_3XTF32_SPLIT] = {"gemm_3xtf32.cu", "spk_tf32_split", NULL, 0},
     [SPK_GEMM_3XF16_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
-    [SPK_GEMM_3XF16A_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16a_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
-    [SPK_F16_SPLIT_SCALED] = {"gemm_3xtf32_tma.cu", "spk_f16_split_scaled", "sm_90a", 0},
 };
 
 #define MAX_DEVICES 64

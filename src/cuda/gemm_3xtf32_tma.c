@@ -33,14 +33,11 @@ int spk_gemm_3xtf32_form_wanted(const char *env, spk_3xtf32_form *form)
         *form = SPK_3XTF32_TMA;
     else if (strcmp(env, "f16") == 0)
         *form = SPK_3XTF32_TMA_F16;
-    else if (strcmp(env, "f16-split-a") == 0)
-        *form = SPK_3XTF32_TMA_F16_SPLIT_A;
     else if (strcmp(env, "classic") == 0)
         *form = SPK_3XTF32_CLASSIC;
     else
         return spk_fail("gemm 3xtf32: $SPK_GEMM_3XTF32 is \"%.64s\"; it takes \"tma\" (split weights, the TMA "
-                        "form), \"f16\" (the same, FP16 parts after the first layer), \"f16-split-a\" (the same, "
-                        "h split into its parts by a pass of its own) or \"classic\"",
+                        "form), \"f16\" (the same, FP16 parts after the first layer) or \"classic\"",
                         env);
     return 0;
 }
@@ -144,13 +141,7 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->k_tiles = (a->k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     out->tiles = out->row_tiles * out->col_tiles * count;
     out->grid = out->tiles < sms ? (unsigned)out->tiles : (unsigned)sms;
-    out->threads = a->f16 ? SPK_TMA16A_THREADS : SPK_TMA_THREADS;
-    if (a->f16) /* both operands' parts: k-tiles of SPK_TMA16A_BK halves */
-        for (int i = 0; i < 2; i++) {
-            spk_gemm_tma_map *map = i ? &out->b : &out->a;
-            map->box[0] = SPK_TMA16A_BK;
-            map->swizzle128 = SPK_TMA16A_BK == 64;
-        }
+    out->threads = SPK_TMA_THREADS;
     out->smem = SPK_TMA_SMEM_LIMIT;
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
     c_map_of(c, a->rows, b->rows, count, out);
@@ -224,10 +215,9 @@ static int sms_of_current_device(int *sms)
 }
 
 /* The plan of g with B's TF32 parts (b16 NULL: g->b and g->b_lo) or its
- * FP16 parts b16 (laid out as g->b, two bytes an element), and A's FP16
- * parts a16 where given (laid out as g->a). */
-static int plan_of(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16, int64_t m, int64_t n,
-                   int64_t k, int64_t count, int sms, spk_gemm_tma_plan *p)
+ * FP16 parts b16 (laid out as g->b, two bytes an element). */
+static int plan_of(const spk_gemm_args *g, const spk_f16_parts *b16, int64_t m, int64_t n, int64_t k, int64_t count,
+                   int sms, spk_gemm_tma_plan *p)
 {
     spk_gemm_tma_matrix a = matrix_of(g->a, g->transa, m, k);
     spk_gemm_tma_matrix b = matrix_of(g->b, !g->transb, n, k);
@@ -238,12 +228,6 @@ static int plan_of(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f
     }
     if (lo_address % 16 != 0)
         return spk_fail("gemm 3xtf32 (TMA form): b_lo must start 16-byte aligned");
-    if (a16) {
-        a.address = (uintptr_t)spk_tensor_data(a16->hi);
-        a.f16 = 1;
-        if ((uintptr_t)spk_tensor_data(a16->lo) % 16 != 0)
-            return spk_fail("gemm 3xtf32 (TMA form): a16's lo must start 16-byte aligned");
-    }
     spk_gemm_strides cs = spk_gemm_matrix_strides(g->c, false);
     spk_gemm_tma_c c = {.address = (uintptr_t)spk_tensor_data(g->c), .c_sm = cs.s0, .c_sn = cs.s1, .c_sb = cs.batch,
                         .beta = g->beta};
@@ -255,47 +239,36 @@ bool spk_gemm_3xtf32_split_fits(const spk_gemm_args *g)
     int64_t m, n, k, count;
     spk_gemm_tma_plan p;
     bool fits = g->b_lo && spk_gemm_check(g, &m, &n, &k, &count) == 0 && same_layout(g->b, g->b_lo) == 0 &&
-                (m == 0 || n == 0 || count == 0 || plan_of(g, NULL, NULL, m, n, k, count, 1, &p) == 0);
+                (m == 0 || n == 0 || count == 0 || plan_of(g, NULL, m, n, k, count, 1, &p) == 0);
     spk_clear_error();
     return fits;
 }
 
-/* An operand's FP16 parts against the operand x (named `name`, "a" or "b"):
- * they hold x's elements, which are contiguous, on its device. */
-static int parts_match(const spk_tensor *x, const spk_f16_parts *parts, const char *name)
+/* b16 against g->b: its parts hold g->b's elements, which are contiguous,
+ * on its device. */
+static int parts_match(const spk_gemm_args *g, const spk_f16_parts *b16)
 {
-    if (!parts || !parts->hi || !parts->lo)
-        return spk_fail("gemm 3xf16: %s's FP16 parts are missing", name);
-    if (parts->hi->dtype != SPK_I32 || parts->lo->dtype != SPK_I32 || !spk_tensor_is_contiguous(parts->hi) ||
-        !spk_tensor_is_contiguous(parts->lo))
-        return spk_fail("gemm 3xf16: %s's FP16 parts must be contiguous i32 tensors (spk_f16_split's), got %s and %s",
-                        name, spk_dtype_name(parts->hi->dtype), spk_dtype_name(parts->lo->dtype));
-    const int64_t n = spk_tensor_numel(x);
-    if (!spk_tensor_is_contiguous(x) || spk_tensor_numel(parts->hi) * 2 != n || spk_tensor_numel(parts->lo) * 2 != n)
-        return spk_fail("gemm 3xf16: %s's FP16 parts must hold %s's %lld elements, %s contiguous", name, name,
-                        (long long)n, name);
-    if (!spk_tensor_is_device(parts->hi) || !spk_tensor_is_device(parts->lo) ||
-        parts->hi->storage->device != x->storage->device || parts->lo->storage->device != x->storage->device)
-        return spk_fail("gemm 3xf16: %s's FP16 parts must be on %s's device", name, name);
+    if (!b16 || !b16->hi || !b16->lo)
+        return spk_fail("gemm 3xf16: B's FP16 parts are missing");
+    if (b16->hi->dtype != SPK_I32 || b16->lo->dtype != SPK_I32 || !spk_tensor_is_contiguous(b16->hi) ||
+        !spk_tensor_is_contiguous(b16->lo))
+        return spk_fail("gemm 3xf16: B's FP16 parts must be contiguous i32 tensors (spk_f16_split's), got %s and %s",
+                        spk_dtype_name(b16->hi->dtype), spk_dtype_name(b16->lo->dtype));
+    const int64_t n = spk_tensor_numel(g->b);
+    if (!spk_tensor_is_contiguous(g->b) || spk_tensor_numel(b16->hi) * 2 != n || spk_tensor_numel(b16->lo) * 2 != n)
+        return spk_fail("gemm 3xf16: B's FP16 parts must hold b's %lld elements, b contiguous", (long long)n);
+    if (!spk_tensor_is_device(b16->hi) || !spk_tensor_is_device(b16->lo) ||
+        b16->hi->storage->device != g->b->storage->device || b16->lo->storage->device != g->b->storage->device)
+        return spk_fail("gemm 3xf16: B's FP16 parts must be on b's device");
     return 0;
 }
 
-/* g with b16 (and a16 where given: then g->a is read as it, not transposed). */
-static int parts_of_g(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16)
-{
-    if (parts_match(g->b, b16, "b") || (a16 && parts_match(g->a, a16, "a")))
-        return -1;
-    if (a16 && g->transa)
-        return spk_fail("gemm 3xf16: a16 holds A's parts as A is stored; transa must be false");
-    return 0;
-}
-
-bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16)
+bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *b16)
 {
     int64_t m, n, k, count;
     spk_gemm_tma_plan p;
-    bool fits = b16 && spk_gemm_check(g, &m, &n, &k, &count) == 0 && parts_of_g(g, a16, b16) == 0 &&
-                (m == 0 || n == 0 || count == 0 || plan_of(g, a16, b16, m, n, k, count, 1, &p) == 0);
+    bool fits = b16 && spk_gemm_check(g, &m, &n, &k, &count) == 0 && parts_match(g, b16) == 0 &&
+                (m == 0 || n == 0 || count == 0 || plan_of(g, b16, m, n, k, count, 1, &p) == 0);
     spk_clear_error();
     return fits;
 }
@@ -333,9 +306,7 @@ int spk_gemm_3xtf32_tma_prepare(void)
     spk_3xtf32_form form;
     return encoder(&fn) || spk_gemm_3xtf32_plan_form(&form) || !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA) ||
                    !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_SPLIT) ||
-                   (form >= SPK_3XTF32_TMA_F16 && !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA)) ||
-                   (form == SPK_3XTF32_TMA_F16_SPLIT_A && (!spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16A_TMA) ||
-                                                          !spk_gemm_3xtf32_kernel(SPK_F16_SPLIT_SCALED)))
+                   (form == SPK_3XTF32_TMA_F16 && !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA))
                ? -1
                : 0;
 }
@@ -348,7 +319,7 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
     const cuuint32_t element_strides[3] = {1, 1, 1};
     CUresult r = fn(map, p->f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, address,
                     p->dims, p->strides, p->box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                    p->f16 && !p->swizzle128 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                    p->f16 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return spk_fail("gemm 3xtf32 (TMA form): cuTensorMapEncodeTiled for %s failed (CUresult %d; sizes %llu x %llu "
@@ -366,10 +337,9 @@ static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(C
                                                    sizeof(CUtensorMap), 4, 4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8,
                                                    4, 4, 4, 4};
 
-/* The launch of every parts' form (b16 NULL: TF32's, g->b and g->b_lo; a16
- * given: A's FP16 parts, a_exponent theirs). */
-static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16, int a_exponent,
-                      int64_t m, int64_t n, int64_t k, int64_t count, spk_stream *s)
+/* The launch of either parts' form (b16 NULL: TF32's, g->b and g->b_lo). */
+static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent, int64_t m, int64_t n,
+                      int64_t k, int64_t count, spk_stream *s)
 {
     bool wg = false;
     if (spk_gemm_3xtf32_device_has_wgmma(&wg))
@@ -379,16 +349,15 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *a16, const sp
                         b16 ? "b16" : "b_lo");
     int sms = 0;
     spk_gemm_tma_plan p;
-    if (sms_of_current_device(&sms) || plan_of(g, a16, b16, m, n, k, count, sms, &p))
+    if (sms_of_current_device(&sms) || plan_of(g, b16, m, n, k, count, sms, &p))
         return -1;
-    CUtensorMap maps[5]; /* A (or A's hi), B's hi, B's lo, C, A's lo */
+    CUtensorMap maps[4];
     memset(&maps[3], 0, sizeof maps[3]); /* C's, where it has none: never read */
-    const spk_gemm_tma_map *params[5] = {&p.a, &p.b, &p.b, NULL, &p.a};
-    const spk_tensor *tensors[5] = {a16 ? a16->hi : g->a, b16 ? b16->hi : g->b, b16 ? b16->lo : g->b_lo, g->c,
-                                    a16 ? a16->lo : NULL};
-    const char *names[5] = {"a", "b", "b_lo", "c", "a_lo"};
-    for (int i = 0; i < 5; i++)
-        if (params[i] && tensors[i] && encode(&maps[i], params[i], spk_tensor_data(tensors[i]), names[i]))
+    const spk_gemm_tma_map *params[3] = {&p.a, &p.b, &p.b};
+    const spk_tensor *tensors[3] = {g->a, b16 ? b16->hi : g->b, b16 ? b16->lo : g->b_lo};
+    const char *names[3] = {"a", "b", "b_lo"};
+    for (int i = 0; i < 3; i++)
+        if (encode(&maps[i], params[i], spk_tensor_data(tensors[i]), names[i]))
             return -1;
     /* C's map serves the SPK_TMA_STORE_C variant alone; where the driver
      * refuses it the kernel stores C itself, as the default does. */
@@ -396,19 +365,16 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *a16, const sp
         spk_clear_error();
         p.c_tma = 0;
     }
-    spk_kernel *kernel =
-        spk_gemm_3xtf32_kernel(a16 ? SPK_GEMM_3XF16A_TMA : b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA);
+    spk_kernel *kernel = spk_gemm_3xtf32_kernel(b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA);
     if (!kernel)
         return -1;
-    /* after the common ones: the FP16 forms' A scale, or A's lo map */
     const int want = b16 ? TMA_PARAMS + 1 : TMA_PARAMS;
-    const size_t last_size = a16 ? sizeof(CUtensorMap) : 4;
     int nparams = 0;
     size_t sizes[SPK_MAX_KERNEL_ARGS];
     if (spk_kernel_params(kernel, &nparams, sizes, SPK_MAX_KERNEL_ARGS))
         return -1;
     if (nparams != want || memcmp(sizes, tma_param_sizes, sizeof tma_param_sizes) != 0 ||
-        (b16 && sizes[TMA_PARAMS] != last_size))
+        (b16 && sizes[TMA_PARAMS] != 4))
         return spk_fail("gemm 3xtf32 (TMA form): the kernel takes %d parameters, not the %d this host passes", nparams,
                         want);
     int32_t m32 = (int32_t)m, n32 = (int32_t)n, k32 = (int32_t)k, count32 = (int32_t)count;
@@ -420,11 +386,10 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *a16, const sp
     float a_scale = spk_pow2f(a_exponent);
     void *args[TMA_PARAMS + 1] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32,
                                   &p.a_batched, &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2,
-                                  &p.c_tma, a16 ? (void *)&maps[4] : (void *)&a_scale};
-    spk_storage *uses[] = {tensors[0]->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage,
-                           a16 ? a16->lo->storage : g->c->storage};
+                                  &p.c_tma, &a_scale};
+    spk_storage *uses[] = {g->a->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
-                             .uses = uses, .nuses = a16 ? 5 : 4};
+                             .uses = uses, .nuses = 4};
     if (spk_kernel_launch_raw(kernel, &cfg, args)) {
         spk_error_prefix("gemm %s (TMA form, %lld x %lld x %lld)", spk_math_mode_name(SPK_MATH_3XTF32),
                          (long long)m, (long long)n, (long long)k);
@@ -439,16 +404,14 @@ int spk_gemm_3xtf32_split(const spk_gemm_args *g, int64_t m, int64_t n, int64_t 
 {
     if (same_layout(g->b, g->b_lo))
         return -1;
-    return launch_tma(g, NULL, NULL, 0, m, n, k, count, s);
+    return launch_tma(g, NULL, 0, m, n, k, count, s);
 }
 
-int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16, int a_exponent)
+int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent)
 {
     int64_t m, n, k, count;
-    if (spk_gemm_check(g, &m, &n, &k, &count) || parts_of_g(g, a16, b16))
+    if (spk_gemm_check(g, &m, &n, &k, &count) || parts_match(g, b16))
         return -1;
-    if (a16)
-        a_exponent = a16->exponent;
     if (g->b_lo)
         return spk_fail("gemm: b_lo and b16 are B's parts of two forms; give one");
     if (g->math != SPK_MATH_3XTF32)
@@ -462,7 +425,7 @@ int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f
     if (m == 0 || n == 0 || count == 0)
         return 0;
     spk_stream *s = spk_stream_or_default(g->stream);
-    return s ? launch_tma(g, a16, b16, a_exponent, m, n, k, count, s) : -1;
+    return s ? launch_tma(g, b16, a_exponent, m, n, k, count, s) : -1;
 }
 
 /* ---- the split ------------------------------------------------------------- */
@@ -562,68 +525,5 @@ int spk_f16_split(const spk_tensor *x, spk_f16_parts *out, spk_stream *s)
         return 0;
     spk_error_prefix("f16 split");
     spk_f16_parts_free(out);
-    return -1;
-}
-
-/* parts->hi and ->lo set: they must hold x's n elements' parts on its device;
- * else made. */
-static int scaled_parts_ready(const spk_tensor *x, spk_f16_parts *parts, bool *made, spk_stream *s)
-{
-    *made = !parts->hi && !parts->lo;
-    if (*made) {
-        int64_t shape[SPK_MAX_DIMS];
-        for (int d = 0; d < x->ndim; d++)
-            shape[d] = x->shape[d];
-        shape[x->ndim - 1] /= 2;
-        parts->hi = spk_device_tensor_new(SPK_I32, x->ndim, shape, s);
-        parts->lo = parts->hi ? spk_device_tensor_new(SPK_I32, x->ndim, shape, s) : NULL;
-        return parts->lo ? 0 : -1;
-    }
-    const int64_t n = spk_tensor_numel(x);
-    for (int i = 0; i < 2; i++) {
-        const spk_tensor *t = i ? parts->lo : parts->hi;
-        if (!t || t->dtype != SPK_I32 || !spk_tensor_is_contiguous(t) || spk_tensor_numel(t) * 2 != n ||
-            !spk_tensor_is_device(t) || t->storage->device != x->storage->device)
-            return spk_fail("the parts must be contiguous i32 device tensors of %lld elements each on x's device",
-                            (long long)(n / 2));
-    }
-    return 0;
-}
-
-int spk_f16_split_scaled(const spk_tensor *x, int exponent, spk_f16_parts *parts, spk_stream *s)
-{
-    bool made = false, wg = false;
-    int rc = -1;
-    if (!x || x->dtype != SPK_F32 || !spk_tensor_is_device(x))
-        spk_fail("x must be an f32 device tensor%s", x ? "" : " (got none)");
-    else if (!spk_tensor_is_contiguous(x) || x->ndim < 1 || x->shape[x->ndim - 1] % 2 != 0)
-        spk_fail("x must be contiguous with an even last dimension");
-    else if (exponent < -100 || exponent > 100)
-        spk_fail("the exponent must lie in -100 .. 100, got %d", exponent);
-    else if (spk_gemm_3xtf32_device_has_wgmma(&wg) == 0 && !wg)
-        spk_fail("the device split needs compute capability 9.0");
-    else if (wg && (s = spk_stream_or_default(s)) && scaled_parts_ready(x, parts, &made, s) == 0) {
-        const int64_t pairs = spk_tensor_numel(x) / 2;
-        spk_kernel *kernel = pairs ? spk_gemm_3xtf32_kernel(SPK_F16_SPLIT_SCALED) : NULL;
-        rc = pairs ? -1 : 0;
-        if (kernel) {
-            long long blocks = (pairs + 255) / 256;
-            spk_arg args[5] = {{SPK_ARG_PTR, {.ptr = spk_tensor_data(x)}},
-                               {SPK_ARG_PTR, {.ptr = spk_tensor_data(parts->hi)}},
-                               {SPK_ARG_PTR, {.ptr = spk_tensor_data(parts->lo)}},
-                               {SPK_ARG_I64, {.i64 = pairs}},
-                               {SPK_ARG_F32, {.f32 = spk_pow2f(exponent)}}};
-            spk_storage *uses[] = {x->storage, parts->hi->storage, parts->lo->storage};
-            spk_launch_config cfg = {.grid = {(unsigned)(blocks < 4096 ? blocks : 4096), 1, 1}, .block = {256, 1, 1},
-                                     .stream = s, .uses = uses, .nuses = 3};
-            rc = spk_kernel_launch(kernel, &cfg, args, 5);
-        }
-        parts->exponent = exponent;
-    }
-    if (rc == 0)
-        return 0;
-    spk_error_prefix("f16 split (scaled, on the device)");
-    if (made)
-        spk_f16_parts_free(parts);
     return -1;
 }

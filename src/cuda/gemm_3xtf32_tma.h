@@ -11,12 +11,7 @@
 #include <stdint.h>
 
 /* The forms of a stack plan's 3xtf32 projections. */
-typedef enum {
-    SPK_3XTF32_CLASSIC,
-    SPK_3XTF32_TMA,
-    SPK_3XTF32_TMA_F16,        /* FP16 parts after the first layer, h split in the GEMM's registers */
-    SPK_3XTF32_TMA_F16_SPLIT_A /* the same, h split into its parts by a pass of its own before the GEMM */
-} spk_3xtf32_form;
+typedef enum { SPK_3XTF32_CLASSIC, SPK_3XTF32_TMA, SPK_3XTF32_TMA_F16 } spk_3xtf32_form;
 
 /* One operand as the kernel reads it: op(X) as `rows` x `k` (A: m x k; B, read
  * as its transpose: n x k), element (i, p) of matrix z at
@@ -26,7 +21,7 @@ typedef struct spk_gemm_tma_matrix {
     uintptr_t address;
     int64_t rows, k;
     int64_t row_stride, k_stride, matrix_stride;
-    unsigned f16; /* 1: FP16 parts (2-byte elements; f32 otherwise) */
+    unsigned f16; /* 1: B's FP16 parts (2-byte elements; f32 otherwise) */
 } spk_gemm_tma_matrix;
 
 /* A tensor map's parameters (cuTensorMapEncodeTiled, f32 with the 128-byte
@@ -38,7 +33,6 @@ typedef struct spk_gemm_tma_map {
     uint64_t strides[2];
     uint32_t box[3];
     unsigned f16;
-    unsigned swizzle128; /* f16 rows of 64 halves (the A-parts form): TMA's 128-byte swizzle */
 } spk_gemm_tma_map;
 
 /* A launch of the TMA form. */
@@ -74,8 +68,7 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
 /* Which form a process's stack plans of math 3xtf32 want, given
  * $SPK_GEMM_3XTF32's value `env` (NULL or "" when unset): "tma" the TMA form
  * with TF32 parts, "f16" the TMA form with FP16 parts for the layers after
- * the first (their input is h, |h| <= 1), "f16-split-a" the same with h split
- * into its FP16 parts beforehand by a pass of its own, "classic" the forms of
+ * the first (their input is h, |h| <= 1), "classic" the forms of
  * src/cuda/gemm_3xtf32.c, unset the build's default; another value fails,
  * naming it. The device's part of the choice (compute capability 9.0) is
  * spk_gemm_3xtf32_plan_form's (cuda/runtime.h). */

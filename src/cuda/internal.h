@@ -35,8 +35,6 @@ enum {
     SPK_GEMM_3XTF32_TMA,   /* kernels/gemm_3xtf32_tma.cu: B split beforehand, TMA stages */
     SPK_GEMM_3XTF32_SPLIT, /* kernels/gemm_3xtf32.cu's spk_tf32_split */
     SPK_GEMM_3XF16_TMA,    /* kernels/gemm_3xtf32_tma.cu's FP16 parts */
-    SPK_GEMM_3XF16A_TMA,   /* the same, A's FP16 parts given too */
-    SPK_F16_SPLIT_SCALED,  /* kernels/gemm_3xtf32_tma.cu's split of A into FP16 parts */
     SPK_GEMM_3XTF32_FORMS
 };
 spk_kernel *spk_gemm_3xtf32_kernel(int form);

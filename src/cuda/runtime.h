@@ -386,29 +386,18 @@ typedef struct spk_f16_parts {
 /* Splits a contiguous f32 tensor (host or device; its last dimension even)
  * into parts on its side (device: on s, through the host). */
 int spk_f16_split(const spk_tensor *x, spk_f16_parts *out, spk_stream *s);
-/* Splits a contiguous f32 device tensor (its last dimension even) into
- * parts of a given exponent on the device, on s: x 2^exponent split as the
- * FP16 parts' GEMM splits A in registers (the same bits; an infinite x's lo
- * is NaN), |x| 2^exponent below 65,520 the caller's bound. Into parts->hi
- * and ->lo where they are set (i32 of x's element count / 2 each, on x's
- * device), else into new tensors shaped as spk_f16_split's. Compute
- * capability 9.0. */
-int spk_f16_split_scaled(const spk_tensor *x, int exponent, spk_f16_parts *parts, spk_stream *s);
 /* The power of two the parts' rule gives a largest magnitude max_abs
  * (kernels/gemm_3xtf32_tma.cuh's spk_f16_scale_exponent). */
 int spk_f16_exponent_of(float max_abs);
 void spk_f16_parts_free(spk_f16_parts *p);
 /* spk_gemm of math 3xtf32 on the TMA form with FP16 parts: B as b16, the
- * parts of g->b (contiguous, read as op(B) like g->b). A: with a16 NULL,
- * scaled by 2^a_exponent in the kernel before its split (|A| 2^a_exponent
- * must stay below 65,520, FP16's range: the caller's bound); else a16, the
- * parts of g->a (contiguous, transa false; its exponent theirs, a_exponent
- * unused), which the kernel reads as they are. Compute capability 9.0. */
-int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16, int a_exponent);
-/* Whether spk_gemm_3xf16 runs g with b16 (and a16, where given): the TMA
- * form's layout rules, and k a multiple of 8 (FP16 rows 16-byte aligned).
- * No message is left. */
-bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *a16, const spk_f16_parts *b16);
+ * parts of g->b (contiguous, read as op(B) like g->b), and A scaled by
+ * 2^a_exponent in the kernel before its split; |A| 2^a_exponent must stay
+ * below 65,520 (FP16's range): the caller's bound. Compute capability 9.0. */
+int spk_gemm_3xf16(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent);
+/* Whether spk_gemm_3xf16 runs g with b16: the TMA form's layout rules, and
+ * k a multiple of 8 (FP16 rows 16-byte aligned). No message is left. */
+bool spk_gemm_3xf16_fits(const spk_gemm_args *g, const spk_f16_parts *b16);
 /* Unloads the 3xtf32 kernels (loaded again on next use). */
 void spk_gemm_3xtf32_release(void);
 

@@ -119,8 +119,8 @@ const char *spk_lstm_math_suffix(spk_math_mode math)
     return math_suffixes[math];
 }
 
-int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, const spk_f16_parts *a16, spk_tensor *gates,
-                     spk_math_mode math, spk_stream *s)
+int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
+                     spk_stream *s)
 {
     /* Both directions in one batched GEMM, a shared by the two: gates[d] =
      * a w[d]^T. One launch fills the last wave of tiles that two leave part
@@ -130,13 +130,8 @@ int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, co
     /* A layer with FP16 parts projects h, |h| <= 1: scaled as its bound
      * says, the small values' lo parts stay normal (unscaled, they cost
      * FP32's accuracy: docs/performance.md) and |h| up to 4 stays in range. */
-    if (math == SPK_MATH_3XTF32 && layer->w16.hi && a16 && a16->hi && spk_gemm_3xf16_fits(&ga, a16, &layer->w16)) {
-        spk_f16_parts parts = *a16; /* its buffers, split into with h's exponent */
-        return spk_f16_split_scaled(a, spk_f16_exponent_of(1.0f), &parts, s) ||
-               spk_gemm_3xf16(&ga, &parts, &layer->w16, 0);
-    }
-    if (math == SPK_MATH_3XTF32 && layer->w16.hi && spk_gemm_3xf16_fits(&ga, NULL, &layer->w16))
-        return spk_gemm_3xf16(&ga, NULL, &layer->w16, spk_f16_exponent_of(1.0f));
+    if (math == SPK_MATH_3XTF32 && layer->w16.hi && spk_gemm_3xf16_fits(&ga, &layer->w16))
+        return spk_gemm_3xf16(&ga, &layer->w16, spk_f16_exponent_of(1.0f));
     if (math == SPK_MATH_3XTF32 && layer->w_lo) {
         spk_gemm_args split = ga;
         split.b = layer->w_hi;
@@ -199,7 +194,7 @@ int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *laye
     for (int l = 0; form != SPK_3XTF32_CLASSIC && l < b->count; l++) {
         spk_lstm_device_layer *dl = &b->layers[l];
         if (spk_tf32_split(dl->w, &dl->w_hi, &dl->w_lo, s) ||
-            (form >= SPK_3XTF32_TMA_F16 && l > 0 && spk_f16_split(dl->w, &dl->w16, s))) {
+            (form == SPK_3XTF32_TMA_F16 && l > 0 && spk_f16_split(dl->w, &dl->w16, s))) {
             spk_error_prefix("layer %d", l + 1);
             return -1;
         }
@@ -212,11 +207,6 @@ int spk_lstm_gpu_buffers_new(spk_lstm_gpu_buffers *b, const spk_lstm_layer *laye
         !(*words = spk_device_tensor_new(words_dtype, 1, wshape, s)) ||
         !(b->output = spk_device_tensor_new(SPK_F32, 3, yshape, s)))
         return -1;
-    int64_t y16shape[3] = {B, T, H};
-    if (form == SPK_3XTF32_TMA_F16_SPLIT_A && b->count > 1 &&
-        (!(b->output16.hi = spk_device_tensor_new(SPK_I32, 3, y16shape, s)) ||
-         !(b->output16.lo = spk_device_tensor_new(SPK_I32, 3, y16shape, s))))
-        return -1;
     return spk_stream_synchronize(s) != 0 ? -1 : 0;
 }
 
@@ -225,7 +215,6 @@ void spk_lstm_gpu_buffers_free(spk_lstm_gpu_buffers *b)
     spk_lstm_device_layers_free(b->layers, b->count);
     spk_tensor_free(b->gates);
     spk_tensor_free(b->output);
-    spk_f16_parts_free(&b->output16);
     b->layers = NULL;
     b->gates = b->output = NULL;
 }
@@ -249,8 +238,7 @@ int spk_lstm_gpu_enqueue_layers(const spk_lstm_gpu_buffers *b, const spk_lstm_gp
         /* Both projections read the whole previous output before this layer's
          * recurrence (enqueued after them on the same stream) overwrites it. */
         spk_nvtx_push("projections");
-        const spk_f16_parts *a16 = l > 0 && b->output16.hi ? &b->output16 : NULL;
-        int rc = a ? spk_lstm_project(&b->layers[l], a, a16, b->gates, shape->math, s) : -1;
+        int rc = a ? spk_lstm_project(&b->layers[l], a, b->gates, shape->math, s) : -1;
         spk_nvtx_pop();
         if (rc && a)
             spk_error_prefix("layer %d projection", l + 1);

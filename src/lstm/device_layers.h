@@ -55,12 +55,11 @@ void spk_lstm_device_layers_free(spk_lstm_device_layer *layers, int count);
 /* gates[d] = a · W[d]ᵀ for both directions (spk_gemm on s, in `math`:
  * SPK_MATH_FP32 strict, SPK_MATH_TF32 tensor cores, or SPK_MATH_3XTF32 split
  * TF32 on tensor cores with FP32 sums, from w16 (a, the layer before's h,
- * scaled by h's bound: spk_f16_exponent_of(1); split into a16 first where
- * a16 is given) or else w_hi and w_lo where the layer has them and a suits
- * their kernel): a is the layer's input as a device [B*T, input] view,
- * gates [2, B*T, 4H]. */
-int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, const spk_f16_parts *a16, spk_tensor *gates,
-                     spk_math_mode math, spk_stream *s);
+ * scaled by h's bound: spk_f16_exponent_of(1)) or else w_hi and w_lo where
+ * the layer has them and a suits their kernel): a is the layer's
+ * input as a device [B*T, input] view, gates [2, B*T, 4H]. */
+int spk_lstm_project(const spk_lstm_device_layer *layer, const spk_tensor *a, spk_tensor *gates, spk_math_mode math,
+                     spk_stream *s);
 
 /* The projection math a GPU stack plan accepts: "fp32" (default), "tf32" or
  * "3xtf32"; fails naming them otherwise. Needs no device. */
@@ -96,10 +95,6 @@ typedef struct spk_lstm_gpu_buffers {
     int count;
     spk_tensor *gates;
     spk_tensor *output;
-    /* the output's FP16 parts where the plan's form is
-     * SPK_3XTF32_TMA_F16_SPLIT_A (the next layer's projection splits the
-     * output into them first); else empty */
-    spk_f16_parts output16;
 } spk_lstm_gpu_buffers;
 
 /* Uploads the layers in `packing`, then allocates in this order the gates,

@@ -91,7 +91,7 @@ static int l_gemm(lua_State *L)
         spk_lua_rawfield(L, 1, "a_exponent");
         lua_Integer a_exponent = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
         lua_pop(L, 1);
-        spk_lua_check(L, spk_gemm_3xf16(&g, NULL, &parts, (int)(a_exponent < -1000 ? -1000 : a_exponent > 1000 ? 1000 : a_exponent)));
+        spk_lua_check(L, spk_gemm_3xf16(&g, &parts, (int)(a_exponent < -1000 ? -1000 : a_exponent > 1000 ? 1000 : a_exponent)));
         return 0;
     }
     spk_lua_check(L, spk_gemm(&g));
