@@ -87,11 +87,15 @@ static int l_gemm(lua_State *L)
     lua_pop(L, 1);
     g.stream = spk_lua_fieldstream(L, 1, "stream", NULL);
     spk_f16_parts parts;
-    if (read_f16_parts(L, &parts)) {
-        spk_lua_rawfield(L, 1, "a_exponent");
-        lua_Integer a_exponent = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
-        lua_pop(L, 1);
-        spk_lua_check(L, spk_gemm_3xf16(&g, &parts, (int)(a_exponent < -1000 ? -1000 : a_exponent > 1000 ? 1000 : a_exponent)));
+    const bool b16 = read_f16_parts(L, &parts);
+    spk_lua_rawfield(L, 1, "a_exponent");
+    if (!b16 && !lua_isnil(L, -1))
+        luaL_error(L, "gemm: a_exponent scales a for b16's FP16 parts; give b16 too, or leave a_exponent out");
+    lua_Integer a_exponent = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    if (b16) {
+        a_exponent = a_exponent < -1000 ? -1000 : a_exponent > 1000 ? 1000 : a_exponent; /* refused past ±100 */
+        spk_lua_check(L, spk_gemm_3xf16(&g, &parts, (int)a_exponent));
         return 0;
     }
     spk_lua_check(L, spk_gemm(&g));
@@ -127,9 +131,8 @@ static int l_split_tf32(lua_State *L)
 /* spk.blas.split_f16(x[, stream]) -> hi, lo, exponent: x 2^exponent = hi + lo in FP16 parts. */
 static int l_split_f16(lua_State *L)
 {
-    spk_lua_checktensor(L, 1);
-    spk_stream *s = spk_lua_optstream(L, 2);
     spk_tensor *x = spk_lua_checktensor(L, 1);
+    spk_stream *s = spk_lua_optstream(L, 2);
     spk_f16_parts parts;
     spk_lua_check(L, spk_f16_split(x, &parts, s));
     spk_lua_pushtensor(L, parts.hi);

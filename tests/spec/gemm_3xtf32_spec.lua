@@ -267,6 +267,10 @@ describe("gemm math 3xtf32", function()
     local ok, err = pcall(call({ hi = hi, lo = lo, exponent = e, scale = 1 }))
     assert.is_false(ok)
     assert.matches("scale", tostring(err))
+    -- a_exponent means something only beside b16: refused, not ignored
+    assert.has_error(function()
+      spk.blas.gemm { a = a, b = b, c = c, transb = true, a_exponent = 14, math = "3xtf32" }
+    end, "gemm: a_exponent scales a for b16's FP16 parts; give b16 too, or leave a_exponent out")
   end)
 
   gpu_it("splits on the device to the host's bits (FP16 parts)", function()
