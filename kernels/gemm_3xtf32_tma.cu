@@ -87,6 +87,18 @@ static __device__ __forceinline__ void spk_tma_load(unsigned dst, const spk_tma_
                  : "memory");
 }
 
+#if SPK_TMA_PREFETCH_A
+// A's box at (k0, row0) of matrix z fetched into the L2 (no shared memory,
+// no barrier).
+static __device__ __forceinline__ void spk_tma_prefetch_l2(const spk_tma_map *map, int k0, int row0, int z)
+{
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)),
+                 "r"(k0), "r"(row0), "r"(z)
+                 : "memory");
+}
+#endif
+
 #if SPK_TMA_STORE_C
 // C's box at (col0, row0) of matrix z from shared memory at src (TMA's bulk
 // store, counted in this thread's bulk group).
@@ -149,32 +161,78 @@ static __device__ __forceinline__ void spk_tma_pin4(unsigned (&a)[4])
         asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// The producer: one thread issues every stage of this block's tiles (a
-// stage: A's tile, then B's hi and lo tiles of B_TILE_BYTES each).
-template <unsigned STAGES, unsigned STAGE_BYTES, unsigned B_TILE_BYTES>
+// Tile j of this block's walk (row tile, matrix, column tile), false past
+// its last: streamed, tiles b, b + grid, ...; B resident, the row tiles of
+// one column (kernels/gemm_3xtf32_tma.cuh).
+template <bool RESIDENT>
+static __device__ __forceinline__ bool spk_tma_walk(long long j, long long tiles, int row_tiles, int col_tiles,
+                                                    int count, int *rt, int *z, int *ct)
+{
+    if constexpr (RESIDENT) {
+        const int columns = col_tiles * count, column = (int)(blockIdx.x % (unsigned)columns);
+        *rt = spk_tma_res_row_tile(blockIdx.x, gridDim.x, columns, row_tiles, (int)j);
+        *z = column / col_tiles;
+        *ct = column % col_tiles;
+        return *rt >= 0;
+    } else {
+        const long long t = blockIdx.x + j * gridDim.x;
+        if (t >= tiles)
+            return false;
+        spk_tma_tile_of(t, col_tiles, count, rt, z, ct);
+        return true;
+    }
+}
+
+// The producer: one thread issues every stage of this block's tiles.
+// Streamed, a stage is A's tile, then B's hi and lo tiles of B_TILE_BYTES
+// each; B resident, the panel (each k-tile's hi and lo tile) comes first on
+// its own barrier, and a stage is A's tile alone.
+template <bool RESIDENT, unsigned B_TILE_BYTES>
 static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a, const spk_tma_map *map_b_hi,
-                                                       const spk_tma_map *map_b_lo, unsigned stages,
-                                                       unsigned bars, long long tiles, int col_tiles, int count,
-                                                       int k_tiles, int a_batched, int b_batched)
+                                                       const spk_tma_map *map_b_lo, unsigned panel,
+                                                       unsigned stages, unsigned nstages, unsigned stage_bytes,
+                                                       unsigned bars, long long tiles, int row_tiles, int col_tiles,
+                                                       int count, int k_tiles, int a_batched, int b_batched)
 {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_hi)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_lo)) : "memory");
-    unsigned s = 0, phase = 0;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+    if constexpr (RESIDENT) {
         int rt, z, ct;
-        spk_tma_tile_of(t, col_tiles, count, &rt, &z, &ct);
+        spk_tma_walk<true>(0, tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+        const unsigned panel_full = bars + 16 * nstages;
+        spk_mbar_expect_tx(panel_full, spk_tma_res_panel_bytes(k_tiles, B_TILE_BYTES));
         for (int kt = 0; kt < k_tiles; kt++) {
-            const unsigned full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
+            const unsigned dst = panel + 2 * B_TILE_BYTES * kt;
+            spk_tma_load(dst, map_b_hi, panel_full, kt * SPK_TMA_BK, ct * SPK_TMA_BN, b_batched ? z : 0);
+            spk_tma_load(dst + B_TILE_BYTES, map_b_lo, panel_full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+                         b_batched ? z : 0);
+        }
+    }
+    unsigned s = 0, phase = 0;
+    int rt, z, ct;
+    for (long long j = 0; spk_tma_walk<RESIDENT>(j, tiles, row_tiles, col_tiles, count, &rt, &z, &ct); j++) {
+#if SPK_TMA_PREFETCH_A
+        // the next tile's A into the L2 a tile ahead: the first reads of a row
+        // tile go to DRAM, further than the stages reach
+        int next_rt, next_z, next_ct;
+        if (spk_tma_walk<RESIDENT>(j + 1, tiles, row_tiles, col_tiles, count, &next_rt, &next_z, &next_ct))
+            for (int kt = 0; kt < k_tiles; kt++)
+                spk_tma_prefetch_l2(map_a, kt * SPK_TMA_BK, next_rt * SPK_TMA_BM, a_batched ? next_z : 0);
+#endif
+        for (int kt = 0; kt < k_tiles; kt++) {
+            const unsigned full = bars + 8 * s, empty = bars + 8 * (nstages + s);
             spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
-            spk_mbar_expect_tx(full, STAGE_BYTES);
-            const unsigned dst = stages + s * STAGE_BYTES;
+            spk_mbar_expect_tx(full, stage_bytes);
+            const unsigned dst = stages + s * stage_bytes;
             spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
-            spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
-                         b_batched ? z : 0);
-            spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
-                         b_batched ? z : 0);
-            if (++s == STAGES) {
+            if constexpr (!RESIDENT) {
+                spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
+                             b_batched ? z : 0);
+                spk_tma_load(dst + SPK_TMA_TILE_BYTES + B_TILE_BYTES, map_b_lo, full, kt * SPK_TMA_BK,
+                             ct * SPK_TMA_BN, b_batched ? z : 0);
+            }
+            if (++s == nstages) {
                 s = 0;
                 phase ^= 1;
             }
@@ -281,32 +339,40 @@ static __device__ __forceinline__ void spk_tma_store(const float (&acc)[64], flo
 
 #if SPK_TMA_STORE_C
 // A tile's C through shared memory and TMA (SPK_TMA_STORE_C): this
-// warpgroup's 64 x 128 half into its buffer (once the bulk store of its last
-// tile has read it), then one thread stores the four boxes and goes on: the
-// write runs under the next tile's products.
+// warpgroup's 64 x 128 half into its buffer (once the bulk store before has
+// read it), then one thread stores the boxes and goes on: the write runs
+// under the next tile's products. In PARTS parts of columns, the buffer
+// holding one part: each part waits for the one before to be read.
+template <int PARTS>
 static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64], const spk_tma_map *map_c,
                                                            unsigned half, int row0, int col0, int z, int wg, int w,
                                                            int lane, float alpha)
 {
+    constexpr int part_cols = SPK_TMA_BN / PARTS, part_values = 64 / PARTS;
+    constexpr unsigned box_bytes = SPK_TMA_WG_ROWS * SPK_TMA_C_BOX_COLS * 4;
     const bool leader = w == 0 && lane == 0;
-    if (leader)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    spk_tma_wg_sync(wg);
 #pragma unroll
-    for (int i = 0; i < 64; i += 2) {
-        const unsigned dst = half + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i));
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(dst), "f"(alpha * acc[i]), "f"(alpha * acc[i + 1])
-                     : "memory");
-    }
-    // the generic proxy's writes made visible to TMA's (the async proxy), then all of them done
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    spk_tma_wg_sync(wg);
-    if (leader) {
+    for (int part = 0; part < PARTS; part++) {
+        if (leader)
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        spk_tma_wg_sync(wg);
 #pragma unroll
-        for (int b = 0; b < SPK_TMA_BN / SPK_TMA_C_BOX_COLS; b++)
-            spk_tma_store_box(map_c, half + b * (SPK_TMA_C_HALF_BYTES / 4), col0 + b * SPK_TMA_C_BOX_COLS,
-                              row0 + SPK_TMA_WG_ROWS * wg, z);
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        for (int i = part * part_values; i < (part + 1) * part_values; i += 2) {
+            const unsigned dst =
+                half + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i) - part * part_cols);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(dst), "f"(alpha * acc[i]), "f"(alpha * acc[i + 1])
+                         : "memory");
+        }
+        // the generic proxy's writes made visible to TMA's (the async proxy), then all of them done
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        spk_tma_wg_sync(wg);
+        if (leader) {
+#pragma unroll
+            for (int b = 0; b < part_cols / SPK_TMA_C_BOX_COLS; b++)
+                spk_tma_store_box(map_c, half + b * box_bytes, col0 + part * part_cols + b * SPK_TMA_C_BOX_COLS,
+                                  row0 + SPK_TMA_WG_ROWS * wg, z);
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
     }
 }
 #endif
@@ -354,8 +420,9 @@ template <> struct spk_tma_layout<true> {
                               b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES;
 };
 
-// Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by a_scale).
-template <bool F16>
+// Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by
+// a_scale), RESIDENT the schedule (B's panel kept in shared memory).
+template <bool F16, bool RESIDENT>
 static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, const spk_tma_map &map_b_hi,
                                                     const spk_tma_map &map_b_lo, const spk_tma_map &map_c, int m,
                                                     int n, int k, int count, int a_batched, int b_batched, float *c,
@@ -365,26 +432,39 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     using layout = spk_tma_layout<F16>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
-    unsigned given;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
-    if (given < layout::smem_bytes)
-        asm volatile("trap;"); // a host that gives less than this variant's layout needs
-    // The stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
-    const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
-    const unsigned stages = (raw + 1023u) & ~1023u;
-    const unsigned c_buffer = stages + layout::stages * layout::stage_bytes;
-    const unsigned bars = c_buffer + SPK_TMA_C_BYTES;
-    const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
     const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     const long long tiles = (long long)row_tiles * col_tiles * count;
+    // Streamed: the variant's stages of A and B; B resident: the panel,
+    // then A's stages in what is left (kernels/gemm_3xtf32_tma.cuh).
+    const unsigned panel_bytes = RESIDENT ? spk_tma_res_panel_bytes(k_tiles, layout::b_tile_bytes) : 0u;
+    const unsigned nstages = RESIDENT ? (unsigned)spk_tma_res_stages(panel_bytes) : layout::stages;
+    const unsigned stage_bytes = RESIDENT ? (unsigned)SPK_TMA_TILE_BYTES : layout::stage_bytes;
+    constexpr int c_parts = RESIDENT ? SPK_TMA_RES_C_PARTS : 1;
+    constexpr unsigned c_bytes = SPK_TMA_C_BYTES / c_parts;
+    const unsigned needed = RESIDENT ? 1024u + panel_bytes + nstages * stage_bytes + c_bytes +
+                                           SPK_TMA_RES_BARRIER_BYTES
+                                     : layout::smem_bytes;
+    unsigned given;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
+    if (given < needed || nstages == 0)
+        asm volatile("trap;"); // a host that gives less than this variant's layout needs
+    // The panel and the stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
+    const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
+    const unsigned panel = (raw + 1023u) & ~1023u;
+    const unsigned stages = panel + panel_bytes;
+    const unsigned c_buffer = stages + nstages * stage_bytes;
+    const unsigned bars = c_buffer + c_bytes;
+    const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < (int)layout::stages; s++) {
+        for (int s = 0; s < (int)nstages; s++) {
             spk_mbar_init(bars + 8 * s, 1);                                    // full: the producer's arrive + bytes
-            spk_mbar_init(bars + 8 * (layout::stages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
+            spk_mbar_init(bars + 8 * (nstages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
         }
+        if (RESIDENT)
+            spk_mbar_init(bars + 16 * nstages, 1); // the panel's: the producer's arrive + bytes
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -392,8 +472,9 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 
     if (warp == SPK_TMA_CONSUMER_WARPS) {
         if (lane == 0)
-            spk_tma_produce<layout::stages, layout::stage_bytes, layout::b_tile_bytes>(
-                &map_a, &map_b_hi, &map_b_lo, stages, bars, tiles, col_tiles, count, k_tiles, a_batched, b_batched);
+            spk_tma_produce<RESIDENT, layout::b_tile_bytes>(&map_a, &map_b_hi, &map_b_lo, panel, stages, nstages,
+                                                            stage_bytes, bars, tiles, row_tiles, col_tiles, count,
+                                                            k_tiles, a_batched, b_batched);
         return;
     }
 
@@ -402,18 +483,20 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
     for (int i = 0; i < 64; i++)
         d[i] = 0.0f;
+    if (RESIDENT)
+        spk_mbar_wait(bars + 16 * nstages, 0); // the panel, once
     unsigned s = 0, phase = 0;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int rt, z, ct;
-        spk_tma_tile_of(t, col_tiles, count, &rt, &z, &ct);
+    int rt, z, ct;
+    for (long long j = 0; spk_tma_walk<RESIDENT>(j, tiles, row_tiles, col_tiles, count, &rt, &z, &ct); j++) {
 #pragma unroll
         for (int i = 0; i < 64; i++)
             acc[i] = 0.0f;
         for (int kt = 0; kt < k_tiles; kt++) {
             spk_mbar_wait(bars + 8 * s, phase);
             __syncwarp();
-            const unsigned char *a_tile = stage_ptr + s * layout::stage_bytes;
-            const unsigned b_hi = stages + s * layout::stage_bytes + SPK_TMA_TILE_BYTES;
+            const unsigned char *a_tile = stage_ptr + s * stage_bytes;
+            const unsigned b_hi = RESIDENT ? panel + 2 * layout::b_tile_bytes * kt
+                                           : stages + s * stage_bytes + SPK_TMA_TILE_BYTES;
             if constexpr (F16)
                 spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale);
             else {
@@ -440,16 +523,16 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();
             if (lane == 0)
-                spk_mbar_arrive(bars + 8 * (layout::stages + s));
-            if (++s == layout::stages) {
+                spk_mbar_arrive(bars + 8 * (nstages + s));
+            if (++s == nstages) {
                 s = 0;
                 phase ^= 1;
             }
         }
 #if SPK_TMA_STORE_C
         if (c_tma) {
-            spk_tma_store_async(acc, &map_c, c_buffer + wg * SPK_TMA_C_HALF_BYTES, rt * SPK_TMA_BM, ct * SPK_TMA_BN, z,
-                                wg, w, lane, alpha);
+            spk_tma_store_async<c_parts>(acc, &map_c, c_buffer + wg * (c_bytes / 2), rt * SPK_TMA_BM,
+                                         ct * SPK_TMA_BN, z, wg, w, lane, alpha);
             continue;
         }
 #endif
@@ -471,10 +554,14 @@ extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                     const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
+                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma, int b_resident)
 {
-    spk_tma_gemm<false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
-                        alpha, beta, c_vec2, c_tma, 1.0f);
+    if (b_resident)
+        spk_tma_gemm<false, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
+                                  c_sn, c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
+    else
+        spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
+                                   c_sn, c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
 }
 
 // The FP16 parts' form: b_hi, b_lo maps of f16 (64-byte swizzle), B's parts
@@ -484,8 +571,12 @@ extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                   long long c_sb, float alpha, float beta, int c_vec2, int c_tma, float a_scale)
+                   long long c_sb, float alpha, float beta, int c_vec2, int c_tma, int b_resident, float a_scale)
 {
-    spk_tma_gemm<true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
-                       alpha, beta, c_vec2, c_tma, a_scale);
+    if (b_resident)
+        spk_tma_gemm<true, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
+                                 c_sn, c_sb, alpha, beta, c_vec2, c_tma, a_scale);
+    else
+        spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
+                                  c_sn, c_sb, alpha, beta, c_vec2, c_tma, a_scale);
 }

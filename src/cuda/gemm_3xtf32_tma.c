@@ -124,6 +124,27 @@ static void c_map_of(const spk_gemm_tma_c *c, int64_t m, int64_t n, int64_t coun
     out->c_tma = 1;
 }
 
+/* B resident (kernels/gemm_3xtf32_tma.cuh) where B's panel fits beside at
+ * least two stages of A, a row group of blocks holds every column, and each
+ * block walks SPK_TMA_RES_MIN_ROW_TILES row tiles or more, so that loading
+ * its panel once is a small part of its work; the grid is then as many
+ * whole row groups as the SMs hold. */
+#define SPK_TMA_RES_MIN_ROW_TILES 4
+
+static void resident_of(spk_gemm_tma_plan *p, int64_t count, int sms)
+{
+    const unsigned b_tile = p->b.f16 ? SPK_TMA16_B_TILE_BYTES : SPK_TMA_TILE_BYTES;
+    const int64_t columns = p->col_tiles * count;
+    if (p->k_tiles > SPK_TMA_RES_PANEL_LIMIT / (2 * b_tile) ||
+        spk_tma_res_stages(spk_tma_res_panel_bytes((int)p->k_tiles, b_tile)) == 0 || columns > sms)
+        return;
+    const int64_t groups = sms / columns;
+    if (p->row_tiles < SPK_TMA_RES_MIN_ROW_TILES * groups)
+        return;
+    p->b_resident = 1;
+    p->grid = (unsigned)(groups * columns);
+}
+
 int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matrix *b, int64_t count,
                            const spk_gemm_tma_c *c, int sms, spk_gemm_tma_plan *out)
 {
@@ -145,6 +166,7 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->smem = SPK_TMA_SMEM_LIMIT;
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
     c_map_of(c, a->rows, b->rows, count, out);
+    resident_of(out, count, sms);
     return 0;
 }
 
@@ -332,10 +354,10 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
 
 /* The kernel's parameters: four tensor maps (A, B's parts, C), then the
  * scalars and C. */
-#define TMA_PARAMS 18
+#define TMA_PARAMS 19
 static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
                                                    sizeof(CUtensorMap), 4, 4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8,
-                                                   4, 4, 4, 4};
+                                                   4, 4, 4, 4, 4};
 
 /* The launch of either parts' form (b16 NULL: TF32's, g->b and g->b_lo). */
 static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent, int64_t m, int64_t n,
@@ -386,7 +408,7 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
     float a_scale = spk_pow2f(a_exponent);
     void *args[TMA_PARAMS + 1] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32,
                                   &p.a_batched, &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2,
-                                  &p.c_tma, &a_scale};
+                                  &p.c_tma, &p.b_resident, &a_scale};
     spk_storage *uses[] = {g->a->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
                              .uses = uses, .nuses = 4};

@@ -38,7 +38,8 @@ typedef struct spk_gemm_tma_map {
 /* A launch of the TMA form. */
 typedef struct spk_gemm_tma_plan {
     int64_t row_tiles, col_tiles, k_tiles, tiles; /* tiles = row_tiles * col_tiles * count */
-    unsigned grid;                                /* persistent blocks: min(tiles, SMs) */
+    unsigned grid;                                /* persistent blocks: min(tiles, SMs), or whole row
+                                                     groups of them where B is resident */
     unsigned threads;
     size_t smem;              /* SPK_TMA_SMEM_LIMIT: whatever the kernel's variant lays out */
     spk_gemm_tma_map a, b;    /* b: the map of b's hi and of b's lo (same layout) */
@@ -46,6 +47,8 @@ typedef struct spk_gemm_tma_plan {
     int c_vec2;               /* C's column pairs are contiguous and 8-byte aligned */
     int c_tma;                /* C suits a tensor map and beta is 0: map c is set, the
                                  SPK_TMA_STORE_C variant stores through it */
+    int b_resident;           /* each block keeps one column's panel of B (grid: whole row
+                                 groups of blocks; kernels/gemm_3xtf32_tma.cuh) */
     spk_gemm_tma_map c;
 } spk_gemm_tma_plan;
 
