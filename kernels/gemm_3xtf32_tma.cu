@@ -87,18 +87,6 @@ static __device__ __forceinline__ void spk_tma_load(unsigned dst, const spk_tma_
                  : "memory");
 }
 
-#if SPK_TMA_PREFETCH_A
-// A's box at (k0, row0) of matrix z fetched into the L2 (no shared memory,
-// no barrier).
-static __device__ __forceinline__ void spk_tma_prefetch_l2(const spk_tma_map *map, int k0, int row0, int z)
-{
-    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];" ::"l"(
-                     reinterpret_cast<unsigned long long>(map)),
-                 "r"(k0), "r"(row0), "r"(z)
-                 : "memory");
-}
-#endif
-
 #if SPK_TMA_STORE_C
 // C's box at (col0, row0) of matrix z from shared memory at src (TMA's bulk
 // store, counted in this thread's bulk group).
@@ -161,27 +149,33 @@ static __device__ __forceinline__ void spk_tma_pin4(unsigned (&a)[4])
         asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// Tile j of this block's walk (row tile, matrix, column tile), false past
-// its last: streamed, tiles b, b + grid, ...; B resident, the row tiles of
-// one column (kernels/gemm_3xtf32_tma.cuh).
-template <bool RESIDENT>
-static __device__ __forceinline__ bool spk_tma_walk(long long j, long long tiles, int row_tiles, int col_tiles,
-                                                    int count, int *rt, int *z, int *ct)
-{
-    if constexpr (RESIDENT) {
-        const int columns = col_tiles * count, column = (int)(blockIdx.x % (unsigned)columns);
-        *rt = spk_tma_res_row_tile(blockIdx.x, gridDim.x, columns, row_tiles, (int)j);
-        *z = column / col_tiles;
-        *ct = column % col_tiles;
-        return *rt >= 0;
-    } else {
-        const long long t = blockIdx.x + j * gridDim.x;
+// The tiles a block takes, in order: streamed, tiles b, b + grid, ... (the
+// tile order of kernels/gemm_3xtf32_tma.cuh); B resident, the row tiles of
+// one column (spk_tma_res_column's), from spk_tma_res_first_row a row
+// group's stride at a time. at() gives the current one (row tile; streamed,
+// its matrix and column tile too), false past the last.
+template <bool RESIDENT> struct spk_tma_walk {
+    long long t; // the tile
+    __device__ __forceinline__ spk_tma_walk(int) : t(blockIdx.x) {}
+    __device__ __forceinline__ bool at(long long tiles, int, int col_tiles, int count, int *rt, int *z, int *ct) const
+    {
         if (t >= tiles)
             return false;
         spk_tma_tile_of(t, col_tiles, count, rt, z, ct);
         return true;
     }
-}
+    __device__ __forceinline__ void next(int) { t += gridDim.x; }
+};
+template <> struct spk_tma_walk<true> {
+    int t; // the row tile
+    __device__ __forceinline__ spk_tma_walk(int columns) : t(spk_tma_res_first_row(blockIdx.x, columns)) {}
+    __device__ __forceinline__ bool at(long long, int row_tiles, int, int, int *rt, int *, int *) const
+    {
+        *rt = t;
+        return t < row_tiles;
+    }
+    __device__ __forceinline__ void next(int columns) { t += spk_tma_res_row_stride(gridDim.x, columns); }
+};
 
 // The producer: one thread issues every stage of this block's tiles.
 // Streamed, a stage is A's tile, then B's hi and lo tiles of B_TILE_BYTES
@@ -197,9 +191,9 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_hi)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_lo)) : "memory");
+    int rt, z, ct;
     if constexpr (RESIDENT) {
-        int rt, z, ct;
-        spk_tma_walk<true>(0, tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+        spk_tma_res_column(blockIdx.x, col_tiles, count, &z, &ct);
         const unsigned panel_full = bars + 16 * nstages;
         spk_mbar_expect_tx(panel_full, spk_tma_res_panel_bytes(k_tiles, B_TILE_BYTES));
         for (int kt = 0; kt < k_tiles; kt++) {
@@ -210,16 +204,8 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
         }
     }
     unsigned s = 0, phase = 0;
-    int rt, z, ct;
-    for (long long j = 0; spk_tma_walk<RESIDENT>(j, tiles, row_tiles, col_tiles, count, &rt, &z, &ct); j++) {
-#if SPK_TMA_PREFETCH_A
-        // the next tile's A into the L2 a tile ahead: the first reads of a row
-        // tile go to DRAM, further than the stages reach
-        int next_rt, next_z, next_ct;
-        if (spk_tma_walk<RESIDENT>(j + 1, tiles, row_tiles, col_tiles, count, &next_rt, &next_z, &next_ct))
-            for (int kt = 0; kt < k_tiles; kt++)
-                spk_tma_prefetch_l2(map_a, kt * SPK_TMA_BK, next_rt * SPK_TMA_BM, a_batched ? next_z : 0);
-#endif
+    for (spk_tma_walk<RESIDENT> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+         walk.next(col_tiles * count)) {
         for (int kt = 0; kt < k_tiles; kt++) {
             const unsigned full = bars + 8 * s, empty = bars + 8 * (nstages + s);
             spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
@@ -256,10 +242,13 @@ static __device__ __forceinline__ void spk_tma_mma_of(float (&d)[64], const unsi
 // the TF32 form, small, small, big a k-step), then acc += d. A k-step is 32
 // bytes further along B's rows in both forms (8 floats, 16 halves): 2 in the
 // descriptor's address (16-byte units).
+// A sum over k-tiles (the FP16 form's SPK_TMA16_SUM_KTILES): start 0 goes
+// on with d where the k-tile before left it, finish 0 leaves acc alone.
 template <bool F16, int KSTEPS, int STEPS>
 static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d)[64], unsigned (&hi)[KSTEPS][4],
                                                      unsigned (&lo)[KSTEPS][4], unsigned long long desc_hi,
-                                                     unsigned long long desc_lo, int q0)
+                                                     unsigned long long desc_lo, int q0, int start = 1,
+                                                     int finish = 1)
 {
 #pragma unroll
     for (int q = q0; q < q0 + STEPS; q++) {
@@ -271,7 +260,7 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
     if (F16 || SPK_TMA_SMALL_FIRST) {
 #pragma unroll
         for (int q = q0; q < q0 + STEPS; q++)
-            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0);
+            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0 || !start);
 #pragma unroll
         for (int q = q0; q < q0 + STEPS; q++)
             spk_tma_mma_of<F16>(d, hi[q], desc_lo + 2 * q, 1);
@@ -289,9 +278,11 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     spk_tma_pin(d);
+    if (finish) {
 #pragma unroll
-    for (int i = 0; i < 64; i++)
-        acc[i] += d[i];
+        for (int i = 0; i < 64; i++)
+            acc[i] += d[i];
+    }
 }
 
 // A tile's C from acc: rows of this thread's warp, pairs of columns. A whole
@@ -339,40 +330,32 @@ static __device__ __forceinline__ void spk_tma_store(const float (&acc)[64], flo
 
 #if SPK_TMA_STORE_C
 // A tile's C through shared memory and TMA (SPK_TMA_STORE_C): this
-// warpgroup's 64 x 128 half into its buffer (once the bulk store before has
-// read it), then one thread stores the boxes and goes on: the write runs
-// under the next tile's products. In PARTS parts of columns, the buffer
-// holding one part: each part waits for the one before to be read.
-template <int PARTS>
+// warpgroup's 64 x 128 half into its buffer (once the bulk store of its last
+// tile has read it), then one thread stores the four boxes and goes on: the
+// write runs under the next tile's products.
 static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64], const spk_tma_map *map_c,
                                                            unsigned half, int row0, int col0, int z, int wg, int w,
                                                            int lane, float alpha)
 {
-    constexpr int part_cols = SPK_TMA_BN / PARTS, part_values = 64 / PARTS;
-    constexpr unsigned box_bytes = SPK_TMA_WG_ROWS * SPK_TMA_C_BOX_COLS * 4;
     const bool leader = w == 0 && lane == 0;
+    if (leader)
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    spk_tma_wg_sync(wg);
 #pragma unroll
-    for (int part = 0; part < PARTS; part++) {
-        if (leader)
-            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-        spk_tma_wg_sync(wg);
+    for (int i = 0; i < 64; i += 2) {
+        const unsigned dst = half + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i));
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(dst), "f"(alpha * acc[i]), "f"(alpha * acc[i + 1])
+                     : "memory");
+    }
+    // the generic proxy's writes made visible to TMA's (the async proxy), then all of them done
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    spk_tma_wg_sync(wg);
+    if (leader) {
 #pragma unroll
-        for (int i = part * part_values; i < (part + 1) * part_values; i += 2) {
-            const unsigned dst =
-                half + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i) - part * part_cols);
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(dst), "f"(alpha * acc[i]), "f"(alpha * acc[i + 1])
-                         : "memory");
-        }
-        // the generic proxy's writes made visible to TMA's (the async proxy), then all of them done
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        spk_tma_wg_sync(wg);
-        if (leader) {
-#pragma unroll
-            for (int b = 0; b < part_cols / SPK_TMA_C_BOX_COLS; b++)
-                spk_tma_store_box(map_c, half + b * box_bytes, col0 + part * part_cols + b * SPK_TMA_C_BOX_COLS,
-                                  row0 + SPK_TMA_WG_ROWS * wg, z);
-            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-        }
+        for (int b = 0; b < SPK_TMA_BN / SPK_TMA_C_BOX_COLS; b++)
+            spk_tma_store_box(map_c, half + b * (SPK_TMA_C_HALF_BYTES / 4), col0 + b * SPK_TMA_C_BOX_COLS,
+                              row0 + SPK_TMA_WG_ROWS * wg, z);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
 }
 #endif
@@ -392,9 +375,11 @@ static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsig
 }
 
 // A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
-// scaled by a_scale and split in registers, then the slices.
+// scaled by a_scale and split in registers, then the slices (a sum over
+// k-tiles: start and finish as spk_tma_slice's).
 static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,
-                                                         unsigned b_hi, int wg, int w, int lane, float a_scale)
+                                                         unsigned b_hi, int wg, int w, int lane, float a_scale,
+                                                         int start, int finish)
 {
     const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
     unsigned hi[SPK_TMA16_KSTEPS][4], lo[SPK_TMA16_KSTEPS][4];
@@ -407,7 +392,8 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
         }
 #pragma unroll
     for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
-        spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0);
+        spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0, start,
+                                                                     finish);
 }
 
 // The layout of a form's stages.
@@ -432,31 +418,28 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     using layout = spk_tma_layout<F16>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
-    const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
-    const long long tiles = (long long)row_tiles * col_tiles * count;
-    // Streamed: the variant's stages of A and B; B resident: the panel,
-    // then A's stages in what is left (kernels/gemm_3xtf32_tma.cuh).
-    const unsigned panel_bytes = RESIDENT ? spk_tma_res_panel_bytes(k_tiles, layout::b_tile_bytes) : 0u;
-    const unsigned nstages = RESIDENT ? (unsigned)spk_tma_res_stages(panel_bytes) : layout::stages;
-    const unsigned stage_bytes = RESIDENT ? (unsigned)SPK_TMA_TILE_BYTES : layout::stage_bytes;
-    constexpr int c_parts = RESIDENT ? SPK_TMA_RES_C_PARTS : 1;
-    constexpr unsigned c_bytes = SPK_TMA_C_BYTES / c_parts;
-    const unsigned needed = RESIDENT ? 1024u + panel_bytes + nstages * stage_bytes + c_bytes +
-                                           SPK_TMA_RES_BARRIER_BYTES
-                                     : layout::smem_bytes;
     unsigned given;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
-    if (given < needed || nstages == 0)
-        asm volatile("trap;"); // a host that gives less than this variant's layout needs
+    // Streamed: the variant's stages of A and B; B resident: the panel,
+    // then A's stages in what is left (kernels/gemm_3xtf32_tma.cuh).
+    const unsigned panel_bytes =
+        RESIDENT ? spk_tma_res_panel_bytes((k + SPK_TMA_BK - 1) / SPK_TMA_BK, layout::b_tile_bytes) : 0u;
+    constexpr unsigned nstages = RESIDENT ? SPK_TMA_RES_STAGES : layout::stages;
+    constexpr unsigned stage_bytes = RESIDENT ? SPK_TMA_TILE_BYTES : layout::stage_bytes;
+    constexpr unsigned needed = RESIDENT ? SPK_TMA_RES_SMEM_BYTES : layout::smem_bytes;
+    if (given < needed || panel_bytes > SPK_TMA_RES_PANEL_LIMIT)
+        asm volatile("trap;"); // a host that gives less than this variant's layout needs, or a panel past it
     // The panel and the stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
     const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
     const unsigned panel = (raw + 1023u) & ~1023u;
     const unsigned stages = panel + panel_bytes;
     const unsigned c_buffer = stages + nstages * stage_bytes;
-    const unsigned bars = c_buffer + c_bytes;
+    const unsigned bars = c_buffer + SPK_TMA_C_BYTES;
     const unsigned char *stage_ptr = spk_tma_smem_raw + (stages - raw);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int col_tiles = (n + SPK_TMA_BN - 1) / SPK_TMA_BN, row_tiles = (m + SPK_TMA_BM - 1) / SPK_TMA_BM;
+    const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
+    const long long tiles = (long long)row_tiles * col_tiles * count;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < (int)nstages; s++) {
@@ -487,7 +470,10 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
         spk_mbar_wait(bars + 16 * nstages, 0); // the panel, once
     unsigned s = 0, phase = 0;
     int rt, z, ct;
-    for (long long j = 0; spk_tma_walk<RESIDENT>(j, tiles, row_tiles, col_tiles, count, &rt, &z, &ct); j++) {
+    if (RESIDENT)
+        spk_tma_res_column(blockIdx.x, col_tiles, count, &z, &ct);
+    for (spk_tma_walk<RESIDENT> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+         walk.next(col_tiles * count)) {
 #pragma unroll
         for (int i = 0; i < 64; i++)
             acc[i] = 0.0f;
@@ -498,7 +484,10 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
             const unsigned b_hi = RESIDENT ? panel + 2 * layout::b_tile_bytes * kt
                                            : stages + s * stage_bytes + SPK_TMA_TILE_BYTES;
             if constexpr (F16)
-                spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale);
+                spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale,
+                                  SPK_TMA16_SUM_KTILES == 1 || kt % SPK_TMA16_SUM_KTILES == 0,
+                                  SPK_TMA16_SUM_KTILES == 1 || kt % SPK_TMA16_SUM_KTILES == SPK_TMA16_SUM_KTILES - 1 ||
+                                      kt == k_tiles - 1);
             else {
                 // The k-tile's A values, split in registers: hi rounded to TF32,
                 // lo = x - hi (the tensor core reads its top 19 bits). Written
@@ -531,8 +520,8 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
         }
 #if SPK_TMA_STORE_C
         if (c_tma) {
-            spk_tma_store_async<c_parts>(acc, &map_c, c_buffer + wg * (c_bytes / 2), rt * SPK_TMA_BM,
-                                         ct * SPK_TMA_BN, z, wg, w, lane, alpha);
+            spk_tma_store_async(acc, &map_c, c_buffer + wg * SPK_TMA_C_HALF_BYTES, rt * SPK_TMA_BM, ct * SPK_TMA_BN, z,
+                                wg, w, lane, alpha);
             continue;
         }
 #endif
@@ -554,14 +543,10 @@ extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                     const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma, int b_resident)
+                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
-    if (b_resident)
-        spk_tma_gemm<false, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
-                                  c_sn, c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
-    else
-        spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
-                                   c_sn, c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
+    spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
+                        alpha, beta, c_vec2, c_tma, 1.0f);
 }
 
 // The FP16 parts' form: b_hi, b_lo maps of f16 (64-byte swizzle), B's parts
@@ -571,12 +556,31 @@ extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
 spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
                    const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c, int m,
                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
-                   long long c_sb, float alpha, float beta, int c_vec2, int c_tma, int b_resident, float a_scale)
+                   long long c_sb, float alpha, float beta, int c_vec2, int c_tma, float a_scale)
 {
-    if (b_resident)
-        spk_tma_gemm<true, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
-                                 c_sn, c_sb, alpha, beta, c_vec2, c_tma, a_scale);
-    else
-        spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm,
-                                  c_sn, c_sb, alpha, beta, c_vec2, c_tma, a_scale);
+    spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
+                       alpha, beta, c_vec2, c_tma, a_scale);
+}
+
+// The same two forms with B resident (kernels/gemm_3xtf32_tma.cuh): the
+// host launches them on whole row groups of blocks where B's panel fits.
+extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
+spk_gemm_3xtf32_tma_resident(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
+                             const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c,
+                             int m, int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm,
+                             long long c_sn, long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
+{
+    spk_tma_gemm<false, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+                              c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
+spk_gemm_3xf16_tma_resident(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
+                            const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c,
+                            int m, int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm,
+                            long long c_sn, long long c_sb, float alpha, float beta, int c_vec2, int c_tma,
+                            float a_scale)
+{
+    spk_tma_gemm<true, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+                             c_sb, alpha, beta, c_vec2, c_tma, a_scale);
 }

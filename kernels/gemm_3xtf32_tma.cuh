@@ -50,12 +50,6 @@
 #define SPK_TMA_STORE_C 1
 #endif
 #define SPK_TMA_C_BOX_COLS 32
-/* 1: the producer fetches the next tile's A into the L2 when it starts a
- * tile (cp.async.bulk.prefetch.tensor), so the stages' loads of A find it
- * there rather than in DRAM. */
-#ifndef SPK_TMA_PREFETCH_A
-#define SPK_TMA_PREFETCH_A 0
-#endif
 #define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)
 #define SPK_TMA_C_BYTES (SPK_TMA_STORE_C ? 2 * SPK_TMA_C_HALF_BYTES : 0)
 /* Dynamic shared memory: the stages (1024-byte aligned, as the swizzle needs:
@@ -195,6 +189,15 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
 #ifndef SPK_TMA16_SLICE_STEPS
 #define SPK_TMA16_SLICE_STEPS 2
 #endif
+/* k-tiles whose products the tensor core sums from zero before one FP32 add
+ * (1 or 2; a slice of the whole k-tile, SPK_TMA16_SLICE_STEPS 2): 2 halves
+ * the adds and lets each sum run over twice the terms. */
+#ifndef SPK_TMA16_SUM_KTILES
+#define SPK_TMA16_SUM_KTILES 1
+#endif
+#if SPK_TMA16_SUM_KTILES != 1 && SPK_TMA16_SLICE_STEPS != SPK_TMA16_KSTEPS
+#error "gemm_3xtf32_tma: a sum over k-tiles takes a slice of a whole k-tile"
+#endif
 #define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
 #define SPK_TMA16_SMEM_BYTES                                                                                           \
     (SPK_TMA16_STAGES * SPK_TMA16_STAGE_BYTES + SPK_TMA_C_BYTES + 1024 + SPK_TMA16_BARRIER_BYTES)
@@ -317,31 +320,25 @@ SPK_TMA_FN void spk_f16_split_value(float x, unsigned short *hi, unsigned short 
 
 /* ---- B resident: a block's whole panel of B in shared memory ------------- */
 
-/* Each 128 x 128 tile reads 32 KB a k-tile through the L2 in the FP16 form
- * (48 KB in the TF32 one), half of it B's parts, and B is the same for
- * every tile of a column: the persistent blocks run at the rate the L2
- * delivers those bytes, not at the tensor pipe's (docs/performance.md). So
- * where B's panel (its 128 rows over all of K, both parts) fits, each block
- * keeps one panel resident, loaded once, and walks the row tiles of that
- * column: block b takes column b % columns (matrices of a batch
+/* Each 128 x 128 tile reads B's parts for all of K through the L2 again, the
+ * same for every tile of a column (16 of the TF32 form's 48 KB a k-tile are
+ * A). Where B's panel (its 128 rows over all of K, both parts) is small, each
+ * block keeps one panel resident, loaded once, and walks the row tiles of
+ * that column: block b takes column b % columns (matrices of a batch
  * included: column tiles x count) and rows b / columns, + groups, ...; the
- * stages then carry A alone, 16 KB each, as many as the rest of the shared
- * memory holds (C's buffer kept). The host takes this schedule where the
- * panel fits, at least two stages remain and every block gets two tiles
- * or more; elsewhere the streamed schedule above. */
-#define SPK_TMA_RES_PANEL_LIMIT (128u * 1024u)
-#ifndef SPK_TMA_RES_MIN_STAGES
-#define SPK_TMA_RES_MIN_STAGES 4
+ * stages then carry A alone, 16 KB each, SPK_TMA_RES_STAGES of them beside
+ * C's buffer. The host takes this schedule where the panel fits and every
+ * block walks enough row tiles (src/cuda/gemm_3xtf32_tma.c); elsewhere the
+ * streamed schedule above. */
+#define SPK_TMA_RES_PANEL_LIMIT (64u * 1024u)
+#define SPK_TMA_RES_STAGES 6
+#define SPK_TMA_RES_BARRIER_BYTES ((2 * SPK_TMA_RES_STAGES + 1) * 8)
+#define SPK_TMA_RES_SMEM_BYTES                                                                                         \
+    (1024 + SPK_TMA_RES_PANEL_LIMIT + SPK_TMA_RES_STAGES * SPK_TMA_TILE_BYTES + SPK_TMA_C_BYTES +                      \
+     SPK_TMA_RES_BARRIER_BYTES)
+#if SPK_TMA_RES_SMEM_BYTES > SPK_TMA_SMEM_LIMIT
+#error "gemm_3xtf32_tma: B's resident panel, its stages and C's buffer exceed a block's 227 KB"
 #endif
-/* With B resident each warpgroup's 64 x 128 of C leaves in this many parts
- * of columns, one after the other through a buffer of a part (1 or 2): two
- * parts halve C's buffer to 32 KB, room for two more stages of A. */
-#ifndef SPK_TMA_RES_C_PARTS
-#define SPK_TMA_RES_C_PARTS 2
-#endif
-#define SPK_TMA_RES_C_BYTES (SPK_TMA_C_BYTES / SPK_TMA_RES_C_PARTS)
-#define SPK_TMA_RES_MAX_STAGES 6
-#define SPK_TMA_RES_BARRIER_BYTES ((2 * SPK_TMA_RES_MAX_STAGES + 1) * 8)
 
 /* The panel's bytes: a k-tile's hi then lo tile, for every k-tile. */
 SPK_TMA_FN unsigned spk_tma_res_panel_bytes(int k_tiles, unsigned b_tile_bytes)
@@ -349,22 +346,16 @@ SPK_TMA_FN unsigned spk_tma_res_panel_bytes(int k_tiles, unsigned b_tile_bytes)
     return 2u * b_tile_bytes * (unsigned)k_tiles;
 }
 
-/* A's stages beside a panel of panel_bytes (0 where it leaves fewer than 2). */
-SPK_TMA_FN int spk_tma_res_stages(unsigned panel_bytes)
+/* A resident block's walk: block b of `grid`, `columns` = column tiles x
+ * count of them per row group. Its column (matrix z, column tile ct), its
+ * first row tile and the stride to the next (the number of row groups). */
+SPK_TMA_FN void spk_tma_res_column(unsigned b, int col_tiles, int count, int *z, int *ct)
 {
-    const unsigned fixed = 1024u + SPK_TMA_RES_C_BYTES + SPK_TMA_RES_BARRIER_BYTES;
-    if (panel_bytes > SPK_TMA_RES_PANEL_LIMIT || panel_bytes + fixed > SPK_TMA_SMEM_LIMIT)
-        return 0;
-    const unsigned stages = (SPK_TMA_SMEM_LIMIT - fixed - panel_bytes) / SPK_TMA_TILE_BYTES;
-    return stages < SPK_TMA_RES_MIN_STAGES ? 0 : stages > SPK_TMA_RES_MAX_STAGES ? SPK_TMA_RES_MAX_STAGES : (int)stages;
+    const int column = (int)(b % (unsigned)(col_tiles * count));
+    *z = column / col_tiles;
+    *ct = column % col_tiles;
 }
-
-/* Row tile j of a resident block's walk (-1 past its last): block b of
- * `grid` blocks, `columns` = column tiles x count of them per row group. */
-SPK_TMA_FN int spk_tma_res_row_tile(unsigned b, unsigned grid, int columns, int row_tiles, int j)
-{
-    const int groups = (int)grid / columns, rt = (int)b / columns + j * groups;
-    return rt < row_tiles ? rt : -1;
-}
+SPK_TMA_FN int spk_tma_res_first_row(unsigned b, int columns) { return (int)(b / (unsigned)columns); }
+SPK_TMA_FN int spk_tma_res_row_stride(unsigned grid, int columns) { return (int)(grid / (unsigned)columns); }
 
 #endif

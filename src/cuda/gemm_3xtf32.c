@@ -46,6 +46,10 @@ static const struct {
     [SPK_GEMM_3XTF32_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
     [SPK_GEMM_3XTF32_SPLIT] = {"gemm_3xtf32.cu", "spk_tf32_split", NULL, 0},
     [SPK_GEMM_3XF16_TMA] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma", "sm_90a", SPK_TMA_SMEM_LIMIT},
+    [SPK_GEMM_3XTF32_TMA_RESIDENT] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xtf32_tma_resident", "sm_90a",
+                                      SPK_TMA_SMEM_LIMIT},
+    [SPK_GEMM_3XF16_TMA_RESIDENT] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma_resident", "sm_90a",
+                                     SPK_TMA_SMEM_LIMIT},
 };
 
 #define MAX_DEVICES 64

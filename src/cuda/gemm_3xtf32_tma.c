@@ -124,19 +124,18 @@ static void c_map_of(const spk_gemm_tma_c *c, int64_t m, int64_t n, int64_t coun
     out->c_tma = 1;
 }
 
-/* B resident (kernels/gemm_3xtf32_tma.cuh) where B's panel fits beside at
- * least two stages of A, a row group of blocks holds every column, and each
- * block walks SPK_TMA_RES_MIN_ROW_TILES row tiles or more, so that loading
- * its panel once is a small part of its work; the grid is then as many
- * whole row groups as the SMs hold. */
+/* B resident (kernels/gemm_3xtf32_tma.cuh) where B's panel fits, a row
+ * group of blocks holds every column, and each block walks
+ * SPK_TMA_RES_MIN_ROW_TILES row tiles or more, so that loading its panel
+ * once is a small part of its work; the grid is then as many whole row
+ * groups as the SMs hold. */
 #define SPK_TMA_RES_MIN_ROW_TILES 4
 
 static void resident_of(spk_gemm_tma_plan *p, int64_t count, int sms)
 {
     const unsigned b_tile = p->b.f16 ? SPK_TMA16_B_TILE_BYTES : SPK_TMA_TILE_BYTES;
     const int64_t columns = p->col_tiles * count;
-    if (p->k_tiles > SPK_TMA_RES_PANEL_LIMIT / (2 * b_tile) ||
-        spk_tma_res_stages(spk_tma_res_panel_bytes((int)p->k_tiles, b_tile)) == 0 || columns > sms)
+    if (p->k_tiles > SPK_TMA_RES_PANEL_LIMIT / (2 * b_tile) || columns > sms)
         return;
     const int64_t groups = sms / columns;
     if (p->row_tiles < SPK_TMA_RES_MIN_ROW_TILES * groups)
@@ -327,8 +326,10 @@ int spk_gemm_3xtf32_tma_prepare(void)
     PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
     spk_3xtf32_form form;
     return encoder(&fn) || spk_gemm_3xtf32_plan_form(&form) || !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA) ||
+                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA_RESIDENT) ||
                    !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_SPLIT) ||
-                   (form == SPK_3XTF32_TMA_F16 && !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA))
+                   (form == SPK_3XTF32_TMA_F16 && (!spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA) ||
+                                                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA_RESIDENT)))
                ? -1
                : 0;
 }
@@ -354,10 +355,10 @@ static int encode(CUtensorMap *map, const spk_gemm_tma_map *p, void *address, co
 
 /* The kernel's parameters: four tensor maps (A, B's parts, C), then the
  * scalars and C. */
-#define TMA_PARAMS 19
+#define TMA_PARAMS 18
 static const size_t tma_param_sizes[TMA_PARAMS] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
                                                    sizeof(CUtensorMap), 4, 4, 4, 4, 4, 4, sizeof(void *), 8, 8, 8,
-                                                   4, 4, 4, 4, 4};
+                                                   4, 4, 4, 4};
 
 /* The launch of either parts' form (b16 NULL: TF32's, g->b and g->b_lo). */
 static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_exponent, int64_t m, int64_t n,
@@ -387,7 +388,9 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
         spk_clear_error();
         p.c_tma = 0;
     }
-    spk_kernel *kernel = spk_gemm_3xtf32_kernel(b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA);
+    spk_kernel *kernel =
+        spk_gemm_3xtf32_kernel(p.b_resident ? (b16 ? SPK_GEMM_3XF16_TMA_RESIDENT : SPK_GEMM_3XTF32_TMA_RESIDENT)
+                                            : (b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA));
     if (!kernel)
         return -1;
     const int want = b16 ? TMA_PARAMS + 1 : TMA_PARAMS;
@@ -408,7 +411,7 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
     float a_scale = spk_pow2f(a_exponent);
     void *args[TMA_PARAMS + 1] = {&maps[0], &maps[1], &maps[2], &maps[3], &m32, &n32, &k32, &count32,
                                   &p.a_batched, &p.b_batched, &c, &c_sm, &c_sn, &c_sb, &alpha, &beta, &p.c_vec2,
-                                  &p.c_tma, &p.b_resident, &a_scale};
+                                  &p.c_tma, &a_scale};
     spk_storage *uses[] = {g->a->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
                              .uses = uses, .nuses = 4};
