@@ -244,11 +244,33 @@ static __device__ __forceinline__ void spk_tma_mma_of(float (&d)[64], const unsi
 // descriptor's address (16-byte units).
 // A sum over k-tiles (the FP16 form's SPK_TMA16_SUM_KTILES): start 0 goes
 // on with d where the k-tile before left it, finish 0 leaves acc alone.
+// SPK_TMA_ORDERED: the two warpgroups issue their slices in turns (named
+// barriers 3 and 4), so that the tensor core runs one's products while the
+// other adds and splits, rather than both groups at once.
+static __device__ __forceinline__ void spk_tma_turn_wait(int wg)
+{
+#if SPK_TMA_ORDERED
+    if (wg == 0)
+        asm volatile("bar.sync 3, 256;" ::: "memory");
+    else
+        asm volatile("bar.sync 4, 256;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void spk_tma_turn_pass(int wg)
+{
+#if SPK_TMA_ORDERED
+    if (wg == 0)
+        asm volatile("bar.arrive 4, 256;" ::: "memory");
+    else
+        asm volatile("bar.arrive 3, 256;" ::: "memory");
+#endif
+}
+
 template <bool F16, int KSTEPS, int STEPS>
 static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d)[64], unsigned (&hi)[KSTEPS][4],
                                                      unsigned (&lo)[KSTEPS][4], unsigned long long desc_hi,
                                                      unsigned long long desc_lo, int q0, int start = 1,
-                                                     int finish = 1)
+                                                     int finish = 1, int wg = 0)
 {
 #pragma unroll
     for (int q = q0; q < q0 + STEPS; q++) {
@@ -256,6 +278,7 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
         spk_tma_pin4(lo[q]);
     }
     spk_tma_pin(d);
+    spk_tma_turn_wait(wg);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     if (F16 || SPK_TMA_SMALL_FIRST) {
 #pragma unroll
@@ -276,6 +299,7 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    spk_tma_turn_pass(wg);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     spk_tma_pin(d);
     if (finish) {
@@ -393,7 +417,7 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
 #pragma unroll
     for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
         spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0, start,
-                                                                     finish);
+                                                                     finish, wg);
 }
 
 // The layout of a form's stages.
@@ -468,6 +492,10 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
         d[i] = 0.0f;
     if (RESIDENT)
         spk_mbar_wait(bars + 16 * nstages, 0); // the panel, once
+#if SPK_TMA_ORDERED
+    if (wg == 1)
+        spk_tma_turn_pass(1); // warpgroup 0 goes first
+#endif
     unsigned s = 0, phase = 0;
     int rt, z, ct;
     if (RESIDENT)
@@ -507,7 +535,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
                 for (int q0 = 0; q0 < SPK_TMA_KSTEPS; q0 += SPK_TMA_SLICE_STEPS)
                     spk_tma_slice<false, SPK_TMA_KSTEPS, SPK_TMA_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo,
-                                                                              q0);
+                                                                              q0, 1, 1, wg);
             }
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();

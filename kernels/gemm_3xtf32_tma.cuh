@@ -50,6 +50,11 @@
 #define SPK_TMA_STORE_C 1
 #endif
 #define SPK_TMA_C_BOX_COLS 32
+/* 1: the two consumer warpgroups issue their products in turns, one
+ * warpgroup's slice after the other's (kernels/gemm_3xtf32_tma.cu). */
+#ifndef SPK_TMA_ORDERED
+#define SPK_TMA_ORDERED 0
+#endif
 #define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)
 #define SPK_TMA_C_BYTES (SPK_TMA_STORE_C ? 2 * SPK_TMA_C_HALF_BYTES : 0)
 /* Dynamic shared memory: the stages (1024-byte aligned, as the swizzle needs:
