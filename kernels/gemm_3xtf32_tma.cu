@@ -242,35 +242,10 @@ static __device__ __forceinline__ void spk_tma_mma_of(float (&d)[64], const unsi
 // the TF32 form, small, small, big a k-step), then acc += d. A k-step is 32
 // bytes further along B's rows in both forms (8 floats, 16 halves): 2 in the
 // descriptor's address (16-byte units).
-// A sum over k-tiles (the FP16 form's SPK_TMA16_SUM_KTILES): start 0 goes
-// on with d where the k-tile before left it, finish 0 leaves acc alone.
-// SPK_TMA_ORDERED: the two warpgroups issue their slices in turns (named
-// barriers 3 and 4), so that the tensor core runs one's products while the
-// other adds and splits, rather than both groups at once.
-static __device__ __forceinline__ void spk_tma_turn_wait(int wg)
-{
-#if SPK_TMA_ORDERED
-    if (wg == 0)
-        asm volatile("bar.sync 3, 256;" ::: "memory");
-    else
-        asm volatile("bar.sync 4, 256;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void spk_tma_turn_pass(int wg)
-{
-#if SPK_TMA_ORDERED
-    if (wg == 0)
-        asm volatile("bar.arrive 4, 256;" ::: "memory");
-    else
-        asm volatile("bar.arrive 3, 256;" ::: "memory");
-#endif
-}
-
 template <bool F16, int KSTEPS, int STEPS>
 static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d)[64], unsigned (&hi)[KSTEPS][4],
                                                      unsigned (&lo)[KSTEPS][4], unsigned long long desc_hi,
-                                                     unsigned long long desc_lo, int q0, int start = 1,
-                                                     int finish = 1, int wg = 0)
+                                                     unsigned long long desc_lo, int q0)
 {
 #pragma unroll
     for (int q = q0; q < q0 + STEPS; q++) {
@@ -278,12 +253,11 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
         spk_tma_pin4(lo[q]);
     }
     spk_tma_pin(d);
-    spk_tma_turn_wait(wg);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     if (F16 || SPK_TMA_SMALL_FIRST) {
 #pragma unroll
         for (int q = q0; q < q0 + STEPS; q++)
-            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0 || !start);
+            spk_tma_mma_of<F16>(d, lo[q], desc_hi + 2 * q, q > q0);
 #pragma unroll
         for (int q = q0; q < q0 + STEPS; q++)
             spk_tma_mma_of<F16>(d, hi[q], desc_lo + 2 * q, 1);
@@ -299,14 +273,11 @@ static __device__ __forceinline__ void spk_tma_slice(float (&acc)[64], float (&d
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    spk_tma_turn_pass(wg);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     spk_tma_pin(d);
-    if (finish) {
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            acc[i] += d[i];
-    }
+    for (int i = 0; i < 64; i++)
+        acc[i] += d[i];
 }
 
 // A tile's C from acc: rows of this thread's warp, pairs of columns. A whole
@@ -399,11 +370,9 @@ static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsig
 }
 
 // A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
-// scaled by a_scale and split in registers, then the slices (a sum over
-// k-tiles: start and finish as spk_tma_slice's).
+// scaled by a_scale and split in registers, then the slices.
 static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,
-                                                         unsigned b_hi, int wg, int w, int lane, float a_scale,
-                                                         int start, int finish)
+                                                         unsigned b_hi, int wg, int w, int lane, float a_scale)
 {
     const unsigned long long desc_hi = spk_tma16_desc(b_hi), desc_lo = spk_tma16_desc(b_hi + SPK_TMA16_B_TILE_BYTES);
     unsigned hi[SPK_TMA16_KSTEPS][4], lo[SPK_TMA16_KSTEPS][4];
@@ -416,8 +385,7 @@ static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float
         }
 #pragma unroll
     for (int q0 = 0; q0 < SPK_TMA16_KSTEPS; q0 += SPK_TMA16_SLICE_STEPS)
-        spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0, start,
-                                                                     finish, wg);
+        spk_tma_slice<true, SPK_TMA16_KSTEPS, SPK_TMA16_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo, q0);
 }
 
 // The layout of a form's stages.
@@ -492,10 +460,6 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
         d[i] = 0.0f;
     if (RESIDENT)
         spk_mbar_wait(bars + 16 * nstages, 0); // the panel, once
-#if SPK_TMA_ORDERED
-    if (wg == 1)
-        spk_tma_turn_pass(1); // warpgroup 0 goes first
-#endif
     unsigned s = 0, phase = 0;
     int rt, z, ct;
     if (RESIDENT)
@@ -512,10 +476,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
             const unsigned b_hi = RESIDENT ? panel + 2 * layout::b_tile_bytes * kt
                                            : stages + s * stage_bytes + SPK_TMA_TILE_BYTES;
             if constexpr (F16)
-                spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale,
-                                  SPK_TMA16_SUM_KTILES == 1 || kt % SPK_TMA16_SUM_KTILES == 0,
-                                  SPK_TMA16_SUM_KTILES == 1 || kt % SPK_TMA16_SUM_KTILES == SPK_TMA16_SUM_KTILES - 1 ||
-                                      kt == k_tiles - 1);
+                spk_tma_ktile_f16(acc, d, a_tile, b_hi, wg, w, lane, a_scale);
             else {
                 // The k-tile's A values, split in registers: hi rounded to TF32,
                 // lo = x - hi (the tensor core reads its top 19 bits). Written
@@ -535,7 +496,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
 #pragma unroll
                 for (int q0 = 0; q0 < SPK_TMA_KSTEPS; q0 += SPK_TMA_SLICE_STEPS)
                     spk_tma_slice<false, SPK_TMA_KSTEPS, SPK_TMA_SLICE_STEPS>(acc, d, hi, lo, desc_hi, desc_lo,
-                                                                              q0, 1, 1, wg);
+                                                                              q0);
             }
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();

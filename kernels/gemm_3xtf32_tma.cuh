@@ -50,11 +50,6 @@
 #define SPK_TMA_STORE_C 1
 #endif
 #define SPK_TMA_C_BOX_COLS 32
-/* 1: the two consumer warpgroups issue their products in turns, one
- * warpgroup's slice after the other's (kernels/gemm_3xtf32_tma.cu). */
-#ifndef SPK_TMA_ORDERED
-#define SPK_TMA_ORDERED 0
-#endif
 #define SPK_TMA_C_HALF_BYTES (SPK_TMA_WG_ROWS * SPK_TMA_BN * 4)
 #define SPK_TMA_C_BYTES (SPK_TMA_STORE_C ? 2 * SPK_TMA_C_HALF_BYTES : 0)
 /* Dynamic shared memory: the stages (1024-byte aligned, as the swizzle needs:
@@ -193,15 +188,6 @@ SPK_TMA_FN void spk_tf32_split_value(float x, float *hi, float *lo)
  * (docs/performance.md). */
 #ifndef SPK_TMA16_SLICE_STEPS
 #define SPK_TMA16_SLICE_STEPS 2
-#endif
-/* k-tiles whose products the tensor core sums from zero before one FP32 add
- * (1 or 2; a slice of the whole k-tile, SPK_TMA16_SLICE_STEPS 2): 2 halves
- * the adds and lets each sum run over twice the terms. */
-#ifndef SPK_TMA16_SUM_KTILES
-#define SPK_TMA16_SUM_KTILES 1
-#endif
-#if SPK_TMA16_SUM_KTILES != 1 && SPK_TMA16_SLICE_STEPS != SPK_TMA16_KSTEPS
-#error "gemm_3xtf32_tma: a sum over k-tiles takes a slice of a whole k-tile"
 #endif
 #define SPK_TMA16_BARRIER_BYTES (2 * SPK_TMA16_STAGES * 8)
 #define SPK_TMA16_SMEM_BYTES                                                                                           \
