@@ -398,6 +398,20 @@ template <> struct spk_tma_layout<true> {
                               b_tile_bytes = SPK_TMA16_B_TILE_BYTES, smem_bytes = SPK_TMA16_SMEM_BYTES;
 };
 
+// A full and an empty mbarrier a stage (and, B resident, the panel's), made
+// visible to TMA (the async proxy).
+template <bool RESIDENT> static __device__ __forceinline__ void spk_tma_init_barriers(unsigned bars, unsigned nstages)
+{
+    for (int s = 0; s < (int)nstages; s++) {
+        spk_mbar_init(bars + 8 * s, 1);                                  // full: the producer's arrive + bytes
+        spk_mbar_init(bars + 8 * (nstages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
+    }
+    if (RESIDENT)
+        spk_mbar_init(bars + 16 * nstages, 1); // the panel's: the producer's arrive + bytes
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by
 // a_scale), RESIDENT the schedule (B's panel kept in shared memory).
 template <bool F16, bool RESIDENT>
@@ -433,16 +447,8 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     const long long tiles = (long long)row_tiles * col_tiles * count;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < (int)nstages; s++) {
-            spk_mbar_init(bars + 8 * s, 1);                                    // full: the producer's arrive + bytes
-            spk_mbar_init(bars + 8 * (nstages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
-        }
-        if (RESIDENT)
-            spk_mbar_init(bars + 16 * nstages, 1); // the panel's: the producer's arrive + bytes
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
+    if (threadIdx.x == 0)
+        spk_tma_init_barriers<RESIDENT>(bars, nstages);
     __syncthreads(); // the last block-wide barrier: the roles never meet again
 
     if (warp == SPK_TMA_CONSUMER_WARPS) {
