@@ -19,7 +19,9 @@
 //     on each other or on a block barrier, so one's FP32 adds and epilogue
 //     run under the other's wgmmas;
 //   - the grid is persistent (a block an SM, tiles b, b + grid, ...): the
-//     producer loads the next tile's stages during this tile's epilogue.
+//     producer loads the next tile's stages during this tile's epilogue;
+//   - where B's panel is small (the _resident entries), each block keeps
+//     one column's panel in shared memory and its stages carry A alone.
 //
 // Operands. A: a TMA tensor map of [count_a][m][k] f32 (k unit stride);
 // b_hi, b_lo: maps of [count_b][n][k] (B's rows, k unit stride), the parts
@@ -540,8 +542,8 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
                     long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
-    spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
-                        alpha, beta, c_vec2, c_tma, 1.0f);
+    spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+                               c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
 }
 
 // The FP16 parts' form: b_hi, b_lo maps of f16 (64-byte swizzle), B's parts
@@ -553,8 +555,8 @@ spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_const
                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma, float a_scale)
 {
-    spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn, c_sb,
-                       alpha, beta, c_vec2, c_tma, a_scale);
+    spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+                              c_sb, alpha, beta, c_vec2, c_tma, a_scale);
 }
 
 // The same two forms with B resident (kernels/gemm_3xtf32_tma.cuh): the
