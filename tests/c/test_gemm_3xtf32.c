@@ -827,7 +827,7 @@ static bool compile_report(const spk_define *defines, int ndefines, int *registe
         while (start > entry && start[-1] != '\n')
             start--;
         const char *end = strchr(frame, '\n');
-        if (!strstr(line, "spill") || strstr(line, " 0 bytes spill stores, 0 bytes spill loads"))
+        if (!strstr(line, "spill") || strstr(line, " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"))
             snprintf(line, size, "%.*s", end ? (int)(end - start) : (int)strlen(start), start);
     }
     if (entries != 4) {

@@ -40,18 +40,34 @@ static void use_fresh_cache(void)
 }
 
 /* ptxas's line "N bytes stack frame, N bytes spill stores, N bytes spill loads"
- * of the recurrence entry in a log compiled with -v, copied into `line`. */
+ * of a log compiled with -v, copied into `line`: the first entry of the file
+ * that uses local memory, else the recurrence entry's (which must be there). */
 static bool recurrence_report(const char *log, char *line, size_t size)
 {
-    const char *entry = strstr(log, "Compiling entry function 'spk_lstm_recurrence'");
-    const char *frame = entry ? strstr(entry, "bytes stack frame") : NULL;
-    if (!frame)
+    if (!strstr(log, "Compiling entry function 'spk_lstm_recurrence'"))
         return false;
-    const char *start = frame, *end = strchr(frame, '\n');
-    while (start > entry && start[-1] != '.' && start[-1] != '\n')
-        start--;
-    size_t n = end ? (size_t)(end - start) : strlen(start);
-    snprintf(line, size, "%.*s", (int)n, start);
+    const char *chosen = NULL;
+    for (const char *entry = strstr(log, "Compiling entry function '"); entry;
+         entry = strstr(entry + 1, "Compiling entry function '")) {
+        const char *frame = strstr(entry, "bytes stack frame");
+        if (!frame)
+            return false;
+        const char *start = frame;
+        while (start > entry && start[-1] != '.' && start[-1] != '\n')
+            start--;
+        const char *end = strchr(frame, '\n');
+        char text[256];
+        snprintf(text, sizeof text, "%.*s", end ? (int)(end - start) : (int)strlen(start), start);
+        const bool clean = strstr(text, " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != NULL;
+        if (!clean || (!chosen && strncmp(entry, "Compiling entry function 'spk_lstm_recurrence'", 46) == 0))
+            chosen = start;
+        if (!clean)
+            break;
+    }
+    if (!chosen)
+        return false;
+    const char *end = strchr(chosen, '\n');
+    snprintf(line, size, "%.*s", end ? (int)(end - chosen) : (int)strlen(chosen), chosen);
     return true;
 }
 
