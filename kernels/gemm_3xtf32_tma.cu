@@ -89,35 +89,6 @@ static __device__ __forceinline__ void spk_tma_load(unsigned dst, const spk_tma_
                  : "memory");
 }
 
-// Half of A's k-tile (32 k x 64 rows of matrix z) into the same offset dst of
-// both blocks of a pair, counted on the mbarrier at bar's offset in each.
-static __device__ __forceinline__ void spk_tma_load_pair(unsigned dst, const spk_tma_map *map, unsigned bar, int k0,
-                                                         int row0, int z)
-{
-    const unsigned short both = 3;
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(dst),
-                 "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(k0), "r"(row0), "r"(z), "h"(both)
-                 : "memory");
-}
-
-// An arrival on the mbarrier at bar's offset in the pair's other block, with
-// the default release at the block's scope: the warp's reads of the stage
-// are done by then, and a release at the cluster's scope waits for far more
-// (docs/performance.md).
-static __device__ __forceinline__ void spk_mbar_arrive_peer(unsigned bar, unsigned peer)
-{
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(peer));
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-
-static __device__ __forceinline__ unsigned spk_cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
 #if SPK_TMA_STORE_C
 // C's box at (col0, row0) of matrix z from shared memory at src (TMA's bulk
 // store, counted in this thread's bulk group).
@@ -193,17 +164,12 @@ static __device__ __forceinline__ void spk_tma_pin4(unsigned (&a)[4])
         asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// How the blocks share the tiles (kernels/gemm_3xtf32_tma.cuh): each on its
-// own, B resident, or in pairs (clusters of two) that share A's k-tiles.
-enum spk_tma_schedule { SPK_TMA_STREAMED, SPK_TMA_RESIDENT, SPK_TMA_PAIRED };
-
 // The tiles a block takes, in order: streamed, tiles b, b + grid, ... (the
 // tile order of kernels/gemm_3xtf32_tma.cuh); B resident, the row tiles of
 // one column (spk_tma_res_column's), from spk_tma_res_first_row a row
-// group's stride at a time; paired, its column of pairs p, p + pairs, ...
-// (spk_tma_pair_tile_of). at() gives the current one (row tile; streamed
-// and paired, its matrix and column tile too), false past the last.
-template <int SCHEDULE> struct spk_tma_walk {
+// group's stride at a time. at() gives the current one (row tile; streamed,
+// its matrix and column tile too), false past the last.
+template <bool RESIDENT> struct spk_tma_walk {
     long long t; // the tile
     __device__ __forceinline__ spk_tma_walk(int) : t(blockIdx.x) {}
     __device__ __forceinline__ bool at(long long tiles, int, int col_tiles, int count, int *rt, int *z, int *ct) const
@@ -215,7 +181,7 @@ template <int SCHEDULE> struct spk_tma_walk {
     }
     __device__ __forceinline__ void next(int) { t += gridDim.x; }
 };
-template <> struct spk_tma_walk<SPK_TMA_RESIDENT> {
+template <> struct spk_tma_walk<true> {
     int t; // the row tile
     __device__ __forceinline__ spk_tma_walk(int columns) : t(spk_tma_res_first_row(blockIdx.x, columns)) {}
     __device__ __forceinline__ bool at(long long, int row_tiles, int, int, int *rt, int *, int *) const
@@ -225,25 +191,12 @@ template <> struct spk_tma_walk<SPK_TMA_RESIDENT> {
     }
     __device__ __forceinline__ void next(int columns) { t += spk_tma_res_row_stride(gridDim.x, columns); }
 };
-template <> struct spk_tma_walk<SPK_TMA_PAIRED> {
-    long long t; // the pair
-    __device__ __forceinline__ spk_tma_walk(int) : t(blockIdx.x / 2) {}
-    __device__ __forceinline__ bool at(long long tiles, int, int col_tiles, int count, int *rt, int *z, int *ct) const
-    {
-        if (t >= tiles / 2)
-            return false;
-        spk_tma_pair_tile_of(t, col_tiles, count, (int)spk_cluster_rank(), rt, z, ct);
-        return true;
-    }
-    __device__ __forceinline__ void next(int) { t += gridDim.x / 2; }
-};
 
 // The producer: one thread issues every stage of this block's tiles.
 // Streamed, a stage is A's tile, then B's hi and lo tiles of B_TILE_BYTES
 // each; B resident, the panel (each k-tile's hi and lo tile) comes first on
-// its own barrier, and a stage is A's tile alone; paired, each block of the
-// pair loads its half of A's rows into both blocks' stage, and its own B.
-template <int SCHEDULE, unsigned B_TILE_BYTES>
+// its own barrier, and a stage is A's tile alone.
+template <bool RESIDENT, unsigned B_TILE_BYTES>
 static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a, const spk_tma_map *map_b_hi,
                                                        const spk_tma_map *map_b_lo, unsigned panel,
                                                        unsigned stages, unsigned nstages, unsigned stage_bytes,
@@ -253,7 +206,6 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_hi)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map_b_lo)) : "memory");
-    constexpr bool RESIDENT = SCHEDULE == SPK_TMA_RESIDENT;
     int rt, z, ct;
     if constexpr (RESIDENT) {
         spk_tma_res_column(blockIdx.x, col_tiles, count, &z, &ct);
@@ -267,18 +219,14 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
         }
     }
     unsigned s = 0, phase = 0;
-    for (spk_tma_walk<SCHEDULE> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+    for (spk_tma_walk<RESIDENT> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
          walk.next(col_tiles * count)) {
         for (int kt = 0; kt < k_tiles; kt++) {
             const unsigned full = bars + 8 * s, empty = bars + 8 * (nstages + s);
-            spk_mbar_wait(empty, phase ^ 1); // the consumers (paired: both blocks') are done with the stage's last tile
+            spk_mbar_wait(empty, phase ^ 1); // the consumers are done with the stage's last tile
             spk_mbar_expect_tx(full, stage_bytes);
             const unsigned dst = stages + s * stage_bytes;
-            if constexpr (SCHEDULE == SPK_TMA_PAIRED)
-                spk_tma_load_pair(dst + SPK_TMA_PAIR_A_BYTES * spk_cluster_rank(), map_a, full, kt * SPK_TMA_BK,
-                                  rt * SPK_TMA_BM + SPK_TMA_PAIR_ROWS * (int)spk_cluster_rank(), a_batched ? z : 0);
-            else
-                spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
+            spk_tma_load(dst, map_a, full, kt * SPK_TMA_BK, rt * SPK_TMA_BM, a_batched ? z : 0);
             if constexpr (!RESIDENT) {
                 spk_tma_load(dst + SPK_TMA_TILE_BYTES, map_b_hi, full, kt * SPK_TMA_BK, ct * SPK_TMA_BN,
                              b_batched ? z : 0);
@@ -291,16 +239,6 @@ static __device__ __forceinline__ void spk_tma_produce(const spk_tma_map *map_a,
             }
         }
     }
-    // Paired, the other block's consumers arrive on this block's barriers:
-    // this block's shared memory outlives their last arrivals.
-    if constexpr (SCHEDULE == SPK_TMA_PAIRED)
-        for (unsigned i = 0; i < nstages; i++) {
-            spk_mbar_wait(bars + 8 * (nstages + s), phase ^ 1);
-            if (++s == nstages) {
-                s = 0;
-                phase ^= 1;
-            }
-        }
 }
 
 // One product of either form: TF32's k-step of 8 or FP16's of 16.
@@ -477,54 +415,21 @@ template <> struct spk_tma_layout<true> {
 
 // A full and an empty mbarrier a stage (and, B resident, the panel's), made
 // visible to TMA (the async proxy).
-template <int SCHEDULE> static __device__ __forceinline__ void spk_tma_init_barriers(unsigned bars, unsigned nstages)
+template <bool RESIDENT> static __device__ __forceinline__ void spk_tma_init_barriers(unsigned bars, unsigned nstages)
 {
-    constexpr unsigned empty_count = (SCHEDULE == SPK_TMA_PAIRED ? 2 : 1) * SPK_TMA_CONSUMER_WARPS;
     for (int s = 0; s < (int)nstages; s++) {
-        spk_mbar_init(bars + 8 * s, 1);                       // full: the producer's arrive + bytes
-        spk_mbar_init(bars + 8 * (nstages + s), empty_count); // empty: a warp each (paired: of both blocks)
+        spk_mbar_init(bars + 8 * s, 1);                                  // full: the producer's arrive + bytes
+        spk_mbar_init(bars + 8 * (nstages + s), SPK_TMA_CONSUMER_WARPS); // empty: a warp each
     }
-    if (SCHEDULE == SPK_TMA_RESIDENT)
+    if (RESIDENT)
         spk_mbar_init(bars + 16 * nstages, 1); // the panel's: the producer's arrive + bytes
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// The barriers set up by thread 0, then the last block-wide (paired:
-// pair-wide, so that no block arrives on or loads into the other's barriers
-// before they exist) meeting: the roles never meet again.
-template <int SCHEDULE> static __device__ __forceinline__ void spk_tma_start(unsigned bars, unsigned nstages)
-{
-    if (threadIdx.x == 0)
-        spk_tma_init_barriers<SCHEDULE>(bars, nstages);
-    if constexpr (SCHEDULE == SPK_TMA_PAIRED)
-        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-    else
-        __syncthreads();
-}
-
-// A consumer warp's arrival on a stage's empty barrier (paired: on both
-// blocks' barriers, since each block loads into the other's stage).
-template <int SCHEDULE> static __device__ __forceinline__ void spk_tma_hand_back(unsigned empty)
-{
-    spk_mbar_arrive(empty);
-    if (SCHEDULE == SPK_TMA_PAIRED)
-        spk_mbar_arrive_peer(empty, spk_cluster_rank() ^ 1u);
-}
-
-// Whether the launch's clusters suit the schedule: paired, of two blocks.
-template <int SCHEDULE> static __device__ __forceinline__ bool spk_tma_clustered_as()
-{
-    if (SCHEDULE != SPK_TMA_PAIRED)
-        return true;
-    unsigned blocks;
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
-    return blocks == 2;
-}
-
 // Both forms' kernel: F16 chooses the parts (TF32's or FP16's, A scaled by
-// a_scale), SCHEDULE how blocks share the tiles (spk_tma_schedule).
-template <bool F16, int SCHEDULE>
+// a_scale), RESIDENT the schedule (B's panel kept in shared memory).
+template <bool F16, bool RESIDENT>
 static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, const spk_tma_map &map_b_hi,
                                                     const spk_tma_map &map_b_lo, const spk_tma_map &map_c, int m,
                                                     int n, int k, int count, int a_batched, int b_batched, float *c,
@@ -532,7 +437,6 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
                                                     float beta, int c_vec2, int c_tma, float a_scale)
 {
     using layout = spk_tma_layout<F16>;
-    constexpr bool RESIDENT = SCHEDULE == SPK_TMA_RESIDENT;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char spk_tma_smem_raw[];
     unsigned given;
@@ -544,9 +448,8 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     constexpr unsigned nstages = RESIDENT ? SPK_TMA_RES_STAGES : layout::stages;
     constexpr unsigned stage_bytes = RESIDENT ? SPK_TMA_TILE_BYTES : layout::stage_bytes;
     constexpr unsigned needed = RESIDENT ? SPK_TMA_RES_SMEM_BYTES : layout::smem_bytes;
-    // a host that gives less than this variant's layout needs, a panel past it, or pairs not in clusters of two
-    if (given < needed || panel_bytes > SPK_TMA_RES_PANEL_LIMIT || !spk_tma_clustered_as<SCHEDULE>())
-        asm volatile("trap;");
+    if (given < needed || panel_bytes > SPK_TMA_RES_PANEL_LIMIT)
+        asm volatile("trap;"); // a host that gives less than this variant's layout needs, or a panel past it
     // The panel and the stages 1024-byte aligned (the swizzle's period), C's buffer, the barriers.
     const unsigned raw = spk_tma_smem(spk_tma_smem_raw);
     const unsigned panel = (raw + 1023u) & ~1023u;
@@ -559,11 +462,13 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     const int k_tiles = (k + SPK_TMA_BK - 1) / SPK_TMA_BK;
     const long long tiles = (long long)row_tiles * col_tiles * count;
 
-    spk_tma_start<SCHEDULE>(bars, nstages);
+    if (threadIdx.x == 0)
+        spk_tma_init_barriers<RESIDENT>(bars, nstages);
+    __syncthreads(); // the last block-wide barrier: the roles never meet again
 
     if (warp == SPK_TMA_CONSUMER_WARPS) {
         if (lane == 0)
-            spk_tma_produce<SCHEDULE, layout::b_tile_bytes>(&map_a, &map_b_hi, &map_b_lo, panel, stages, nstages,
+            spk_tma_produce<RESIDENT, layout::b_tile_bytes>(&map_a, &map_b_hi, &map_b_lo, panel, stages, nstages,
                                                             stage_bytes, bars, tiles, row_tiles, col_tiles, count,
                                                             k_tiles, a_batched, b_batched);
         return;
@@ -580,7 +485,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
     int rt, z, ct;
     if (RESIDENT)
         spk_tma_res_column(blockIdx.x, col_tiles, count, &z, &ct);
-    for (spk_tma_walk<SCHEDULE> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
+    for (spk_tma_walk<RESIDENT> walk(col_tiles * count); walk.at(tiles, row_tiles, col_tiles, count, &rt, &z, &ct);
          walk.next(col_tiles * count)) {
 #pragma unroll
         for (int i = 0; i < 64; i++)
@@ -617,7 +522,7 @@ static __device__ __forceinline__ void spk_tma_gemm(const spk_tma_map &map_a, co
             // This warp's wgmmas and loads of the stage are complete: hand it back.
             __syncwarp();
             if (lane == 0)
-                spk_tma_hand_back<SCHEDULE>(bars + 8 * (nstages + s));
+                spk_mbar_arrive(bars + 8 * (nstages + s));
             if (++s == nstages) {
                 s = 0;
                 phase ^= 1;
@@ -650,7 +555,7 @@ spk_gemm_3xtf32_tma(const __grid_constant__ spk_tma_map map_a, const __grid_cons
                     int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
                     long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
-    spk_tma_gemm<false, SPK_TMA_STREAMED>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+    spk_tma_gemm<false, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
                                c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
 }
 
@@ -663,7 +568,7 @@ spk_gemm_3xf16_tma(const __grid_constant__ spk_tma_map map_a, const __grid_const
                    int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm, long long c_sn,
                    long long c_sb, float alpha, float beta, int c_vec2, int c_tma, float a_scale)
 {
-    spk_tma_gemm<true, SPK_TMA_STREAMED>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+    spk_tma_gemm<true, false>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
                               c_sb, alpha, beta, c_vec2, c_tma, a_scale);
 }
 
@@ -675,7 +580,7 @@ spk_gemm_3xtf32_tma_resident(const __grid_constant__ spk_tma_map map_a, const __
                              int m, int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm,
                              long long c_sn, long long c_sb, float alpha, float beta, int c_vec2, int c_tma)
 {
-    spk_tma_gemm<false, SPK_TMA_RESIDENT>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+    spk_tma_gemm<false, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
                               c_sb, alpha, beta, c_vec2, c_tma, 1.0f);
 }
 
@@ -686,21 +591,6 @@ spk_gemm_3xf16_tma_resident(const __grid_constant__ spk_tma_map map_a, const __g
                             long long c_sn, long long c_sb, float alpha, float beta, int c_vec2, int c_tma,
                             float a_scale)
 {
-    spk_tma_gemm<true, SPK_TMA_RESIDENT>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
+    spk_tma_gemm<true, true>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c, c_sm, c_sn,
                              c_sb, alpha, beta, c_vec2, c_tma, a_scale);
-}
-
-// The FP16 parts' form in pairs of blocks sharing A's k-tiles
-// (kernels/gemm_3xtf32_tma.cuh): launched in clusters of two, map_a's box
-// half a tile's rows. (The TF32 parts' form would need a register more than
-// the 168 a thread that wgmma's warpgroups leave it.)
-extern "C" __global__ void __launch_bounds__(SPK_TMA_THREADS, 1)
-spk_gemm_3xf16_tma_paired(const __grid_constant__ spk_tma_map map_a, const __grid_constant__ spk_tma_map map_b_hi,
-                          const __grid_constant__ spk_tma_map map_b_lo, const __grid_constant__ spk_tma_map map_c,
-                          int m, int n, int k, int count, int a_batched, int b_batched, float *c, long long c_sm,
-                          long long c_sn, long long c_sb, float alpha, float beta, int c_vec2, int c_tma,
-                          float a_scale)
-{
-    spk_tma_gemm<true, SPK_TMA_PAIRED>(map_a, map_b_hi, map_b_lo, map_c, m, n, k, count, a_batched, b_batched, c,
-                                       c_sm, c_sn, c_sb, alpha, beta, c_vec2, c_tma, a_scale);
 }

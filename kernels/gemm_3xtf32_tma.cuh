@@ -349,23 +349,4 @@ SPK_TMA_FN void spk_tma_res_column(unsigned b, int col_tiles, int count, int *z,
 SPK_TMA_FN int spk_tma_res_first_row(unsigned b, int columns) { return (int)(b / (unsigned)columns); }
 SPK_TMA_FN int spk_tma_res_row_stride(unsigned grid, int columns) { return (int)(grid / (unsigned)columns); }
 
-/* ---- A shared by a pair of blocks (the _paired entries) ----------------- */
-
-/* Streamed, the blocks at work on one row tile's columns each read its A
- * through the L2. Paired, a cluster of two blocks takes two column tiles of
- * one row tile at once: each block loads half of A's k-tile, 64 rows, into
- * the same place of both blocks' stage (TMA's multicast), so a pair reads A
- * once; each reads its own B. A stage's empty barrier then counts the
- * consumer warps of both blocks. Pair p holds the tiles 2 p and 2 p + 1 of
- * the tile order above (column tiles even in number), block rank r of the
- * cluster the second where r is 1. */
-#define SPK_TMA_PAIR_ROWS (SPK_TMA_BM / 2)
-#define SPK_TMA_PAIR_A_BYTES (SPK_TMA_PAIR_ROWS * SPK_TMA_BK * 4)
-
-SPK_TMA_FN void spk_tma_pair_tile_of(long long pair, int col_tiles, int count, int rank, int *row_tile, int *matrix,
-                                     int *col_tile)
-{
-    spk_tma_tile_of(2 * pair + rank, col_tiles, count, row_tile, matrix, col_tile);
-}
-
 #endif

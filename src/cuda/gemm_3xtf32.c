@@ -50,7 +50,6 @@ static const struct {
                                       SPK_TMA_SMEM_LIMIT},
     [SPK_GEMM_3XF16_TMA_RESIDENT] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma_resident", "sm_90a",
                                      SPK_TMA_SMEM_LIMIT},
-    [SPK_GEMM_3XF16_TMA_PAIRED] = {"gemm_3xtf32_tma.cu", "spk_gemm_3xf16_tma_paired", "sm_90a", SPK_TMA_SMEM_LIMIT},
 };
 
 #define MAX_DEVICES 64

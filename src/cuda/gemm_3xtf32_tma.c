@@ -144,19 +144,6 @@ static void resident_of(spk_gemm_tma_plan *p, int64_t count, int sms)
     p->grid = (unsigned)(groups * columns);
 }
 
-/* Pairs of blocks sharing A (kernels/gemm_3xtf32_tma.cuh) for the FP16
- * parts where B streams and the column tiles pair up: the grid is then whole
- * pairs, and A's box half a tile's rows. */
-static void paired_of(spk_gemm_tma_plan *p, int sms)
-{
-    if (!p->b.f16 || p->b_resident || p->col_tiles % 2 != 0 || sms < 2)
-        return;
-    const int64_t pairs = p->tiles / 2, most = sms / 2;
-    p->paired = 1;
-    p->grid = 2u * (unsigned)(pairs < most ? pairs : most);
-    p->a.box[1] = SPK_TMA_PAIR_ROWS;
-}
-
 int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matrix *b, int64_t count,
                            const spk_gemm_tma_c *c, int sms, spk_gemm_tma_plan *out)
 {
@@ -179,9 +166,6 @@ int spk_gemm_tma_plan_make(const spk_gemm_tma_matrix *a, const spk_gemm_tma_matr
     out->c_vec2 = c->c_sn == 1 && c->c_sm % 2 == 0 && (count == 1 || c->c_sb % 2 == 0) && c->address % 8 == 0;
     c_map_of(c, a->rows, b->rows, count, out);
     resident_of(out, count, sms);
-    const char *paired = getenv("SPK_TMA_PAIRED");
-    if (!paired || strcmp(paired, "0") != 0)
-        paired_of(out, sms);
     return 0;
 }
 
@@ -345,8 +329,7 @@ int spk_gemm_3xtf32_tma_prepare(void)
                    !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_TMA_RESIDENT) ||
                    !spk_gemm_3xtf32_kernel(SPK_GEMM_3XTF32_SPLIT) ||
                    (form == SPK_3XTF32_TMA_F16 && (!spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA) ||
-                                                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA_RESIDENT) ||
-                                                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA_PAIRED)))
+                                                   !spk_gemm_3xtf32_kernel(SPK_GEMM_3XF16_TMA_RESIDENT)))
                ? -1
                : 0;
 }
@@ -405,10 +388,9 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
         spk_clear_error();
         p.c_tma = 0;
     }
-    spk_kernel *kernel = spk_gemm_3xtf32_kernel(
-        p.paired ? SPK_GEMM_3XF16_TMA_PAIRED
-                 : p.b_resident ? (b16 ? SPK_GEMM_3XF16_TMA_RESIDENT : SPK_GEMM_3XTF32_TMA_RESIDENT)
-                                : (b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA));
+    spk_kernel *kernel =
+        spk_gemm_3xtf32_kernel(p.b_resident ? (b16 ? SPK_GEMM_3XF16_TMA_RESIDENT : SPK_GEMM_3XTF32_TMA_RESIDENT)
+                                            : (b16 ? SPK_GEMM_3XF16_TMA : SPK_GEMM_3XTF32_TMA));
     if (!kernel)
         return -1;
     const int want = b16 ? TMA_PARAMS + 1 : TMA_PARAMS;
@@ -432,7 +414,6 @@ static int launch_tma(const spk_gemm_args *g, const spk_f16_parts *b16, int a_ex
                                   &p.c_tma, &a_scale};
     spk_storage *uses[] = {g->a->storage, tensors[1]->storage, tensors[2]->storage, g->c->storage};
     spk_launch_config cfg = {.grid = {p.grid, 1, 1}, .block = {p.threads, 1, 1}, .smem = p.smem, .stream = s,
-                             .cluster = {p.paired ? 2u : 0u, p.paired ? 1u : 0u, p.paired ? 1u : 0u},
                              .uses = uses, .nuses = 4};
     if (spk_kernel_launch_raw(kernel, &cfg, args)) {
         spk_error_prefix("gemm %s (TMA form, %lld x %lld x %lld)", spk_math_mode_name(SPK_MATH_3XTF32),

@@ -49,8 +49,6 @@ typedef struct spk_gemm_tma_plan {
                                  SPK_TMA_STORE_C variant stores through it */
     int b_resident;           /* each block keeps one column's panel of B (grid: whole row
                                  groups of blocks; kernels/gemm_3xtf32_tma.cuh) */
-    int paired;               /* clusters of two blocks share A's k-tiles (grid: whole pairs;
-                                 a's box half a tile's rows) */
     spk_gemm_tma_map c;
 } spk_gemm_tma_plan;
 

@@ -37,7 +37,6 @@ enum {
     SPK_GEMM_3XF16_TMA,    /* kernels/gemm_3xtf32_tma.cu's FP16 parts */
     SPK_GEMM_3XTF32_TMA_RESIDENT, /* the TMA form with B's panel resident */
     SPK_GEMM_3XF16_TMA_RESIDENT,  /* its FP16 parts, B's panel resident */
-    SPK_GEMM_3XF16_TMA_PAIRED,    /* its FP16 parts, in pairs of blocks sharing A */
     SPK_GEMM_3XTF32_FORMS
 };
 spk_kernel *spk_gemm_3xtf32_kernel(int form);
