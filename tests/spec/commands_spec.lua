@@ -182,7 +182,8 @@ end)
 describe("a numeric flag's bad value", function()
   -- every sweep (a tool or experiment that plans its work) and every numeric flag its --help names:
   -- "--FLAG x" is a usage error naming the flag (exit 2), never a default or a dropped item
-  local numeric = { "batches", "rounds", "steps", "passes", "forwards", "ranges", "budget", "wide", "at", "tiles" }
+  local numeric = { "batches", "rounds", "steps", "passes", "forwards", "ranges", "budget", "wide", "at", "tiles",
+                    "groups" }
   for _, path in ipairs(scripts) do
     local f = assert(io.open(assert(spk.find_dir(path:match("^(%a+)/"))) .. "/" .. path:match("/(.*)$")))
     local text = f:read("a")
