@@ -38,13 +38,21 @@ local script = options.script { gpu = "required", dry_run = true,
 -- values made in registers, no loads; "loads": the loads, no split (A's raw
 -- bits as the parts); "halves": a 64 x 256 tile a warpgroup, the split once
 -- and its parts fed to two halves of 128 columns in turn, each with its own
--- wgmmas, wait and adds (the group column counts both halves' wgmmas)
+-- wgmmas, wait and adds (the group column counts both halves' wgmmas);
+-- "tiles": the split's k-tiles in tiles of 8 (K = 256), each tile ending in
+-- the kernel's epilogue into shared memory (the warpgroup's 64 x 128 of C,
+-- alpha times its sums, into its half of C's buffer, the proxy fence, its
+-- named barrier before and after; no store to global memory); "tiles
+-- offset": the same with the second warpgroup 4 k-tiles behind the first,
+-- so that one's epilogue falls in the middle of the other's tile
 local VARIANTS = {
   { "fp16 consumer k-tile", "f16", 128, 2, 6, true, "split" },
   { "fp16 consumer k-tile ahead", "f16", 128, 2, 6, true, "ahead" },
   { "fp16 consumer split only", "f16", 128, 2, 6, true, "arith" },
   { "fp16 consumer loads only", "f16", 128, 2, 6, true, "loads" },
   { "fp16 consumer 128x256 tile", "f16", 128, 2, 6, true, "halves" },
+  { "fp16 consumer tiles", "f16", 128, 2, 6, true, "tiles" },
+  { "fp16 consumer tiles offset", "f16", 128, 2, 6, true, "tiles offset" },
   { "fp16 k-tile", "f16", 128, 2, 6, true },
   { "fp16 k-tile no adds", "f16", 128, 2, 6, false },
   { "fp16 two k-tiles", "f16", 128, 2, 12, true },
@@ -114,6 +122,8 @@ static __device__ __forceinline__ void mma(float (&d)[%d], const unsigned (&a)[4
 #define LOADS %d
 #define ARITH %d
 #define HALVES %d
+#define TILES %d
+#define OFFSET %d
 %s
 // the FP16 form's split of two scaled floats into FP16 parts (hi, lo pairs)
 static __device__ __forceinline__ void split2(float x0, float x1, unsigned &hi, unsigned &lo)
@@ -140,7 +150,8 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];
-    for (int i = threadIdx.x; i < (SPLIT ? 2 * HALVES * B_BYTES + 4 * 16384 : B_BYTES) / 4; i += THREADS)
+    for (int i = threadIdx.x; i < (SPLIT ? 2 * HALVES * B_BYTES + 4 * 16384 + TILES * 65536 : B_BYTES) / 4;
+         i += THREADS)
         reinterpret_cast<unsigned *>(smem)[i] = 0x3c003c00u;
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
@@ -156,7 +167,6 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
     for (int i = 0; i < REGS; i++)
         d[i] = acc[i] = acc2[HALVES > 1 ? i : 0] = 0.0f;
     __syncthreads();
-    const unsigned long long t0 = clock64();
     const int wg = threadIdx.x / 128, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const float a_scale = sink[1] + 1.0f; // 1, unknown to the compiler
     unsigned hi[2][4], lo[2][4], next_hi[2][4], next_lo[2][4];
@@ -180,6 +190,23 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
                 } else
                     split2(__fmul_rn(x.x, a_scale), __fmul_rn(x.y, a_scale), h[q][r], l[q][r]);
             }
+    };
+    // a tile's end: this warpgroup's C into its half of C's buffer, as the
+    // kernel's epilogue does before its bulk store
+    auto epilogue = [&]() {
+        const unsigned half_c = base + 2 * HALVES * B_BYTES + 4 * 16384 + wg * 32768;
+        asm volatile("bar.sync %%0, 128;" ::"r"(1 + wg) : "memory");
+#pragma unroll
+        for (int i = 0; i < REGS; i += 2) {
+            const unsigned r = 16u * w + (lane >> 2) + 8u * ((i >> 1) & 1u);
+            const unsigned c = 8u * (i >> 2) + 2u * (lane & 3u);
+            const unsigned dst = half_c + (c / 32u) * 8192u + swizzled(r, c %% 32u);
+            asm volatile("st.shared.v2.f32 [%%0], {%%1, %%2};" ::"r"(dst), "f"(a_scale * acc[i]), "f"(a_scale * acc[i + 1])
+                         : "memory");
+            acc[i] = acc[i + 1] = 0.0f;
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %%0, 128;" ::"r"(1 + wg) : "memory");
     };
     // one group on the parts h, l; ahead, the next group's parts into nh, nl
     // while its wgmmas run (the two sets alternate, so no wgmma's input is
@@ -220,10 +247,18 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
                 else
                     acc2[HALVES > 1 ? i : 0] += d[i];
         }
+        if (TILES && (g & 7) == 7)
+            epilogue();
         }
     };
     if (AHEAD)
         load_split(0, hi, lo);
+    if (OFFSET && wg == 1)
+        for (int g = 0; g < 4; g += 2) {
+            group(g, hi, lo, next_hi, next_lo);
+            group(g + 1, next_hi, next_lo, hi, lo);
+        }
+    const unsigned long long t0 = clock64();
     for (int g = 0; g < groups; g += 2) {
         group(g, hi, lo, next_hi, next_lo);
         group(g + 1, next_hi, next_lo, hi, lo);
@@ -242,7 +277,8 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
 #endif
 }
 ]]):format(regs, 128 * wgs, per_group, adds and 1 or 0, n * row_bytes, split and 1 or 0, split == "ahead" and 1 or 0,
-    split == "loads" and 1 or 0, split == "arith" and 1 or 0, split == "halves" and 2 or 1, mma, sbo, layout)
+    split == "loads" and 1 or 0, split == "arith" and 1 or 0, split == "halves" and 2 or 1,
+    split and split:find("^tiles") and 1 or 0, split == "tiles offset" and 1 or 0, mma, sbo, layout)
 end
 
 local sms = spk.cuda.device().sms
@@ -257,7 +293,9 @@ for i, v in ipairs(chosen) do
     :kernel("spk_wgmma_rate")
   local cycles = spk.cuda.zeros({ sms * wgs }) -- a warpgroup's cycles
   -- one block an SM: more shared memory than half an SM's
-  local launch = { grid = sms, block = 128 * wgs, smem = 120 * 1024, args = { cycles, spk.i32(groups), sink } }
+  local tiles = split and split:find("^tiles")
+  local launch = { grid = sms, block = 128 * wgs, smem = (tiles and 200 or 120) * 1024,
+                   args = { cycles, spk.i32(groups), sink } }
   kernel:launch(launch) -- warm-up
   kernel:launch(launch)
   spk.cuda.synchronize()
