@@ -370,20 +370,6 @@ static __device__ __forceinline__ void spk_tma_store_async(const float (&acc)[64
 }
 #endif
 
-// Two scaled floats as FP16 parts, the pair packed as the fragment holds it
-// (the lower k in the low half; cvt.rn.f16x2.f32 d, a, b puts a high), as
-// kernels/gemm_3xtf32_tma.cuh's spk_f16_split_value for every finite x: lo =
-// x - hi. An Inf's lo is NaN here: no test for it, since the form's A is h,
-// never infinite, and the test costs time (docs/performance.md).
-static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsigned &hi, unsigned &lo)
-{
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
-    float h0, h1;
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(h0), "=f"(h1) : "r"(hi));
-    const float r0 = __fsub_rn(x0, h0), r1 = __fsub_rn(x1, h1);
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
-}
-
 // A k-tile's products, FP16 parts: this thread's 8 pairs of A values, each
 // scaled by a_scale and split in registers, then the slices.
 static __device__ __forceinline__ void spk_tma_ktile_f16(float (&acc)[64], float (&d)[64], const unsigned char *a_tile,

@@ -1,9 +1,10 @@
 /* The geometry of the split-TF32 GEMM's TMA form (kernels/gemm_3xtf32_tma.cu):
  * tiles, stages, the shared-memory layout that TMA writes and wgmma reads,
  * the register fragments, the tile order, and the split itself. Included by
- * the kernel and by its host (src/cuda/gemm_3xtf32_tma.c), so that the C
- * tests (tests/c/test_gemm_3xtf32.c) check on the CPU the very index
- * functions the kernel runs. C and CUDA C++; each tunable can be overridden
+ * the kernel, by its host (src/cuda/gemm_3xtf32_tma.c) and by the kernels of
+ * tools/wgmma_rate.lua, so that the C tests (tests/c/test_gemm_3xtf32.c)
+ * check on the CPU the very index functions the kernel runs, and the tool
+ * times its layout. C and CUDA C++; each tunable can be overridden
  * with a define (tools/gemm_3xtf32_check.lua times the variants). */
 #ifndef SPK_GEMM_3XTF32_TMA_CUH
 #define SPK_GEMM_3XTF32_TMA_CUH
@@ -308,6 +309,23 @@ SPK_TMA_FN void spk_f16_split_value(float x, unsigned short *hi, unsigned short 
     const float h = spk_f16_value(*hi);
     *lo = (h - h == 0.0f) ? spk_f16_bits(x - h) : (unsigned short)0;
 }
+
+#if defined(__CUDACC__)
+/* The same split on the device, as the kernel (and tools/wgmma_rate.lua)
+ * runs it: two scaled floats as FP16 parts, each pair packed as wgmma's A
+ * fragment holds it (the lower k in the low half; cvt.rn.f16x2.f32 d, a, b
+ * puts a high), as spk_f16_split_value for every finite x: lo = x - hi. An
+ * Inf's lo is NaN here: no test for it, since the form's A is h, never
+ * infinite, and the test costs time (docs/performance.md). */
+static __device__ __forceinline__ void spk_tma16_split(float x0, float x1, unsigned &hi, unsigned &lo)
+{
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
+    float h0, h1;
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(h0), "=f"(h1) : "r"(hi));
+    const float r0 = __fsub_rn(x0, h0), r1 = __fsub_rn(x1, h1);
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(r1), "f"(r0));
+}
+#endif
 
 /* ---- B resident: a block's whole panel of B in shared memory ------------- */
 

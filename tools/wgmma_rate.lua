@@ -1,5 +1,5 @@
 -- The rate of Hopper's warpgroup tensor-core instructions (wgmma) in the
--- shapes spk's kernels issue them: what a k-tile of the split-TF32 GEMM's
+-- shapes of spk's kernels: what a k-tile of the split-TF32 GEMM's
 -- FP16 and TF32 forms, or a step's products in the tensor-core recurrence,
 -- costs the tensor pipe, alone and with the FP16 form's own work on A beside
 -- it. Each block (one an SM, on every SM at once) runs warpgroups that each
@@ -9,8 +9,9 @@
 -- an FP32 accumulator, as the kernels' slices do; without, every wgmma
 -- accumulates into d (so none is dead code that ptxas may drop). The
 -- "consumer" variants are the FP16 form's consumer warpgroups without TMA
--- or barriers (VARIANTS below says what each leaves in). GPU only (compute
--- capability 9.0).
+-- or barriers (VARIANTS below says what each leaves in), laid out and
+-- split by the kernel's own functions (kernels/gemm_3xtf32_tma.cuh). GPU
+-- only (compute capability 9.0).
 --
 --   build/spk run tools/wgmma_rate.lua [--groups 2000] [--only NAMES] [--dry-run]
 --
@@ -70,6 +71,13 @@ local VARIANTS = {
   { "recurrence n64 slice", "f16", 64, 4, 12, true },
 }
 
+-- What a variant's A mode (VARIANTS' seventh field) turns on.
+local function mode_of(split)
+  local tiles = split ~= nil and split:find("^tiles") ~= nil
+  return { split = split ~= nil, ahead = split == "ahead", loads = split == "loads", arith = split == "arith",
+           halves = split == "halves" and 2 or 1, tiles = tiles, offset = split == "tiles offset" }
+end
+
 local groups = script:read("--groups", 2000, options.positive)
 if groups % 2 ~= 0 then script:usage_error("--groups must be even (the loop takes two groups a turn)") end
 local only = script:read("--only", nil, options.list)
@@ -90,7 +98,7 @@ local status = script:plan(work)
 
 -- The kernel of one variant: the instruction's text with its n/2 accumulator
 -- registers written out.
-local function source(kind, n, wgs, per_group, adds, split)
+local function source(kind, n, wgs, per_group, adds, mode)
   local regs = n // 2
   local list, operands = {}, {}
   for i = 0, regs - 1 do
@@ -109,9 +117,12 @@ static __device__ __forceinline__ void mma(float (&d)[%d], const unsigned (&a)[4
 }
 ]]):format(regs, regs + 5, shape, table.concat(list, ", "), regs, regs + 1, regs + 2, regs + 3, regs + 4, tail,
     table.concat(operands, ", "))
-  -- B: n rows of 64 bytes (f16, 64-byte swizzle) or 128 (tf32, 128-byte).
-  local row_bytes, sbo, layout = kind == "f16" and 64 or 128, kind == "f16" and 512 or 1024, kind == "f16" and 2 or 1
+  -- B: n rows of 64 bytes (f16, 64-byte swizzle) or 128 (tf32, 128-byte),
+  -- addressed by the kernel's descriptors.
+  local row_bytes, descriptor = kind == "f16" and 64 or 128, kind == "f16" and "spk_tma16_desc" or "spk_tma_desc"
+  local flag = function(on) return on and 1 or 0 end
   return ([[
+#include "gemm_3xtf32_tma.cuh"
 #define REGS %d
 #define THREADS %d
 #define PER_GROUP %d
@@ -125,19 +136,6 @@ static __device__ __forceinline__ void mma(float (&d)[%d], const unsigned (&a)[4
 #define TILES %d
 #define OFFSET %d
 %s
-// the FP16 form's split of two scaled floats into FP16 parts (hi, lo pairs)
-static __device__ __forceinline__ void split2(float x0, float x1, unsigned &hi, unsigned &lo)
-{
-    asm("cvt.rn.f16x2.f32 %%0, %%1, %%2;" : "=r"(hi) : "f"(x1), "f"(x0));
-    float h0, h1;
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %%2;\ncvt.f32.f16 %%0, l;\ncvt.f32.f16 %%1, h;\n}" : "=f"(h0), "=f"(h1) : "r"(hi));
-    asm("cvt.rn.f16x2.f32 %%0, %%1, %%2;" : "=r"(lo) : "f"(__fsub_rn(x1, h1)), "f"(__fsub_rn(x0, h0)));
-}
-
-static __device__ __forceinline__ unsigned swizzled(unsigned r, unsigned c)
-{
-    return r * 128u + ((((c >> 2) ^ r) & 7u) << 4) + ((c & 3u) << 2);
-}
 static __device__ __forceinline__ void pin(float (&d)[REGS])
 {
 #pragma unroll
@@ -156,8 +154,7 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
-    const unsigned long long desc = (unsigned long long)((base & 0x3ffffu) >> 4) | (1ull << 16) |
-                                    ((unsigned long long)(%d >> 4) << 32) | ((unsigned long long)%d << 62);
+    const unsigned long long desc = %s(base);
     unsigned a[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -177,18 +174,19 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
         for (int q = 0; q < 2; q++)
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const unsigned row = 64u * wg + 16u * w + (lane >> 2) + 8u * (r & 1);
-                const unsigned col = 16u * q + 2u * (lane & 3) + 8u * (r >> 1);
+                // the kernel's place of the pair (spk_tma16_a_offset's row and column)
+                const unsigned row = SPK_TMA_WG_ROWS * wg + spk_tma16_a_row(w, lane, r);
+                const unsigned col = 16u * q + spk_tma16_a_col(lane, r, 0);
                 float2 x;
                 if (ARITH)
                     x = make_float2(__int_as_float(0x3e000000 + (g << 4) + row), __int_as_float(0x3e000000 + col));
                 else
-                    x = *reinterpret_cast<const float2 *>(tile + swizzled(row, col));
+                    x = *reinterpret_cast<const float2 *>(tile + spk_tma_swizzled(row, col));
                 if (LOADS) {
                     h[q][r] = __float_as_uint(x.x);
                     l[q][r] = __float_as_uint(x.y);
                 } else
-                    split2(__fmul_rn(x.x, a_scale), __fmul_rn(x.y, a_scale), h[q][r], l[q][r]);
+                    spk_tma16_split(__fmul_rn(x.x, a_scale), __fmul_rn(x.y, a_scale), h[q][r], l[q][r]);
             }
     };
     // a tile's end: this warpgroup's C into its half of C's buffer, as the
@@ -198,9 +196,7 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
         asm volatile("bar.sync %%0, 128;" ::"r"(1 + wg) : "memory");
 #pragma unroll
         for (int i = 0; i < REGS; i += 2) {
-            const unsigned r = 16u * w + (lane >> 2) + 8u * ((i >> 1) & 1u);
-            const unsigned c = 8u * (i >> 2) + 2u * (lane & 3u);
-            const unsigned dst = half_c + (c / 32u) * 8192u + swizzled(r, c %% 32u);
+            const unsigned dst = half_c + spk_tma_c_offset(spk_tma_acc_row(w, lane, i), spk_tma_acc_col(lane, i));
             asm volatile("st.shared.v2.f32 [%%0], {%%1, %%2};" ::"r"(dst), "f"(a_scale * acc[i]), "f"(a_scale * acc[i + 1])
                          : "memory");
             acc[i] = acc[i + 1] = 0.0f;
@@ -216,39 +212,39 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
             load_split(g, h, l);
 #pragma unroll
         for (int half = 0; half < HALVES; half++) {
-        const unsigned long long desc_half = desc + half * (B_BYTES >> 4) * 2;
-        pin(d);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        if (SPLIT) {
-            const unsigned long long desc_lo = desc_half + (B_BYTES >> 4);
+            const unsigned long long desc_half = desc + half * (B_BYTES >> 4) * 2;
+            pin(d);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            if (SPLIT) {
+                const unsigned long long desc_lo = desc_half + (B_BYTES >> 4);
 #pragma unroll
-            for (int q = 0; q < 2; q++)
-                mma(d, l[q], desc_half + 2 * q, q > 0);
+                for (int q = 0; q < 2; q++)
+                    mma(d, l[q], desc_half + 2 * q, q > 0);
 #pragma unroll
-            for (int q = 0; q < 2; q++)
-                mma(d, h[q], desc_lo + 2 * q, 1);
+                for (int q = 0; q < 2; q++)
+                    mma(d, h[q], desc_lo + 2 * q, 1);
 #pragma unroll
-            for (int q = 0; q < 2; q++)
-                mma(d, h[q], desc_half + 2 * q, 1);
-        } else
+                for (int q = 0; q < 2; q++)
+                    mma(d, h[q], desc_half + 2 * q, 1);
+            } else
 #pragma unroll
-        for (int p = 0; p < PER_GROUP; p++)
-            mma(d, a, desc + 2 * (p %% 2), !ADDS || p > 0);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        if (AHEAD && half == HALVES - 1)
-            load_split(g + 1, nh, nl);
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        pin(d);
-        if (ADDS) {
+            for (int p = 0; p < PER_GROUP; p++)
+                mma(d, a, desc + 2 * (p %% 2), !ADDS || p > 0);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            if (AHEAD && half == HALVES - 1)
+                load_split(g + 1, nh, nl);
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            pin(d);
+            if (ADDS) {
 #pragma unroll
-            for (int i = 0; i < REGS; i++)
-                if (half == 0)
-                    acc[i] += d[i];
-                else
-                    acc2[HALVES > 1 ? i : 0] += d[i];
-        }
-        if (TILES && (g & 7) == 7)
-            epilogue();
+                for (int i = 0; i < REGS; i++)
+                    if (half == 0)
+                        acc[i] += d[i];
+                    else
+                        acc2[HALVES > 1 ? i : 0] += d[i];
+            }
+            if (TILES && (g & 7) == 7)
+                epilogue();
         }
     };
     if (AHEAD)
@@ -276,9 +272,8 @@ spk_wgmma_rate(float *cycles, int groups, float *sink)
     asm volatile("trap;");
 #endif
 }
-]]):format(regs, 128 * wgs, per_group, adds and 1 or 0, n * row_bytes, split and 1 or 0, split == "ahead" and 1 or 0,
-    split == "loads" and 1 or 0, split == "arith" and 1 or 0, split == "halves" and 2 or 1,
-    split and split:find("^tiles") and 1 or 0, split == "tiles offset" and 1 or 0, mma, sbo, layout)
+]]):format(regs, 128 * wgs, per_group, flag(adds), n * row_bytes, flag(mode.split), flag(mode.ahead),
+    flag(mode.loads), flag(mode.arith), mode.halves, flag(mode.tiles), flag(mode.offset), mma, descriptor)
 end
 
 local sms = spk.cuda.device().sms
@@ -289,12 +284,13 @@ local sink = spk.cuda.zeros({ 2 })
 for i, v in ipairs(chosen) do
   status:step(work[i])
   local _, kind, n, wgs, per_group, adds, split = table.unpack(v)
-  local kernel = spk.cuda.compile { arch = "sm_90a", source = source(kind, n, wgs, per_group, adds, split) }
+  local mode = mode_of(split)
+  local kernel = spk.cuda.compile { arch = "sm_90a", source = source(kind, n, wgs, per_group, adds, mode),
+                                    options = { "-I" .. spk.cuda.kernel_dir() } }
     :kernel("spk_wgmma_rate")
   local cycles = spk.cuda.zeros({ sms * wgs }) -- a warpgroup's cycles
   -- one block an SM: more shared memory than half an SM's
-  local tiles = split and split:find("^tiles")
-  local launch = { grid = sms, block = 128 * wgs, smem = (tiles and 200 or 120) * 1024,
+  local launch = { grid = sms, block = 128 * wgs, smem = (mode.tiles and 200 or 120) * 1024,
                    args = { cycles, spk.i32(groups), sink } }
   kernel:launch(launch) -- warm-up
   kernel:launch(launch)
@@ -305,12 +301,13 @@ for i, v in ipairs(chosen) do
   table.sort(counts)
   local median = counts[(#counts + 1) // 2]
   local per_group_cycles = median / groups
-  local per_wgmma = per_group_cycles / (per_group * wgs * (split == "halves" and 2 or 1))
+  local wgmmas = per_group * mode.halves -- a warpgroup's in a group
+  local per_wgmma = per_group_cycles / (wgmmas * wgs)
   local k = kind == "f16" and 16 or 8
   local rate = kind == "f16" and 2048 or 1024
   local ideal = 64 * n * k / rate
   status:print(("%-32s %-22s %4d %5d %5s %12.1f %10.1f %8.1f"):format(v[1], ("m64n%dk%d %s"):format(n, k, kind), wgs,
-    per_group * (split == "halves" and 2 or 1), adds and "yes" or "no", per_group_cycles, per_wgmma, 100 * ideal / per_wgmma))
+    wgmmas, adds and "yes" or "no", per_group_cycles, per_wgmma, 100 * ideal / per_wgmma))
 end
 status:finish()
 print(("wgmma_rate: %d variants"):format(#chosen))
